@@ -1,0 +1,505 @@
+"""Shared pieces of the benchmark scripts: installing peers, rendering their
+configs, starting them pinned to a CPU, checking readiness, measuring CPU time
+and memory from /proc, and stopping every started process by its own group."""
+
+import http.client
+import os
+import resource
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+PEERS = BENCH / "peers"
+BODY = b"Hello, World!"
+
+ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy"]
+PEER_SERVERS = ALL_SERVERS[1:]
+ALL_WORKLOADS = ["fixed", "static"]
+WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt"}
+
+# Debian 12 packages. nginx-light is a transitional package in bookworm that only
+# pulls in `nginx` (which ships /usr/sbin/nginx) plus an extra module, so the real
+# package is installed directly. mod_magnet (lighttpd's fixed response) lives in
+# lighttpd-modules-lua.
+PACKAGES = {
+    "nginx": ["nginx"],
+    "h2o": ["h2o"],
+    "lighttpd": ["lighttpd", "lighttpd-modules-lua"],
+    "haproxy": ["haproxy"],
+    "wrk": ["wrk"],
+}
+BINARY_NAMES = {
+    "nginx": "nginx",
+    "h2o": "h2o",
+    "lighttpd": "lighttpd",
+    "haproxy": "haproxy",
+    "wrk": "wrk",
+}
+LIGHTTPD_MAGNET = Path("/usr/lib/lighttpd/mod_magnet.so")
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+_started = []  # every Popen this process started, stopped by stop_all()
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- signals / cleanup
+
+
+def install_signal_handlers():
+    """Turn SIGTERM/SIGHUP into KeyboardInterrupt so `finally` blocks run."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
+
+
+def spawn(cmd, **kw):
+    """Start a process in a new session (its own process group) and remember it."""
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, start_new_session=True, **kw)
+    _started.append(proc)
+    return proc
+
+
+def stop(proc, timeout=5.0):
+    """SIGTERM the process group created for `proc`, SIGKILL it after `timeout`."""
+    if proc is None:
+        return
+    pgid = proc.pid  # start_new_session=True: the group id is the leader's pid
+    if proc.poll() is None:
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    # The leader may be gone while children of its group linger (nginx workers).
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log(f"warning: pid {proc.pid} did not exit after SIGKILL")
+    if proc in _started:
+        _started.remove(proc)
+
+
+def stop_all():
+    for proc in list(reversed(_started)):
+        stop(proc)
+
+
+def raise_nofile(want=None):
+    """Soft RLIMIT_NOFILE up to the hard limit; as root, the hard limit itself up
+    to `want` (bounded by fs.nr_open) when that is higher."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if want and hard != resource.RLIM_INFINITY and want > hard and os.geteuid() == 0:
+        try:
+            nr_open = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            nr_open = want
+        try:
+            target = min(want, nr_open)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, target))
+            soft, hard = target, target
+        except (ValueError, OSError):
+            pass
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def _preexec_nofile():
+    # Runs in the child before exec: the server gets the hard limit as well.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+# ---------------------------------------------------------------- packages
+
+
+def dpkg_installed(pkg):
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Status}", pkg],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip().endswith("install ok installed")
+
+
+class _PolicyRcGuard:
+    """Keeps package maintainer scripts from starting system services while
+    installing: if /usr/sbin/policy-rc.d is absent, a deny-all one is put in place
+    for the duration and removed afterwards."""
+
+    PATH = Path("/usr/sbin/policy-rc.d")
+
+    def __enter__(self):
+        self.created = False
+        if not self.PATH.exists():
+            self.PATH.write_text("#!/bin/sh\nexit 101\n")
+            self.PATH.chmod(0o755)
+            self.created = True
+        return self
+
+    def __exit__(self, *exc):
+        if self.created:
+            try:
+                self.PATH.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def ensure_packages(wanted, notes, install=True):
+    """Install the Debian packages of the `wanted` servers/tools that are missing.
+    Returns the set of names whose packages are all installed afterwards."""
+    missing = []
+    for name in wanted:
+        missing += [p for p in PACKAGES.get(name, []) if not dpkg_installed(p)]
+    missing = sorted(set(missing))
+    if missing and not install:
+        notes.append(f"not installing missing packages ({', '.join(missing)}): --no-install")
+    elif missing and os.geteuid() != 0:
+        notes.append(f"missing packages ({', '.join(missing)}) and not root: not installed")
+    elif missing:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        log(f"installing: {' '.join(missing)}")
+        with _PolicyRcGuard():
+            subprocess.run(["apt-get", "update", "-qq"], env=env, timeout=900,
+                           stdout=subprocess.DEVNULL)
+            r = subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env,
+                               timeout=1800, stdout=subprocess.DEVNULL)
+            if r.returncode != 0:
+                # One bad package must not keep the others out.
+                for pkg in missing:
+                    if not dpkg_installed(pkg):
+                        subprocess.run(["apt-get", "install", "-y", "-qq", pkg], env=env,
+                                       timeout=1800, stdout=subprocess.DEVNULL)
+    ok = set()
+    for name in wanted:
+        pkgs = PACKAGES.get(name, [])
+        # lighttpd-modules-lua only matters for the fixed workload; checked there.
+        required = [p for p in pkgs if p != "lighttpd-modules-lua"]
+        bad = [p for p in required if not dpkg_installed(p)]
+        if bad:
+            notes.append(f"{name}: package(s) {', '.join(bad)} could not be installed; skipped")
+        elif find_binary(name) is None:
+            notes.append(f"{name}: binary not found after install; skipped")
+        else:
+            ok.add(name)
+    return ok
+
+
+def find_binary(name):
+    path = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
+    return shutil.which(BINARY_NAMES.get(name, name), path=path)
+
+
+# ---------------------------------------------------------------- Pier binary
+
+
+def default_pier():
+    return REPO / "target" / "release" / "pier"
+
+
+def ensure_pier(path, build, notes, timeout=3600):
+    """Returns the Pier binary path, building it when it is the default and missing."""
+    path = Path(path)
+    if path.exists():
+        return path
+    if build and path == default_pier():
+        log("pier: target/release/pier missing, running `cargo build --release`")
+        try:
+            r = subprocess.run(["cargo", "build", "--release"], cwd=REPO, timeout=timeout)
+            if r.returncode != 0:
+                notes.append(f"pier: `cargo build --release` failed (exit {r.returncode}); skipped")
+        except FileNotFoundError:
+            notes.append("pier: cargo not found; skipped")
+        except subprocess.TimeoutExpired:
+            notes.append(f"pier: `cargo build --release` exceeded {timeout}s; skipped")
+        if path.exists():
+            return path
+        if not notes or not notes[-1].startswith("pier:"):
+            notes.append(f"pier: {path} still missing after build; skipped")
+        return None
+    notes.append(f"pier: binary {path} not found; skipped")
+    return None
+
+
+# ---------------------------------------------------------------- versions
+
+
+def server_version(name, binary):
+    flag = "--version" if name == "pier" else "-v"
+    try:
+        r = subprocess.run([str(binary), flag], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    text = (r.stdout + r.stderr).strip()
+    first = text.splitlines()[0] if text else "unknown"
+    if name == "h2o" and "mruby: YES" in text:
+        first += " (mruby)"
+    return first
+
+
+def h2o_has_mruby(binary):
+    try:
+        r = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "mruby: YES" in (r.stdout + r.stderr)
+
+
+def machine_info():
+    info = {"nproc": os.cpu_count(), "kernel": os.uname().release, "cpu": "unknown"}
+    try:
+        out = subprocess.run(["nproc"], capture_output=True, text=True, timeout=10)
+        info["nproc"] = int(out.stdout.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["memory"] = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return info
+
+
+# ---------------------------------------------------------------- /proc
+
+
+def _stat_fields(pid):
+    """Fields of /proc/PID/stat after the `comm` field: [0] is field 3 (state)."""
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    return data[data.rindex(b")") + 2:].split()
+
+
+def process_tree(root):
+    """`root` and all its descendants that are alive now."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(_stat_fields(entry)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def tree_cpu_seconds(root):
+    """utime + stime (fields 14 and 15 of /proc/PID/stat) over the process tree."""
+    ticks = 0
+    for pid in process_tree(root):
+        try:
+            f = _stat_fields(pid)
+            ticks += int(f[11]) + int(f[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / CLK_TCK
+
+
+def tree_sched_seconds(root):
+    """On-CPU time from /proc/PID/task/*/schedstat (ns resolution), as a cross-check."""
+    ns = 0
+    for pid in process_tree(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                ns += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return ns / 1e9
+
+
+def tree_rss_kib(root):
+    total = 0
+    for pid in process_tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+# ---------------------------------------------------------------- servers
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fixed_unsupported(name, binary):
+    """Why `name` cannot serve the fixed workload here, or None."""
+    if name == "h2o" and not h2o_has_mruby(binary):
+        return "h2o was built without mruby, which it needs for a fixed response body"
+    if name == "lighttpd" and not LIGHTTPD_MAGNET.exists():
+        return "lighttpd mod_magnet missing (package lighttpd-modules-lua)"
+    return None
+
+
+def static_unsupported(name):
+    if name == "haproxy":
+        return "haproxy does not serve files"
+    return None
+
+
+class Server:
+    """One server instance with its own config and temp dir, pinned to `cpu`."""
+
+    def __init__(self, name, binary, workload, cpu="0", worker_connections=4096,
+                 extra_pier_toml=""):
+        self.name, self.binary, self.workload = name, str(binary), workload
+        self.cpu = cpu
+        self.proc = None
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"bench-{name}-{workload}-"))
+        # Workers that drop privileges (nginx) must still reach the docroot.
+        self.tmp.chmod(0o755)
+        self.docroot = self.tmp / "www"
+        self.docroot.mkdir()
+        self.docroot.chmod(0o755)
+        (self.docroot / "hello.txt").write_bytes(BODY)
+        (self.docroot / "hello.txt").chmod(0o644)
+        self.port = free_port()
+        self.path = WORKLOAD_PATH[workload]
+        self.log_path = self.tmp / "server.log"
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if nofile == resource.RLIM_INFINITY:
+            nofile = 1 << 20
+        self.vars = {
+            "port": str(self.port),
+            "tmp": str(self.tmp),
+            "docroot": str(self.docroot),
+            "worker_connections": str(worker_connections),
+            "rlimit_nofile": str(nofile),
+        }
+        self.conf = self._render(extra_pier_toml)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    def _render(self, extra_pier_toml):
+        ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
+               "haproxy": "cfg"}[self.name]
+        template = PEERS / f"{self.name}-{self.workload}.{ext}"
+        text = string.Template(template.read_text()).substitute(self.vars)
+        if self.name == "pier" and extra_pier_toml:
+            text += "\n" + extra_pier_toml
+        if self.name == "lighttpd" and self.workload == "fixed":
+            shutil.copy(PEERS / "lighttpd-hello.lua", self.tmp / "hello.lua")
+        conf = self.tmp / template.name
+        conf.write_text(text)
+        return conf
+
+    def command(self):
+        c, b = str(self.conf), self.binary
+        return {
+            "pier": [b, "serve", "--config", c, "--workers", "1", "--no-tls"],
+            "nginx": [b, "-p", str(self.tmp) + "/", "-e", str(self.tmp / "error.log"), "-c", c],
+            "h2o": [b, "-c", c],
+            "lighttpd": [b, "-D", "-f", c],
+            "haproxy": [b, "-db", "-f", c],
+        }[self.name]
+
+    def start(self):
+        self._log = open(self.log_path, "wb")
+        self.proc = spawn(["taskset", "-c", self.cpu, *self.command()], cwd=self.tmp,
+                          stdout=self._log, stderr=subprocess.STDOUT,
+                          preexec_fn=_preexec_nofile)
+        return self.proc
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def log_tail(self, n=15):
+        texts = []
+        for p in (self.log_path, self.tmp / "error.log"):
+            try:
+                t = p.read_text(errors="replace").strip()
+            except OSError:
+                continue
+            if t:
+                texts.append("\n".join(t.splitlines()[-n:]))
+        return "\n".join(texts)
+
+    def wait_ready(self, timeout=15.0):
+        """(True, None) once the port accepts and GET returns 200 + the expected
+        body; (False, reason) otherwise."""
+        deadline = time.monotonic() + timeout
+        last = "no connection"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False, f"exited with status {self.proc.returncode}"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+            except OSError as e:
+                last = f"connect: {e}"
+                time.sleep(0.1)
+                continue
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3)
+                conn.request("GET", self.path)
+                resp = conn.getresponse()
+                body = resp.read()
+                conn.close()
+            except (OSError, http.client.HTTPException) as e:
+                last = f"GET {self.path}: {e!r}"
+                time.sleep(0.2)
+                continue
+            if resp.status == 200 and body == BODY:
+                return True, None
+            return False, f"GET {self.path} returned {resp.status} with body {body[:80]!r}"
+        return False, f"not ready within {timeout:.0f}s ({last})"
+
+    def stop(self):
+        stop(self.proc)
+        if getattr(self, "_log", None):
+            self._log.close()
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,0 +1,77 @@
+//! Command-line flags. Flags override the configuration file where both speak.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `pier`: edge server, reverse proxy, TLS terminator and load generator.
+#[derive(Debug, Parser)]
+#[command(name = "pier", version, about)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve HTTP (and HTTPS) from a config file, or the current directory by default.
+    Serve(ServeArgs),
+    /// Validate a configuration file without starting.
+    Check(CheckArgs),
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `pier serve`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ServeArgs {
+    /// TOML configuration file; without it Pier serves `--root` on `--listen`.
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Plain HTTP listen address (repeatable); replaces the config's plain listeners.
+    #[arg(long)]
+    pub listen: Vec<SocketAddr>,
+    /// HTTPS listen address of the embedded default (default 127.0.0.1:8443).
+    #[arg(long)]
+    pub tls_listen: Option<SocketAddr>,
+    /// Certificate chain (PEM) for the embedded HTTPS listener instead of a generated one.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) matching `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Turn off the embedded HTTPS listener.
+    #[arg(long)]
+    pub no_tls: bool,
+    /// Document root for static routes (default: the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Worker threads, each with its own event loop (default: available cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Pin worker N to CPU N.
+    #[arg(long)]
+    pub pin_cpus: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: LogFormat,
+}
+
+/// Flags of `pier check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// TOML configuration file to validate.
+    #[arg(short, long)]
+    pub config: PathBuf,
+}

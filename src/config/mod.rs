@@ -1,0 +1,646 @@
+//! Configuration in two stages, as ripgrep does it: [`raw`] mirrors the TOML and
+//! checks only its shape; [`validate`] turns it into a frozen [`Config`] with real
+//! objects (socket addresses, opened roots, TLS configs), shared by `Arc`. Every
+//! error names the file, the line and the key.
+
+pub mod raw;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use crate::cli::ServeArgs;
+use crate::http1::parse::Limits;
+use crate::route::{Handler, RouteTable};
+use raw::{RawConfig, RawDuration, RawListener, RawRoute, RawTls};
+
+/// The configuration used when `pier serve` runs without `--config`.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
+
+/// Span given to values that came from command-line flags rather than the file.
+const FLAG_SPAN: Range<usize> = usize::MAX..usize::MAX;
+
+/// A configuration error: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File name, or `command line` for flags, or `embedded default`.
+    pub file: String,
+    /// 1-based line; 0 when the error is not tied to a line.
+    pub line: usize,
+    /// Dotted key path, e.g. `route[2].root`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(
+                f,
+                "{}:{}: {}: {}",
+                self.file, self.line, self.key, self.message
+            )
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// HTTP/1.1 limits and timeouts, frozen.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Head size, field count and URI limits for the parser.
+    pub limits: Limits,
+    /// Deadline for a whole request head, from its first byte (408 after).
+    pub header_read_timeout: Duration,
+    /// Idle time between keep-alive requests before a silent close.
+    pub keepalive_timeout: Duration,
+    /// Longest wait for the next piece of a request body (408 after).
+    pub body_read_timeout: Duration,
+    /// Longest stall of a response write before the connection is dropped.
+    pub write_timeout: Duration,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            limits: Limits::default(),
+            header_read_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A TLS listener's ready-to-use server configuration.
+#[derive(Clone)]
+pub struct ListenerTls {
+    /// Shared, read-only rustls configuration.
+    pub server_config: Arc<rustls::ServerConfig>,
+    /// SHA-256 fingerprint of the leaf certificate, for the startup log.
+    pub fingerprint: String,
+    /// Where the certificate came from, for the startup log.
+    pub origin: String,
+    /// Deadline for a full handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerTls")
+            .field("fingerprint", &self.fingerprint)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+/// One listener, frozen.
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    /// Address to bind (every worker binds it with SO_REUSEPORT).
+    pub addr: SocketAddr,
+    /// Kernel accept backlog.
+    pub backlog: u32,
+    /// TLS termination, if any.
+    pub tls: Option<ListenerTls>,
+}
+
+/// The validated, frozen configuration shared read-only by all workers.
+#[derive(Debug)]
+pub struct Config {
+    /// Where it came from.
+    pub source: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Pin worker N to CPU N.
+    pub pin_cpus: bool,
+    /// Graceful shutdown deadline.
+    pub drain_timeout: Duration,
+    /// HTTP settings.
+    pub http: HttpConfig,
+    /// Listeners.
+    pub listeners: Vec<ListenerConfig>,
+    /// Routes.
+    pub routes: RouteTable,
+}
+
+/// Loads the file named by `args.config`, or the embedded default, and applies flags.
+pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
+    let (name, text) = match &args.config {
+        Some(path) => (path.display().to_string(), read_file(path)?),
+        None => ("embedded default".to_string(), EMBEDDED_DEFAULT.to_string()),
+    };
+    let mut raw = parse(&name, &text)?;
+    apply_flags(&mut raw, args, args.config.is_none());
+    validate(&name, &text, raw)
+}
+
+/// Loads and validates a file without flags (for `pier check`).
+pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+    let name = path.display().to_string();
+    let text = read_file(path)?;
+    let raw = parse(&name, &text)?;
+    validate(&name, &text, raw)
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: 0,
+        key: "--config".into(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// Parses TOML text into the raw structs, mapping syntax and shape errors to a line and key.
+pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str::<RawConfig>(text).map_err(|e| {
+        let offset = e.span().map(|s| s.start).unwrap_or(0);
+        let (line, key) = locate_key(text, offset);
+        ConfigError {
+            file: name.to_string(),
+            line,
+            key,
+            message: e.message().trim().to_string(),
+        }
+    })
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The line of `offset` and the dotted key written there: the nearest table
+/// header above it joined with the `key =` on that line.
+fn locate_key(text: &str, offset: usize) -> (usize, String) {
+    let line = line_of(text, offset);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut table = String::new();
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    for l in lines.iter().take(line) {
+        let t = l.trim();
+        if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let n = counts.entry(name.trim().to_string()).or_insert(0);
+            *n += 1;
+            table = format!("{}[{}]", name.trim(), *n);
+        } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = name.trim().to_string();
+        }
+    }
+    let here = lines
+        .get(line.saturating_sub(1))
+        .copied()
+        .unwrap_or("")
+        .trim();
+    let key = if here.starts_with('[') {
+        String::new()
+    } else {
+        here.split('=')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('"')
+            .to_string()
+    };
+    let full = match (table.is_empty(), key.is_empty()) {
+        (true, true) => "(top level)".to_string(),
+        (true, false) => key,
+        (false, true) => table,
+        (false, false) => format!("{table}.{key}"),
+    };
+    (line, full)
+}
+
+fn flag<T>(value: T) -> Spanned<T> {
+    Spanned::new(FLAG_SPAN, value)
+}
+
+/// Applies command-line overrides to the raw configuration.
+fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) {
+    if !args.listen.is_empty() {
+        raw.listener.retain(|l| l.get_ref().tls.is_some());
+        let plain = args.listen.iter().map(|a| {
+            flag(RawListener {
+                listen: flag(a.to_string()),
+                backlog: None,
+                tls: None,
+            })
+        });
+        let tls: Vec<_> = std::mem::take(&mut raw.listener);
+        raw.listener = plain.chain(tls).collect();
+    }
+    if embedded {
+        if args.no_tls {
+            raw.listener.retain(|l| l.get_ref().tls.is_none());
+        }
+        for l in raw.listener.iter_mut() {
+            let l = l.get_mut();
+            if let Some(tls) = l.tls.as_mut() {
+                if let Some(addr) = args.tls_listen {
+                    l.listen = flag(addr.to_string());
+                }
+                if let (Some(c), Some(k)) = (&args.tls_cert, &args.tls_key) {
+                    *tls = flag(RawTls {
+                        cert: Some(flag(c.display().to_string())),
+                        key: Some(flag(k.display().to_string())),
+                        self_signed: None,
+                        handshake_timeout: None,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(root) = &args.root {
+        for r in raw.route.iter_mut() {
+            let r = r.get_mut();
+            if r.handler.get_ref() == "static" {
+                r.root = Some(flag(root.display().to_string()));
+            }
+        }
+    }
+    if let Some(w) = args.workers {
+        raw.server.workers = Some(flag(w as i64));
+    }
+    if args.pin_cpus {
+        raw.server.pin_cpus = Some(true);
+    }
+}
+
+/// Builds errors that point into one source text.
+pub struct Locator<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    /// An error at `span` about `key`.
+    pub fn error(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> ConfigError {
+        if span == FLAG_SPAN {
+            return ConfigError {
+                file: "command line".into(),
+                line: 0,
+                key: key.to_string(),
+                message: message.into(),
+            };
+        }
+        ConfigError {
+            file: self.name.to_string(),
+            line: line_of(self.text, span.start),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+fn duration(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<RawDuration>>,
+    key: &str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    parse_duration(v.get_ref()).map_err(|m| loc.error(v.span(), key, m))
+}
+
+/// Parses `"10s"`, `"250ms"`, `"2m"`, `"1h"` or whole seconds.
+pub fn parse_duration(v: &RawDuration) -> Result<Duration, String> {
+    match v {
+        RawDuration::Seconds(s) if *s >= 0 => Ok(Duration::from_secs(*s as u64)),
+        RawDuration::Seconds(s) => Err(format!("duration must not be negative, got {s}")),
+        RawDuration::Text(t) => {
+            let t = t.trim();
+            let split = t
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(t.len());
+            let (num, unit) = t.split_at(split);
+            let n: f64 = num.parse().map_err(|_| {
+                format!("invalid duration {t:?}; write e.g. \"10s\", \"250ms\", \"2m\"")
+            })?;
+            let secs = match unit.trim() {
+                "ms" => n / 1000.0,
+                "s" | "" => n,
+                "m" => n * 60.0,
+                "h" => n * 3600.0,
+                u => return Err(format!("unknown duration unit {u:?}; use ms, s, m or h")),
+            };
+            if !secs.is_finite() || secs > 1e9 {
+                return Err(format!("duration {t:?} out of range"));
+            }
+            Ok(Duration::from_secs_f64(secs))
+        }
+    }
+}
+
+fn int(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<i64>>,
+    key: &str,
+    range: std::ops::RangeInclusive<i64>,
+    default: i64,
+) -> Result<i64, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    let n = *v.get_ref();
+    if !range.contains(&n) {
+        return Err(loc.error(
+            v.span(),
+            key,
+            format!("{n} is out of range {}..={}", range.start(), range.end()),
+        ));
+    }
+    Ok(n)
+}
+
+/// Second stage: raw -> frozen, building real objects and checking every value.
+pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, ConfigError> {
+    let loc = Locator { name, text };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = match int(&loc, &raw.server.workers, "server.workers", 0..=1024, 0)? {
+        0 => cores,
+        n => n as usize,
+    };
+    let drain_timeout = duration(
+        &loc,
+        &raw.server.drain_timeout,
+        "server.drain_timeout",
+        Duration::from_secs(10),
+    )?;
+
+    let d = HttpConfig::default();
+    let h = &raw.http;
+    let http = HttpConfig {
+        limits: Limits {
+            max_head_bytes: int(
+                &loc,
+                &h.max_head_bytes,
+                "http.max_head_bytes",
+                1024..=(1 << 24),
+                d.limits.max_head_bytes as i64,
+            )? as usize,
+            max_headers: int(
+                &loc,
+                &h.max_headers,
+                "http.max_headers",
+                1..=10_000,
+                d.limits.max_headers as i64,
+            )? as usize,
+            max_uri_bytes: int(
+                &loc,
+                &h.max_uri_bytes,
+                "http.max_uri_bytes",
+                16..=(1 << 20),
+                d.limits.max_uri_bytes as i64,
+            )? as usize,
+        },
+        header_read_timeout: duration(
+            &loc,
+            &h.header_read_timeout,
+            "http.header_read_timeout",
+            d.header_read_timeout,
+        )?,
+        keepalive_timeout: duration(
+            &loc,
+            &h.keepalive_timeout,
+            "http.keepalive_timeout",
+            d.keepalive_timeout,
+        )?,
+        body_read_timeout: duration(
+            &loc,
+            &h.body_read_timeout,
+            "http.body_read_timeout",
+            d.body_read_timeout,
+        )?,
+        write_timeout: duration(
+            &loc,
+            &h.write_timeout,
+            "http.write_timeout",
+            d.write_timeout,
+        )?,
+        max_body_bytes: int(
+            &loc,
+            &h.max_body_bytes,
+            "http.max_body_bytes",
+            0..=i64::MAX,
+            d.max_body_bytes as i64,
+        )? as u64,
+    };
+
+    if raw.listener.is_empty() {
+        return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
+    }
+    let mut listeners = Vec::new();
+    for (i, l) in raw.listener.iter().enumerate() {
+        let key = format!("listener[{}]", i + 1);
+        listeners.push(validate_listener(&loc, &key, l)?);
+    }
+    for (i, a) in listeners.iter().enumerate() {
+        if listeners[..i]
+            .iter()
+            .any(|b| b.addr == a.addr && a.addr.port() != 0)
+        {
+            let span = raw.listener[i].get_ref().listen.span();
+            return Err(loc.error(
+                span,
+                &format!("listener[{}].listen", i + 1),
+                format!("{} is listed twice", a.addr),
+            ));
+        }
+    }
+
+    let mut routes = RouteTable::default();
+    if raw.route.is_empty() {
+        return Err(loc.error(0..0, "route", "no [[route]] configured"));
+    }
+    for (i, r) in raw.route.iter().enumerate() {
+        let key = format!("route[{}]", i + 1);
+        let (host, path, handler) = validate_route(&loc, &key, r)?;
+        if let Err(msg) = routes.insert(host, path, handler) {
+            return Err(loc.error(r.span(), &key, msg));
+        }
+    }
+
+    Ok(Config {
+        source: name.to_string(),
+        workers,
+        pin_cpus: raw.server.pin_cpus.unwrap_or(false),
+        drain_timeout,
+        http,
+        listeners,
+        routes,
+    })
+}
+
+fn validate_listener(
+    loc: &Locator<'_>,
+    key: &str,
+    l: &Spanned<RawListener>,
+) -> Result<ListenerConfig, ConfigError> {
+    let raw = l.get_ref();
+    let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
+        loc.error(
+            raw.listen.span(),
+            &format!("{key}.listen"),
+            format!("{:?} is not an ip:port address", raw.listen.get_ref()),
+        )
+    })?;
+    let backlog = int(
+        loc,
+        &raw.backlog,
+        &format!("{key}.backlog"),
+        1..=65535,
+        4096,
+    )? as u32;
+    let tls = match &raw.tls {
+        None => None,
+        Some(t) => Some(crate::tls::listener_tls(loc, &format!("{key}.tls"), t)?),
+    };
+    Ok(ListenerConfig { addr, backlog, tls })
+}
+
+fn validate_route(
+    loc: &Locator<'_>,
+    key: &str,
+    r: &Spanned<RawRoute>,
+) -> Result<(Option<String>, String, Handler), ConfigError> {
+    let raw = r.get_ref();
+    let host = match &raw.host {
+        None => None,
+        Some(h) => {
+            let v = h.get_ref().trim().to_ascii_lowercase();
+            if v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+            {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.host"),
+                    format!("{:?} is not a host name", h.get_ref()),
+                ));
+            }
+            Some(v)
+        }
+    };
+    let path = match &raw.path {
+        None => "/".to_string(),
+        Some(p) => {
+            if !p.get_ref().starts_with('/') {
+                return Err(loc.error(
+                    p.span(),
+                    &format!("{key}.path"),
+                    "a path prefix must start with '/'",
+                ));
+            }
+            p.get_ref().clone()
+        }
+    };
+    let handler = crate::handler::from_raw(loc, key, r)?;
+    Ok((host, path, handler))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Config, ConfigError> {
+        let raw = parse("t.toml", text)?;
+        validate("t.toml", text, raw)
+    }
+
+    #[test]
+    fn syntax_error_names_line_and_key() {
+        let e = check("[server]\nworkers = 2\n\n[http]\nmax_headers = \"many\"\n").unwrap_err();
+        assert_eq!(e.file, "t.toml");
+        assert_eq!(e.line, 5);
+        assert_eq!(e.key, "http.max_headers");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_line() {
+        let e = check("[[listener]]\nlisten = \"127.0.0.1:1\"\nlisen = 3\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(e.key, "listener[1].lisen");
+        assert!(e.message.contains("unknown field"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_listen_address_names_the_listener() {
+        let text = "[[listener]]\nlisten = \"127.0.0.1:1\"\n\n[[listener]]\nlisten = \"nowhere\"\n\n[[route]]\nhandler = \"respond\"\n";
+        let e = check(text).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (5, "listener[2].listen"));
+    }
+
+    #[test]
+    fn bad_duration_and_range() {
+        let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n";
+        let e = check(&format!(
+            "[http]\nkeepalive_timeout = \"5 fortnights\"\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "http.keepalive_timeout"));
+        let e = check(&format!("[server]\nworkers = -1\n{base}")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "server.workers"));
+        let ok = check(&format!(
+            "[http]\nheader_read_timeout = \"250ms\"\nkeepalive_timeout = 5\n{base}"
+        ))
+        .unwrap();
+        assert_eq!(ok.http.header_read_timeout, Duration::from_millis(250));
+        assert_eq!(ok.http.keepalive_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn embedded_default_is_valid() {
+        let args = ServeArgs {
+            no_tls: true,
+            ..Default::default()
+        };
+        let cfg = load(&args).unwrap();
+        assert_eq!(cfg.listeners.len(), 1);
+        assert_eq!(cfg.listeners[0].addr, "127.0.0.1:8080".parse().unwrap());
+        let with_tls = load(&ServeArgs::default()).unwrap();
+        assert_eq!(with_tls.listeners.len(), 2);
+        assert!(with_tls.listeners[1].tls.is_some());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let args = ServeArgs {
+            listen: vec!["127.0.0.1:9999".parse().unwrap()],
+            workers: Some(3),
+            no_tls: true,
+            ..Default::default()
+        };
+        let cfg = load(&args).unwrap();
+        assert_eq!(cfg.workers, 3);
+        assert_eq!(cfg.listeners[0].addr.port(), 9999);
+    }
+
+    #[test]
+    fn missing_root_is_a_command_line_error() {
+        let args = ServeArgs {
+            root: Some("/definitely/not/here".into()),
+            no_tls: true,
+            ..Default::default()
+        };
+        let e = load(&args).unwrap_err();
+        assert_eq!(e.file, "command line");
+        assert!(e.key.ends_with(".root"), "{}", e.key);
+    }
+}

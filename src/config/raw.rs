@@ -1,0 +1,122 @@
+//! The configuration file as written: serde structs that mirror the TOML and only
+//! check its shape. Values that validation may reject keep their source span, so an
+//! error can name the line.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[server]`: process-wide settings.
+    #[serde(default)]
+    pub server: RawServer,
+    /// `[http]`: HTTP/1.1 limits and timeouts.
+    #[serde(default)]
+    pub http: RawHttp,
+    /// `[[listener]]`: sockets to accept on.
+    #[serde(default)]
+    pub listener: Vec<Spanned<RawListener>>,
+    /// `[[route]]`: (host, path prefix) -> handler.
+    #[serde(default)]
+    pub route: Vec<Spanned<RawRoute>>,
+}
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Worker threads; 0 or absent means one per available core.
+    pub workers: Option<Spanned<i64>>,
+    /// Pin worker N to CPU N.
+    pub pin_cpus: Option<bool>,
+    /// How long SIGTERM waits for in-flight requests.
+    pub drain_timeout: Option<Spanned<RawDuration>>,
+}
+
+/// `[http]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp {
+    /// Whole request head must arrive within this.
+    pub header_read_timeout: Option<Spanned<RawDuration>>,
+    /// Idle time allowed between keep-alive requests.
+    pub keepalive_timeout: Option<Spanned<RawDuration>>,
+    /// Longest gap between two reads of a request body.
+    pub body_read_timeout: Option<Spanned<RawDuration>>,
+    /// Longest time a response write may stall.
+    pub write_timeout: Option<Spanned<RawDuration>>,
+    /// Request head limit in bytes (431 beyond).
+    pub max_head_bytes: Option<Spanned<i64>>,
+    /// Header field count limit (431 beyond).
+    pub max_headers: Option<Spanned<i64>>,
+    /// Request-target length limit (414 beyond).
+    pub max_uri_bytes: Option<Spanned<i64>>,
+    /// Request body limit (413 beyond).
+    pub max_body_bytes: Option<Spanned<i64>>,
+}
+
+/// One `[[listener]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    /// `ip:port`.
+    pub listen: Spanned<String>,
+    /// Kernel accept backlog.
+    pub backlog: Option<Spanned<i64>>,
+    /// TLS on this listener.
+    pub tls: Option<Spanned<RawTls>>,
+}
+
+/// `tls = { ... }` of a listener.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    /// PEM certificate chain.
+    pub cert: Option<Spanned<String>>,
+    /// PEM private key.
+    pub key: Option<Spanned<String>>,
+    /// Generate a self-signed certificate for localhost at start.
+    pub self_signed: Option<bool>,
+    /// How long a handshake may take.
+    pub handshake_timeout: Option<Spanned<RawDuration>>,
+}
+
+/// One `[[route]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    /// Host to match (exact, case-insensitive, port ignored); absent matches any.
+    pub host: Option<Spanned<String>>,
+    /// Path prefix; the longest matching prefix wins.
+    pub path: Option<Spanned<String>>,
+    /// `static` or `respond`.
+    pub handler: Spanned<String>,
+    /// static: document root.
+    pub root: Option<Spanned<String>>,
+    /// static: index file names tried for a directory.
+    pub index: Option<Vec<String>>,
+    /// static: HTML listing for directories without an index.
+    pub autoindex: Option<bool>,
+    /// static: allow symlinks that lead outside the root.
+    pub allow_symlinks_outside: Option<bool>,
+    /// respond: status code.
+    pub status: Option<Spanned<i64>>,
+    /// respond: body.
+    pub body: Option<String>,
+    /// respond: extra header fields.
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+}
+
+/// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum RawDuration {
+    /// Whole seconds.
+    Seconds(i64),
+    /// Number with a unit suffix.
+    Text(String),
+}

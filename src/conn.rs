@@ -1,0 +1,592 @@
+//! The one IO driver for a downstream connection, plain or TLS: read bytes, run the
+//! sans-IO parser, route, let the handler encode into the output buffer, write.
+//!
+//! Pipelined requests that arrive in one read are answered with one write. An idle
+//! keep-alive connection hands its buffers back to the worker's pool, so it costs
+//! little more than its socket.
+
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+use tokio::time::{timeout, timeout_at, Instant};
+use tracing::debug;
+
+use crate::handler::static_files::{Reply, StaticRequest};
+use crate::handler::Handler;
+use crate::http1::body::BodyDecoder;
+use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
+use crate::http1::write::{self, BodyFraming};
+use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
+
+/// Files up to this size are copied into the output buffer (one write with the head,
+/// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
+const INLINE_FILE_MAX: u64 = 64 * 1024;
+/// Output is flushed once this much is pending, bounding memory under pipelining floods.
+const WRITE_HIGH_WATER: usize = 64 * 1024;
+/// Chunk of a large file per send, so one download cannot monopolise the worker.
+const FILE_CHUNK: u64 = 256 * 1024;
+/// Lingering close: how long and how much to drain after an error response, so the
+/// client reads the response instead of a reset.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// A downstream transport: what the driver needs from plain TCP or TLS.
+#[allow(async_fn_in_trait)]
+pub trait Downstream {
+    /// Waits until a read would make progress, without holding a buffer.
+    async fn readable(&mut self) -> io::Result<()>;
+    /// Appends what is available to `buf`; `Ok(0)` at end of stream.
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    /// Writes all of `data`.
+    async fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Sends `len` bytes of `file` from `offset`.
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()>;
+    /// Closes the sending side (FIN, or close_notify then FIN).
+    async fn shutdown(&mut self);
+}
+
+/// Plain TCP.
+pub struct Plain {
+    stream: TcpStream,
+}
+
+impl Plain {
+    /// Wraps an accepted stream.
+    pub fn new(stream: TcpStream) -> Self {
+        Plain { stream }
+    }
+}
+
+impl Downstream for Plain {
+    async fn readable(&mut self) -> io::Result<()> {
+        self.stream.readable().await
+    }
+
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        loop {
+            let room = buf.capacity() - buf.len();
+            match self.stream.try_read_buf(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.readable().await?,
+                Ok(n) if n > 0 && n < room => {
+                    // A short read drained the socket (as nginx infers on edge-triggered
+                    // epoll): forget the readiness so the next wait needs a new edge
+                    // instead of costing a read that returns EAGAIN.
+                    let _ = self.stream.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                    });
+                    return Ok(n);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.stream.write_all(data).await
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()> {
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let want = (end - pos).min(FILE_CHUNK) as usize;
+            let sent = self.stream.try_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(&self.stream, file, Some(&mut pos), want)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
+                Ok(_) => tokio::task::yield_now().await,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    timeout(write_timeout, self.stream.writable())
+                        .await
+                        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// TLS over TCP (rustls).
+pub struct Tls {
+    stream: tokio_rustls::server::TlsStream<TcpStream>,
+}
+
+impl Tls {
+    /// Wraps a stream whose handshake is complete.
+    pub fn new(stream: tokio_rustls::server::TlsStream<TcpStream>) -> Self {
+        Tls { stream }
+    }
+}
+
+impl Downstream for Tls {
+    async fn readable(&mut self) -> io::Result<()> {
+        let (tcp, session) = self.stream.get_ref();
+        if session.wants_read() {
+            tcp.readable().await?;
+        }
+        Ok(())
+    }
+
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        self.stream.read_buf(buf).await
+    }
+
+    async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.stream.write_all(data).await?;
+        self.stream.flush().await
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()> {
+        let mut chunk = vec![0u8; FILE_CHUNK.min(len) as usize];
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let want = (end - pos).min(chunk.len() as u64) as usize;
+            let n = file.read_at(&mut chunk[..want], pos)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            timeout(write_timeout, self.write_all(&chunk[..n]))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+/// Why a connection ends.
+enum Exit {
+    /// Nothing more to say: end of stream, idle timeout, shutdown, or `Connection: close` answered.
+    Done,
+    /// Answer with this status and close, draining the input for a moment.
+    Reject(u16),
+    /// The socket failed; nothing can be sent.
+    Broken,
+}
+
+struct Conn<'a, D> {
+    io: D,
+    ctx: &'a WorkerCtx,
+    peer: SocketAddr,
+    bufs: Option<ConnBuffers>,
+    /// Start of unconsumed input in `bufs.read`.
+    rpos: usize,
+    requests: u64,
+}
+
+/// Serves one downstream connection until it closes.
+pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
+    let mut conn = Conn {
+        io,
+        ctx,
+        peer,
+        bufs: None,
+        rpos: 0,
+        requests: 0,
+    };
+    let exit = conn.run().await;
+    match exit {
+        Exit::Done => {
+            let _ = conn.flush().await;
+            conn.io.shutdown().await;
+        }
+        Exit::Reject(status) => {
+            debug!(peer = %conn.peer, status, "rejecting request");
+            let b = conn.bufs.get_or_insert_with(|| ctx.take_buffers());
+            write::write_error(&mut b.write, status, ctx.date.borrow_mut().get());
+            if conn.flush().await.is_ok() {
+                conn.io.shutdown().await;
+                conn.linger().await;
+            }
+        }
+        Exit::Broken => {}
+    }
+    if let Some(b) = conn.bufs.take() {
+        ctx.give_buffers(b);
+    }
+}
+
+impl<D: Downstream> Conn<'_, D> {
+    fn unread(&self) -> usize {
+        self.bufs.as_ref().map_or(0, |b| b.read.len() - self.rpos)
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        let Some(b) = self.bufs.as_mut() else {
+            return Ok(());
+        };
+        if b.write.is_empty() {
+            return Ok(());
+        }
+        let r = timeout(
+            self.ctx.config.http.write_timeout,
+            self.io.write_all(&b.write),
+        )
+        .await;
+        b.write.clear();
+        match r {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+        }
+    }
+
+    /// Reads more input, keeping unconsumed bytes and leaving room for at least a few KiB.
+    async fn read_more(&mut self, deadline: Instant) -> Result<usize, Exit> {
+        let b = self.bufs.as_mut().expect("buffers held while reading");
+        if self.rpos > 0 {
+            b.read.drain(..self.rpos);
+            self.rpos = 0;
+        }
+        if b.read.capacity() - b.read.len() < 2048 {
+            b.read.reserve(READ_BUF);
+        }
+        match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(_)) => Err(Exit::Broken),
+            Err(_) => Err(Exit::Reject(408)),
+        }
+    }
+
+    async fn run(&mut self) -> Exit {
+        let http = &self.ctx.config.http;
+        let accepted = Instant::now();
+        loop {
+            // Idle between requests: give the buffers back and wait for bytes.
+            if self.unread() == 0 {
+                if self.flush().await.is_err() {
+                    return Exit::Broken;
+                }
+                if let Some(b) = self.bufs.take() {
+                    self.ctx.give_buffers(b);
+                }
+                self.rpos = 0;
+                if self.ctx.draining.get() {
+                    return Exit::Done;
+                }
+                let idle = if self.requests == 0 {
+                    http.header_read_timeout
+                } else {
+                    http.keepalive_timeout
+                };
+                tokio::select! {
+                    biased;
+                    r = timeout(idle, self.io.readable()) => match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return Exit::Broken,
+                        Err(_) => return Exit::Done,
+                    },
+                    _ = self.ctx.draining() => return Exit::Done,
+                }
+                self.bufs = Some(self.ctx.take_buffers());
+            }
+            let head_deadline = if self.requests == 0 {
+                accepted + http.header_read_timeout
+            } else {
+                Instant::now() + http.header_read_timeout
+            };
+
+            // Read until a whole head is buffered.
+            loop {
+                let b = self.bufs.as_mut().expect("buffers held while parsing");
+                match parse_request(&b.read[self.rpos..], &http.limits, &mut b.head) {
+                    Ok(Parsed::Complete) => break,
+                    Ok(Parsed::Partial) => {
+                        if self.flush().await.is_err() {
+                            return Exit::Broken;
+                        }
+                        let had = self.unread();
+                        match self.read_more(head_deadline).await {
+                            Ok(0) => return Exit::Done,
+                            Ok(_) => {}
+                            Err(Exit::Reject(408)) if had == 0 => return Exit::Done,
+                            Err(e) => return e,
+                        }
+                    }
+                    Err(e) => return Exit::Reject(e.status()),
+                }
+            }
+
+            let keep_alive = match self.handle().await {
+                Ok(k) => k,
+                Err(e) => return e,
+            };
+            self.requests += 1;
+            self.ctx
+                .counters
+                .requests
+                .set(self.ctx.counters.requests.get() + 1);
+            if !keep_alive {
+                return Exit::Done;
+            }
+            if self
+                .bufs
+                .as_ref()
+                .is_some_and(|b| b.write.len() >= WRITE_HIGH_WATER)
+                && self.flush().await.is_err()
+            {
+                return Exit::Broken;
+            }
+        }
+    }
+
+    /// Consumes the body of the parsed request (handlers here never need it) and
+    /// answers; returns whether the connection stays open.
+    async fn handle(&mut self) -> Result<bool, Exit> {
+        let http = &self.ctx.config.http;
+        let b = self.bufs.as_ref().expect("buffers held while handling");
+        let (body, expect_continue, head_len) =
+            (b.head.body, b.head.expect_continue, b.head.head_len);
+        match body {
+            BodyKind::None => {}
+            BodyKind::Length(n) if n > http.max_body_bytes => return Err(Exit::Reject(413)),
+            _ => self.discard_body(body, expect_continue, head_len).await?,
+        }
+
+        let b = self.bufs.as_mut().expect("buffers held while handling");
+        let (keep_alive, large_file) = encode_response(self.ctx, b, self.rpos, head_len);
+        self.rpos += head_len;
+        if let Some((file, offset, len)) = large_file {
+            let write_timeout = http.write_timeout;
+            if self.flush().await.is_err() {
+                return Err(Exit::Broken);
+            }
+            if let Err(e) = self.io.send_file(&file, offset, len, write_timeout).await {
+                debug!(peer = %self.peer, error = %e, "file send failed");
+                return Err(Exit::Broken);
+            }
+        }
+        Ok(keep_alive)
+    }
+
+    /// Reads and drops a request body, keeping the head in place in front of it.
+    async fn discard_body(
+        &mut self,
+        kind: BodyKind,
+        expect_continue: bool,
+        head_len: usize,
+    ) -> Result<(), Exit> {
+        let http = &self.ctx.config.http;
+        let body_start = self.rpos + head_len;
+        let mut decoder = BodyDecoder::new(kind);
+        let mut total: u64 = 0;
+        let mut continued = !expect_continue;
+        loop {
+            let b = self
+                .bufs
+                .as_mut()
+                .expect("buffers held while reading a body");
+            let step = decoder
+                .decode(&b.read[body_start..])
+                .map_err(|e| Exit::Reject(e.status()))?;
+            total += step.data.len() as u64;
+            if total > http.max_body_bytes {
+                return Err(Exit::Reject(413));
+            }
+            let (consumed, done) = (step.consumed, step.done);
+            b.read.drain(body_start..body_start + consumed);
+            if done {
+                return Ok(());
+            }
+            if consumed > 0 && b.read.len() > body_start {
+                continue;
+            }
+            if !continued {
+                continued = true;
+                b.write.extend_from_slice(write::CONTINUE);
+                if self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+            }
+            let b = self
+                .bufs
+                .as_mut()
+                .expect("buffers held while reading a body");
+            if b.read.capacity() - b.read.len() < 2048 {
+                b.read.reserve(READ_BUF);
+            }
+            match timeout(http.body_read_timeout, self.io.read_into(&mut b.read)).await {
+                Ok(Ok(0)) => return Err(Exit::Done),
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => return Err(Exit::Broken),
+                Err(_) => return Err(Exit::Reject(408)),
+            }
+        }
+    }
+
+    /// After an error response: stop sending, then read and drop input for a
+    /// moment so the peer sees the response rather than a reset.
+    async fn linger(&mut self) {
+        let Some(b) = self.bufs.as_mut() else { return };
+        let deadline = Instant::now() + LINGER_TIME;
+        let mut seen = 0;
+        while seen < LINGER_BYTES {
+            b.read.clear();
+            b.read.reserve(READ_BUF);
+            match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+                Ok(Ok(n)) if n > 0 => seen += n,
+                _ => break,
+            }
+        }
+        b.read.clear();
+    }
+}
+
+/// Routes the parsed request and encodes its response into the output buffer.
+/// Returns whether the connection stays open, and a large file region still to send.
+fn encode_response(
+    ctx: &WorkerCtx,
+    b: &mut ConnBuffers,
+    rpos: usize,
+    head_len: usize,
+) -> (bool, Option<(File, u64, u64)>) {
+    let req = &b.read[rpos..rpos + head_len];
+    let head = &b.head;
+    let keep_alive = head.keep_alive && !ctx.draining.get();
+    let conn_header = if !keep_alive {
+        write::ConnectionHeader::Close
+    } else if head.version == Version::Http10 {
+        write::ConnectionHeader::KeepAlive
+    } else {
+        write::ConnectionHeader::Omit
+    };
+    let is_head = head.method == Method::Head;
+    let out = &mut b.write;
+    let mut date_cache = ctx.date.borrow_mut();
+    let date = date_cache.get();
+    let mut large_file = None;
+    match ctx.config.routes.find(head.host_name(req), head.path(req)) {
+        None => write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head),
+        Some(Handler::Respond(r)) => {
+            write::write_head_block(
+                out,
+                r.status(),
+                date,
+                BodyFraming::Length(r.body().len() as u64),
+                conn_header,
+                r.header_block(),
+            );
+            if !is_head {
+                out.extend_from_slice(r.body());
+            }
+        }
+        Some(Handler::Static(files)) => {
+            let sreq = StaticRequest {
+                is_head,
+                method_allowed: matches!(head.method, Method::Get | Method::Head),
+                path: head.path(req),
+                if_none_match: head.header(req, "if-none-match"),
+                if_modified_since: head.header(req, "if-modified-since"),
+                range: head.header(req, "range"),
+                if_range: head.header(req, "if-range"),
+            };
+            let reply = files.serve(&sreq);
+            large_file = write_static(out, reply, date, conn_header, is_head);
+        }
+    }
+    (keep_alive, large_file)
+}
+
+/// Encodes a static-file reply; returns the file region still to send when it is
+/// too large to inline.
+fn write_static(
+    out: &mut Vec<u8>,
+    reply: Reply,
+    date: &[u8],
+    conn: write::ConnectionHeader,
+    is_head: bool,
+) -> Option<(File, u64, u64)> {
+    let status = reply.status();
+    match reply {
+        Reply::File(f) => {
+            write::write_head_fields(
+                out,
+                status,
+                date,
+                BodyFraming::Length(f.len),
+                conn,
+                f.headers(),
+            );
+            if is_head || f.len == 0 {
+                return None;
+            }
+            if f.len > INLINE_FILE_MAX {
+                return Some((f.file, f.offset, f.len));
+            }
+            let start = out.len();
+            out.resize(start + f.len as usize, 0);
+            match f.file.read_exact_at(&mut out[start..], f.offset) {
+                Ok(()) => None,
+                Err(_) => {
+                    // Shrunk since it was opened: the promised length cannot be kept.
+                    out.truncate(start);
+                    Some((f.file, f.offset, f.len))
+                }
+            }
+        }
+        Reply::NotModified { .. } => {
+            write::write_head_fields(out, status, date, BodyFraming::None, conn, reply.headers());
+            None
+        }
+        Reply::Listing { ref body } => {
+            write::write_head_fields(
+                out,
+                status,
+                date,
+                BodyFraming::Length(body.len() as u64),
+                conn,
+                reply.headers(),
+            );
+            if !is_head {
+                out.extend_from_slice(body);
+            }
+            None
+        }
+        Reply::Redirect { .. } | Reply::RangeNotSatisfiable { .. } | Reply::Error(_) => {
+            write::write_status_body(out, status, date, conn, reply.headers(), is_head);
+            None
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Sans-IO HTTP/1.1 codec: pure functions and state machines over byte buffers.
+//!
+//! Nothing here touches a socket, so the same code serves the downstream
+//! connection driver, the upstream side of the proxy and the load generator,
+//! and every rule is unit-tested by feeding raw bytes.
+//!
+//! - [`parse`]: request heads, strict RFC 9112 framing checks.
+//! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
+//! - [`write`]: response heads, error responses, chunk encoding, cached `Date`.
+//! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
+
+pub mod body;
+pub mod parse;
+pub mod response;
+pub mod write;
+
+pub use body::{BodyDecoder, BodyError, Decoded};
+pub use parse::{
+    parse_request, BodyKind, HeaderSpan, Limits, Method, Parsed, RequestError, RequestHead, Span,
+    TargetForm, Version,
+};
+pub use response::{parse_response, ResponseBody, ResponseError, ResponseHead};
+pub use write::{
+    reason_phrase, write_chunk, write_error, write_head, write_head_with, BodyFraming,
+    ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,
+};

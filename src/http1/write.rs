@@ -1,0 +1,582 @@
+//! Response encoding: status line and framing headers, canned error
+//! responses, chunk encoding, and the per-thread cached `Date` value.
+//!
+//! Everything appends to the caller's `Vec<u8>` with `extend_from_slice`
+//! only: no `format!`, no intermediate strings, so writing a head costs a few
+//! copies into a buffer that the connection reuses.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Interim response sent before reading a body the client is waiting to send.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Ends a chunked body (zero-size chunk, no trailers).
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Length of an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub const DATE_LEN: usize = 29;
+
+/// Latest instant an IMF-fixdate can show (9999-12-31T23:59:59Z); later clocks are clamped.
+const MAX_DATE_SECS: u64 = 253_402_300_799;
+
+/// How the response body is delimited, which decides the length header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// `Content-Length: n` (also for HEAD, giving the length a GET would have).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`; only for HTTP/1.1 clients.
+    Chunked,
+    /// No length header: 1xx, 204 and 304 responses, which never have a body.
+    None,
+}
+
+/// Which `Connection` header, if any, the head carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionHeader {
+    /// Nothing: HTTP/1.1 persistence is the default.
+    Omit,
+    /// `Connection: close`: we will close after this response.
+    Close,
+    /// `Connection: keep-alive`: confirms persistence to an HTTP/1.0 client that asked for it.
+    KeepAlive,
+}
+
+/// Per-thread cache of the `Date` header value, reformatted only when the
+/// second changes (one `clock_gettime` per call, no formatting in between).
+#[derive(Clone, Debug)]
+pub struct DateCache {
+    secs: u64,
+    value: [u8; DATE_LEN],
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        DateCache {
+            // Not a reachable second (it is clamped), so the first get formats.
+            secs: u64::MAX,
+            value: [b' '; DATE_LEN],
+        }
+    }
+}
+
+impl DateCache {
+    /// A cache that formats on first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current time as an IMF-fixdate (29 bytes).
+    pub fn get(&mut self) -> &[u8] {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .min(MAX_DATE_SECS);
+        if now != self.secs {
+            self.secs = now;
+            self.value = format_http_date(now);
+        }
+        &self.value
+    }
+}
+
+/// Formats seconds since the Unix epoch as an IMF-fixdate (RFC 9110 §5.6.7),
+/// the one `Date` / `Last-Modified` form senders must use.
+pub fn format_http_date(secs: u64) -> [u8; DATE_LEN] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let secs = secs.min(MAX_DATE_SECS);
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    let two = |n: u64| [b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+    out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
+    out[5..7].copy_from_slice(&two(day));
+    out[8..11].copy_from_slice(MONTHS[(month - 1).min(11) as usize]);
+    out[12..14].copy_from_slice(&two(year / 100));
+    out[14..16].copy_from_slice(&two(year % 100));
+    out[17..19].copy_from_slice(&two(rem / 3600));
+    out[20..22].copy_from_slice(&two(rem / 60 % 60));
+    out[23..25].copy_from_slice(&two(rem % 60));
+    out
+}
+
+/// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic
+/// Gregorian; Howard Hinnant's `civil_from_days` restricted to non-negative days.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Shift the epoch to 0000-03-01 so leap days fall at the end of a year.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Reason phrase for a status; empty for unknown codes (RFC 9112 allows it).
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        103 => "Early Hints",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        421 => "Misdirected Request",
+        426 => "Upgrade Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// Appends a response head: status line, `Server`, `Date`, the length header,
+/// `Connection: close` when `!keep_alive`, the extra fields, and the blank line.
+/// Statuses outside 100..=999 are written as 500. Extra field names and values
+/// must already be valid (no CR or LF); they are not checked here.
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    framing: BodyFraming,
+    keep_alive: bool,
+    extra: &[(&str, &[u8])],
+) {
+    let connection = if keep_alive {
+        ConnectionHeader::Omit
+    } else {
+        ConnectionHeader::Close
+    };
+    write_head_with(out, status, date, framing, connection, extra);
+}
+
+/// [`write_head`] with an explicit `Connection` choice, for answering an
+/// HTTP/1.0 keep-alive request with `Connection: keep-alive`.
+pub fn write_head_with(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    framing: BodyFraming,
+    connection: ConnectionHeader,
+    extra: &[(&str, &[u8])],
+) {
+    let status = if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    };
+    let reason = reason_phrase(status);
+    out.reserve(
+        128 + reason.len()
+            + extra
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 4)
+                .sum::<usize>(),
+    );
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(&three_digits(status));
+    out.push(b' ');
+    out.extend_from_slice(reason.as_bytes());
+    out.extend_from_slice(b"\r\nServer: pier\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\n");
+    match framing {
+        BodyFraming::Length(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            write_decimal(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        BodyFraming::None => {}
+    }
+    match connection {
+        ConnectionHeader::Omit => {}
+        ConnectionHeader::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        ConnectionHeader::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+    }
+    for (name, value) in extra {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends a complete error response (`400 Bad Request\n` as text/plain) that
+/// closes the connection: the answer to any parse or framing error.
+pub fn write_error(out: &mut Vec<u8>, status: u16, date: &[u8]) {
+    let status = if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    };
+    // 1xx, 204 and 304 cannot carry a body; write a bare head rather than a broken message.
+    if status < 200 || status == 204 || status == 304 {
+        write_head(out, status, date, BodyFraming::None, false, &[]);
+        return;
+    }
+    let reason = reason_phrase(status).as_bytes();
+    let body_len = 3 + 1 + reason.len() + 1;
+    write_head(
+        out,
+        status,
+        date,
+        BodyFraming::Length(body_len as u64),
+        false,
+        &[("Content-Type", b"text/plain; charset=utf-8")],
+    );
+    out.extend_from_slice(&three_digits(status));
+    out.push(b' ');
+    out.extend_from_slice(reason);
+    out.push(b'\n');
+}
+
+/// Appends one chunk of a chunked body. Empty `data` writes nothing, since a
+/// zero-size chunk would end the body; use [`LAST_CHUNK`] for that.
+pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let mut hex = [0u8; 16];
+    let mut n = data.len() as u64;
+    let mut at = hex.len();
+    while n > 0 && at > 0 {
+        at -= 1;
+        hex[at] = b"0123456789abcdef"[(n & 0xf) as usize];
+        n >>= 4;
+    }
+    out.reserve(data.len() + 20);
+    out.extend_from_slice(hex.get(at..).unwrap_or(&[]));
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal without going through `fmt`.
+pub fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(at..).unwrap_or(&[]));
+}
+
+fn three_digits(status: u16) -> [u8; 3] {
+    [
+        b'0' + (status / 100 % 10) as u8,
+        b'0' + (status / 10 % 10) as u8,
+        b'0' + (status % 10) as u8,
+    ]
+}
+
+/// The head up to its extra fields: status line, `Server`, `Date`, framing and
+/// `Connection`. Callers append fields and the blank line.
+fn write_head_start(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    framing: BodyFraming,
+    connection: ConnectionHeader,
+) {
+    let status = if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    };
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(&three_digits(status));
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: pier\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\n");
+    match framing {
+        BodyFraming::Length(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            write_decimal(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        BodyFraming::None => {}
+    }
+    match connection {
+        ConnectionHeader::Omit => {}
+        ConnectionHeader::Close => out.extend_from_slice(b"Connection: close\r\n"),
+        ConnectionHeader::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+    }
+}
+
+/// [`write_head_with`] taking the extra fields from any iterator, so handlers can
+/// hand over fixed-size header sets without collecting them.
+pub fn write_head_fields<'n, 'v>(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    framing: BodyFraming,
+    connection: ConnectionHeader,
+    fields: impl IntoIterator<Item = (&'n str, &'v [u8])>,
+) {
+    write_head_start(out, status, date, framing, connection);
+    for (name, value) in fields {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A head whose extra fields are already encoded as `Name: value\r\n` lines
+/// (fixed responses encode theirs once, at start).
+pub fn write_head_block(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    framing: BodyFraming,
+    connection: ConnectionHeader,
+    block: &[u8],
+) {
+    write_head_start(out, status, date, framing, connection);
+    out.extend_from_slice(block);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A complete response whose body is the status as text (`404 Not Found\n`),
+/// for handler answers that keep the connection open. HEAD gets the head only.
+pub fn write_status_body<'v>(
+    out: &mut Vec<u8>,
+    status: u16,
+    date: &[u8],
+    connection: ConnectionHeader,
+    fields: impl IntoIterator<Item = (&'static str, &'v [u8])>,
+    is_head: bool,
+) {
+    let reason = reason_phrase(status).as_bytes();
+    let body_len = 3 + 1 + reason.len() + 1;
+    let text: [(&'static str, &'v [u8]); 1] = [("Content-Type", b"text/plain; charset=utf-8")];
+    write_head_fields(
+        out,
+        status,
+        date,
+        BodyFraming::Length(body_len as u64),
+        connection,
+        text.into_iter().chain(fields),
+    );
+    if !is_head {
+        out.extend_from_slice(&three_digits(status));
+        out.push(b' ');
+        out.extend_from_slice(reason);
+        out.push(b'\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn date(secs: u64) -> String {
+        String::from_utf8(format_http_date(secs).to_vec()).unwrap()
+    }
+
+    #[test]
+    fn imf_fixdate_known_instants() {
+        assert_eq!(date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        // Leap days, including the century rule (2000 is a leap year).
+        assert_eq!(date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(date(1_709_164_799), "Wed, 28 Feb 2024 23:59:59 GMT");
+        assert_eq!(date(1_709_164_800), "Thu, 29 Feb 2024 00:00:00 GMT");
+        assert_eq!(date(1_709_251_200), "Fri, 01 Mar 2024 00:00:00 GMT");
+        assert_eq!(date(1_735_689_599), "Tue, 31 Dec 2024 23:59:59 GMT");
+        // Past the 32-bit rollover.
+        assert_eq!(date(2_147_483_647), "Tue, 19 Jan 2038 03:14:07 GMT");
+        assert_eq!(date(2_147_483_648), "Tue, 19 Jan 2038 03:14:08 GMT");
+        assert_eq!(date(4_102_444_800), "Fri, 01 Jan 2100 00:00:00 GMT");
+        assert_eq!(date(4_107_542_400), "Mon, 01 Mar 2100 00:00:00 GMT");
+        // Clamped at the last representable second instead of overflowing.
+        assert_eq!(date(MAX_DATE_SECS), "Fri, 31 Dec 9999 23:59:59 GMT");
+        assert_eq!(date(u64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");
+    }
+
+    #[test]
+    fn date_cache_matches_formatter() {
+        let mut cache = DateCache::new();
+        let v = cache.get().to_vec();
+        assert_eq!(v.len(), DATE_LEN);
+        assert!(v.ends_with(b" GMT"));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let close = [format_http_date(now - 1), format_http_date(now)];
+        assert!(close.iter().any(|d| d[..] == v[..]));
+    }
+
+    #[test]
+    fn head_with_length() {
+        let mut out = Vec::new();
+        write_head(
+            &mut out,
+            200,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::Length(1234),
+            true,
+            &[("Content-Type", b"text/html")],
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nServer: pier\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n\
+              Content-Length: 1234\r\nContent-Type: text/html\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn head_chunked_close_and_none() {
+        let mut out = Vec::new();
+        write_head(&mut out, 502, b"D", BodyFraming::Chunked, false, &[]);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 502 Bad Gateway\r\nServer: pier\r\nDate: D\r\n\
+              Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        out.clear();
+        write_head(&mut out, 304, b"D", BodyFraming::None, true, &[]);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 304 Not Modified\r\nServer: pier\r\nDate: D\r\n\r\n"
+        );
+        out.clear();
+        write_head_with(
+            &mut out,
+            200,
+            b"D",
+            BodyFraming::Length(0),
+            ConnectionHeader::KeepAlive,
+            &[],
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nServer: pier\r\nDate: D\r\nContent-Length: 0\r\n\
+              Connection: keep-alive\r\n\r\n"
+        );
+        out.clear();
+        write_head(&mut out, 799, b"D", BodyFraming::None, true, &[]);
+        assert!(out.starts_with(b"HTTP/1.1 799 \r\n"));
+        out.clear();
+        write_head(&mut out, 42, b"D", BodyFraming::None, true, &[]);
+        assert!(out.starts_with(b"HTTP/1.1 500 Internal Server Error\r\n"));
+    }
+
+    #[test]
+    fn error_response_is_complete_and_closes() {
+        let mut out = Vec::new();
+        write_error(&mut out, 400, b"D");
+        assert_eq!(
+            out,
+            b"HTTP/1.1 400 Bad Request\r\nServer: pier\r\nDate: D\r\nContent-Length: 16\r\n\
+              Connection: close\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n400 Bad Request\n"
+        );
+        out.clear();
+        write_error(&mut out, 431, b"D");
+        assert!(out.ends_with(b"\r\n\r\n431 Request Header Fields Too Large\n"));
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("Content-Length: 36\r\n"));
+    }
+
+    #[test]
+    fn decimal_and_chunks() {
+        for n in [0u64, 7, 10, 999, 1_000_000, u64::MAX] {
+            let mut out = Vec::new();
+            write_decimal(&mut out, n);
+            assert_eq!(out, n.to_string().as_bytes());
+        }
+        let mut out = Vec::new();
+        write_chunk(&mut out, b"");
+        assert!(out.is_empty());
+        write_chunk(&mut out, b"hello");
+        write_chunk(&mut out, &[b'x'; 300]);
+        out.extend_from_slice(LAST_CHUNK);
+        let mut expect = b"5\r\nhello\r\n12c\r\n".to_vec();
+        expect.extend_from_slice(&[b'x'; 300]);
+        expect.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(out, expect);
+    }
+
+    #[test]
+    fn chunks_round_trip_through_decoder() {
+        use super::super::body::BodyDecoder;
+        use super::super::parse::BodyKind;
+        let mut out = Vec::new();
+        let mut expect = Vec::new();
+        for i in 0..40usize {
+            let piece = vec![b'a' + (i % 26) as u8; i * 7];
+            write_chunk(&mut out, &piece);
+            expect.extend_from_slice(&piece);
+        }
+        out.extend_from_slice(LAST_CHUNK);
+        let mut d = BodyDecoder::new(BodyKind::Chunked);
+        let mut got = Vec::new();
+        let mut pos = 0;
+        loop {
+            let r = d.decode(&out[pos..]).unwrap();
+            got.extend_from_slice(r.data);
+            pos += r.consumed;
+            if r.done {
+                break;
+            }
+        }
+        assert_eq!(pos, out.len());
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn reason_phrases() {
+        assert_eq!(reason_phrase(200), "OK");
+        assert_eq!(reason_phrase(505), "HTTP Version Not Supported");
+        assert_eq!(reason_phrase(999), "");
+    }
+}

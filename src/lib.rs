@@ -1,0 +1,18 @@
+//! Pier: a thread-per-core HTTP/1.1 and TLS edge server.
+//!
+//! The library holds everything; `main.rs` only turns argv into a [`cli::Command`]
+//! and an exit code. Protocol code (`http1`) is sans-IO; `conn` is the one driver
+//! that moves bytes between a downstream socket and the codec.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod config;
+pub mod conn;
+pub mod handler;
+pub mod http1;
+pub mod listener;
+pub mod logging;
+pub mod route;
+pub mod runtime;
+pub mod tls;
+pub mod worker;

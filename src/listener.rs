@@ -1,0 +1,35 @@
+//! One SO_REUSEPORT listening socket per worker per listener, so the kernel spreads
+//! connections across workers and no accept lock is shared.
+
+use std::io;
+use std::net::SocketAddr;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Binds `count` sockets to `addr` with SO_REUSEPORT. With port 0 the first socket
+/// picks the port and the rest join it.
+pub fn bind_reuseport(
+    addr: SocketAddr,
+    backlog: u32,
+    count: usize,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    let mut out = Vec::with_capacity(count);
+    let mut addr = addr;
+    for _ in 0..count.max(1) {
+        let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        sock.set_reuse_address(true)?;
+        sock.set_reuse_port(true)?;
+        if addr.is_ipv6() {
+            sock.set_only_v6(true)?;
+        }
+        sock.set_nonblocking(true)?;
+        sock.bind(&addr.into())?;
+        sock.listen(backlog.min(i32::MAX as u32) as i32)?;
+        let l: std::net::TcpListener = sock.into();
+        if addr.port() == 0 {
+            addr = l.local_addr()?;
+        }
+        out.push(l);
+    }
+    Ok(out)
+}

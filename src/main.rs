@@ -1,0 +1,22 @@
+//! `pier`: argv -> command; errors -> exit code (2 for configuration errors).
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use pier::cli::{Cli, Command};
+use pier::config::ConfigError;
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => pier::runtime::serve(args),
+        Command::Check(args) => pier::runtime::check(args),
+    };
+    if let Err(err) = result {
+        if let Some(cfg) = err.downcast_ref::<ConfigError>() {
+            eprintln!("pier: configuration error: {cfg}");
+            std::process::exit(2);
+        }
+        eprintln!("pier: error: {err:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,139 @@
+//! (host, path) -> handler: exact host (case-insensitive, port ignored) selects a
+//! group, falling back to the routes without a host; the longest path prefix wins.
+
+pub use crate::handler::Handler;
+
+/// One route: a path prefix and what serves it.
+#[derive(Debug)]
+pub struct Route {
+    prefix: Box<[u8]>,
+    /// What serves requests under the prefix.
+    pub handler: Handler,
+}
+
+/// All routes, grouped by host, each group sorted longest prefix first.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    hosts: Vec<(Box<[u8]>, Vec<Route>)>,
+    any: Vec<Route>,
+}
+
+impl RouteTable {
+    /// Adds a route; the same (host, prefix) twice is an error.
+    pub fn insert(
+        &mut self,
+        host: Option<String>,
+        prefix: String,
+        handler: Handler,
+    ) -> Result<(), String> {
+        let group = match host {
+            None => &mut self.any,
+            Some(h) => {
+                let h = h.into_bytes().into_boxed_slice();
+                match self.hosts.iter().position(|(name, _)| *name == h) {
+                    Some(i) => &mut self.hosts[i].1,
+                    None => {
+                        self.hosts.push((h, Vec::new()));
+                        &mut self.hosts.last_mut().expect("just pushed").1
+                    }
+                }
+            }
+        };
+        if group.iter().any(|r| *r.prefix == *prefix.as_bytes()) {
+            return Err(format!("path {prefix:?} is routed twice for the same host"));
+        }
+        group.push(Route {
+            prefix: prefix.into_bytes().into_boxed_slice(),
+            handler,
+        });
+        group.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
+        Ok(())
+    }
+
+    /// The handler for a request, if any route matches.
+    pub fn find(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&Handler> {
+        let group = host
+            .and_then(|h| {
+                let name = strip_port(h);
+                self.hosts
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            })
+            .map_or(&self.any, |(_, g)| g);
+        group
+            .iter()
+            .find(|r| path.starts_with(&r.prefix))
+            .or_else(|| self.any.iter().find(|r| path.starts_with(&r.prefix)))
+            .map(|r| &r.handler)
+    }
+
+    /// Every handler, for start-up checks and logs.
+    pub fn handlers(&self) -> impl Iterator<Item = &Handler> {
+        self.hosts
+            .iter()
+            .flat_map(|(_, g)| g.iter())
+            .chain(self.any.iter())
+            .map(|r| &r.handler)
+    }
+}
+
+/// `example.com:8080` -> `example.com`; `[::1]:80` -> `[::1]`.
+fn strip_port(host: &[u8]) -> &[u8] {
+    if host.first() == Some(&b'[') {
+        return match host.iter().position(|&b| b == b']') {
+            Some(i) => &host[..=i],
+            None => host,
+        };
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(i) => &host[..i],
+        None => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::respond::Respond;
+
+    fn respond(tag: &str) -> Handler {
+        Handler::Respond(Respond::new(200, tag.as_bytes().to_vec(), &[]))
+    }
+
+    fn body_of(h: Option<&Handler>) -> &[u8] {
+        match h {
+            Some(Handler::Respond(r)) => r.body(),
+            _ => b"<none>",
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_host_groups_fall_back() {
+        let mut t = RouteTable::default();
+        t.insert(None, "/".into(), respond("root")).unwrap();
+        t.insert(None, "/api/".into(), respond("api")).unwrap();
+        t.insert(
+            Some("example.com".into()),
+            "/admin".into(),
+            respond("ex-admin"),
+        )
+        .unwrap();
+        assert_eq!(body_of(t.find(None, b"/x")), b"root");
+        assert_eq!(body_of(t.find(Some(b"a"), b"/api/v1")), b"api");
+        assert_eq!(
+            body_of(t.find(Some(b"EXAMPLE.com:8080"), b"/admin/x")),
+            b"ex-admin"
+        );
+        assert_eq!(body_of(t.find(Some(b"example.com"), b"/api/")), b"api");
+        assert_eq!(body_of(t.find(Some(b"other"), b"/admin")), b"root");
+        assert!(t.insert(None, "/api/".into(), respond("dup")).is_err());
+    }
+
+    #[test]
+    fn no_route_means_none() {
+        let mut t = RouteTable::default();
+        t.insert(None, "/only".into(), respond("x")).unwrap();
+        assert!(t.find(None, b"/other").is_none());
+        assert_eq!(strip_port(b"[::1]:443"), b"[::1]");
+    }
+}

@@ -1,0 +1,142 @@
+//! Process start and stop: load config, bind every worker's sockets, start N worker
+//! threads (optionally pinned), wait for SIGTERM/SIGINT, then drain.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::cli::{CheckArgs, ServeArgs};
+use crate::config::{self, Config};
+use crate::listener::bind_reuseport;
+use crate::worker::{self, WorkerListeners};
+
+/// `pier check`: validate and report.
+pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let cfg = config::load_file(&args.config)?;
+    println!(
+        "{}: ok ({} listener(s), {} route(s), {} worker(s))",
+        args.config.display(),
+        cfg.listeners.len(),
+        cfg.routes.handlers().count(),
+        cfg.workers
+    );
+    Ok(())
+}
+
+/// `pier serve`: run until SIGTERM or SIGINT has drained.
+pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    crate::logging::init(args.log_format);
+    let config = Arc::new(config::load(&args)?);
+    let workers = config.workers;
+
+    // Bind everything before starting threads, so a busy port fails the start.
+    let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
+    let mut shown = Vec::new();
+    for (index, lc) in config.listeners.iter().enumerate() {
+        let sockets = bind_reuseport(lc.addr, lc.backlog, workers)
+            .with_context(|| format!("cannot listen on {}", lc.addr))?;
+        let bound = sockets[0].local_addr()?;
+        let scheme = if lc.tls.is_some() { "https" } else { "http" };
+        shown.push(format!("{scheme}://{bound}"));
+        if let Some(tls) = &lc.tls {
+            info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
+        }
+        for (w, s) in sockets.into_iter().enumerate() {
+            per_worker[w].push((index, s));
+        }
+    }
+    raise_nofile_limit();
+
+    let (tx, rx) = watch::channel(false);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut handles = Vec::with_capacity(workers);
+    for (id, listeners) in per_worker.into_iter().enumerate() {
+        let cfg = config.clone();
+        let rx = rx.clone();
+        let pin = config.pin_cpus.then_some(id % cores);
+        let h = std::thread::Builder::new()
+            .name(format!("pier-worker-{id}"))
+            .spawn(move || {
+                if let Some(cpu) = pin {
+                    pin_to_cpu(cpu);
+                }
+                if let Err(e) = worker::run(id, cfg, listeners, rx) {
+                    tracing::error!(worker = id, error = %e, "worker failed");
+                }
+            })
+            .context("cannot start a worker thread")?;
+        handles.push(h);
+    }
+    info!(
+        listeners = %shown.join(" "),
+        workers,
+        config = %config.source,
+        "pier started"
+    );
+
+    wait_for_signal()?;
+    info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
+    let _ = tx.send(true);
+    join_within(handles, &config);
+    info!("stopped");
+    Ok(())
+}
+
+/// Waits for the workers; past the drain deadline (plus a grace for the workers'
+/// own timers) the process exits anyway, which closes every remaining socket.
+fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
+    let deadline = Instant::now() + config.drain_timeout + Duration::from_secs(1);
+    for h in handles {
+        while !h.is_finished() {
+            if Instant::now() >= deadline {
+                warn!("drain deadline passed; force-closing");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = h.join();
+    }
+}
+
+fn wait_for_signal() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => info!(signal = "SIGTERM", "signal received"),
+            _ = int.recv() => info!(signal = "SIGINT", "signal received"),
+        }
+        Ok::<(), std::io::Error>(())
+    })?;
+    Ok(())
+}
+
+fn pin_to_cpu(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        warn!(cpu, error = %e, "cannot pin worker to CPU");
+    }
+}
+
+/// Idle keep-alive connections are cheap in memory but each holds a descriptor.
+fn raise_nofile_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        let raised = rustix::process::Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            warn!(error = %e, "cannot raise the open-file limit");
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The binary's contract: config errors exit 2 naming file, line and key; the
+//! embedded default serves HTTP and HTTPS with a generated certificate.
+
+mod common;
+
+use std::process::Command;
+
+use common::{get, which, Pier};
+
+fn pier() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pier"))
+}
+
+#[test]
+fn check_reports_file_line_and_key_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:8080\"\n\n[[route]]\npath = \"/\"\nhandler = \"static\"\nroot = \"/no/such/dir\"\n",
+    )
+    .unwrap();
+    let out = pier()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:7: route[1].root", path.display())),
+        "{err}"
+    );
+
+    std::fs::write(&path, "[server]\nworkers = \"two\"\n").unwrap();
+    let out = pier()
+        .args(["serve", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":2: server.workers"), "{err}");
+
+    let out = pier()
+        .args(["check", "--config", "/no/such/file.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn check_accepts_a_good_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("good.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nhandler = \"respond\"\nbody = \"ok\"\n",
+    )
+    .unwrap();
+    let out = pier()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn embedded_default_serves_http_and_https() {
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+    ]);
+    std::fs::write(pier.root().join("hello.txt"), "Hello, World!").unwrap();
+    let resp = get(
+        pier.addr(),
+        "GET /hello.txt HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    );
+    assert_eq!(resp.body, b"Hello, World!");
+    assert_eq!(pier.https.len(), 1, "an HTTPS listener by default");
+    let Some(curl) = which("curl") else {
+        eprintln!("curl not installed; .ci/run installs it");
+        return;
+    };
+    let out = Command::new(curl)
+        .args(["-sS", "--insecure", "--http1.1"])
+        .arg(format!(
+            "https://localhost:{}/hello.txt",
+            pier.https[0].port()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Hello, World!",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn no_tls_turns_https_off_and_json_logs_work() {
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--no-tls",
+        "--log-format",
+        "json",
+    ]);
+    assert!(pier.https.is_empty());
+    assert_eq!(
+        get(pier.addr(), "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n").status,
+        404
+    );
+}

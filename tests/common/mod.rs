@@ -1,0 +1,275 @@
+//! Test support: start a real `pier` process on 127.0.0.1:0 and talk to it with raw
+//! bytes over std sockets.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `pier serve`, killed on drop.
+pub struct Pier {
+    pub child: Child,
+    pub http: Vec<SocketAddr>,
+    pub https: Vec<SocketAddr>,
+    pub dir: tempfile::TempDir,
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Pier {
+    /// Starts `pier serve --config <dir>/pier.toml` with `config` written there.
+    /// `{dir}` in the config is replaced with the temp dir path.
+    pub fn with_config(config: &str, extra: &[&str]) -> Pier {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config.replace("{dir}", dir.path().to_str().unwrap());
+        let path = dir.path().join("pier.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec!["serve", "--config", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::spawn(dir, &args)
+    }
+
+    /// Starts the embedded default with extra flags; the temp dir is its root.
+    pub fn embedded(extra: &[&str]) -> Pier {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap().to_string();
+        let mut args = vec!["serve", "--root", root.as_str()];
+        args.extend_from_slice(extra);
+        Self::spawn(dir, &args)
+    }
+
+    fn spawn(dir: tempfile::TempDir, args: &[&str]) -> Pier {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pier"))
+            .args(args)
+            .env("PIER_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start pier");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if line.contains("pier started") {
+                        let (http, https) = parse_listeners(&line);
+                        return Pier {
+                            child,
+                            http,
+                            https,
+                            dir,
+                            log: rx,
+                        };
+                    }
+                    seen.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("pier did not start; stderr:\n{}", seen.join("\n"));
+                }
+            }
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.http[0]
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal to this process (by PID).
+    pub fn signal(&self, sig: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+    }
+
+    /// Waits for exit, returning the exit code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Log lines printed so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.try_iter().collect()
+    }
+}
+
+impl Drop for Pier {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn parse_listeners(line: &str) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+    let mut http = Vec::new();
+    let mut https = Vec::new();
+    for word in line.split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=') {
+        if let Some(a) = word.strip_prefix("http://") {
+            http.push(a.parse().unwrap());
+        } else if let Some(a) = word.strip_prefix("https://") {
+            https.push(a.parse().unwrap());
+        }
+    }
+    (http, https)
+}
+
+/// Connects with read/write timeouts so a broken server fails the test instead of hanging it.
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// A parsed response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response from a stream that may hold more after it; `head_request`
+/// means the response has no body whatever its Content-Length says.
+pub struct Reader {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    pub fn new(stream: TcpStream) -> Reader {
+        Reader {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 16384];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+
+    /// Next response, or None if the server closed first.
+    pub fn response(&mut self, head_request: bool) -> Option<Response> {
+        let end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if !self.fill() {
+                return None;
+            }
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).expect("ascii head");
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.to_string(), v.trim().to_string())
+            })
+            .collect();
+        self.buf.drain(..end);
+        let mut resp = Response {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        let no_body =
+            head_request || status == 304 || status == 204 || (100..200).contains(&status);
+        if no_body {
+            return Some(resp);
+        }
+        if let Some(len) = resp.header("content-length") {
+            let len: usize = len.parse().unwrap();
+            while self.buf.len() < len {
+                assert!(self.fill(), "connection closed inside a body");
+            }
+            resp.body = self.buf.drain(..len).collect();
+        } else {
+            while self.fill() {}
+            resp.body = std::mem::take(&mut self.buf);
+        }
+        Some(resp)
+    }
+
+    /// True when the server closes the connection (EOF) within the read timeout.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+}
+
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// One request on a fresh connection.
+pub fn get(addr: SocketAddr, raw: &str) -> Response {
+    let mut r = Reader::new(connect(addr));
+    r.send(raw.as_bytes());
+    r.response(raw.starts_with("HEAD ")).expect("a response")
+}
+
+/// Path of a binary if it is installed.
+pub fn which(bin: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
+}
