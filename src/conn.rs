@@ -6,9 +6,11 @@
 //! little more than its socket.
 
 use std::fs::File;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -92,8 +94,16 @@ impl Downstream for Plain {
         }
     }
 
-    async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
-        self.stream.write_all(data).await
+    async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            match self.stream.try_write(data) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => data = &data[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     async fn send_file(
@@ -197,6 +207,20 @@ impl Downstream for Tls {
     }
 }
 
+/// Runs an IO future under a time limit, arming the timer only if the first poll
+/// does not finish it: most writes complete at once, and a timer costs a clock read
+/// and a wheel insertion.
+async fn within<T>(limit: Duration, fut: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    let mut fut = std::pin::pin!(fut);
+    if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return r;
+    }
+    match timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+    }
+}
+
 /// Why a connection ends.
 enum Exit {
     /// Nothing more to say: end of stream, idle timeout, shutdown, or `Connection: close` answered.
@@ -261,16 +285,13 @@ impl<D: Downstream> Conn<'_, D> {
         if b.write.is_empty() {
             return Ok(());
         }
-        let r = timeout(
+        let r = within(
             self.ctx.config.http.write_timeout,
             self.io.write_all(&b.write),
         )
         .await;
         b.write.clear();
-        match r {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
-        }
+        r
     }
 
     /// Reads more input, keeping unconsumed bytes and leaving room for at least a few KiB.
@@ -322,12 +343,11 @@ impl<D: Downstream> Conn<'_, D> {
                 }
                 self.bufs = Some(self.ctx.take_buffers());
             }
-            let head_deadline = if self.requests == 0 {
-                accepted + http.header_read_timeout
-            } else {
-                Instant::now() + http.header_read_timeout
-            };
-
+            // The head deadline starts with the connection for its first request, and
+            // with the first incomplete read for later ones; a head that is already
+            // buffered whole needs no clock read at all.
+            let mut head_deadline =
+                (self.requests == 0).then(|| accepted + http.header_read_timeout);
             // Read until a whole head is buffered.
             loop {
                 let b = self.bufs.as_mut().expect("buffers held while parsing");
@@ -338,7 +358,9 @@ impl<D: Downstream> Conn<'_, D> {
                             return Exit::Broken;
                         }
                         let had = self.unread();
-                        match self.read_more(head_deadline).await {
+                        let deadline = *head_deadline
+                            .get_or_insert_with(|| Instant::now() + http.header_read_timeout);
+                        match self.read_more(deadline).await {
                             Ok(0) => return Exit::Done,
                             Ok(_) => {}
                             Err(Exit::Reject(408)) if had == 0 => return Exit::Done,

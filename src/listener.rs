@@ -13,6 +13,9 @@ pub fn bind_reuseport(
     backlog: u32,
     count: usize,
 ) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        probe_free(addr)?;
+    }
     let mut out = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
@@ -32,4 +35,30 @@ pub fn bind_reuseport(
         out.push(l);
     }
     Ok(out)
+}
+
+/// SO_REUSEPORT would let a second server silently share a port with a running one
+/// and take half its connections; a plain bind first makes that an "address in use"
+/// error, as operators expect.
+fn probe_free(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    probe.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&addr.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_share_one_port_but_a_second_server_is_refused() {
+        let socks = bind_reuseport("127.0.0.1:0".parse().unwrap(), 16, 3).unwrap();
+        let port = socks[0].local_addr().unwrap().port();
+        assert!(socks.iter().all(|s| s.local_addr().unwrap().port() == port));
+        let again = bind_reuseport(socks[0].local_addr().unwrap(), 16, 1);
+        assert_eq!(again.unwrap_err().kind(), io::ErrorKind::AddrInUse);
+    }
 }

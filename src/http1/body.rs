@@ -229,15 +229,20 @@ impl BodyDecoder {
     /// bytes. Consumes framing after that run up to the next data or the end
     /// of the body, so the call that returns the last data also reports `done`.
     /// When input ends mid-element the state is kept; call again with more.
-    /// After an error every later call returns the same error.
+    /// A fault found after some body bytes in the same input is reported on
+    /// the next call, after those bytes are returned (`consumed` then stops
+    /// before the offending byte); from then on every call returns that error.
     pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, BodyError> {
         let result = match &mut self.state {
-            State::Done => Ok(Decoded {
-                consumed: 0,
-                data: &[],
-                done: true,
-            }),
-            State::Failed(e) => Err(*e),
+            State::Done => (
+                Decoded {
+                    consumed: 0,
+                    data: &[],
+                    done: true,
+                },
+                None,
+            ),
+            State::Failed(e) => return Err(*e),
             State::Length { remaining } => {
                 let n = clamp(*remaining, input.len());
                 *remaining -= n as u64;
@@ -246,36 +251,51 @@ impl BodyDecoder {
                 if done {
                     self.state = State::Done;
                 }
-                Ok(Decoded {
+                let decoded = Decoded {
                     consumed: n,
                     data: input.get(..n).unwrap_or(&[]),
                     done,
-                })
+                };
+                (decoded, None)
             }
             State::UntilClose => {
-                self.total = self.total.saturating_add(input.len() as u64);
-                if self.total > self.max_body {
-                    Err(BodyError::TooLarge)
+                // Hand out the bytes up to the limit, so the outcome does not
+                // depend on how the input was split; the error comes next call.
+                let allowed = clamp(self.max_body.saturating_sub(self.total), input.len());
+                self.total += allowed as u64;
+                let data = input.get(..allowed).unwrap_or(&[]);
+                let decoded = Decoded {
+                    consumed: allowed,
+                    data,
+                    done: false,
+                };
+                if allowed < input.len() {
+                    (decoded, Some(BodyError::TooLarge))
                 } else {
-                    Ok(Decoded {
-                        consumed: input.len(),
-                        data: input,
-                        done: false,
-                    })
+                    (decoded, None)
                 }
             }
             State::Chunked(c) => {
-                let r = c.decode(input, &mut self.total, self.max_body);
-                if matches!(r, Ok(Decoded { done: true, .. })) {
+                let (decoded, error) = c.decode(input, &mut self.total, self.max_body);
+                if decoded.done {
                     self.state = State::Done;
                 }
-                r
+                (decoded, error)
             }
         };
-        if let Err(e) = result {
-            self.state = State::Failed(e);
+        match result {
+            (decoded, None) => Ok(decoded),
+            (decoded, Some(e)) => {
+                self.state = State::Failed(e);
+                // Body bytes found before the fault are still delivered, as
+                // they would have been had the input arrived in pieces.
+                if decoded.data.is_empty() {
+                    Err(e)
+                } else {
+                    Ok(decoded)
+                }
+            }
         }
-        result
     }
 }
 
@@ -290,7 +310,7 @@ impl Chunked {
         input: &'a [u8],
         total: &mut u64,
         max_body: u64,
-    ) -> Result<Decoded<'a>, BodyError> {
+    ) -> (Decoded<'a>, Option<BodyError>) {
         let mut pos = 0;
         let mut data: &'a [u8] = &[];
         loop {
@@ -313,20 +333,32 @@ impl Chunked {
                 continue;
             }
             let Some(&b) = input.get(pos) else { break };
-            pos += 1;
-            if self.step(b, total, max_body)? {
-                return Ok(Decoded {
-                    consumed: pos,
-                    data,
-                    done: true,
-                });
+            match self.step(b, total, max_body) {
+                Ok(false) => pos += 1,
+                Ok(true) => {
+                    let decoded = Decoded {
+                        consumed: pos + 1,
+                        data,
+                        done: true,
+                    };
+                    return (decoded, None);
+                }
+                Err(e) => {
+                    let decoded = Decoded {
+                        consumed: pos,
+                        data,
+                        done: false,
+                    };
+                    return (decoded, Some(e));
+                }
             }
         }
-        Ok(Decoded {
+        let decoded = Decoded {
             consumed: pos,
             data,
             done: false,
-        })
+        };
+        (decoded, None)
     }
 
     /// Advances the grammar by one framing byte; `Ok(true)` when the body ended.
@@ -460,27 +492,35 @@ mod tests {
     use super::*;
 
     /// Decodes all of `input` in pieces of at most `step` bytes, as a caller
-    /// would: `(body, done, bytes consumed)` or the first error.
-    fn run(
+    /// would: the body bytes delivered, and `(done, bytes consumed)` or the error.
+    fn run_full(
         mut d: BodyDecoder,
         input: &[u8],
         step: usize,
-    ) -> Result<(Vec<u8>, bool, usize), BodyError> {
+    ) -> (Vec<u8>, Result<(bool, usize), BodyError>) {
         let mut body = Vec::new();
         let mut pos = 0;
         let mut end: usize = 0;
         loop {
             end = end.saturating_add(step).min(input.len()).max(pos);
-            let r = d.decode(&input[pos..end])?;
+            let r = match d.decode(&input[pos..end]) {
+                Ok(r) => r,
+                Err(e) => return (body, Err(e)),
+            };
             body.extend_from_slice(r.data);
             pos += r.consumed;
             if r.done {
-                return Ok((body, true, pos));
+                return (body, Ok((true, pos)));
             }
             if pos == input.len() {
-                return Ok((body, false, pos));
+                return (body, Ok((false, pos)));
             }
         }
+    }
+
+    fn run(d: BodyDecoder, input: &[u8], step: usize) -> Result<(Vec<u8>, bool, usize), BodyError> {
+        let (body, outcome) = run_full(d, input, step);
+        outcome.map(|(done, consumed)| (body, done, consumed))
     }
 
     fn chunked(input: &[u8]) -> Result<(Vec<u8>, bool, usize), BodyError> {
@@ -491,45 +531,66 @@ mod tests {
         chunked(input).expect_err("expected a framing error")
     }
 
-    /// Every split into two pieces and byte-at-a-time give the same outcome.
+    /// Every split into two pieces and byte-at-a-time give the same body and outcome.
     fn assert_split_invariant(kind: BodyKind, input: &[u8]) {
-        let whole = run(BodyDecoder::new(kind), input, usize::MAX);
-        let single = run(BodyDecoder::new(kind), input, 1);
-        assert_eq!(whole, single, "byte at a time differs");
+        let whole = run_full(BodyDecoder::new(kind), input, usize::MAX);
+        assert_eq!(
+            whole,
+            run_full(BodyDecoder::new(kind), input, 1),
+            "byte at a time differs"
+        );
         for cut in 0..=input.len() {
             let mut d = BodyDecoder::new(kind);
             let mut body = Vec::new();
-            let mut outcome = None;
             let mut pos = 0;
-            for end in [cut, input.len()] {
-                while pos < end || (pos == end && end == input.len() && outcome.is_none()) {
+            let mut outcome = None;
+            'pieces: for end in [cut, input.len()] {
+                while pos < end {
                     match d.decode(&input[pos..end]) {
                         Err(e) => {
                             outcome = Some(Err(e));
-                            break;
+                            break 'pieces;
                         }
                         Ok(r) => {
                             body.extend_from_slice(r.data);
                             pos += r.consumed;
                             if r.done {
-                                outcome = Some(Ok((body.clone(), true, pos)));
-                                break;
-                            }
-                            if r.consumed == 0 || pos == end {
-                                if end == input.len() {
-                                    outcome = Some(Ok((body.clone(), false, pos)));
-                                }
-                                break;
+                                outcome = Some(Ok((true, pos)));
+                                break 'pieces;
                             }
                         }
                     }
                 }
-                if outcome.is_some() {
-                    break;
-                }
             }
-            assert_eq!(outcome, Some(whole.clone()), "split at {cut}");
+            let outcome = outcome.unwrap_or(Ok((false, pos)));
+            assert_eq!((body, outcome), whole.clone(), "split at {cut}");
         }
+    }
+
+    #[test]
+    fn data_before_a_fault_is_delivered_whatever_the_split() {
+        // Found by fuzzing: in one piece, the fault after the data used to
+        // swallow the data that a byte-at-a-time feed had already delivered.
+        for input in [
+            &b"7\r\n0123456\r8\n"[..],
+            b"3\r\nabcX",
+            b"3\r\nabc\r\n3\r\ndefXX",
+            b"3\r\nabc\r\nZ",
+            b"3\r\nabc\r\n0\r\nX : y\r\n\r\n",
+        ] {
+            let (body, outcome) = run_full(BodyDecoder::new(BodyKind::Chunked), input, usize::MAX);
+            assert!(!body.is_empty() && outcome.is_err(), "{input:?}");
+            assert_split_invariant(BodyKind::Chunked, input);
+        }
+        let mut d = BodyDecoder::new(BodyKind::Chunked);
+        let r = d.decode(b"3\r\nabcX").unwrap();
+        assert_eq!((r.data, r.consumed, r.done), (&b"abc"[..], 6, false));
+        assert_eq!(d.decode(b"X"), Err(BodyError::MissingChunkCrlf));
+        // Same for a read-until-close body over its limit.
+        let mut d = BodyDecoder::until_close().with_max_body(4);
+        let r = d.decode(b"abcdef").unwrap();
+        assert_eq!((r.data, r.consumed), (&b"abcd"[..], 4));
+        assert_eq!(d.decode(b"ef"), Err(BodyError::TooLarge));
     }
 
     #[test]

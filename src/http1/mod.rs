@@ -6,7 +6,7 @@
 //!
 //! - [`parse`]: request heads, strict RFC 9112 framing checks.
 //! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
-//! - [`write`]: response heads, error responses, chunk encoding, cached `Date`.
+//! - [`mod@write`]: response heads, error responses, chunk encoding, cached `Date`.
 //! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
 
 pub mod body;
@@ -21,6 +21,6 @@ pub use parse::{
 };
 pub use response::{parse_response, ResponseBody, ResponseError, ResponseHead};
 pub use write::{
-    reason_phrase, write_chunk, write_error, write_head, write_head_with, BodyFraming,
-    ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,
+    format_http_date, reason_phrase, write_chunk, write_error, write_head, write_head_with,
+    BodyFraming, ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,
 };

@@ -12,6 +12,16 @@
 //!
 //! Every [`RequestError`] means: answer with [`RequestError::status`] and close
 //! the connection, because the framing of anything after the head is unknown.
+//!
+//! Choices where RFC 9112 leaves room, all on the strict side:
+//! - Lines end in CRLF only; a bare LF anywhere in the head is 400.
+//! - Up to [`MAX_LEADING_EMPTY_LINES`] CRLFs before the request line are skipped.
+//! - Content-Length on two lines is 400 even when the values agree (as nginx).
+//! - Targets with bytes >= 0x80 or a `#` are 400; percent-decoding is left to
+//!   the router, which must refuse bad escapes itself.
+//! - HTTP/1.1 needs exactly one Host even with an absolute-form target (whose
+//!   authority then wins); an empty Host is accepted and routes as no host.
+//! - Transfer-Encoding rules are checked in the order listed on `Framing::body_kind`.
 
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -1204,20 +1214,51 @@ mod tests {
     fn shorter_buffer_after_partial_starts_over() {
         let mut head = RequestHead::new();
         let limits = Limits::default();
+        let partial = b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: 1234";
         assert_eq!(
-            parse_request(
-                b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: 1234",
-                &limits,
-                &mut head
-            ),
+            parse_request(partial, &limits, &mut head),
             Ok(Parsed::Partial)
         );
-        let raw = b"GET / HTTP/1.1\r\n\r\n";
+        let raw = b"GET / HTTP/1.0\r\n\r\n";
+        assert_eq!(parse_request(raw, &limits, &mut head), Ok(Parsed::Complete));
+        assert_eq!(head.head_len, raw.len());
+        // Same length but a different start needs an explicit clear.
         assert_eq!(
-            parse_request(b"GET / HTTP/1.0\r\n\r\n", &limits, &mut head),
+            parse_request(partial, &limits, &mut head),
+            Ok(Parsed::Partial)
+        );
+        head.clear();
+        let other = b"GET /b HTTP/1.1\r\nHost: b\r\nX: abcd\r\n\r\n";
+        assert_eq!(other.len(), partial.len());
+        assert_eq!(
+            parse_request(other, &limits, &mut head),
             Ok(Parsed::Complete)
         );
-        assert_eq!(head.head_len, raw.len());
+    }
+
+    #[test]
+    fn trickled_long_line_hits_414_before_its_syntax_error() {
+        // Found by fuzzing the incremental path: while the request line is
+        // unfinished, trickled bytes are not tokenized, so the size limit
+        // answers first; a one-shot parse of the same bytes sees the bad byte.
+        let limits = Limits {
+            max_uri_bytes: 40,
+            ..Limits::default()
+        };
+        let mut raw = b"POST /upload".to_vec();
+        raw.resize(200, 0xff);
+        raw.extend_from_slice(b" HTTP\x00");
+        let mut trickled = RequestHead::new();
+        let mut got = Ok(Parsed::Partial);
+        for end in 1..=raw.len() {
+            got = parse_request(&raw[..end], &limits, &mut trickled);
+            if got != Ok(Parsed::Partial) {
+                break;
+            }
+        }
+        assert_eq!(got, Err(RequestError::UriTooLong));
+        let mut fresh = RequestHead::new();
+        assert!(parse_request(&raw, &limits, &mut fresh).is_err());
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub fn format_http_date(secs: u64) -> [u8; DATE_LEN] {
     let two = |n: u64| [b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
     out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
     out[5..7].copy_from_slice(&two(day));
-    out[8..11].copy_from_slice(MONTHS[(month - 1).min(11) as usize]);
+    out[8..11].copy_from_slice(MONTHS[month.saturating_sub(1).min(11) as usize]);
     out[12..14].copy_from_slice(&two(year / 100));
     out[14..16].copy_from_slice(&two(year % 100));
     out[17..19].copy_from_slice(&two(rem / 3600));
