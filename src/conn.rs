@@ -10,6 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
+use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -503,7 +504,7 @@ fn encode_response(
     b: &mut ConnBuffers,
     rpos: usize,
     head_len: usize,
-) -> (bool, Option<(File, u64, u64)>) {
+) -> (bool, Option<(Rc<File>, u64, u64)>) {
     let req = &b.read[rpos..rpos + head_len];
     let head = &b.head;
     let keep_alive = head.keep_alive && !ctx.draining.get();
@@ -559,7 +560,7 @@ fn write_static(
     date: &[u8],
     conn: write::ConnectionHeader,
     is_head: bool,
-) -> Option<(File, u64, u64)> {
+) -> Option<(Rc<File>, u64, u64)> {
     let status = reply.status();
     match reply {
         Reply::File(f) => {

@@ -103,6 +103,8 @@ pub struct RawRoute {
     pub autoindex: Option<bool>,
     /// static: allow symlinks that lead outside the root.
     pub allow_symlinks_outside: Option<bool>,
+    /// static: how long a worker reuses an opened file before opening its path again.
+    pub open_file_cache_valid: Option<Spanned<RawDuration>>,
     /// respond: status code.
     pub status: Option<Spanned<i64>>,
     /// respond: body.

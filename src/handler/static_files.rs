@@ -8,6 +8,8 @@
 //! outside are allowed. Conditionals follow RFC 9110 §13.2.2 and ranges §14, restricted to
 //! a single byte range.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs::{self, File, Metadata, OpenOptions};
@@ -16,7 +18,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rustix::fs::OFlags;
 use rustix::io::Errno;
@@ -48,7 +52,38 @@ pub struct StaticFiles {
     autoindex: bool,
     /// Whether symlinks may lead to files outside the root (nginx's default behaviour).
     allow_symlinks_outside: bool,
+    /// Key of this handler in each worker's open-file cache.
+    id: u64,
+    /// How long a cached open file is trusted before its path is opened again.
+    cache_valid: Duration,
 }
+
+/// A regular file that passed the root check, with what its headers need.
+#[derive(Clone, Debug)]
+struct OpenedFile {
+    file: Rc<File>,
+    size: u64,
+    mtime: u64,
+}
+
+struct CacheEntry {
+    opened: OpenedFile,
+    checked: Instant,
+}
+
+/// Open files cached per worker thread (as nginx's `open_file_cache`, lighttpd's stat
+/// cache): a hit costs no open, fstat or readlink. Per thread, so no lock.
+type OpenFileCache = HashMap<u64, HashMap<Vec<u8>, CacheEntry>>;
+
+thread_local! {
+    static OPEN_FILES: RefCell<OpenFileCache> = RefCell::new(HashMap::new());
+}
+
+/// Open files kept per handler per worker.
+const OPEN_FILE_CACHE_MAX: usize = 1024;
+/// Default reuse time: changes on disk show within a second, as with lighttpd's stat cache.
+pub const DEFAULT_CACHE_VALID: Duration = Duration::from_secs(1);
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// The parts of a downstream request this handler reads, borrowed from the parsed head.
 #[derive(Debug, Clone, Copy, Default)]
@@ -108,7 +143,7 @@ pub struct FileReply {
     /// 200 for the whole file, 206 for a byte range.
     pub status: u16,
     /// Opened read-only and non-blocking (a no-op for regular files); ready for sendfile.
-    pub file: File,
+    pub file: Rc<File>,
     /// First byte to send.
     pub offset: u64,
     /// Bytes to send: the Content-Length.
@@ -383,6 +418,8 @@ impl StaticFiles {
             max_index_len,
             autoindex,
             allow_symlinks_outside,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            cache_valid: DEFAULT_CACHE_VALID,
         })
     }
 
@@ -433,6 +470,10 @@ impl StaticFiles {
 
     /// A path without a trailing slash: a file, or a directory to redirect.
     fn serve_path(&self, req: &StaticRequest<'_>, path: &[u8]) -> Reply {
+        let name = last_segment(path);
+        if let Some(opened) = self.cached(path) {
+            return file_reply(req, opened, mime::for_file_name(name));
+        }
         let fs_path = as_path(path);
         let (file, meta) = match open(fs_path) {
             Ok(opened) => opened,
@@ -449,8 +490,8 @@ impl StaticFiles {
         if !meta.is_file() {
             return Reply::Error(404);
         }
-        let name = last_segment(path);
-        file_reply(req, file, &meta, mime::for_file_name(name))
+        let opened = self.remember(path, file, &meta);
+        file_reply(req, opened, mime::for_file_name(name))
     }
 
     /// A path ending in `/`: the first index file that exists, else a listing or 404.
@@ -463,6 +504,9 @@ impl StaticFiles {
             path.truncate(dir_len);
             path.push(b'/');
             path.extend_from_slice(name.as_bytes());
+            if let Some(opened) = self.cached(&path) {
+                return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
+            }
             let fs_path = as_path(&path);
             match open(fs_path) {
                 Ok((file, meta)) => {
@@ -472,7 +516,8 @@ impl StaticFiles {
                     if !self.inside_root(&file, fs_path) {
                         return Reply::Error(404);
                     }
-                    return file_reply(req, file, &meta, mime::for_file_name(name.as_bytes()));
+                    let opened = self.remember(&path, file, &meta);
+                    return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,
                 Err(e) => return Reply::Error(error_status(&e)),
@@ -492,6 +537,57 @@ impl StaticFiles {
         }
         drop(dir);
         listing(fs_path, self.relative(&path))
+    }
+
+    /// A fresh entry of this worker's open-file cache for `path`, if any.
+    fn cached(&self, path: &[u8]) -> Option<OpenedFile> {
+        if self.cache_valid.is_zero() {
+            return None;
+        }
+        OPEN_FILES.with(|cache| {
+            let cache = cache.borrow();
+            let entry = cache.get(&self.id)?.get(path)?;
+            (entry.checked.elapsed() < self.cache_valid).then(|| entry.opened.clone())
+        })
+    }
+
+    /// Keeps a regular file that passed the root check open for later requests.
+    fn remember(&self, path: &[u8], file: File, meta: &Metadata) -> OpenedFile {
+        let opened = OpenedFile {
+            file: Rc::new(file),
+            size: meta.len(),
+            // Pre-epoch mtimes are clamped to the epoch: HTTP dates cannot go earlier.
+            mtime: u64::try_from(meta.mtime())
+                .unwrap_or(0)
+                .min(MAX_HTTP_DATE_SECS),
+        };
+        if self.cache_valid.is_zero() {
+            return opened;
+        }
+        OPEN_FILES.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let files = cache.entry(self.id).or_default();
+            if files.len() >= OPEN_FILE_CACHE_MAX {
+                let valid = self.cache_valid;
+                files.retain(|_, e| e.checked.elapsed() < valid);
+                if files.len() >= OPEN_FILE_CACHE_MAX {
+                    files.clear();
+                }
+            }
+            let entry = CacheEntry {
+                opened: opened.clone(),
+                checked: Instant::now(),
+            };
+            files.insert(path.to_vec(), entry);
+        });
+        opened
+    }
+
+    /// Sets how long an opened file is reused before its path is opened again
+    /// (zero turns the cache off).
+    pub fn with_cache_valid(mut self, valid: Duration) -> Self {
+        self.cache_valid = valid;
+        self
     }
 
     /// Whether the opened file really lies under the root, wherever symlinks led.
@@ -600,17 +696,12 @@ fn error_status(e: &io::Error) -> u16 {
 }
 
 /// Conditionals (RFC 9110 §13.2.2), then Range (§14), for an open regular file.
-fn file_reply(
-    req: &StaticRequest<'_>,
-    file: File,
-    meta: &Metadata,
-    content_type: &'static str,
-) -> Reply {
-    let total = meta.len();
-    // Pre-epoch mtimes are clamped to the epoch: HTTP dates cannot go earlier.
-    let mtime = u64::try_from(meta.mtime())
-        .unwrap_or(0)
-        .min(MAX_HTTP_DATE_SECS);
+fn file_reply(req: &StaticRequest<'_>, opened: OpenedFile, content_type: &'static str) -> Reply {
+    let OpenedFile {
+        file,
+        size: total,
+        mtime,
+    } = opened;
     let etag = ETag::new(mtime, total);
     let last_modified = HttpDateValue::from_unix_secs(mtime);
 
@@ -901,7 +992,42 @@ fn listing(dir: &Path, relative: &[u8]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+
+    #[test]
+    fn open_file_cache_reuses_a_file_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("c.txt"), "cached").unwrap();
+        let files = StaticFiles::new(dir.path(), vec![], false, false)
+            .unwrap()
+            .with_cache_valid(Duration::from_millis(300));
+        let req = StaticRequest {
+            method_allowed: true,
+            path: b"/c.txt",
+            ..Default::default()
+        };
+        assert_eq!(files.serve(&req).status(), 200);
+        std::fs::remove_file(dir.path().join("c.txt")).unwrap();
+        // Still open in this worker's cache: served without touching the path.
+        match files.serve(&req) {
+            Reply::File(f) => assert_eq!(f.len, 6),
+            other => panic!("expected the cached file, got {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(files.serve(&req).status(), 404);
+
+        let uncached = StaticFiles::new(dir.path(), vec![], false, false)
+            .unwrap()
+            .with_cache_valid(Duration::ZERO);
+        std::fs::write(dir.path().join("u.txt"), "x").unwrap();
+        let req = StaticRequest {
+            method_allowed: true,
+            path: b"/u.txt",
+            ..Default::default()
+        };
+        assert_eq!(uncached.serve(&req).status(), 200);
+        std::fs::remove_file(dir.path().join("u.txt")).unwrap();
+        assert_eq!(uncached.serve(&req).status(), 404);
+    }
     use std::os::unix::fs::{symlink, PermissionsExt};
     use std::time::SystemTime;
 
@@ -989,10 +1115,9 @@ mod tests {
 
     /// Reads the region the driver would send.
     fn body(f: &mut FileReply) -> Vec<u8> {
-        use std::io::{Seek, SeekFrom};
-        f.file.seek(SeekFrom::Start(f.offset)).unwrap();
-        let mut out = Vec::new();
-        (&mut f.file).take(f.len).read_to_end(&mut out).unwrap();
+        use std::os::unix::fs::FileExt;
+        let mut out = vec![0u8; f.len as usize];
+        f.file.read_exact_at(&mut out, f.offset).unwrap();
         out
     }
 
