@@ -575,6 +575,15 @@ fn write_static(
             if is_head || f.len == 0 {
                 return None;
             }
+            if let Some(bytes) = f.content.as_deref() {
+                let region = usize::try_from(f.offset)
+                    .ok()
+                    .and_then(|start| bytes.get(start..start + f.len as usize));
+                if let Some(region) = region {
+                    out.extend_from_slice(region);
+                    return None;
+                }
+            }
             if f.len > INLINE_FILE_MAX {
                 return Some((f.file, f.offset, f.len));
             }

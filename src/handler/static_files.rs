@@ -16,7 +16,7 @@ use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,7 +64,13 @@ struct OpenedFile {
     file: Rc<File>,
     size: u64,
     mtime: u64,
+    /// The whole file when it is small, read once when it was opened.
+    content: Option<Rc<[u8]>>,
 }
+
+/// Files up to this size are kept in memory by the open-file cache, so a hit costs
+/// no read either.
+const CACHED_CONTENT_MAX: u64 = 16 * 1024;
 
 struct CacheEntry {
     opened: OpenedFile,
@@ -144,6 +150,9 @@ pub struct FileReply {
     pub status: u16,
     /// Opened read-only and non-blocking (a no-op for regular files); ready for sendfile.
     pub file: Rc<File>,
+    /// The whole file, when the open-file cache holds it in memory: send
+    /// `content[offset..offset + len]` instead of reading the file.
+    pub content: Option<Rc<[u8]>>,
     /// First byte to send.
     pub offset: u64,
     /// Bytes to send: the Content-Length.
@@ -553,16 +562,23 @@ impl StaticFiles {
 
     /// Keeps a regular file that passed the root check open for later requests.
     fn remember(&self, path: &[u8], file: File, meta: &Metadata) -> OpenedFile {
-        let opened = OpenedFile {
+        let mut opened = OpenedFile {
             file: Rc::new(file),
             size: meta.len(),
             // Pre-epoch mtimes are clamped to the epoch: HTTP dates cannot go earlier.
             mtime: u64::try_from(meta.mtime())
                 .unwrap_or(0)
                 .min(MAX_HTTP_DATE_SECS),
+            content: None,
         };
         if self.cache_valid.is_zero() {
             return opened;
+        }
+        if opened.size <= CACHED_CONTENT_MAX {
+            let mut buf = vec![0u8; opened.size as usize];
+            if opened.file.read_exact_at(&mut buf, 0).is_ok() {
+                opened.content = Some(buf.into());
+            }
         }
         OPEN_FILES.with(|cache| {
             let mut cache = cache.borrow_mut();
@@ -701,6 +717,7 @@ fn file_reply(req: &StaticRequest<'_>, opened: OpenedFile, content_type: &'stati
         file,
         size: total,
         mtime,
+        content,
     } = opened;
     let etag = ETag::new(mtime, total);
     let last_modified = HttpDateValue::from_unix_secs(mtime);
@@ -743,6 +760,7 @@ fn file_reply(req: &StaticRequest<'_>, opened: OpenedFile, content_type: &'stati
     Reply::File(FileReply {
         status,
         file,
+        content,
         offset,
         len,
         total,
