@@ -54,6 +54,11 @@ pub trait Downstream {
     ) -> io::Result<()>;
     /// Closes the sending side (FIN, or close_notify then FIN).
     async fn shutdown(&mut self);
+
+    /// Subject (RFC 4514) of the verified client certificate, if one was presented.
+    fn peer_subject(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Plain TCP.
@@ -138,12 +143,23 @@ impl Downstream for Plain {
 /// TLS over TCP (rustls).
 pub struct Tls {
     stream: tokio_rustls::server::TlsStream<TcpStream>,
+    peer_subject: Option<Box<str>>,
 }
 
 impl Tls {
     /// Wraps a stream whose handshake is complete.
     pub fn new(stream: tokio_rustls::server::TlsStream<TcpStream>) -> Self {
-        Tls { stream }
+        let peer_subject = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(crate::tls::subject_of)
+            .map(String::into_boxed_str);
+        Tls {
+            stream,
+            peer_subject,
+        }
     }
 }
 
@@ -194,6 +210,10 @@ impl Downstream for Tls {
 
     async fn shutdown(&mut self) {
         let _ = self.stream.shutdown().await;
+    }
+
+    fn peer_subject(&self) -> Option<&str> {
+        self.peer_subject.as_deref()
     }
 }
 
