@@ -662,3 +662,126 @@ impl<'a> From<&'a Spanned<RawCertificate>> for RawCertificateRef<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, validate, Config, ConfigError};
+
+    fn check(text: &str) -> Result<Config, ConfigError> {
+        let raw = parse("t.toml", text)?;
+        validate("t.toml", text, raw)
+    }
+
+    /// A directory with `a.pem`/`a.key` (names a.test, *.w.test) and a config prefix.
+    fn files() -> (tempfile::TempDir, String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let ck =
+            rcgen::generate_simple_self_signed(vec!["a.test".into(), "*.w.test".into()]).unwrap();
+        let cert = dir.path().join("a.pem");
+        let key = dir.path().join("a.key");
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+        (dir, cert.display().to_string(), key.display().to_string())
+    }
+
+    const TAIL: &str = "[[route]]\nhandler = \"respond\"\n";
+
+    #[test]
+    fn certificate_list_errors_name_the_entry_and_line() {
+        let (_d, cert, key) = files();
+        let text = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{cert}\"\nkey = \"{key}\"\n\
+             [[listener.tls.certificate]]\ncert = \"{cert}\"\nkey = \"{key}\"\n\
+             [[listener.tls.certificate]]\ncert = \"/no/such.pem\"\nkey = \"{key}\"\n{TAIL}"
+        );
+        let e = check(&text).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (10, "listener[1].tls.certificate[2].cert"),
+            "{e}"
+        );
+        assert!(e.message.contains("/no/such.pem"), "{e}");
+    }
+
+    #[test]
+    fn mismatched_key_and_bad_ocsp_are_reported_on_their_keys() {
+        let (_d, cert, _key) = files();
+        let other = rcgen::KeyPair::generate().unwrap();
+        let other_path = _d.path().join("other.key");
+        std::fs::write(&other_path, other.serialize_pem()).unwrap();
+        let text = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ cert = \"{cert}\", key = \"{}\" }}\n{TAIL}",
+            other_path.display()
+        );
+        let e = check(&text).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (3, "listener[1].tls.key"), "{e}");
+        assert!(e.message.contains("does not fit"), "{e}");
+
+        let (_d, cert, key) = files();
+        let ocsp = _d.path().join("o.der");
+        std::fs::write(&ocsp, "text, not DER").unwrap();
+        let text = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{cert}\"\nkey = \"{key}\"\nocsp_response = \"{}\"\n{TAIL}",
+            ocsp.display()
+        );
+        let e = check(&text).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (6, "listener[1].tls.ocsp_response"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn client_auth_ticket_and_names_settings_are_checked() {
+        let (d, cert, key) = files();
+        let base = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{cert}\"\nkey = \"{key}\"\n"
+        );
+        let e = check(&format!("{base}client_auth = \"required\"\n{TAIL}")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (6, "listener[1].tls.client_auth"));
+        let e = check(&format!("{base}client_auth = \"maybe\"\n{TAIL}")).unwrap_err();
+        assert_eq!(e.key, "listener[1].tls.client_auth");
+        let e = check(&format!("{base}client_ca = \"{key}\"\n{TAIL}")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (6, "listener[1].tls.client_ca"));
+
+        let short = d.path().join("short.key");
+        std::fs::write(&short, [1u8; 32]).unwrap();
+        let e = check(&format!(
+            "{base}ticket_key_file = \"{}\"\n{TAIL}",
+            short.display()
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (6, "listener[1].tls.ticket_key_file")
+        );
+        assert!(e.message.contains("48 or 80"), "{e}");
+        let e = check(&format!("{base}ticket_rotation = \"5s\"\n{TAIL}")).unwrap_err();
+        assert_eq!(e.key, "listener[1].tls.ticket_rotation");
+
+        let e = check(&format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[listener.tls.certificate]]\ncert = \"{cert}\"\nkey = \"{key}\"\nnames = [\"ok.test\", \"bad name\"]\n{TAIL}"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (6, "listener[1].tls.certificate[1].names")
+        );
+        let e = check(&format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ self_signed = true, cert = \"{cert}\", key = \"{key}\" }}\n{TAIL}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "listener[1].tls");
+        let e = check(&format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ sni_required = true }}\n{TAIL}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key, "listener[1].tls");
+
+        let ok = check(&format!(
+            "{base}client_ca = \"{cert}\"\nclient_auth = \"optional\"\nticket_rotation = \"2h\"\nsni_required = true\n{TAIL}"
+        ));
+        assert!(ok.is_ok(), "{:?}", ok.err());
+    }
+}
