@@ -21,6 +21,7 @@ use crate::handler::Handler;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
 use crate::http1::write::{self, BodyFraming};
+use crate::tls::stream::ReadAhead;
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
 /// Files up to this size are copied into the output buffer (one write with the head,
@@ -140,15 +141,21 @@ impl Downstream for Plain {
     }
 }
 
-/// TLS over TCP (rustls).
+/// TLS over TCP (rustls), reading ahead several records per `read`.
 pub struct Tls {
-    stream: tokio_rustls::server::TlsStream<TcpStream>,
+    stream: tokio_rustls::server::TlsStream<ReadAhead>,
     peer_subject: Option<Box<str>>,
 }
 
 impl Tls {
     /// Wraps a stream whose handshake is complete.
-    pub fn new(stream: tokio_rustls::server::TlsStream<TcpStream>) -> Self {
+    pub fn new(mut stream: tokio_rustls::server::TlsStream<ReadAhead>) -> Self {
+        // A whole file chunk is encrypted at once and leaves in one `writev` of
+        // 16 records; the buffer holds only what the socket has not taken.
+        stream
+            .get_mut()
+            .1
+            .set_buffer_limit(Some(FILE_CHUNK as usize));
         let peer_subject = stream
             .get_ref()
             .1
@@ -165,9 +172,11 @@ impl Tls {
 
 impl Downstream for Tls {
     async fn readable(&mut self) -> io::Result<()> {
-        let (tcp, session) = self.stream.get_ref();
-        if session.wants_read() {
-            tcp.readable().await?;
+        let (io, session) = self.stream.get_mut();
+        if session.wants_read() && io.buffered() == 0 {
+            // Idle: the read-ahead buffer goes while nothing is in flight.
+            io.release();
+            io.tcp().readable().await?;
         }
         Ok(())
     }

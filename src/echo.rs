@@ -15,6 +15,7 @@ use tracing::{debug, info};
 
 use crate::cli::{EchoArgs, LogFormat};
 use crate::listener::bind_reuseport;
+use crate::tls::stream::ReadAhead;
 
 /// Bytes read (and written back) at a time, per connection.
 const ECHO_BUF: usize = 32 * 1024;
@@ -110,7 +111,12 @@ fn worker(socket: std::net::TcpListener, tls: Option<Arc<rustls::ServerConfig>>)
                 let r = match acceptor {
                     None => echo(stream).await,
                     Some(a) => {
-                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, a.accept(stream)).await {
+                        match tokio::time::timeout(
+                            HANDSHAKE_TIMEOUT,
+                            a.accept(ReadAhead::new(stream)),
+                        )
+                        .await
+                        {
                             Ok(Ok(s)) => echo(s).await,
                             Ok(Err(e)) => Err(e),
                             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "handshake")),

@@ -16,6 +16,7 @@ use crate::config::{Config, ListenerConfig};
 use crate::conn::{self, Downstream, Plain, Tls};
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
+use crate::tls::stream::ReadAhead;
 
 /// Buffers a connection holds only while it is working; idle connections give them back.
 #[derive(Default)]
@@ -229,7 +230,7 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
                     let handshake = tokio::select! {
                         biased;
                         _ = ctx.draining() => None,
-                        r = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => Some(r),
+                        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
                     };
                     match handshake {
                         Some(Ok(Ok(tls))) => {

@@ -12,6 +12,7 @@
 
 pub mod dn;
 pub mod sni;
+pub mod stream;
 pub mod tickets;
 
 use std::sync::atomic::{AtomicU64, Ordering};
