@@ -21,6 +21,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate a configuration file without starting.
     Check(CheckArgs),
+    /// Echo server (plain or TLS): writes back what it reads; the server side of
+    /// the TLS stream benchmark.
+    Echo(EchoArgs),
 }
 
 /// Log output format.
@@ -74,4 +77,24 @@ pub struct CheckArgs {
     /// TOML configuration file to validate.
     #[arg(short, long)]
     pub config: PathBuf,
+}
+
+/// Flags of `pier echo`.
+#[derive(Debug, Args, Clone)]
+pub struct EchoArgs {
+    /// Address to listen on (every worker binds it with SO_REUSEPORT).
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Terminate TLS (with a generated certificate unless `--tls-cert` is given).
+    #[arg(long)]
+    pub tls: bool,
+    /// Certificate chain (PEM); implies `--tls`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) matching `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Worker threads, each with its own event loop (default: available cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
 }

@@ -24,6 +24,7 @@ use crate::handler::Handler;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
 use crate::http1::write::{self, BodyFraming};
+use crate::tls::stream::ReadAhead;
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
 /// Files up to this size are copied into the output buffer (one write with the head,
@@ -57,6 +58,11 @@ pub trait Downstream {
     ) -> io::Result<()>;
     /// Closes the sending side (FIN, or close_notify then FIN).
     async fn shutdown(&mut self);
+
+    /// Subject (RFC 4514) of the verified client certificate, if one was presented.
+    fn peer_subject(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Plain TCP.
@@ -146,23 +152,42 @@ impl Downstream for Plain {
     }
 }
 
-/// TLS over TCP (rustls).
+/// TLS over TCP (rustls), reading ahead several records per `read`.
 pub struct Tls {
-    stream: tokio_rustls::server::TlsStream<TcpStream>,
+    stream: tokio_rustls::server::TlsStream<ReadAhead>,
+    peer_subject: Option<Box<str>>,
 }
 
 impl Tls {
     /// Wraps a stream whose handshake is complete.
-    pub fn new(stream: tokio_rustls::server::TlsStream<TcpStream>) -> Self {
-        Tls { stream }
+    pub fn new(mut stream: tokio_rustls::server::TlsStream<ReadAhead>) -> Self {
+        // A whole file chunk is encrypted at once and leaves in one `writev` of
+        // 16 records; the buffer holds only what the socket has not taken.
+        stream
+            .get_mut()
+            .1
+            .set_buffer_limit(Some(FILE_CHUNK as usize));
+        let peer_subject = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(crate::tls::subject_of)
+            .map(String::into_boxed_str);
+        Tls {
+            stream,
+            peer_subject,
+        }
     }
 }
 
 impl Downstream for Tls {
     async fn readable(&mut self) -> io::Result<()> {
-        let (tcp, session) = self.stream.get_ref();
-        if session.wants_read() {
-            tcp.readable().await?;
+        let (io, session) = self.stream.get_mut();
+        if session.wants_read() && io.buffered() == 0 {
+            // Idle: the read-ahead buffer goes while nothing is in flight.
+            io.release();
+            io.tcp().readable().await?;
         }
         Ok(())
     }
@@ -205,6 +230,10 @@ impl Downstream for Tls {
 
     async fn shutdown(&mut self) {
         let _ = self.stream.shutdown().await;
+    }
+
+    fn peer_subject(&self) -> Option<&str> {
+        self.peer_subject.as_deref()
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod echo;
 pub mod handler;
 pub mod http1;
 pub mod listener;

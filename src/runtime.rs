@@ -1,5 +1,6 @@
 //! Process start and stop: load config, bind every worker's sockets, start N worker
-//! threads (optionally pinned), wait for SIGTERM/SIGINT, then drain.
+//! threads (optionally pinned), reload TLS certificates on SIGHUP, wait for
+//! SIGTERM/SIGINT, then drain.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,7 +78,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "pier started"
     );
 
-    wait_for_signal()?;
+    wait_for_signal(&config)?;
     info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
     let _ = tx.send(true);
     join_within(handles, &config);
@@ -101,7 +102,8 @@ fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
     }
 }
 
-fn wait_for_signal() -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT; SIGHUP meanwhile reloads TLS certificates.
+fn wait_for_signal(config: &Config) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -109,9 +111,16 @@ fn wait_for_signal() -> anyhow::Result<()> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => info!(signal = "SIGTERM", "signal received"),
-            _ = int.recv() => info!(signal = "SIGINT", "signal received"),
+        let mut hup = signal(SignalKind::hangup())?;
+        loop {
+            tokio::select! {
+                _ = term.recv() => { info!(signal = "SIGTERM", "signal received"); break }
+                _ = int.recv() => { info!(signal = "SIGINT", "signal received"); break }
+                _ = hup.recv() => {
+                    info!(signal = "SIGHUP", "signal received: reloading TLS certificates");
+                    crate::tls::reload_all(config);
+                }
+            }
         }
         Ok::<(), std::io::Error>(())
     })?;

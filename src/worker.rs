@@ -13,9 +13,10 @@ use tokio::sync::{watch, Notify};
 use tracing::{debug, warn};
 
 use crate::config::{Config, ListenerConfig};
-use crate::conn::{self, Plain, Tls};
+use crate::conn::{self, Downstream, Plain, Tls};
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
+use crate::tls::stream::ReadAhead;
 
 /// Buffers a connection holds only while it is working; idle connections give them back.
 #[derive(Default)]
@@ -190,10 +191,7 @@ pub fn run(
 }
 
 async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConfig) {
-    let acceptor = lc
-        .tls
-        .as_ref()
-        .map(|t| tokio_rustls::TlsAcceptor::from(t.server_config.clone()));
+    let mut tls = lc.tls.as_ref().map(|t| t.listener.worker());
     let handshake_timeout = lc
         .tls
         .as_ref()
@@ -220,7 +218,7 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
         ctx.counters.accepted.set(ctx.counters.accepted.get() + 1);
         let guard = ActiveGuard::new(ctx.clone());
         let ctx = ctx.clone();
-        match &acceptor {
+        match tls.as_mut().map(|t| t.acceptor()) {
             None => {
                 tokio::task::spawn_local(async move {
                     conn::serve(Plain::new(stream), &ctx, peer).await;
@@ -228,15 +226,20 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
                 });
             }
             Some(acceptor) => {
-                let acceptor = acceptor.clone();
                 tokio::task::spawn_local(async move {
                     let handshake = tokio::select! {
                         biased;
                         _ = ctx.draining() => None,
-                        r = tokio::time::timeout(handshake_timeout, acceptor.accept(stream)) => Some(r),
+                        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
                     };
                     match handshake {
-                        Some(Ok(Ok(tls))) => conn::serve(Tls::new(tls), &ctx, peer).await,
+                        Some(Ok(Ok(tls))) => {
+                            let tls = Tls::new(tls);
+                            if let Some(subject) = tls.peer_subject() {
+                                debug!(%peer, subject, "TLS client certificate verified");
+                            }
+                            conn::serve(tls, &ctx, peer).await
+                        }
                         Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
                         Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
                         None => {}

@@ -87,9 +87,9 @@ impl Default for HttpConfig {
 /// A TLS listener's ready-to-use server configuration.
 #[derive(Clone)]
 pub struct ListenerTls {
-    /// Shared, read-only rustls configuration.
-    pub server_config: Arc<rustls::ServerConfig>,
-    /// SHA-256 fingerprint of the leaf certificate, for the startup log.
+    /// Certificates and rustls configuration, reloadable.
+    pub listener: Arc<crate::tls::TlsListener>,
+    /// SHA-256 fingerprint of the default certificate, for the startup log.
     pub fingerprint: String,
     /// Where the certificate came from, for the startup log.
     pub origin: String,
@@ -261,8 +261,7 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) {
                     *tls = flag(RawTls {
                         cert: Some(flag(c.display().to_string())),
                         key: Some(flag(k.display().to_string())),
-                        self_signed: None,
-                        handshake_timeout: None,
+                        ..Default::default()
                     });
                 }
             }

@@ -71,18 +71,50 @@ pub struct RawListener {
     pub tls: Option<Spanned<RawTls>>,
 }
 
-/// `tls = { ... }` of a listener.
-#[derive(Debug, Deserialize)]
+/// `tls = { ... }` (or `[listener.tls]`) of a listener.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    /// PEM certificate chain.
+    /// PEM certificate chain (shorthand for a one-entry `certificate` list).
     pub cert: Option<Spanned<String>>,
-    /// PEM private key.
+    /// PEM private key matching `cert`.
     pub key: Option<Spanned<String>>,
+    /// DER OCSP response stapled with `cert`.
+    pub ocsp_response: Option<Spanned<String>>,
+    /// More certificates, chosen by SNI.
+    pub certificate: Option<Vec<Spanned<RawCertificate>>>,
     /// Generate a self-signed certificate for localhost at start.
     pub self_signed: Option<bool>,
+    /// Reject clients without SNI or with a name no certificate covers.
+    pub sni_required: Option<bool>,
+    /// PEM CA certificates that client certificates must chain to.
+    pub client_ca: Option<Spanned<String>>,
+    /// `none`, `optional` or `required`.
+    pub client_auth: Option<Spanned<String>>,
+    /// Stateless session tickets on or off.
+    pub session_tickets: Option<bool>,
+    /// Secret that ticket keys derive from, shared by a fleet.
+    pub ticket_key_file: Option<Spanned<String>>,
+    /// How often ticket keys change.
+    pub ticket_rotation: Option<Spanned<RawDuration>>,
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
+}
+
+/// One entry of a listener's `certificate` list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertificate {
+    /// PEM certificate chain, leaf first.
+    pub cert: Spanned<String>,
+    /// PEM private key.
+    pub key: Spanned<String>,
+    /// DER OCSP response to staple.
+    pub ocsp_response: Option<Spanned<String>>,
+    /// SNI names served; default: the certificate's DNS names.
+    pub names: Option<Spanned<Vec<String>>>,
+    /// Served to clients without SNI or with an unknown name.
+    pub default: Option<bool>,
 }
 
 /// One `[[route]]`.

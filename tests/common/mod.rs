@@ -2,6 +2,8 @@
 //! bytes over std sockets.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -40,10 +42,25 @@ impl Pier {
         Self::spawn(dir, &args)
     }
 
+    /// Like [`Pier::with_config`] with `PIER_LOG` set to `level`.
+    pub fn with_config_log(config: &str, extra: &[&str], level: &str) -> Pier {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config.replace("{dir}", dir.path().to_str().unwrap());
+        let path = dir.path().join("pier.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec!["serve", "--config", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::spawn_logging(dir, &args, level)
+    }
+
     fn spawn(dir: tempfile::TempDir, args: &[&str]) -> Pier {
+        Self::spawn_logging(dir, args, "info")
+    }
+
+    fn spawn_logging(dir: tempfile::TempDir, args: &[&str], level: &str) -> Pier {
         let mut child = Command::new(env!("CARGO_BIN_EXE_pier"))
             .args(args)
-            .env("PIER_LOG", "info")
+            .env("PIER_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -119,6 +136,19 @@ impl Pier {
     /// Log lines printed so far.
     pub fn log_lines(&self) -> Vec<String> {
         self.log.try_iter().collect()
+    }
+
+    /// Waits up to `within` for a log line containing `needle`; returns it.
+    pub fn wait_log(&self, needle: &str, within: Duration) -> Option<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
     }
 }
 

@@ -1,0 +1,166 @@
+//! The socket under a TLS connection, with read-ahead.
+//!
+//! rustls asks its transport for at most 4 KiB at a time (it sizes its record
+//! buffer to what it holds plus 4 KiB), so a client sending full 16 KiB records
+//! would cost four or more `read` calls per record. [`ReadAhead`] reads up to
+//! 64 KiB per call — several records — and hands them to rustls from memory.
+//! Its buffer exists only while bytes are in flight: [`ReadAhead::release`] frees
+//! it when the connection goes idle, so idle TLS connections stay small.
+//! Writes pass straight through, vectored, so rustls sends several records per
+//! `writev`.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// First read-ahead buffer of a busy connection: a full record and change.
+const READ_AHEAD_SMALL: usize = 17 * 1024;
+/// Once a read fills the small buffer, the peer is streaming: read this much.
+const READ_AHEAD_LARGE: usize = 64 * 1024;
+
+/// A TCP stream that reads ahead for rustls.
+pub struct ReadAhead {
+    tcp: TcpStream,
+    buf: Vec<u8>,
+    pos: usize,
+    streaming: bool,
+}
+
+impl ReadAhead {
+    /// Wraps an accepted stream; allocates nothing until the first read.
+    pub fn new(tcp: TcpStream) -> Self {
+        ReadAhead {
+            tcp,
+            buf: Vec::new(),
+            pos: 0,
+            streaming: false,
+        }
+    }
+
+    /// The socket.
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// Bytes read from the socket that rustls has not taken yet.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Frees the read-ahead buffer if it holds nothing (the connection is idle).
+    pub fn release(&mut self) {
+        if self.buffered() == 0 {
+            self.buf = Vec::new();
+            self.pos = 0;
+            self.streaming = false;
+        }
+    }
+}
+
+impl AsyncRead for ReadAhead {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.buffered() > 0 {
+                let n = this.buffered().min(out.remaining());
+                out.put_slice(&this.buf[this.pos..this.pos + n]);
+                this.pos += n;
+                if this.pos == this.buf.len() {
+                    this.buf.clear();
+                    this.pos = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let want = if this.streaming {
+                READ_AHEAD_LARGE
+            } else {
+                READ_AHEAD_SMALL
+            };
+            if this.buf.capacity() < want {
+                this.buf = Vec::with_capacity(want);
+            }
+            match this.tcp.try_read_buf(&mut this.buf) {
+                Ok(0) => return Poll::Ready(Ok(())),
+                Ok(n) => {
+                    if n == this.buf.capacity() {
+                        this.streaming = true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(this.tcp.poll_read_ready(cx))?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for ReadAhead {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn reads_ahead_hands_out_in_pieces_and_releases_when_drained() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&sent).await.unwrap();
+        });
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut r = ReadAhead::new(tcp);
+        let mut got = Vec::new();
+        let mut piece = [0u8; 4096];
+        loop {
+            let n = r.read(&mut piece).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&piece[..n]);
+        }
+        writer.await.unwrap();
+        assert!(got == data);
+        r.release();
+        assert_eq!(r.buf.capacity(), 0, "idle connection holds no buffer");
+    }
+}
