@@ -21,6 +21,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Validate a configuration file without starting.
     Check(CheckArgs),
+    /// Load generator: HTTP load, TLS stream bandwidth, sweeps with charts.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Log output format.
