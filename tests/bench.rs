@@ -600,3 +600,78 @@ fn sweeps_write_csv_and_svg() {
         &["1 connection", "4 connections", "threads", "MB/s"],
     );
 }
+
+#[test]
+fn new_connection_per_request_and_open_loop_use_the_general_engine_correctly() {
+    // One request per connection: the server that closes after one answer is
+    // then never caught out, and every request costs a connection.
+    let addr = serve_raw(|mut s| {
+        let mut buf = Vec::new();
+        if read_head(&mut s, &mut buf) {
+            let _ = s.write_all(OK);
+        }
+    });
+    let url = format!("http://{addr}/");
+    let v = bench_json(&["http", &url, "--new-conn", "-n", "60", "-c", "3"]);
+    assert_eq!(v["requests"], 60, "{v}");
+    assert_eq!(v["status"]["200"], 60);
+    assert_eq!(errors_total(&v), 0, "{v}");
+    assert_eq!(v["new_conn"], true);
+
+    // Malformed answers and silence, counted the same way as on the fast path.
+    let bad = serve_raw(|mut s| {
+        let mut buf = Vec::new();
+        if read_head(&mut s, &mut buf) {
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n");
+        }
+    });
+    let v = bench_json(&[
+        "http",
+        &format!("http://{bad}/"),
+        "--new-conn",
+        "-n",
+        "12",
+        "-c",
+        "2",
+    ]);
+    assert_eq!(v["errors"]["malformed"], 12, "{v}");
+    let silent = serve_raw(|mut s| {
+        let mut buf = Vec::new();
+        while read_head(&mut s, &mut buf) {}
+    });
+    let v = bench_json(&[
+        "http",
+        &format!("http://{silent}/"),
+        "--rate",
+        "100",
+        "-n",
+        "6",
+        "-c",
+        "2",
+        "--timeout",
+        "300ms",
+    ]);
+    assert_eq!(v["errors"]["timeout"], 6, "{v}");
+    assert_eq!(v["requests"], 0);
+
+    // Open loop with -n: exactly n requests, sent at the rate.
+    let pier = Pier::with_config(SERVER, &[]);
+    let started = Instant::now();
+    let v = bench_json(&[
+        "http",
+        &format!("http://{}/", pier.http[0]),
+        "--rate",
+        "200",
+        "-n",
+        "100",
+        "-c",
+        "4",
+    ]);
+    assert_eq!(v["requests"], 100, "{v}");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(450),
+        "100 requests at 200/s took {took:?}"
+    );
+}

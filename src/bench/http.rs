@@ -44,7 +44,7 @@ const LIMITS: Limits = Limits {
     max_uri_bytes: 8192,
 };
 /// Consecutive failed connects after which a `-n` connection gives up its share.
-const MAX_CONNECT_FAILURES: u32 = 3;
+pub(super) const MAX_CONNECT_FAILURES: u32 = 3;
 
 /// Everything an HTTP run needs, validated and encoded once, shared read-only
 /// by every client thread.
@@ -465,6 +465,14 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
 
 type ThreadResult = Result<(Stats, Instant), String>;
 
+/// How a client thread drives its connections.
+enum Engine {
+    /// Plain keep-alive closed loop: [`super::http_epoll`].
+    Epoll(rustix::fd::OwnedFd),
+    /// Everything else: one task per connection on a current-thread runtime.
+    Tokio(tokio::runtime::Runtime),
+}
+
 fn client_thread(
     plan: Arc<HttpPlan>,
     indices: std::ops::Range<usize>,
@@ -474,18 +482,24 @@ fn client_thread(
 ) -> ThreadResult {
     // Everything that can fail is prepared before the barrier, and the barrier
     // is always reached, so one failing thread cannot hang the others.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .event_interval(61)
-        .build()
-        .map_err(|e| e.to_string());
+    let fast = plan.tls.is_none() && plan.rate.is_none() && !plan.new_conn;
+    let engine = if fast {
+        super::http_epoll::create().map(Engine::Epoll)
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .event_interval(61)
+            .build()
+            .map(Engine::Tokio)
+    }
+    .map_err(|e| e.to_string());
     let tls = plan
         .tls
         .as_ref()
         .map(|t| t.config().map(|c| Tls::new(c, t.server_name.clone())))
         .transpose();
     barrier.wait();
-    let (rt, tls) = (rt?, tls?);
+    let (engine, tls) = (engine?, tls?);
     let start = start_at
         .get()
         .copied()
@@ -524,37 +538,42 @@ fn client_thread(
             })
         })
         .collect();
-    let local = tokio::task::LocalSet::new();
-    let end = local.block_on(&rt, drive(ctx.clone(), slots));
+    let end = match engine {
+        Engine::Epoll(ep) => super::http_epoll::run(&ctx, &slots, ep),
+        Engine::Tokio(rt) => {
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, drive(ctx.clone(), slots))
+        }
+    };
     let stats = std::mem::take(&mut *ctx.stats.borrow_mut());
     Ok((stats, end))
 }
 
 /// State of one client thread, shared by its connections (never across threads).
-struct ThreadCtx {
-    plan: Arc<HttpPlan>,
+pub(super) struct ThreadCtx {
+    pub(super) plan: Arc<HttpPlan>,
     tls: Option<Tls>,
-    stats: RefCell<Stats>,
-    deadline: Option<Instant>,
-    progress: Arc<AtomicU64>,
+    pub(super) stats: RefCell<Stats>,
+    pub(super) deadline: Option<Instant>,
+    pub(super) progress: Arc<AtomicU64>,
     slot_ended: Notify,
 }
 
 impl ThreadCtx {
-    fn expired(&self, now: Instant) -> bool {
+    pub(super) fn expired(&self, now: Instant) -> bool {
         self.deadline.is_some_and(|d| now >= d)
     }
 }
 
 /// One of the `-c` connections: it outlives the TCP connections it opens one
 /// after another, and the watchdog reads its progress.
-struct Slot {
+pub(super) struct Slot {
     /// Requests not yet sent (`u64::MAX` when the run is bounded by time).
-    remaining: Cell<u64>,
+    pub(super) remaining: Cell<u64>,
     /// Sent and not yet answered.
-    in_flight: Cell<u64>,
+    pub(super) in_flight: Cell<u64>,
     /// Last progress while something is awaited (connect, handshake, response).
-    busy_since: Cell<Option<Instant>>,
+    pub(super) busy_since: Cell<Option<Instant>>,
     /// Open-loop send times.
     schedule: Option<Schedule>,
     /// Requests consumed so far: the schedule index of the next one.
@@ -563,13 +582,13 @@ struct Slot {
 
 impl Slot {
     /// Uses up `n` requests of this connection's share (sent or failed).
-    fn take(&self, n: u64) {
+    pub(super) fn take(&self, n: u64) {
         self.remaining.set(self.remaining.get().saturating_sub(n));
         self.next.set(self.next.get() + n);
     }
 
     /// Counts everything in flight as failed with `kind`.
-    fn fail(&self, ctx: &ThreadCtx, kind: ErrorKind) {
+    pub(super) fn fail(&self, ctx: &ThreadCtx, kind: ErrorKind) {
         let n = self.in_flight.replace(0);
         if n > 0 {
             ctx.stats.borrow_mut().errors.add(kind, n);
@@ -702,7 +721,7 @@ enum Phase {
 
 /// What one parse pass over the read buffer found.
 #[derive(Debug, PartialEq, Eq)]
-enum Step {
+pub(super) enum Step {
     /// Every complete response counted; more bytes are needed.
     More,
     /// A response said the connection ends after it.
@@ -712,19 +731,19 @@ enum Step {
 }
 
 /// Per-connection buffers, reused across the TCP connections of a slot.
-struct ConnState {
-    buf: Vec<u8>,
+pub(super) struct ConnState {
+    pub(super) buf: Vec<u8>,
     pos: usize,
     head: ResponseHead,
     phase: Phase,
     status: u16,
     keep_alive: bool,
     /// Latency origin of each request in flight, oldest first.
-    sent: VecDeque<Instant>,
+    pub(super) sent: VecDeque<Instant>,
 }
 
 impl ConnState {
-    fn new(depth: usize) -> ConnState {
+    pub(super) fn new(depth: usize) -> ConnState {
         ConnState {
             buf: Vec::with_capacity(READ_BUF),
             pos: 0,
@@ -736,7 +755,7 @@ impl ConnState {
         }
     }
 
-    fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.buf.clear();
         self.pos = 0;
         self.phase = Phase::Head;
@@ -744,7 +763,7 @@ impl ConnState {
     }
 
     /// Keeps room to read into: drops consumed bytes, grows only for a big head.
-    fn make_room(&mut self) {
+    pub(super) fn make_room(&mut self) {
         if self.buf.capacity() - self.buf.len() >= 2048 {
             return;
         }
@@ -759,7 +778,13 @@ impl ConnState {
     }
 
     /// Counts every response complete in the buffer, all received at `now`.
-    fn parse(&mut self, method: Method, stats: &mut Stats, now: Instant, slot: &Slot) -> Step {
+    pub(super) fn parse(
+        &mut self,
+        method: Method,
+        stats: &mut Stats,
+        now: Instant,
+        slot: &Slot,
+    ) -> Step {
         let step = loop {
             let avail = self.buf.get(self.pos..).unwrap_or(&[]);
             let body_done = match &mut self.phase {
@@ -836,8 +861,18 @@ impl ConnState {
         step
     }
 
+    /// At end of stream: true if that ends a body delimited by the close, which
+    /// is then a complete response to record.
+    pub(super) fn ends_at_close(&mut self) -> bool {
+        let ends = matches!(self.phase, Phase::UntilClose);
+        if ends {
+            self.phase = Phase::Head;
+        }
+        ends
+    }
+
     /// Records the response just finished; false if no request was waiting for it.
-    fn complete(&mut self, stats: &mut Stats, now: Instant, slot: &Slot) -> bool {
+    pub(super) fn complete(&mut self, stats: &mut Stats, now: Instant, slot: &Slot) -> bool {
         let Some(origin) = self.sent.pop_front() else {
             return false;
         };
@@ -944,8 +979,7 @@ async fn exchange(
             }
         };
         if n == 0 {
-            if matches!(st.phase, Phase::UntilClose) {
-                st.phase = Phase::Head;
+            if st.ends_at_close() {
                 st.complete(&mut ctx.stats.borrow_mut(), now, slot);
             }
             slot.fail(ctx, ErrorKind::Closed);

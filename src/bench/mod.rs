@@ -3,7 +3,8 @@
 //! thread-per-core shape: one current-thread runtime per client thread, nothing
 //! shared between threads during a run, results merged at the end.
 //!
-//! - [`http`]: wrk / wrk2 / h2load-style HTTP load (closed loop, `--rate`, `-n`, `--new-conn`).
+//! - [`http`]: wrk / wrk2 / h2load-style HTTP load (closed loop, `--rate`, `-n`, `--new-conn`);
+//!   plain keep-alive closed-loop runs take an epoll fast path (`http_epoll`).
 //! - [`tls_stream`]: echo bandwidth over many TLS (or TCP) streams.
 //! - [`sweep`]: matrices of either, written as CSV and drawn by [`chart`].
 //! - [`stats`]: histograms and counters; [`io`] and [`client_tls`]: the client side's sockets.
@@ -12,6 +13,7 @@ pub mod args;
 pub mod chart;
 pub mod client_tls;
 pub mod http;
+mod http_epoll;
 pub mod io;
 pub mod stats;
 pub mod sweep;
