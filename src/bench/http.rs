@@ -655,13 +655,20 @@ async fn run_slot(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
     let plan = ctx.plan.clone();
     let mut conn = ConnState::new(plan.depth);
     let mut failures = 0u32;
+    // When the previous connection of this slot ended.
+    let mut free_since = Instant::now();
     while slot.remaining.get() > 0 && !ctx.expired(Instant::now()) {
         // With --new-conn the request's clock starts before the connect; in open
-        // loop, at its due time.
+        // loop, at its due time if the slot was still busy then (see `exchange`).
         let mut origin = Instant::now();
         if let (Some(s), true) = (&slot.schedule, plan.new_conn) {
-            origin = s.intended(slot.next.get());
-            sleep_until(origin).await;
+            let due = s.intended(slot.next.get());
+            sleep_until(due).await;
+            origin = if due < free_since {
+                due
+            } else {
+                Instant::now()
+            };
         }
         slot.busy_since.set(Some(Instant::now()));
         let connected = io::connect(plan.target.addr, ctx.tls.as_ref()).await;
@@ -702,6 +709,7 @@ async fn run_slot(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
         exchange(&ctx, &slot, &mut conn, &mut transport, first).await;
         slot.in_flight.set(0);
         slot.busy_since.set(None);
+        free_since = Instant::now();
     }
     ctx.slot_ended.notify_one();
 }
@@ -897,6 +905,8 @@ async fn exchange(
     let depth = plan.depth as u64;
     let mut now = first;
     let mut sent_here = 0u64;
+    // Since when the pipeline has had room (open loop's latency origin).
+    let mut free_since = Instant::now();
     loop {
         // Send: fill the pipeline (closed loop) or whatever is due (open loop).
         let room = depth
@@ -909,9 +919,14 @@ async fn exchange(
                 k = 1;
             }
         } else if let Some(s) = &slot.schedule {
+            // A request sent late because the connection was busy (or not yet
+            // open) when it was due is timed from when it was due: that wait is
+            // the server's doing. One sent late only by the timer's granularity
+            // is timed from when it left.
             let next = slot.next.get();
             while k < room && s.intended(next + k) <= now {
-                st.sent.push_back(s.intended(next + k));
+                let due = s.intended(next + k);
+                st.sent.push_back(if due < free_since { due } else { now });
                 k += 1;
             }
         } else {
@@ -985,10 +1000,14 @@ async fn exchange(
             slot.fail(ctx, ErrorKind::Closed);
             return;
         }
+        let was_full = slot.in_flight.get() >= depth;
         let step = {
             let mut stats = ctx.stats.borrow_mut();
             stats.bytes_read += n as u64;
             let step = st.parse(plan.method, &mut stats, now, slot);
+            if was_full && slot.in_flight.get() < depth {
+                free_since = now;
+            }
             ctx.progress
                 .store(stats.requests + stats.errors.total(), Ordering::Relaxed);
             step
