@@ -675,3 +675,57 @@ fn new_connection_per_request_and_open_loop_use_the_general_engine_correctly() {
         "100 requests at 200/s took {took:?}"
     );
 }
+
+#[test]
+fn pipelining_depth_writes_a_batch_and_waits_for_all_of_it() {
+    // Answers what it has read one response at a time, a moment apart, before
+    // reading again, and records how many requests each read held: a client
+    // that refilled the pipeline as answers came would show reads of one.
+    let per_read = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = per_read.clone();
+    let addr = serve_raw(move |mut s| {
+        let mut chunk = [0u8; 65536];
+        let mut pending = Vec::new();
+        loop {
+            let n = match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            pending.extend_from_slice(&chunk[..n]);
+            let mut count = 0;
+            while let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                pending.drain(..i + 4);
+                count += 1;
+            }
+            seen.lock().unwrap().push(count);
+            for _ in 0..count {
+                if s.write_all(OK).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let v = bench_json(&[
+        "http",
+        &format!("http://{addr}/"),
+        "--depth",
+        "8",
+        "-n",
+        "400",
+        "-c",
+        "2",
+    ]);
+    assert_eq!(v["requests"], 400, "{v}");
+    let reads = per_read.lock().unwrap();
+    let total: usize = reads.iter().sum();
+    assert_eq!(total, 400);
+    assert!(
+        reads.iter().all(|&n| n <= 8),
+        "never more than a batch outstanding: {reads:?}"
+    );
+    assert!(
+        reads.iter().filter(|&&n| n == 8).count() >= 25,
+        "whole batches: {reads:?}"
+    );
+}

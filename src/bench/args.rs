@@ -91,7 +91,8 @@ pub struct HttpArgs {
     /// Connections kept open in total.
     #[arg(short, long, default_value_t = 10)]
     pub connections: usize,
-    /// Requests in flight per connection (HTTP/1.1 pipelining); 1 = none.
+    /// HTTP/1.1 pipelining: write this many requests at once and wait for all
+    /// their responses (open loop: keep up to this many in flight); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub depth: usize,
     /// Load settings.

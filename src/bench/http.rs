@@ -58,7 +58,8 @@ pub struct HttpPlan {
     pub batch: Vec<u8>,
     /// Length of one encoded request.
     pub request_len: usize,
-    /// Requests in flight per connection.
+    /// Pipelined requests per connection: closed loop writes this many at once
+    /// and waits for all their responses; open loop keeps up to this many in flight.
     pub depth: usize,
     /// Connections in total.
     pub connections: usize,
@@ -909,9 +910,17 @@ async fn exchange(
     let mut free_since = Instant::now();
     loop {
         // Send: fill the pipeline (closed loop) or whatever is due (open loop).
-        let room = depth
-            .saturating_sub(slot.in_flight.get())
-            .min(slot.remaining.get());
+        // Closed loop sends a batch of `depth` once the previous batch is all
+        // answered, as wrk's pipelining scripts do; open loop keeps up to
+        // `depth` in flight, sending each request when it is due.
+        let room = if slot.schedule.is_some() {
+            depth.saturating_sub(slot.in_flight.get())
+        } else if slot.in_flight.get() == 0 {
+            depth
+        } else {
+            0
+        }
+        .min(slot.remaining.get());
         let mut k = 0u64;
         if plan.new_conn {
             if sent_here == 0 && room > 0 {

@@ -321,9 +321,12 @@ impl Loop<'_> {
             return;
         };
         if c.unsent == 0 {
-            let room = (plan.depth as u64)
-                .saturating_sub(slot.in_flight.get())
-                .min(slot.remaining.get());
+            // A batch of `depth` once the previous one is all answered.
+            let room = if slot.in_flight.get() == 0 {
+                (plan.depth as u64).min(slot.remaining.get())
+            } else {
+                0
+            };
             if room == 0 {
                 if slot.in_flight.get() == 0 && slot.remaining.get() == 0 {
                     // Share done: close, and this connection is finished.
