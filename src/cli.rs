@@ -24,6 +24,8 @@ pub enum Command {
     /// Echo server (plain or TLS): writes back what it reads; the server side of
     /// the TLS stream benchmark.
     Echo(EchoArgs),
+    /// Load generator: HTTP load, TLS stream bandwidth, sweeps with charts.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Log output format.

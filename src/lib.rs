@@ -5,6 +5,7 @@
 //! that moves bytes between a downstream socket and the codec.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod conn;

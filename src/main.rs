@@ -11,10 +11,15 @@ fn main() {
         Command::Serve(args) => pier::runtime::serve(args),
         Command::Check(args) => pier::runtime::check(args),
         Command::Echo(args) => pier::echo::run(args),
+        Command::Bench(args) => pier::bench::run(args),
     };
     if let Err(err) = result {
         if let Some(cfg) = err.downcast_ref::<ConfigError>() {
             eprintln!("pier: configuration error: {cfg}");
+            std::process::exit(2);
+        }
+        if let Some(usage) = err.downcast_ref::<pier::bench::UsageError>() {
+            eprintln!("pier: {usage}");
             std::process::exit(2);
         }
         eprintln!("pier: error: {err:#}");

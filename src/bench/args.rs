@@ -1,0 +1,247 @@
+//! Flags of `pier bench`: raw input that clap checks for shape; values that need
+//! more than shape (URLs, header lines, durations) are parsed here so a mistake is
+//! reported before any connection is made.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+/// `pier bench`: the load generator.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// Subcommands of `pier bench`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// HTTP/1.1 load against one URL (what wrk, wrk2 and h2load do).
+    Http(HttpArgs),
+    /// Echo bandwidth over TLS (or TCP) streams: C connections send M messages of S bytes.
+    TlsStream(StreamArgs),
+    /// Run a matrix of `http` or `tls-stream` runs and write CSV plus an SVG chart.
+    Sweep(SweepArgs),
+}
+
+/// TLS client flags shared by every subcommand.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TlsArgs {
+    /// Accept any server certificate and skip handshake signature checks
+    /// (the server's cost is what is measured).
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// Trust the certificates in this PEM file instead of the system roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Server name to send and verify (default: the target's host).
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+}
+
+/// Flags of one HTTP load, shared by `http` and `sweep http`.
+#[derive(Debug, Args, Clone)]
+pub struct HttpCommon {
+    /// Client threads, each with its own event loop (default 1).
+    #[arg(short, long, default_value_t = 1)]
+    pub threads: usize,
+    /// How long to run (`10s`, `500ms`, `2m`); default 10s unless `-n` is given.
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after exactly this many requests (completed plus failed).
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    pub requests: Option<u64>,
+    /// Extra request header, `Name: value` (repeatable; `Host` replaces the default).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Request method.
+    #[arg(short, long, default_value = "GET")]
+    pub method: String,
+    /// Request body (sent with Content-Length).
+    #[arg(long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+    /// A fresh connection (and so a full TLS handshake) for every request.
+    #[arg(long)]
+    pub new_conn: bool,
+    /// With `--new-conn` over TLS: resume sessions (one cache per client thread).
+    #[arg(long, requires = "new_conn")]
+    pub resume: bool,
+    /// Open loop: send R requests/s in total at a constant rate and measure each
+    /// latency from the request's intended send time (coordinated-omission correction).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Longest a connection may wait without progress (connect, handshake, response).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// TLS client settings (https URLs).
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// Flags of `pier bench http`.
+#[derive(Debug, Args, Clone)]
+pub struct HttpArgs {
+    /// `http://host[:port]/path` or `https://...`.
+    pub url: String,
+    /// Connections kept open in total.
+    #[arg(short, long, default_value_t = 10)]
+    pub connections: usize,
+    /// HTTP/1.1 pipelining: write this many requests at once and wait for all
+    /// their responses (open loop: keep up to this many in flight); 1 = none.
+    #[arg(long, default_value_t = 1)]
+    pub depth: usize,
+    /// Load settings.
+    #[command(flatten)]
+    pub common: HttpCommon,
+    /// Print one JSON object on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `pier bench tls-stream`.
+#[derive(Debug, Args, Clone)]
+pub struct StreamArgs {
+    /// Echo server, `host:port`.
+    pub target: String,
+    /// Client threads, each with its own event loop.
+    #[arg(short, long, default_value_t = 1)]
+    pub threads: usize,
+    /// Connections in total, spread over the threads.
+    #[arg(short, long, default_value_t = 1)]
+    pub connections: usize,
+    /// Messages each connection sends (and reads back).
+    #[arg(short, long, default_value_t = 1000)]
+    pub messages: u64,
+    /// Bytes per message.
+    #[arg(short, long, default_value_t = 16384)]
+    pub size: usize,
+    /// Plain TCP instead of TLS.
+    #[arg(long)]
+    pub plain: bool,
+    /// Longest a connection may wait without progress.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// TLS client settings.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Print one JSON object on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `pier bench sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Which experiment to sweep.
+    #[command(subcommand)]
+    pub command: SweepCommand,
+}
+
+/// The two matrices `sweep` runs.
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Requests/s against connections (or depth), one line per target.
+    Http(SweepHttpArgs),
+    /// Bandwidth against threads, one line per connection count.
+    TlsStream(SweepStreamArgs),
+}
+
+/// Flags of `pier bench sweep http`.
+#[derive(Debug, Args)]
+pub struct SweepHttpArgs {
+    /// Targets: `URL` or `NAME=URL` (the name labels its line).
+    #[arg(required = true)]
+    pub targets: Vec<String>,
+    /// Connection counts to run, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_value = "1,10,50,100")]
+    pub connections: Vec<usize>,
+    /// Pipelining depths to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub depth: Vec<usize>,
+    /// Load settings of every run (`-d` defaults to 5s here).
+    #[command(flatten)]
+    pub common: HttpCommon,
+    /// Output prefix: writes PREFIX.csv and PREFIX.svg.
+    #[arg(short, long, default_value = "sweep-http")]
+    pub out: PathBuf,
+}
+
+/// Flags of `pier bench sweep tls-stream`.
+#[derive(Debug, Args)]
+pub struct SweepStreamArgs {
+    /// Echo server, `host:port`.
+    pub target: String,
+    /// Thread counts to run, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_value = "1,2")]
+    pub threads: Vec<usize>,
+    /// Connection counts to run, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_value = "1,10,100")]
+    pub connections: Vec<usize>,
+    /// Messages each connection sends.
+    #[arg(short, long, default_value_t = 1000)]
+    pub messages: u64,
+    /// Bytes per message.
+    #[arg(short, long, default_value_t = 16384)]
+    pub size: usize,
+    /// Plain TCP instead of TLS.
+    #[arg(long)]
+    pub plain: bool,
+    /// Longest a connection may wait without progress.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// TLS client settings.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Output prefix: writes PREFIX.csv and PREFIX.svg.
+    #[arg(short, long, default_value = "sweep-tls-stream")]
+    pub out: PathBuf,
+}
+
+/// Parses `250ms`, `10s`, `2m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {t:?}; write e.g. 10s, 250ms, 2m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("unknown duration unit {u:?}; use ms, s, m or h")),
+    };
+    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
+        return Err(format!("duration {t:?} out of range"));
+    }
+    if secs == 0.0 {
+        return Err("duration must be more than zero".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("1e99").is_err());
+    }
+}

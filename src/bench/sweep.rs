@@ -1,0 +1,244 @@
+//! `pier bench sweep`: the classic scalability experiments as one command. Runs
+//! a matrix of `http` or `tls-stream` runs one after another, prints a line per
+//! run, and writes every figure to `PREFIX.csv` and the chart to `PREFIX.svg`:
+//! requests/s against connections (or depth) with one line per target, or
+//! bandwidth against threads with one line per connection count.
+//!
+//! Every run of the matrix is validated before the first one starts, so a typo
+//! in the last target does not waste the others.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::args::{SweepArgs, SweepCommand, SweepHttpArgs, SweepStreamArgs};
+use super::chart::{line_chart, write_csv, Series};
+use super::http::{self, HttpPlan};
+use super::stats::human_us;
+use super::tls_stream::{self, StreamPlan};
+use super::UsageError;
+
+/// Runs the sweep the arguments describe.
+pub fn run(args: SweepArgs, show_progress: bool) -> anyhow::Result<()> {
+    match args.command {
+        SweepCommand::Http(a) => sweep_http(&a, show_progress),
+        SweepCommand::TlsStream(a) => sweep_stream(&a, show_progress),
+    }
+}
+
+/// `NAME=URL` or `URL` (named after its host and port).
+pub fn parse_target(text: &str) -> (String, String) {
+    match (text.find('='), text.find("://")) {
+        (Some(eq), Some(scheme)) if eq < scheme => {
+            let (name, url) = text.split_at(eq);
+            (name.to_string(), url.get(1..).unwrap_or("").to_string())
+        }
+        _ => {
+            let name = text
+                .split("://")
+                .nth(1)
+                .and_then(|r| r.split(['/', '?']).next())
+                .unwrap_or(text);
+            (name.to_string(), text.to_string())
+        }
+    }
+}
+
+fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_owned();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
+    if a.connections.is_empty() || a.depth.is_empty() {
+        return Err(UsageError("-c and --depth need at least one value".into()).into());
+    }
+    let mut runs = Vec::new();
+    for t in &a.targets {
+        let (name, url) = parse_target(t);
+        for &c in &a.connections {
+            for &d in &a.depth {
+                let plan = HttpPlan::new(&url, c, d, &a.common, Duration::from_secs(5))
+                    .map_err(|e| UsageError(format!("{name}: {e}")))?;
+                runs.push((name.clone(), c, d, Arc::new(plan)));
+            }
+        }
+    }
+    // x is connections unless only the depth varies.
+    let by_depth = a.connections.len() == 1 && a.depth.len() > 1;
+    let several_depths = a.depth.len() > 1 && !by_depth;
+    let header = [
+        "target",
+        "url",
+        "threads",
+        "connections",
+        "depth",
+        "requests",
+        "duration_s",
+        "requests_per_s",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "p99_9_us",
+        "max_us",
+        "errors",
+    ];
+    let mut rows = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    for (name, c, d, plan) in &runs {
+        let report = http::run(plan, show_progress)?;
+        let p = report.stats.percentiles();
+        let rps = report.requests_per_s();
+        eprintln!(
+            "sweep: {name} c={c} depth={d}: {rps:.0} requests/s, p99 {}, errors {}",
+            human_us(p.p99),
+            report.stats.errors.total()
+        );
+        rows.push(vec![
+            name.clone(),
+            plan.target.url(),
+            plan.threads.to_string(),
+            c.to_string(),
+            d.to_string(),
+            report.stats.requests.to_string(),
+            format!("{:.3}", report.elapsed.as_secs_f64()),
+            format!("{rps:.2}"),
+            p.p50.to_string(),
+            p.p90.to_string(),
+            p.p99.to_string(),
+            p.p999.to_string(),
+            p.max.to_string(),
+            report.stats.errors.total().to_string(),
+        ]);
+        let label = if several_depths {
+            format!("{name} depth {d}")
+        } else {
+            name.clone()
+        };
+        let x = if by_depth { *d } else { *c } as i64;
+        match series.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((x, rps)),
+            None => series.push(Series {
+                label,
+                points: vec![(x, rps)],
+            }),
+        }
+    }
+    let csv = with_ext(&a.out, "csv");
+    let svg = with_ext(&a.out, "svg");
+    write_csv(&csv, &header, &rows)?;
+    let x_label = if by_depth {
+        "pipelining depth"
+    } else {
+        "connections"
+    };
+    line_chart(
+        &svg,
+        &format!("Requests/s against {x_label}"),
+        x_label,
+        "requests/s",
+        &series,
+    )?;
+    println!("wrote {} and {}", csv.display(), svg.display());
+    Ok(())
+}
+
+fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> {
+    if a.threads.is_empty() || a.connections.is_empty() {
+        return Err(
+            UsageError("--threads and --connections need at least one value".into()).into(),
+        );
+    }
+    let mut runs = Vec::new();
+    for &c in &a.connections {
+        for &t in &a.threads {
+            let plan = StreamPlan::new(
+                &a.target, t, c, a.messages, a.size, a.plain, a.timeout, &a.tls,
+            )
+            .map_err(UsageError)?;
+            runs.push((t, c, Arc::new(plan)));
+        }
+    }
+    let header = [
+        "threads",
+        "connections",
+        "messages",
+        "size",
+        "bytes_sent",
+        "bytes_received",
+        "duration_s",
+        "mb_per_s",
+        "min_connection_mb_per_s",
+        "max_connection_mb_per_s",
+        "errors",
+    ];
+    let mut rows = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    for (t, c, plan) in &runs {
+        let report = tls_stream::run(plan, show_progress)?;
+        let mbps = report.mb_per_s();
+        eprintln!(
+            "sweep: threads={t} connections={c}: {:.1} MB in {:.3} s, {mbps:.1} MB/s, errors {}",
+            report.megabytes(),
+            report.elapsed.as_secs_f64(),
+            report.errors.total()
+        );
+        rows.push(vec![
+            t.to_string(),
+            c.to_string(),
+            a.messages.to_string(),
+            a.size.to_string(),
+            report.bytes_sent.to_string(),
+            report.bytes_received.to_string(),
+            format!("{:.3}", report.elapsed.as_secs_f64()),
+            format!("{mbps:.2}"),
+            format!("{:.2}", report.per_connection.first().unwrap_or(&0.0)),
+            format!("{:.2}", report.per_connection.last().unwrap_or(&0.0)),
+            report.errors.total().to_string(),
+        ]);
+        let label = format!("{c} connection{}", if *c == 1 { "" } else { "s" });
+        match series.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((*t as i64, mbps)),
+            None => series.push(Series {
+                label,
+                points: vec![(*t as i64, mbps)],
+            }),
+        }
+    }
+    let csv = with_ext(&a.out, "csv");
+    let svg = with_ext(&a.out, "svg");
+    write_csv(&csv, &header, &rows)?;
+    let kind = if a.plain { "TCP" } else { "TLS" };
+    line_chart(
+        &svg,
+        &format!("{kind} echo bandwidth against threads"),
+        "threads",
+        "MB/s",
+        &series,
+    )?;
+    println!("wrote {} and {}", csv.display(), svg.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_may_be_named() {
+        assert_eq!(
+            parse_target("nginx=http://127.0.0.1:8080/?a=b"),
+            ("nginx".into(), "http://127.0.0.1:8080/?a=b".into())
+        );
+        assert_eq!(
+            parse_target("http://127.0.0.1:8080/?a=b"),
+            ("127.0.0.1:8080".into(), "http://127.0.0.1:8080/?a=b".into())
+        );
+        assert_eq!(
+            with_ext(Path::new("out/run"), "csv"),
+            PathBuf::from("out/run.csv")
+        );
+    }
+}
