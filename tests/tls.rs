@@ -491,3 +491,23 @@ fn without_tickets_sessions_resume_from_the_worker_cache() {
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Resumed);
     }
 }
+
+#[test]
+fn without_tickets_or_cache_every_handshake_is_full() {
+    let s = setup();
+    let pier = Pier::with_config(
+        &simple_config(&s, "session_tickets = false\nsession_cache = 0"),
+        &["--workers", "1"],
+    );
+    for versions in [
+        &[&rustls::version::TLS12][..],
+        &[&rustls::version::TLS13][..],
+    ] {
+        let (cfg, _) = recording_client_for(true, versions);
+        let mut cfg = rustls::ClientConfig::clone(&cfg);
+        cfg.resumption = Resumption::in_memory_sessions(64);
+        let cfg = std::sync::Arc::new(cfg);
+        assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
+        assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
+    }
+}

@@ -348,7 +348,8 @@ pub fn parse_duration(v: &RawDuration) -> Result<Duration, String> {
     }
 }
 
-fn int(
+/// An integer setting within `range`, or `default` when absent.
+pub fn int(
     loc: &Locator<'_>,
     v: &Option<Spanned<i64>>,
     key: &str,
