@@ -511,3 +511,34 @@ fn without_tickets_or_cache_every_handshake_is_full() {
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
     }
 }
+
+#[test]
+fn embedded_default_serves_given_files_and_reloads_them() {
+    let s = setup();
+    let (cert, key) = s.pki.server("flag", "from-flags", &["localhost"], None);
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &p(&cert),
+        "--tls-key",
+        &p(&key),
+        "--workers",
+        "1",
+    ]);
+    std::fs::write(pier.root().join("x.txt"), "x").unwrap();
+    let (client, seen) = recording_client(true);
+    let mut c = connect_tls(pier.https[0], "localhost", &client).unwrap();
+    assert_eq!(tls_get(&mut c, "/x.txt").unwrap().body, b"x");
+    assert_eq!(seen_subject(&seen), "CN=from-flags");
+    let (next_cert, next_key) = s.pki.server("flag2", "reloaded", &["localhost"], None);
+    std::fs::copy(next_cert, &cert).unwrap();
+    std::fs::copy(next_key, &key).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("TLS certificates reloaded", Duration::from_secs(5))
+        .expect("reload logged");
+    connect_tls(pier.https[0], "localhost", &client).unwrap();
+    assert_eq!(seen_subject(&seen), "CN=reloaded");
+}
