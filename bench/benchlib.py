@@ -8,6 +8,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import string
 import subprocess
 import sys
@@ -22,8 +23,14 @@ BODY = b"Hello, World!"
 
 ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy"]
 PEER_SERVERS = ALL_SERVERS[1:]
-ALL_WORKLOADS = ["fixed", "static"]
-WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt"}
+ALL_WORKLOADS = ["fixed", "static", "https", "https-bulk", "handshake"]
+WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt", "https": "/hello",
+                 "https-bulk": "/big.bin", "handshake": "/hello"}
+# TLS workloads share one peer template per server (`<server>-https.<ext>`) and an
+# ECDSA P-256 certificate made with openssl for each server instance.
+TLS_WORKLOADS = {"https", "https-bulk", "handshake"}
+TLS_SERVERS = {"pier", "nginx", "h2o", "haproxy"}
+BULK_FILE_BYTES = 100 * 1000 * 1000
 
 # Debian 12 packages. nginx-light is a transitional package in bookworm that only
 # pulls in `nginx` (which ships /usr/sbin/nginx) plus an extra module, so the real
@@ -386,6 +393,61 @@ def static_unsupported(name):
     return None
 
 
+def unsupported(name, binary, workload):
+    """Why `name` cannot run `workload` here, or None."""
+    if workload in TLS_WORKLOADS:
+        if name not in TLS_SERVERS:
+            return "TLS workloads compare pier, nginx, h2o and haproxy"
+        if shutil.which("openssl") is None:
+            return "openssl (for the test certificate) is not installed"
+        if workload == "https-bulk":
+            return static_unsupported(name)
+        if name == "h2o" and not h2o_has_mruby(binary):
+            return "h2o was built without mruby, which it needs for a fixed response body"
+        return None
+    if workload == "fixed":
+        return fixed_unsupported(name, binary)
+    return static_unsupported(name)
+
+
+def make_certificate(directory):
+    """A self-signed ECDSA P-256 certificate for localhost/127.0.0.1, made with
+    openssl so every server gets the same kind of key; returns (cert, key)."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "7",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60)
+    for f in (cert, key):
+        f.chmod(0o644)
+    return cert, key
+
+
+def write_bulk_file(path, size=BULK_FILE_BYTES):
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        left = size
+        while left > 0:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+    path.chmod(0o644)
+
+
+def resumption_vars(workload):
+    """Session resumption on (servers' usual settings) or, for the full-handshake
+    workload, off everywhere: no tickets and no session cache."""
+    if workload == "handshake":
+        return {"nginx_tickets": "off", "nginx_cache": "off",
+                "h2o_resumption": "ssl-session-resumption:\n  mode: off",
+                "haproxy_tickets": "no-tls-tickets", "haproxy_cache": "0",
+                "pier_tickets": "false", "pier_cache": "0"}
+    return {"nginx_tickets": "on", "nginx_cache": "none", "h2o_resumption": "",
+            "haproxy_tickets": "", "haproxy_cache": "20000",
+            "pier_tickets": "true", "pier_cache": "1024"}
+
+
 class Server:
     """One server instance with its own config and temp dir, pinned to `cpu`."""
 
@@ -415,16 +477,26 @@ class Server:
             "worker_connections": str(worker_connections),
             "rlimit_nofile": str(nofile),
         }
+        self.tls = workload in TLS_WORKLOADS
+        if self.tls:
+            cert, key = make_certificate(self.tmp)
+            self.vars.update(cert=str(cert), key=str(key), **resumption_vars(workload))
+            if name == "haproxy":
+                (self.tmp / "haproxy.pem").write_text(cert.read_text() + key.read_text())
+            if workload == "https-bulk":
+                write_bulk_file(self.docroot / "big.bin")
         self.conf = self._render(extra_pier_toml)
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}{self.path}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.path}"
 
     def _render(self, extra_pier_toml):
         ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
                "haproxy": "cfg"}[self.name]
-        template = PEERS / f"{self.name}-{self.workload}.{ext}"
+        kind = "https" if self.tls else self.workload
+        template = PEERS / f"{self.name}-{kind}.{ext}"
         text = string.Template(template.read_text()).substitute(self.vars)
         if self.name == "pier" and extra_pier_toml:
             text += "\n" + extra_pier_toml
@@ -481,19 +553,34 @@ class Server:
                 last = f"connect: {e}"
                 time.sleep(0.1)
                 continue
+            # TLS workloads check the small response; the bulk file is checked by size.
+            path = "/hello" if self.tls else self.path
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3)
-                conn.request("GET", self.path)
+                if self.tls:
+                    ctx = ssl._create_unverified_context()
+                    conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=3,
+                                                       context=ctx)
+                else:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3)
+                conn.request("GET", path)
                 resp = conn.getresponse()
                 body = resp.read()
+                if self.workload == "https-bulk" and resp.status == 200:
+                    conn.request("HEAD", self.path)
+                    head = conn.getresponse()
+                    head.read()
+                    size = int(head.getheader("content-length") or 0)
+                    if size != BULK_FILE_BYTES:
+                        conn.close()
+                        return False, f"HEAD {self.path}: content-length {size}"
                 conn.close()
-            except (OSError, http.client.HTTPException) as e:
-                last = f"GET {self.path}: {e!r}"
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                last = f"GET {path}: {e!r}"
                 time.sleep(0.2)
                 continue
             if resp.status == 200 and body == BODY:
                 return True, None
-            return False, f"GET {self.path} returned {resp.status} with body {body[:80]!r}"
+            return False, f"GET {path} returned {resp.status} with body {body[:80]!r}"
         return False, f"not ready within {timeout:.0f}s ({last})"
 
     def stop(self):

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::tls::{connect_tls, recording_client};
+use common::tls::{connect_tls, recording_client, seen_subject, Pki};
 
 struct Echo {
     child: Child,
@@ -94,4 +94,21 @@ fn tls_echo_returns_every_byte_with_a_generated_certificate() {
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
     assert_eq!(round_trip(&mut s, b"ping"), b"ping");
+}
+
+#[test]
+fn tls_echo_uses_given_certificate_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) =
+        Pki::new(dir.path(), "Echo CA").server("e", "echo.test", &["echo.test"], None);
+    let echo = start(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let (client, seen) = recording_client(true);
+    let mut s = connect_tls(echo.addr, "echo.test", &client).unwrap();
+    assert_eq!(round_trip(&mut s, b"hello"), b"hello");
+    assert_eq!(seen_subject(&seen), "CN=echo.test");
 }

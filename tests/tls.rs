@@ -491,3 +491,54 @@ fn without_tickets_sessions_resume_from_the_worker_cache() {
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Resumed);
     }
 }
+
+#[test]
+fn without_tickets_or_cache_every_handshake_is_full() {
+    let s = setup();
+    let pier = Pier::with_config(
+        &simple_config(&s, "session_tickets = false\nsession_cache = 0"),
+        &["--workers", "1"],
+    );
+    for versions in [
+        &[&rustls::version::TLS12][..],
+        &[&rustls::version::TLS13][..],
+    ] {
+        let (cfg, _) = recording_client_for(true, versions);
+        let mut cfg = rustls::ClientConfig::clone(&cfg);
+        cfg.resumption = Resumption::in_memory_sessions(64);
+        let cfg = std::sync::Arc::new(cfg);
+        assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
+        assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
+    }
+}
+
+#[test]
+fn embedded_default_serves_given_files_and_reloads_them() {
+    let s = setup();
+    let (cert, key) = s.pki.server("flag", "from-flags", &["localhost"], None);
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        &p(&cert),
+        "--tls-key",
+        &p(&key),
+        "--workers",
+        "1",
+    ]);
+    std::fs::write(pier.root().join("x.txt"), "x").unwrap();
+    let (client, seen) = recording_client(true);
+    let mut c = connect_tls(pier.https[0], "localhost", &client).unwrap();
+    assert_eq!(tls_get(&mut c, "/x.txt").unwrap().body, b"x");
+    assert_eq!(seen_subject(&seen), "CN=from-flags");
+    let (next_cert, next_key) = s.pki.server("flag2", "reloaded", &["localhost"], None);
+    std::fs::copy(next_cert, &cert).unwrap();
+    std::fs::copy(next_key, &key).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("TLS certificates reloaded", Duration::from_secs(5))
+        .expect("reload logged");
+    connect_tls(pier.https[0], "localhost", &client).unwrap();
+    assert_eq!(seen_subject(&seen), "CN=reloaded");
+}

@@ -194,15 +194,19 @@ fn locate_key(text: &str, offset: usize) -> (usize, String) {
     let line = line_of(text, offset);
     let lines: Vec<&str> = text.lines().collect();
     let mut table = String::new();
+    // Elements seen per array of tables, by dotted path; a nested array
+    // (`[[listener.tls.certificate]]`) counts afresh in each parent element.
     let mut counts: std::collections::HashMap<String, usize> = Default::default();
     for l in lines.iter().take(line) {
         let t = l.trim();
         if let Some(name) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
-            let n = counts.entry(name.trim().to_string()).or_insert(0);
-            *n += 1;
-            table = format!("{}[{}]", name.trim(), *n);
+            let name = name.trim().to_string();
+            let nested = format!("{name}.");
+            counts.retain(|k, _| !k.starts_with(&nested));
+            *counts.entry(name.clone()).or_insert(0) += 1;
+            table = qualify(&name, &counts);
         } else if let Some(name) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
-            table = name.trim().to_string();
+            table = qualify(name.trim(), &counts);
         }
     }
     let here = lines
@@ -227,6 +231,26 @@ fn locate_key(text: &str, offset: usize) -> (usize, String) {
         (false, false) => format!("{table}.{key}"),
     };
     (line, full)
+}
+
+/// `listener.tls.certificate` -> `listener[2].tls.certificate[1]`: each array
+/// of tables on the path gets the index of its current element.
+fn qualify(path: &str, counts: &std::collections::HashMap<String, usize>) -> String {
+    let mut raw = String::new();
+    let mut out = String::new();
+    for part in path.split('.') {
+        let part = part.trim();
+        if !raw.is_empty() {
+            raw.push('.');
+            out.push('.');
+        }
+        raw.push_str(part);
+        out.push_str(part);
+        if let Some(n) = counts.get(&raw) {
+            out.push_str(&format!("[{n}]"));
+        }
+    }
+    out
 }
 
 fn flag<T>(value: T) -> Spanned<T> {
@@ -348,7 +372,8 @@ pub fn parse_duration(v: &RawDuration) -> Result<Duration, String> {
     }
 }
 
-fn int(
+/// An integer setting within `range`, or `default` when absent.
+pub fn int(
     loc: &Locator<'_>,
     v: &Option<Spanned<i64>>,
     key: &str,
@@ -577,6 +602,19 @@ mod tests {
         assert_eq!(e.line, 3);
         assert_eq!(e.key, "listener[1].lisen");
         assert!(e.message.contains("unknown field"), "{}", e.message);
+    }
+
+    #[test]
+    fn unknown_key_in_nested_tables_names_the_element() {
+        let text = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[listener]]\nlisten = \"127.0.0.1:2\"\n\
+                    [listener.tls]\nself_signed = true\n[[listener.tls.certificate]]\ncert = \"a\"\nkey = \"k\"\n\
+                    [[listener.tls.certificate]]\ncert = \"b\"\nkey = \"k\"\nbogus = 1\n";
+        let e = check(text).unwrap_err();
+        assert_eq!(e.line, 13);
+        assert_eq!(e.key, "listener[2].tls.certificate[2].bogus");
+        let e = check("[[listener]]\nlisten = \"127.0.0.1:1\"\n[listener.tls]\nbogus = 1\n")
+            .unwrap_err();
+        assert_eq!(e.key, "listener[1].tls.bogus");
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub struct RawTls {
     pub ticket_key_file: Option<Spanned<String>>,
     /// How often ticket keys change.
     pub ticket_rotation: Option<Spanned<RawDuration>>,
+    /// Sessions cached per worker for resumption without tickets (0: none).
+    pub session_cache: Option<Spanned<i64>>,
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use toml::Spanned;
@@ -36,9 +36,9 @@ use tickets::{TicketSecret, Ticketer};
 /// Names the generated certificate is valid for.
 pub const SELF_SIGNED_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
-/// TLS 1.2 sessions (clients without ticket support) remembered per worker. Each
+/// Sessions remembered per worker for clients that resume without tickets. Each
 /// worker owns its cache, so no lock is shared between workers.
-const SESSION_CACHE_PER_WORKER: usize = 1024;
+const DEFAULT_SESSION_CACHE: i64 = 1024;
 
 /// Default rotation of session ticket keys.
 const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(3600);
@@ -176,6 +176,8 @@ pub struct TlsSpec {
     pub client_auth: ClientAuth,
     /// Secret file for session tickets shared across instances.
     pub ticket_key_file: Option<String>,
+    /// Sessions cached per worker (0: none).
+    pub session_cache: usize,
 }
 
 /// Which setting a load error is about, so config errors can point at its line.
@@ -401,7 +403,10 @@ impl TlsListener {
     fn snapshot(&self) -> (u64, Arc<ServerConfig>) {
         let generation = self.generation.load(Ordering::Acquire);
         let mut config = ServerConfig::clone(&self.current.load());
-        config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_PER_WORKER);
+        config.session_storage = match self.spec.session_cache {
+            0 => Arc::new(NoServerSessionStorage {}),
+            n => ServerSessionMemoryCache::new(n),
+        };
         (generation, Arc::new(config))
     }
 }
@@ -608,6 +613,13 @@ pub fn listener_tls(
         client_ca: raw.client_ca.as_ref().map(spanned_path),
         client_auth,
         ticket_key_file: raw.ticket_key_file.as_ref().map(spanned_path),
+        session_cache: crate::config::int(
+            loc,
+            &raw.session_cache,
+            &format!("{key}.session_cache"),
+            0..=1_000_000,
+            DEFAULT_SESSION_CACHE,
+        )? as usize,
     };
     let (listener, fingerprint) = TlsListener::new(spec, session_tickets, ticket_rotation)
         .map_err(|e| match e.field {

@@ -13,7 +13,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// First read-ahead buffer of a busy connection: a full record and change.
@@ -86,12 +86,17 @@ impl AsyncRead for ReadAhead {
             if this.buf.capacity() < want {
                 this.buf = Vec::with_capacity(want);
             }
+            let room = this.buf.capacity();
             match this.tcp.try_read_buf(&mut this.buf) {
                 Ok(0) => return Poll::Ready(Ok(())),
-                Ok(n) => {
-                    if n == this.buf.capacity() {
-                        this.streaming = true;
-                    }
+                Ok(n) if n == room => this.streaming = true,
+                Ok(_) => {
+                    // A short read drained the socket: forget the readiness, so the
+                    // read rustls attempts after this record fails without a
+                    // syscall and waits for the next edge (as `conn::Plain` does).
+                    let _ = this.tcp.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     ready!(this.tcp.poll_read_ready(cx))?;
