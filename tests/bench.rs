@@ -729,3 +729,30 @@ fn pipelining_depth_writes_a_batch_and_waits_for_all_of_it() {
         "whole batches: {reads:?}"
     );
 }
+
+#[test]
+fn pier_closing_idle_keep_alive_connections_is_counted() {
+    // Pier closes a keep-alive connection idle for 100 ms; at 2 requests/s per
+    // connection every other request finds its connection closed.
+    let pier = Pier::with_config(
+        &SERVER.replace(
+            "[server]",
+            "[http]\nkeepalive_timeout = \"100ms\"\n[server]",
+        ),
+        &[],
+    );
+    let v = bench_json(&[
+        "http",
+        &format!("http://{}/", pier.http[0]),
+        "--rate",
+        "4",
+        "-c",
+        "2",
+        "-n",
+        "8",
+    ]);
+    let failed = v["errors"]["closed"].as_u64().unwrap() + v["errors"]["reset"].as_u64().unwrap();
+    assert_eq!(v["requests"].as_u64().unwrap() + failed, 8, "{v}");
+    assert!(failed >= 2, "{v}");
+    assert!(v["status"]["200"].as_u64().unwrap() >= 2, "{v}");
+}

@@ -59,7 +59,7 @@ pub fn line_chart(
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .x_labels(distinct.len().clamp(2, 12))
+            .x_labels(distinct.len().max(12))
             .y_label_formatter(&|y| format!("{y:.0}"))
             .draw()?;
         for (i, s) in series.iter().enumerate() {

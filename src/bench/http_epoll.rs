@@ -75,6 +75,7 @@ pub fn run(ctx: &ThreadCtx, slots: &[std::rc::Rc<Slot>], ep: OwnedFd) -> Instant
         slots,
         ep,
         conns: &mut conns,
+        done: 0,
     };
     for i in 0..slots.len() {
         lp.connect(i);
@@ -91,7 +92,7 @@ pub fn run(ctx: &ThreadCtx, slots: &[std::rc::Rc<Slot>], ep: OwnedFd) -> Instant
             lp.watchdog(now);
             next_tick = now + tick;
         }
-        if lp.conns.iter().all(|c| c.done) {
+        if lp.done == lp.conns.len() {
             return now;
         }
         let mut wake = next_tick;
@@ -128,6 +129,8 @@ struct Loop<'a> {
     slots: &'a [std::rc::Rc<Slot>],
     ep: OwnedFd,
     conns: &'a mut Vec<Conn>,
+    /// Connections whose share is done.
+    done: usize,
 }
 
 impl Loop<'_> {
@@ -137,7 +140,10 @@ impl Loop<'_> {
             return;
         };
         if slot.remaining.get() == 0 {
-            c.done = true;
+            if !c.done {
+                c.done = true;
+                self.done += 1;
+            }
             return;
         }
         c.retry_at = None;
@@ -209,7 +215,10 @@ impl Loop<'_> {
                 .add(ErrorKind::Connect, rest);
         }
         if slot.remaining.get() == 0 {
-            c.done = true;
+            if !c.done {
+                c.done = true;
+                self.done += 1;
+            }
         } else {
             c.retry_at = Some(Instant::now() + Duration::from_millis(10 << c.failures.min(5)));
         }
@@ -331,7 +340,10 @@ impl Loop<'_> {
                 if slot.in_flight.get() == 0 && slot.remaining.get() == 0 {
                     // Share done: close, and this connection is finished.
                     close(c);
-                    c.done = true;
+                    if !c.done {
+                        c.done = true;
+                        self.done += 1;
+                    }
                 }
                 return;
             }

@@ -42,6 +42,7 @@ impl std::error::Error for UsageError {}
 /// Runs `pier bench ...`; reports go to stdout, progress to stderr.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let show_progress = std::io::stderr().is_terminal();
+    raise_nofile_limit();
     match args.command {
         BenchCommand::Http(a) => {
             let plan = Arc::new(http::HttpPlan::from_args(&a).map_err(UsageError)?);
@@ -64,6 +65,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Sweep(a) => sweep::run(a, show_progress)?,
     }
     Ok(())
+}
+
+/// Every connection is a descriptor; thousands of them need the hard limit.
+fn raise_nofile_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: lim.maximum,
+                maximum: lim.maximum,
+            },
+        );
+    }
 }
 
 /// What a progress bar counts toward.
