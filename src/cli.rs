@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// Reverse-proxy every request to this server (`http://host:port` or
+    /// `https://host:port`) instead of serving files.
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 /// Flags of `pier check`.

@@ -49,6 +49,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     raise_nofile_limit();
+    crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
 
     let (tx, rx) = watch::channel(false);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -2,6 +2,8 @@
 //! bytes over std sockets.
 #![allow(dead_code)]
 
+pub mod upstream;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
