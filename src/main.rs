@@ -10,6 +10,7 @@ fn main() {
     let result = match cli.command {
         Command::Serve(args) => pier::runtime::serve(args),
         Command::Check(args) => pier::runtime::check(args),
+        Command::Tunnel(args) => pier::runtime::tunnel(args),
     };
     if let Err(err) = result {
         if let Some(cfg) = err.downcast_ref::<ConfigError>() {

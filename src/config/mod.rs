@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, TunnelArgs};
 use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::http1::parse::Limits;
 use crate::proxy_protocol;
@@ -165,6 +165,44 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
     let mut raw = parse(&name, &text)?;
     apply_flags(&mut raw, args, args.config.is_none())?;
     validate(&name, &text, raw)
+}
+
+/// Builds the configuration of `pier tunnel` from its flags: one `tcp` listener
+/// (TLS when a certificate is given) forwarding to one upstream. It goes through
+/// the same validation as a file, so errors name the flag's key.
+pub fn tunnel(args: &TunnelArgs) -> Result<Config, ConfigError> {
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut text = String::from("[server]\n");
+    if let Some(w) = args.workers {
+        text.push_str(&format!("workers = {w}\n"));
+    }
+    if args.pin_cpus {
+        text.push_str("pin_cpus = true\n");
+    }
+    text.push_str(&format!(
+        "[[listener]]\nlisten = {}\nkind = \"tcp\"\nupstream = \"tunnel\"\n",
+        q(&args.listen.to_string())
+    ));
+    if let (Some(c), Some(k)) = (&args.tls_cert, &args.tls_key) {
+        text.push_str(&format!(
+            "tls = {{ cert = {}, key = {} }}\n",
+            q(&c.display().to_string()),
+            q(&k.display().to_string())
+        ));
+    }
+    if let Some(v) = &args.proxy_protocol {
+        text.push_str(&format!("proxy_protocol = {}\n", q(v)));
+    }
+    if let Some(d) = &args.idle_timeout {
+        text.push_str(&format!("idle_timeout = {}\n", q(d)));
+    }
+    text.push_str(&format!(
+        "[[upstream]]\nname = \"tunnel\"\nservers = [{{ address = {} }}]\n",
+        q(&args.to)
+    ));
+    let name = "pier tunnel flags";
+    let raw = parse(name, &text)?;
+    validate(name, &text, raw)
 }
 
 /// Loads and validates a file without flags (for `pier check`).
