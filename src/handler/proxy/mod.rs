@@ -983,17 +983,18 @@ async fn write_upstream(
     idle: Duration,
     replayable: bool,
 ) -> Result<(), SendError> {
-    let r = timeout(idle, up.write_all(out)).await;
+    // Most writes complete at once; `within` arms a timer only when one does not.
+    let r = within(idle, up.write_all(out)).await;
     out.clear();
     match r {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(SendError::Upstream(
-            ProxyError::upstream(ErrorKind::Reset, e),
-            replayable,
-        )),
-        Err(_) => Err(SendError::Upstream(
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(SendError::Upstream(
             ProxyError::upstream(ErrorKind::Timeout, "request write timed out"),
             false,
+        )),
+        Err(e) => Err(SendError::Upstream(
+            ProxyError::upstream(ErrorKind::Reset, e),
+            replayable,
         )),
     }
 }

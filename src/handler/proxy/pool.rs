@@ -55,8 +55,18 @@ impl UpstreamStream {
         use tokio::io::AsyncReadExt;
         match self {
             UpstreamStream::Plain(s) => loop {
+                let room = buf.capacity() - buf.len();
                 match s.try_read_buf(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.readable().await?,
+                    Ok(n) if n > 0 && n < room => {
+                        // A short read drained the socket: forget the readiness, so
+                        // an idle pooled connection shows readable only when the
+                        // upstream sends or closes, and `looks_alive` needs no read.
+                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                        });
+                        return Ok(n);
+                    }
                     r => return r,
                 }
             },
