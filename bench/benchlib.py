@@ -8,6 +8,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import string
 import subprocess
 import sys
@@ -20,10 +21,25 @@ REPO = BENCH.parent
 PEERS = BENCH / "peers"
 BODY = b"Hello, World!"
 
-ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy"]
+ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy", "hitch", "stunnel"]
 PEER_SERVERS = ALL_SERVERS[1:]
-ALL_WORKLOADS = ["fixed", "static"]
-WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt"}
+ALL_WORKLOADS = ["fixed", "static", "proxy", "tls-small", "tls-bulk"]
+WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt", "proxy": "/", "tls-small": "/",
+                 "tls-bulk": "/big.bin"}
+# Workloads that put an nginx origin behind the server under test, and the CPU
+# the origin runs on: the reverse proxy's origin shares CPU 1 with wrk; a TLS
+# terminator and its plain origin share CPU 0.
+ORIGIN_CPU = {"proxy": "1", "tls-small": "0", "tls-bulk": "0"}
+TLS_WORKLOADS = ("tls-small", "tls-bulk")
+# Which servers each workload compares (others are skipped with a note).
+WORKLOAD_SERVERS = {
+    "fixed": ["pier", "nginx", "h2o", "lighttpd", "haproxy"],
+    "static": ["pier", "nginx", "h2o", "lighttpd"],
+    "proxy": ["pier", "nginx", "haproxy"],
+    "tls-small": ["pier", "hitch", "stunnel", "haproxy"],
+    "tls-bulk": ["pier", "hitch", "stunnel", "haproxy"],
+}
+BULK_BYTES = 100 * 1024 * 1024
 
 # Debian 12 packages. nginx-light is a transitional package in bookworm that only
 # pulls in `nginx` (which ships /usr/sbin/nginx) plus an extra module, so the real
@@ -34,6 +50,8 @@ PACKAGES = {
     "h2o": ["h2o"],
     "lighttpd": ["lighttpd", "lighttpd-modules-lua"],
     "haproxy": ["haproxy"],
+    "hitch": ["hitch"],
+    "stunnel": ["stunnel4"],
     "wrk": ["wrk"],
 }
 BINARY_NAMES = {
@@ -41,6 +59,8 @@ BINARY_NAMES = {
     "h2o": "h2o",
     "lighttpd": "lighttpd",
     "haproxy": "haproxy",
+    "hitch": "hitch",
+    "stunnel": "stunnel4",
     "wrk": "wrk",
 }
 LIGHTTPD_MAGNET = Path("/usr/lib/lighttpd/mod_magnet.so")
@@ -250,13 +270,17 @@ def ensure_pier(path, build, notes, timeout=3600):
 
 
 def server_version(name, binary):
-    flag = "--version" if name == "pier" else "-v"
+    flag = {"pier": "--version", "hitch": "--version", "stunnel": "-version"}.get(name, "-v")
     try:
         r = subprocess.run([str(binary), flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unknown ({e})"
     text = (r.stdout + r.stderr).strip()
-    first = text.splitlines()[0] if text else "unknown"
+    lines = text.splitlines()
+    if name == "stunnel":
+        # stunnel prints configuration chatter before its version line.
+        lines = [l for l in lines if l.startswith("stunnel ")] or lines
+    first = lines[0] if lines else "unknown"
     if name == "h2o" and "mruby: YES" in text:
         first += " (mruby)"
     return first
@@ -386,11 +410,63 @@ def static_unsupported(name):
     return None
 
 
+def workload_unsupported(name, binary, workload):
+    """Why `name` is not run for `workload`, or None."""
+    if name not in WORKLOAD_SERVERS.get(workload, []):
+        peers = ", ".join(x for x in WORKLOAD_SERVERS.get(workload, []) if x != "pier")
+        return f"not a peer for this workload (peers: {peers})"
+    if workload == "fixed":
+        return fixed_unsupported(name, binary)
+    if workload == "static":
+        return static_unsupported(name)
+    return None
+
+
+def make_certificate(directory):
+    """A self-signed ECDSA P-256 certificate for localhost: (cert, key, pem with both)."""
+    directory = Path(directory)
+    cert, key, pem = directory / "cert.pem", directory / "key.pem", directory / "both.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60)
+    pem.write_bytes(cert.read_bytes() + key.read_bytes())
+    for p in (cert, key, pem):
+        p.chmod(0o644)
+    return cert, key, pem
+
+
+class Origin:
+    """The plain nginx (one worker) behind the proxy and TLS workloads: `/` answers
+    `Hello, World!`, `/big.bin` is a BULK_BYTES file sent with sendfile."""
+
+    def __init__(self, binary, cpu):
+        self.server = Server("nginx", binary, "origin", cpu=cpu)
+        with open(self.server.docroot / "big.bin", "wb") as f:
+            block = bytes(range(256)) * 4096
+            for _ in range(BULK_BYTES // len(block)):
+                f.write(block)
+        (self.server.docroot / "big.bin").chmod(0o644)
+
+    @property
+    def port(self):
+        return self.server.port
+
+    def start(self):
+        self.server.start()
+        return self.server.wait_ready()
+
+    def stop(self):
+        self.server.stop()
+        self.server.cleanup()
+
+
 class Server:
     """One server instance with its own config and temp dir, pinned to `cpu`."""
 
     def __init__(self, name, binary, workload, cpu="0", worker_connections=4096,
-                 extra_pier_toml=""):
+                 extra_pier_toml="", extra_vars=None):
         self.name, self.binary, self.workload = name, str(binary), workload
         self.cpu = cpu
         self.proc = None
@@ -403,7 +479,7 @@ class Server:
         (self.docroot / "hello.txt").write_bytes(BODY)
         (self.docroot / "hello.txt").chmod(0o644)
         self.port = free_port()
-        self.path = WORKLOAD_PATH[workload]
+        self.path = WORKLOAD_PATH.get(workload, "/")
         self.log_path = self.tmp / "server.log"
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         if nofile == resource.RLIM_INFINITY:
@@ -415,15 +491,21 @@ class Server:
             "worker_connections": str(worker_connections),
             "rlimit_nofile": str(nofile),
         }
+        self.vars.update({k: str(v) for k, v in (extra_vars or {}).items()})
         self.conf = self._render(extra_pier_toml)
 
     @property
+    def tls(self):
+        return self.workload in TLS_WORKLOADS
+
+    @property
     def url(self):
-        return f"http://127.0.0.1:{self.port}{self.path}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.path}"
 
     def _render(self, extra_pier_toml):
         ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
-               "haproxy": "cfg"}[self.name]
+               "haproxy": "cfg", "hitch": "conf", "stunnel": "conf"}[self.name]
         template = PEERS / f"{self.name}-{self.workload}.{ext}"
         text = string.Template(template.read_text()).substitute(self.vars)
         if self.name == "pier" and extra_pier_toml:
@@ -442,6 +524,8 @@ class Server:
             "h2o": [b, "-c", c],
             "lighttpd": [b, "-D", "-f", c],
             "haproxy": [b, "-db", "-f", c],
+            "hitch": [b, f"--config={c}", "--user=nobody", "--group=nogroup"],
+            "stunnel": [b, c],
         }[self.name]
 
     def start(self):
@@ -482,8 +566,17 @@ class Server:
                 time.sleep(0.1)
                 continue
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3)
-                conn.request("GET", self.path)
+                # The bulk workload's file is large: readiness asks for `/`.
+                path = "/" if self.workload == "tls-bulk" else self.path
+                if self.tls:
+                    ctx = ssl.create_default_context()
+                    ctx.check_hostname = False
+                    ctx.verify_mode = ssl.CERT_NONE
+                    conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=3,
+                                                       context=ctx)
+                else:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3)
+                conn.request("GET", path)
                 resp = conn.getresponse()
                 body = resp.read()
                 conn.close()
