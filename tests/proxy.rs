@@ -595,3 +595,89 @@ fn quick_proxy_flag_serves_without_a_config() {
     let resp = get(pier.addr(), &req("/q"));
     assert_eq!(resp.body, b"quick /q");
 }
+
+#[test]
+fn upstream_closing_idle_connections_never_costs_a_client_request() {
+    // Each response leaves a pooled connection the upstream then closes, as a
+    // server with a short keep-alive timeout does; POSTs must not see a 502.
+    let up = Upstream::start(|_| {
+        Reply::RawClose(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec())
+    });
+    let pier = start(&[(up.addr, 1)], "retries = 0\nmax_fails = 0", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    for i in 0..10 {
+        r.send(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx");
+        let resp = r.response(false).unwrap();
+        assert_eq!(resp.status, 200, "request {i}");
+        if i % 3 == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(
+        up.requests().len(),
+        10,
+        "each request reached the upstream once"
+    );
+}
+
+#[test]
+fn idle_pooled_connections_expire() {
+    let up = Upstream::start(|_| ok("x"));
+    let pier = start(&[(up.addr, 1)], "idle_timeout = \"300ms\"", "");
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(up.accepts(), 1);
+    std::thread::sleep(Duration::from_millis(1600));
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(
+        up.accepts(),
+        2,
+        "the idle connection was closed and a new one opened"
+    );
+}
+
+#[test]
+fn tls_to_the_upstream_verifies_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let origin = Pier::with_config(
+        &format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n[[route]]\nhandler = \"respond\"\nbody = \"over tls\"\n",
+            cert.display(),
+            key.display()
+        ),
+        &[],
+    );
+    let tls_addr = origin.https[0];
+    let pier = start(
+        &[(tls_addr, 1)],
+        &format!(
+            "tls = {{ sni = \"localhost\", ca = \"{}\" }}",
+            cert.display()
+        ),
+        "",
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    for _ in 0..3 {
+        r.send(req("/").as_bytes());
+        let resp = r.response(false).unwrap();
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"over tls"[..]));
+    }
+    // A name the certificate does not cover fails the handshake: 502.
+    let wrong = start(
+        &[(tls_addr, 1)],
+        &format!(
+            "tls = {{ sni = \"other.example\", ca = \"{}\" }}\nretries = 0",
+            cert.display()
+        ),
+        "",
+    );
+    assert_eq!(get(wrong.addr(), &req("/")).status, 502);
+    // verify = false accepts it.
+    let lax = start(&[(tls_addr, 1)], "tls = { verify = false }", "");
+    assert_eq!(get(lax.addr(), &req("/")).body, b"over tls");
+}
