@@ -436,7 +436,9 @@ impl<D: Downstream> Conn<'_, D> {
             .routes
             .find(b.head.host_name(req), b.head.path(req));
         if let Some(Handler::Proxy(route)) = handler {
-            return crate::handler::proxy::serve(self, route).await;
+            // Boxed: the proxy's state machine is large, and inlining it would grow
+            // every connection's future, static and fixed responses included.
+            return Box::pin(crate::handler::proxy::serve(self, route)).await;
         }
         match body {
             BodyKind::None => {}
