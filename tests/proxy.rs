@@ -681,3 +681,92 @@ fn tls_to_the_upstream_verifies_its_certificate() {
     let lax = start(&[(tls_addr, 1)], "tls = { verify = false }", "");
     assert_eq!(get(lax.addr(), &req("/")).body, b"over tls");
 }
+
+/// nginx (one worker, foreground) serving `root`, killed by PID on drop.
+struct Nginx(
+    std::process::Child,
+    SocketAddr,
+    #[allow(dead_code)] tempfile::TempDir,
+);
+
+impl Nginx {
+    fn start() -> Option<Nginx> {
+        let bin = common::which("nginx").or_else(|| {
+            let p = std::path::PathBuf::from("/usr/sbin/nginx");
+            p.is_file().then_some(p)
+        })?;
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let root = dir.path().join("www");
+        std::fs::create_dir(&root).unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
+        std::fs::write(root.join("big.bin"), data).unwrap();
+        let d = dir.path().display();
+        let conf = format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n access_log off;\n client_body_temp_path {d}/cb;\n proxy_temp_path {d}/p;\n fastcgi_temp_path {d}/f;\n uwsgi_temp_path {d}/u;\n scgi_temp_path {d}/s;\n server {{\n  listen 127.0.0.1:{port};\n  root {};\n  location = /echo-length {{ return 200 \"$content_length|$http_transfer_encoding\"; }}\n }}\n}}\n",
+            root.display()
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = std::process::Command::new(bin)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return Some(Nginx(child, addr, dir));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn nginx_as_the_upstream() {
+    let Some(nginx) = Nginx::start() else {
+        eprintln!("nginx not installed; skipping");
+        return;
+    };
+    let pier = start(&[(nginx.1, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(req("/big.bin").as_bytes());
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body.len(), 3_000_000);
+    assert!(resp
+        .body
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == (i % 241) as u8));
+    r.send(b"HEAD /big.bin HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(
+        r.response(true).unwrap().header("content-length"),
+        Some("3000000")
+    );
+    r.send(b"POST /echo-length HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    assert!(
+        resp.body.ends_with(b"|chunked"),
+        "nginx saw the body chunked"
+    );
+    r.send(req("/missing").as_bytes());
+    assert_eq!(r.response(false).unwrap().status, 404);
+}
