@@ -21,15 +21,36 @@ REPO = BENCH.parent
 PEERS = BENCH / "peers"
 BODY = b"Hello, World!"
 
-ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy"]
+ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy", "hitch", "stunnel"]
 PEER_SERVERS = ALL_SERVERS[1:]
-ALL_WORKLOADS = ["fixed", "static", "https", "https-bulk", "handshake"]
+ALL_WORKLOADS = ["fixed", "static", "https", "https-bulk", "handshake", "proxy", "tls-small",
+                 "tls-bulk"]
 WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt", "https": "/hello",
-                 "https-bulk": "/big.bin", "handshake": "/hello"}
+                 "https-bulk": "/big.bin", "handshake": "/hello", "proxy": "/", "tls-small": "/",
+                 "tls-bulk": "/big.bin"}
 # TLS workloads share one peer template per server (`<server>-https.<ext>`) and an
 # ECDSA P-256 certificate made with openssl for each server instance.
 TLS_WORKLOADS = {"https", "https-bulk", "handshake"}
-TLS_SERVERS = {"pier", "nginx", "h2o", "haproxy"}
+# TLS terminator workloads: the server decrypts and forwards the stream to a plain
+# origin; one template per server and workload, a certificate per instance too.
+TERMINATOR_WORKLOADS = {"tls-small", "tls-bulk"}
+# Workloads that put an nginx origin behind the server under test, and the CPU
+# the origin runs on: the reverse proxy's origin shares CPU 1 with the load
+# generator; a TLS terminator and its plain origin share CPU 0.
+ORIGIN_CPU = {"proxy": "1", "tls-small": "0", "tls-bulk": "0"}
+# Which servers each workload compares; the others are skipped (with a note only
+# when a listed server cannot run).
+WORKLOAD_SERVERS = {
+    "fixed": ["pier", "nginx", "h2o", "lighttpd", "haproxy"],
+    "static": ["pier", "nginx", "h2o", "lighttpd"],
+    "https": ["pier", "nginx", "h2o", "haproxy"],
+    "https-bulk": ["pier", "nginx", "h2o", "haproxy"],
+    "handshake": ["pier", "nginx", "h2o", "haproxy"],
+    "proxy": ["pier", "nginx", "haproxy"],
+    "tls-small": ["pier", "hitch", "stunnel", "haproxy"],
+    "tls-bulk": ["pier", "hitch", "stunnel", "haproxy"],
+}
+# The file of the bulk workloads (https-bulk at the server, tls-bulk at the origin).
 BULK_FILE_BYTES = 100 * 1000 * 1000
 
 # Debian 12 packages. nginx-light is a transitional package in bookworm that only
@@ -41,6 +62,8 @@ PACKAGES = {
     "h2o": ["h2o"],
     "lighttpd": ["lighttpd", "lighttpd-modules-lua"],
     "haproxy": ["haproxy"],
+    "hitch": ["hitch"],
+    "stunnel": ["stunnel4"],
     "wrk": ["wrk"],
 }
 BINARY_NAMES = {
@@ -48,6 +71,8 @@ BINARY_NAMES = {
     "h2o": "h2o",
     "lighttpd": "lighttpd",
     "haproxy": "haproxy",
+    "hitch": "hitch",
+    "stunnel": "stunnel4",
     "wrk": "wrk",
 }
 LIGHTTPD_MAGNET = Path("/usr/lib/lighttpd/mod_magnet.so")
@@ -257,13 +282,17 @@ def ensure_pier(path, build, notes, timeout=3600):
 
 
 def server_version(name, binary):
-    flag = "--version" if name == "pier" else "-v"
+    flag = {"pier": "--version", "hitch": "--version", "stunnel": "-version"}.get(name, "-v")
     try:
         r = subprocess.run([str(binary), flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unknown ({e})"
     text = (r.stdout + r.stderr).strip()
-    first = text.splitlines()[0] if text else "unknown"
+    lines = text.splitlines()
+    if name == "stunnel":
+        # stunnel prints configuration chatter before its version line.
+        lines = [l for l in lines if l.startswith("stunnel ")] or lines
+    first = lines[0] if lines else "unknown"
     if name == "h2o" and "mruby: YES" in text:
         first += " (mruby)"
     return first
@@ -393,13 +422,20 @@ def static_unsupported(name):
     return None
 
 
+def is_peer(name, workload):
+    """Whether `name` is one of the servers `workload` compares."""
+    return name in WORKLOAD_SERVERS.get(workload, [])
+
+
 def unsupported(name, binary, workload):
     """Why `name` cannot run `workload` here, or None."""
-    if workload in TLS_WORKLOADS:
-        if name not in TLS_SERVERS:
-            return "TLS workloads compare pier, nginx, h2o and haproxy"
+    if not is_peer(name, workload):
+        peers = ", ".join(x for x in WORKLOAD_SERVERS.get(workload, []) if x != "pier")
+        return f"not a peer for this workload (peers: {peers})"
+    if workload in TLS_WORKLOADS or workload in TERMINATOR_WORKLOADS:
         if shutil.which("openssl") is None:
             return "openssl (for the test certificate) is not installed"
+    if workload in TLS_WORKLOADS:
         if workload == "https-bulk":
             return static_unsupported(name)
         if name == "h2o" and not h2o_has_mruby(binary):
@@ -407,21 +443,25 @@ def unsupported(name, binary, workload):
         return None
     if workload == "fixed":
         return fixed_unsupported(name, binary)
-    return static_unsupported(name)
+    if workload == "static":
+        return static_unsupported(name)
+    return None
 
 
 def make_certificate(directory):
     """A self-signed ECDSA P-256 certificate for localhost/127.0.0.1, made with
-    openssl so every server gets the same kind of key; returns (cert, key)."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
+    openssl so every server gets the same kind of key; returns (cert, key, pem),
+    pem holding both (for haproxy and hitch)."""
+    cert, key, pem = directory / "cert.pem", directory / "key.pem", directory / "both.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "7",
          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
         check=True, capture_output=True, timeout=60)
-    for f in (cert, key):
+    pem.write_bytes(cert.read_bytes() + key.read_bytes())
+    for f in (cert, key, pem):
         f.chmod(0o644)
-    return cert, key
+    return cert, key, pem
 
 
 def write_bulk_file(path, size=BULK_FILE_BYTES):
@@ -448,11 +488,34 @@ def resumption_vars(workload):
             "pier_tickets": "true", "pier_cache": "1024"}
 
 
+class Origin:
+    """The plain nginx (one worker) behind the proxy and TLS terminator workloads:
+    `/` answers `Hello, World!`; with `bulk`, `/big.bin` is a BULK_FILE_BYTES file
+    sent with sendfile."""
+
+    def __init__(self, binary, cpu, bulk=False):
+        self.server = Server("nginx", binary, "origin", cpu=cpu)
+        if bulk:
+            write_bulk_file(self.server.docroot / "big.bin")
+
+    @property
+    def port(self):
+        return self.server.port
+
+    def start(self):
+        self.server.start()
+        return self.server.wait_ready()
+
+    def stop(self):
+        self.server.stop()
+        self.server.cleanup()
+
+
 class Server:
     """One server instance with its own config and temp dir, pinned to `cpu`."""
 
     def __init__(self, name, binary, workload, cpu="0", worker_connections=4096,
-                 extra_pier_toml=""):
+                 extra_pier_toml="", extra_vars=None):
         self.name, self.binary, self.workload = name, str(binary), workload
         self.cpu = cpu
         self.proc = None
@@ -465,7 +528,7 @@ class Server:
         (self.docroot / "hello.txt").write_bytes(BODY)
         (self.docroot / "hello.txt").chmod(0o644)
         self.port = free_port()
-        self.path = WORKLOAD_PATH[workload]
+        self.path = WORKLOAD_PATH.get(workload, "/")
         self.log_path = self.tmp / "server.log"
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         if nofile == resource.RLIM_INFINITY:
@@ -477,12 +540,12 @@ class Server:
             "worker_connections": str(worker_connections),
             "rlimit_nofile": str(nofile),
         }
-        self.tls = workload in TLS_WORKLOADS
+        self.vars.update({k: str(v) for k, v in (extra_vars or {}).items()})
+        self.tls = workload in TLS_WORKLOADS or workload in TERMINATOR_WORKLOADS
         if self.tls:
-            cert, key = make_certificate(self.tmp)
-            self.vars.update(cert=str(cert), key=str(key), **resumption_vars(workload))
-            if name == "haproxy":
-                (self.tmp / "haproxy.pem").write_text(cert.read_text() + key.read_text())
+            cert, key, pem = make_certificate(self.tmp)
+            self.vars.update(cert=str(cert), key=str(key), pem=str(pem),
+                             **resumption_vars(workload))
             if workload == "https-bulk":
                 write_bulk_file(self.docroot / "big.bin")
         self.conf = self._render(extra_pier_toml)
@@ -494,8 +557,8 @@ class Server:
 
     def _render(self, extra_pier_toml):
         ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
-               "haproxy": "cfg"}[self.name]
-        kind = "https" if self.tls else self.workload
+               "haproxy": "cfg", "hitch": "conf", "stunnel": "conf"}[self.name]
+        kind = "https" if self.workload in TLS_WORKLOADS else self.workload
         template = PEERS / f"{self.name}-{kind}.{ext}"
         text = string.Template(template.read_text()).substitute(self.vars)
         if self.name == "pier" and extra_pier_toml:
@@ -514,6 +577,8 @@ class Server:
             "h2o": [b, "-c", c],
             "lighttpd": [b, "-D", "-f", c],
             "haproxy": [b, "-db", "-f", c],
+            "hitch": [b, f"--config={c}", "--user=nobody", "--group=nogroup"],
+            "stunnel": [b, c],
         }[self.name]
 
     def start(self):
@@ -553,8 +618,14 @@ class Server:
                 last = f"connect: {e}"
                 time.sleep(0.1)
                 continue
-            # TLS workloads check the small response; the bulk file is checked by size.
-            path = "/hello" if self.tls else self.path
+            # TLS workloads check the small response (`/hello` at the server, `/` at a
+            # terminator's origin); the bulk files are checked by size.
+            if self.workload in TLS_WORKLOADS:
+                path = "/hello"
+            elif self.workload == "tls-bulk":
+                path = "/"
+            else:
+                path = self.path
             try:
                 if self.tls:
                     ctx = ssl._create_unverified_context()
@@ -565,7 +636,7 @@ class Server:
                 conn.request("GET", path)
                 resp = conn.getresponse()
                 body = resp.read()
-                if self.workload == "https-bulk" and resp.status == 200:
+                if self.workload in ("https-bulk", "tls-bulk") and resp.status == 200:
                     conn.request("HEAD", self.path)
                     head = conn.getresponse()
                     head.read()

@@ -26,6 +26,8 @@ pub enum Command {
     Echo(EchoArgs),
     /// Load generator: HTTP load, TLS stream bandwidth, sweeps with charts.
     Bench(crate::bench::BenchArgs),
+    /// Terminate TLS (or forward plain TCP) to one upstream, like hitch.
+    Tunnel(TunnelArgs),
 }
 
 /// Log output format.
@@ -71,6 +73,10 @@ pub struct ServeArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// Reverse-proxy every request to this server (`http://host:port` or
+    /// `https://host:port`) instead of serving files.
+    #[arg(long, value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 /// Flags of `pier check`.
@@ -99,4 +105,36 @@ pub struct EchoArgs {
     /// Worker threads, each with its own event loop (default: available cores).
     #[arg(long)]
     pub workers: Option<usize>,
+}
+
+/// Flags of `pier tunnel`.
+#[derive(Debug, Args, Clone)]
+pub struct TunnelArgs {
+    /// Address to accept on.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Upstream `host:port` every stream is forwarded to.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub to: String,
+    /// Certificate chain (PEM); with `--tls-key`, TLS is terminated here.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) matching `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Send a PROXY protocol header (`v1` or `v2`) to the upstream first.
+    #[arg(long, value_name = "v1|v2")]
+    pub proxy_protocol: Option<String>,
+    /// Close a stream idle this long in both directions (e.g. `5m`).
+    #[arg(long, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Pin worker N to CPU N.
+    #[arg(long)]
+    pub pin_cpus: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: LogFormat,
 }

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 use tracing::debug;
@@ -31,7 +31,7 @@ use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 /// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
 const INLINE_FILE_MAX: u64 = 64 * 1024;
 /// Output is flushed once this much is pending, bounding memory under pipelining floods.
-const WRITE_HIGH_WATER: usize = 64 * 1024;
+pub(crate) const WRITE_HIGH_WATER: usize = 64 * 1024;
 /// Chunk of a large file per send, so one download cannot monopolise the worker.
 const FILE_CHUNK: u64 = 256 * 1024;
 /// Lingering close: how long and how much to drain after an error response, so the
@@ -42,6 +42,12 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// A downstream transport: what the driver needs from plain TCP or TLS.
 #[allow(async_fn_in_trait)]
 pub trait Downstream {
+    /// Whether the transport is TLS (for `X-Forwarded-Proto`).
+    const SECURE: bool;
+    /// The stream itself, for relaying raw bytes after an upgrade.
+    type Io: AsyncRead + AsyncWrite + Unpin;
+    /// Borrows the stream.
+    fn io_mut(&mut self) -> &mut Self::Io;
     /// Waits until a read would make progress, without holding a buffer.
     async fn readable(&mut self) -> io::Result<()>;
     /// Appends what is available to `buf`; `Ok(0)` at end of stream.
@@ -78,6 +84,13 @@ impl Plain {
 }
 
 impl Downstream for Plain {
+    const SECURE: bool = false;
+    type Io = TcpStream;
+
+    fn io_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
     async fn readable(&mut self) -> io::Result<()> {
         self.stream.readable().await
     }
@@ -182,6 +195,13 @@ impl Tls {
 }
 
 impl Downstream for Tls {
+    const SECURE: bool = true;
+    type Io = tokio_rustls::server::TlsStream<ReadAhead>;
+
+    fn io_mut(&mut self) -> &mut Self::Io {
+        &mut self.stream
+    }
+
     async fn readable(&mut self) -> io::Result<()> {
         let (io, session) = self.stream.get_mut();
         if session.wants_read() && io.buffered() == 0 {
@@ -240,7 +260,10 @@ impl Downstream for Tls {
 /// Runs an IO future under a time limit, arming the timer only if the first poll
 /// does not finish it: most writes complete at once, and a timer costs a clock read
 /// and a wheel insertion.
-async fn within<T>(limit: Duration, fut: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+pub(crate) async fn within<T>(
+    limit: Duration,
+    fut: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
     let mut fut = std::pin::pin!(fut);
     if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
         return r;
@@ -252,7 +275,7 @@ async fn within<T>(limit: Duration, fut: impl Future<Output = io::Result<T>>) ->
 }
 
 /// Why a connection ends.
-enum Exit {
+pub(crate) enum Exit {
     /// Nothing more to say: end of stream, idle timeout, shutdown, or `Connection: close` answered.
     Done,
     /// Answer with this status and close, draining the input for a moment.
@@ -261,13 +284,15 @@ enum Exit {
     Broken,
 }
 
-struct Conn<'a, D> {
-    io: D,
-    ctx: &'a WorkerCtx,
-    peer: SocketAddr,
-    bufs: Option<ConnBuffers>,
+/// One downstream connection's state; the proxy phases drive it too.
+pub(crate) struct Conn<'a, D> {
+    pub(crate) io: D,
+    pub(crate) ctx: &'a WorkerCtx,
+    /// Client address (after PROXY protocol, when the listener accepts it).
+    pub(crate) peer: SocketAddr,
+    pub(crate) bufs: Option<ConnBuffers>,
     /// Start of unconsumed input in `bufs.read`.
-    rpos: usize,
+    pub(crate) rpos: usize,
     requests: u64,
 }
 
@@ -308,7 +333,8 @@ impl<D: Downstream> Conn<'_, D> {
         self.bufs.as_ref().map_or(0, |b| b.read.len() - self.rpos)
     }
 
-    async fn flush(&mut self) -> io::Result<()> {
+    /// Writes out everything pending in the output buffer.
+    pub(crate) async fn flush(&mut self) -> io::Result<()> {
         let Some(b) = self.bufs.as_mut() else {
             return Ok(());
         };
@@ -424,13 +450,25 @@ impl<D: Downstream> Conn<'_, D> {
         }
     }
 
-    /// Consumes the body of the parsed request (handlers here never need it) and
-    /// answers; returns whether the connection stays open.
+    /// Routes the parsed request and answers it; returns whether the connection
+    /// stays open. Proxied requests stream their body upstream; the others have
+    /// it consumed and dropped (their handlers never need it).
     async fn handle(&mut self) -> Result<bool, Exit> {
-        let http = &self.ctx.config.http;
+        let ctx = self.ctx;
+        let http = &ctx.config.http;
         let b = self.bufs.as_ref().expect("buffers held while handling");
         let (body, expect_continue, head_len) =
             (b.head.body, b.head.expect_continue, b.head.head_len);
+        let req = &b.read[self.rpos..self.rpos + head_len];
+        let handler = ctx
+            .config
+            .routes
+            .find(b.head.host_name(req), b.head.path(req));
+        if let Some(Handler::Proxy(route)) = handler {
+            // Boxed: the proxy's state machine is large, and inlining it would grow
+            // every connection's future, static and fixed responses included.
+            return Box::pin(crate::handler::proxy::serve(self, route)).await;
+        }
         match body {
             BodyKind::None => {}
             BodyKind::Length(n) if n > http.max_body_bytes => return Err(Exit::Reject(413)),
@@ -438,7 +476,7 @@ impl<D: Downstream> Conn<'_, D> {
         }
 
         let b = self.bufs.as_mut().expect("buffers held while handling");
-        let (keep_alive, large_file) = encode_response(self.ctx, b, self.rpos, head_len);
+        let (keep_alive, large_file) = encode_response(ctx, b, self.rpos, head_len, handler);
         self.rpos += head_len;
         if let Some((file, offset, len)) = large_file {
             let write_timeout = http.write_timeout;
@@ -526,13 +564,14 @@ impl<D: Downstream> Conn<'_, D> {
     }
 }
 
-/// Routes the parsed request and encodes its response into the output buffer.
+/// Encodes the response of a routed (non-proxy) request into the output buffer.
 /// Returns whether the connection stays open, and a large file region still to send.
 fn encode_response(
     ctx: &WorkerCtx,
     b: &mut ConnBuffers,
     rpos: usize,
     head_len: usize,
+    handler: Option<&Handler>,
 ) -> (bool, Option<(Rc<File>, u64, u64)>) {
     let req = &b.read[rpos..rpos + head_len];
     let head = &b.head;
@@ -549,7 +588,7 @@ fn encode_response(
     let mut date_cache = ctx.date.borrow_mut();
     let date = date_cache.get();
     let mut large_file = None;
-    match ctx.config.routes.find(head.host_name(req), head.path(req)) {
+    match handler {
         None => write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head),
         Some(Handler::Respond(r)) => {
             write::write_head_block(
@@ -576,6 +615,10 @@ fn encode_response(
             };
             let reply = files.serve(&sreq);
             large_file = write_static(out, reply, date, conn_header, is_head);
+        }
+        // Routed to the proxy before the body was consumed; never reaches here.
+        Some(Handler::Proxy(_)) => {
+            write::write_status_body(out, 500, date, conn_header, std::iter::empty(), is_head)
         }
     }
     (keep_alive, large_file)

@@ -12,6 +12,7 @@ fn main() {
         Command::Check(args) => pier::runtime::check(args),
         Command::Echo(args) => pier::echo::run(args),
         Command::Bench(args) => pier::bench::run(args),
+        Command::Tunnel(args) => pier::runtime::tunnel(args),
     };
     if let Err(err) = result {
         if let Some(cfg) = err.downcast_ref::<ConfigError>() {

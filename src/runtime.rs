@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::cli::{CheckArgs, ServeArgs};
+use crate::cli::{CheckArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config};
 use crate::listener::bind_reuseport;
 use crate::worker::{self, WorkerListeners};
@@ -31,6 +31,18 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     let config = Arc::new(config::load(&args)?);
+    run(config)
+}
+
+/// `pier tunnel`: a TLS terminator (or plain TCP forwarder) built from flags.
+pub fn tunnel(args: TunnelArgs) -> anyhow::Result<()> {
+    crate::logging::init(args.log_format);
+    let config = Arc::new(config::tunnel(&args)?);
+    run(config)
+}
+
+/// Runs a validated configuration until SIGTERM or SIGINT has drained.
+pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     let workers = config.workers;
 
     // Bind everything before starting threads, so a busy port fails the start.
@@ -40,7 +52,12 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let sockets = bind_reuseport(lc.addr, lc.backlog, workers)
             .with_context(|| format!("cannot listen on {}", lc.addr))?;
         let bound = sockets[0].local_addr()?;
-        let scheme = if lc.tls.is_some() { "https" } else { "http" };
+        let scheme = match (lc.tcp.is_some(), lc.tls.is_some()) {
+            (false, false) => "http",
+            (false, true) => "https",
+            (true, false) => "tcp",
+            (true, true) => "tls",
+        };
         shown.push(format!("{scheme}://{bound}"));
         if let Some(tls) = &lc.tls {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
@@ -50,6 +67,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     raise_nofile_limit();
+    crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
 
     let (tx, rx) = watch::channel(false);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

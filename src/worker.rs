@@ -14,8 +14,10 @@ use tracing::{debug, warn};
 
 use crate::config::{Config, ListenerConfig};
 use crate::conn::{self, Downstream, Plain, Tls};
+use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
+use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
 
 /// Buffers a connection holds only while it is working; idle connections give them back.
@@ -65,6 +67,8 @@ pub struct WorkerCtx {
     idle_signal: Notify,
     /// Counters.
     pub counters: Counters,
+    /// Upstream pools and health as this worker sees them.
+    pub proxy: ProxyWorker,
 }
 
 impl WorkerCtx {
@@ -149,12 +153,16 @@ pub fn run(
         drain_signal: Notify::new(),
         idle_signal: Notify::new(),
         counters: Counters::default(),
+        proxy: ProxyWorker::new(&config),
     });
     local.block_on(&rt, async move {
         for (index, std_listener) in listeners {
             let listener = TcpListener::from_std(std_listener)?;
             let lc = config.listeners[index].clone();
             tokio::task::spawn_local(accept_loop(ctx.clone(), listener, lc));
+        }
+        if !config.upstreams.is_empty() {
+            tokio::task::spawn_local(sweep_pools(ctx.clone()));
         }
         let _ = shutdown.wait_for(|s| *s).await;
         ctx.draining.set(true);
@@ -192,10 +200,7 @@ pub fn run(
 
 async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConfig) {
     let mut tls = lc.tls.as_ref().map(|t| t.listener.worker());
-    let handshake_timeout = lc
-        .tls
-        .as_ref()
-        .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+    let lc = Rc::new(lc);
     loop {
         let accepted = tokio::select! {
             biased;
@@ -218,38 +223,109 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
         ctx.counters.accepted.set(ctx.counters.accepted.get() + 1);
         let guard = ActiveGuard::new(ctx.clone());
         let ctx = ctx.clone();
-        match tls.as_mut().map(|t| t.acceptor()) {
-            None => {
-                tokio::task::spawn_local(async move {
-                    conn::serve(Plain::new(stream), &ctx, peer).await;
-                    drop(guard);
-                });
-            }
-            Some(acceptor) => {
-                tokio::task::spawn_local(async move {
-                    let handshake = tokio::select! {
-                        biased;
-                        _ = ctx.draining() => None,
-                        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
-                    };
-                    match handshake {
-                        Some(Ok(Ok(tls))) => {
-                            let tls = Tls::new(tls);
-                            if let Some(subject) = tls.peer_subject() {
-                                debug!(%peer, subject, "TLS client certificate verified");
-                            }
-                            conn::serve(tls, &ctx, peer).await
-                        }
-                        Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
-                        Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
-                        None => {}
-                    }
-                    drop(guard);
-                });
+        if tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
+            // The common case, kept free of the steps below.
+            tokio::task::spawn_local(async move {
+                conn::serve(Plain::new(stream), &ctx, peer).await;
+                drop(guard);
+            });
+            continue;
+        }
+        // Taken at accept time, so a reloaded certificate applies to the next
+        // connection and each worker keeps its own session cache.
+        let acceptor = tls.as_mut().map(|t| t.acceptor());
+        let lc = lc.clone();
+        tokio::task::spawn_local(async move {
+            serve_accepted(&ctx, &lc, acceptor, stream, peer).await;
+            drop(guard);
+        });
+    }
+    debug!(worker = ctx.id, addr = %lc.addr, "stopped accepting");
+}
+
+/// The steps after accept in order: PROXY protocol header, TLS handshake, then
+/// HTTP or stream forwarding.
+async fn serve_accepted(
+    ctx: &WorkerCtx,
+    lc: &ListenerConfig,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    mut stream: tokio::net::TcpStream,
+    mut peer: std::net::SocketAddr,
+) {
+    let handshake_timeout = lc
+        .tls
+        .as_ref()
+        .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+    if lc.accept_proxy_protocol {
+        let header = tokio::select! {
+            biased;
+            _ = ctx.draining() => return,
+            r = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout) => r,
+        };
+        match header {
+            Ok(Some(source)) => peer = source,
+            Ok(None) => {}
+            Err(e) => {
+                debug!(%peer, error = %e, "PROXY protocol header refused; closing");
+                return;
             }
         }
     }
-    debug!(worker = ctx.id, addr = %lc.addr, "stopped accepting");
+    let local = stream.local_addr().unwrap_or(lc.addr);
+    let Some(acceptor) = acceptor else {
+        match &lc.tcp {
+            Some(fwd) => stream_proxy::serve(ctx, fwd, stream, peer, local, None).await,
+            None => conn::serve(Plain::new(stream), ctx, peer).await,
+        }
+        return;
+    };
+    let handshake = tokio::select! {
+        biased;
+        _ = ctx.draining() => None,
+        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
+    };
+    match handshake {
+        Some(Ok(Ok(tls))) => match &lc.tcp {
+            Some(fwd) => {
+                let session = tls.get_ref().1;
+                if let Some(subject) = session
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(crate::tls::subject_of)
+                {
+                    debug!(%peer, subject, "TLS client certificate verified");
+                }
+                let info = TlsInfo {
+                    alpn: session.alpn_protocol().map(<[u8]>::to_vec),
+                    sni: session.server_name().map(str::to_string),
+                };
+                stream_proxy::serve(ctx, fwd, tls, peer, local, Some(info)).await
+            }
+            None => {
+                let tls = Tls::new(tls);
+                if let Some(subject) = tls.peer_subject() {
+                    debug!(%peer, subject, "TLS client certificate verified");
+                }
+                conn::serve(tls, ctx, peer).await
+            }
+        },
+        Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
+        Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
+        None => {}
+    }
+}
+
+/// Closes idle upstream connections past their timeout once a second.
+async fn sweep_pools(ctx: Rc<WorkerCtx>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = ctx.draining() => return,
+            _ = tick.tick() => ctx.proxy.sweep(),
+        }
+    }
 }
 
 fn is_fd_exhaustion(e: &io::Error) -> bool {

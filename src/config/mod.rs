@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeArgs, TunnelArgs};
+use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::http1::parse::Limits;
+use crate::proxy_protocol;
 use crate::route::{Handler, RouteTable};
-use raw::{RawConfig, RawDuration, RawListener, RawRoute, RawTls};
+use raw::{RawConfig, RawDuration, RawListener, RawRoute, RawTls, RawUpstream, RawUpstreamServer};
 
 /// The configuration used when `pier serve` runs without `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
@@ -115,6 +117,22 @@ pub struct ListenerConfig {
     pub backlog: u32,
     /// TLS termination, if any.
     pub tls: Option<ListenerTls>,
+    /// A PROXY protocol header (v1 or v2) must open every connection; its source
+    /// address becomes the client address.
+    pub accept_proxy_protocol: bool,
+    /// Stream forwarding instead of HTTP, for `kind = "tcp"`.
+    pub tcp: Option<TcpForward>,
+}
+
+/// A `kind = "tcp"` listener's forwarding settings.
+#[derive(Debug, Clone)]
+pub struct TcpForward {
+    /// Where streams go.
+    pub group: Arc<UpstreamGroup>,
+    /// PROXY protocol header sent to the upstream first, if any.
+    pub send_proxy_protocol: Option<proxy_protocol::Version>,
+    /// A stream idle this long in both directions is closed.
+    pub idle_timeout: Duration,
 }
 
 /// The validated, frozen configuration shared read-only by all workers.
@@ -134,6 +152,8 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     /// Routes.
     pub routes: RouteTable,
+    /// Upstream groups, in config order (indexes each worker's proxy state).
+    pub upstreams: Vec<Arc<UpstreamGroup>>,
 }
 
 /// Loads the file named by `args.config`, or the embedded default, and applies flags.
@@ -143,8 +163,46 @@ pub fn load(args: &ServeArgs) -> Result<Config, ConfigError> {
         None => ("embedded default".to_string(), EMBEDDED_DEFAULT.to_string()),
     };
     let mut raw = parse(&name, &text)?;
-    apply_flags(&mut raw, args, args.config.is_none());
+    apply_flags(&mut raw, args, args.config.is_none())?;
     validate(&name, &text, raw)
+}
+
+/// Builds the configuration of `pier tunnel` from its flags: one `tcp` listener
+/// (TLS when a certificate is given) forwarding to one upstream. It goes through
+/// the same validation as a file, so errors name the flag's key.
+pub fn tunnel(args: &TunnelArgs) -> Result<Config, ConfigError> {
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut text = String::from("[server]\n");
+    if let Some(w) = args.workers {
+        text.push_str(&format!("workers = {w}\n"));
+    }
+    if args.pin_cpus {
+        text.push_str("pin_cpus = true\n");
+    }
+    text.push_str(&format!(
+        "[[listener]]\nlisten = {}\nkind = \"tcp\"\nupstream = \"tunnel\"\n",
+        q(&args.listen.to_string())
+    ));
+    if let (Some(c), Some(k)) = (&args.tls_cert, &args.tls_key) {
+        text.push_str(&format!(
+            "tls = {{ cert = {}, key = {} }}\n",
+            q(&c.display().to_string()),
+            q(&k.display().to_string())
+        ));
+    }
+    if let Some(v) = &args.proxy_protocol {
+        text.push_str(&format!("proxy_protocol = {}\n", q(v)));
+    }
+    if let Some(d) = &args.idle_timeout {
+        text.push_str(&format!("idle_timeout = {}\n", q(d)));
+    }
+    text.push_str(&format!(
+        "[[upstream]]\nname = \"tunnel\"\nservers = [{{ address = {} }}]\n",
+        q(&args.to)
+    ));
+    let name = "pier tunnel flags";
+    let raw = parse(name, &text)?;
+    validate(name, &text, raw)
 }
 
 /// Loads and validates a file without flags (for `pier check`).
@@ -258,7 +316,7 @@ fn flag<T>(value: T) -> Spanned<T> {
 }
 
 /// Applies command-line overrides to the raw configuration.
-fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) {
+fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) -> Result<(), ConfigError> {
     if !args.listen.is_empty() {
         raw.listener.retain(|l| l.get_ref().tls.is_some());
         let plain = args.listen.iter().map(|a| {
@@ -266,6 +324,11 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) {
                 listen: flag(a.to_string()),
                 backlog: None,
                 tls: None,
+                kind: None,
+                upstream: None,
+                proxy_protocol: None,
+                idle_timeout: None,
+                accept_proxy_protocol: None,
             })
         });
         let tls: Vec<_> = std::mem::take(&mut raw.listener);
@@ -305,6 +368,88 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) {
     if args.pin_cpus {
         raw.server.pin_cpus = Some(true);
     }
+    if let Some(url) = &args.proxy {
+        apply_proxy_flag(raw, url)?;
+    }
+    Ok(())
+}
+
+/// `--proxy http://host:port` (or `https://`): every request goes to that server.
+fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
+    let bad = |m: &str| ConfigError {
+        file: "command line".into(),
+        line: 0,
+        key: "--proxy".into(),
+        message: format!("{url:?}: {m}"),
+    };
+    let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else {
+        return Err(bad("expected http://host:port or https://host:port"));
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(bad("no host"));
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && !h.ends_with('[') && p.parse::<u16>().is_ok());
+    let address = if has_port {
+        authority.to_string()
+    } else if tls {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    };
+    let name = "proxy".to_string();
+    raw.upstream.retain(|u| u.get_ref().name.get_ref() != &name);
+    raw.upstream.push(flag(RawUpstream {
+        name: flag(name.clone()),
+        balance: None,
+        hash_key: None,
+        servers: flag(vec![flag(RawUpstreamServer {
+            address: flag(address),
+            weight: None,
+        })]),
+        tls: tls.then(|| {
+            flag(raw::RawUpstreamTls {
+                sni: None,
+                ca: None,
+                verify: None,
+            })
+        }),
+        connect_timeout: None,
+        response_timeout: None,
+        read_timeout: None,
+        retries: None,
+        max_idle: None,
+        idle_timeout: None,
+        max_fails: None,
+        fail_timeout: None,
+        health_check: None,
+    }));
+    raw.route = vec![flag(RawRoute {
+        host: None,
+        path: None,
+        handler: flag("proxy".to_string()),
+        root: None,
+        index: None,
+        autoindex: None,
+        allow_symlinks_outside: None,
+        open_file_cache_valid: None,
+        status: None,
+        body: None,
+        headers: None,
+        upstream: Some(flag(name)),
+        forwarded: None,
+        via: None,
+        preserve_host: None,
+        client_addr_header: None,
+        client_cert_header: None,
+    })];
+    Ok(())
 }
 
 /// Builds errors that point into one source text.
@@ -466,13 +611,27 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         )? as u64,
     };
 
+    let mut upstreams: Vec<Arc<UpstreamGroup>> = Vec::new();
+    for (i, u) in raw.upstream.iter().enumerate() {
+        let key = format!("upstream[{}]", i + 1);
+        let group = upstream::from_raw(&loc, &key, i, u)?;
+        if upstreams.iter().any(|g| g.name == group.name) {
+            return Err(loc.error(
+                u.get_ref().name.span(),
+                &format!("{key}.name"),
+                format!("upstream {:?} is defined twice", group.name),
+            ));
+        }
+        upstreams.push(Arc::new(group));
+    }
+
     if raw.listener.is_empty() {
         return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
     }
     let mut listeners = Vec::new();
     for (i, l) in raw.listener.iter().enumerate() {
         let key = format!("listener[{}]", i + 1);
-        listeners.push(validate_listener(&loc, &key, l)?);
+        listeners.push(validate_listener(&loc, &key, l, &upstreams)?);
     }
     for (i, a) in listeners.iter().enumerate() {
         if listeners[..i]
@@ -489,12 +648,13 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     }
 
     let mut routes = RouteTable::default();
-    if raw.route.is_empty() {
+    let http_listeners = listeners.iter().any(|l| l.tcp.is_none());
+    if raw.route.is_empty() && http_listeners {
         return Err(loc.error(0..0, "route", "no [[route]] configured"));
     }
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -508,6 +668,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         http,
         listeners,
         routes,
+        upstreams,
     })
 }
 
@@ -515,6 +676,7 @@ fn validate_listener(
     loc: &Locator<'_>,
     key: &str,
     l: &Spanned<RawListener>,
+    upstreams: &[Arc<UpstreamGroup>],
 ) -> Result<ListenerConfig, ConfigError> {
     let raw = l.get_ref();
     let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
@@ -535,13 +697,82 @@ fn validate_listener(
         None => None,
         Some(t) => Some(crate::tls::listener_tls(loc, &format!("{key}.tls"), t)?),
     };
-    Ok(ListenerConfig { addr, backlog, tls })
+    let tcp = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("http") => {
+            for (present, name) in [
+                (raw.upstream.as_ref().map(|u| u.span()), "upstream"),
+                (
+                    raw.proxy_protocol.as_ref().map(|u| u.span()),
+                    "proxy_protocol",
+                ),
+                (raw.idle_timeout.as_ref().map(|u| u.span()), "idle_timeout"),
+            ] {
+                if let Some(span) = present {
+                    return Err(loc.error(
+                        span,
+                        &format!("{key}.{name}"),
+                        "only a kind = \"tcp\" listener takes this key",
+                    ));
+                }
+            }
+            None
+        }
+        Some("tcp") => {
+            let Some(name) = &raw.upstream else {
+                return Err(loc.error(
+                    l.span(),
+                    &format!("{key}.upstream"),
+                    "a tcp listener needs `upstream`",
+                ));
+            };
+            let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
+                return Err(loc.error(
+                    name.span(),
+                    &format!("{key}.upstream"),
+                    format!("no [[upstream]] named {:?}", name.get_ref()),
+                ));
+            };
+            let send_proxy_protocol = match &raw.proxy_protocol {
+                None => None,
+                Some(v) => Some(
+                    proxy_protocol::Version::parse(v.get_ref())
+                        .map_err(|m| loc.error(v.span(), &format!("{key}.proxy_protocol"), m))?,
+                ),
+            };
+            let idle_timeout = match &raw.idle_timeout {
+                None => Duration::from_secs(300),
+                Some(d) => parse_duration(d.get_ref())
+                    .map_err(|m| loc.error(d.span(), &format!("{key}.idle_timeout"), m))?,
+            };
+            Some(TcpForward {
+                group: group.clone(),
+                send_proxy_protocol,
+                idle_timeout,
+            })
+        }
+        Some(other) => {
+            let k = raw.kind.as_ref().expect("matched Some");
+            return Err(loc.error(
+                k.span(),
+                &format!("{key}.kind"),
+                format!("unknown listener kind {other:?}; expected \"http\" or \"tcp\""),
+            ));
+        }
+    };
+    Ok(ListenerConfig {
+        addr,
+        backlog,
+        tls,
+        accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
+        tcp,
+    })
 }
 
 fn validate_route(
     loc: &Locator<'_>,
     key: &str,
     r: &Spanned<RawRoute>,
+    upstreams: &[Arc<UpstreamGroup>],
 ) -> Result<(Option<String>, String, Handler), ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
@@ -575,7 +806,7 @@ fn validate_route(
             p.get_ref().clone()
         }
     };
-    let handler = crate::handler::from_raw(loc, key, r)?;
+    let handler = crate::handler::from_raw(loc, key, r, upstreams)?;
     Ok((host, path, handler))
 }
 

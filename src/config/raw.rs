@@ -23,6 +23,9 @@ pub struct RawConfig {
     /// `[[route]]`: (host, path prefix) -> handler.
     #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
+    /// `[[upstream]]`: named groups of servers for proxy routes and tcp listeners.
+    #[serde(default)]
+    pub upstream: Vec<Spanned<RawUpstream>>,
 }
 
 /// `[server]`.
@@ -69,6 +72,16 @@ pub struct RawListener {
     pub backlog: Option<Spanned<i64>>,
     /// TLS on this listener.
     pub tls: Option<Spanned<RawTls>>,
+    /// `http` (default) or `tcp` (stream forwarding to `upstream`).
+    pub kind: Option<Spanned<String>>,
+    /// tcp: the upstream group connections are forwarded to.
+    pub upstream: Option<Spanned<String>>,
+    /// tcp: PROXY protocol header sent to the upstream (`v1` or `v2`).
+    pub proxy_protocol: Option<Spanned<String>>,
+    /// tcp: close a stream idle this long in both directions.
+    pub idle_timeout: Option<Spanned<RawDuration>>,
+    /// Expect a PROXY protocol v1 or v2 header first on every connection.
+    pub accept_proxy_protocol: Option<bool>,
 }
 
 /// `tls = { ... }` (or `[listener.tls]`) of a listener.
@@ -145,6 +158,92 @@ pub struct RawRoute {
     pub body: Option<String>,
     /// respond: extra header fields.
     pub headers: Option<Spanned<BTreeMap<String, String>>>,
+    /// proxy: name of the `[[upstream]]` group.
+    pub upstream: Option<Spanned<String>>,
+    /// proxy: which forwarding headers to add (`x-forwarded`, `forwarded`, `both`, `none`).
+    pub forwarded: Option<Spanned<String>>,
+    /// proxy: add `Via: 1.1 pier`.
+    pub via: Option<bool>,
+    /// proxy: keep the client's Host (else the server's address is sent).
+    pub preserve_host: Option<bool>,
+    /// proxy: header carrying the client address (incoming copies removed).
+    pub client_addr_header: Option<Spanned<String>>,
+    /// proxy: header carrying the client certificate subject (incoming copies removed).
+    pub client_cert_header: Option<Spanned<String>>,
+}
+
+/// One `[[upstream]]`: a named group of servers and how to use them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// Name routes and listeners refer to.
+    pub name: Spanned<String>,
+    /// `round_robin` (default), `least_conn` or `hash`.
+    pub balance: Option<Spanned<String>>,
+    /// hash: `client_ip`, `path` or `header:Name`.
+    pub hash_key: Option<Spanned<String>>,
+    /// The servers.
+    pub servers: Spanned<Vec<Spanned<RawUpstreamServer>>>,
+    /// TLS towards the servers.
+    pub tls: Option<Spanned<RawUpstreamTls>>,
+    /// Deadline for a TCP (and TLS) connect.
+    pub connect_timeout: Option<Spanned<RawDuration>>,
+    /// Deadline for the response head after the request was sent.
+    pub response_timeout: Option<Spanned<RawDuration>>,
+    /// Longest gap between two reads (or writes) of a body.
+    pub read_timeout: Option<Spanned<RawDuration>>,
+    /// Further servers tried after a connect failure or early reset.
+    pub retries: Option<Spanned<i64>>,
+    /// Idle keep-alive connections kept per server, per worker.
+    pub max_idle: Option<Spanned<i64>>,
+    /// How long an idle pooled connection is kept.
+    pub idle_timeout: Option<Spanned<RawDuration>>,
+    /// Consecutive failures that mark a server down (0 = never).
+    pub max_fails: Option<Spanned<i64>>,
+    /// How long a server marked down by failures stays down.
+    pub fail_timeout: Option<Spanned<RawDuration>>,
+    /// Active health checks.
+    pub health_check: Option<Spanned<RawHealthCheck>>,
+}
+
+/// One server of an upstream group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamServer {
+    /// `host:port`, resolved at start.
+    pub address: Spanned<String>,
+    /// Relative share of requests (default 1).
+    pub weight: Option<Spanned<i64>>,
+}
+
+/// `tls = { ... }` of an upstream group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTls {
+    /// Server name sent (SNI) and verified; default: the server's host.
+    pub sni: Option<Spanned<String>>,
+    /// PEM file of trusted CA certificates; default: the system store.
+    pub ca: Option<Spanned<String>>,
+    /// Verify the server's certificate (default true).
+    pub verify: Option<bool>,
+}
+
+/// `health_check = { ... }` of an upstream group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealthCheck {
+    /// `http` (GET `path`, 2xx/3xx is healthy) or `tcp` (connect only).
+    pub kind: Option<Spanned<String>>,
+    /// http: path requested.
+    pub path: Option<Spanned<String>>,
+    /// Time between checks.
+    pub interval: Option<Spanned<RawDuration>>,
+    /// Deadline of one check.
+    pub timeout: Option<Spanned<RawDuration>>,
+    /// Consecutive successes that bring a server back.
+    pub rise: Option<Spanned<i64>>,
+    /// Consecutive failures that take a server out.
+    pub fall: Option<Spanned<i64>>,
 }
 
 /// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.

@@ -2,6 +2,7 @@
 //! side by side, as in h2o.
 
 pub mod mime;
+pub mod proxy;
 pub mod respond;
 pub mod static_files;
 
@@ -19,6 +20,8 @@ pub enum Handler {
     Static(StaticFiles),
     /// A fixed response.
     Respond(Respond),
+    /// A reverse proxy to an upstream group.
+    Proxy(proxy::ProxyRoute),
 }
 
 impl Handler {
@@ -27,6 +30,7 @@ impl Handler {
         match self {
             Handler::Static(_) => "static",
             Handler::Respond(_) => "respond",
+            Handler::Proxy(_) => "proxy",
         }
     }
 }
@@ -42,6 +46,7 @@ pub fn from_raw(
     loc: &Locator<'_>,
     key: &str,
     r: &Spanned<RawRoute>,
+    upstreams: &[std::sync::Arc<proxy::upstream::UpstreamGroup>],
 ) -> Result<Handler, ConfigError> {
     let raw = r.get_ref();
     let kind = raw.handler.get_ref().as_str();
@@ -56,7 +61,40 @@ pub fn from_raw(
             Ok(())
         }
     };
+    let proxy_keys = [
+        (raw.upstream.is_some(), "upstream"),
+        (raw.forwarded.is_some(), "forwarded"),
+        (raw.via.is_some(), "via"),
+        (raw.preserve_host.is_some(), "preserve_host"),
+        (raw.client_addr_header.is_some(), "client_addr_header"),
+        (raw.client_cert_header.is_some(), "client_cert_header"),
+    ];
+    if kind != "proxy" {
+        for (present, name) in proxy_keys {
+            foreign(present, name)?;
+        }
+    }
     match kind {
+        "proxy" => {
+            for (present, name) in [
+                (raw.root.is_some(), "root"),
+                (raw.index.is_some(), "index"),
+                (raw.autoindex.is_some(), "autoindex"),
+                (
+                    raw.allow_symlinks_outside.is_some(),
+                    "allow_symlinks_outside",
+                ),
+                (raw.open_file_cache_valid.is_some(), "open_file_cache_valid"),
+                (raw.status.is_some(), "status"),
+                (raw.body.is_some(), "body"),
+                (raw.headers.is_some(), "headers"),
+            ] {
+                foreign(present, name)?;
+            }
+            Ok(Handler::Proxy(proxy::route_from_raw(
+                loc, key, r, upstreams,
+            )?))
+        }
         "static" => {
             foreign(raw.status.is_some(), "status")?;
             foreign(raw.body.is_some(), "body")?;
@@ -150,7 +188,7 @@ pub fn from_raw(
         other => Err(loc.error(
             raw.handler.span(),
             &format!("{key}.handler"),
-            format!("unknown handler {other:?}; expected \"static\" or \"respond\""),
+            format!("unknown handler {other:?}; expected \"static\", \"respond\" or \"proxy\""),
         )),
     }
 }

@@ -275,18 +275,28 @@ pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
         return;
     }
+    out.reserve(data.len() + 20);
+    write_chunk_size(out, data.len());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends only a chunk-size line (`len` in hex, CRLF), for callers that send
+/// the chunk data from another buffer and then the closing CRLF themselves.
+pub fn write_chunk_size(out: &mut Vec<u8>, len: usize) {
     let mut hex = [0u8; 16];
-    let mut n = data.len() as u64;
+    let mut n = len as u64;
     let mut at = hex.len();
     while n > 0 && at > 0 {
         at -= 1;
         hex[at] = b"0123456789abcdef"[(n & 0xf) as usize];
         n >>= 4;
     }
-    out.reserve(data.len() + 20);
+    if at == hex.len() {
+        at -= 1;
+        hex[at] = b'0';
+    }
     out.extend_from_slice(hex.get(at..).unwrap_or(&[]));
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -314,8 +324,9 @@ fn three_digits(status: u16) -> [u8; 3] {
 }
 
 /// The head up to its extra fields: status line, `Server`, `Date`, framing and
-/// `Connection`. Callers append fields and the blank line.
-fn write_head_start(
+/// `Connection`. Callers append fields and the blank line (the proxy appends the
+/// upstream's fields).
+pub fn write_head_start(
     out: &mut Vec<u8>,
     status: u16,
     date: &[u8],

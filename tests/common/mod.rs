@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod tls;
+pub mod upstream;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -16,6 +17,8 @@ pub struct Pier {
     pub child: Child,
     pub http: Vec<SocketAddr>,
     pub https: Vec<SocketAddr>,
+    /// Stream listeners (`kind = "tcp"`): plain (`tcp://`) and TLS (`tls://`).
+    pub streams: Vec<SocketAddr>,
     pub dir: tempfile::TempDir,
     pub log: mpsc::Receiver<String>,
 }
@@ -53,6 +56,11 @@ impl Pier {
         Self::spawn_logging(dir, &args, level)
     }
 
+    /// Starts `pier` with exactly these arguments (e.g. `tunnel ...`).
+    pub fn with_args(args: &[&str]) -> Pier {
+        Self::spawn(tempfile::tempdir().unwrap(), args)
+    }
+
     fn spawn(dir: tempfile::TempDir, args: &[&str]) -> Pier {
         Self::spawn_logging(dir, args, "info")
     }
@@ -84,10 +92,12 @@ impl Pier {
                 Ok(line) => {
                     if line.contains("pier started") {
                         let (http, https) = parse_listeners(&line);
+                        let streams = parse_stream_listeners(&line);
                         return Pier {
                             child,
                             http,
                             https,
+                            streams,
                             dir,
                             log: rx,
                         };
@@ -170,6 +180,16 @@ fn parse_listeners(line: &str) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
         }
     }
     (http, https)
+}
+
+fn parse_stream_listeners(line: &str) -> Vec<SocketAddr> {
+    line.split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=')
+        .filter_map(|w| {
+            w.strip_prefix("tcp://")
+                .or_else(|| w.strip_prefix("tls://"))
+        })
+        .map(|a| a.parse().unwrap())
+        .collect()
 }
 
 /// Connects with read/write timeouts so a broken server fails the test instead of hanging it.

@@ -1,0 +1,247 @@
+//! Choosing a server: smooth weighted round robin (nginx's algorithm), least
+//! connections (weighted, per worker), and ketama-style consistent hashing on a
+//! request key. Every method skips servers that are down or already tried, so a
+//! retry lands on another server.
+
+use std::time::Instant;
+
+use super::upstream::{GroupState, UpstreamGroup};
+
+/// Balancing method of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balance {
+    /// Smooth weighted round robin.
+    RoundRobin,
+    /// Fewest in-flight requests relative to weight (this worker's view).
+    LeastConn,
+    /// Consistent hash of a request key.
+    Hash(HashKey),
+}
+
+/// What a consistent hash is computed over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client address (after PROXY protocol), without the port.
+    ClientIp,
+    /// The request path (without the query).
+    Path,
+    /// A request header's value (lower-case name); requests without it hash as empty.
+    Header(String),
+}
+
+impl HashKey {
+    /// Parses `client_ip`, `path` or `header:Name`.
+    pub fn parse(s: &str) -> Result<HashKey, String> {
+        match s {
+            "client_ip" => Ok(HashKey::ClientIp),
+            "path" => Ok(HashKey::Path),
+            _ => match s.strip_prefix("header:") {
+                Some(name)
+                    if !name.is_empty()
+                        && name.bytes().all(|b| {
+                            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+                        }) =>
+                {
+                    Ok(HashKey::Header(name.to_ascii_lowercase()))
+                }
+                _ => Err(format!(
+                    "unknown hash_key {s:?}; expected \"client_ip\", \"path\" or \"header:Name\""
+                )),
+            },
+        }
+    }
+}
+
+/// 64-bit FNV-1a with a final avalanche (splitmix64's), so nearby keys spread
+/// over the whole ring.
+pub fn hash64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// Points each unit of weight puts on the ring (as nginx's `hash ... consistent`).
+const POINTS_PER_WEIGHT: u32 = 160;
+
+/// A ketama-style ring: each server owns `160 x weight` points; a key goes to the
+/// first point at or after its hash. Adding or removing a server moves only the
+/// keys next to its points.
+#[derive(Debug)]
+pub struct Ring {
+    points: Vec<(u64, u32)>,
+}
+
+impl Ring {
+    /// Builds the ring from (name, weight) in server order; the name (not the
+    /// position) places the points, so reordering the config moves nothing.
+    pub fn new<'a>(servers: impl Iterator<Item = (&'a str, u32)>) -> Ring {
+        let mut points = Vec::new();
+        for (index, (name, weight)) in servers.enumerate() {
+            for i in 0..weight * POINTS_PER_WEIGHT {
+                let mut key = Vec::with_capacity(name.len() + 12);
+                key.extend_from_slice(name.as_bytes());
+                key.push(b'#');
+                key.extend_from_slice(i.to_string().as_bytes());
+                points.push((hash64(&key), index as u32));
+            }
+        }
+        points.sort_unstable();
+        Ring { points }
+    }
+
+    /// Servers in ring order starting at `hash`; each server may repeat.
+    fn walk(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let start = self.points.partition_point(|&(p, _)| p < hash);
+        self.points[start..]
+            .iter()
+            .chain(self.points[..start].iter())
+            .map(|&(_, s)| s as usize)
+    }
+}
+
+/// Smooth weighted round robin state (one per group per worker).
+#[derive(Debug)]
+pub struct SmoothWrr {
+    current: Vec<i64>,
+    weights: Vec<i64>,
+    /// Rotates the starting point of least_conn ties.
+    tie: usize,
+}
+
+impl SmoothWrr {
+    /// State for servers with these weights.
+    pub fn new(weights: impl Iterator<Item = u32>) -> Self {
+        let weights: Vec<i64> = weights.map(i64::from).collect();
+        SmoothWrr {
+            current: vec![0; weights.len()],
+            weights,
+            tie: 0,
+        }
+    }
+
+    /// nginx's smooth WRR over the servers `eligible` allows: each gains its
+    /// weight, the largest wins and pays back the total. Spreads a 5:1:1 group as
+    /// a a b a c a a rather than a a a a a b c.
+    pub fn next(&mut self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut total = 0;
+        let mut best: Option<usize> = None;
+        for i in 0..self.weights.len() {
+            if !eligible(i) {
+                continue;
+            }
+            self.current[i] += self.weights[i];
+            total += self.weights[i];
+            if best.is_none_or(|b| self.current[i] > self.current[b]) {
+                best = Some(i);
+            }
+        }
+        let b = best?;
+        self.current[b] -= total;
+        Some(b)
+    }
+}
+
+/// Picks a server for a request: up, not in `exclude`, by the group's method.
+/// `key` is the request's hash key (used by `hash` only).
+pub fn pick(
+    group: &UpstreamGroup,
+    state: &GroupState,
+    key: u64,
+    exclude: &[usize],
+    now: Instant,
+) -> Option<usize> {
+    let eligible = |i: usize| !exclude.contains(&i) && state.is_up(group, i, now);
+    match &group.balance {
+        Balance::RoundRobin => state.wrr.borrow_mut().next(eligible),
+        Balance::LeastConn => {
+            let n = group.servers.len();
+            let mut wrr = state.wrr.borrow_mut();
+            wrr.tie = (wrr.tie + 1) % n.max(1);
+            let start = wrr.tie;
+            let mut best: Option<usize> = None;
+            for j in 0..n {
+                let i = (start + j) % n;
+                if !eligible(i) {
+                    continue;
+                }
+                let better = best.is_none_or(|b| {
+                    // active_i / w_i < active_b / w_b without division.
+                    u64::from(state.servers[i].active.get()) * u64::from(group.servers[b].weight)
+                        < u64::from(state.servers[b].active.get())
+                            * u64::from(group.servers[i].weight)
+                });
+                if better {
+                    best = Some(i);
+                }
+            }
+            best
+        }
+        Balance::Hash(_) => {
+            let ring = group.ring.as_ref()?;
+            ring.walk(key)
+                .take(ring.points.len())
+                .find(|&i| eligible(i))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smooth_wrr_interleaves_by_weight() {
+        let mut w = SmoothWrr::new([5, 1, 1].into_iter());
+        let seq: Vec<usize> = (0..7).map(|_| w.next(|_| true).unwrap()).collect();
+        assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
+        // A server that is not eligible is skipped, the others share its turns.
+        let seq: Vec<usize> = (0..4).map(|_| w.next(|i| i != 0).unwrap()).collect();
+        assert_eq!(seq.iter().filter(|&&i| i == 1).count(), 2);
+        assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2);
+        assert_eq!(w.next(|_| false), None);
+    }
+
+    #[test]
+    fn ring_is_balanced_and_stable_when_a_server_goes() {
+        let names = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"];
+        let ring = Ring::new(names.iter().map(|n| (*n, 1)));
+        let mut counts = [0usize; 3];
+        let mut owner = Vec::new();
+        for k in 0..3000u32 {
+            let s = ring.walk(hash64(&k.to_le_bytes())).next().unwrap();
+            counts[s] += 1;
+            owner.push(s);
+        }
+        for c in counts {
+            assert!((700..1300).contains(&c), "{counts:?}");
+        }
+        // Without server 1, only its keys move.
+        for (k, &was) in owner.iter().enumerate() {
+            let now = ring
+                .walk(hash64(&(k as u32).to_le_bytes()))
+                .find(|&i| i != 1)
+                .unwrap();
+            if was != 1 {
+                assert_eq!(now, was);
+            }
+        }
+    }
+
+    #[test]
+    fn hash_key_parses() {
+        assert_eq!(HashKey::parse("client_ip"), Ok(HashKey::ClientIp));
+        assert_eq!(
+            HashKey::parse("header:X-User"),
+            Ok(HashKey::Header("x-user".into()))
+        );
+        assert!(HashKey::parse("header:").is_err());
+        assert!(HashKey::parse("cookie").is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! Active health checks: one background thread per process (not per worker, so a
+//! server sees one check per interval however many workers run) with its own
+//! current-thread runtime. Each checked server gets a task that probes it every
+//! `interval` (an HTTP `GET` expecting 2xx/3xx, or a TCP connect) and flips the
+//! server's `active_up` flag after `fall` consecutive failures or `rise`
+//! consecutive successes. Workers read the flag with a relaxed atomic load.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio::time::timeout;
+use tracing::{info, warn};
+
+use super::upstream::{CheckKind, UpstreamGroup};
+use crate::config::Config;
+use crate::http1::response::{parse_response, ResponseHead};
+use crate::http1::{Limits, Method, Parsed};
+
+/// Starts the checker thread if any group has `health_check`; it runs until the
+/// process exits.
+pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
+    let groups: Vec<Arc<UpstreamGroup>> = config
+        .upstreams
+        .iter()
+        .filter(|g| g.health_check.is_some())
+        .cloned()
+        .collect();
+    if groups.is_empty() {
+        return Ok(());
+    }
+    std::thread::Builder::new()
+        .name("pier-health".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    warn!(error = %e, "health checks not started");
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                for g in &groups {
+                    for i in 0..g.servers.len() {
+                        tokio::task::spawn_local(check_loop(g.clone(), i));
+                    }
+                }
+                std::future::pending::<()>().await;
+            });
+        })?;
+    Ok(())
+}
+
+async fn check_loop(group: Arc<UpstreamGroup>, i: usize) {
+    let Some(hc) = group.health_check.clone() else {
+        return;
+    };
+    let server = &group.servers[i];
+    let (mut ok_run, mut fail_run) = (0u32, 0u32);
+    let mut ticker = tokio::time::interval(hc.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let result = match timeout(hc.timeout, probe(&group, i, &hc.kind)).await {
+            Ok(r) => r,
+            Err(_) => Err("timed out".to_string()),
+        };
+        let up = server.active_up.load(Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                fail_run = 0;
+                ok_run = ok_run.saturating_add(1);
+                if !up && ok_run >= hc.rise {
+                    server.active_up.store(true, Ordering::Relaxed);
+                    info!(upstream = %server.addr, group = %group.name, "health check: server is up");
+                }
+            }
+            Err(cause) => {
+                ok_run = 0;
+                fail_run = fail_run.saturating_add(1);
+                if up && fail_run >= hc.fall {
+                    server.active_up.store(false, Ordering::Relaxed);
+                    warn!(upstream = %server.addr, group = %group.name, cause = %cause, "health check: server is down");
+                }
+            }
+        }
+    }
+}
+
+/// One check of server `i`.
+async fn probe(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
+    let mut stream = super::connect(group, i).await.map_err(|e| e.to_string())?;
+    let CheckKind::Http(path) = kind else {
+        return Ok(());
+    };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: pier-health-check\r\nConnection: close\r\n\r\n",
+        group.servers[i].authority
+    );
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut buf = Vec::with_capacity(4096);
+    let mut head = ResponseHead::new();
+    loop {
+        match parse_response(&buf, &Limits::default(), Method::Get, &mut head) {
+            Ok(Parsed::Complete) if (100..200).contains(&head.status) => {
+                buf.drain(..head.head_len);
+            }
+            Ok(Parsed::Complete) if (200..400).contains(&head.status) => return Ok(()),
+            Ok(Parsed::Complete) => return Err(format!("status {}", head.status)),
+            Ok(Parsed::Partial) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(4096);
+        }
+        match stream.read_into(&mut buf).await {
+            Ok(0) => return Err("closed before a response".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,1476 @@
+//! `proxy`: HTTP/1.1 reverse proxy. Pingora's shape: the two sides are named
+//! *downstream* (the client) and *upstream* (the origin server), errors record
+//! which side failed, and every request goes through the same phases in order:
+//!
+//! 1. **request filter**: refuse what cannot be proxied (CONNECT, an oversized body);
+//! 2. **pick upstream**: balance over the servers that are up ([`balance`]);
+//! 3. **rewrite**: encode the upstream request head: hop-by-hop fields dropped,
+//!    forwarding fields added, framing made unambiguous ([`encode_request_head`]);
+//! 4. **connect**: reuse a pooled connection or open one ([`pool`]), retrying on
+//!    another server as the rules allow;
+//! 5. **send**: stream the request body, re-framed, with backpressure;
+//! 6. **response filter**: parse the upstream head with the same `http1` codec and
+//!    encode the downstream head;
+//! 7. **stream**: relay the response body, never holding more than a buffer;
+//! 8. **log and return**: failures are logged with the upstream address; a cleanly
+//!    finished connection goes back to the pool.
+//!
+//! Everything per request lives in buffers reused through the worker, so a warm
+//! keep-alive exchange does not allocate.
+
+pub mod balance;
+pub mod health;
+pub mod pool;
+pub mod upstream;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::{timeout, Instant};
+use toml::Spanned;
+use tracing::{debug, warn};
+
+use crate::config::raw::RawRoute;
+use crate::config::{Config, ConfigError, Locator};
+use crate::conn::{within, Conn, Downstream, Exit, WRITE_HIGH_WATER};
+use crate::http1::body::BodyDecoder;
+use crate::http1::parse::{BodyKind, Method, RequestHead, TargetForm, Version};
+use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
+use crate::http1::write::{self, BodyFraming, ConnectionHeader};
+use crate::http1::Parsed;
+use crate::worker::READ_BUF;
+use balance::{hash64, Balance, HashKey};
+use pool::UpstreamStream;
+use upstream::{GroupState, UpstreamGroup};
+
+/// Which side of the proxy failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client.
+    Downstream,
+    /// The origin server.
+    Upstream,
+}
+
+/// What went wrong.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Connection refused, unreachable, or TLS handshake failed.
+    Connect,
+    /// A deadline passed.
+    Timeout,
+    /// Connection reset or closed before the exchange finished.
+    Reset,
+    /// Bytes that break HTTP/1.1 framing or syntax.
+    Malformed,
+    /// No server is up.
+    NoServer,
+}
+
+/// A proxy failure: the side, the kind, and a cause for the log.
+#[derive(Debug, Clone)]
+pub struct ProxyError {
+    /// Which side failed.
+    pub side: Side,
+    /// What happened.
+    pub kind: ErrorKind,
+    /// Detail for the log line.
+    pub cause: String,
+}
+
+impl ProxyError {
+    fn upstream(kind: ErrorKind, cause: impl fmt::Display) -> Self {
+        ProxyError {
+            side: Side::Upstream,
+            kind,
+            cause: cause.to_string(),
+        }
+    }
+
+    /// The status the client gets: upstream timeouts are 504, no server 503,
+    /// other upstream failures 502; downstream timeouts 408, other faults 400.
+    pub fn status(&self) -> u16 {
+        match (self.side, self.kind) {
+            (Side::Upstream, ErrorKind::Timeout) => 504,
+            (Side::Upstream, ErrorKind::NoServer) => 503,
+            (Side::Upstream, _) => 502,
+            (Side::Downstream, ErrorKind::Timeout) => 408,
+            (Side::Downstream, _) => 400,
+        }
+    }
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = match self.side {
+            Side::Downstream => "downstream",
+            Side::Upstream => "upstream",
+        };
+        write!(f, "{side} {:?}: {}", self.kind, self.cause)
+    }
+}
+
+impl std::error::Error for ProxyError {}
+
+/// Which forwarding fields a route adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forwarding {
+    /// `X-Forwarded-For` (appended), `X-Forwarded-Proto`, `X-Forwarded-Host` (replaced).
+    pub x_forwarded: bool,
+    /// RFC 7239 `Forwarded` (appended).
+    pub forwarded: bool,
+}
+
+/// A `proxy` route: the group and how requests are rewritten for it.
+#[derive(Debug)]
+pub struct ProxyRoute {
+    /// Where requests go.
+    pub group: Arc<UpstreamGroup>,
+    /// Forwarding fields added.
+    pub forwarding: Forwarding,
+    /// Add `Via: 1.1 pier`.
+    pub via: bool,
+    /// Send the client's Host (else the server's `host:port`).
+    pub preserve_host: bool,
+    /// Header set to the client address; incoming copies are removed.
+    pub client_addr_header: Option<Box<str>>,
+    /// Header set to the client certificate's subject; incoming copies are removed.
+    pub client_cert_header: Option<Box<str>>,
+}
+
+/// A worker's proxy state: one [`GroupState`] per upstream group, plus reusable buffers.
+pub struct ProxyWorker {
+    /// Indexed by [`UpstreamGroup::index`].
+    pub groups: Vec<GroupState>,
+    bufs: RefCell<Vec<Vec<u8>>>,
+    heads: RefCell<Vec<ResponseHead>>,
+}
+
+/// Buffers kept for reuse per worker.
+const POOLED_BUFS: usize = 256;
+/// A buffer that grew beyond this is freed rather than pooled.
+const POOLED_BUF_MAX: usize = 128 * 1024;
+/// Request body bytes gathered before a write to the upstream.
+const SEND_HIGH_WATER: usize = 64 * 1024;
+/// Response data at least this large is written straight from the upstream buffer.
+const DIRECT_WRITE_MIN: usize = 16 * 1024;
+/// Upstream read buffer capacity while streaming a body.
+const UPSTREAM_READ_BUF: usize = 32 * 1024;
+
+impl ProxyWorker {
+    /// State for every group of `config`.
+    pub fn new(config: &Config) -> Self {
+        ProxyWorker {
+            groups: config
+                .upstreams
+                .iter()
+                .map(|g| GroupState::new(g))
+                .collect(),
+            bufs: RefCell::new(Vec::new()),
+            heads: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn take_buf(&self) -> Vec<u8> {
+        self.bufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(READ_BUF))
+    }
+
+    fn give_buf(&self, mut b: Vec<u8>) {
+        if b.capacity() > POOLED_BUF_MAX {
+            return;
+        }
+        b.clear();
+        let mut bufs = self.bufs.borrow_mut();
+        if bufs.len() < POOLED_BUFS {
+            bufs.push(b);
+        }
+    }
+
+    fn take_head(&self) -> ResponseHead {
+        self.heads.borrow_mut().pop().unwrap_or_default()
+    }
+
+    fn give_head(&self, h: ResponseHead) {
+        let mut heads = self.heads.borrow_mut();
+        if heads.len() < POOLED_BUFS {
+            heads.push(h);
+        }
+    }
+
+    /// Closes expired idle upstream connections of every group.
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        for g in &self.groups {
+            g.pool.sweep(now);
+        }
+    }
+}
+
+/// What the phases need to know about the downstream request once its head is consumed.
+#[derive(Debug, Clone, Copy)]
+struct RequestInfo {
+    method: Method,
+    version: Version,
+    keep_alive: bool,
+    body: BodyKind,
+    expect_continue: bool,
+    /// `Connection: upgrade` with an `Upgrade` field on a GET.
+    upgrade: bool,
+}
+
+impl RequestInfo {
+    fn new(head: &RequestHead, req: &[u8]) -> Self {
+        let upgrade = head.method == Method::Get
+            && head.version == Version::Http11
+            && head.header(req, "upgrade").is_some()
+            && head
+                .headers(req)
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+                .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
+        RequestInfo {
+            method: head.method,
+            version: head.version,
+            keep_alive: head.keep_alive,
+            body: head.body,
+            expect_continue: head.expect_continue,
+            upgrade,
+        }
+    }
+
+    /// RFC 9110 §9.2.2: safe to send twice.
+    fn idempotent(&self) -> bool {
+        matches!(
+            self.method,
+            Method::Get
+                | Method::Head
+                | Method::Put
+                | Method::Delete
+                | Method::Options
+                | Method::Trace
+        )
+    }
+}
+
+/// Builds a `proxy` route from its raw config.
+pub fn route_from_raw(
+    loc: &Locator<'_>,
+    key: &str,
+    r: &Spanned<RawRoute>,
+    upstreams: &[Arc<UpstreamGroup>],
+) -> Result<ProxyRoute, ConfigError> {
+    let raw = r.get_ref();
+    let Some(name) = &raw.upstream else {
+        return Err(loc.error(
+            r.span(),
+            &format!("{key}.upstream"),
+            "a proxy route needs `upstream`",
+        ));
+    };
+    let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
+        return Err(loc.error(
+            name.span(),
+            &format!("{key}.upstream"),
+            format!("no [[upstream]] named {:?}", name.get_ref()),
+        ));
+    };
+    let forwarding = match raw.forwarded.as_ref().map(|f| f.get_ref().as_str()) {
+        None | Some("x-forwarded") => Forwarding {
+            x_forwarded: true,
+            forwarded: false,
+        },
+        Some("forwarded") => Forwarding {
+            x_forwarded: false,
+            forwarded: true,
+        },
+        Some("both") => Forwarding {
+            x_forwarded: true,
+            forwarded: true,
+        },
+        Some("none") => Forwarding {
+            x_forwarded: false,
+            forwarded: false,
+        },
+        Some(other) => {
+            let f = raw.forwarded.as_ref().expect("matched Some");
+            return Err(loc.error(
+                f.span(),
+                &format!("{key}.forwarded"),
+                format!("unknown value {other:?}; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\""),
+            ));
+        }
+    };
+    let header_name =
+        |h: &Option<Spanned<String>>, k: &str| -> Result<Option<Box<str>>, ConfigError> {
+            let Some(h) = h else { return Ok(None) };
+            let v = h.get_ref();
+            let reserved = [
+                "host",
+                "content-length",
+                "transfer-encoding",
+                "connection",
+                "upgrade",
+                "te",
+                "trailer",
+                "keep-alive",
+            ];
+            if v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                || reserved.contains(&v.to_ascii_lowercase().as_str())
+            {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.{k}"),
+                    format!("{v:?} is not a header name that can be set here"),
+                ));
+            }
+            Ok(Some(v.clone().into_boxed_str()))
+        };
+    Ok(ProxyRoute {
+        group: group.clone(),
+        forwarding,
+        via: raw.via.unwrap_or(true),
+        preserve_host: raw.preserve_host.unwrap_or(true),
+        client_addr_header: header_name(&raw.client_addr_header, "client_addr_header")?,
+        client_cert_header: header_name(&raw.client_cert_header, "client_cert_header")?,
+    })
+}
+
+/// Non-empty elements of a comma-separated list, OWS trimmed.
+fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(|e| {
+            let start = e
+                .iter()
+                .position(|&b| b != b' ' && b != b'\t')
+                .unwrap_or(e.len());
+            let end = e
+                .iter()
+                .rposition(|&b| b != b' ' && b != b'\t')
+                .map_or(start, |i| i + 1);
+            &e[start..end.max(start)]
+        })
+        .filter(|e| !e.is_empty())
+}
+
+/// Fields never forwarded as received, in either direction (RFC 9110 §7.6.1),
+/// plus the framing fields the proxy writes itself.
+fn is_hop_by_hop(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 8] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+    ];
+    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// Whether a `Connection` field of the message names `name` (those fields are
+/// hop-by-hop too: `Connection: close, X-Foo` means X-Foo is for this hop only).
+fn named_by_connection<'b>(
+    mut connection_values: impl Iterator<Item = &'b [u8]>,
+    name: &[u8],
+) -> bool {
+    connection_values.any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name)))
+}
+
+/// Phase 3: encodes the upstream request head. Host first (the client's, or the
+/// server's when `preserve_host` is off), then the client's fields minus
+/// hop-by-hop ones and those the proxy sets, then forwarding fields, then
+/// exactly one framing field.
+#[allow(clippy::too_many_arguments)]
+fn encode_request_head(
+    out: &mut Vec<u8>,
+    head: &RequestHead,
+    req: &[u8],
+    route: &ProxyRoute,
+    server_authority: &str,
+    peer: SocketAddr,
+    secure: bool,
+    info: &RequestInfo,
+) {
+    out.extend_from_slice(head.method_token(req));
+    out.push(b' ');
+    if head.target_form == TargetForm::Absolute {
+        out.extend_from_slice(head.path(req));
+        if let Some(q) = head.query(req) {
+            out.push(b'?');
+            out.extend_from_slice(q);
+        }
+    } else {
+        out.extend_from_slice(head.target(req));
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    let client_host = head.host(req).filter(|h| !h.is_empty());
+    match client_host {
+        Some(h) if route.preserve_host => out.extend_from_slice(h),
+        _ => out.extend_from_slice(server_authority.as_bytes()),
+    }
+    out.extend_from_slice(b"\r\n");
+
+    let has_connection = head.header(req, "connection").is_some();
+    let connection_values = || {
+        head.headers(req)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+            .map(|(_, v)| v)
+    };
+    let fw = route.forwarding;
+    let mut xff_seen = false;
+    for (name, value) in head.headers(req) {
+        let replaced = name.eq_ignore_ascii_case(b"host")
+            || name.eq_ignore_ascii_case(b"expect")
+            || (fw.x_forwarded
+                && (name.eq_ignore_ascii_case(b"x-forwarded-for")
+                    || name.eq_ignore_ascii_case(b"x-forwarded-proto")
+                    || name.eq_ignore_ascii_case(b"x-forwarded-host")))
+            || route
+                .client_addr_header
+                .as_deref()
+                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+            || route
+                .client_cert_header
+                .as_deref()
+                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()));
+        if replaced || is_hop_by_hop(name) {
+            continue;
+        }
+        if has_connection && named_by_connection(connection_values(), name) {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    let ip = peer.ip();
+    if fw.x_forwarded {
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        for (name, value) in head.headers(req) {
+            if name.eq_ignore_ascii_case(b"x-forwarded-for")
+                && !value.is_empty()
+                && !(has_connection && named_by_connection(connection_values(), name))
+            {
+                out.extend_from_slice(value);
+                out.extend_from_slice(b", ");
+                xff_seen = true;
+            }
+        }
+        let _ = xff_seen;
+        let _ = write!(out, "{ip}");
+        out.extend_from_slice(if secure {
+            b"\r\nX-Forwarded-Proto: https\r\n"
+        } else {
+            b"\r\nX-Forwarded-Proto: http\r\n"
+        });
+        if let Some(h) = client_host {
+            out.extend_from_slice(b"X-Forwarded-Host: ");
+            out.extend_from_slice(h);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if fw.forwarded {
+        out.extend_from_slice(b"Forwarded: for=");
+        match ip {
+            IpAddr::V4(v4) => {
+                let _ = write!(out, "{v4}");
+            }
+            IpAddr::V6(v6) => {
+                let _ = write!(out, "\"[{v6}]\"");
+            }
+        }
+        out.extend_from_slice(if secure {
+            b";proto=https"
+        } else {
+            b";proto=http"
+        });
+        if let Some(h) = client_host {
+            out.extend_from_slice(b";host=\"");
+            out.extend_from_slice(h);
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    if route.via {
+        out.extend_from_slice(b"Via: 1.1 pier\r\n");
+    }
+    if let Some(h) = &route.client_addr_header {
+        out.extend_from_slice(h.as_bytes());
+        let _ = write!(out, ": {ip}\r\n");
+    }
+    if info.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
+        out.extend_from_slice(head.header(req, "upgrade").unwrap_or(b""));
+        out.extend_from_slice(b"\r\n");
+    }
+    match info.body {
+        BodyKind::None => {}
+        BodyKind::Length(n) => {
+            out.extend_from_slice(b"Content-Length: ");
+            write::write_decimal(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyKind::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Phase 6: the downstream response head from the upstream one. Our `Server`,
+/// `Date`, framing and `Connection`; the upstream's other end-to-end fields.
+/// `keep_length` passes the upstream's Content-Length through (HEAD and 304,
+/// where it describes a body that is not sent).
+#[allow(clippy::too_many_arguments)]
+fn encode_response_head(
+    out: &mut Vec<u8>,
+    resp: &ResponseHead,
+    buf: &[u8],
+    date: &[u8],
+    framing: BodyFraming,
+    connection: ConnectionHeader,
+    keep_length: bool,
+    upgrade: bool,
+) {
+    write::write_head_start(out, resp.status, date, framing, connection);
+    let has_connection = resp.header(buf, "connection").is_some();
+    let connection_values = || {
+        resp.headers(buf)
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+            .map(|(_, v)| v)
+    };
+    for (name, value) in resp.headers(buf) {
+        let keep = if name.eq_ignore_ascii_case(b"content-length") {
+            keep_length
+        } else if upgrade && name.eq_ignore_ascii_case(b"upgrade") {
+            true
+        } else {
+            let ours = is_hop_by_hop(name)
+                || name.eq_ignore_ascii_case(b"date")
+                || name.eq_ignore_ascii_case(b"server");
+            let named = has_connection && named_by_connection(connection_values(), name);
+            !(ours || named)
+        };
+        if keep {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The balancing key of a request (for `balance = "hash"`).
+fn hash_key(key: &HashKey, head: &RequestHead, req: &[u8], peer: SocketAddr) -> u64 {
+    match key {
+        HashKey::ClientIp => match peer.ip() {
+            IpAddr::V4(v4) => hash64(&v4.octets()),
+            IpAddr::V6(v6) => hash64(&v6.octets()),
+        },
+        HashKey::Path => hash64(head.path(req)),
+        HashKey::Header(name) => hash64(head.header(req, name).unwrap_or(b"")),
+    }
+}
+
+/// Opens a connection to server `i` (and its TLS session) within the connect timeout.
+pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<UpstreamStream, ProxyError> {
+    let server = &group.servers[i];
+    let attempt = async {
+        let tcp = TcpStream::connect(server.addr)
+            .await
+            .map_err(|e| ProxyError::upstream(ErrorKind::Connect, e))?;
+        let _ = tcp.set_nodelay(true);
+        match &group.tls {
+            None => Ok(UpstreamStream::Plain(tcp)),
+            Some(tls) => {
+                let name = match &tls.sni {
+                    Some(n) => n.clone(),
+                    None => rustls::pki_types::ServerName::try_from(
+                        upstream::host_of(&server.authority).to_string(),
+                    )
+                    .map_err(|e| ProxyError::upstream(ErrorKind::Connect, e))?,
+                };
+                let s = tokio_rustls::TlsConnector::from(tls.config.clone())
+                    .connect(name, tcp)
+                    .await
+                    .map_err(|e| ProxyError::upstream(ErrorKind::Connect, format!("TLS: {e}")))?;
+                Ok(UpstreamStream::Tls(Box::new(s)))
+            }
+        }
+    };
+    match timeout(group.connect_timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(ProxyError::upstream(
+            ErrorKind::Timeout,
+            "connect timed out",
+        )),
+    }
+}
+
+/// Counts a request as in flight on a server (least_conn) while alive.
+struct InFlight<'a>(&'a std::cell::Cell<u32>);
+
+impl<'a> InFlight<'a> {
+    fn new(c: &'a std::cell::Cell<u32>) -> Self {
+        c.set(c.get() + 1);
+        InFlight(c)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// How sending a request failed.
+enum SendError {
+    /// The client failed (or sent a bad body); the exchange is over.
+    Downstream(Exit),
+    /// The upstream failed while the request was being written; true when the
+    /// whole request is still in the buffer and could be sent again.
+    Upstream(ProxyError, bool),
+}
+
+/// How reading a response head failed.
+struct HeadError {
+    error: ProxyError,
+    /// No byte of a response arrived (so a retry cannot duplicate a response).
+    nothing_received: bool,
+}
+
+/// Serves a request routed to a proxy: the phases in order. Returns whether the
+/// downstream connection stays open.
+pub(crate) async fn serve<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    route: &ProxyRoute,
+) -> Result<bool, Exit> {
+    let ctx = conn.ctx;
+    let http = &ctx.config.http;
+    let group = &*route.group;
+    let state = &ctx.proxy.groups[group.index];
+    let b = conn.bufs.as_mut().expect("buffers held while handling");
+    let req = &b.read[conn.rpos..];
+    let info = RequestInfo::new(&b.head, req);
+
+    // Phase 1: request filter.
+    if let BodyKind::Length(n) = info.body {
+        if n > http.max_body_bytes {
+            return Err(Exit::Reject(413));
+        }
+    }
+    if info.method == Method::Connect {
+        return Err(Exit::Reject(405));
+    }
+    let key = match &group.balance {
+        Balance::Hash(k) => hash_key(k, &b.head, req, conn.peer),
+        _ => 0,
+    };
+
+    // The rewrite depends on the server only when Host is replaced, so the head is
+    // encoded once, and again for another server only in that case.
+    let head_start = conn.rpos;
+    let body_start = head_start + b.head.head_len;
+    let mut up_head = ctx.proxy.take_buf();
+    let mut up_read = ctx.proxy.take_buf();
+    let mut out = ctx.proxy.take_buf();
+    let mut resp = ctx.proxy.take_head();
+    let mut encoded_for = None;
+
+    let decoder_start = BodyDecoder::new(info.body).with_max_body(http.max_body_bytes);
+    let mut tried: Vec<usize> = Vec::new();
+    let mut retries_left = group.retries;
+    let mut stale_retry_left = true;
+    let mut fresh_only = false;
+    let mut continued = !info.expect_continue;
+    // Where the request ended in the buffer once it was sent whole.
+    let mut request_end: Option<usize> = None;
+
+    let result = loop {
+        let now = std::time::Instant::now();
+        // Phase 2: pick upstream.
+        let Some(server) = balance::pick(group, state, key, &tried, now) else {
+            let e = ProxyError::upstream(ErrorKind::NoServer, "no server is up");
+            break Err((e, None));
+        };
+        let addr = group.servers[server].addr;
+        if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
+            // Retries happen only while the buffer still holds the whole request.
+            up_head.clear();
+            let b = conn.bufs.as_ref().expect("buffers held while handling");
+            encode_request_head(
+                &mut up_head,
+                &b.head,
+                &b.read[head_start..],
+                route,
+                &group.servers[server].authority,
+                conn.peer,
+                D::SECURE,
+                &info,
+            );
+            encoded_for = Some(server);
+        }
+
+        // Phase 4: connect. Nothing has been sent on a failed connect, so any
+        // method may go to another server.
+        let pooled = if fresh_only {
+            None
+        } else {
+            state.pool.checkout(server, now)
+        };
+        fresh_only = false;
+        let reused = pooled.is_some();
+        let mut up = match pooled {
+            Some(s) => s,
+            None => match connect(group, server).await {
+                Ok(s) => s,
+                Err(e) => {
+                    note_failure(group, state, server, &e);
+                    if retries_left > 0 {
+                        retries_left -= 1;
+                        tried.push(server);
+                        continue;
+                    }
+                    break Err((e, Some(addr)));
+                }
+            },
+        };
+        let in_flight = InFlight::new(&state.servers[server].active);
+
+        // Phase 5: send the head and body.
+        conn.rpos = body_start;
+        let mut decoder = decoder_start.clone();
+        let sent = send_request(
+            conn,
+            &mut up,
+            &up_head,
+            &mut out,
+            &mut decoder,
+            &info,
+            &mut continued,
+            group.read_timeout,
+        )
+        .await;
+        let early_failure = match sent {
+            Ok(replayable) => {
+                request_end = Some(conn.rpos);
+                // Phase 6: response head.
+                up_read.clear();
+                match read_response_head(&mut up, &mut up_read, &mut resp, &info, group, http).await
+                {
+                    Ok(()) => {
+                        state.record_success(server);
+                        break Ok((server, up, in_flight));
+                    }
+                    Err(HeadError {
+                        error,
+                        nothing_received: true,
+                    }) if error.kind == ErrorKind::Reset => (error, replayable),
+                    Err(HeadError { error, .. }) => {
+                        note_failure(group, state, server, &error);
+                        break Err((error, Some(addr)));
+                    }
+                }
+            }
+            Err(SendError::Downstream(exit)) => {
+                ctx.proxy.give_buf(up_head);
+                ctx.proxy.give_buf(up_read);
+                ctx.proxy.give_buf(out);
+                ctx.proxy.give_head(resp);
+                return Err(exit);
+            }
+            Err(SendError::Upstream(e, replayable)) => (e, replayable),
+        };
+        // Failed before any response byte: a reused pooled connection is retried
+        // once on a fresh connection to the same server (the upstream closed it
+        // while idle), otherwise idempotent requests go to another server while
+        // retries are left. Either way the whole request must still be buffered.
+        let (error, replayable) = early_failure;
+        if !reused {
+            note_failure(group, state, server, &error);
+        }
+        if replayable {
+            if reused && stale_retry_left {
+                stale_retry_left = false;
+                fresh_only = true;
+                debug!(upstream = %addr, error = %error, "pooled connection was dead; retrying on a fresh one");
+                continue;
+            }
+            if retries_left > 0 && info.idempotent() {
+                retries_left -= 1;
+                tried.push(server);
+                continue;
+            }
+        }
+        break Err((error, Some(addr)));
+    };
+
+    let outcome = match result {
+        Err((e, addr)) => {
+            let status = e.status();
+            match addr {
+                Some(a) => {
+                    warn!(upstream = %a, group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
+                }
+                None => {
+                    warn!(group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
+                }
+            }
+            let end = match info.body {
+                BodyKind::None => Some(body_start),
+                _ => request_end,
+            };
+            finish_with_error(conn, &info, status, end)
+        }
+        Ok((server, up, _in_flight)) => {
+            relay_response(conn, route, &info, server, up, &mut up_read, &resp).await
+        }
+    };
+    ctx.proxy.give_buf(up_head);
+    ctx.proxy.give_buf(up_read);
+    ctx.proxy.give_buf(out);
+    ctx.proxy.give_head(resp);
+    outcome
+}
+
+/// Counts a failure against a server's passive health, logging when it goes down.
+fn note_failure(group: &UpstreamGroup, state: &GroupState, server: usize, e: &ProxyError) {
+    if state.record_failure(group, server, std::time::Instant::now()) {
+        warn!(
+            upstream = %group.servers[server].addr,
+            group = %group.name,
+            fails = group.max_fails,
+            down_for = ?group.fail_timeout,
+            error = %e,
+            "upstream marked down"
+        );
+    }
+}
+
+/// After a failure before any response byte was sent downstream: answer with
+/// `status`, keeping the connection only if the whole request was consumed
+/// (`request_end` is where it ended), since otherwise its framing is in doubt.
+fn finish_with_error<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    info: &RequestInfo,
+    status: u16,
+    request_end: Option<usize>,
+) -> Result<bool, Exit> {
+    let ctx = conn.ctx;
+    let Some(end) = request_end else {
+        return Err(Exit::Reject(status));
+    };
+    conn.rpos = end;
+    let keep_alive = info.keep_alive && !ctx.draining.get();
+    let connection = connection_header(keep_alive, info.version);
+    let b = conn.bufs.as_mut().expect("buffers held while handling");
+    let mut date = ctx.date.borrow_mut();
+    write::write_status_body(
+        &mut b.write,
+        status,
+        date.get(),
+        connection,
+        std::iter::empty(),
+        info.method == Method::Head,
+    );
+    Ok(keep_alive)
+}
+
+fn connection_header(keep_alive: bool, version: Version) -> ConnectionHeader {
+    if !keep_alive {
+        ConnectionHeader::Close
+    } else if version == Version::Http10 {
+        ConnectionHeader::KeepAlive
+    } else {
+        ConnectionHeader::Omit
+    }
+}
+
+/// Phase 5: writes the upstream head and streams the request body, re-framed
+/// (chunked stays chunked, re-encoded; a length stays that length). Body bytes
+/// already buffered go with the head in one write. Returns whether the whole
+/// request came from the buffer (so it can be sent again after an early failure).
+#[allow(clippy::too_many_arguments)]
+async fn send_request<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    up: &mut UpstreamStream,
+    up_head: &[u8],
+    out: &mut Vec<u8>,
+    decoder: &mut BodyDecoder,
+    info: &RequestInfo,
+    continued: &mut bool,
+    idle: Duration,
+) -> Result<bool, SendError> {
+    let http = &conn.ctx.config.http;
+    let chunked = info.body == BodyKind::Chunked;
+    out.clear();
+    out.extend_from_slice(up_head);
+    let mut replayable = true;
+    loop {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        if !decoder.is_done() {
+            let step = decoder
+                .decode(&b.read[conn.rpos..])
+                .map_err(|e| SendError::Downstream(Exit::Reject(e.status())))?;
+            if chunked {
+                write::write_chunk(out, step.data);
+            } else {
+                out.extend_from_slice(step.data);
+            }
+            conn.rpos += step.consumed;
+            if step.done && chunked {
+                out.extend_from_slice(write::LAST_CHUNK);
+            }
+            if !step.done && step.consumed > 0 && conn.rpos < b.read.len() {
+                if out.len() >= SEND_HIGH_WATER {
+                    write_upstream(up, out, idle, replayable).await?;
+                }
+                continue;
+            }
+        }
+        if decoder.is_done() {
+            write_upstream(up, out, idle, replayable).await?;
+            return Ok(replayable);
+        }
+        // The buffered body is used up: pass on what we have, then wait for more.
+        if !out.is_empty() {
+            write_upstream(up, out, idle, replayable).await?;
+        }
+        if !*continued {
+            *continued = true;
+            b.write.extend_from_slice(write::CONTINUE);
+            if conn.flush().await.is_err() {
+                return Err(SendError::Downstream(Exit::Broken));
+            }
+        }
+        replayable = false;
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        if conn.rpos > 0 {
+            b.read.drain(..conn.rpos);
+            conn.rpos = 0;
+        }
+        if b.read.capacity() - b.read.len() < 2048 {
+            b.read.reserve(READ_BUF);
+        }
+        match timeout(http.body_read_timeout, conn.io.read_into(&mut b.read)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Downstream(Exit::Broken)),
+            Ok(Ok(_)) => {}
+            Err(_) => return Err(SendError::Downstream(Exit::Reject(408))),
+        }
+    }
+}
+
+async fn write_upstream(
+    up: &mut UpstreamStream,
+    out: &mut Vec<u8>,
+    idle: Duration,
+    replayable: bool,
+) -> Result<(), SendError> {
+    // Most writes complete at once; `within` arms a timer only when one does not.
+    let r = within(idle, up.write_all(out)).await;
+    out.clear();
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(SendError::Upstream(
+            ProxyError::upstream(ErrorKind::Timeout, "request write timed out"),
+            false,
+        )),
+        Err(e) => Err(SendError::Upstream(
+            ProxyError::upstream(ErrorKind::Reset, e),
+            replayable,
+        )),
+    }
+}
+
+/// Reads the upstream response head into `buf`, skipping interim 1xx heads
+/// other than 101 (the proxy answered `Expect: 100-continue` itself).
+async fn read_response_head(
+    up: &mut UpstreamStream,
+    buf: &mut Vec<u8>,
+    resp: &mut ResponseHead,
+    info: &RequestInfo,
+    group: &UpstreamGroup,
+    http: &crate::config::HttpConfig,
+) -> Result<(), HeadError> {
+    let deadline = Instant::now() + group.response_timeout;
+    let mut received = false;
+    loop {
+        match parse_response(buf, &http.limits, info.method, resp) {
+            Ok(Parsed::Complete) => {
+                if (100..200).contains(&resp.status) && resp.status != 101 {
+                    buf.drain(..resp.head_len);
+                    continue;
+                }
+                if resp.status == 101 && !info.upgrade {
+                    return Err(HeadError {
+                        error: ProxyError::upstream(
+                            ErrorKind::Malformed,
+                            "101 to a request that did not ask to upgrade",
+                        ),
+                        nothing_received: false,
+                    });
+                }
+                return Ok(());
+            }
+            Ok(Parsed::Partial) => {}
+            Err(e) => {
+                return Err(HeadError {
+                    error: ProxyError::upstream(ErrorKind::Malformed, e),
+                    nothing_received: false,
+                })
+            }
+        }
+        if buf.capacity() - buf.len() < 2048 {
+            buf.reserve(READ_BUF);
+        }
+        match tokio::time::timeout_at(deadline, up.read_into(buf)).await {
+            Ok(Ok(0)) => {
+                return Err(HeadError {
+                    error: ProxyError::upstream(
+                        ErrorKind::Reset,
+                        if received {
+                            "connection closed inside the response head"
+                        } else {
+                            "connection closed before a response"
+                        },
+                    ),
+                    nothing_received: !received,
+                })
+            }
+            Ok(Ok(_)) => received = true,
+            Ok(Err(e)) => {
+                return Err(HeadError {
+                    error: ProxyError::upstream(ErrorKind::Reset, e),
+                    nothing_received: !received,
+                })
+            }
+            Err(_) => {
+                return Err(HeadError {
+                    error: ProxyError::upstream(ErrorKind::Timeout, "no response head in time"),
+                    nothing_received: !received,
+                })
+            }
+        }
+    }
+}
+
+/// Phases 6-8: writes the downstream head, streams the body, returns the
+/// upstream connection to the pool when the exchange ended cleanly.
+#[allow(clippy::too_many_arguments)]
+async fn relay_response<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    route: &ProxyRoute,
+    info: &RequestInfo,
+    server: usize,
+    mut up: UpstreamStream,
+    up_read: &mut Vec<u8>,
+    resp: &ResponseHead,
+) -> Result<bool, Exit> {
+    let ctx = conn.ctx;
+    let group = &*route.group;
+    let state = &ctx.proxy.groups[group.index];
+    let addr = group.servers[server].addr;
+
+    if resp.status == 101 {
+        return tunnel(conn, group, server, up, up_read, resp).await;
+    }
+
+    let http11 = info.version == Version::Http11;
+    let (framing, mut decoder, chunked_out) = match resp.body {
+        ResponseBody::None => (BodyFraming::None, None, false),
+        ResponseBody::Length(n) => (
+            BodyFraming::Length(n),
+            Some(BodyDecoder::new(BodyKind::Length(n))),
+            false,
+        ),
+        ResponseBody::Chunked if http11 => (
+            BodyFraming::Chunked,
+            Some(BodyDecoder::new(BodyKind::Chunked)),
+            true,
+        ),
+        ResponseBody::Chunked => (
+            BodyFraming::None,
+            Some(BodyDecoder::new(BodyKind::Chunked)),
+            false,
+        ),
+        ResponseBody::UntilClose if http11 => {
+            (BodyFraming::Chunked, Some(BodyDecoder::until_close()), true)
+        }
+        ResponseBody::UntilClose => (BodyFraming::None, Some(BodyDecoder::until_close()), false),
+    };
+    // Without a length or chunks, only closing can end the body for this client.
+    let delimited = framing != BodyFraming::None || resp.body == ResponseBody::None;
+    let keep_alive = info.keep_alive && delimited && !ctx.draining.get();
+    let keep_length =
+        resp.body == ResponseBody::None && (info.method == Method::Head || resp.status == 304);
+    {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        let mut date = ctx.date.borrow_mut();
+        encode_response_head(
+            &mut b.write,
+            resp,
+            up_read,
+            date.get(),
+            framing,
+            connection_header(keep_alive, info.version),
+            keep_length,
+            false,
+        );
+    }
+
+    let mut pos = resp.head_len;
+    let mut clean = true;
+    if let Some(decoder) = decoder.as_mut() {
+        loop {
+            let step = match decoder.decode(&up_read[pos..]) {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(upstream = %addr, group = %group.name, error = %e, "upstream response body malformed");
+                    return Err(Exit::Broken);
+                }
+            };
+            pos += step.consumed;
+            if !step.data.is_empty() {
+                emit(conn, step.data, chunked_out).await?;
+            }
+            if step.done {
+                break;
+            }
+            if step.consumed > 0 && pos < up_read.len() {
+                // More chunks already buffered: decode them before reading again.
+                continue;
+            }
+            if pos >= up_read.len() {
+                up_read.clear();
+                pos = 0;
+            } else if pos > 0 {
+                up_read.drain(..pos);
+                pos = 0;
+            }
+            if up_read.capacity() - up_read.len() < 4096 {
+                up_read.reserve(UPSTREAM_READ_BUF);
+            }
+            // Backpressure: nothing more is read from the upstream until the
+            // client has taken what is pending.
+            if conn.flush().await.is_err() {
+                return Err(Exit::Broken);
+            }
+            match timeout(group.read_timeout, up.read_into(up_read)).await {
+                Ok(Ok(0)) => {
+                    if decoder.finish().is_ok() {
+                        clean = false;
+                        break;
+                    }
+                    warn!(upstream = %addr, group = %group.name, "upstream closed inside the response body");
+                    return Err(Exit::Broken);
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    warn!(upstream = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
+                    return Err(Exit::Broken);
+                }
+                Err(_) => {
+                    warn!(upstream = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
+                    return Err(Exit::Broken);
+                }
+            }
+        }
+    }
+    if chunked_out {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        b.write.extend_from_slice(write::LAST_CHUNK);
+    }
+    if clean && resp.keep_alive && pos >= up_read.len() {
+        state.pool.checkin(server, up, std::time::Instant::now());
+    }
+    Ok(keep_alive)
+}
+
+/// Sends response body bytes downstream: through the output buffer when small,
+/// straight from the upstream buffer when large (no copy).
+async fn emit<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    data: &[u8],
+    chunked: bool,
+) -> Result<(), Exit> {
+    let write_timeout = conn.ctx.config.http.write_timeout;
+    let b = conn.bufs.as_mut().expect("buffers held while proxying");
+    if data.len() < DIRECT_WRITE_MIN || b.write.len() + data.len() <= WRITE_HIGH_WATER {
+        if chunked {
+            write::write_chunk(&mut b.write, data);
+        } else {
+            b.write.extend_from_slice(data);
+        }
+        if b.write.len() >= WRITE_HIGH_WATER && conn.flush().await.is_err() {
+            return Err(Exit::Broken);
+        }
+        return Ok(());
+    }
+    if chunked {
+        write::write_chunk_size(&mut b.write, data.len());
+    }
+    if conn.flush().await.is_err() {
+        return Err(Exit::Broken);
+    }
+    if within(write_timeout, conn.io.write_all(data))
+        .await
+        .is_err()
+    {
+        return Err(Exit::Broken);
+    }
+    if chunked {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        b.write.extend_from_slice(b"\r\n");
+    }
+    Ok(())
+}
+
+/// After a 101: forwards the head, then relays bytes both ways until either
+/// side closes or the group's read timeout passes with no traffic.
+async fn tunnel<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    group: &UpstreamGroup,
+    server: usize,
+    mut up: UpstreamStream,
+    up_read: &[u8],
+    resp: &ResponseHead,
+) -> Result<bool, Exit> {
+    let ctx = conn.ctx;
+    {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        let mut date = ctx.date.borrow_mut();
+        encode_response_head(
+            &mut b.write,
+            resp,
+            up_read,
+            date.get(),
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            false,
+            true,
+        );
+        // Bytes the upstream sent right after its head belong to the new protocol.
+        b.write.extend_from_slice(&up_read[resp.head_len..]);
+    }
+    if conn.flush().await.is_err() {
+        return Err(Exit::Broken);
+    }
+    // Bytes the client sent after its request, likewise.
+    let early = {
+        let b = conn.bufs.as_mut().expect("buffers held while proxying");
+        let early = b.read[conn.rpos..].to_vec();
+        conn.rpos = b.read.len();
+        early
+    };
+    if !early.is_empty() && up.write_all(&early).await.is_err() {
+        return Err(Exit::Broken);
+    }
+    let r = crate::stream_proxy::relay(conn.io.io_mut(), &mut up, group.read_timeout).await;
+    debug!(upstream = %group.servers[server].addr, result = ?r, "upgraded connection ended");
+    Err(Exit::Broken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::parse::{parse_request, Limits};
+
+    fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
+        let group = UpstreamGroup {
+            name: "t".into(),
+            index: 0,
+            servers: Vec::new(),
+            balance: Balance::RoundRobin,
+            ring: None,
+            tls: None,
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+            retries: 1,
+            max_idle: 1,
+            idle_timeout: Duration::from_secs(1),
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(1),
+            health_check: None,
+        };
+        ProxyRoute {
+            group: Arc::new(group),
+            forwarding,
+            via,
+            preserve_host,
+            client_addr_header: Some("X-Real-IP".into()),
+            client_cert_header: None,
+        }
+    }
+
+    fn rewrite(raw: &[u8], r: &ProxyRoute) -> String {
+        let mut head = RequestHead::new();
+        assert_eq!(
+            parse_request(raw, &Limits::default(), &mut head),
+            Ok(Parsed::Complete)
+        );
+        let info = RequestInfo::new(&head, raw);
+        let mut out = Vec::new();
+        encode_request_head(
+            &mut out,
+            &head,
+            raw,
+            r,
+            "10.0.0.9:3000",
+            "192.0.2.7:5555".parse().unwrap(),
+            false,
+            &info,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    const XFWD: Forwarding = Forwarding {
+        x_forwarded: true,
+        forwarded: false,
+    };
+
+    #[test]
+    fn hop_by_hop_and_connection_named_fields_are_dropped() {
+        let r = route(XFWD, true, true);
+        let out = rewrite(
+            b"GET /a?b HTTP/1.1\r\nHost: ex.com\r\nConnection: close, X-Foo\r\nX-Foo: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Connection: x\r\nUpgrade: h2c\r\nX-Bar: 2\r\nX-Real-IP: 6.6.6.6\r\n\r\n",
+            &r,
+        );
+        assert!(
+            out.starts_with("GET /a?b HTTP/1.1\r\nHost: ex.com\r\n"),
+            "{out}"
+        );
+        for gone in [
+            "X-Foo",
+            "Keep-Alive",
+            "TE:",
+            "Proxy-Connection",
+            "Upgrade",
+            "Connection",
+            "6.6.6.6",
+        ] {
+            assert!(!out.contains(gone), "{gone} forwarded: {out}");
+        }
+        assert!(out.contains("X-Bar: 2\r\n"));
+        assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"));
+        assert!(out.contains("X-Forwarded-Proto: http\r\n"));
+        assert!(out.contains("X-Forwarded-Host: ex.com\r\n"));
+        assert!(out.contains("Via: 1.1 pier\r\n"));
+        assert!(out.contains("X-Real-IP: 192.0.2.7\r\n"));
+        assert!(out.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn framing_is_exactly_one_field_and_xff_appends() {
+        let r = route(
+            Forwarding {
+                x_forwarded: true,
+                forwarded: true,
+            },
+            false,
+            false,
+        );
+        let out = rewrite(
+            b"POST http://ex.com/p?q=1 HTTP/1.1\r\nHost: ex.com\r\nTransfer-Encoding: chunked\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-Proto: evil\r\nExpect: 100-continue\r\n\r\n",
+            &r,
+        );
+        assert!(
+            out.starts_with("POST /p?q=1 HTTP/1.1\r\nHost: 10.0.0.9:3000\r\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("Transfer-Encoding: chunked\r\n").count(), 1);
+        assert!(!out.contains("Content-Length"));
+        assert!(!out.contains("evil"));
+        assert!(!out.contains("Expect"));
+        assert!(
+            out.contains("X-Forwarded-For: 1.1.1.1, 192.0.2.7\r\n"),
+            "{out}"
+        );
+        assert!(out.contains("Forwarded: for=192.0.2.7;proto=http;host=\"ex.com\"\r\n"));
+        assert!(!out.contains("Via"));
+
+        let out = rewrite(
+            b"PUT /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n",
+            &r,
+        );
+        assert_eq!(out.matches("Content-Length: 3\r\n").count(), 1);
+    }
+
+    #[test]
+    fn upgrade_is_forwarded_only_when_asked_for() {
+        let r = route(XFWD, false, true);
+        let out = rewrite(
+            b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n",
+            &r,
+        );
+        assert!(
+            out.contains("Connection: upgrade\r\nUpgrade: websocket\r\n"),
+            "{out}"
+        );
+        assert!(out.contains("Sec-WebSocket-Key: k\r\n"));
+    }
+
+    #[test]
+    fn response_head_keeps_end_to_end_fields_only() {
+        let raw = b"HTTP/1.1 200 OK\r\nServer: up\r\nDate: x\r\nConnection: X-Up\r\nX-Up: 1\r\nX-Keep: 2\r\nContent-Length: 5\r\nKeep-Alive: timeout=5\r\n\r\n";
+        let mut resp = ResponseHead::new();
+        assert_eq!(
+            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
+            Ok(Parsed::Complete)
+        );
+        let mut out = Vec::new();
+        encode_response_head(
+            &mut out,
+            &resp,
+            raw,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::Length(5),
+            ConnectionHeader::Omit,
+            false,
+            false,
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 200 OK\r\nServer: pier\r\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("Content-Length").count(), 1);
+        assert!(out.contains("X-Keep: 2\r\n"));
+        for gone in ["X-Up", "Keep-Alive", "Server: up", "Date: x", "Connection"] {
+            assert!(!out.contains(gone), "{gone}: {out}");
+        }
+    }
+
+    #[test]
+    fn error_sides_map_to_statuses() {
+        let up = |k| ProxyError::upstream(k, "x").status();
+        assert_eq!(up(ErrorKind::Connect), 502);
+        assert_eq!(up(ErrorKind::Reset), 502);
+        assert_eq!(up(ErrorKind::Malformed), 502);
+        assert_eq!(up(ErrorKind::Timeout), 504);
+        assert_eq!(up(ErrorKind::NoServer), 503);
+        let down = ProxyError {
+            side: Side::Downstream,
+            kind: ErrorKind::Timeout,
+            cause: String::new(),
+        };
+        assert_eq!(down.status(), 408);
+    }
+}

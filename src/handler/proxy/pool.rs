@@ -1,0 +1,211 @@
+//! Per-worker keep-alive pools of upstream connections, one LIFO stack per
+//! server. Only the owning worker touches its pools (`RefCell`, no lock), and the
+//! most recently used connection is reused first, so the rest age out.
+//!
+//! A pooled connection that the upstream closed while idle is noticed without a
+//! system call when its socket already reported readability (EOF or stray data
+//! makes it readable; a healthy idle connection never is); the race where the
+//! close is still in flight is covered by the proxy retrying once on a fresh
+//! connection when a reused one fails before any response byte.
+
+use std::cell::RefCell;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A connection to an upstream server, plain or TLS.
+pub enum UpstreamStream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP (rustls client).
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl UpstreamStream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            UpstreamStream::Plain(s) => s,
+            UpstreamStream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    /// Whether the socket shows no sign of having been closed by the peer: it is
+    /// not readable (readiness already known to the reactor: no system call), or
+    /// a non-blocking read finds nothing.
+    pub fn looks_alive(&self) -> bool {
+        let tcp = self.tcp();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match tcp.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                // Readable while idle: EOF, reset, or bytes no request asked for.
+                matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+
+    /// Reads what is available into the spare capacity of `buf`.
+    pub async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        match self {
+            UpstreamStream::Plain(s) => loop {
+                let room = buf.capacity() - buf.len();
+                match s.try_read_buf(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.readable().await?,
+                    Ok(n) if n > 0 && n < room => {
+                        // A short read drained the socket: forget the readiness, so
+                        // an idle pooled connection shows readable only when the
+                        // upstream sends or closes, and `looks_alive` needs no read.
+                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                        });
+                        return Ok(n);
+                    }
+                    r => return r,
+                }
+            },
+            UpstreamStream::Tls(s) => s.read_buf(buf).await,
+        }
+    }
+
+    /// Writes all of `data` (and flushes TLS records).
+    pub async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        match self {
+            UpstreamStream::Plain(s) => {
+                while !data.is_empty() {
+                    match s.try_write(data) {
+                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                        Ok(n) => data = &data[n..],
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.writable().await?,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+            UpstreamStream::Tls(s) => {
+                s.write_all(data).await?;
+                s.flush().await
+            }
+        }
+    }
+}
+
+impl AsyncRead for UpstreamStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpstreamStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+struct Idle {
+    stream: UpstreamStream,
+    since: Instant,
+}
+
+/// Idle connections of one group, per server.
+pub struct Pool {
+    idle: RefCell<Vec<Vec<Idle>>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+}
+
+impl Pool {
+    /// An empty pool for `servers` servers.
+    pub fn new(servers: usize, max_idle: usize, idle_timeout: Duration) -> Self {
+        Pool {
+            idle: RefCell::new((0..servers).map(|_| Vec::new()).collect()),
+            max_idle,
+            idle_timeout,
+        }
+    }
+
+    /// The most recently returned live connection to `server`, if any; expired
+    /// and dead ones met on the way are closed.
+    pub fn checkout(&self, server: usize, now: Instant) -> Option<UpstreamStream> {
+        let mut idle = self.idle.borrow_mut();
+        let stack = idle.get_mut(server)?;
+        while let Some(c) = stack.pop() {
+            if now.saturating_duration_since(c.since) < self.idle_timeout && c.stream.looks_alive()
+            {
+                return Some(c.stream);
+            }
+        }
+        None
+    }
+
+    /// Keeps a connection whose last exchange ended cleanly.
+    pub fn checkin(&self, server: usize, stream: UpstreamStream, now: Instant) {
+        if self.max_idle == 0 {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        let Some(stack) = idle.get_mut(server) else {
+            return;
+        };
+        // Oldest first: drop what expired, then make room.
+        let expired = stack
+            .iter()
+            .take_while(|c| now.saturating_duration_since(c.since) >= self.idle_timeout)
+            .count();
+        stack.drain(..expired);
+        if stack.len() >= self.max_idle {
+            stack.remove(0);
+        }
+        stack.push(Idle { stream, since: now });
+    }
+
+    /// Closes idle connections past their timeout (run periodically by the worker,
+    /// so a quiet worker does not hold upstream sockets forever).
+    pub fn sweep(&self, now: Instant) {
+        for stack in self.idle.borrow_mut().iter_mut() {
+            stack.retain(|c| {
+                now.saturating_duration_since(c.since) < self.idle_timeout && c.stream.looks_alive()
+            });
+        }
+    }
+
+    /// Idle connections held for `server` (tests and stats).
+    pub fn idle_count(&self, server: usize) -> usize {
+        self.idle.borrow().get(server).map_or(0, Vec::len)
+    }
+}

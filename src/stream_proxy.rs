@@ -1,0 +1,344 @@
+//! TCP/TLS stream forwarding: a `kind = "tcp"` listener (plain or TLS-terminating)
+//! relays each connection to a server of an upstream group, with the same
+//! balancing, retries on connect failure and passive health as the HTTP proxy.
+//! Also the byte relay used after an HTTP upgrade, and reading an incoming
+//! PROXY protocol header.
+//!
+//! The relay is one task polling both directions, each through its own fixed
+//! buffer: a direction reads only when its buffer has been written out, so a slow
+//! reader stops the other side being read (backpressure, bounded memory). End of
+//! stream on one side shuts down the write side of the other (half-close) and
+//! the other direction goes on until it ends too, or until no byte moved for
+//! the idle timeout.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::config::TcpForward;
+use crate::handler::proxy::balance::{self, hash64, Balance, HashKey};
+use crate::handler::proxy::{connect, ErrorKind};
+use crate::proxy_protocol::{self, Version};
+use crate::worker::WorkerCtx;
+
+/// Buffer per direction of a relayed stream.
+pub const RELAY_BUF: usize = 32 * 1024;
+
+/// One direction of a relay: read into `buf`, write it all out, repeat.
+struct Half {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    done: bool,
+    moved: u64,
+}
+
+impl Half {
+    fn new(size: usize) -> Self {
+        Half {
+            buf: vec![0u8; size].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            eof: false,
+            done: false,
+            moved: 0,
+        }
+    }
+
+    /// Moves bytes from `r` to `w` until both would block; `Ready(Ok)` once the
+    /// source ended and the sink was shut down.
+    fn poll_copy<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: &mut R,
+        w: &mut W,
+        progress: &mut bool,
+    ) -> Poll<io::Result<()>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        loop {
+            if self.start == self.end && !self.eof {
+                let mut rb = ReadBuf::new(&mut self.buf);
+                match Pin::new(&mut *r).poll_read(cx, &mut rb) {
+                    Poll::Pending => {
+                        // Nothing to read: make sure what was written is on its way
+                        // (TLS may hold a record until flushed).
+                        ready!(Pin::new(&mut *w).poll_flush(cx))?;
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Ready(Ok(())) => {
+                        let n = rb.filled().len();
+                        if n == 0 {
+                            self.eof = true;
+                        } else {
+                            self.start = 0;
+                            self.end = n;
+                            *progress = true;
+                        }
+                    }
+                }
+            }
+            while self.start < self.end {
+                let n = ready!(Pin::new(&mut *w).poll_write(cx, &self.buf[self.start..self.end]))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.start += n;
+                self.moved += n as u64;
+                *progress = true;
+            }
+            self.start = 0;
+            self.end = 0;
+            if self.eof {
+                ready!(Pin::new(&mut *w).poll_flush(cx))?;
+                ready!(Pin::new(&mut *w).poll_shutdown(cx))?;
+                return Poll::Ready(Ok(()));
+            }
+        }
+    }
+}
+
+/// Relays bytes both ways between `a` and `b` until both directions have ended
+/// (with half-close in between), an error, or `idle` passes with no byte moved.
+/// Returns the bytes moved a->b and b->a.
+pub async fn relay<A, B>(a: &mut A, b: &mut B, idle: Duration) -> io::Result<(u64, u64)>
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut ab = Half::new(RELAY_BUF);
+    let mut ba = Half::new(RELAY_BUF);
+    let sleep = tokio::time::sleep(idle);
+    tokio::pin!(sleep);
+    let mut last = Instant::now();
+    poll_fn(|cx| {
+        let mut progress = false;
+        if !ab.done {
+            match ab.poll_copy(cx, a, b, &mut progress) {
+                Poll::Ready(Ok(())) => ab.done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if !ba.done {
+            match ba.poll_copy(cx, b, a, &mut progress) {
+                Poll::Ready(Ok(())) => ba.done = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        if ab.done && ba.done {
+            return Poll::Ready(Ok((ab.moved, ba.moved)));
+        }
+        if progress {
+            last = Instant::now();
+        }
+        // The timer is re-armed only when it fires, not on every byte.
+        while sleep.as_mut().poll(cx).is_ready() {
+            let due = last + idle;
+            if Instant::now() >= due {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")));
+            }
+            sleep.as_mut().reset(due);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Reads a PROXY protocol header (v1 or v2) from the start of `stream` within
+/// `limit`, consuming exactly its bytes (they are peeked first, so whatever the
+/// client sent after it stays in the socket for TLS or HTTP). Returns the
+/// client address it carries, or `None` when it carries none (v2 LOCAL, v1
+/// UNKNOWN), in which case the socket's peer stands.
+pub async fn receive_proxy_header(
+    stream: &mut TcpStream,
+    limit: Duration,
+) -> Result<Option<SocketAddr>, String> {
+    let work = async {
+        let mut buf = vec![0u8; proxy_protocol::V1_MAX.max(536)];
+        let mut seen = 0;
+        loop {
+            let n = stream.peek(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("connection closed before a PROXY header".to_string());
+            }
+            match proxy_protocol::parse(&buf[..n]) {
+                Ok(proxy_protocol::Parsed::Complete(h, len)) => {
+                    let mut sink = vec![0u8; len];
+                    tokio::io::AsyncReadExt::read_exact(stream, &mut sink)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    return Ok(h.source);
+                }
+                Ok(proxy_protocol::Parsed::Partial) => {
+                    if n == buf.len() {
+                        // A v2 header with TLVs longer than the first buffer.
+                        if buf.len() >= proxy_protocol::V2_MAX {
+                            return Err("PROXY header too long".to_string());
+                        }
+                        buf.resize(proxy_protocol::V2_MAX, 0);
+                    } else if n == seen {
+                        // Peeking again at once would see the same bytes: wait a little.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    seen = n;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    };
+    match tokio::time::timeout(limit, work).await {
+        Ok(r) => r,
+        Err(_) => Err("no PROXY header in time".to_string()),
+    }
+}
+
+/// What a TLS listener learned in the handshake, for PROXY v2 TLVs.
+#[derive(Debug, Default, Clone)]
+pub struct TlsInfo {
+    /// Negotiated ALPN protocol.
+    pub alpn: Option<Vec<u8>>,
+    /// SNI the client sent.
+    pub sni: Option<String>,
+}
+
+/// Forwards one accepted stream to the listener's upstream group.
+pub async fn serve<S>(
+    ctx: &WorkerCtx,
+    fwd: &TcpForward,
+    mut downstream: S,
+    peer: SocketAddr,
+    local: SocketAddr,
+    tls: Option<TlsInfo>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let group = &*fwd.group;
+    let state = &ctx.proxy.groups[group.index];
+    let key = match &group.balance {
+        Balance::Hash(HashKey::ClientIp) => match peer.ip() {
+            std::net::IpAddr::V4(v4) => hash64(&v4.octets()),
+            std::net::IpAddr::V6(v6) => hash64(&v6.octets()),
+        },
+        _ => 0,
+    };
+    let mut tried = Vec::new();
+    let mut retries_left = group.retries;
+    let (server, mut upstream) = loop {
+        let now = std::time::Instant::now();
+        let Some(server) = balance::pick(group, state, key, &tried, now) else {
+            warn!(group = %group.name, %peer, "tcp: no server is up");
+            return;
+        };
+        match connect(group, server).await {
+            Ok(s) => break (server, s),
+            Err(e) => {
+                let addr = group.servers[server].addr;
+                if state.record_failure(group, server, now) {
+                    warn!(upstream = %addr, group = %group.name, "upstream marked down");
+                }
+                warn!(upstream = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
+                if retries_left == 0 {
+                    return;
+                }
+                retries_left -= 1;
+                tried.push(server);
+            }
+        }
+    };
+    state.record_success(server);
+    let addr = group.servers[server].addr;
+    if let Some(version) = fwd.send_proxy_protocol {
+        let mut header = Vec::with_capacity(64);
+        match version {
+            Version::V1 => proxy_protocol::encode_v1(&mut header, peer, local),
+            Version::V2 => {
+                let info = tls.unwrap_or_default();
+                proxy_protocol::encode_v2(
+                    &mut header,
+                    peer,
+                    local,
+                    info.alpn.as_deref(),
+                    info.sni.as_deref().map(str::as_bytes),
+                )
+            }
+        }
+        if let Err(e) = upstream.write_all(&header).await {
+            warn!(upstream = %addr, error = %e, "tcp: sending the PROXY header failed");
+            return;
+        }
+    }
+    let active = &state.servers[server].active;
+    active.set(active.get() + 1);
+    let r = relay(&mut downstream, &mut upstream, fwd.idle_timeout).await;
+    active.set(active.get().saturating_sub(1));
+    match r {
+        Ok((up, down)) => debug!(upstream = %addr, %peer, up, down, "tcp stream ended"),
+        Err(e) => debug!(upstream = %addr, %peer, error = %e, "tcp stream ended"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn relay_copies_both_ways_and_half_closes() {
+        rt().block_on(async {
+            let (mut a_far, mut a) = tokio::io::duplex(64);
+            let (mut b, mut b_far) = tokio::io::duplex(64);
+            let task =
+                tokio::spawn(async move { relay(&mut a, &mut b, Duration::from_secs(5)).await });
+            let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+            let send = big.clone();
+            let writer = tokio::spawn(async move {
+                a_far.write_all(&send).await.unwrap();
+                a_far.shutdown().await.unwrap();
+                let mut back = Vec::new();
+                a_far.read_to_end(&mut back).await.unwrap();
+                back
+            });
+            let mut got = Vec::new();
+            b_far.read_to_end(&mut got).await.unwrap();
+            assert!(got == big, "a->b bytes differ");
+            // a half-closed; b can still answer.
+            b_far.write_all(b"reply").await.unwrap();
+            b_far.shutdown().await.unwrap();
+            assert_eq!(writer.await.unwrap(), b"reply");
+            assert_eq!(task.await.unwrap().unwrap(), (200_000, 5));
+        });
+    }
+
+    #[test]
+    fn relay_ends_on_idle_timeout() {
+        rt().block_on(async {
+            let (_a_far, mut a) = tokio::io::duplex(64);
+            let (mut b, _b_far) = tokio::io::duplex(64);
+            let started = std::time::Instant::now();
+            let r = relay(&mut a, &mut b, Duration::from_millis(100)).await;
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+            assert!(started.elapsed() < Duration::from_secs(2));
+        });
+    }
+}

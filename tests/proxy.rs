@@ -1,0 +1,772 @@
+//! The reverse proxy end to end: a real `pier` in front of small scripted
+//! upstream servers (tests/common/upstream.rs), spoken to with raw bytes.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::upstream::{ok, Reply, Upstream};
+use common::{connect, get, Pier, Reader};
+
+fn servers(addrs: &[(SocketAddr, u32)]) -> String {
+    addrs
+        .iter()
+        .map(|(a, w)| format!("{{ address = \"{a}\", weight = {w} }}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One worker (so pool and balancing counts are exact), one proxy route to "app".
+fn proxy_config(addrs: &[(SocketAddr, u32)], upstream_extra: &str, route_extra: &str) -> String {
+    format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = [{}]
+{upstream_extra}
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+{route_extra}
+"#,
+        servers(addrs)
+    )
+}
+
+fn start(addrs: &[(SocketAddr, u32)], upstream_extra: &str, route_extra: &str) -> Pier {
+    Pier::with_config(&proxy_config(addrs, upstream_extra, route_extra), &[])
+}
+
+fn req(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n")
+}
+
+#[test]
+fn forwards_request_and_response_with_forwarding_headers() {
+    let up = Upstream::start(|r| {
+        Reply::Http(
+            201,
+            vec![
+                ("X-Up".into(), "yes".into()),
+                ("Server".into(), "origin".into()),
+                ("Keep-Alive".into(), "timeout=5".into()),
+            ],
+            format!("{} {}", r.method, r.target).into_bytes(),
+        )
+    });
+    let pier = start(&[(up.addr, 1)], "", "client_addr_header = \"X-Real-IP\"");
+    let resp = get(
+        pier.addr(),
+        "GET /a/b?c=d HTTP/1.1\r\nHost: app.test:8080\r\nX-Forwarded-For: 203.0.113.9\r\nX-Real-IP: 6.6.6.6\r\nX-Forwarded-Proto: gopher\r\n\r\n",
+    );
+    assert_eq!(resp.status, 201);
+    assert_eq!(resp.body, b"GET /a/b?c=d");
+    assert_eq!(resp.header("x-up"), Some("yes"));
+    assert_eq!(resp.header("server"), Some("pier"));
+    assert!(resp.header("keep-alive").is_none());
+    let r = &up.requests()[0];
+    assert_eq!(r.header("host"), Some("app.test:8080"));
+    assert_eq!(r.header("x-forwarded-for"), Some("203.0.113.9, 127.0.0.1"));
+    assert_eq!(r.header("x-forwarded-proto"), Some("http"));
+    assert_eq!(r.header("x-forwarded-host"), Some("app.test:8080"));
+    assert_eq!(r.header("x-real-ip"), Some("127.0.0.1"));
+    assert_eq!(r.count("x-real-ip"), 1);
+    assert_eq!(r.header("via"), Some("1.1 pier"));
+}
+
+#[test]
+fn pool_reuses_one_upstream_connection_across_clients() {
+    let up = Upstream::start(|_| ok("pooled"));
+    let pier = start(&[(up.addr, 1)], "", "");
+    for _ in 0..3 {
+        let mut r = Reader::new(connect(pier.addr()));
+        for _ in 0..5 {
+            r.send(req("/").as_bytes());
+            let resp = r.response(false).unwrap();
+            assert_eq!((resp.status, resp.body.as_slice()), (200, &b"pooled"[..]));
+        }
+    }
+    assert_eq!(up.requests().len(), 15);
+    assert_eq!(
+        up.accepts(),
+        1,
+        "every request went over one pooled connection"
+    );
+}
+
+#[test]
+fn hop_by_hop_fields_are_stripped_and_the_upstream_connection_kept() {
+    let up = Upstream::start(|_| ok("x"));
+    let pier = start(&[(up.addr, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close, X-Foo\r\nX-Foo: secret\r\nX-Bar: kept\r\nTE: trailers\r\nKeep-Alive: 300\r\n\r\n");
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert!(r.closed(), "the client asked to close");
+    let seen = &up.requests()[0];
+    assert!(seen.header("x-foo").is_none(), "{}", seen.head);
+    assert!(seen.header("te").is_none());
+    assert!(seen.header("keep-alive").is_none());
+    assert!(seen.header("connection").is_none());
+    assert_eq!(seen.header("x-bar"), Some("kept"));
+    // The client's close was for its own hop: the upstream connection is reused.
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(up.accepts(), 1);
+}
+
+#[test]
+fn weighted_round_robin_follows_the_weights() {
+    let a = Upstream::start(|_| ok("a"));
+    let b = Upstream::start(|_| ok("b"));
+    let pier = start(&[(a.addr, 1), (b.addr, 3)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    let mut counts = (0, 0);
+    for _ in 0..40 {
+        r.send(req("/").as_bytes());
+        match r.response(false).unwrap().body.as_slice() {
+            b"a" => counts.0 += 1,
+            b"b" => counts.1 += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(counts, (10, 30));
+}
+
+#[test]
+fn consistent_hash_on_a_header_pins_each_key_to_one_server() {
+    let ups: Vec<Upstream> = (0..3)
+        .map(|i| Upstream::start(move |_| ok(&i.to_string())))
+        .collect();
+    let addrs: Vec<(SocketAddr, u32)> = ups.iter().map(|u| (u.addr, 1)).collect();
+    let pier = start(
+        &addrs,
+        "balance = \"hash\"\nhash_key = \"header:X-User\"",
+        "",
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    let mut owners = std::collections::HashMap::new();
+    for round in 0..3 {
+        for user in 0..30 {
+            r.send(format!("GET / HTTP/1.1\r\nHost: h\r\nX-User: u{user}\r\n\r\n").as_bytes());
+            let body = r.response(false).unwrap().body;
+            let prev = owners.insert(user, body.clone());
+            if round > 0 {
+                assert_eq!(prev, Some(body), "user {user} moved");
+            }
+        }
+    }
+    let distinct: std::collections::HashSet<_> = owners.values().collect();
+    assert_eq!(distinct.len(), 3, "keys spread over every server");
+}
+
+#[test]
+fn least_conn_sends_new_requests_away_from_a_busy_server() {
+    let server = |name: &'static str| {
+        Upstream::start(move |r| {
+            if r.target == "/slow" {
+                std::thread::sleep(Duration::from_millis(1500));
+            }
+            ok(name)
+        })
+    };
+    let (one, two) = (server("one"), server("two"));
+    let pier = start(
+        &[(one.addr, 1), (two.addr, 1)],
+        "balance = \"least_conn\"",
+        "",
+    );
+    // Occupy one server with a long request; the others must avoid it.
+    let mut busy = Reader::new(connect(pier.addr()));
+    busy.send(req("/slow").as_bytes());
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(one.requests().len() + two.requests().len(), 1);
+    let free: &[u8] = if one.requests().len() == 1 {
+        b"two"
+    } else {
+        b"one"
+    };
+    let mut r = Reader::new(connect(pier.addr()));
+    for _ in 0..6 {
+        r.send(req("/").as_bytes());
+        assert_eq!(r.response(false).unwrap().body, free);
+    }
+    assert_eq!(busy.response(false).unwrap().status, 200);
+}
+
+#[test]
+fn chunked_request_body_is_relayed_chunked() {
+    let up = Upstream::start(|r| ok(&format!("{}:{}", r.chunked, r.body.len())));
+    let pier = start(&[(up.addr, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(
+        b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n",
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    r.send(b"6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n");
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.body, b"true:11");
+    let seen = &up.requests()[0];
+    assert_eq!(seen.body, b"hello world");
+    assert_eq!(seen.count("transfer-encoding"), 1);
+    assert!(seen.header("content-length").is_none());
+    // The connection carries on.
+    r.send(b"POST /len HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
+    let cont = r.response(false).unwrap();
+    assert_eq!(cont.status, 100);
+    r.send(b"abcd");
+    assert_eq!(r.response(false).unwrap().body, b"false:4");
+    assert_eq!(up.requests()[1].body, b"abcd");
+    assert!(up.requests()[1].header("expect").is_none());
+}
+
+#[test]
+fn large_request_body_streams_through() {
+    let up = Upstream::start(|r| ok(&r.body.len().to_string()));
+    let pier = Pier::with_config(
+        &proxy_config(&[(up.addr, 1)], "", "")
+            .replace("[server]", "[http]\nmax_body_bytes = 20000000\n[server]"),
+        &[],
+    );
+    let body: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(
+        format!(
+            "PUT /big HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    r.send(&body);
+    assert_eq!(r.response(false).unwrap().body, b"5000000");
+    assert!(up.requests()[0].body == body);
+}
+
+#[test]
+fn chunked_and_close_delimited_responses_are_rechunked() {
+    let up = Upstream::start(|r| {
+        match r.target.as_str() {
+        "/chunked" => Reply::Raw(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n".to_vec(),
+        ),
+        _ => Reply::RawClose(b"HTTP/1.1 200 OK\r\n\r\nuntil close".to_vec()),
+    }
+    });
+    let pier = start(&[(up.addr, 1)], "", "");
+    let mut s = connect(pier.addr());
+    s.write_all(req("/chunked").as_bytes()).unwrap();
+    s.write_all(req("/close").as_bytes()).unwrap();
+    s.write_all(b"GET /close HTTP/1.0\r\nHost: h\r\n\r\n")
+        .unwrap();
+    let mut all = Vec::new();
+    let _ = s.read_to_end(&mut all);
+    let text = String::from_utf8_lossy(&all);
+    assert_eq!(
+        text.matches("Transfer-Encoding: chunked").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"),
+        "{text}"
+    );
+    assert!(text.contains("b\r\nuntil close\r\n0\r\n\r\n"), "{text}");
+    // HTTP/1.0 gets the body delimited by close.
+    assert!(
+        text.ends_with("Connection: close\r\n\r\nuntil close"),
+        "{text}"
+    );
+}
+
+#[test]
+fn silent_upstream_gets_504_and_refused_one_502() {
+    let up = Upstream::start(|_| Reply::Silent);
+    let pier = start(
+        &[(up.addr, 1)],
+        "response_timeout = \"500ms\"\nmax_fails = 0",
+        "",
+    );
+    let started = Instant::now();
+    let resp = get(pier.addr(), &req("/"));
+    assert_eq!(resp.status, 504);
+    assert!(String::from_utf8_lossy(&resp.body).contains("504"));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let logged = pier.log_lines().join("\n");
+    assert!(logged.contains(&up.addr.to_string()), "{logged}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let pier = start(&[(addr, 1)], "retries = 0", "");
+    let resp = get(pier.addr(), &req("/"));
+    assert_eq!(resp.status, 502);
+    assert!(String::from_utf8_lossy(&resp.body).contains("502"));
+}
+
+#[test]
+fn malformed_upstream_response_is_502() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/smuggle" => Reply::RawClose(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                .to_vec(),
+        ),
+        _ => Reply::RawClose(b"HTTP/1.1 200 OK\nbare: lf\n\n".to_vec()),
+    });
+    let pier = start(&[(up.addr, 1)], "max_fails = 0", "");
+    assert_eq!(get(pier.addr(), &req("/smuggle")).status, 502);
+    assert_eq!(get(pier.addr(), &req("/bare")).status, 502);
+}
+
+#[test]
+fn resets_before_a_response_are_retried_for_idempotent_methods_only() {
+    let bad = Upstream::start(|_| Reply::Close);
+    let good = Upstream::start(|_| ok("good"));
+    let pier = start(
+        &[(bad.addr, 1), (good.addr, 1)],
+        "retries = 1\nmax_fails = 0",
+        "",
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    for _ in 0..4 {
+        r.send(req("/").as_bytes());
+        let resp = r.response(false).unwrap();
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"good"[..]));
+    }
+    assert!(!bad.requests().is_empty(), "the bad server was tried");
+    // A POST that reached the bad server is not sent again.
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let resp = get(
+            pier.addr(),
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi",
+        );
+        statuses.push(resp.status);
+    }
+    assert!(statuses.contains(&502), "{statuses:?}");
+    assert!(statuses.contains(&200), "{statuses:?}");
+}
+
+#[test]
+fn connect_failures_go_to_another_server_for_any_method() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let good = Upstream::start(|_| ok("good"));
+    let pier = start(
+        &[(dead, 1), (good.addr, 1)],
+        "retries = 1\nmax_fails = 0",
+        "",
+    );
+    for _ in 0..4 {
+        let resp = get(
+            pier.addr(),
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi",
+        );
+        assert_eq!(resp.status, 200);
+    }
+    assert_eq!(good.requests().len(), 4);
+}
+
+#[test]
+fn killed_upstream_gives_502_is_marked_down_and_recovers() {
+    let a = Upstream::start(|_| ok("a"));
+    let mut b = Upstream::start(|_| ok("b"));
+    let pier = start(
+        &[(a.addr, 1), (b.addr, 1)],
+        "retries = 0\nmax_fails = 1\nfail_timeout = \"1s\"",
+        "",
+    );
+    let fetch = || {
+        let r = get(pier.addr(), &req("/"));
+        (r.status, String::from_utf8_lossy(&r.body).to_string())
+    };
+    let before: Vec<_> = (0..4).map(|_| fetch()).collect();
+    assert!(before.iter().any(|(_, b)| b == "b"), "{before:?}");
+    b.stop();
+    let during: Vec<_> = (0..6).map(|_| fetch()).collect();
+    let failed = during.iter().filter(|(s, _)| *s == 502).count();
+    assert_eq!(
+        failed, 1,
+        "one request hits the dead server, then it is down: {during:?}"
+    );
+    assert!(during.iter().all(|(s, b)| *s == 502 || b == "a"));
+    let log = pier.log_lines().join("\n");
+    assert!(log.contains("upstream marked down"), "{log}");
+    b.restart();
+    std::thread::sleep(Duration::from_millis(1200));
+    let after: Vec<_> = (0..6).map(|_| fetch()).collect();
+    assert!(after.iter().all(|(s, _)| *s == 200), "{after:?}");
+    assert!(after.iter().any(|(_, body)| body == "b"), "{after:?}");
+}
+
+#[test]
+fn all_servers_down_is_503() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let pier = start(
+        &[(dead, 1)],
+        "retries = 0\nmax_fails = 1\nfail_timeout = \"30s\"",
+        "",
+    );
+    assert_eq!(get(pier.addr(), &req("/")).status, 502);
+    let resp = get(pier.addr(), &req("/"));
+    assert_eq!(resp.status, 503);
+    assert!(String::from_utf8_lossy(&resp.body).contains("503"));
+}
+
+#[test]
+fn active_health_check_takes_a_server_out_and_back() {
+    let healthy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let h = healthy.clone();
+    let up = Upstream::start(move |r| {
+        if r.target == "/health" {
+            if h.load(std::sync::atomic::Ordering::SeqCst) {
+                ok("fine")
+            } else {
+                Reply::Http(503, Vec::new(), b"sick".to_vec())
+            }
+        } else {
+            ok("app")
+        }
+    });
+    let pier = start(
+        &[(up.addr, 1)],
+        "health_check = { kind = \"http\", path = \"/health\", interval = \"50ms\", timeout = \"500ms\", rise = 2, fall = 2 }",
+        "",
+    );
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    healthy.store(false, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(get(pier.addr(), &req("/")).status, 503);
+    healthy.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+}
+
+#[test]
+fn websocket_upgrade_is_tunnelled_both_ways() {
+    let up = Upstream::start(|_| Reply::WebSocketEcho);
+    let pier = start(&[(up.addr, 1)], "", "");
+    let mut s = connect(pier.addr());
+    s.write_all(b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(head.contains("Upgrade: websocket"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: upgrade"),
+        "{head}"
+    );
+    let seen = &up.requests()[0];
+    assert_eq!(seen.header("upgrade"), Some("websocket"));
+    for msg in [
+        &b"ping"[..],
+        &[0x81, 0x05, b'h', b'e', b'l', b'l', b'o'],
+        &vec![7u8; 100_000],
+    ] {
+        s.write_all(msg).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg);
+    }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(
+        s.read_to_end(&mut rest).unwrap(),
+        0,
+        "closed after the client did"
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn slow_client_stops_upstream_reads_and_memory_stays_bounded() {
+    const LEN: u64 = 300 * 1024 * 1024;
+    let up = Upstream::start(|_| Reply::Stream(LEN));
+    let pier = start(&[(up.addr, 1)], "", "");
+    let before = rss_kib(pier.pid());
+    let mut s = connect(pier.addr());
+    s.write_all(req("/big").as_bytes()).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut got = 0u64;
+    let mut head_done = false;
+    let mut pos_in_body = 0u64;
+    let check = |data: &[u8], pos: &mut u64| {
+        for &b in data {
+            assert_eq!(b as u64, *pos % 251, "byte {pos}");
+            *pos += 1;
+        }
+    };
+    // Read a little, then stall: Pier must stop reading from the upstream.
+    while got < 2 << 20 {
+        let n = s.read(&mut buf).unwrap();
+        let mut data = &buf[..n];
+        if !head_done {
+            let end = common::find(data, b"\r\n\r\n").unwrap() + 4;
+            assert!(
+                String::from_utf8_lossy(&data[..end]).contains(&format!("Content-Length: {LEN}"))
+            );
+            data = &data[end..];
+            head_done = true;
+        }
+        check(data, &mut pos_in_body);
+        got += data.len() as u64;
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let stalled = rss_kib(pier.pid());
+    assert!(
+        stalled < before + 16 * 1024,
+        "RSS grew from {before} KiB to {stalled} KiB while the client stalled"
+    );
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "body cut short at {got}");
+        check(&buf[..n], &mut pos_in_body);
+        got += n as u64;
+        if got == LEN {
+            break;
+        }
+    }
+    let after = rss_kib(pier.pid());
+    assert!(after < before + 16 * 1024, "RSS {before} -> {after} KiB");
+}
+
+#[test]
+fn head_and_304_keep_the_upstream_length() {
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/304" => Reply::Raw(
+            b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\nContent-Length: 99\r\n\r\n".to_vec(),
+        ),
+        _ => Reply::Http(200, Vec::new(), vec![b'z'; 1234]),
+    });
+    let pier = start(&[(up.addr, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"HEAD /x HTTP/1.1\r\nHost: h\r\n\r\n");
+    let resp = r.response(true).unwrap();
+    assert_eq!(resp.header("content-length"), Some("1234"));
+    r.send(req("/304").as_bytes());
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 304);
+    assert_eq!(resp.header("content-length"), Some("99"));
+    r.send(req("/x").as_bytes());
+    assert_eq!(r.response(false).unwrap().body.len(), 1234);
+    assert_eq!(up.accepts(), 1);
+}
+
+#[test]
+fn quick_proxy_flag_serves_without_a_config() {
+    let up = Upstream::start(|r| ok(&format!("quick {}", r.target)));
+    let target = format!("http://{}", up.addr);
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--no-tls",
+        "--workers",
+        "1",
+        "--proxy",
+        &target,
+    ]);
+    let resp = get(pier.addr(), &req("/q"));
+    assert_eq!(resp.body, b"quick /q");
+}
+
+#[test]
+fn upstream_closing_idle_connections_never_costs_a_client_request() {
+    // Each response leaves a pooled connection the upstream then closes, as a
+    // server with a short keep-alive timeout does; POSTs must not see a 502.
+    let up = Upstream::start(|_| {
+        Reply::RawClose(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec())
+    });
+    let pier = start(&[(up.addr, 1)], "retries = 0\nmax_fails = 0", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    for i in 0..10 {
+        r.send(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\nx");
+        let resp = r.response(false).unwrap();
+        assert_eq!(resp.status, 200, "request {i}");
+        if i % 3 == 0 {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(
+        up.requests().len(),
+        10,
+        "each request reached the upstream once"
+    );
+}
+
+#[test]
+fn idle_pooled_connections_expire() {
+    let up = Upstream::start(|_| ok("x"));
+    let pier = start(&[(up.addr, 1)], "idle_timeout = \"300ms\"", "");
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(up.accepts(), 1);
+    std::thread::sleep(Duration::from_millis(1600));
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    assert_eq!(
+        up.accepts(),
+        2,
+        "the idle connection was closed and a new one opened"
+    );
+}
+
+#[test]
+fn tls_to_the_upstream_verifies_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let origin = Pier::with_config(
+        &format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n[[route]]\nhandler = \"respond\"\nbody = \"over tls\"\n",
+            cert.display(),
+            key.display()
+        ),
+        &[],
+    );
+    let tls_addr = origin.https[0];
+    let pier = start(
+        &[(tls_addr, 1)],
+        &format!(
+            "tls = {{ sni = \"localhost\", ca = \"{}\" }}",
+            cert.display()
+        ),
+        "",
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    for _ in 0..3 {
+        r.send(req("/").as_bytes());
+        let resp = r.response(false).unwrap();
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"over tls"[..]));
+    }
+    // A name the certificate does not cover fails the handshake: 502.
+    let wrong = start(
+        &[(tls_addr, 1)],
+        &format!(
+            "tls = {{ sni = \"other.example\", ca = \"{}\" }}\nretries = 0",
+            cert.display()
+        ),
+        "",
+    );
+    assert_eq!(get(wrong.addr(), &req("/")).status, 502);
+    // verify = false accepts it.
+    let lax = start(&[(tls_addr, 1)], "tls = { verify = false }", "");
+    assert_eq!(get(lax.addr(), &req("/")).body, b"over tls");
+}
+
+/// nginx (one worker, foreground) serving `root`, killed by PID on drop.
+struct Nginx(
+    std::process::Child,
+    SocketAddr,
+    #[allow(dead_code)] tempfile::TempDir,
+);
+
+impl Nginx {
+    fn start() -> Option<Nginx> {
+        let bin = common::which("nginx").or_else(|| {
+            let p = std::path::PathBuf::from("/usr/sbin/nginx");
+            p.is_file().then_some(p)
+        })?;
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let root = dir.path().join("www");
+        std::fs::create_dir(&root).unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
+        std::fs::write(root.join("big.bin"), data).unwrap();
+        let d = dir.path().display();
+        let conf = format!(
+            "daemon off;\nmaster_process off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{}}\nhttp {{\n access_log off;\n client_body_temp_path {d}/cb;\n proxy_temp_path {d}/p;\n fastcgi_temp_path {d}/f;\n uwsgi_temp_path {d}/u;\n scgi_temp_path {d}/s;\n server {{\n  listen 127.0.0.1:{port};\n  root {};\n  location = /echo-length {{ return 200 \"$content_length|$http_transfer_encoding\"; }}\n }}\n}}\n",
+            root.display()
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = std::process::Command::new(bin)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return Some(Nginx(child, addr, dir));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn nginx_as_the_upstream() {
+    let Some(nginx) = Nginx::start() else {
+        eprintln!("nginx not installed; skipping");
+        return;
+    };
+    let pier = start(&[(nginx.1, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(req("/big.bin").as_bytes());
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body.len(), 3_000_000);
+    assert!(resp
+        .body
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == (i % 241) as u8));
+    r.send(b"HEAD /big.bin HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(
+        r.response(true).unwrap().header("content-length"),
+        Some("3000000")
+    );
+    r.send(b"POST /echo-length HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    let resp = r.response(false).unwrap();
+    assert_eq!(resp.status, 200);
+    assert!(
+        resp.body.ends_with(b"|chunked"),
+        "nginx saw the body chunked"
+    );
+    r.send(req("/missing").as_bytes());
+    assert_eq!(r.response(false).unwrap().status, 404);
+}
