@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use common::tls::{connect_tls, tls_request, verifying_client, Pki};
 use common::upstream::{ok, Reply, Upstream};
 use common::{connect, get, Pier, Reader};
 
@@ -634,6 +635,88 @@ fn idle_pooled_connections_expire() {
         2,
         "the idle connection was closed and a new one opened"
     );
+}
+
+#[test]
+fn client_cert_header_carries_the_verified_subject_and_never_a_forged_one() {
+    let up = Upstream::start(|_| ok("x"));
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "Proxy Test CA");
+    let (cert, key) = pki.server("srv", "a.test", &["a.test"], None);
+    let ca = pki.ca_path();
+    // Client certificates optional, so one listener serves clients with and
+    // without one; a plain listener next to it.
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[listener]]
+listen = "127.0.0.1:0"
+[listener.tls]
+cert = "{}"
+key = "{}"
+client_ca = "{}"
+client_auth = "optional"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{}" }}]
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+client_cert_header = "X-Client-Subject"
+"#,
+            cert.display(),
+            key.display(),
+            ca.display(),
+            up.addr
+        ),
+        &[],
+    );
+    let forged = "GET / HTTP/1.1\r\nHost: a.test\r\nX-Client-Subject: CN=admin\r\n\r\n";
+
+    let alice = pki.client("alice", "alice");
+    let mut c = connect_tls(
+        pier.https[0],
+        "a.test",
+        &verifying_client(&ca, Some(&alice)),
+    )
+    .unwrap();
+    // Twice on one connection: the subject belongs to the connection, not to
+    // its first request.
+    for _ in 0..2 {
+        assert_eq!(tls_request(&mut c, forged).unwrap().status, 200);
+    }
+    let mut anonymous = connect_tls(pier.https[0], "a.test", &verifying_client(&ca, None)).unwrap();
+    assert_eq!(tls_request(&mut anonymous, forged).unwrap().status, 200);
+    assert_eq!(get(pier.addr(), forged).status, 200);
+
+    let seen = up.requests();
+    assert_eq!(seen.len(), 4);
+    for r in &seen[..2] {
+        assert_eq!(r.count("x-client-subject"), 1, "{}", r.head);
+        assert_eq!(
+            r.header("x-client-subject"),
+            Some("O=Pier Tests,CN=alice"),
+            "{}",
+            r.head
+        );
+        assert_eq!(r.header("x-forwarded-proto"), Some("https"));
+    }
+    assert!(
+        seen[2].header("x-client-subject").is_none(),
+        "TLS without a client certificate: {}",
+        seen[2].head
+    );
+    assert!(
+        seen[3].header("x-client-subject").is_none(),
+        "plain HTTP: {}",
+        seen[3].head
+    );
+    assert_eq!(seen[3].header("x-forwarded-proto"), Some("http"));
 }
 
 #[test]

@@ -244,7 +244,13 @@ pub fn connect_tls(
 
 /// Sends one GET and reads one response (Content-Length framed).
 pub fn tls_get(s: &mut TlsStream, path: &str) -> std::io::Result<Response> {
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())?;
+    tls_request(s, &format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"))
+}
+
+/// Sends `request` (raw bytes, head and body) and reads one response
+/// (Content-Length framed).
+pub fn tls_request(s: &mut TlsStream, request: &str) -> std::io::Result<Response> {
+    s.write_all(request.as_bytes())?;
     s.flush()?;
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 65536];

@@ -389,21 +389,35 @@ fn named_by_connection<'b>(
     connection_values.any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name)))
 }
 
+/// The downstream client as the forwarding fields describe it.
+#[derive(Debug, Clone, Copy)]
+struct Client<'a> {
+    /// Address (the PROXY protocol source, when the listener accepts it).
+    addr: SocketAddr,
+    /// Whether the request came over TLS.
+    secure: bool,
+    /// Subject of the verified client certificate (mTLS), if one was presented.
+    subject: Option<&'a str>,
+}
+
 /// Phase 3: encodes the upstream request head. Host first (the client's, or the
 /// server's when `preserve_host` is off), then the client's fields minus
 /// hop-by-hop ones and those the proxy sets, then forwarding fields, then
 /// exactly one framing field.
-#[allow(clippy::too_many_arguments)]
 fn encode_request_head(
     out: &mut Vec<u8>,
     head: &RequestHead,
     req: &[u8],
     route: &ProxyRoute,
     server_authority: &str,
-    peer: SocketAddr,
-    secure: bool,
+    client: Client<'_>,
     info: &RequestInfo,
 ) {
+    let Client {
+        addr: peer,
+        secure,
+        subject,
+    } = client;
     out.extend_from_slice(head.method_token(req));
     out.push(b' ');
     if head.target_form == TargetForm::Absolute {
@@ -512,6 +526,14 @@ fn encode_request_head(
     if let Some(h) = &route.client_addr_header {
         out.extend_from_slice(h.as_bytes());
         let _ = write!(out, ": {ip}\r\n");
+    }
+    // The subject is RFC 4514 text with control characters escaped, so it is a
+    // valid field value as it stands.
+    if let (Some(h), Some(subject)) = (&route.client_cert_header, subject) {
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(subject.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if info.upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
@@ -721,8 +743,11 @@ pub(crate) async fn serve<D: Downstream>(
                 &b.read[head_start..],
                 route,
                 &group.servers[server].authority,
-                conn.peer,
-                D::SECURE,
+                Client {
+                    addr: conn.peer,
+                    secure: D::SECURE,
+                    subject: conn.io.peer_subject(),
+                },
                 &info,
             );
             encoded_for = Some(server);
@@ -1321,6 +1346,15 @@ mod tests {
     }
 
     fn rewrite(raw: &[u8], r: &ProxyRoute) -> String {
+        let client = Client {
+            addr: "192.0.2.7:5555".parse().unwrap(),
+            secure: false,
+            subject: None,
+        };
+        rewrite_for(raw, r, client)
+    }
+
+    fn rewrite_for(raw: &[u8], r: &ProxyRoute, client: Client<'_>) -> String {
         let mut head = RequestHead::new();
         assert_eq!(
             parse_request(raw, &Limits::default(), &mut head),
@@ -1328,16 +1362,7 @@ mod tests {
         );
         let info = RequestInfo::new(&head, raw);
         let mut out = Vec::new();
-        encode_request_head(
-            &mut out,
-            &head,
-            raw,
-            r,
-            "10.0.0.9:3000",
-            "192.0.2.7:5555".parse().unwrap(),
-            false,
-            &info,
-        );
+        encode_request_head(&mut out, &head, raw, r, "10.0.0.9:3000", client, &info);
         String::from_utf8(out).unwrap()
     }
 
@@ -1411,6 +1436,25 @@ mod tests {
             &r,
         );
         assert_eq!(out.matches("Content-Length: 3\r\n").count(), 1);
+    }
+
+    #[test]
+    fn client_cert_header_carries_the_verified_subject_only() {
+        let mut r = route(XFWD, true, true);
+        r.client_cert_header = Some("X-Client-Subject".into());
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Client-Subject: CN=forged\r\n\r\n";
+        let client = Client {
+            addr: "192.0.2.7:5555".parse().unwrap(),
+            secure: true,
+            subject: Some("CN=client,O=Example"),
+        };
+        let out = rewrite_for(raw, &r, client);
+        assert_eq!(out.matches("X-Client-Subject").count(), 1, "{out}");
+        assert!(out.contains("X-Client-Subject: CN=client,O=Example\r\n"));
+        assert!(out.contains("X-Forwarded-Proto: https\r\n"));
+        // Without a certificate the field is only removed.
+        let out = rewrite(raw, &r);
+        assert!(!out.contains("X-Client-Subject"), "{out}");
     }
 
     #[test]
