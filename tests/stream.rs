@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::tls::{connect_tls, recording_client, seen_subject, verifying_client, Pki};
 use common::upstream::{ok, Upstream};
 use common::{connect, which, Pier, Reader};
 use pier::proxy_protocol::{self, Header, Parsed};
@@ -152,6 +153,81 @@ servers = [{{ address = "{}" }}]
     assert_eq!(h.source.unwrap().ip().to_string(), "127.0.0.1");
     assert_eq!(h.destination, Some(addr));
     assert_eq!(h.authority.as_deref(), Some(&b"localhost"[..]));
+}
+
+/// Writes `ping` through a TLS stream and reads the echo.
+fn ping(tls: &mut common::tls::TlsStream) {
+    tls.write_all(b"ping").unwrap();
+    tls.flush().unwrap();
+    let mut back = [0u8; 4];
+    tls.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"ping");
+}
+
+#[test]
+fn tls_tcp_listener_reloads_on_sighup_and_logs_client_subjects() {
+    let echo = Echo::start(false);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "Stream Test CA");
+    let (cert, key) = pki.server("live", "first", &["a.test"], None);
+    let ca = pki.ca_path();
+    let pier = Pier::with_config_log(
+        &format!(
+            r#"
+[server]
+workers = 2
+[[listener]]
+listen = "127.0.0.1:0"
+kind = "tcp"
+upstream = "echo"
+[listener.tls]
+cert = "{}"
+key = "{}"
+client_ca = "{}"
+client_auth = "optional"
+[[upstream]]
+name = "echo"
+servers = [{{ address = "{}" }}]
+"#,
+            cert.display(),
+            key.display(),
+            ca.display(),
+            echo.addr
+        ),
+        &[],
+        "debug",
+    );
+    let addr = pier.streams[0];
+
+    let alice = pki.client("alice", "alice");
+    let mut c = connect_tls(addr, "a.test", &verifying_client(&ca, Some(&alice))).unwrap();
+    ping(&mut c);
+    let line = pier
+        .wait_log("TLS client certificate verified", Duration::from_secs(5))
+        .expect("subject logged");
+    assert!(line.contains("O=Pier Tests,CN=alice"), "{line}");
+
+    let (client, seen) = recording_client(true);
+    let mut held = connect_tls(addr, "a.test", &client).unwrap();
+    ping(&mut held);
+    assert_eq!(seen_subject(&seen), "CN=first");
+
+    let (new_cert, new_key) = pki.server("next", "second", &["a.test"], None);
+    std::fs::copy(&new_cert, &cert).unwrap();
+    std::fs::copy(&new_key, &key).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("TLS certificates reloaded", Duration::from_secs(5))
+        .expect("reload logged");
+    for _ in 0..4 {
+        let mut c = connect_tls(addr, "a.test", &client).unwrap();
+        ping(&mut c);
+        assert_eq!(
+            seen_subject(&seen),
+            "CN=second",
+            "new handshakes, every worker"
+        );
+    }
+    ping(&mut held);
 }
 
 #[test]
