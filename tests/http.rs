@@ -457,3 +457,32 @@ fn autoindex_lists_a_directory() {
     assert_eq!(resp.status, 301);
     assert_eq!(resp.header("location"), Some("/d/"));
 }
+
+#[test]
+fn open_file_cache_valid_is_applied() {
+    // Cached (default 1 s): a file deleted right after a request is still served.
+    let pier = server();
+    std::fs::write(pier.root().join("gone.txt"), "still here").unwrap();
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"GET /gone.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.response(false).unwrap().status, 200);
+    std::fs::remove_file(pier.root().join("gone.txt")).unwrap();
+    r.send(b"GET /gone.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.response(false).unwrap().body, b"still here");
+
+    // "0s": every request opens the path again.
+    let pier = Pier::with_config(
+        &RESPOND.replace(
+            "root = \"{dir}\"",
+            "root = \"{dir}\"\nopen_file_cache_valid = \"0s\"",
+        ),
+        &[],
+    );
+    std::fs::write(pier.root().join("gone.txt"), "still here").unwrap();
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"GET /gone.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.response(false).unwrap().status, 200);
+    std::fs::remove_file(pier.root().join("gone.txt")).unwrap();
+    r.send(b"GET /gone.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.response(false).unwrap().status, 404);
+}

@@ -133,6 +133,15 @@ pub fn from_raw(
                     format!("{:?}: {e}", root.get_ref()),
                 )
             })?;
+            let files = match &raw.open_file_cache_valid {
+                None => files,
+                Some(d) => {
+                    let valid = crate::config::parse_duration(d.get_ref()).map_err(|m| {
+                        loc.error(d.span(), &format!("{key}.open_file_cache_valid"), m)
+                    })?;
+                    files.with_cache_valid(valid)
+                }
+            };
             Ok(Handler::Static(files))
         }
         "respond" => {
@@ -143,6 +152,7 @@ pub fn from_raw(
                 raw.allow_symlinks_outside.is_some(),
                 "allow_symlinks_outside",
             )?;
+            foreign(raw.open_file_cache_valid.is_some(), "open_file_cache_valid")?;
             let status = match &raw.status {
                 None => 200,
                 Some(s) if (200..=599).contains(s.get_ref()) => *s.get_ref() as u16,
