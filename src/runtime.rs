@@ -66,7 +66,7 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
             per_worker[w].push((index, s));
         }
     }
-    raise_nofile_limit();
+    raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
 
     let (tx, rx) = watch::channel(false);
@@ -95,9 +95,11 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         config = %config.source,
         "pier started"
     );
+    notify_systemd("READY=1");
 
     wait_for_signal(&config)?;
     info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
+    notify_systemd("STOPPING=1");
     let _ = tx.send(true);
     join_within(handles, &config);
     info!("stopped");
@@ -153,17 +155,38 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
+/// A failed notification is logged, not fatal: the service manager will time the
+/// start out on its own, and outside systemd there is nothing to tell.
+fn notify_systemd(state: &str) {
+    if let Err(e) = crate::systemd::notify(state) {
+        warn!(state, error = %e, "cannot notify systemd");
+    }
+}
+
 /// Idle keep-alive connections are cheap in memory but each holds a descriptor.
-fn raise_nofile_limit() {
+/// A limit below `max_connections` would turn the intended backlog wait into
+/// accept errors, so that is worth a warning at start.
+fn raise_nofile_limit(max_connections: usize) {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let lim = getrlimit(Resource::Nofile);
+    let mut current = lim.current;
     if lim.current < lim.maximum {
         let raised = rustix::process::Rlimit {
             current: lim.maximum,
             maximum: lim.maximum,
         };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
-            warn!(error = %e, "cannot raise the open-file limit");
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => current = lim.maximum,
+            Err(e) => warn!(error = %e, "cannot raise the open-file limit"),
+        }
+    }
+    if let Some(fds) = current {
+        if max_connections > 0 && fds < max_connections as u64 {
+            warn!(
+                open_file_limit = fds,
+                max_connections,
+                "open-file limit is below max_connections; accepts will fail with EMFILE first"
+            );
         }
     }
 }
