@@ -48,9 +48,23 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
     let mut shown = Vec::new();
+    let mut inherited =
+        crate::systemd::inherited_listeners().context("cannot take the sockets systemd passed")?;
     for (index, lc) in config.listeners.iter().enumerate() {
-        let sockets = bind_reuseport(lc.addr, lc.backlog, workers)
-            .with_context(|| format!("cannot listen on {}", lc.addr))?;
+        let sockets = match inherited.iter().position(|(a, _)| *a == lc.addr) {
+            Some(i) => {
+                // One socket shared by every worker: it was bound without
+                // SO_REUSEPORT, so the workers take turns accepting from it.
+                let (_, s) = inherited.swap_remove(i);
+                info!(listener = %lc.addr, "using the socket passed by systemd");
+                (0..workers.max(1))
+                    .map(|_| s.try_clone())
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .with_context(|| format!("cannot share the socket for {}", lc.addr))?
+            }
+            None => bind_reuseport(lc.addr, lc.backlog, workers)
+                .with_context(|| format!("cannot listen on {}", lc.addr))?,
+        };
         let bound = sockets[0].local_addr()?;
         let scheme = match (lc.tcp.is_some(), lc.tls.is_some()) {
             (false, false) => "http",
@@ -65,6 +79,9 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         for (w, s) in sockets.into_iter().enumerate() {
             per_worker[w].push((index, s));
         }
+    }
+    for (addr, _) in &inherited {
+        warn!(%addr, "systemd passed a socket no listener uses; ignoring it");
     }
     raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;

@@ -2,10 +2,11 @@
 //! bound and the workers run (`READY=1`) and when shutdown starts (`STOPPING=1`), so
 //! dependent units start only once Pier really accepts connections.
 //!
-//! Socket activation (`LISTEN_FDS`) is not supported: taking ownership of an
-//! inherited descriptor by number needs `unsafe` (`OwnedFd::from_raw_fd`), which
-//! this crate forbids. Pier binds with SO_REUSEPORT itself and fails the start
-//! on a busy port, which covers the restart case socket activation is used for.
+//! Socket activation (`LISTEN_FDS`/`LISTEN_PID`) hands over listening sockets as
+//! descriptors 3 and up. Adopting a descriptor by number would need `unsafe`
+//! (`OwnedFd::from_raw_fd`), which this crate forbids, so each one is duplicated
+//! with `pidfd_getfd(2)` on our own process (Linux 5.6+), which returns an owned
+//! descriptor safely. The originals stay open, unused, for the life of the process.
 
 use std::ffi::OsStr;
 use std::io;
@@ -23,6 +24,42 @@ pub fn notify(state: &str) -> io::Result<bool> {
     sock.send_to_addr(state.as_bytes(), &addr)?;
     Ok(true)
 }
+
+/// Listening TCP sockets passed by systemd socket activation, each with the
+/// address it is bound to. Empty when `LISTEN_PID` names another process (the
+/// variables were inherited, not meant for us) or nothing was passed.
+pub fn inherited_listeners() -> io::Result<Vec<(std::net::SocketAddr, std::net::TcpListener)>> {
+    let for_us = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+        == Some(std::process::id());
+    let count = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .unwrap_or(0);
+    if !for_us || count <= 0 {
+        return Ok(Vec::new());
+    }
+    use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
+    let me = pidfd_open(getpid(), PidfdFlags::empty())?;
+    let mut out = Vec::new();
+    for fd in LISTEN_FDS_START..LISTEN_FDS_START + count {
+        let owned = pidfd_getfd(&me, fd, PidfdGetfdFlags::empty())?;
+        let sock = socket2::Socket::from(owned);
+        if sock.r#type()? != socket2::Type::STREAM || !sock.is_listener()? {
+            continue;
+        }
+        let Some(addr) = sock.local_addr()?.as_socket() else {
+            continue;
+        };
+        sock.set_nonblocking(true)?;
+        out.push((addr, sock.into()));
+    }
+    Ok(out)
+}
+
+/// First descriptor of socket activation (`SD_LISTEN_FDS_START`).
+const LISTEN_FDS_START: i32 = 3;
 
 /// A name starting with '@' is in the abstract namespace (Linux); anything else is
 /// a filesystem path.

@@ -67,3 +67,51 @@ fn a_bad_notify_socket_does_not_stop_the_server() {
         200
     );
 }
+
+/// A socket made by the "service manager" (this test) reaches pier as descriptor
+/// 3 with LISTEN_PID/LISTEN_FDS set, as systemd passes it; a shell moves it from
+/// stdin to 3 so the test needs no `unsafe` pre-exec hook.
+#[test]
+fn socket_passed_by_systemd_is_used_for_the_matching_listener() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("pier.toml");
+    std::fs::write(&config, CONFIG.replace("127.0.0.1:0", &addr.to_string())).unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec 3<&0 0</dev/null; export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" serve --config "$1""#)
+        .arg(env!("CARGO_BIN_EXE_pier"))
+        .arg(&config)
+        .env("PIER_LOG", "info")
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(listener)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.contains("pier started");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    let used = seen
+        .iter()
+        .any(|l| l.contains("using the socket passed by systemd"));
+    let response = used.then(|| get(addr, "GET / HTTP/1.1\r\nHost: t\r\n\r\n").status);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        used,
+        "the passed socket was not used; stderr:\n{}",
+        seen.join("\n")
+    );
+    assert_eq!(response, Some(200));
+}
