@@ -18,5 +18,6 @@ pub mod proxy_protocol;
 pub mod route;
 pub mod runtime;
 pub mod stream_proxy;
+pub mod systemd;
 pub mod tls;
 pub mod worker;

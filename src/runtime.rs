@@ -48,9 +48,23 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
     let mut shown = Vec::new();
+    let mut inherited =
+        crate::systemd::inherited_listeners().context("cannot take the sockets systemd passed")?;
     for (index, lc) in config.listeners.iter().enumerate() {
-        let sockets = bind_reuseport(lc.addr, lc.backlog, workers)
-            .with_context(|| format!("cannot listen on {}", lc.addr))?;
+        let sockets = match inherited.iter().position(|(a, _)| *a == lc.addr) {
+            Some(i) => {
+                // One socket shared by every worker: it was bound without
+                // SO_REUSEPORT, so the workers take turns accepting from it.
+                let (_, s) = inherited.swap_remove(i);
+                info!(listener = %lc.addr, "using the socket passed by systemd");
+                (0..workers.max(1))
+                    .map(|_| s.try_clone())
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .with_context(|| format!("cannot share the socket for {}", lc.addr))?
+            }
+            None => bind_reuseport(lc.addr, lc.backlog, workers)
+                .with_context(|| format!("cannot listen on {}", lc.addr))?,
+        };
         let bound = sockets[0].local_addr()?;
         let scheme = match (lc.tcp.is_some(), lc.tls.is_some()) {
             (false, false) => "http",
@@ -66,7 +80,10 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
             per_worker[w].push((index, s));
         }
     }
-    raise_nofile_limit();
+    for (addr, _) in &inherited {
+        warn!(%addr, "systemd passed a socket no listener uses; ignoring it");
+    }
+    raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
 
     let (tx, rx) = watch::channel(false);
@@ -95,9 +112,11 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         config = %config.source,
         "pier started"
     );
+    notify_systemd("READY=1");
 
     wait_for_signal(&config)?;
     info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
+    notify_systemd("STOPPING=1");
     let _ = tx.send(true);
     join_within(handles, &config);
     info!("stopped");
@@ -153,17 +172,38 @@ fn pin_to_cpu(cpu: usize) {
     }
 }
 
+/// A failed notification is logged, not fatal: the service manager will time the
+/// start out on its own, and outside systemd there is nothing to tell.
+fn notify_systemd(state: &str) {
+    if let Err(e) = crate::systemd::notify(state) {
+        warn!(state, error = %e, "cannot notify systemd");
+    }
+}
+
 /// Idle keep-alive connections are cheap in memory but each holds a descriptor.
-fn raise_nofile_limit() {
+/// A limit below `max_connections` would turn the intended backlog wait into
+/// accept errors, so that is worth a warning at start.
+fn raise_nofile_limit(max_connections: usize) {
     use rustix::process::{getrlimit, setrlimit, Resource};
     let lim = getrlimit(Resource::Nofile);
+    let mut current = lim.current;
     if lim.current < lim.maximum {
         let raised = rustix::process::Rlimit {
             current: lim.maximum,
             maximum: lim.maximum,
         };
-        if let Err(e) = setrlimit(Resource::Nofile, raised) {
-            warn!(error = %e, "cannot raise the open-file limit");
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => current = lim.maximum,
+            Err(e) => warn!(error = %e, "cannot raise the open-file limit"),
+        }
+    }
+    if let Some(fds) = current {
+        if max_connections > 0 && fds < max_connections as u64 {
+            warn!(
+                open_file_limit = fds,
+                max_connections,
+                "open-file limit is below max_connections; accepts will fail with EMFILE first"
+            );
         }
     }
 }

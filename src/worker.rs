@@ -46,6 +46,37 @@ pub struct Counters {
     pub accepted: Cell<u64>,
     /// Requests answered.
     pub requests: Cell<u64>,
+    /// Times an accept loop paused because the worker was at its connection limit.
+    pub shed_pauses: Cell<u64>,
+}
+
+/// Connections accepted in one go before the accept loop yields, so a flood of
+/// new clients cannot starve the connections this worker already serves.
+const ACCEPT_BATCH: usize = 32;
+
+/// A worker's share of `max_connections`: at `limit` the accept loops stop taking
+/// connections (they wait in the kernel backlog, not refused) and resume once the
+/// count falls to `low_water`, so accepting does not flap at the edge.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimit {
+    /// Open connections at which accepting pauses; 0 means no limit.
+    pub limit: usize,
+    /// Open connections at or below which accepting resumes.
+    pub low_water: usize,
+}
+
+impl ConnLimit {
+    /// A limit of `limit` (0: none) that resumes at about 90% of it.
+    pub fn new(limit: usize) -> Self {
+        ConnLimit {
+            limit,
+            low_water: limit - (limit / 10).max(1).min(limit),
+        }
+    }
+
+    fn is_full(&self, active: usize) -> bool {
+        self.limit > 0 && active >= self.limit
+    }
 }
 
 /// Everything a connection task of this worker can reach.
@@ -65,6 +96,10 @@ pub struct WorkerCtx {
     pub drain_signal: Notify,
     /// Wakes the drain wait when the last connection closes.
     idle_signal: Notify,
+    /// This worker's connection limit.
+    pub conn_limit: ConnLimit,
+    /// Wakes paused accept loops when open connections fall to the low-water mark.
+    capacity_signal: Notify,
     /// Counters.
     pub counters: Counters,
     /// Upstream pools and health as this worker sees them.
@@ -105,6 +140,40 @@ impl WorkerCtx {
         }
         notified.await;
     }
+
+    /// Returns at once below the connection limit; at it, waits until the count
+    /// has fallen to the low-water mark. False when shutdown started meanwhile.
+    async fn wait_for_capacity(&self) -> bool {
+        if !self.conn_limit.is_full(self.active.get()) {
+            return true;
+        }
+        self.counters
+            .shed_pauses
+            .set(self.counters.shed_pauses.get() + 1);
+        debug!(
+            worker = self.id,
+            open = self.active.get(),
+            "at max_connections; pausing accepts"
+        );
+        loop {
+            let resumed = self.capacity_signal.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
+            if self.active.get() <= self.conn_limit.low_water {
+                debug!(
+                    worker = self.id,
+                    open = self.active.get(),
+                    "resuming accepts"
+                );
+                return true;
+            }
+            tokio::select! {
+                biased;
+                _ = self.draining() => return false,
+                _ = resumed => {}
+            }
+        }
+    }
 }
 
 /// Counts a connection as open until dropped.
@@ -124,6 +193,9 @@ impl Drop for ActiveGuard {
         self.0.active.set(n);
         if n == 0 {
             self.0.idle_signal.notify_waiters();
+        }
+        if n == self.0.conn_limit.low_water && self.0.conn_limit.limit > 0 {
+            self.0.capacity_signal.notify_waiters();
         }
     }
 }
@@ -152,6 +224,8 @@ pub fn run(
         draining: Cell::new(false),
         drain_signal: Notify::new(),
         idle_signal: Notify::new(),
+        conn_limit: ConnLimit::new(config.max_connections_per_worker()),
+        capacity_signal: Notify::new(),
         counters: Counters::default(),
         proxy: ProxyWorker::new(&config),
     });
@@ -192,6 +266,7 @@ pub fn run(
             worker = id,
             accepted = ctx.counters.accepted.get(),
             requests = ctx.counters.requests.get(),
+            shed_pauses = ctx.counters.shed_pauses.get(),
             "worker stopped"
         );
         Ok::<(), io::Error>(())
@@ -201,7 +276,16 @@ pub fn run(
 async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConfig) {
     let mut tls = lc.tls.as_ref().map(|t| t.listener.worker());
     let lc = Rc::new(lc);
+    let mut batch = 0;
     loop {
+        if !ctx.wait_for_capacity().await {
+            break;
+        }
+        batch += 1;
+        if batch > ACCEPT_BATCH {
+            batch = 0;
+            tokio::task::yield_now().await;
+        }
         let accepted = tokio::select! {
             biased;
             _ = ctx.draining() => break,
@@ -330,4 +414,20 @@ async fn sweep_pools(ctx: Rc<WorkerCtx>) {
 
 fn is_fd_exhaustion(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(code) if code == rustix::io::Errno::MFILE.raw_os_error() || code == rustix::io::Errno::NFILE.raw_os_error() || code == rustix::io::Errno::NOBUFS.raw_os_error() || code == rustix::io::Errno::NOMEM.raw_os_error())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn low_water_leaves_room_below_the_limit() {
+        let l = ConnLimit::new(4);
+        assert_eq!((l.limit, l.low_water), (4, 3));
+        assert!(l.is_full(4) && !l.is_full(3));
+        assert_eq!(ConnLimit::new(1000).low_water, 900);
+        assert_eq!(ConnLimit::new(1).low_water, 0);
+        let none = ConnLimit::new(0);
+        assert!(!none.is_full(usize::MAX));
+    }
 }

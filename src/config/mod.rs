@@ -146,6 +146,9 @@ pub struct Config {
     pub pin_cpus: bool,
     /// Graceful shutdown deadline.
     pub drain_timeout: Duration,
+    /// Open connections allowed across all workers (0: no limit); each worker
+    /// gets an even share, see [`Config::max_connections_per_worker`].
+    pub max_connections: usize,
     /// HTTP settings.
     pub http: HttpConfig,
     /// Listeners.
@@ -154,6 +157,14 @@ pub struct Config {
     pub routes: RouteTable,
     /// Upstream groups, in config order (indexes each worker's proxy state).
     pub upstreams: Vec<Arc<UpstreamGroup>>,
+}
+
+impl Config {
+    /// One worker's share of `max_connections`, rounded up so the workers
+    /// together allow at least the configured total; 0 means no limit.
+    pub fn max_connections_per_worker(&self) -> usize {
+        self.max_connections.div_ceil(self.workers.max(1))
+    }
 }
 
 /// Loads the file named by `args.config`, or the embedded default, and applies flags.
@@ -551,6 +562,13 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         "server.drain_timeout",
         Duration::from_secs(10),
     )?;
+    let max_connections = int(
+        &loc,
+        &raw.server.max_connections,
+        "server.max_connections",
+        0..=100_000_000,
+        0,
+    )? as usize;
 
     let d = HttpConfig::default();
     let h = &raw.http;
@@ -665,6 +683,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         workers,
         pin_cpus: raw.server.pin_cpus.unwrap_or(false),
         drain_timeout,
+        max_connections,
         http,
         listeners,
         routes,
@@ -871,6 +890,23 @@ mod tests {
         .unwrap();
         assert_eq!(ok.http.header_read_timeout, Duration::from_millis(250));
         assert_eq!(ok.http.keepalive_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn max_connections_is_split_across_workers() {
+        let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n";
+        let cfg = check(&format!(
+            "[server]\nworkers = 3\nmax_connections = 10\n{base}"
+        ))
+        .unwrap();
+        assert_eq!(cfg.max_connections_per_worker(), 4);
+        let unlimited = check(&format!("[server]\nworkers = 3\n{base}")).unwrap();
+        assert_eq!(unlimited.max_connections_per_worker(), 0);
+        let e = check(&format!(
+            "[server]\nworkers = 2\nmax_connections = -5\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (3, "server.max_connections"));
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct RawServer {
     pub pin_cpus: Option<bool>,
     /// How long SIGTERM waits for in-flight requests.
     pub drain_timeout: Option<Spanned<RawDuration>>,
+    /// Open connections allowed across all workers; 0 or absent means no limit.
+    pub max_connections: Option<Spanned<i64>>,
 }
 
 /// `[http]`.

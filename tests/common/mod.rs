@@ -53,7 +53,18 @@ impl Pier {
         std::fs::write(&path, text).unwrap();
         let mut args = vec!["serve", "--config", path.to_str().unwrap()];
         args.extend_from_slice(extra);
-        Self::spawn_logging(dir, &args, level)
+        Self::spawn_logging(dir, &args, level, &[])
+    }
+
+    /// Like [`Pier::with_config`] with extra environment variables.
+    pub fn with_config_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> Pier {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config.replace("{dir}", dir.path().to_str().unwrap());
+        let path = dir.path().join("pier.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec!["serve", "--config", path.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::spawn_logging(dir, &args, "info", env)
     }
 
     /// Starts `pier` with exactly these arguments (e.g. `tunnel ...`).
@@ -62,13 +73,19 @@ impl Pier {
     }
 
     fn spawn(dir: tempfile::TempDir, args: &[&str]) -> Pier {
-        Self::spawn_logging(dir, args, "info")
+        Self::spawn_logging(dir, args, "info", &[])
     }
 
-    fn spawn_logging(dir: tempfile::TempDir, args: &[&str], level: &str) -> Pier {
+    fn spawn_logging(
+        dir: tempfile::TempDir,
+        args: &[&str],
+        level: &str,
+        env: &[(&str, &str)],
+    ) -> Pier {
         let mut child = Command::new(env!("CARGO_BIN_EXE_pier"))
             .args(args)
             .env("PIER_LOG", level)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

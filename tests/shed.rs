@@ -1,0 +1,81 @@
+//! Load shedding at `max_connections`: past the limit, clients wait in the kernel
+//! backlog (connected, unanswered) instead of being accepted and failed, and are all
+//! served once earlier connections close.
+
+mod common;
+
+use std::io::{ErrorKind, Read};
+use std::time::Duration;
+
+use common::{connect, Pier, Reader};
+
+const MAX: usize = 4;
+const EXTRA: usize = 10;
+
+const CONFIG: &str = r#"
+[server]
+workers = 1
+max_connections = 4
+[[listener]]
+listen = "127.0.0.1:0"
+[[route]]
+path = "/"
+handler = "respond"
+status = 200
+body = "ok"
+"#;
+
+#[test]
+fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
+    let pier = Pier::with_config_log(CONFIG, &[], "debug");
+
+    // Fill the worker: keep-alive connections that stay open after their answer.
+    let mut held: Vec<Reader> = (0..MAX)
+        .map(|_| {
+            let mut r = Reader::new(connect(pier.addr()));
+            r.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(r.response(false).expect("a response").status, 200);
+            r
+        })
+        .collect();
+
+    // The kernel completes their handshakes, but Pier does not accept them yet.
+    let mut waiting: Vec<Reader> = (0..EXTRA)
+        .map(|_| {
+            let mut r = Reader::new(connect(pier.addr()));
+            r.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            r
+        })
+        .collect();
+    for r in waiting.iter_mut() {
+        r.stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        match r.stream.read(&mut b) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            other => panic!("a client past max_connections got {other:?} instead of waiting"),
+        }
+    }
+    // The held connections are still served while the others wait.
+    held[0].send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(held[0].response(false).unwrap().status, 200);
+    assert!(pier
+        .wait_log("pausing accepts", Duration::from_secs(5))
+        .is_some());
+
+    drop(held);
+    for (i, r) in waiting.iter_mut().enumerate() {
+        r.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let resp = r
+            .response(false)
+            .unwrap_or_else(|| panic!("waiting client {i} was closed without an answer"));
+        assert_eq!(resp.status, 200, "waiting client {i}");
+        assert_eq!(resp.body, b"ok");
+    }
+    assert!(pier
+        .wait_log("resuming accepts", Duration::from_secs(5))
+        .is_some());
+}
