@@ -77,6 +77,10 @@ pub struct ServeArgs {
     /// `https://host:port`) instead of serving files.
     #[arg(long, value_name = "URL")]
     pub proxy: Option<String>,
+    /// Serve `/metrics` and `/status` on this address (loopback unless the config
+    /// sets `admin.allow_remote`).
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<SocketAddr>,
 }
 
 /// Flags of `pier check`.

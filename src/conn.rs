@@ -24,6 +24,7 @@ use crate::handler::Handler;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
 use crate::http1::write::{self, BodyFraming};
+use crate::observe::metrics::HandlerKind;
 use crate::tls::stream::ReadAhead;
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
@@ -314,6 +315,7 @@ pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
         }
         Exit::Reject(status) => {
             debug!(peer = %conn.peer, status, "rejecting request");
+            ctx.stats.request(HandlerKind::Error, status);
             let b = conn.bufs.get_or_insert_with(|| ctx.take_buffers());
             write::write_error(&mut b.write, status, ctx.date.borrow_mut().get());
             if conn.flush().await.is_ok() {
@@ -346,6 +348,9 @@ impl<D: Downstream> Conn<'_, D> {
             self.io.write_all(&b.write),
         )
         .await;
+        if r.is_ok() {
+            self.ctx.stats.bytes_out.add(b.write.len() as u64);
+        }
         b.write.clear();
         r
     }
@@ -361,7 +366,10 @@ impl<D: Downstream> Conn<'_, D> {
             b.read.reserve(READ_BUF);
         }
         match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
-            Ok(Ok(n)) => Ok(n),
+            Ok(Ok(n)) => {
+                self.ctx.stats.bytes_in.add(n as u64);
+                Ok(n)
+            }
             Ok(Err(_)) => Err(Exit::Broken),
             Err(_) => Err(Exit::Reject(408)),
         }
@@ -487,6 +495,7 @@ impl<D: Downstream> Conn<'_, D> {
                 debug!(peer = %self.peer, error = %e, "file send failed");
                 return Err(Exit::Broken);
             }
+            ctx.stats.bytes_out.add(len);
         }
         Ok(keep_alive)
     }
@@ -539,7 +548,7 @@ impl<D: Downstream> Conn<'_, D> {
             }
             match timeout(http.body_read_timeout, self.io.read_into(&mut b.read)).await {
                 Ok(Ok(0)) => return Err(Exit::Done),
-                Ok(Ok(_)) => {}
+                Ok(Ok(n)) => self.ctx.stats.bytes_in.add(n as u64),
                 Ok(Err(_)) => return Err(Exit::Broken),
                 Err(_) => return Err(Exit::Reject(408)),
             }
@@ -589,8 +598,12 @@ fn encode_response(
     let date = date_cache.get();
     let mut large_file = None;
     match handler {
-        None => write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head),
+        None => {
+            ctx.stats.request(HandlerKind::NoRoute, 404);
+            write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head)
+        }
         Some(Handler::Respond(r)) => {
+            ctx.stats.request(HandlerKind::Respond, r.status());
             write::write_head_block(
                 out,
                 r.status(),
@@ -614,6 +627,7 @@ fn encode_response(
                 if_range: head.header(req, "if-range"),
             };
             let reply = files.serve(&sreq);
+            ctx.stats.request(HandlerKind::Static, reply.status());
             large_file = write_static(out, reply, date, conn_header, is_head);
         }
         // Routed to the proxy before the body was consumed; never reaches here.

@@ -14,6 +14,7 @@ pub mod handler;
 pub mod http1;
 pub mod listener;
 pub mod logging;
+pub mod observe;
 pub mod proxy_protocol;
 pub mod route;
 pub mod runtime;

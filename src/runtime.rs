@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use crate::cli::{CheckArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config};
 use crate::listener::bind_reuseport;
+use crate::observe::{admin, metrics::Registry};
 use crate::worker::{self, WorkerListeners};
 
 /// `pier check`: validate and report.
@@ -83,6 +84,17 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     for (addr, _) in &inherited {
         warn!(%addr, "systemd passed a socket no listener uses; ignoring it");
     }
+    let registry = Arc::new(Registry::new(workers, shown.clone()));
+    let admin_shown = match config.admin {
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(addr)
+                .with_context(|| format!("cannot listen on {addr} (admin)"))?;
+            let bound = listener.local_addr()?;
+            admin::spawn(listener, registry.clone()).context("cannot start the admin listener")?;
+            bound.to_string()
+        }
+        None => "off".to_string(),
+    };
     raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
 
@@ -93,13 +105,14 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         let cfg = config.clone();
         let rx = rx.clone();
         let pin = config.pin_cpus.then_some(id % cores);
+        let stats = registry.workers[id].clone();
         let h = std::thread::Builder::new()
             .name(format!("pier-worker-{id}"))
             .spawn(move || {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
                 }
-                if let Err(e) = worker::run(id, cfg, listeners, rx) {
+                if let Err(e) = worker::run(id, cfg, listeners, rx, stats) {
                     tracing::error!(worker = id, error = %e, "worker failed");
                 }
             })
@@ -109,6 +122,7 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     info!(
         listeners = %shown.join(" "),
         workers,
+        admin = %admin_shown,
         config = %config.source,
         "pier started"
     );

@@ -17,6 +17,7 @@ use crate::conn::{self, Downstream, Plain, Tls};
 use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
+use crate::observe::metrics::WorkerStats;
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
 
@@ -104,6 +105,8 @@ pub struct WorkerCtx {
     pub counters: Counters,
     /// Upstream pools and health as this worker sees them.
     pub proxy: ProxyWorker,
+    /// Counters the admin listener reads; only this worker writes them.
+    pub stats: Arc<WorkerStats>,
 }
 
 impl WorkerCtx {
@@ -183,6 +186,7 @@ impl ActiveGuard {
     /// Registers one more open connection.
     pub fn new(ctx: Rc<WorkerCtx>) -> Self {
         ctx.active.set(ctx.active.get() + 1);
+        ctx.stats.open.set(ctx.active.get() as u64);
         ActiveGuard(ctx)
     }
 }
@@ -191,6 +195,7 @@ impl Drop for ActiveGuard {
     fn drop(&mut self) {
         let n = self.0.active.get() - 1;
         self.0.active.set(n);
+        self.0.stats.open.set(n as u64);
         if n == 0 {
             self.0.idle_signal.notify_waiters();
         }
@@ -209,6 +214,7 @@ pub fn run(
     config: Arc<Config>,
     listeners: WorkerListeners,
     mut shutdown: watch::Receiver<bool>,
+    stats: Arc<WorkerStats>,
 ) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -228,6 +234,7 @@ pub fn run(
         capacity_signal: Notify::new(),
         counters: Counters::default(),
         proxy: ProxyWorker::new(&config),
+        stats,
     });
     local.block_on(&rt, async move {
         for (index, std_listener) in listeners {
@@ -305,6 +312,7 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
         };
         let _ = stream.set_nodelay(true);
         ctx.counters.accepted.set(ctx.counters.accepted.get() + 1);
+        ctx.stats.accepted.add(1);
         let guard = ActiveGuard::new(ctx.clone());
         let ctx = ctx.clone();
         if tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
@@ -368,6 +376,7 @@ async fn serve_accepted(
         _ = ctx.draining() => None,
         r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
     };
+    count_handshake(ctx, &handshake);
     match handshake {
         Some(Ok(Ok(tls))) => match &lc.tcp {
             Some(fwd) => {
@@ -395,6 +404,25 @@ async fn serve_accepted(
         },
         Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
         Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
+        None => {}
+    }
+}
+
+/// Counts a finished handshake as full, resumed or failed (a timeout is a failure;
+/// one cut short by shutdown is not counted).
+fn count_handshake<T>(
+    ctx: &WorkerCtx,
+    handshake: &Option<
+        Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
+    >,
+) {
+    let stats = &ctx.stats;
+    match handshake {
+        Some(Ok(Ok(tls))) => match tls.get_ref().1.handshake_kind() {
+            Some(rustls::HandshakeKind::Resumed) => stats.tls_resumed.add(1),
+            _ => stats.tls_full.add(1),
+        },
+        Some(_) => stats.tls_failed.add(1),
         None => {}
     }
 }

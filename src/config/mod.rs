@@ -19,7 +19,9 @@ use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::http1::parse::Limits;
 use crate::proxy_protocol;
 use crate::route::{Handler, RouteTable};
-use raw::{RawConfig, RawDuration, RawListener, RawRoute, RawTls, RawUpstream, RawUpstreamServer};
+use raw::{
+    RawAdmin, RawConfig, RawDuration, RawListener, RawRoute, RawTls, RawUpstream, RawUpstreamServer,
+};
 
 /// The configuration used when `pier serve` runs without `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
@@ -157,6 +159,8 @@ pub struct Config {
     pub routes: RouteTable,
     /// Upstream groups, in config order (indexes each worker's proxy state).
     pub upstreams: Vec<Arc<UpstreamGroup>>,
+    /// Where the admin listener (`/metrics`, `/status`) binds; `None` when off.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Config {
@@ -381,6 +385,13 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) -> Result<
     }
     if let Some(url) = &args.proxy {
         apply_proxy_flag(raw, url)?;
+    }
+    if let Some(addr) = args.admin {
+        let allow_remote = raw.admin.as_ref().and_then(|a| a.get_ref().allow_remote);
+        raw.admin = Some(flag(RawAdmin {
+            listen: flag(addr.to_string()),
+            allow_remote,
+        }));
     }
     Ok(())
 }
@@ -678,6 +689,12 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         }
     }
 
+    let admin = raw
+        .admin
+        .as_ref()
+        .map(|a| validate_admin(&loc, a.get_ref()))
+        .transpose()?;
+
     Ok(Config {
         source: name.to_string(),
         workers,
@@ -688,7 +705,30 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         listeners,
         routes,
         upstreams,
+        admin,
     })
+}
+
+/// `[admin]`: metrics expose traffic and topology, so only loopback unless the
+/// file says otherwise in so many words.
+fn validate_admin(loc: &Locator<'_>, raw: &RawAdmin) -> Result<SocketAddr, ConfigError> {
+    let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
+        loc.error(
+            raw.listen.span(),
+            "admin.listen",
+            format!("`{}` is not an ip:port address", raw.listen.get_ref()),
+        )
+    })?;
+    if !addr.ip().is_loopback() && raw.allow_remote != Some(true) {
+        return Err(loc.error(
+            raw.listen.span(),
+            "admin.listen",
+            format!(
+                "{addr} is not a loopback address; set admin.allow_remote = true to serve metrics beyond this host"
+            ),
+        ));
+    }
+    Ok(addr)
 }
 
 fn validate_listener(
@@ -946,5 +986,38 @@ mod tests {
         let e = load(&args).unwrap_err();
         assert_eq!(e.file, "command line");
         assert!(e.key.ends_with(".root"), "{}", e.key);
+    }
+
+    #[test]
+    fn admin_is_off_unless_configured_and_loopback_by_default() {
+        let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n";
+        assert_eq!(check(base).unwrap().admin, None);
+        let on = check(&format!("{base}[admin]\nlisten = \"127.0.0.1:9090\"\n")).unwrap();
+        assert_eq!(on.admin, Some("127.0.0.1:9090".parse().unwrap()));
+        let e = check(&format!("{base}\n[admin]\nlisten = \"0.0.0.0:9090\"\n")).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.key.as_str()),
+            ("t.toml", 8, "admin.listen")
+        );
+        assert!(e.message.contains("allow_remote"), "{}", e.message);
+        let remote = check(&format!(
+            "{base}[admin]\nlisten = \"0.0.0.0:9090\"\nallow_remote = true\n"
+        ))
+        .unwrap();
+        assert_eq!(remote.admin, Some("0.0.0.0:9090".parse().unwrap()));
+    }
+
+    #[test]
+    fn admin_flag_is_refused_off_loopback_from_the_command_line() {
+        let args = ServeArgs {
+            no_tls: true,
+            admin: Some("192.0.2.1:9090".parse().unwrap()),
+            ..Default::default()
+        };
+        let e = load(&args).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            ("command line", "admin.listen")
+        );
     }
 }

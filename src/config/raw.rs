@@ -26,6 +26,18 @@ pub struct RawConfig {
     /// `[[upstream]]`: named groups of servers for proxy routes and tcp listeners.
     #[serde(default)]
     pub upstream: Vec<Spanned<RawUpstream>>,
+    /// `[admin]`: the metrics and status listener (off when absent).
+    pub admin: Option<Spanned<RawAdmin>>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    /// `ip:port` serving `/metrics` and `/status`.
+    pub listen: Spanned<String>,
+    /// Accept a non-loopback `listen` address (metrics reveal traffic and topology).
+    pub allow_remote: Option<bool>,
 }
 
 /// `[server]`.

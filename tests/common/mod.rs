@@ -19,6 +19,8 @@ pub struct Pier {
     pub https: Vec<SocketAddr>,
     /// Stream listeners (`kind = "tcp"`): plain (`tcp://`) and TLS (`tls://`).
     pub streams: Vec<SocketAddr>,
+    /// The admin listener (`/metrics`, `/status`), when on.
+    pub admin: Option<SocketAddr>,
     pub dir: tempfile::TempDir,
     pub log: mpsc::Receiver<String>,
 }
@@ -110,11 +112,16 @@ impl Pier {
                     if line.contains("pier started") {
                         let (http, https) = parse_listeners(&line);
                         let streams = parse_stream_listeners(&line);
+                        let admin = line
+                            .split_whitespace()
+                            .find_map(|w| w.strip_prefix("admin="))
+                            .and_then(|a| a.parse().ok());
                         return Pier {
                             child,
                             http,
                             https,
                             streams,
+                            admin,
                             dir,
                             log: rx,
                         };

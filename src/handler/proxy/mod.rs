@@ -43,6 +43,7 @@ use crate::http1::parse::{BodyKind, Method, RequestHead, TargetForm, Version};
 use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
+use crate::observe::metrics::HandlerKind;
 use crate::worker::READ_BUF;
 use balance::{hash64, Balance, HashKey};
 use pool::UpstreamStream;
@@ -691,6 +692,7 @@ pub(crate) async fn serve<D: Downstream>(
     let b = conn.bufs.as_mut().expect("buffers held while handling");
     let req = &b.read[conn.rpos..];
     let info = RequestInfo::new(&b.head, req);
+    let started = std::time::Instant::now();
 
     // Phase 1: request filter.
     if let BodyKind::Length(n) = info.body {
@@ -847,8 +849,10 @@ pub(crate) async fn serve<D: Downstream>(
         break Err((error, Some(addr)));
     };
 
+    ctx.stats.upstream_requests.add(1);
     let outcome = match result {
         Err((e, addr)) => {
+            ctx.stats.upstream_errors.add(1);
             let status = e.status();
             match addr {
                 Some(a) => {
@@ -865,6 +869,8 @@ pub(crate) async fn serve<D: Downstream>(
             finish_with_error(conn, &info, status, end)
         }
         Ok((server, up, _in_flight)) => {
+            ctx.stats.upstream_latency(started.elapsed());
+            ctx.stats.request(HandlerKind::Proxy, resp.status);
             relay_response(conn, route, &info, server, up, &mut up_read, &resp).await
         }
     };
@@ -903,6 +909,7 @@ fn finish_with_error<D: Downstream>(
         return Err(Exit::Reject(status));
     };
     conn.rpos = end;
+    ctx.stats.request(HandlerKind::Proxy, status);
     let keep_alive = info.keep_alive && !ctx.draining.get();
     let connection = connection_header(keep_alive, info.version);
     let b = conn.bufs.as_mut().expect("buffers held while handling");
@@ -996,7 +1003,7 @@ async fn send_request<D: Downstream>(
         }
         match timeout(http.body_read_timeout, conn.io.read_into(&mut b.read)).await {
             Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Downstream(Exit::Broken)),
-            Ok(Ok(_)) => {}
+            Ok(Ok(n)) => conn.ctx.stats.bytes_in.add(n as u64),
             Err(_) => return Err(SendError::Downstream(Exit::Reject(408))),
         }
     }
@@ -1260,6 +1267,7 @@ async fn emit<D: Downstream>(
     {
         return Err(Exit::Broken);
     }
+    conn.ctx.stats.bytes_out.add(data.len() as u64);
     if chunked {
         let b = conn.bufs.as_mut().expect("buffers held while proxying");
         b.write.extend_from_slice(b"\r\n");

@@ -1,0 +1,132 @@
+//! The admin listener: `/metrics` (Prometheus text) and `/status` (a page for
+//! people), served from a thread of its own so scraping never runs on a worker.
+//!
+//! It speaks just enough HTTP/1.1 through Pier's own request parser: one request
+//! per connection, `GET`/`HEAD` only, `Connection: close` on every answer.
+
+use std::io;
+use std::net::TcpListener as StdListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+use crate::http1::parse::{parse_request, Limits, Method, Parsed, RequestHead};
+use crate::http1::write::{self, BodyFraming, ConnectionHeader, DateCache};
+use crate::observe::metrics::Registry;
+
+/// A scrape that has not sent its head by then is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Admin requests are small; anything bigger is refused.
+const LIMITS: Limits = Limits {
+    max_head_bytes: 8 * 1024,
+    max_headers: 64,
+    max_uri_bytes: 1024,
+};
+
+/// Starts the admin thread on an already bound listener.
+pub fn spawn(listener: StdListener, registry: Arc<Registry>) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new()
+        .name("pier-admin".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    warn!(error = %e, "admin listener cannot start");
+                    return;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        warn!(error = %e, "admin listener cannot start");
+                        return;
+                    }
+                };
+                loop {
+                    match listener.accept().await {
+                        Ok((stream, _)) => {
+                            let registry = registry.clone();
+                            tokio::task::spawn_local(async move {
+                                if let Err(e) = serve(stream, &registry).await {
+                                    debug!(error = %e, "admin request failed");
+                                }
+                            });
+                        }
+                        Err(e) => {
+                            debug!(error = %e, "admin accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+            });
+        })?;
+    Ok(())
+}
+
+/// Answers one request and closes.
+async fn serve(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut head = RequestHead::default();
+    let read_head = async {
+        loop {
+            match parse_request(&buf, &LIMITS, &mut head) {
+                Ok(Parsed::Complete) => return Ok(None),
+                Ok(Parsed::Partial) => {}
+                Err(e) => return Ok(Some(e.status())),
+            }
+            buf.reserve(1024);
+            if stream.read_buf(&mut buf).await? == 0 {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+        }
+    };
+    let refused = tokio::time::timeout(REQUEST_TIMEOUT, read_head)
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    let (status, content_type, body) = match refused {
+        Some(status) => (status, "text/plain; charset=utf-8", String::new()),
+        None => route(&head, &buf, registry),
+    };
+    let is_head = refused.is_none() && head.method == Method::Head;
+    let mut out = Vec::with_capacity(body.len() + 256);
+    let mut date = DateCache::default();
+    write::write_head_fields(
+        &mut out,
+        status,
+        date.get(),
+        BodyFraming::Length(body.len() as u64),
+        ConnectionHeader::Close,
+        [("content-type", content_type.as_bytes())],
+    );
+    if !is_head {
+        out.extend_from_slice(body.as_bytes());
+    }
+    stream.write_all(&out).await?;
+    stream.shutdown().await
+}
+
+/// Status, content type and body for a parsed request.
+fn route(head: &RequestHead, buf: &[u8], registry: &Registry) -> (u16, &'static str, String) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    if !matches!(head.method, Method::Get | Method::Head) {
+        return (405, TEXT, "GET or HEAD only\n".into());
+    }
+    match head.path(buf) {
+        b"/metrics" => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            registry.render_prometheus(),
+        ),
+        b"/status" | b"/" => (200, TEXT, registry.render_status()),
+        _ => (404, TEXT, "not found: try /metrics or /status\n".into()),
+    }
+}
