@@ -153,6 +153,7 @@ impl WorkerCtx {
         self.counters
             .shed_pauses
             .set(self.counters.shed_pauses.get() + 1);
+        self.stats.shed.add(1);
         debug!(
             worker = self.id,
             open = self.active.get(),

@@ -23,6 +23,8 @@ path = "/"
 handler = "respond"
 status = 200
 body = "ok"
+[admin]
+listen = "127.0.0.1:0"
 "#;
 
 #[test]
@@ -78,4 +80,16 @@ fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
     assert!(pier
         .wait_log("resuming accepts", Duration::from_secs(5))
         .is_some());
+
+    // The pause shows on the admin listener too.
+    let admin = pier.admin.expect("admin listener on");
+    let scrape = common::get(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    let text = String::from_utf8(scrape.body).unwrap();
+    let pauses: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pier_connections_shed_total "))
+        .expect("pier_connections_shed_total in /metrics")
+        .parse()
+        .unwrap();
+    assert!(pauses >= 1, "{text}");
 }

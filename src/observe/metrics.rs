@@ -88,7 +88,8 @@ pub const LATENCY_BOUNDS: [f64; 12] = [
 pub struct WorkerStats {
     /// Downstream connections accepted.
     pub accepted: Counter,
-    /// Connections refused by load shedding (nothing sheds yet: reads 0).
+    /// Times accepting paused at `max_connections`: load is shed by leaving new
+    /// connections in the kernel backlog, not by refusing them.
     pub shed: Counter,
     /// Downstream connections open now (a gauge).
     pub open: Counter,
@@ -203,7 +204,7 @@ impl Registry {
         metric(
             "pier_connections_shed_total",
             "counter",
-            "Downstream connections refused by load shedding.",
+            "Times accepting paused at max_connections (new connections wait in the kernel backlog).",
             &one(self.sum(|w| w.shed.get())),
         );
         let mut requests = Vec::new();
