@@ -274,8 +274,7 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, Error> {
 /// families differ, as the spec asks).
 pub fn encode_v1(out: &mut Vec<u8>, src: SocketAddr, dst: SocketAddr) {
     use std::io::Write;
-    let src = canonical(src);
-    let dst = canonical(dst);
+    let (src, dst) = same_family(src, dst);
     let _ = match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             write!(out, "PROXY TCP4 {s} {d} {} {}\r\n", src.port(), dst.port())
@@ -295,8 +294,7 @@ pub fn encode_v2(
     alpn: Option<&[u8]>,
     authority: Option<&[u8]>,
 ) {
-    let src = canonical(src);
-    let dst = canonical(dst);
+    let (src, dst) = same_family(src, dst);
     let tlv_len = |v: Option<&[u8]>| v.map_or(0, |v| 3 + v.len().min(u16::MAX as usize));
     out.extend_from_slice(&V2_SIGNATURE);
     out.push(0x21);
@@ -344,9 +342,50 @@ fn canonical(a: SocketAddr) -> SocketAddr {
     }
 }
 
+/// Both addresses in one family, so the header can carry them: IPv4 when both
+/// are (or map to) IPv4, else IPv6 with any IPv4 one mapped. A dual-stack
+/// listener sees IPv4 clients as mapped addresses next to its own IPv6 address;
+/// sending UNSPEC there would lose the client address.
+fn same_family(src: SocketAddr, dst: SocketAddr) -> (SocketAddr, SocketAddr) {
+    let (s, d) = (canonical(src), canonical(dst));
+    if s.is_ipv4() == d.is_ipv4() {
+        return (s, d);
+    }
+    let v6 = |a: SocketAddr| match a.ip() {
+        IpAddr::V4(v4) => SocketAddr::new(IpAddr::V6(v4.to_ipv6_mapped()), a.port()),
+        IpAddr::V6(_) => a,
+    };
+    (v6(s), v6(d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mixed_families_keep_the_client_address() {
+        // Found by the fuzz target: an IPv4-mapped source next to an IPv6
+        // destination re-encoded as UNSPEC and lost the source.
+        let src: SocketAddr = "[::ffff:192.0.2.7]:4242".parse().unwrap();
+        let dst: SocketAddr = "[2001:db8::1]:443".parse().unwrap();
+        let mut out = Vec::new();
+        encode_v2(&mut out, src, dst, None, None);
+        match parse(&out) {
+            Ok(Parsed::Complete(h, n)) => {
+                assert_eq!(n, out.len());
+                assert_eq!(h.source, Some(src));
+                assert_eq!(h.destination, Some(dst));
+            }
+            other => panic!("{other:?}"),
+        }
+        out.clear();
+        encode_v1(&mut out, "192.0.2.7:4242".parse().unwrap(), dst);
+        assert!(out.starts_with(b"PROXY TCP6 ::ffff:192.0.2.7 2001:db8::1 4242 443"));
+        match parse(&out) {
+            Ok(Parsed::Complete(h, _)) => assert_eq!(h.source.map(|a| a.port()), Some(4242)),
+            other => panic!("{other:?}"),
+        }
+    }
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().unwrap()
