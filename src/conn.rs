@@ -334,8 +334,11 @@ struct LoggedRequest {
     method: Vec<u8>,
     target: Vec<u8>,
     protocol: &'static str,
-    referer: Option<Vec<u8>>,
-    user_agent: Option<Vec<u8>>,
+    /// Reused across the connection's requests, so logging does not allocate per line.
+    referer: Vec<u8>,
+    user_agent: Vec<u8>,
+    has_referer: bool,
+    has_user_agent: bool,
 }
 
 /// Serves one downstream connection until it closes.
@@ -536,8 +539,10 @@ impl<D: Downstream> Conn<'_, D> {
         l.started = Some(Instant::now());
         l.method.clear();
         l.target.clear();
-        l.referer = None;
-        l.user_agent = None;
+        l.referer.clear();
+        l.user_agent.clear();
+        l.has_referer = false;
+        l.has_user_agent = false;
         self.status = 0;
         self.upstream = None;
         l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
@@ -551,8 +556,14 @@ impl<D: Downstream> Conn<'_, D> {
             Version::Http10 => "HTTP/1.0",
             _ => "HTTP/1.1",
         };
-        l.referer = b.head.header(req, "referer").map(<[u8]>::to_vec);
-        l.user_agent = b.head.header(req, "user-agent").map(<[u8]>::to_vec);
+        if let Some(v) = b.head.header(req, "referer") {
+            l.referer.extend_from_slice(v);
+            l.has_referer = true;
+        }
+        if let Some(v) = b.head.header(req, "user-agent") {
+            l.user_agent.extend_from_slice(v);
+            l.has_user_agent = true;
+        }
     }
 
     /// Formats the line of the request begun by `begin_log`.
@@ -573,8 +584,8 @@ impl<D: Downstream> Conn<'_, D> {
             status: self.status,
             bytes: (self.sent + pending).saturating_sub(l.out_mark),
             duration: l.started.map_or(Duration::ZERO, |t| t.elapsed()),
-            referer: l.referer.as_deref(),
-            user_agent: l.user_agent.as_deref(),
+            referer: l.has_referer.then_some(&l.referer[..]),
+            user_agent: l.has_user_agent.then_some(&l.user_agent[..]),
             tls: self.io.tls_fields(),
             upstream: self.upstream.map(|u| u.0),
             upstream_time: self.upstream.map(|u| u.1),

@@ -1,5 +1,6 @@
 //! The access log against a real `pier` process: one line per request, flushed on
-//! the interval and at shutdown, JSON that parses, TLS fields, and SIGUSR1 reopen.
+//! the interval and at shutdown, JSON that parses, TLS and upstream fields, and
+//! SIGUSR1 reopen.
 
 mod common;
 
@@ -7,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::tls::{connect_tls, recording_client, tls_get};
+use common::upstream::{ok, Upstream};
 use common::{get, Pier};
 use rustix::process::Signal;
 
@@ -171,4 +173,67 @@ fn sigusr1_reopens_the_file_after_rotation() {
     let before = lines(&rotated);
     assert_eq!(before.len(), 3, "{before:#?}");
     assert!(before.iter().all(|l| l.contains("/fixed?before")));
+}
+
+#[test]
+fn proxied_requests_carry_upstream_address_and_time() {
+    let app = Upstream::start(|_| ok("from app"));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{app}" }}]
+[[upstream]]
+name = "dead"
+servers = [{{ address = "{dead}" }}]
+retries = 0
+[[route]]
+path = "/down"
+handler = "proxy"
+upstream = "dead"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+[access_log]
+path = "{{dir}}/access.log"
+format = "json"
+flush_interval = "50ms"
+"#,
+        app = app.addr
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let log = pier.root().join("access.log");
+    let posted = get(
+        pier.addr(),
+        "POST /upload?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: probe/1\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(posted.status, 200);
+    assert_eq!(request(&pier, "/down"), 502);
+    let got = wait_lines(&log, 2);
+    assert_eq!(got.len(), 2, "{got:#?}");
+    let line = |target: &str| -> serde_json::Value {
+        got.iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["target"] == target)
+            .unwrap_or_else(|| panic!("no line for {target} in {got:#?}"))
+    };
+    let up = line("/upload?x=1");
+    assert_eq!(up["method"], "POST");
+    assert_eq!(up["status"], 200);
+    assert_eq!(up["user_agent"], "probe/1");
+    assert_eq!(up["upstream"], app.addr.to_string());
+    assert!(up["upstream_time_ms"].as_f64().unwrap() >= 0.0);
+    assert!(up["bytes"].as_u64().unwrap() > "from app".len() as u64);
+    let down = line("/down");
+    assert_eq!(down["status"], 502);
+    assert_eq!(down["upstream"], dead.to_string());
 }

@@ -445,8 +445,13 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     json_opt(out, "tls_version", tls.version.map(str::as_bytes));
     json_opt(out, "tls_cipher", tls.cipher.map(str::as_bytes));
     json_opt(out, "sni", tls.sni.map(str::as_bytes));
-    let upstream = e.upstream.map(|a| a.to_string());
-    json_opt(out, "upstream", upstream.as_deref().map(str::as_bytes));
+    // An address's text needs no JSON escaping.
+    match e.upstream {
+        Some(a) => {
+            let _ = write!(out, ",\"upstream\":\"{a}\"");
+        }
+        None => out.extend_from_slice(b",\"upstream\":null"),
+    }
     out.extend_from_slice(b",\"upstream_time_ms\":");
     match e.upstream_time {
         Some(t) => push_ms(out, t),
