@@ -101,9 +101,19 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     let access_log = match &config.access_log {
         Some(c) => Some(
             AccessLog::start(c.clone(), workers)
-                .with_context(|| format!("cannot open the access log {:?}", c.target))?,
+                .with_context(|| format!("cannot open the access log {}", c.target))?,
         ),
         None => None,
+    };
+
+    // Handlers go in before the workers start: SIGUSR1 and SIGHUP would otherwise
+    // kill a server that logrotate or a reload reached during its start.
+    let signal_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let signals = {
+        let _in_rt = signal_rt.enter();
+        Signals::new()?
     };
 
     let (tx, rx) = watch::channel(false);
@@ -137,7 +147,7 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     );
     notify_systemd("READY=1");
 
-    wait_for_signal(&config, access_log.as_ref())?;
+    wait_for_signal(&signal_rt, signals, &config, access_log.as_ref())?;
     info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
     notify_systemd("STOPPING=1");
     let _ = tx.send(true);
@@ -165,18 +175,41 @@ fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
     }
 }
 
+/// The signals `serve` handles, registered inside the signal runtime.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            usr1: signal(SignalKind::user_defined1())?,
+        })
+    }
+}
+
 /// Waits for SIGTERM or SIGINT; SIGHUP meanwhile reloads TLS certificates and
 /// SIGUSR1 reopens the access log (after logrotate moved it).
-fn wait_for_signal(config: &Config, access_log: Option<&AccessLog>) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+fn wait_for_signal(
+    rt: &tokio::runtime::Runtime,
+    signals: Signals,
+    config: &Config,
+    access_log: Option<&AccessLog>,
+) -> anyhow::Result<()> {
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr1,
+    } = signals;
     rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut usr1 = signal(SignalKind::user_defined1())?;
         loop {
             tokio::select! {
                 _ = term.recv() => { info!(signal = "SIGTERM", "signal received"); break }

@@ -23,6 +23,8 @@ use crate::observe::metrics::WorkerStats;
 const BUFFERS_PER_WORKER: usize = 4;
 /// How long the writer sleeps when it has nothing to do; workers unpark it sooner.
 const WRITER_IDLE: Duration = Duration::from_millis(200);
+/// How long shutdown waits for the writer to write what the workers handed over.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// Line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +42,15 @@ pub enum LogTarget {
     Stdout,
     /// A file opened for append, reopened on SIGUSR1 after logrotate moved it.
     File(PathBuf),
+}
+
+impl std::fmt::Display for LogTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogTarget::Stdout => f.write_str("standard output"),
+            LogTarget::File(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 /// `[access_log]`, validated.
@@ -117,13 +128,21 @@ impl AccessLog {
         self.shared.wake_writer();
     }
 
-    /// Writes what the workers handed over, then stops the writer.
+    /// Writes what the workers handed over, then stops the writer. A writer stuck
+    /// on a dead disk is given `FINISH_WAIT`, so it cannot hold up the exit.
     pub fn finish(mut self) {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.wake_writer();
-        if let Some(h) = self.writer.take() {
-            let _ = h.join();
+        let Some(h) = self.writer.take() else { return };
+        let deadline = std::time::Instant::now() + FINISH_WAIT;
+        while !h.is_finished() {
+            if std::time::Instant::now() >= deadline {
+                warn!("access log writer is stuck; exiting without its last lines");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
+        let _ = h.join();
     }
 }
 
