@@ -24,6 +24,7 @@ use crate::handler::Handler;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
 use crate::http1::write::{self, BodyFraming};
+use crate::observe::access_log::{Entry, TlsFields, WorkerLog};
 use crate::observe::metrics::HandlerKind;
 use crate::tls::stream::ReadAhead;
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
@@ -68,6 +69,11 @@ pub trait Downstream {
 
     /// Subject (RFC 4514) of the verified client certificate, if one was presented.
     fn peer_subject(&self) -> Option<&str> {
+        None
+    }
+
+    /// TLS version, cipher and SNI for the access log; `None` on plain TCP.
+    fn tls_fields(&self) -> Option<TlsFields<'_>> {
         None
     }
 }
@@ -256,6 +262,17 @@ impl Downstream for Tls {
     fn peer_subject(&self) -> Option<&str> {
         self.peer_subject.as_deref()
     }
+
+    fn tls_fields(&self) -> Option<TlsFields<'_>> {
+        let session = self.stream.get_ref().1;
+        Some(TlsFields {
+            version: session.protocol_version().and_then(|v| v.as_str()),
+            cipher: session
+                .negotiated_cipher_suite()
+                .and_then(|c| c.suite().as_str()),
+            sni: session.server_name(),
+        })
+    }
 }
 
 /// Runs an IO future under a time limit, arming the timer only if the first poll
@@ -295,6 +312,33 @@ pub(crate) struct Conn<'a, D> {
     /// Start of unconsumed input in `bufs.read`.
     pub(crate) rpos: usize,
     requests: u64,
+    /// Bytes written downstream so far, so a log line can tell one response's size.
+    pub(crate) sent: u64,
+    /// Status of the response being answered, for the access log.
+    pub(crate) status: u16,
+    /// Upstream server and time to its response head, set by the proxy for the log.
+    pub(crate) upstream: Option<(SocketAddr, Duration)>,
+    /// The request being logged, copied out of the read buffer, which the proxy
+    /// consumes; only allocated when the access log is on.
+    logged: Option<Box<LoggedRequest>>,
+}
+
+/// What the access log needs of a request, kept across the awaits that answer it.
+#[derive(Default)]
+struct LoggedRequest {
+    /// A request is between `begin_log` and its line.
+    active: bool,
+    started: Option<Instant>,
+    /// `sent` plus pending output when the request began.
+    out_mark: u64,
+    method: Vec<u8>,
+    target: Vec<u8>,
+    protocol: &'static str,
+    /// Reused across the connection's requests, so logging does not allocate per line.
+    referer: Vec<u8>,
+    user_agent: Vec<u8>,
+    has_referer: bool,
+    has_user_agent: bool,
 }
 
 /// Serves one downstream connection until it closes.
@@ -306,6 +350,10 @@ pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
         bufs: None,
         rpos: 0,
         requests: 0,
+        sent: 0,
+        status: 0,
+        upstream: None,
+        logged: None,
     };
     let exit = conn.run().await;
     match exit {
@@ -316,9 +364,18 @@ pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
         Exit::Reject(status) => {
             debug!(peer = %conn.peer, status, "rejecting request");
             ctx.stats.request(HandlerKind::Error, status);
+            if ctx.access_log.is_some() && !conn.logged.as_ref().is_some_and(|l| l.active) {
+                // Refused before it was routed: a line without a request.
+                conn.begin_log(false);
+            }
             let b = conn.bufs.get_or_insert_with(|| ctx.take_buffers());
             write::write_error(&mut b.write, status, ctx.date.borrow_mut().get());
-            if conn.flush().await.is_ok() {
+            let flushed = conn.flush().await.is_ok();
+            if let Some(log) = &ctx.access_log {
+                conn.status = status;
+                conn.end_log(log);
+            }
+            if flushed {
                 conn.io.shutdown().await;
                 conn.linger().await;
             }
@@ -350,6 +407,7 @@ impl<D: Downstream> Conn<'_, D> {
         .await;
         if r.is_ok() {
             self.ctx.stats.bytes_out.add(b.write.len() as u64);
+            self.sent += b.write.len() as u64;
         }
         b.write.clear();
         r
@@ -458,10 +516,86 @@ impl<D: Downstream> Conn<'_, D> {
         }
     }
 
+    /// Answers the parsed request, logging it when the access log is on.
+    async fn handle(&mut self) -> Result<bool, Exit> {
+        let ctx = self.ctx;
+        let Some(log) = &ctx.access_log else {
+            return self.answer().await;
+        };
+        self.begin_log(true);
+        let r = self.answer().await;
+        // A refused request is logged once its error response is written.
+        if !matches!(r, Err(Exit::Reject(_))) && self.status != 0 {
+            self.end_log(log);
+        }
+        r
+    }
+
+    /// Starts a log line: copies what the line needs out of the read buffer
+    /// (`parsed`: a request head is there) and marks the time and output so far.
+    fn begin_log(&mut self, parsed: bool) {
+        let l = self.logged.get_or_insert_with(Box::default);
+        l.active = true;
+        l.started = Some(Instant::now());
+        l.method.clear();
+        l.target.clear();
+        l.referer.clear();
+        l.user_agent.clear();
+        l.has_referer = false;
+        l.has_user_agent = false;
+        self.status = 0;
+        self.upstream = None;
+        l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
+        let Some(b) = self.bufs.as_ref().filter(|_| parsed) else {
+            return;
+        };
+        let req = &b.read[self.rpos..self.rpos + b.head.head_len];
+        l.method.extend_from_slice(b.head.method_token(req));
+        l.target.extend_from_slice(b.head.target(req));
+        l.protocol = match b.head.version {
+            Version::Http10 => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        };
+        if let Some(v) = b.head.header(req, "referer") {
+            l.referer.extend_from_slice(v);
+            l.has_referer = true;
+        }
+        if let Some(v) = b.head.header(req, "user-agent") {
+            l.user_agent.extend_from_slice(v);
+            l.has_user_agent = true;
+        }
+    }
+
+    /// Formats the line of the request begun by `begin_log`.
+    fn end_log(&mut self, log: &WorkerLog) {
+        let Some(l) = self.logged.as_mut() else {
+            return;
+        };
+        if !l.active {
+            return;
+        }
+        l.active = false;
+        let pending = self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
+        log.record(&Entry {
+            client: self.peer,
+            method: &l.method,
+            target: &l.target,
+            protocol: l.protocol,
+            status: self.status,
+            bytes: (self.sent + pending).saturating_sub(l.out_mark),
+            duration: l.started.map_or(Duration::ZERO, |t| t.elapsed()),
+            referer: l.has_referer.then_some(&l.referer[..]),
+            user_agent: l.has_user_agent.then_some(&l.user_agent[..]),
+            tls: self.io.tls_fields(),
+            upstream: self.upstream.map(|u| u.0),
+            upstream_time: self.upstream.map(|u| u.1),
+        });
+    }
+
     /// Routes the parsed request and answers it; returns whether the connection
     /// stays open. Proxied requests stream their body upstream; the others have
     /// it consumed and dropped (their handlers never need it).
-    async fn handle(&mut self) -> Result<bool, Exit> {
+    async fn answer(&mut self) -> Result<bool, Exit> {
         let ctx = self.ctx;
         let http = &ctx.config.http;
         let b = self.bufs.as_ref().expect("buffers held while handling");
@@ -484,7 +618,9 @@ impl<D: Downstream> Conn<'_, D> {
         }
 
         let b = self.bufs.as_mut().expect("buffers held while handling");
-        let (keep_alive, large_file) = encode_response(ctx, b, self.rpos, head_len, handler);
+        let (keep_alive, large_file, status) =
+            encode_response(ctx, b, self.rpos, head_len, handler);
+        self.status = status;
         self.rpos += head_len;
         if let Some((file, offset, len)) = large_file {
             let write_timeout = http.write_timeout;
@@ -496,6 +632,7 @@ impl<D: Downstream> Conn<'_, D> {
                 return Err(Exit::Broken);
             }
             ctx.stats.bytes_out.add(len);
+            self.sent += len;
         }
         Ok(keep_alive)
     }
@@ -573,15 +710,19 @@ impl<D: Downstream> Conn<'_, D> {
     }
 }
 
+/// A file region still to send after the head: (file, offset, length).
+type FileRegion = (Rc<File>, u64, u64);
+
 /// Encodes the response of a routed (non-proxy) request into the output buffer.
-/// Returns whether the connection stays open, and a large file region still to send.
+/// Returns whether the connection stays open, a large file region still to send,
+/// and the status.
 fn encode_response(
     ctx: &WorkerCtx,
     b: &mut ConnBuffers,
     rpos: usize,
     head_len: usize,
     handler: Option<&Handler>,
-) -> (bool, Option<(Rc<File>, u64, u64)>) {
+) -> (bool, Option<FileRegion>, u16) {
     let req = &b.read[rpos..rpos + head_len];
     let head = &b.head;
     let keep_alive = head.keep_alive && !ctx.draining.get();
@@ -597,10 +738,11 @@ fn encode_response(
     let mut date_cache = ctx.date.borrow_mut();
     let date = date_cache.get();
     let mut large_file = None;
-    match handler {
+    let status = match handler {
         None => {
             ctx.stats.request(HandlerKind::NoRoute, 404);
-            write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head)
+            write::write_status_body(out, 404, date, conn_header, std::iter::empty(), is_head);
+            404
         }
         Some(Handler::Respond(r)) => {
             ctx.stats.request(HandlerKind::Respond, r.status());
@@ -615,6 +757,7 @@ fn encode_response(
             if !is_head {
                 out.extend_from_slice(r.body());
             }
+            r.status()
         }
         Some(Handler::Static(files)) => {
             let sreq = StaticRequest {
@@ -627,15 +770,18 @@ fn encode_response(
                 if_range: head.header(req, "if-range"),
             };
             let reply = files.serve(&sreq);
-            ctx.stats.request(HandlerKind::Static, reply.status());
+            let status = reply.status();
+            ctx.stats.request(HandlerKind::Static, status);
             large_file = write_static(out, reply, date, conn_header, is_head);
+            status
         }
         // Routed to the proxy before the body was consumed; never reaches here.
         Some(Handler::Proxy(_)) => {
-            write::write_status_body(out, 500, date, conn_header, std::iter::empty(), is_head)
+            write::write_status_body(out, 500, date, conn_header, std::iter::empty(), is_head);
+            500
         }
-    }
-    (keep_alive, large_file)
+    };
+    (keep_alive, large_file, status)
 }
 
 /// Encodes a static-file reply; returns the file region still to send when it is
@@ -646,7 +792,7 @@ fn write_static(
     date: &[u8],
     conn: write::ConnectionHeader,
     is_head: bool,
-) -> Option<(Rc<File>, u64, u64)> {
+) -> Option<FileRegion> {
     let status = reply.status();
     match reply {
         Reply::File(f) => {

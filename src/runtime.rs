@@ -1,6 +1,6 @@
 //! Process start and stop: load config, bind every worker's sockets, start N worker
-//! threads (optionally pinned), reload TLS certificates on SIGHUP, wait for
-//! SIGTERM/SIGINT, then drain.
+//! threads (optionally pinned), reload TLS certificates on SIGHUP, reopen the access
+//! log on SIGUSR1, wait for SIGTERM/SIGINT, then drain.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use crate::cli::{CheckArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config};
 use crate::listener::bind_reuseport;
+use crate::observe::access_log::AccessLog;
 use crate::observe::{admin, metrics::Registry};
 use crate::worker::{self, WorkerListeners};
 
@@ -97,6 +98,23 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     };
     raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
+    let access_log = match &config.access_log {
+        Some(c) => Some(
+            AccessLog::start(c.clone(), workers)
+                .with_context(|| format!("cannot open the access log {}", c.target))?,
+        ),
+        None => None,
+    };
+
+    // Handlers go in before the workers start: SIGUSR1 and SIGHUP would otherwise
+    // kill a server that logrotate or a reload reached during its start.
+    let signal_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let signals = {
+        let _in_rt = signal_rt.enter();
+        Signals::new()?
+    };
 
     let (tx, rx) = watch::channel(false);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -106,13 +124,14 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         let rx = rx.clone();
         let pin = config.pin_cpus.then_some(id % cores);
         let stats = registry.workers[id].clone();
+        let log = access_log.as_ref().map(AccessLog::shared);
         let h = std::thread::Builder::new()
             .name(format!("pier-worker-{id}"))
             .spawn(move || {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
                 }
-                if let Err(e) = worker::run(id, cfg, listeners, rx, stats) {
+                if let Err(e) = worker::run(id, cfg, listeners, rx, stats, log) {
                     tracing::error!(worker = id, error = %e, "worker failed");
                 }
             })
@@ -128,11 +147,14 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     );
     notify_systemd("READY=1");
 
-    wait_for_signal(&config)?;
+    wait_for_signal(&signal_rt, signals, &config, access_log.as_ref())?;
     info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
     notify_systemd("STOPPING=1");
     let _ = tx.send(true);
     join_within(handles, &config);
+    if let Some(log) = access_log {
+        log.finish();
+    }
     info!("stopped");
     Ok(())
 }
@@ -153,16 +175,41 @@ fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
     }
 }
 
-/// Waits for SIGTERM or SIGINT; SIGHUP meanwhile reloads TLS certificates.
-fn wait_for_signal(config: &Config) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
+/// The signals `serve` handles, registered inside the signal runtime.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            usr1: signal(SignalKind::user_defined1())?,
+        })
+    }
+}
+
+/// Waits for SIGTERM or SIGINT; SIGHUP meanwhile reloads TLS certificates and
+/// SIGUSR1 reopens the access log (after logrotate moved it).
+fn wait_for_signal(
+    rt: &tokio::runtime::Runtime,
+    signals: Signals,
+    config: &Config,
+    access_log: Option<&AccessLog>,
+) -> anyhow::Result<()> {
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr1,
+    } = signals;
+    rt.block_on(async {
         loop {
             tokio::select! {
                 _ = term.recv() => { info!(signal = "SIGTERM", "signal received"); break }
@@ -170,6 +217,12 @@ fn wait_for_signal(config: &Config) -> anyhow::Result<()> {
                 _ = hup.recv() => {
                     info!(signal = "SIGHUP", "signal received: reloading TLS certificates");
                     crate::tls::reload_all(config);
+                }
+                _ = usr1.recv() => {
+                    info!(signal = "SIGUSR1", "signal received: reopening the access log");
+                    if let Some(log) = access_log {
+                        log.reopen();
+                    }
                 }
             }
         }

@@ -17,6 +17,7 @@ use crate::conn::{self, Downstream, Plain, Tls};
 use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
+use crate::observe::access_log::{self, WorkerLog};
 use crate::observe::metrics::WorkerStats;
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
@@ -107,6 +108,8 @@ pub struct WorkerCtx {
     pub proxy: ProxyWorker,
     /// Counters the admin listener reads; only this worker writes them.
     pub stats: Arc<WorkerStats>,
+    /// This worker's access-log buffer; `None` when the log is off.
+    pub access_log: Option<WorkerLog>,
 }
 
 impl WorkerCtx {
@@ -216,6 +219,7 @@ pub fn run(
     listeners: WorkerListeners,
     mut shutdown: watch::Receiver<bool>,
     stats: Arc<WorkerStats>,
+    access_log: Option<Arc<access_log::Shared>>,
 ) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -235,6 +239,7 @@ pub fn run(
         capacity_signal: Notify::new(),
         counters: Counters::default(),
         proxy: ProxyWorker::new(&config),
+        access_log: access_log.map(|shared| WorkerLog::new(shared, stats.clone())),
         stats,
     });
     local.block_on(&rt, async move {
@@ -245,6 +250,9 @@ pub fn run(
         }
         if !config.upstreams.is_empty() {
             tokio::task::spawn_local(sweep_pools(ctx.clone()));
+        }
+        if ctx.access_log.is_some() {
+            tokio::task::spawn_local(flush_access_log(ctx.clone()));
         }
         let _ = shutdown.wait_for(|s| *s).await;
         ctx.draining.set(true);
@@ -269,6 +277,9 @@ pub fn run(
                 open = ctx.active.get(),
                 "drain timeout; closing remaining connections"
             );
+        }
+        if let Some(log) = &ctx.access_log {
+            log.flush();
         }
         debug!(
             worker = id,
@@ -437,6 +448,21 @@ async fn sweep_pools(ctx: Rc<WorkerCtx>) {
             biased;
             _ = ctx.draining() => return,
             _ = tick.tick() => ctx.proxy.sweep(),
+        }
+    }
+}
+
+/// Hands the partial access-log buffer to the writer every `flush_interval`, so
+/// lines from a quiet server do not wait for the buffer to fill.
+async fn flush_access_log(ctx: Rc<WorkerCtx>) {
+    let Some(log) = &ctx.access_log else { return };
+    let mut tick = tokio::time::interval(log.flush_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = ctx.draining() => return,
+            _ = tick.tick() => log.flush(),
         }
     }
 }

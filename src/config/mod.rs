@@ -17,10 +17,12 @@ use toml::Spanned;
 use crate::cli::{ServeArgs, TunnelArgs};
 use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::http1::parse::Limits;
+use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::proxy_protocol;
 use crate::route::{Handler, RouteTable};
 use raw::{
-    RawAdmin, RawConfig, RawDuration, RawListener, RawRoute, RawTls, RawUpstream, RawUpstreamServer,
+    RawAccessLog, RawAdmin, RawConfig, RawDuration, RawListener, RawRoute, RawSize, RawTls,
+    RawUpstream, RawUpstreamServer,
 };
 
 /// The configuration used when `pier serve` runs without `--config`.
@@ -161,6 +163,8 @@ pub struct Config {
     pub upstreams: Vec<Arc<UpstreamGroup>>,
     /// Where the admin listener (`/metrics`, `/status`) binds; `None` when off.
     pub admin: Option<SocketAddr>,
+    /// The access log; `None` when off (the default), which costs one branch per request.
+    pub access_log: Option<AccessLogConfig>,
 }
 
 impl Config {
@@ -694,6 +698,11 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         .as_ref()
         .map(|a| validate_admin(&loc, a.get_ref()))
         .transpose()?;
+    let access_log = raw
+        .access_log
+        .as_ref()
+        .map(|a| validate_access_log(&loc, a.get_ref()))
+        .transpose()?;
 
     Ok(Config {
         source: name.to_string(),
@@ -706,7 +715,93 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         routes,
         upstreams,
         admin,
+        access_log,
     })
+}
+
+/// `[access_log]`: the target must be named; format, buffer and interval have defaults.
+fn validate_access_log(
+    loc: &Locator<'_>,
+    raw: &RawAccessLog,
+) -> Result<AccessLogConfig, ConfigError> {
+    let target = match raw.path.get_ref().as_str() {
+        "" => {
+            return Err(loc.error(
+                raw.path.span(),
+                "access_log.path",
+                "must name a file, or \"-\" for standard output",
+            ))
+        }
+        "-" => LogTarget::Stdout,
+        p => LogTarget::File(p.into()),
+    };
+    let format = match raw
+        .format
+        .as_ref()
+        .map(|f| (f.get_ref().as_str(), f.span()))
+    {
+        None | Some(("combined", _)) => LogFormat::Combined,
+        Some(("json", _)) => LogFormat::Json,
+        Some((other, span)) => {
+            return Err(loc.error(
+                span,
+                "access_log.format",
+                format!("unknown format {other:?}; use \"combined\" or \"json\""),
+            ))
+        }
+    };
+    let buffer = match &raw.buffer {
+        None => 64 * 1024,
+        Some(b) => parse_size(b.get_ref())
+            .and_then(|n| {
+                if (1..=64 << 20).contains(&n) {
+                    Ok(n as usize)
+                } else {
+                    Err(format!("{n} bytes is out of range 1..=64MiB"))
+                }
+            })
+            .map_err(|m| loc.error(b.span(), "access_log.buffer", m))?,
+    };
+    let flush_interval = duration(
+        loc,
+        &raw.flush_interval,
+        "access_log.flush_interval",
+        Duration::from_secs(1),
+    )?;
+    if flush_interval.is_zero() {
+        let span = raw.flush_interval.as_ref().map_or(0..0, |f| f.span());
+        return Err(loc.error(span, "access_log.flush_interval", "must be above zero"));
+    }
+    Ok(AccessLogConfig {
+        target,
+        format,
+        buffer,
+        flush_interval,
+    })
+}
+
+/// Parses `65536`, `"512B"`, `"64KiB"` (or `"64K"`, `"64k"`), `"1MiB"` (or `"1M"`).
+pub fn parse_size(v: &RawSize) -> Result<u64, String> {
+    match v {
+        RawSize::Bytes(n) if *n >= 0 => Ok(*n as u64),
+        RawSize::Bytes(n) => Err(format!("size must not be negative, got {n}")),
+        RawSize::Text(t) => {
+            let t = t.trim();
+            let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+            let (num, unit) = t.split_at(split);
+            let n: u64 = num
+                .parse()
+                .map_err(|_| format!("invalid size {t:?}; write e.g. \"64KiB\" or 65536"))?;
+            let mult: u64 = match unit.trim() {
+                "" | "B" => 1,
+                "K" | "k" | "KB" | "KiB" => 1 << 10,
+                "M" | "m" | "MB" | "MiB" => 1 << 20,
+                u => return Err(format!("unknown size unit {u:?}; use B, KiB or MiB")),
+            };
+            n.checked_mul(mult)
+                .ok_or_else(|| format!("size {t:?} out of range"))
+        }
+    }
 }
 
 /// `[admin]`: metrics expose traffic and topology, so only loopback unless the
@@ -1019,5 +1114,43 @@ mod tests {
             (e.file.as_str(), e.key.as_str()),
             ("command line", "admin.listen")
         );
+    }
+
+    #[test]
+    fn access_log_is_off_by_default_and_errors_name_line_and_key() {
+        let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n";
+        assert_eq!(check(base).unwrap().access_log, None);
+        let on = check(&format!(
+            "{base}[access_log]\npath = \"-\"\nformat = \"json\"\nbuffer = \"16KiB\"\nflush_interval = \"250ms\"\n"
+        ))
+        .unwrap()
+        .access_log
+        .unwrap();
+        assert_eq!(on.target, LogTarget::Stdout);
+        assert_eq!(on.format, LogFormat::Json);
+        assert_eq!(on.buffer, 16 * 1024);
+        assert_eq!(on.flush_interval, Duration::from_millis(250));
+        let defaults = check(&format!("{base}[access_log]\npath = \"/tmp/a.log\"\n"))
+            .unwrap()
+            .access_log
+            .unwrap();
+        assert_eq!(defaults.format, LogFormat::Combined);
+        assert_eq!(defaults.buffer, 64 * 1024);
+        assert_eq!(defaults.flush_interval, Duration::from_secs(1));
+        for (extra, line, key) in [
+            ("format = \"xml\"", 8, "access_log.format"),
+            ("buffer = \"64 parsecs\"", 8, "access_log.buffer"),
+            ("buffer = 0", 8, "access_log.buffer"),
+            ("flush_interval = \"0s\"", 8, "access_log.flush_interval"),
+        ] {
+            let e = check(&format!("{base}[access_log]\npath = \"-\"\n{extra}\n")).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.line, e.key.as_str()),
+                ("t.toml", line, key),
+                "{extra}: {e}"
+            );
+        }
+        let e = check(&format!("{base}[access_log]\npath = \"\"\n")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (7, "access_log.path"));
     }
 }

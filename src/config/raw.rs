@@ -28,6 +28,32 @@ pub struct RawConfig {
     pub upstream: Vec<Spanned<RawUpstream>>,
     /// `[admin]`: the metrics and status listener (off when absent).
     pub admin: Option<Spanned<RawAdmin>>,
+    /// `[access_log]`: one line per answered request (off when absent).
+    pub access_log: Option<Spanned<RawAccessLog>>,
+}
+
+/// `[access_log]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    /// File to append to, or `-` for standard output.
+    pub path: Spanned<String>,
+    /// `combined` (default) or `json`.
+    pub format: Option<Spanned<String>>,
+    /// Per-worker buffer: bytes, or `"64KiB"`, `"1MiB"`.
+    pub buffer: Option<Spanned<RawSize>>,
+    /// Longest time a line waits in a worker's buffer.
+    pub flush_interval: Option<Spanned<RawDuration>>,
+}
+
+/// A size written as a number of bytes or with a unit (`"64KiB"`, `"1MiB"`, `"512B"`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum RawSize {
+    /// Bytes.
+    Bytes(i64),
+    /// Number with a unit suffix.
+    Text(String),
 }
 
 /// `[admin]`.

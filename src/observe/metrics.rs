@@ -110,7 +110,7 @@ pub struct WorkerStats {
     pub upstream_errors: Counter,
     latency_buckets: [Counter; LATENCY_BOUNDS.len() + 1],
     latency_sum_us: Counter,
-    /// Access-log lines dropped because the writer fell behind (no access log yet: reads 0).
+    /// Access-log lines dropped because the writer fell behind.
     pub log_dropped: Counter,
 }
 

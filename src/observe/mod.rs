@@ -1,5 +1,7 @@
 //! What Pier tells operators about itself: per-worker counters that only their own
-//! worker writes, and the admin listener that merges them when scraped.
+//! worker writes, the admin listener that merges them when scraped, and the access
+//! log that workers hand lines to without waiting.
 
+pub mod access_log;
 pub mod admin;
 pub mod metrics;

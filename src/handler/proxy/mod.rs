@@ -854,6 +854,7 @@ pub(crate) async fn serve<D: Downstream>(
         Err((e, addr)) => {
             ctx.stats.upstream_errors.add(1);
             let status = e.status();
+            conn.upstream = addr.map(|a| (a, started.elapsed()));
             match addr {
                 Some(a) => {
                     warn!(upstream = %a, group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
@@ -869,8 +870,11 @@ pub(crate) async fn serve<D: Downstream>(
             finish_with_error(conn, &info, status, end)
         }
         Ok((server, up, _in_flight)) => {
-            ctx.stats.upstream_latency(started.elapsed());
+            let elapsed = started.elapsed();
+            ctx.stats.upstream_latency(elapsed);
             ctx.stats.request(HandlerKind::Proxy, resp.status);
+            conn.status = resp.status;
+            conn.upstream = Some((group.servers[server].addr, elapsed));
             relay_response(conn, route, &info, server, up, &mut up_read, &resp).await
         }
     };
@@ -910,6 +914,7 @@ fn finish_with_error<D: Downstream>(
     };
     conn.rpos = end;
     ctx.stats.request(HandlerKind::Proxy, status);
+    conn.status = status;
     let keep_alive = info.keep_alive && !ctx.draining.get();
     let connection = connection_header(keep_alive, info.version);
     let b = conn.bufs.as_mut().expect("buffers held while handling");
@@ -1268,6 +1273,7 @@ async fn emit<D: Downstream>(
         return Err(Exit::Broken);
     }
     conn.ctx.stats.bytes_out.add(data.len() as u64);
+    conn.sent += data.len() as u64;
     if chunked {
         let b = conn.bufs.as_mut().expect("buffers held while proxying");
         b.write.extend_from_slice(b"\r\n");

@@ -1,0 +1,576 @@
+//! Access log that never makes a worker wait: each worker formats lines into its own
+//! buffer and hands full buffers to one writer thread through a bounded lock-free
+//! queue. When the writer falls behind, the queue is full and the worker drops the
+//! buffer's lines and counts them (`pier_log_lines_dropped_total`) instead of blocking.
+
+use std::cell::{Cell, RefCell};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crossbeam_queue::ArrayQueue;
+use tracing::warn;
+
+use crate::observe::metrics::WorkerStats;
+
+/// Full buffers that may wait for the writer, per worker: enough to ride out a
+/// slow disk for a moment, bounded so a stuck disk costs memory only up to this.
+const BUFFERS_PER_WORKER: usize = 4;
+/// How long the writer sleeps when it has nothing to do; workers unpark it sooner.
+const WRITER_IDLE: Duration = Duration::from_millis(200);
+/// How long shutdown waits for the writer to write what the workers handed over.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
+
+/// Line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Apache/nginx combined, with TLS, upstream and timing fields appended.
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    /// Standard output (`path = "-"`), for containers and journald.
+    Stdout,
+    /// A file opened for append, reopened on SIGUSR1 after logrotate moved it.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for LogTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogTarget::Stdout => f.write_str("standard output"),
+            LogTarget::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// `[access_log]`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogConfig {
+    /// Where lines go.
+    pub target: LogTarget,
+    /// Line format.
+    pub format: LogFormat,
+    /// Bytes a worker gathers before handing a buffer to the writer.
+    pub buffer: usize,
+    /// A partial buffer is handed over at least this often, so quiet servers log too.
+    pub flush_interval: Duration,
+}
+
+/// State shared by the workers and the writer thread.
+pub struct Shared {
+    config: AccessLogConfig,
+    full: ArrayQueue<(Vec<u8>, u64)>,
+    empty: ArrayQueue<Vec<u8>>,
+    reopen: AtomicBool,
+    stop: AtomicBool,
+    writer: OnceLock<Thread>,
+}
+
+impl Shared {
+    fn new(config: AccessLogConfig, queue: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            config,
+            full: ArrayQueue::new(queue.max(1)),
+            empty: ArrayQueue::new(queue.max(1)),
+            reopen: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            writer: OnceLock::new(),
+        })
+    }
+
+    fn wake_writer(&self) {
+        if let Some(t) = self.writer.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// The process's access log: owns the writer thread.
+pub struct AccessLog {
+    shared: Arc<Shared>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl AccessLog {
+    /// Opens the target (so a bad path fails the start) and starts the writer.
+    pub fn start(config: AccessLogConfig, workers: usize) -> io::Result<AccessLog> {
+        let sink = Sink::open(&config.target)?;
+        let shared = Shared::new(config, workers.max(1) * BUFFERS_PER_WORKER);
+        let s = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("pier-access-log".into())
+            .spawn(move || write_loop(&s, sink))?;
+        let _ = shared.writer.set(handle.thread().clone());
+        Ok(AccessLog {
+            shared,
+            writer: Some(handle),
+        })
+    }
+
+    /// What each worker needs to log.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Reopens the file at its path (SIGUSR1), after the writer has written what it holds.
+    pub fn reopen(&self) {
+        self.shared.reopen.store(true, Ordering::Release);
+        self.shared.wake_writer();
+    }
+
+    /// Writes what the workers handed over, then stops the writer. A writer stuck
+    /// on a dead disk is given `FINISH_WAIT`, so it cannot hold up the exit.
+    pub fn finish(mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake_writer();
+        let Some(h) = self.writer.take() else { return };
+        let deadline = std::time::Instant::now() + FINISH_WAIT;
+        while !h.is_finished() {
+            if std::time::Instant::now() >= deadline {
+                warn!("access log writer is stuck; exiting without its last lines");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = h.join();
+    }
+}
+
+enum Sink {
+    Stdout,
+    File(File, PathBuf),
+}
+
+impl Sink {
+    fn open(target: &LogTarget) -> io::Result<Sink> {
+        Ok(match target {
+            LogTarget::Stdout => Sink::Stdout,
+            LogTarget::File(p) => Sink::File(open_append(p)?, p.clone()),
+        })
+    }
+
+    fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(data)?;
+                out.flush()
+            }
+            Sink::File(f, _) => f.write_all(data),
+        }
+    }
+}
+
+fn open_append(p: &PathBuf) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(p)
+}
+
+fn write_loop(shared: &Shared, mut sink: Sink) {
+    let mut failing = false;
+    loop {
+        let stopping = shared.stop.load(Ordering::Acquire);
+        while let Some((buf, _lines)) = shared.full.pop() {
+            match sink.write(&buf) {
+                Ok(()) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    warn!(error = %e, "access log write failed; lines are lost until it recovers");
+                }
+                Err(_) => {}
+            }
+            let mut buf = buf;
+            buf.clear();
+            let _ = shared.empty.push(buf);
+        }
+        if shared.reopen.swap(false, Ordering::AcqRel) {
+            if let Sink::File(f, path) = &mut sink {
+                match open_append(path) {
+                    Ok(new) => *f = new,
+                    Err(e) => {
+                        warn!(path = %path.display(), error = %e, "cannot reopen the access log; keeping the old file")
+                    }
+                }
+            }
+        }
+        if stopping {
+            return;
+        }
+        std::thread::park_timeout(WRITER_IDLE);
+    }
+}
+
+/// TLS facts of a downstream connection, for the log line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TlsFields<'a> {
+    /// e.g. `TLSv1_3`.
+    pub version: Option<&'static str>,
+    /// e.g. `TLS13_AES_128_GCM_SHA256`.
+    pub cipher: Option<&'static str>,
+    /// Server name the client asked for.
+    pub sni: Option<&'a str>,
+}
+
+/// One answered request.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    /// Client address (after PROXY protocol).
+    pub client: SocketAddr,
+    /// Request method, or empty when the head could not be parsed.
+    pub method: &'a [u8],
+    /// Request target as sent.
+    pub target: &'a [u8],
+    /// `HTTP/1.1` or `HTTP/1.0`.
+    pub protocol: &'a str,
+    /// Status sent.
+    pub status: u16,
+    /// Bytes sent downstream for this response (head and body).
+    pub bytes: u64,
+    /// From the complete request head to the response handed to the socket.
+    pub duration: Duration,
+    /// `Referer`.
+    pub referer: Option<&'a [u8]>,
+    /// `User-Agent`.
+    pub user_agent: Option<&'a [u8]>,
+    /// TLS facts when the connection is TLS.
+    pub tls: Option<TlsFields<'a>>,
+    /// Upstream server of a proxied request.
+    pub upstream: Option<SocketAddr>,
+    /// From the start of proxying to the upstream's response head.
+    pub upstream_time: Option<Duration>,
+}
+
+/// Second-resolution timestamps, formatted once per second per worker.
+#[derive(Default)]
+struct Clock {
+    secs: u64,
+    clf: String,
+    iso: String,
+}
+
+impl Clock {
+    fn update(&mut self, now: SystemTime) {
+        let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if secs == self.secs && !self.clf.is_empty() {
+            return;
+        }
+        self.secs = secs;
+        let (y, m, d) = civil_from_days((secs / 86400) as i64);
+        let (hh, mm, ss) = (secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        self.clf = format!(
+            "{d:02}/{}/{y}:{hh:02}:{mm:02}:{ss:02} +0000",
+            MONTHS[(m - 1) as usize]
+        );
+        self.iso = format!("{y}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z");
+    }
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A worker's side of the log: its buffer, and the hand-off that never waits.
+pub struct WorkerLog {
+    shared: Arc<Shared>,
+    buf: RefCell<Vec<u8>>,
+    lines: Cell<u64>,
+    clock: RefCell<Clock>,
+    stats: Arc<WorkerStats>,
+}
+
+impl WorkerLog {
+    /// A worker's log over the shared queue; drops are counted into `stats`.
+    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> WorkerLog {
+        let cap = shared.config.buffer;
+        WorkerLog {
+            shared,
+            buf: RefCell::new(Vec::with_capacity(cap)),
+            lines: Cell::new(0),
+            clock: RefCell::new(Clock::default()),
+            stats,
+        }
+    }
+
+    /// How often the worker's timer hands over a partial buffer.
+    pub fn flush_interval(&self) -> Duration {
+        self.shared.config.flush_interval
+    }
+
+    /// Formats one line; hands the buffer over when it is full.
+    pub fn record(&self, e: &Entry<'_>) {
+        let mut clock = self.clock.borrow_mut();
+        clock.update(SystemTime::now());
+        let mut buf = self.buf.borrow_mut();
+        match self.shared.config.format {
+            LogFormat::Combined => combined(&mut buf, &clock.clf, e),
+            LogFormat::Json => json(&mut buf, &clock.iso, e),
+        }
+        self.lines.set(self.lines.get() + 1);
+        if buf.len() >= self.shared.config.buffer {
+            self.hand_off(&mut buf);
+        }
+    }
+
+    /// Hands over a partial buffer (timer, shutdown).
+    pub fn flush(&self) {
+        let mut buf = self.buf.borrow_mut();
+        if !buf.is_empty() {
+            self.hand_off(&mut buf);
+        }
+    }
+
+    /// Pushes the buffer to the writer, or drops and counts its lines when the
+    /// queue is full; neither waits.
+    fn hand_off(&self, buf: &mut Vec<u8>) {
+        let lines = self.lines.replace(0);
+        let fresh = self
+            .shared
+            .empty
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.shared.config.buffer));
+        let full = std::mem::replace(buf, fresh);
+        match self.shared.full.push((full, lines)) {
+            Ok(()) => self.shared.wake_writer(),
+            Err((mut full, lines)) => {
+                self.stats.log_dropped.add(lines);
+                full.clear();
+                *buf = full;
+            }
+        }
+    }
+}
+
+fn push_ms(out: &mut Vec<u8>, d: Duration) {
+    let _ = write!(out, "{:.3}", d.as_secs_f64() * 1000.0);
+}
+
+/// Bytes nginx-style: printable ASCII as is, the rest (and `"` and `\`) as `\xHH`.
+fn push_clf(out: &mut Vec<u8>, s: &[u8]) {
+    if s.is_empty() {
+        out.push(b'-');
+        return;
+    }
+    for &c in s {
+        if (0x20..0x7f).contains(&c) && c != b'"' && c != b'\\' {
+            out.push(c);
+        } else {
+            let _ = write!(out, "\\x{c:02X}");
+        }
+    }
+}
+
+fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
+    let _ = write!(out, "{} - - [{time}] \"", e.client.ip());
+    if e.method.is_empty() {
+        out.push(b'-');
+    } else {
+        push_clf(out, e.method);
+        out.push(b' ');
+        push_clf(out, e.target);
+        let _ = write!(out, " {}", e.protocol);
+    }
+    let _ = write!(out, "\" {} {} \"", e.status, e.bytes);
+    push_clf(out, e.referer.unwrap_or_default());
+    out.extend_from_slice(b"\" \"");
+    push_clf(out, e.user_agent.unwrap_or_default());
+    out.extend_from_slice(b"\" ");
+    let tls = e.tls.unwrap_or_default();
+    out.extend_from_slice(tls.version.unwrap_or("-").as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(tls.cipher.unwrap_or("-").as_bytes());
+    out.push(b' ');
+    push_clf(out, tls.sni.unwrap_or_default().as_bytes());
+    match e.upstream {
+        Some(a) => {
+            let _ = write!(out, " {a}");
+        }
+        None => out.extend_from_slice(b" -"),
+    }
+    out.push(b' ');
+    match e.upstream_time {
+        Some(t) => push_ms(out, t),
+        None => out.push(b'-'),
+    }
+    out.push(b' ');
+    push_ms(out, e.duration);
+    out.push(b'\n');
+}
+
+/// A JSON string; bytes outside ASCII become `\u00XX` so any input stays valid JSON.
+fn push_json_str(out: &mut Vec<u8>, s: &[u8]) {
+    out.push(b'"');
+    for &c in s {
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..=0x7e => out.push(c),
+            _ => {
+                let _ = write!(out, "\\u{c:04x}");
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+fn json_opt(out: &mut Vec<u8>, key: &str, v: Option<&[u8]>) {
+    let _ = write!(out, ",\"{key}\":");
+    match v {
+        Some(v) => push_json_str(out, v),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
+    let _ = write!(
+        out,
+        "{{\"time\":\"{time}\",\"client\":\"{}\",\"client_port\":{}",
+        e.client.ip(),
+        e.client.port()
+    );
+    let parsed = !e.method.is_empty();
+    json_opt(out, "method", parsed.then_some(e.method));
+    json_opt(out, "target", parsed.then_some(e.target));
+    json_opt(out, "protocol", parsed.then_some(e.protocol.as_bytes()));
+    let _ = write!(
+        out,
+        ",\"status\":{},\"bytes\":{},\"duration_ms\":",
+        e.status, e.bytes
+    );
+    push_ms(out, e.duration);
+    json_opt(out, "referer", e.referer);
+    json_opt(out, "user_agent", e.user_agent);
+    let tls = e.tls.unwrap_or_default();
+    json_opt(out, "tls_version", tls.version.map(str::as_bytes));
+    json_opt(out, "tls_cipher", tls.cipher.map(str::as_bytes));
+    json_opt(out, "sni", tls.sni.map(str::as_bytes));
+    // An address's text needs no JSON escaping.
+    match e.upstream {
+        Some(a) => {
+            let _ = write!(out, ",\"upstream\":\"{a}\"");
+        }
+        None => out.extend_from_slice(b",\"upstream\":null"),
+    }
+    out.extend_from_slice(b",\"upstream_time_ms\":");
+    match e.upstream_time {
+        Some(t) => push_ms(out, t),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(format: LogFormat, buffer: usize) -> AccessLogConfig {
+        AccessLogConfig {
+            target: LogTarget::Stdout,
+            format,
+            buffer,
+            flush_interval: Duration::from_secs(1),
+        }
+    }
+
+    fn entry() -> Entry<'static> {
+        Entry {
+            client: "192.0.2.7:5555".parse().unwrap(),
+            method: b"GET",
+            target: b"/a\"b",
+            protocol: "HTTP/1.1",
+            status: 200,
+            bytes: 13,
+            duration: Duration::from_micros(1500),
+            referer: None,
+            user_agent: Some(b"curl/8 \xff"),
+            tls: Some(TlsFields {
+                version: Some("TLSv1_3"),
+                cipher: Some("TLS13_AES_128_GCM_SHA256"),
+                sni: Some("example.com"),
+            }),
+            upstream: Some("127.0.0.1:8080".parse().unwrap()),
+            upstream_time: Some(Duration::from_millis(1)),
+        }
+    }
+
+    #[test]
+    fn stalled_writer_drops_and_counts_without_blocking() {
+        // No writer thread: nothing ever drains the queue of two buffers.
+        let shared = Shared::new(config(LogFormat::Combined, 1), 2);
+        let stats = Arc::new(WorkerStats::default());
+        let log = WorkerLog::new(shared.clone(), stats.clone());
+        let started = std::time::Instant::now();
+        for _ in 0..10 {
+            log.record(&entry());
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(shared.full.len(), 2);
+        assert_eq!(stats.log_dropped.get(), 8);
+        // Several lines in one dropped buffer are all counted.
+        let shared = Shared::new(config(LogFormat::Combined, 1 << 20), 1);
+        let stats = Arc::new(WorkerStats::default());
+        let log = WorkerLog::new(shared, stats.clone());
+        for _ in 0..3 {
+            log.record(&entry());
+        }
+        log.flush();
+        for _ in 0..5 {
+            log.record(&entry());
+        }
+        log.flush();
+        assert_eq!(stats.log_dropped.get(), 5);
+    }
+
+    #[test]
+    fn combined_line_escapes_and_appends_tls_and_upstream() {
+        let mut out = Vec::new();
+        combined(&mut out, "22/Nov/2026:10:13:20 +0000", &entry());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "192.0.2.7 - - [22/Nov/2026:10:13:20 +0000] \"GET /a\\x22b HTTP/1.1\" 200 13 \"-\" \
+             \"curl/8 \\xFF\" TLSv1_3 TLS13_AES_128_GCM_SHA256 example.com 127.0.0.1:8080 1.000 1.500\n"
+        );
+    }
+
+    #[test]
+    fn json_line_parses_with_every_key() {
+        let mut out = Vec::new();
+        json(&mut out, "2026-11-22T10:13:20Z", &entry());
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["target"], "/a\"b");
+        assert_eq!(v["user_agent"], "curl/8 \u{ff}");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["referer"], serde_json::Value::Null);
+        assert_eq!(v["upstream"], "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn clock_formats_civil_dates() {
+        let mut c = Clock::default();
+        c.update(UNIX_EPOCH + Duration::from_secs(1_795_428_800));
+        assert_eq!(c.iso, "2026-11-23T10:13:20Z");
+        assert_eq!(c.clf, "23/Nov/2026:10:13:20 +0000");
+        c.update(UNIX_EPOCH + Duration::from_secs(951_782_400));
+        assert_eq!(c.iso, "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,239 @@
+//! The access log against a real `pier` process: one line per request, flushed on
+//! the interval and at shutdown, JSON that parses, TLS and upstream fields, and
+//! SIGUSR1 reopen.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::tls::{connect_tls, recording_client, tls_get};
+use common::upstream::{ok, Upstream};
+use common::{get, Pier};
+use rustix::process::Signal;
+
+fn config(format: &str, flush_interval: &str) -> String {
+    format!(
+        r#"
+[server]
+workers = 2
+[[listener]]
+listen = "127.0.0.1:0"
+[[listener]]
+listen = "127.0.0.1:0"
+[listener.tls]
+self_signed = true
+[[route]]
+path = "/fixed"
+handler = "respond"
+status = 200
+body = "Hello, World!"
+[access_log]
+path = "{{dir}}/access.log"
+format = "{format}"
+flush_interval = "{flush_interval}"
+"#
+    )
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits until `path` holds `n` lines (or three seconds pass) and returns them.
+fn wait_lines(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let got = lines(path);
+        if got.len() >= n || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn request(pier: &Pier, path: &str) -> u16 {
+    get(
+        pier.addr(),
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: t\r\nUser-Agent: probe/1\r\nReferer: http://r/\r\n\r\n"
+        ),
+    )
+    .status
+}
+
+#[test]
+fn every_request_is_logged_once_and_flushed_at_shutdown() {
+    // The interval is far away: only the drain on SIGTERM writes the lines.
+    let mut pier = Pier::with_config(&config("combined", "1h"), &[]);
+    let log = pier.root().join("access.log");
+    for i in 0..20 {
+        let path = if i % 4 == 0 { "/missing" } else { "/fixed" };
+        request(&pier, &format!("{path}?n={i}"));
+    }
+    pier.signal(Signal::TERM);
+    assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
+    let got = lines(&log);
+    assert_eq!(got.len(), 20, "{got:#?}");
+    for i in 0..20 {
+        let (path, status) = if i % 4 == 0 {
+            ("/missing", 404)
+        } else {
+            ("/fixed", 200)
+        };
+        let request = format!("\"GET {path}?n={i} HTTP/1.1\" {status} ");
+        let line = got
+            .iter()
+            .find(|l| l.contains(&request))
+            .unwrap_or_else(|| panic!("no line with {request} in {got:#?}"));
+        assert!(line.starts_with("127.0.0.1 - - ["), "{line}");
+        assert!(
+            line.contains("\"http://r/\" \"probe/1\" - - - - - "),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn json_lines_parse_and_carry_tls_fields() {
+    let pier = Pier::with_config(&config("json", "50ms"), &[]);
+    let log = pier.root().join("access.log");
+    for _ in 0..3 {
+        assert_eq!(request(&pier, "/fixed"), 200);
+    }
+    let (client, _) = recording_client(true);
+    let mut tls = connect_tls(pier.https[0], "localhost", &client).unwrap();
+    assert_eq!(tls_get(&mut tls, "/fixed?tls").unwrap().status, 200);
+    let got = wait_lines(&log, 4);
+    assert_eq!(got.len(), 4, "{got:#?}");
+    for line in &got {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for key in [
+            "time",
+            "client",
+            "client_port",
+            "method",
+            "target",
+            "protocol",
+            "status",
+            "bytes",
+            "duration_ms",
+            "referer",
+            "user_agent",
+            "tls_version",
+            "tls_cipher",
+            "sni",
+            "upstream",
+            "upstream_time_ms",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing in {line}");
+        }
+        assert_eq!(v["client"], "127.0.0.1");
+        assert_eq!(v["status"], 200);
+        assert_eq!(v["method"], "GET");
+        assert!(v["bytes"].as_u64().unwrap() > 13, "{line}");
+        if v["target"] == "/fixed?tls" {
+            assert_eq!(v["sni"], "localhost");
+            assert!(v["tls_version"].as_str().unwrap().starts_with("TLS"));
+            assert!(v["tls_cipher"].is_string());
+        } else {
+            assert_eq!(v["user_agent"], "probe/1");
+            assert_eq!(v["tls_version"], serde_json::Value::Null);
+        }
+    }
+    assert_eq!(got.iter().filter(|l| l.contains("/fixed?tls")).count(), 1);
+}
+
+#[test]
+fn sigusr1_reopens_the_file_after_rotation() {
+    let pier = Pier::with_config(&config("combined", "50ms"), &[]);
+    let log = pier.root().join("access.log");
+    let rotated = pier.root().join("access.log.1");
+    for _ in 0..3 {
+        request(&pier, "/fixed?before");
+    }
+    assert_eq!(wait_lines(&log, 3).len(), 3);
+    std::fs::rename(&log, &rotated).unwrap();
+    pier.signal(Signal::USR1);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !log.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(log.exists(), "the log was not reopened at its path");
+    for _ in 0..4 {
+        request(&pier, "/fixed?after");
+    }
+    let after = wait_lines(&log, 4);
+    assert_eq!(after.len(), 4, "{after:#?}");
+    assert!(after.iter().all(|l| l.contains("/fixed?after")));
+    let before = lines(&rotated);
+    assert_eq!(before.len(), 3, "{before:#?}");
+    assert!(before.iter().all(|l| l.contains("/fixed?before")));
+}
+
+#[test]
+fn proxied_requests_carry_upstream_address_and_time() {
+    let app = Upstream::start(|_| ok("from app"));
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{app}" }}]
+[[upstream]]
+name = "dead"
+servers = [{{ address = "{dead}" }}]
+retries = 0
+[[route]]
+path = "/down"
+handler = "proxy"
+upstream = "dead"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+[access_log]
+path = "{{dir}}/access.log"
+format = "json"
+flush_interval = "50ms"
+"#,
+        app = app.addr
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let log = pier.root().join("access.log");
+    let posted = get(
+        pier.addr(),
+        "POST /upload?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: probe/1\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(posted.status, 200);
+    assert_eq!(request(&pier, "/down"), 502);
+    let got = wait_lines(&log, 2);
+    assert_eq!(got.len(), 2, "{got:#?}");
+    let line = |target: &str| -> serde_json::Value {
+        got.iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["target"] == target)
+            .unwrap_or_else(|| panic!("no line for {target} in {got:#?}"))
+    };
+    let up = line("/upload?x=1");
+    assert_eq!(up["method"], "POST");
+    assert_eq!(up["status"], 200);
+    assert_eq!(up["user_agent"], "probe/1");
+    assert_eq!(up["upstream"], app.addr.to_string());
+    assert!(up["upstream_time_ms"].as_f64().unwrap() >= 0.0);
+    assert!(up["bytes"].as_u64().unwrap() > "from app".len() as u64);
+    let down = line("/down");
+    assert_eq!(down["status"], 502);
+    assert_eq!(down["upstream"], dead.to_string());
+}
