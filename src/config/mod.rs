@@ -504,7 +504,8 @@ impl Locator<'_> {
     }
 }
 
-fn duration(
+/// A duration setting, or `default` when absent.
+pub fn duration(
     loc: &Locator<'_>,
     v: &Option<Spanned<RawDuration>>,
     key: &str,

@@ -21,7 +21,7 @@ use toml::Spanned;
 use super::balance::{Balance, HashKey, Ring, SmoothWrr};
 use super::pool::Pool;
 use crate::config::raw::{RawHealthCheck, RawUpstream, RawUpstreamTls};
-use crate::config::{parse_duration, ConfigError, Locator};
+use crate::config::{duration, int, ConfigError, Locator};
 
 /// One server of a group.
 #[derive(Debug)]
@@ -187,35 +187,6 @@ impl GroupState {
     pub fn record_success(&self, i: usize) {
         self.servers[i].fails.set(0);
     }
-}
-
-fn duration(
-    loc: &Locator<'_>,
-    v: &Option<Spanned<crate::config::raw::RawDuration>>,
-    key: &str,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    let Some(v) = v else { return Ok(default) };
-    parse_duration(v.get_ref()).map_err(|m| loc.error(v.span(), key, m))
-}
-
-fn int(
-    loc: &Locator<'_>,
-    v: &Option<Spanned<i64>>,
-    key: &str,
-    range: std::ops::RangeInclusive<i64>,
-    default: i64,
-) -> Result<i64, ConfigError> {
-    let Some(v) = v else { return Ok(default) };
-    let n = *v.get_ref();
-    if !range.contains(&n) {
-        return Err(loc.error(
-            v.span(),
-            key,
-            format!("{n} is out of range {}..={}", range.start(), range.end()),
-        ));
-    }
-    Ok(n)
 }
 
 /// Validates one `[[upstream]]` (servers resolved, TLS built).
