@@ -318,6 +318,10 @@ pub(crate) struct Conn<'a, D> {
     pub(crate) status: u16,
     /// Upstream server and time to its response head, set by the proxy for the log.
     pub(crate) upstream: Option<(SocketAddr, Duration)>,
+    /// Set when the connection ends with input left unread (a request body the
+    /// answer made moot): read and drop it for a moment after the last write,
+    /// so the client sees the answer rather than a reset.
+    pub(crate) linger_on_close: bool,
     /// The request being logged, copied out of the read buffer, which the proxy
     /// consumes; only allocated when the access log is on.
     logged: Option<Box<LoggedRequest>>,
@@ -353,13 +357,17 @@ pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
         sent: 0,
         status: 0,
         upstream: None,
+        linger_on_close: false,
         logged: None,
     };
     let exit = conn.run().await;
     match exit {
         Exit::Done => {
-            let _ = conn.flush().await;
+            let flushed = conn.flush().await.is_ok();
             conn.io.shutdown().await;
+            if flushed && conn.linger_on_close {
+                conn.linger().await;
+            }
         }
         Exit::Reject(status) => {
             debug!(peer = %conn.peer, status, "rejecting request");

@@ -228,6 +228,13 @@ pub async fn serve<S>(
 {
     let group = &*fwd.group;
     let state = &ctx.proxy.groups[group.index];
+    // A stream counts against the group's max_in_flight while it lasts; over
+    // the limit it is closed at once (there is no status to send).
+    let Some(_admission) = state.admit() else {
+        ctx.stats.upstream_rejected.add(1);
+        warn!(group = %group.name, %peer, "tcp: max_in_flight reached; stream closed");
+        return;
+    };
     let key = match &group.balance {
         Balance::Hash(HashKey::ClientIp) => match peer.ip() {
             std::net::IpAddr::V4(v4) => hash64(&v4.octets()),

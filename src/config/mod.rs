@@ -455,6 +455,8 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
         max_fails: None,
         fail_timeout: None,
         health_check: None,
+        max_in_flight: None,
+        retry_after: None,
     }));
     raw.route = vec![flag(RawRoute {
         host: None,

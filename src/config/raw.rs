@@ -244,6 +244,11 @@ pub struct RawUpstream {
     pub fail_timeout: Option<Spanned<RawDuration>>,
     /// Active health checks.
     pub health_check: Option<Spanned<RawHealthCheck>>,
+    /// Requests (and tcp streams) in flight to the group, all workers together;
+    /// 0 or absent means no limit.
+    pub max_in_flight: Option<Spanned<i64>>,
+    /// `Retry-After` sent with the 503 of a request refused at `max_in_flight`.
+    pub retry_after: Option<Spanned<RawDuration>>,
 }
 
 /// One server of an upstream group.

@@ -108,6 +108,9 @@ pub struct WorkerStats {
     pub upstream_requests: Counter,
     /// Proxied requests answered with an error because of the upstream side.
     pub upstream_errors: Counter,
+    /// Proxied requests (and tcp streams) refused without touching an upstream
+    /// because the group's `max_in_flight` was reached.
+    pub upstream_rejected: Counter,
     latency_buckets: [Counter; LATENCY_BOUNDS.len() + 1],
     latency_sum_us: Counter,
     /// Access-log lines dropped because the writer fell behind.
@@ -262,6 +265,12 @@ impl Registry {
             "counter",
             "Proxied requests that failed on the upstream side.",
             &one(self.sum(|w| w.upstream_errors.get())),
+        );
+        metric(
+            "pier_upstream_rejected_total",
+            "counter",
+            "Proxied requests and tcp streams refused at an upstream group's max_in_flight.",
+            &one(self.sum(|w| w.upstream_rejected.get())),
         );
         let mut buckets = Vec::new();
         let mut cumulative = 0u64;

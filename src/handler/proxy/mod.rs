@@ -25,11 +25,15 @@ pub mod upstream;
 
 use std::cell::RefCell;
 use std::fmt;
+use std::future::poll_fn;
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Poll};
 use std::time::Duration;
 
+use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
 use toml::Spanned;
@@ -171,7 +175,7 @@ impl ProxyWorker {
             groups: config
                 .upstreams
                 .iter()
-                .map(|g| GroupState::new(g))
+                .map(|g| GroupState::new(g, config.workers))
                 .collect(),
             bufs: RefCell::new(Vec::new()),
             heads: RefCell::new(Vec::new()),
@@ -703,6 +707,10 @@ pub(crate) async fn serve<D: Downstream>(
     if info.method == Method::Connect {
         return Err(Exit::Reject(405));
     }
+    // Held until the response is relayed: the request is in flight until then.
+    let Some(_admission) = state.admit() else {
+        return Ok(refuse_busy(conn, &info, group, decoder_for(&info, http)));
+    };
     let key = match &group.balance {
         Balance::Hash(k) => hash_key(k, &b.head, req, conn.peer),
         _ => 0,
@@ -718,7 +726,8 @@ pub(crate) async fn serve<D: Downstream>(
     let mut resp = ctx.proxy.take_head();
     let mut encoded_for = None;
 
-    let decoder_start = BodyDecoder::new(info.body).with_max_body(http.max_body_bytes);
+    let decoder_start = decoder_for(&info, http);
+    let mut decoder = decoder_start.clone();
     let mut tried: Vec<usize> = Vec::new();
     let mut retries_left = group.retries;
     let mut stale_retry_left = true;
@@ -781,9 +790,10 @@ pub(crate) async fn serve<D: Downstream>(
         };
         let in_flight = InFlight::new(&state.servers[server].active);
 
-        // Phase 5: send the head and body.
+        // Phase 5: send the head and body, watching for an early answer.
         conn.rpos = body_start;
-        let mut decoder = decoder_start.clone();
+        decoder = decoder_start.clone();
+        up_read.clear();
         let sent = send_request(
             conn,
             &mut up,
@@ -793,29 +803,17 @@ pub(crate) async fn serve<D: Downstream>(
             &info,
             &mut continued,
             group.read_timeout,
+            Answer {
+                buf: &mut up_read,
+                head: &mut resp,
+            },
         )
         .await;
-        let early_failure = match sent {
-            Ok(replayable) => {
-                request_end = Some(conn.rpos);
-                // Phase 6: response head.
-                up_read.clear();
-                match read_response_head(&mut up, &mut up_read, &mut resp, &info, group, http).await
-                {
-                    Ok(()) => {
-                        state.record_success(server);
-                        break Ok((server, up, in_flight));
-                    }
-                    Err(HeadError {
-                        error,
-                        nothing_received: true,
-                    }) if error.kind == ErrorKind::Reset => (error, replayable),
-                    Err(HeadError { error, .. }) => {
-                        note_failure(group, state, server, &error);
-                        break Err((error, Some(addr)));
-                    }
-                }
-            }
+        // Whether the whole request went out; if not, the upstream answered
+        // first, or a write failed, perhaps because the upstream answered and
+        // closed without taking the whole body: either way its answer is read.
+        let (replayable, complete, write_error) = match sent {
+            Ok(s) => (s.replayable, !s.answered_early, None),
             Err(SendError::Downstream(exit)) => {
                 ctx.proxy.give_buf(up_head);
                 ctx.proxy.give_buf(up_read);
@@ -823,7 +821,33 @@ pub(crate) async fn serve<D: Downstream>(
                 ctx.proxy.give_head(resp);
                 return Err(exit);
             }
-            Err(SendError::Upstream(e, replayable)) => (e, replayable),
+            Err(SendError::Upstream(e, replayable)) => (replayable, false, Some(e)),
+        };
+        if complete {
+            request_end = Some(conn.rpos);
+        }
+        let early_failure = match write_error {
+            Some(e) if e.kind == ErrorKind::Timeout => (e, replayable),
+            _ => {
+                // Phase 6: response head.
+                match read_response_head(&mut up, &mut up_read, &mut resp, &info, group, http).await
+                {
+                    Ok(()) => {
+                        state.record_success(server);
+                        break Ok((server, up, in_flight, complete));
+                    }
+                    Err(HeadError {
+                        error,
+                        nothing_received: true,
+                    }) if error.kind == ErrorKind::Reset || write_error.is_some() => {
+                        (write_error.unwrap_or(error), replayable)
+                    }
+                    Err(HeadError { error, .. }) => {
+                        note_failure(group, state, server, &error);
+                        break Err((error, Some(addr)));
+                    }
+                }
+            }
         };
         // Failed before any response byte: a reused pooled connection is retried
         // once on a fresh connection to the same server (the upstream closed it
@@ -869,13 +893,33 @@ pub(crate) async fn serve<D: Downstream>(
             };
             finish_with_error(conn, &info, status, end)
         }
-        Ok((server, up, _in_flight)) => {
+        Ok((server, up, _in_flight, complete)) => {
             let elapsed = started.elapsed();
             ctx.stats.upstream_latency(elapsed);
             ctx.stats.request(HandlerKind::Proxy, resp.status);
             conn.status = resp.status;
             conn.upstream = Some((group.servers[server].addr, elapsed));
-            relay_response(conn, route, &info, server, up, &mut up_read, &resp).await
+            let mut info = info;
+            if !complete && !consume_buffered_body(conn, &mut decoder) {
+                // The upstream answered before the whole body came (nginx does the
+                // same): the answer is relayed, and since the rest of the body is
+                // unread, the client's framing is in doubt and its connection
+                // closes after the answer.
+                debug!(upstream = %group.servers[server].addr, peer = %conn.peer, status = resp.status, "upstream answered before the whole request body");
+                info.keep_alive = false;
+                conn.linger_on_close = true;
+            }
+            relay_response(
+                conn,
+                route,
+                &info,
+                server,
+                up,
+                &mut up_read,
+                &resp,
+                complete,
+            )
+            .await
         }
     };
     ctx.proxy.give_buf(up_head);
@@ -883,6 +927,69 @@ pub(crate) async fn serve<D: Downstream>(
     ctx.proxy.give_buf(out);
     ctx.proxy.give_head(resp);
     outcome
+}
+
+/// The decoder of a request's body, bounded by `max_body_bytes`.
+fn decoder_for(info: &RequestInfo, http: &crate::config::HttpConfig) -> BodyDecoder {
+    BodyDecoder::new(info.body).with_max_body(http.max_body_bytes)
+}
+
+/// Runs `decoder` over the body bytes already buffered from `conn.rpos`; true,
+/// with `conn.rpos` past the body, when they hold the rest of it.
+fn consume_buffered_body<D: Downstream>(conn: &mut Conn<'_, D>, decoder: &mut BodyDecoder) -> bool {
+    let Some(b) = conn.bufs.as_ref() else {
+        return false;
+    };
+    loop {
+        if decoder.is_done() {
+            return true;
+        }
+        let Ok(step) = decoder.decode(&b.read[conn.rpos..]) else {
+            return false;
+        };
+        conn.rpos += step.consumed;
+        if step.done {
+            return true;
+        }
+        if step.consumed == 0 || conn.rpos >= b.read.len() {
+            return false;
+        }
+    }
+}
+
+/// Answers 503 with `Retry-After` when this worker's share of the group's
+/// `max_in_flight` is taken, without touching an upstream. The connection stays
+/// open when the request's body (if any) is already buffered whole, which is
+/// then dropped; otherwise it closes after the answer.
+fn refuse_busy<D: Downstream>(
+    conn: &mut Conn<'_, D>,
+    info: &RequestInfo,
+    group: &UpstreamGroup,
+    mut decoder: BodyDecoder,
+) -> bool {
+    let ctx = conn.ctx;
+    ctx.stats.upstream_rejected.add(1);
+    ctx.stats.request(HandlerKind::Proxy, 503);
+    conn.status = 503;
+    debug!(group = %group.name, peer = %conn.peer, "max_in_flight reached: 503");
+    let b = conn.bufs.as_ref().expect("buffers held while handling");
+    conn.rpos += b.head.head_len;
+    let complete = consume_buffered_body(conn, &mut decoder);
+    if !complete {
+        conn.linger_on_close = true;
+    }
+    let keep_alive = info.keep_alive && complete && !ctx.draining.get();
+    let b = conn.bufs.as_mut().expect("buffers held while handling");
+    let mut date = ctx.date.borrow_mut();
+    write::write_status_body(
+        &mut b.write,
+        503,
+        date.get(),
+        connection_header(keep_alive, info.version),
+        [("Retry-After", group.retry_after.as_bytes())],
+        info.method == Method::Head,
+    );
+    keep_alive
 }
 
 /// Counts a failure against a server's passive health, logging when it goes down.
@@ -940,10 +1047,54 @@ fn connection_header(keep_alive: bool, version: Version) -> ConnectionHeader {
     }
 }
 
+/// How far sending a request got.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// The whole request came from the buffer, so it can be sent again after
+    /// an early failure.
+    replayable: bool,
+    /// The upstream answered (or closed) before the whole request was sent.
+    answered_early: bool,
+}
+
+/// Where an upstream's early answer goes while the request is being sent.
+struct Answer<'a> {
+    /// The upstream read buffer (the response head is parsed from it later).
+    buf: &'a mut Vec<u8>,
+    /// Scratch for telling a final head from an interim 1xx one.
+    head: &'a mut ResponseHead,
+}
+
+impl Answer<'_> {
+    /// Whether what the upstream sent so far ends the sending: a final response
+    /// head (or bytes that cannot start one). Interim 1xx heads are dropped,
+    /// and part of a head waits for the rest.
+    fn is_final(&mut self, info: &RequestInfo, limits: &crate::http1::Limits) -> bool {
+        loop {
+            match parse_response(self.buf, limits, info.method, self.head) {
+                Ok(Parsed::Complete)
+                    if (100..200).contains(&self.head.status) && self.head.status != 101 =>
+                {
+                    self.buf.drain(..self.head.head_len);
+                }
+                Ok(Parsed::Complete) | Err(_) => return true,
+                Ok(Parsed::Partial) => return false,
+            }
+        }
+    }
+
+    fn reserve(&mut self) {
+        if self.buf.capacity() - self.buf.len() < 2048 {
+            self.buf.reserve(READ_BUF);
+        }
+    }
+}
+
 /// Phase 5: writes the upstream head and streams the request body, re-framed
 /// (chunked stays chunked, re-encoded; a length stays that length). Body bytes
-/// already buffered go with the head in one write. Returns whether the whole
-/// request came from the buffer (so it can be sent again after an early failure).
+/// already buffered go with the head in one write. While a body is being sent
+/// the upstream is watched: once it answers (or closes), sending stops and its
+/// bytes are in `answer`, as nginx stops sending a body the upstream answered.
 #[allow(clippy::too_many_arguments)]
 async fn send_request<D: Downstream>(
     conn: &mut Conn<'_, D>,
@@ -954,12 +1105,27 @@ async fn send_request<D: Downstream>(
     info: &RequestInfo,
     continued: &mut bool,
     idle: Duration,
-) -> Result<bool, SendError> {
+    mut answer: Answer<'_>,
+) -> Result<Sent, SendError> {
     let http = &conn.ctx.config.http;
     let chunked = info.body == BodyKind::Chunked;
+    // Without a body the head goes in one write and there is nothing to stop.
+    let watch = info.body != BodyKind::None;
     out.clear();
     out.extend_from_slice(up_head);
     let mut replayable = true;
+    macro_rules! write_out {
+        () => {
+            if write_upstream(up, out, idle, replayable, watch.then_some(&mut answer)).await?
+                && answer.is_final(info, &http.limits)
+            {
+                return Ok(Sent {
+                    replayable,
+                    answered_early: true,
+                });
+            }
+        };
+    }
     loop {
         let b = conn.bufs.as_mut().expect("buffers held while proxying");
         if !decoder.is_done() {
@@ -977,18 +1143,21 @@ async fn send_request<D: Downstream>(
             }
             if !step.done && step.consumed > 0 && conn.rpos < b.read.len() {
                 if out.len() >= SEND_HIGH_WATER {
-                    write_upstream(up, out, idle, replayable).await?;
+                    write_out!();
                 }
                 continue;
             }
         }
         if decoder.is_done() {
-            write_upstream(up, out, idle, replayable).await?;
-            return Ok(replayable);
+            write_out!();
+            return Ok(Sent {
+                replayable,
+                answered_early: false,
+            });
         }
         // The buffered body is used up: pass on what we have, then wait for more.
         if !out.is_empty() {
-            write_upstream(up, out, idle, replayable).await?;
+            write_out!();
         }
         if !*continued {
             *continued = true;
@@ -1006,25 +1175,56 @@ async fn send_request<D: Downstream>(
         if b.read.capacity() - b.read.len() < 2048 {
             b.read.reserve(READ_BUF);
         }
-        match timeout(http.body_read_timeout, conn.io.read_into(&mut b.read)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return Err(SendError::Downstream(Exit::Broken)),
-            Ok(Ok(n)) => conn.ctx.stats.bytes_in.add(n as u64),
-            Err(_) => return Err(SendError::Downstream(Exit::Reject(408))),
+        answer.reserve();
+        // Waiting for the client, the upstream may answer first (readiness only:
+        // no system call unless it sent something).
+        let read = tokio::select! {
+            biased;
+            r = up.read_into(answer.buf) => Err(r),
+            r = timeout(http.body_read_timeout, conn.io.read_into(&mut b.read)) => Ok(r),
+        };
+        match read {
+            Err(Ok(n)) => {
+                if n == 0 || answer.is_final(info, &http.limits) {
+                    return Ok(Sent {
+                        replayable,
+                        answered_early: true,
+                    });
+                }
+            }
+            Err(Err(e)) => {
+                return Err(SendError::Upstream(
+                    ProxyError::upstream(ErrorKind::Reset, e),
+                    replayable,
+                ))
+            }
+            Ok(Ok(Ok(0)) | Ok(Err(_))) => return Err(SendError::Downstream(Exit::Broken)),
+            Ok(Ok(Ok(n))) => conn.ctx.stats.bytes_in.add(n as u64),
+            Ok(Err(_)) => return Err(SendError::Downstream(Exit::Reject(408))),
         }
     }
 }
 
+/// Writes `out` to the upstream; with `watch`, stops early (returning true)
+/// when the upstream sends something, which is appended to the answer buffer.
 async fn write_upstream(
     up: &mut UpstreamStream,
     out: &mut Vec<u8>,
     idle: Duration,
     replayable: bool,
-) -> Result<(), SendError> {
+    watch: Option<&mut Answer<'_>>,
+) -> Result<bool, SendError> {
     // Most writes complete at once; `within` arms a timer only when one does not.
-    let r = within(idle, up.write_all(out)).await;
+    let r = match watch {
+        None => within(idle, up.write_all(out)).await.map(|()| false),
+        Some(answer) => {
+            answer.reserve();
+            within(idle, write_watching(up, out, answer.buf)).await
+        }
+    };
     out.clear();
     match r {
-        Ok(()) => Ok(()),
+        Ok(answered) => Ok(answered),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(SendError::Upstream(
             ProxyError::upstream(ErrorKind::Timeout, "request write timed out"),
             false,
@@ -1034,6 +1234,31 @@ async fn write_upstream(
             replayable,
         )),
     }
+}
+
+/// Writes all of `data` to the upstream unless it sends bytes (or closes) first:
+/// then returns true with them appended to `answer`.
+async fn write_watching(
+    up: &mut UpstreamStream,
+    data: &[u8],
+    answer: &mut Vec<u8>,
+) -> std::io::Result<bool> {
+    let mut pos = 0;
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = up.poll_read_into(cx, answer) {
+            return Poll::Ready(r.map(|_| true));
+        }
+        while pos < data.len() {
+            let n = ready!(Pin::new(&mut *up).poll_write(cx, &data[pos..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            pos += n;
+        }
+        ready!(Pin::new(&mut *up).poll_flush(cx))?;
+        Poll::Ready(Ok(false))
+    })
+    .await
 }
 
 /// Reads the upstream response head into `buf`, skipping interim 1xx heads
@@ -1047,7 +1272,8 @@ async fn read_response_head(
     http: &crate::config::HttpConfig,
 ) -> Result<(), HeadError> {
     let deadline = Instant::now() + group.response_timeout;
-    let mut received = false;
+    // Bytes may be there already: an answer that came while the request was sent.
+    let mut received = !buf.is_empty();
     loop {
         match parse_response(buf, &http.limits, info.method, resp) {
             Ok(Parsed::Complete) => {
@@ -1119,6 +1345,7 @@ async fn relay_response<D: Downstream>(
     mut up: UpstreamStream,
     up_read: &mut Vec<u8>,
     resp: &ResponseHead,
+    request_complete: bool,
 ) -> Result<bool, Exit> {
     let ctx = conn.ctx;
     let group = &*route.group;
@@ -1234,7 +1461,9 @@ async fn relay_response<D: Downstream>(
         let b = conn.bufs.as_mut().expect("buffers held while proxying");
         b.write.extend_from_slice(write::LAST_CHUNK);
     }
-    if clean && resp.keep_alive && pos >= up_read.len() {
+    // A request cut short by an early answer leaves the upstream connection
+    // mid-message: it is not reused.
+    if clean && request_complete && resp.keep_alive && pos >= up_read.len() {
         state.pool.checkin(server, up, std::time::Instant::now());
     }
     Ok(keep_alive)
@@ -1348,6 +1577,8 @@ mod tests {
             max_fails: 1,
             fail_timeout: Duration::from_secs(1),
             health_check: None,
+            max_in_flight: 0,
+            retry_after: "1".into(),
         };
         ProxyRoute {
             group: Arc::new(group),

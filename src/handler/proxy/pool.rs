@@ -74,6 +74,33 @@ impl UpstreamStream {
         }
     }
 
+    /// Polls for bytes (or the end of the stream) from the upstream, appending
+    /// them to the spare capacity of `buf`; `Ready(Ok(0))` is the end. Used to
+    /// notice an answer while the request is still being sent.
+    pub fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            UpstreamStream::Plain(s) => loop {
+                // Readiness is known to the reactor: no system call until bytes come.
+                std::task::ready!(s.poll_read_ready(cx))?;
+                match s.try_read_buf(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    r => return Poll::Ready(r),
+                }
+            },
+            UpstreamStream::Tls(s) => {
+                let mut chunk = [0u8; 4096];
+                let mut rb = ReadBuf::new(&mut chunk);
+                std::task::ready!(Pin::new(s.as_mut()).poll_read(cx, &mut rb))?;
+                buf.extend_from_slice(rb.filled());
+                Poll::Ready(Ok(rb.filled().len()))
+            }
+        }
+    }
+
     /// Writes all of `data` (and flushes TLS records).
     pub async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
         use tokio::io::AsyncWriteExt;

@@ -117,6 +117,22 @@ pub struct UpstreamGroup {
     pub fail_timeout: Duration,
     /// Active checks, if configured.
     pub health_check: Option<HealthCheck>,
+    /// Requests (and tcp streams) in flight allowed across all workers (0: no
+    /// limit); each worker gets an even share, see [`UpstreamGroup::max_in_flight_per_worker`].
+    pub max_in_flight: u32,
+    /// Whole seconds sent in `Retry-After` with the 503 of a refused request.
+    pub retry_after: Box<str>,
+}
+
+impl UpstreamGroup {
+    /// One worker's share of `max_in_flight`, rounded up (as `max_connections`
+    /// is) so the workers together allow at least the configured total; 0
+    /// means no limit. Each worker counts only its own requests, so the limit
+    /// costs no shared state on the request path.
+    pub fn max_in_flight_per_worker(&self, workers: usize) -> u32 {
+        let workers = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
+        self.max_in_flight.div_ceil(workers)
+    }
 }
 
 /// A worker's state for one server: passive health and open requests.
@@ -138,12 +154,18 @@ pub struct GroupState {
     pub pool: Pool,
     /// Smooth weighted round-robin state.
     pub wrr: RefCell<SmoothWrr>,
+    /// Requests (and tcp streams) this worker has in flight to the group.
+    pub in_flight: Cell<u32>,
+    /// This worker's share of `max_in_flight` (0: no limit).
+    pub max_in_flight: u32,
 }
 
 impl GroupState {
-    /// Fresh state: everything up, nothing pooled.
-    pub fn new(group: &UpstreamGroup) -> Self {
+    /// Fresh state for one of `workers` workers: everything up, nothing pooled.
+    pub fn new(group: &UpstreamGroup, workers: usize) -> Self {
         GroupState {
+            in_flight: Cell::new(0),
+            max_in_flight: group.max_in_flight_per_worker(workers),
             servers: group
                 .servers
                 .iter()
@@ -186,6 +208,26 @@ impl GroupState {
     /// Records a success of server `i`.
     pub fn record_success(&self, i: usize) {
         self.servers[i].fails.set(0);
+    }
+
+    /// Counts one more request in flight to the group while the guard lives, or
+    /// `None` when this worker's share of `max_in_flight` is taken.
+    pub fn admit(&self) -> Option<GroupAdmission<'_>> {
+        let n = self.in_flight.get();
+        if self.max_in_flight > 0 && n >= self.max_in_flight {
+            return None;
+        }
+        self.in_flight.set(n + 1);
+        Some(GroupAdmission(&self.in_flight))
+    }
+}
+
+/// A request (or tcp stream) counted in its group's `in_flight` until dropped.
+pub struct GroupAdmission<'a>(&'a Cell<u32>);
+
+impl Drop for GroupAdmission<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }
 
@@ -335,7 +377,29 @@ pub fn from_raw(
             Duration::from_secs(10),
         )?,
         health_check,
+        max_in_flight: int(
+            loc,
+            &raw.max_in_flight,
+            &format!("{key}.max_in_flight"),
+            0..=10_000_000,
+            0,
+        )? as u32,
+        retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
     })
+}
+
+/// `retry_after` as the whole seconds `Retry-After` carries (rounded up), 0s..1h.
+fn retry_after(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<crate::config::raw::RawDuration>>,
+    key: &str,
+) -> Result<Box<str>, ConfigError> {
+    let d = duration(loc, v, key, Duration::from_secs(1))?;
+    if let Some(v) = v.as_ref().filter(|_| d > Duration::from_secs(3600)) {
+        return Err(loc.error(v.span(), key, "at most 1h"));
+    }
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Ok(secs.to_string().into_boxed_str())
 }
 
 /// `host:port` -> the first address it resolves to (at start, as nginx does).
