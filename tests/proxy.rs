@@ -853,3 +853,386 @@ fn nginx_as_the_upstream() {
     r.send(req("/missing").as_bytes());
     assert_eq!(r.response(false).unwrap().status, 404);
 }
+
+/// Scrapes the admin listener's `/metrics`.
+fn metrics(admin: SocketAddr) -> String {
+    let resp = get(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    String::from_utf8(resp.body).unwrap()
+}
+
+#[test]
+fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let release = Arc::new(AtomicBool::new(false));
+    let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let up = {
+        let (release, now, peak) = (release.clone(), now.clone(), peak.clone());
+        Upstream::start(move |r| {
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(n, Ordering::SeqCst);
+            if r.target == "/hold" {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !release.load(Ordering::SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            now.fetch_sub(1, Ordering::SeqCst);
+            ok("done")
+        })
+    };
+    let config = proxy_config(&[(up.addr, 1)], "max_in_flight = 3\nretry_after = \"7s\"", "")
+        .replace(
+            "[server]",
+            "[admin]\nlisten = \"127.0.0.1:0\"\n[access_log]\npath = \"{dir}/access.log\"\nflush_interval = \"50ms\"\n[server]",
+        );
+    let pier = Pier::with_config(&config, &[]);
+    let addr = pier.addr();
+    let held: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(move || get(addr, &req("/hold"))))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while up.requests().len() < 3 {
+        assert!(Instant::now() < deadline, "the held requests never arrived");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The fourth is refused at once, while the three are still held.
+    let asked = Instant::now();
+    let resp = get(addr, &req("/hold"));
+    assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+    assert_eq!(resp.status, 503);
+    assert_eq!(resp.header("retry-after"), Some("7"));
+    assert!(String::from_utf8_lossy(&resp.body).contains("503"));
+    // A refused request with its body already sent keeps its connection.
+    let mut r = Reader::new(connect(addr));
+    r.send(b"POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+    let resp = r.response(false).unwrap();
+    assert_eq!((resp.status, resp.header("connection")), (503, None));
+    r.send(req("/again").as_bytes());
+    assert_eq!(r.response(false).unwrap().status, 503);
+    assert_eq!(up.requests().len(), 3, "no refused request reached the upstream");
+    assert!(!release.load(Ordering::SeqCst));
+
+    release.store(true, Ordering::SeqCst);
+    for h in held {
+        let resp = h.join().unwrap();
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"done"[..]));
+    }
+    // Slots are given back as requests finish: all pass again, also on the
+    // connection that was refused before.
+    r.send(req("/after").as_bytes());
+    assert_eq!(r.response(false).unwrap().status, 200);
+    let more: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(move || get(addr, &req("/x")).status))
+        .collect();
+    for h in more {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    assert_eq!(peak.load(Ordering::SeqCst), 3, "the upstream saw at most 3 at once");
+    assert_eq!(up.requests().len(), 7);
+
+    let text = metrics(pier.admin.unwrap());
+    assert!(text.contains("pier_upstream_rejected_total 3\n"), "{text}");
+    assert!(text.contains("pier_upstream_requests_total 7\n"), "{text}");
+    let log = pier.root().join("access.log");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        let refused = lines.lines().filter(|l| l.contains("\" 503 ")).count();
+        if refused == 3 || Instant::now() > deadline {
+            assert_eq!(refused, 3, "{lines}");
+            assert_eq!(lines.lines().filter(|l| l.contains("\" 200 ")).count(), 7, "{lines}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What an [`EarlyUpstream`] does after its answer.
+#[derive(Clone, Copy)]
+enum AfterAnswer {
+    /// Close the socket (with the request body unread, the kernel resets it).
+    Close,
+    /// Shut down its read side and keep the connection open.
+    ShutdownRead,
+    /// Keep the connection open without reading.
+    Hold,
+}
+
+/// An origin that reads only the head of each request, answers at once with
+/// `answer` whatever the body, never reads the body, then does `after`.
+struct EarlyUpstream {
+    addr: SocketAddr,
+    heads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl EarlyUpstream {
+    fn start(answer: &'static [u8], after: AfterAnswer) -> EarlyUpstream {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let heads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (h, st) = (heads.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let (h, st) = (h.clone(), st.clone());
+                std::thread::spawn(move || {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match s.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    h.fetch_add(1, Ordering::SeqCst);
+                    if s.write_all(answer).is_err() {
+                        return;
+                    }
+                    match after {
+                        AfterAnswer::Close => {}
+                        AfterAnswer::ShutdownRead | AfterAnswer::Hold => {
+                            if matches!(after, AfterAnswer::ShutdownRead) {
+                                let _ = s.shutdown(std::net::Shutdown::Read);
+                            }
+                            let deadline = Instant::now() + Duration::from_secs(30);
+                            while !st.load(Ordering::SeqCst) && Instant::now() < deadline {
+                                std::thread::sleep(Duration::from_millis(10));
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        EarlyUpstream { addr, heads, stop }
+    }
+
+    fn heads(&self) -> usize {
+        self.heads.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for EarlyUpstream {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Sends `head` and then `body_len` body bytes (as 64 KiB chunks when
+/// `chunked`) from another thread, while this one reads whatever comes back
+/// until the server closes. Returns those bytes and how many body bytes were
+/// written before the server stopped taking them.
+fn stream_body(addr: SocketAddr, head: &str, body_len: usize, chunked: bool) -> (Vec<u8>, usize) {
+    let mut s = connect(addr);
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let head = head.to_string();
+    let writer = std::thread::spawn(move || {
+        if w.write_all(head.as_bytes()).is_err() {
+            return 0;
+        }
+        let block = vec![b'x'; 65536];
+        let mut sent = 0;
+        while sent < body_len {
+            let n = (body_len - sent).min(block.len());
+            let r = if chunked {
+                let mut c = format!("{n:x}\r\n").into_bytes();
+                c.extend_from_slice(&block[..n]);
+                c.extend_from_slice(b"\r\n");
+                w.write_all(&c)
+            } else {
+                w.write_all(&block[..n])
+            };
+            if r.is_err() {
+                return sent;
+            }
+            sent += n;
+        }
+        if chunked {
+            let _ = w.write_all(b"0\r\n\r\n");
+        }
+        sent
+    });
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("reading the answer: {e} after {got:?}"),
+        }
+    }
+    (got, writer.join().unwrap())
+}
+
+/// Status, head and body of the one response in `raw` (Content-Length framed).
+fn parse_one(raw: &[u8]) -> (u16, String, Vec<u8>) {
+    let end = common::find(raw, b"\r\n\r\n").expect("a response head") + 4;
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+        .expect("Content-Length");
+    assert_eq!(raw.len() - end, len, "exactly one response: {head}");
+    (status, head, raw[end..].to_vec())
+}
+
+const BIG_BODY: usize = 50 * 1024 * 1024;
+
+fn big_body_config(addr: SocketAddr, upstream_extra: &str) -> String {
+    proxy_config(&[(addr, 1)], upstream_extra, "")
+        .replace("[server]", "[http]\nmax_body_bytes = 104857600\n[server]")
+}
+
+#[test]
+fn upstream_answering_413_and_closing_mid_body_is_relayed_not_502() {
+    let up = EarlyUpstream::start(
+        b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 16\r\nConnection: close\r\n\r\nupstream refused",
+        AfterAnswer::Close,
+    );
+    let pier = Pier::with_config(&big_body_config(up.addr, "retries = 0\nmax_fails = 1"), &[]);
+    let heads = [
+        (format!("PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: {BIG_BODY}\r\n\r\n"), false),
+        ("PUT /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(), true),
+    ];
+    for (head, chunked) in heads {
+        let (raw, sent) = stream_body(pier.addr(), &head, BIG_BODY, chunked);
+        let (status, resp_head, body) = parse_one(&raw);
+        assert_eq!(status, 413, "chunked={chunked}: {resp_head}");
+        assert_eq!(body, b"upstream refused");
+        assert!(resp_head.contains("Connection: close\r\n"), "{resp_head}");
+        assert!(sent < BIG_BODY, "the rest of the body was not taken (sent {sent})");
+    }
+    assert_eq!(up.heads(), 2);
+    // An early answer is an answer: the server was not marked down.
+    assert_eq!(get(pier.addr(), &req("/")).status, 413);
+    assert!(!pier.log_lines().join("\n").contains("marked down"));
+}
+
+#[test]
+fn upstream_answering_early_without_reading_the_body_is_relayed_at_once() {
+    for after in [AfterAnswer::Hold, AfterAnswer::ShutdownRead] {
+        let up = EarlyUpstream::start(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly",
+            after,
+        );
+        // Without watching the upstream while sending, the request would wait
+        // for the body write to time out (read_timeout) and end in a 504.
+        let pier = Pier::with_config(&big_body_config(up.addr, "read_timeout = \"30s\""), &[]);
+        let started = Instant::now();
+        let (raw, sent) = stream_body(
+            pier.addr(),
+            &format!("POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: {BIG_BODY}\r\n\r\n"),
+            BIG_BODY,
+            false,
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        let (status, head, body) = parse_one(&raw);
+        assert_eq!((status, body.as_slice()), (200, &b"early"[..]), "{head}");
+        assert!(head.contains("Connection: close\r\n"), "{head}");
+        assert!(sent < BIG_BODY, "sent {sent}");
+    }
+}
+
+#[test]
+fn upstream_resetting_after_a_full_response_is_not_a_502() {
+    // The whole request is sent and answered; the upstream then resets the
+    // connection instead of closing it cleanly.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(4) {
+            let Ok(mut s) = s else { return };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while common::find(&buf, b"hello").is_none() {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok");
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        }
+    });
+    let pier = start(&[(addr, 1)], "retries = 0\nmax_fails = 0", "");
+    for _ in 0..4 {
+        let resp = get(
+            pier.addr(),
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+        );
+        assert_eq!((resp.status, resp.body.as_slice()), (201, &b"ok"[..]));
+    }
+}
+
+fn vm_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn one_gigabyte_response_grows_rss_by_less_than_16_mib() {
+    const LEN: u64 = 1 << 30;
+    let up = Upstream::start(|r| match r.target.as_str() {
+        "/warm" => Reply::Stream(8 << 20),
+        _ => Reply::Stream(LEN),
+    });
+    let pier = start(&[(up.addr, 1)], "", "");
+    let pid = pier.pid();
+    // Warm up the buffers and the pool first, so only growth is measured.
+    assert_eq!(get(pier.addr(), &req("/warm")).body.len(), 8 << 20);
+    let before = vm_kib(pid, "VmRSS:");
+    let hwm_before = vm_kib(pid, "VmHWM:");
+    let started = Instant::now();
+    let mut s = connect(pier.addr());
+    s.write_all(req("/big").as_bytes()).unwrap();
+    // Generated bytes are `i % 251`: compare each read against the pattern.
+    let pattern: Vec<u8> = (0..(1 << 20) + 251u32).map(|i| (i % 251) as u8).collect();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut head = Vec::new();
+    while common::find(&head, b"\r\n\r\n").is_none() {
+        let n = s.read(&mut buf[..1]).unwrap();
+        assert_eq!(n, 1);
+        head.push(buf[0]);
+    }
+    assert!(String::from_utf8_lossy(&head).contains(&format!("Content-Length: {LEN}")));
+    let (mut got, mut peak, mut next_sample) = (0u64, before, 0u64);
+    while got < LEN {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "body cut short at {got}");
+        let at = (got % 251) as usize;
+        assert!(buf[..n] == pattern[at..at + n], "bytes differ near {got}");
+        got += n as u64;
+        if got >= next_sample {
+            peak = peak.max(vm_kib(pid, "VmRSS:"));
+            next_sample += 32 << 20;
+        }
+    }
+    let took = started.elapsed();
+    let hwm = vm_kib(pid, "VmHWM:");
+    // A new high-water mark catches a peak between samples.
+    if hwm > hwm_before {
+        peak = peak.max(hwm);
+    }
+    let growth = peak.saturating_sub(before);
+    eprintln!("1 GiB through the proxy in {took:?}: RSS {before} KiB, peak {peak} KiB (+{growth} KiB)");
+    assert!(growth < 16 * 1024, "RSS grew by {growth} KiB ({before} -> {peak})");
+}

@@ -1048,6 +1048,26 @@ mod tests {
     }
 
     #[test]
+    fn max_in_flight_is_split_across_workers_and_retry_after_rounds_up() {
+        let group = |extra: &str| {
+            format!(
+                "[server]\nworkers = 3\n[[listener]]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"app\"\nservers = [{{ address = \"127.0.0.1:9\" }}]\n{extra}\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n"
+            )
+        };
+        let cfg = check(&group("max_in_flight = 10\nretry_after = \"1500ms\"")).unwrap();
+        let app = &cfg.upstreams[0];
+        assert_eq!(app.max_in_flight_per_worker(cfg.workers), 4);
+        assert_eq!(&*app.retry_after, "2");
+        let cfg = check(&group("")).unwrap();
+        assert_eq!(cfg.upstreams[0].max_in_flight_per_worker(cfg.workers), 0);
+        assert_eq!(&*cfg.upstreams[0].retry_after, "1");
+        let e = check(&group("max_in_flight = -1")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].max_in_flight"));
+        let e = check(&group("retry_after = \"2h\"")).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].retry_after"));
+    }
+
+    #[test]
     fn embedded_default_is_valid() {
         let args = ServeArgs {
             no_tls: true,
