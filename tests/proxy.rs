@@ -901,7 +901,11 @@ fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
     // The fourth is refused at once, while the three are still held.
     let asked = Instant::now();
     let resp = get(addr, &req("/hold"));
-    assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
     assert_eq!(resp.status, 503);
     assert_eq!(resp.header("retry-after"), Some("7"));
     assert!(String::from_utf8_lossy(&resp.body).contains("503"));
@@ -912,7 +916,11 @@ fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
     assert_eq!((resp.status, resp.header("connection")), (503, None));
     r.send(req("/again").as_bytes());
     assert_eq!(r.response(false).unwrap().status, 503);
-    assert_eq!(up.requests().len(), 3, "no refused request reached the upstream");
+    assert_eq!(
+        up.requests().len(),
+        3,
+        "no refused request reached the upstream"
+    );
     assert!(!release.load(Ordering::SeqCst));
 
     release.store(true, Ordering::SeqCst);
@@ -930,7 +938,11 @@ fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
     for h in more {
         assert_eq!(h.join().unwrap(), 200);
     }
-    assert_eq!(peak.load(Ordering::SeqCst), 3, "the upstream saw at most 3 at once");
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        3,
+        "the upstream saw at most 3 at once"
+    );
     assert_eq!(up.requests().len(), 7);
 
     let text = metrics(pier.admin.unwrap());
@@ -943,7 +955,11 @@ fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
         let refused = lines.lines().filter(|l| l.contains("\" 503 ")).count();
         if refused == 3 || Instant::now() > deadline {
             assert_eq!(refused, 3, "{lines}");
-            assert_eq!(lines.lines().filter(|l| l.contains("\" 200 ")).count(), 7, "{lines}");
+            assert_eq!(
+                lines.lines().filter(|l| l.contains("\" 200 ")).count(),
+                7,
+                "{lines}"
+            );
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -955,6 +971,8 @@ fn max_in_flight_answers_503_with_retry_after_without_touching_the_upstream() {
 enum AfterAnswer {
     /// Close the socket (with the request body unread, the kernel resets it).
     Close,
+    /// Reset the connection (SO_LINGER 0).
+    Reset,
     /// Shut down its read side and keep the connection open.
     ShutdownRead,
     /// Keep the connection open without reading.
@@ -1002,6 +1020,9 @@ impl EarlyUpstream {
                     }
                     match after {
                         AfterAnswer::Close => {}
+                        AfterAnswer::Reset => {
+                            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                        }
                         AfterAnswer::ShutdownRead | AfterAnswer::Hold => {
                             if matches!(after, AfterAnswer::ShutdownRead) {
                                 let _ = s.shutdown(std::net::Shutdown::Read);
@@ -1084,7 +1105,11 @@ fn parse_one(raw: &[u8]) -> (u16, String, Vec<u8>) {
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     let len: usize = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
         .expect("Content-Length");
     assert_eq!(raw.len() - end, len, "exactly one response: {head}");
     (status, head, raw[end..].to_vec())
@@ -1105,8 +1130,14 @@ fn upstream_answering_413_and_closing_mid_body_is_relayed_not_502() {
     );
     let pier = Pier::with_config(&big_body_config(up.addr, "retries = 0\nmax_fails = 1"), &[]);
     let heads = [
-        (format!("PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: {BIG_BODY}\r\n\r\n"), false),
-        ("PUT /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(), true),
+        (
+            format!("PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: {BIG_BODY}\r\n\r\n"),
+            false,
+        ),
+        (
+            "PUT /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_string(),
+            true,
+        ),
     ];
     for (head, chunked) in heads {
         let (raw, sent) = stream_body(pier.addr(), &head, BIG_BODY, chunked);
@@ -1114,7 +1145,10 @@ fn upstream_answering_413_and_closing_mid_body_is_relayed_not_502() {
         assert_eq!(status, 413, "chunked={chunked}: {resp_head}");
         assert_eq!(body, b"upstream refused");
         assert!(resp_head.contains("Connection: close\r\n"), "{resp_head}");
-        assert!(sent < BIG_BODY, "the rest of the body was not taken (sent {sent})");
+        assert!(
+            sent < BIG_BODY,
+            "the rest of the body was not taken (sent {sent})"
+        );
     }
     assert_eq!(up.heads(), 2);
     // An early answer is an answer: the server was not marked down.
@@ -1125,10 +1159,7 @@ fn upstream_answering_413_and_closing_mid_body_is_relayed_not_502() {
 #[test]
 fn upstream_answering_early_without_reading_the_body_is_relayed_at_once() {
     for after in [AfterAnswer::Hold, AfterAnswer::ShutdownRead] {
-        let up = EarlyUpstream::start(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly",
-            after,
-        );
+        let up = EarlyUpstream::start(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly", after);
         // Without watching the upstream while sending, the request would wait
         // for the body write to time out (read_timeout) and end in a 504.
         let pier = Pier::with_config(&big_body_config(up.addr, "read_timeout = \"30s\""), &[]);
@@ -1139,7 +1170,11 @@ fn upstream_answering_early_without_reading_the_body_is_relayed_at_once() {
             BIG_BODY,
             false,
         );
-        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
         let (status, head, body) = parse_one(&raw);
         assert_eq!((status, body.as_slice()), (200, &b"early"[..]), "{head}");
         assert!(head.contains("Connection: close\r\n"), "{head}");
@@ -1149,33 +1184,27 @@ fn upstream_answering_early_without_reading_the_body_is_relayed_at_once() {
 
 #[test]
 fn upstream_resetting_after_a_full_response_is_not_a_502() {
-    // The whole request is sent and answered; the upstream then resets the
-    // connection instead of closing it cleanly.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(4) {
-            let Ok(mut s) = s else { return };
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while common::find(&buf, b"hello").is_none() {
-                match s.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let _ = s.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok");
-            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-        }
-    });
-    let pier = start(&[(addr, 1)], "retries = 0\nmax_fails = 0", "");
-    for _ in 0..4 {
-        let resp = get(
-            pier.addr(),
-            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
-        );
-        assert_eq!((resp.status, resp.body.as_slice()), (201, &b"ok"[..]));
+    // The upstream answers in full while the body is still coming, then resets
+    // the connection (SO_LINGER 0) rather than closing it.
+    let up = EarlyUpstream::start(
+        b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+        AfterAnswer::Reset,
+    );
+    let pier = Pier::with_config(&big_body_config(up.addr, "retries = 0"), &[]);
+    for chunked in [false, true] {
+        let head = if chunked {
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".to_string()
+        } else {
+            format!(
+                "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+                BIG_BODY / 5
+            )
+        };
+        let (raw, _) = stream_body(pier.addr(), &head, BIG_BODY / 5, chunked);
+        let (status, head, body) = parse_one(&raw);
+        assert_eq!((status, body.as_slice()), (201, &b"ok"[..]), "{head}");
     }
+    assert_eq!(up.heads(), 2);
 }
 
 fn vm_kib(pid: u32, field: &str) -> u64 {
@@ -1233,6 +1262,11 @@ fn one_gigabyte_response_grows_rss_by_less_than_16_mib() {
         peak = peak.max(hwm);
     }
     let growth = peak.saturating_sub(before);
-    eprintln!("1 GiB through the proxy in {took:?}: RSS {before} KiB, peak {peak} KiB (+{growth} KiB)");
-    assert!(growth < 16 * 1024, "RSS grew by {growth} KiB ({before} -> {peak})");
+    eprintln!(
+        "1 GiB through the proxy in {took:?}: RSS {before} KiB, peak {peak} KiB (+{growth} KiB)"
+    );
+    assert!(
+        growth < 16 * 1024,
+        "RSS grew by {growth} KiB ({before} -> {peak})"
+    );
 }
