@@ -522,3 +522,149 @@ fn config_errors_name_file_line_and_key() {
         assert!(err.contains(&path.display().to_string()), "{err}");
     }
 }
+
+/// A TCP server that writes `name` to every connection and closes it.
+fn name_server(listener: TcpListener, name: &'static str) {
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = s.write_all(name.as_bytes());
+        }
+    });
+}
+
+/// What a stream through `addr` was answered with ("" when it was closed at once).
+fn stream_answer(addr: SocketAddr) -> String {
+    let mut s = connect(addr);
+    let mut got = String::new();
+    let _ = s.read_to_string(&mut got);
+    got
+}
+
+#[test]
+fn tcp_health_checks_keep_streams_off_a_down_server_until_it_rises() {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a_addr = a.local_addr().unwrap();
+    name_server(a, "a");
+    let b_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    // No retries and no passive health: only the active checks keep streams
+    // away from the server that is down.
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+kind = "tcp"
+upstream = "pair"
+[[upstream]]
+name = "pair"
+servers = [{{ address = "{a_addr}" }}, {{ address = "{b_addr}" }}]
+retries = 0
+max_fails = 0
+health_check = {{ kind = "tcp", interval = "100ms", timeout = "500ms", rise = 3, fall = 1 }}
+"#
+        ),
+        &[],
+    );
+    let down = pier
+        .wait_log("health check: server is down", Duration::from_secs(5))
+        .expect("the server without a listener is found down");
+    assert!(down.contains(&b_addr.to_string()), "{down}");
+    let answers: Vec<String> = (0..8).map(|_| stream_answer(pier.streams[0])).collect();
+    assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
+
+    let b = (0..100)
+        .find_map(|_| {
+            TcpListener::bind(b_addr).ok().or_else(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                None
+            })
+        })
+        .expect("bind the second server");
+    let back = std::time::Instant::now();
+    name_server(b, "b");
+    let up = pier
+        .wait_log("health check: server is up", Duration::from_secs(5))
+        .expect("the server comes back");
+    assert!(up.contains(&b_addr.to_string()), "{up}");
+    // rise = 3 checks 100ms apart: not before the third success.
+    assert!(
+        back.elapsed() >= Duration::from_millis(190),
+        "{:?}",
+        back.elapsed()
+    );
+    let answers: Vec<String> = (0..8).map(|_| stream_answer(pier.streams[0])).collect();
+    assert_eq!(
+        answers.iter().filter(|a| *a == "b").count(),
+        4,
+        "round robin over both again: {answers:?}"
+    );
+    assert!(answers.iter().all(|a| a == "a" || a == "b"), "{answers:?}");
+}
+
+#[test]
+fn tcp_streams_count_against_max_in_flight() {
+    let echo = Echo::start(false);
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[server]
+workers = 1
+[admin]
+listen = "127.0.0.1:0"
+[[listener]]
+listen = "127.0.0.1:0"
+kind = "tcp"
+upstream = "echo"
+[[upstream]]
+name = "echo"
+servers = [{{ address = "{}" }}]
+max_in_flight = 1
+"#,
+            echo.addr
+        ),
+        &[],
+    );
+    let mut first = connect(pier.streams[0]);
+    first.write_all(b"one").unwrap();
+    let mut back = [0u8; 3];
+    first.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"one");
+    // Over the limit: closed at once, without reaching the upstream (which
+    // would echo and say bye).
+    let mut second = connect(pier.streams[0]);
+    let _ = second.write_all(b"two");
+    let _ = second.shutdown(std::net::Shutdown::Write);
+    let mut got = Vec::new();
+    let _ = second.read_to_end(&mut got);
+    assert_eq!(got, b"");
+    first.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    first.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest, b"bye");
+    // The slot is free again once the first stream has ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = connect(pier.streams[0]);
+        s.write_all(b"two").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        if got == b"twobye" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never admitted again: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let metrics = common::get(
+        pier.admin.unwrap(),
+        "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    let text = String::from_utf8(metrics.body).unwrap();
+    assert!(text.contains("pier_upstream_rejected_total 1\n"), "{text}");
+}
