@@ -1270,3 +1270,77 @@ fn one_gigabyte_response_grows_rss_by_less_than_16_mib() {
         "RSS grew by {growth} KiB ({before} -> {peak})"
     );
 }
+
+#[test]
+fn interim_100_from_the_upstream_does_not_stop_the_request_body() {
+    // An origin that says 100 Continue unasked once it has a head, then reads
+    // the whole body and answers with its length.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                loop {
+                    let end = loop {
+                        if let Some(i) = common::find(&buf, b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    buf.drain(..end);
+                    // Not reading for a moment lets a large body fill the
+                    // socket buffers, so the 100 comes while Pier is blocked
+                    // writing.
+                    std::thread::sleep(Duration::from_millis(300));
+                    if s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err() {
+                        return;
+                    }
+                    while buf.len() < len {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body: Vec<u8> = buf.drain(..len).collect();
+                    let text = format!("{} {}", body.len(), body.iter().all(|&b| b == b'x'));
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    if s.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let pier = Pier::with_config(&big_body_config(addr, "retries = 0"), &[]);
+    let mut r = Reader::new(connect(pier.addr()));
+    // A body large enough that the 100 arrives while it is being written...
+    let len = 8 << 20;
+    r.send(format!("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: {len}\r\n\r\n").as_bytes());
+    r.send(&vec![b'x'; len]);
+    let resp = r.response(false).unwrap();
+    assert_eq!(
+        (resp.status, resp.body),
+        (200, format!("{len} true").into_bytes())
+    );
+    // ...and one that pauses, so the 100 arrives while waiting for the client.
+    r.send(b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\n\r\nxxx");
+    std::thread::sleep(Duration::from_millis(300));
+    r.send(b"xxx");
+    let resp = r.response(false).unwrap();
+    assert_eq!((resp.status, resp.body), (200, b"6 true".to_vec()));
+}

@@ -806,6 +806,8 @@ pub(crate) async fn serve<D: Downstream>(
             Answer {
                 buf: &mut up_read,
                 head: &mut resp,
+                method: info.method,
+                limits: &http.limits,
             },
         )
         .await;
@@ -1063,15 +1065,19 @@ struct Answer<'a> {
     buf: &'a mut Vec<u8>,
     /// Scratch for telling a final head from an interim 1xx one.
     head: &'a mut ResponseHead,
+    /// The request's method (a response to HEAD has no body).
+    method: Method,
+    /// Head limits, as for any upstream response.
+    limits: &'a crate::http1::Limits,
 }
 
 impl Answer<'_> {
     /// Whether what the upstream sent so far ends the sending: a final response
     /// head (or bytes that cannot start one). Interim 1xx heads are dropped,
     /// and part of a head waits for the rest.
-    fn is_final(&mut self, info: &RequestInfo, limits: &crate::http1::Limits) -> bool {
+    fn is_final(&mut self) -> bool {
         loop {
-            match parse_response(self.buf, limits, info.method, self.head) {
+            match parse_response(self.buf, self.limits, self.method, self.head) {
                 Ok(Parsed::Complete)
                     if (100..200).contains(&self.head.status) && self.head.status != 101 =>
                 {
@@ -1116,9 +1122,7 @@ async fn send_request<D: Downstream>(
     let mut replayable = true;
     macro_rules! write_out {
         () => {
-            if write_upstream(up, out, idle, replayable, watch.then_some(&mut answer)).await?
-                && answer.is_final(info, &http.limits)
-            {
+            if write_upstream(up, out, idle, replayable, watch.then_some(&mut answer)).await? {
                 return Ok(Sent {
                     replayable,
                     answered_early: true,
@@ -1185,7 +1189,7 @@ async fn send_request<D: Downstream>(
         };
         match read {
             Err(Ok(n)) => {
-                if n == 0 || answer.is_final(info, &http.limits) {
+                if n == 0 || answer.is_final() {
                     return Ok(Sent {
                         replayable,
                         answered_early: true,
@@ -1205,8 +1209,9 @@ async fn send_request<D: Downstream>(
     }
 }
 
-/// Writes `out` to the upstream; with `watch`, stops early (returning true)
-/// when the upstream sends something, which is appended to the answer buffer.
+/// Writes `out` to the upstream. With `watch`, stops early (returning true)
+/// once the upstream sends a final response head or closes; its bytes are in
+/// the answer buffer. Interim 1xx heads do not stop the request.
 async fn write_upstream(
     up: &mut UpstreamStream,
     out: &mut Vec<u8>,
@@ -1218,8 +1223,18 @@ async fn write_upstream(
     let r = match watch {
         None => within(idle, up.write_all(out)).await.map(|()| false),
         Some(answer) => {
-            answer.reserve();
-            within(idle, write_watching(up, out, answer.buf)).await
+            let mut pos = 0;
+            loop {
+                answer.reserve();
+                match within(idle, write_watching(up, out, &mut pos, answer.buf)).await {
+                    Ok(None) => break Ok(false),
+                    Ok(Some(0)) => break Ok(true),
+                    Ok(Some(_)) if answer.is_final() => break Ok(true),
+                    // Part of a head, or an interim one: go on sending.
+                    Ok(Some(_)) => {}
+                    Err(e) => break Err(e),
+                }
+            }
         }
     };
     out.clear();
@@ -1236,27 +1251,28 @@ async fn write_upstream(
     }
 }
 
-/// Writes all of `data` to the upstream unless it sends bytes (or closes) first:
-/// then returns true with them appended to `answer`.
+/// Writes `data[*pos..]` to the upstream (advancing `pos`) unless it sends
+/// bytes or closes first: then returns how many bytes it sent (0: closed),
+/// appended to `answer`. `None` once everything is written.
 async fn write_watching(
     up: &mut UpstreamStream,
     data: &[u8],
+    pos: &mut usize,
     answer: &mut Vec<u8>,
-) -> std::io::Result<bool> {
-    let mut pos = 0;
+) -> std::io::Result<Option<usize>> {
     poll_fn(|cx| {
         if let Poll::Ready(r) = up.poll_read_into(cx, answer) {
-            return Poll::Ready(r.map(|_| true));
+            return Poll::Ready(r.map(Some));
         }
-        while pos < data.len() {
-            let n = ready!(Pin::new(&mut *up).poll_write(cx, &data[pos..]))?;
+        while *pos < data.len() {
+            let n = ready!(Pin::new(&mut *up).poll_write(cx, &data[*pos..]))?;
             if n == 0 {
                 return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
             }
-            pos += n;
+            *pos += n;
         }
         ready!(Pin::new(&mut *up).poll_flush(cx))?;
-        Poll::Ready(Ok(false))
+        Poll::Ready(Ok(None))
     })
     .await
 }
