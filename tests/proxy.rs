@@ -1344,3 +1344,34 @@ fn interim_100_from_the_upstream_does_not_stop_the_request_body() {
     let resp = r.response(false).unwrap();
     assert_eq!((resp.status, resp.body), (200, b"6 true".to_vec()));
 }
+
+#[test]
+fn request_bodies_and_early_answers_over_tls_to_the_upstream() {
+    // The origin is a Pier over TLS whose fixed route refuses bodies over its
+    // default max_body_bytes (1 MiB) with an early 413.
+    let origin = Pier::with_config(
+        "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = { self_signed = true }\n[[route]]\nhandler = \"respond\"\nbody = \"taken\"\n",
+        &[],
+    );
+    let pier = Pier::with_config(
+        &big_body_config(origin.https[0], "tls = { verify = false }\nretries = 0"),
+        &[],
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    for _ in 0..2 {
+        r.send(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n");
+        r.send(&vec![b'x'; 100_000]);
+        let resp = r.response(false).unwrap();
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"taken"[..]));
+    }
+    let (raw, sent) = stream_body(
+        pier.addr(),
+        &format!("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: {BIG_BODY}\r\n\r\n"),
+        BIG_BODY,
+        false,
+    );
+    let (status, head, _) = parse_one(&raw);
+    assert_eq!(status, 413, "{head}");
+    assert!(head.contains("Connection: close\r\n"), "{head}");
+    assert!(sent < BIG_BODY, "sent {sent}");
+}
