@@ -29,12 +29,18 @@ use crate::handler::proxy::{connect, ErrorKind};
 use crate::proxy_protocol::{self, Version};
 use crate::worker::WorkerCtx;
 
-/// Buffer per direction of a relayed stream.
-pub const RELAY_BUF: usize = 32 * 1024;
+/// Buffer per direction of a relayed stream when it starts: one TLS record.
+pub const RELAY_BUF: usize = 16 * 1024;
+
+/// The most a direction's buffer grows to. A read that fills the buffer means
+/// the source has more queued (a bulk transfer); a larger buffer then moves it
+/// in fewer, larger reads and writes (a TLS sink writes the records of one
+/// buffer in one `writev`). Interactive and idle streams keep the small one.
+pub const RELAY_BUF_MAX: usize = 128 * 1024;
 
 /// One direction of a relay: read into `buf`, write it all out, repeat.
 struct Half {
-    buf: Box<[u8]>,
+    buf: Vec<u8>,
     start: usize,
     end: usize,
     eof: bool,
@@ -45,13 +51,19 @@ struct Half {
 impl Half {
     fn new(size: usize) -> Self {
         Half {
-            buf: vec![0u8; size].into_boxed_slice(),
+            buf: vec![0u8; size],
             start: 0,
             end: 0,
             eof: false,
             done: false,
             moved: 0,
         }
+    }
+
+    /// Doubles the buffer, keeping the bytes read so far.
+    fn grow(&mut self) {
+        let size = (self.buf.len() * 2).min(RELAY_BUF_MAX);
+        self.buf.resize(size, 0);
     }
 
     /// Moves bytes from `r` to `w` until both would block; `Ready(Ok)` once the
@@ -86,6 +98,9 @@ impl Half {
                             self.start = 0;
                             self.end = n;
                             *progress = true;
+                            if n == self.buf.len() && n < RELAY_BUF_MAX {
+                                self.grow();
+                            }
                         }
                     }
                 }
@@ -335,6 +350,34 @@ mod tests {
             assert_eq!(writer.await.unwrap(), b"reply");
             assert_eq!(task.await.unwrap().unwrap(), (200_000, 5));
         });
+    }
+
+    /// Copies all of `data` through one `Half`; returns the sink and the
+    /// buffer size the half ended with.
+    fn copy_through_half(data: Vec<u8>) -> (Vec<u8>, usize) {
+        rt().block_on(async {
+            let mut half = Half::new(RELAY_BUF);
+            let mut source = std::io::Cursor::new(data);
+            let mut sink = Vec::new();
+            let mut progress = false;
+            poll_fn(|cx| half.poll_copy(cx, &mut source, &mut sink, &mut progress))
+                .await
+                .unwrap();
+            (sink, half.buf.len())
+        })
+    }
+
+    #[test]
+    fn relay_buffer_grows_for_bulk_and_stays_small_otherwise() {
+        let bulk: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let (out, size) = copy_through_half(bulk.clone());
+        assert!(out == bulk, "bulk bytes differ after growing");
+        assert_eq!(size, RELAY_BUF_MAX);
+
+        let small = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n".to_vec();
+        let (out, size) = copy_through_half(small.clone());
+        assert_eq!(out, small);
+        assert_eq!(size, RELAY_BUF);
     }
 
     #[test]
