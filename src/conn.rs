@@ -646,8 +646,9 @@ impl<D: Downstream> Conn<'_, D> {
     ) -> Result<(), Exit> {
         let http = &self.ctx.config.http;
         let body_start = self.rpos + head_len;
-        let mut decoder = BodyDecoder::new(kind);
-        let mut total: u64 = 0;
+        // The limit goes into the decoder so a chunk whose size line alone exceeds
+        // it is refused at once, not after the client has trickled its data.
+        let mut decoder = BodyDecoder::new(kind).with_max_body(http.max_body_bytes);
         let mut continued = !expect_continue;
         loop {
             let b = self
@@ -657,10 +658,6 @@ impl<D: Downstream> Conn<'_, D> {
             let step = decoder
                 .decode(&b.read[body_start..])
                 .map_err(|e| Exit::Reject(e.status()))?;
-            total += step.data.len() as u64;
-            if total > http.max_body_bytes {
-                return Err(Exit::Reject(413));
-            }
             let (consumed, done) = (step.consumed, step.done);
             b.read.drain(body_start..body_start + consumed);
             if done {
