@@ -694,12 +694,12 @@ fn pipelining_flood_stops_reading_while_output_is_full_and_answers_every_request
             body
         })
         .collect();
-    for i in 0..FILES {
+    for (i, body) in bodies.iter().enumerate() {
         let resp = get(
             pier.addr(),
             &format!("GET /f{i} HTTP/1.1\r\nHost: t\r\n\r\n"),
         );
-        assert_eq!(resp.body, bodies[i]);
+        assert_eq!(&resp.body, body);
     }
     std::thread::sleep(Duration::from_millis(200));
     let base_rss = rss_kib(pid);
