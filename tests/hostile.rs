@@ -506,6 +506,57 @@ fn never_reading_clients_are_dropped_after_the_write_timeout_without_buffering_r
 }
 
 #[test]
+fn never_reading_client_of_a_proxied_stream_is_dropped_without_buffering_it() {
+    use common::upstream::{Reply, Upstream};
+    const LEN: u64 = 512 * 1024 * 1024;
+    let up = Upstream::start(|_| Reply::Stream(LEN));
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[server]
+workers = 1
+[http]
+write_timeout = "1s"
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{}" }}]
+read_timeout = "1s"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+"#,
+            up.addr
+        ),
+        &[],
+    );
+    let pid = pier.pid();
+    let base_fds = fd_count(pid);
+    let base_rss = rss_kib(pid);
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16 * 1024).unwrap();
+    sock.connect(&pier.addr().into()).unwrap();
+    let mut s: TcpStream = sock.into();
+    s.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let during_rss = rss_kib(pid);
+    eprintln!("never-read proxied: RSS {base_rss} KiB -> {during_rss} KiB");
+    assert!(
+        during_rss <= base_rss + 8 * 1024,
+        "RSS grew from {base_rss} KiB to {during_rss} KiB"
+    );
+    // Both sides of the stalled exchange are closed after the write timeout.
+    let fds = wait_fds_at_most(pid, base_fds, Duration::from_secs(5));
+    assert!(fds <= base_fds, "{fds} sockets open, {base_fds} before");
+    let got = read_until_closed(&mut s, Duration::from_secs(2));
+    assert_eq!(status_of(&got), Some(200));
+    assert!((got.len() as u64) < LEN, "the whole stream arrived");
+}
+
+#[test]
 fn header_floods_get_431_or_414_and_a_closed_connection() {
     let pier = Pier::with_config(&config(""), &[]);
     let many = format!(
