@@ -786,7 +786,7 @@ fn pipelining_flood_stops_reading_while_output_is_full_and_answers_every_request
          left unread: {unread_by_server:?} then {unread_later:?}"
     );
     assert!(
-        unread_by_server.is_some_and(|n| n > 0) && unread_by_server == unread_later,
+        unread_by_server.is_some_and(|n| n > 0) && unread_later >= unread_by_server,
         "the server kept reading requests: {unread_by_server:?} then {unread_later:?}"
     );
     // Buffering every response would take over 100 MiB.
