@@ -32,6 +32,10 @@ use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 /// Files up to this size are copied into the output buffer (one write with the head,
 /// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
 const INLINE_FILE_MAX: u64 = 64 * 1024;
+/// Fixed (`respond`) bodies up to this size are copied into the output buffer;
+/// larger ones are written straight from the configuration in bounded chunks, so
+/// clients that do not read cannot each pin a copy.
+const INLINE_BODY_MAX: usize = 64 * 1024;
 /// Output is flushed once this much is pending, bounding memory under pipelining floods.
 pub(crate) const WRITE_HIGH_WATER: usize = 64 * 1024;
 /// Chunk of a large file per send, so one download cannot monopolise the worker.
@@ -626,21 +630,38 @@ impl<D: Downstream> Conn<'_, D> {
         }
 
         let b = self.bufs.as_mut().expect("buffers held while handling");
-        let (keep_alive, large_file, status) =
-            encode_response(ctx, b, self.rpos, head_len, handler);
+        let (keep_alive, rest, status) = encode_response(ctx, b, self.rpos, head_len, handler);
         self.status = status;
         self.rpos += head_len;
-        if let Some((file, offset, len)) = large_file {
-            let write_timeout = http.write_timeout;
-            if self.flush().await.is_err() {
-                return Err(Exit::Broken);
+        match rest {
+            None => {}
+            Some(BodyRest::File((file, offset, len))) => {
+                let write_timeout = http.write_timeout;
+                if self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+                if let Err(e) = self.io.send_file(&file, offset, len, write_timeout).await {
+                    debug!(peer = %self.peer, error = %e, "file send failed");
+                    return Err(Exit::Broken);
+                }
+                ctx.stats.bytes_out.add(len);
+                self.sent += len;
             }
-            if let Err(e) = self.io.send_file(&file, offset, len, write_timeout).await {
-                debug!(peer = %self.peer, error = %e, "file send failed");
-                return Err(Exit::Broken);
+            Some(BodyRest::Bytes(body)) => {
+                if self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+                // Chunk by chunk, each under the write timeout: a stall is what
+                // ends the connection, not a slow but steady reader.
+                for chunk in body.chunks(FILE_CHUNK as usize) {
+                    if let Err(e) = within(http.write_timeout, self.io.write_all(chunk)).await {
+                        debug!(peer = %self.peer, error = %e, "body send failed");
+                        return Err(Exit::Broken);
+                    }
+                    ctx.stats.bytes_out.add(chunk.len() as u64);
+                    self.sent += chunk.len() as u64;
+                }
             }
-            ctx.stats.bytes_out.add(len);
-            self.sent += len;
         }
         Ok(keep_alive)
     }
@@ -654,8 +675,9 @@ impl<D: Downstream> Conn<'_, D> {
     ) -> Result<(), Exit> {
         let http = &self.ctx.config.http;
         let body_start = self.rpos + head_len;
-        let mut decoder = BodyDecoder::new(kind);
-        let mut total: u64 = 0;
+        // The limit goes into the decoder so a chunk whose size line alone exceeds
+        // it is refused at once, not after the client has trickled its data.
+        let mut decoder = BodyDecoder::new(kind).with_max_body(http.max_body_bytes);
         let mut continued = !expect_continue;
         loop {
             let b = self
@@ -665,10 +687,6 @@ impl<D: Downstream> Conn<'_, D> {
             let step = decoder
                 .decode(&b.read[body_start..])
                 .map_err(|e| Exit::Reject(e.status()))?;
-            total += step.data.len() as u64;
-            if total > http.max_body_bytes {
-                return Err(Exit::Reject(413));
-            }
             let (consumed, done) = (step.consumed, step.done);
             b.read.drain(body_start..body_start + consumed);
             if done {
@@ -721,16 +739,24 @@ impl<D: Downstream> Conn<'_, D> {
 /// A file region still to send after the head: (file, offset, length).
 type FileRegion = (Rc<File>, u64, u64);
 
+/// A large body still to send after the head, which is in the output buffer.
+enum BodyRest<'a> {
+    /// Part of a file, by sendfile (or read in chunks under TLS).
+    File(FileRegion),
+    /// A fixed body held by the configuration.
+    Bytes(&'a [u8]),
+}
+
 /// Encodes the response of a routed (non-proxy) request into the output buffer.
-/// Returns whether the connection stays open, a large file region still to send,
-/// and the status.
-fn encode_response(
+/// Returns whether the connection stays open, a large body still to send, and
+/// the status.
+fn encode_response<'a>(
     ctx: &WorkerCtx,
     b: &mut ConnBuffers,
     rpos: usize,
     head_len: usize,
-    handler: Option<&Handler>,
-) -> (bool, Option<FileRegion>, u16) {
+    handler: Option<&'a Handler>,
+) -> (bool, Option<BodyRest<'a>>, u16) {
     let req = &b.read[rpos..rpos + head_len];
     let head = &b.head;
     let keep_alive = head.keep_alive && !ctx.draining.get();
@@ -745,7 +771,7 @@ fn encode_response(
     let out = &mut b.write;
     let mut date_cache = ctx.date.borrow_mut();
     let date = date_cache.get();
-    let mut large_file = None;
+    let mut rest = None;
     let status = match handler {
         None => {
             ctx.stats.request(HandlerKind::NoRoute, 404);
@@ -762,7 +788,9 @@ fn encode_response(
                 conn_header,
                 r.header_block(),
             );
-            if !is_head {
+            if !is_head && r.body().len() > INLINE_BODY_MAX {
+                rest = Some(BodyRest::Bytes(r.body()));
+            } else if !is_head {
                 out.extend_from_slice(r.body());
             }
             r.status()
@@ -780,7 +808,7 @@ fn encode_response(
             let reply = files.serve(&sreq);
             let status = reply.status();
             ctx.stats.request(HandlerKind::Static, status);
-            large_file = write_static(out, reply, date, conn_header, is_head);
+            rest = write_static(out, reply, date, conn_header, is_head).map(BodyRest::File);
             status
         }
         // Routed to the proxy before the body was consumed; never reaches here.
@@ -789,7 +817,7 @@ fn encode_response(
             500
         }
     };
-    (keep_alive, large_file, status)
+    (keep_alive, rest, status)
 }
 
 /// Encodes a static-file reply; returns the file region still to send when it is

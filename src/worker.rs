@@ -117,7 +117,9 @@ impl WorkerCtx {
     pub fn take_buffers(&self) -> ConnBuffers {
         self.pool.borrow_mut().pop().unwrap_or_else(|| ConnBuffers {
             read: Vec::with_capacity(READ_BUF),
-            write: Vec::with_capacity(READ_BUF),
+            // Allocated by the first response: a client still sending its head
+            // (slowloris) costs no output buffer.
+            write: Vec::new(),
             head: RequestHead::default(),
         })
     }

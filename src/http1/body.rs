@@ -23,6 +23,12 @@ pub const MAX_CHUNK_LINE: usize = 4096;
 /// Largest trailer section (all trailer lines and the final CRLF) accepted.
 pub const MAX_TRAILERS: usize = 64 * 1024;
 
+/// Most chunk-extension bytes accepted over a whole body. Each line is already
+/// bounded, but a body of one-byte chunks each carrying a long extension would
+/// otherwise cost thousands of framing bytes per data byte; nothing legitimate
+/// sends more than a few extensions.
+pub const MAX_CHUNK_EXTENSIONS: usize = 64 * 1024;
+
 /// More hex digits than this would overflow a u64 chunk size.
 const MAX_SIZE_DIGITS: u8 = 16;
 
@@ -50,6 +56,8 @@ pub enum BodyError {
     InvalidChunkExtension,
     /// Chunk-size line longer than [`MAX_CHUNK_LINE`].
     ChunkLineTooLong,
+    /// Chunk extensions of the body longer than [`MAX_CHUNK_EXTENSIONS`] in total.
+    ChunkExtensionsTooLarge,
     /// Chunk data not followed by CRLF.
     MissingChunkCrlf,
     /// Trailer field malformed (bad name, control byte, obs-fold, bare LF).
@@ -78,6 +86,7 @@ impl BodyError {
             BodyError::ChunkSizeTooLong => "chunk size too long",
             BodyError::InvalidChunkExtension => "invalid chunk extension",
             BodyError::ChunkLineTooLong => "chunk-size line too long",
+            BodyError::ChunkExtensionsTooLarge => "chunk extensions too large",
             BodyError::MissingChunkCrlf => "chunk data not followed by CRLF",
             BodyError::InvalidTrailer => "invalid trailer field",
             BodyError::TrailersTooLarge => "trailer section too large",
@@ -123,6 +132,8 @@ struct Chunked {
     line_len: usize,
     /// Bytes of the trailer section so far (bounded by MAX_TRAILERS).
     trailer_len: usize,
+    /// Chunk-extension bytes of the whole body so far (bounded by MAX_CHUNK_EXTENSIONS).
+    ext_len: usize,
 }
 
 /// Position in the chunked grammar; one byte moves it at most one step.
@@ -173,6 +184,7 @@ impl BodyDecoder {
                 digits: 0,
                 line_len: 0,
                 trailer_len: 0,
+                ext_len: 0,
             }),
         };
         BodyDecoder {
@@ -382,6 +394,12 @@ impl Chunked {
             self.line_len += 1;
             if self.line_len > MAX_CHUNK_LINE {
                 return Err(BodyError::ChunkLineTooLong);
+            }
+            if !matches!(self.step, SizeStart | Size | SizeLf) {
+                self.ext_len += 1;
+                if self.ext_len > MAX_CHUNK_EXTENSIONS {
+                    return Err(BodyError::ChunkExtensionsTooLarge);
+                }
             }
         } else if matches!(
             self.step,
@@ -778,6 +796,28 @@ mod tests {
         }
         input.extend_from_slice(b"\r\n");
         assert_eq!(chunked_err(&input), BodyError::TrailersTooLarge);
+    }
+
+    #[test]
+    fn chunk_extension_flood_is_bounded_per_body() {
+        // Every line is within MAX_CHUNK_LINE, but together the extensions are not.
+        let ext = format!(";x={}", "a".repeat(1000));
+        let mut input = Vec::new();
+        while input.len() < MAX_CHUNK_EXTENSIONS + 4096 {
+            input.extend_from_slice(format!("1{ext}\r\nz\r\n").as_bytes());
+        }
+        input.extend_from_slice(b"0\r\n\r\n");
+        assert_eq!(chunked_err(&input), BodyError::ChunkExtensionsTooLarge);
+        assert_eq!(BodyError::ChunkExtensionsTooLarge.status(), 400);
+        // A few extensions, and any number of plain chunks, still pass.
+        let mut input = Vec::new();
+        for _ in 0..(MAX_CHUNK_EXTENSIONS / 4) {
+            input.extend_from_slice(b"1\r\nz\r\n");
+        }
+        input.extend_from_slice(format!("1{ext}\r\nz\r\n0\r\n\r\n").as_bytes());
+        let d = BodyDecoder::new(BodyKind::Chunked);
+        let (body, _, _) = run(d, &input, 4096).expect("plain chunks are not limited");
+        assert_eq!(body.len(), MAX_CHUNK_EXTENSIONS / 4 + 1);
     }
 
     #[test]
