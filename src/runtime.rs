@@ -54,7 +54,8 @@ pub fn tunnel(args: TunnelArgs) -> anyhow::Result<()> {
 
 /// `pier upgrade`: asks a running Pier to replace itself with the binary at its
 /// path (SIGUSR2). The outcome is in that server's log; with `--pid-file` this
-/// waits until the file names the new process, or reports that it did not.
+/// waits until the file names the new process (exit 0) or the server reports a
+/// failed upgrade by rewriting it with its own PID (exit 1).
 pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let read_pid = |path: &PathBuf| -> anyhow::Result<i32> {
         let text = std::fs::read_to_string(path)
@@ -68,6 +69,10 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
         (None, Some(path)) => read_pid(path)?,
         (None, None) => anyhow::bail!("give --pid or --pid-file"),
     };
+    // The server rewrites the file when an upgrade fails, so a new modification
+    // time with the old PID in it is the failure report.
+    let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let before = args.pid_file.as_ref().and_then(modified);
     let target = rustix::process::Pid::from_raw(pid)
         .with_context(|| format!("not a process ID: {pid}"))?;
     rustix::process::kill_process(target, rustix::process::Signal::USR2)
@@ -83,6 +88,9 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
             Ok(new) if new != pid => {
                 eprintln!("pier: PID {new} serves now; PID {pid} drains and exits");
                 return Ok(());
+            }
+            Ok(_) if modified(path) != before => {
+                anyhow::bail!("the upgrade failed; PID {pid} still serves (see its log)")
             }
             _ => {}
         }
