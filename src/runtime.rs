@@ -19,7 +19,7 @@ use crate::listener::bind_reuseport;
 use crate::observe::access_log::AccessLog;
 use crate::observe::{admin, metrics::Registry};
 use crate::upgrade::{self, Inherited};
-use crate::worker::{self, Generation, WorkerListeners};
+use crate::worker::{self, Generation, ListenerKey, WorkerListeners};
 
 /// How long a binary upgrade waits for the new process to report ready before
 /// it gives up on it and keeps serving.
@@ -125,16 +125,17 @@ impl Source {
 /// one socket passed by systemd or a replaced process).
 fn open_listener(
     lc: &ListenerConfig,
+    key: ListenerKey,
     workers: usize,
     systemd: &mut Vec<(SocketAddr, std::net::TcpListener)>,
     inherited: &mut Inherited,
 ) -> anyhow::Result<Vec<std::net::TcpListener>> {
-    let handed = inherited.take_listener(lc.addr);
+    let handed = inherited.take_listener(key);
     if !handed.is_empty() {
         // The replaced process's sockets, same kernel sockets and queues. With
         // fewer of them than workers some workers share; with more, some
         // workers accept from several, so no socket's backlog goes unread.
-        info!(listener = %lc.addr, sockets = handed.len(), "using the sockets of the replaced process");
+        info!(listener = %key, sockets = handed.len(), "using the sockets of the replaced process");
         let mut out = Vec::with_capacity(handed.len().max(workers));
         for i in handed.len()..workers {
             out.push(handed[i % handed.len()].try_clone()?);
@@ -171,7 +172,7 @@ struct Server {
     config: Arc<Config>,
     /// A copy of every worker's listening socket by configured address: what a
     /// binary upgrade hands over, and how a reload tells added listeners from kept ones.
-    sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+    sockets: Vec<(ListenerKey, std::net::TcpListener)>,
     admin: Option<std::net::TcpListener>,
     reloads: Vec<mpsc::UnboundedSender<Generation>>,
     access_log: Option<AccessLog>,
@@ -204,23 +205,23 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     let mut shown = Vec::new();
     let mut systemd =
         crate::systemd::inherited_listeners().context("cannot take the sockets systemd passed")?;
-    for lc in &config.listeners {
-        let listeners = open_listener(lc, workers, &mut systemd, &mut inherited)?;
+    for (lc, key) in config.listeners.iter().zip(ListenerKey::of(&config)) {
+        let listeners = open_listener(lc, key, workers, &mut systemd, &mut inherited)?;
         let bound = listeners[0].local_addr()?;
         shown.push(format!("{}://{bound}", scheme(lc)));
         if let Some(tls) = &lc.tls {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
         }
         for (i, s) in listeners.into_iter().enumerate() {
-            sockets.push((lc.addr, s.try_clone()?));
-            per_worker[i % workers.max(1)].push((lc.addr, s));
+            sockets.push((key, s.try_clone()?));
+            per_worker[i % workers.max(1)].push((key, s));
         }
     }
     for (addr, _) in &systemd {
         warn!(%addr, "systemd passed a socket no listener uses; ignoring it");
     }
-    for (addr, _) in inherited.leftover() {
-        warn!(%addr, "the replaced process passed a socket no listener uses; closing it");
+    for (key, _) in inherited.leftover() {
+        warn!(listener = %key, "the replaced process passed a socket no listener uses; closing it");
     }
     let registry = Arc::new(Registry::new(workers, shown.clone()));
     let mut admin_socket = None;
@@ -393,18 +394,20 @@ impl Server {
         }
         // Listeners are told apart by configured address: kept ones keep their
         // sockets (a new backlog would need new sockets), new ones are bound now.
-        let mut added: Vec<(SocketAddr, Vec<std::net::TcpListener>)> = Vec::new();
-        for lc in &next.listeners {
-            if let Some(prev) = old.listeners.iter().find(|l| l.addr == lc.addr) {
-                if prev.backlog != lc.backlog {
-                    warn!(listener = %lc.addr, "a new backlog needs a binary upgrade (SIGUSR2); keeping the running one");
+        let old_keys = ListenerKey::of(&old);
+        let next_keys = ListenerKey::of(&next);
+        let mut added: Vec<(ListenerKey, Vec<std::net::TcpListener>)> = Vec::new();
+        for (lc, key) in next.listeners.iter().zip(&next_keys) {
+            if let Some(i) = old_keys.iter().position(|k| k == key) {
+                if old.listeners[i].backlog != lc.backlog {
+                    warn!(listener = %key, "a new backlog needs a binary upgrade (SIGUSR2); keeping the running one");
                 }
                 continue;
             }
             match bind_reuseport(lc.addr, lc.backlog, workers) {
-                Ok(s) => added.push((lc.addr, s)),
+                Ok(s) => added.push((*key, s)),
                 Err(e) => {
-                    error!(listener = %lc.addr, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
+                    error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
                     return;
                 }
             }
@@ -438,21 +441,21 @@ impl Server {
         if let Err(e) = crate::handler::proxy::health::spawn(&next) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }
-        let removed: Vec<SocketAddr> = old
-            .listeners
-            .iter()
-            .map(|l| l.addr)
-            .filter(|a| !next.listeners.iter().any(|l| l.addr == *a))
+        let removed: Vec<ListenerKey> = old_keys
+            .into_iter()
+            .filter(|k| !next_keys.contains(k))
             .collect();
         self.sockets.retain(|(a, _)| !removed.contains(a));
         let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
-        for (addr, socks) in added.iter_mut() {
+        for (key, socks) in added.iter_mut() {
+            let bound = socks.first().and_then(|s| s.local_addr().ok());
+            info!(listener = %key, bound = ?bound, "listener added");
             for (i, s) in socks.drain(..).enumerate() {
                 match s.try_clone() {
-                    Ok(copy) => self.sockets.push((*addr, copy)),
-                    Err(e) => warn!(listener = %addr, error = %e, "cannot keep a copy of a socket for upgrades"),
+                    Ok(copy) => self.sockets.push((*key, copy)),
+                    Err(e) => warn!(listener = %key, error = %e, "cannot keep a copy of a socket for upgrades"),
                 }
-                per_worker[i % workers.max(1)].push((*addr, s));
+                per_worker[i % workers.max(1)].push((*key, s));
             }
         }
         for (tx, listeners) in self.reloads.iter().zip(per_worker) {
@@ -467,11 +470,8 @@ impl Server {
                 info!(listener = %lc.addr, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificates reloaded");
             }
         }
-        for (addr, _) in &added {
-            info!(listener = %addr, "listener added");
-        }
-        for addr in &removed {
-            info!(listener = %addr, "listener removed");
+        for key in &removed {
+            info!(listener = %key, "listener removed");
         }
         info!(config = %next.source, "configuration reloaded");
         self.config = next;

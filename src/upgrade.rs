@@ -17,7 +17,7 @@
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -25,6 +25,8 @@ use std::time::Duration;
 
 use rustix::io::{fcntl_setfd, FdFlags};
 use tracing::warn;
+
+use crate::worker::ListenerKey;
 
 const ENV_PARENT: &str = "PIER_UPGRADE_PARENT";
 const ENV_FDS: &str = "PIER_UPGRADE_FDS";
@@ -37,7 +39,7 @@ const READY: &[u8] = b"ready\n";
 /// not started by an upgrade.
 #[derive(Default)]
 pub struct Inherited {
-    listeners: Vec<(SocketAddr, TcpListener)>,
+    listeners: Vec<(ListenerKey, TcpListener)>,
     admin: Option<TcpListener>,
     ready: Option<OwnedFd>,
 }
@@ -66,11 +68,11 @@ impl Inherited {
             if what == "admin" {
                 out.admin = Some(listener);
             } else {
-                let addr = what
+                let key = what
                     .strip_prefix("listener ")
                     .and_then(|a| a.parse().ok())
                     .ok_or_else(|| bad_env(ENV_FDS, item))?;
-                out.listeners.push((addr, listener));
+                out.listeners.push((key, listener));
             }
         }
         if let Some(fd) = std::env::var(ENV_READY)
@@ -87,12 +89,12 @@ impl Inherited {
         self.ready.is_some()
     }
 
-    /// The inherited sockets of the listener configured as `addr` (empty if none).
-    pub fn take_listener(&mut self, addr: SocketAddr) -> Vec<TcpListener> {
+    /// The inherited sockets of listener `key` (empty if none).
+    pub fn take_listener(&mut self, key: ListenerKey) -> Vec<TcpListener> {
         let mut out = Vec::new();
         let mut i = 0;
         while i < self.listeners.len() {
-            if self.listeners[i].0 == addr {
+            if self.listeners[i].0 == key {
                 out.push(self.listeners.remove(i).1);
             } else {
                 i += 1;
@@ -107,7 +109,7 @@ impl Inherited {
     }
 
     /// Listeners no configured listener took (the configuration changed).
-    pub fn leftover(&mut self) -> Vec<(SocketAddr, TcpListener)> {
+    pub fn leftover(&mut self) -> Vec<(ListenerKey, TcpListener)> {
         std::mem::take(&mut self.listeners)
     }
 
@@ -167,19 +169,19 @@ pub struct Pending {
     ready: std::sync::mpsc::Receiver<bool>,
 }
 
-/// Starts `exe args` with `listeners` (configured address, socket) and `admin`
+/// Starts `exe args` with `listeners` (whose listener, socket) and `admin`
 /// inherited. The descriptors are inheritable only for the spawn.
 pub fn spawn(
     exe: &Path,
     args: &[OsString],
-    listeners: &[(SocketAddr, TcpListener)],
+    listeners: &[(ListenerKey, TcpListener)],
     admin: Option<&TcpListener>,
 ) -> io::Result<Pending> {
     let (ready_read, ready_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let mut fds = String::new();
     let mut handed: Vec<std::os::fd::BorrowedFd<'_>> = Vec::new();
-    for (addr, l) in listeners {
-        let _ = write!(fds, "{}=listener {addr},", l.as_raw_fd());
+    for (key, l) in listeners {
+        let _ = write!(fds, "{}=listener {key},", l.as_raw_fd());
         handed.push(l.as_fd());
     }
     if let Some(a) = admin {

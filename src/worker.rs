@@ -274,10 +274,55 @@ impl Drop for ActiveGuard {
     }
 }
 
-/// A worker's listening sockets: (the listener's configured address, socket).
-/// Configured, not bound, addresses identify a listener across reloads (a
-/// `127.0.0.1:0` listener keeps the port it was given).
-pub type WorkerListeners = Vec<(SocketAddr, std::net::TcpListener)>;
+/// Identifies a listener across reloads and upgrades: its configured (not bound)
+/// address, and which of the listeners configured with that address it is, as
+/// several may listen on port 0, each on the port it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerKey {
+    /// The configured `listen` address.
+    pub addr: SocketAddr,
+    /// 0 for the first listener with this address, 1 for the second, ...
+    pub nth: usize,
+}
+
+impl ListenerKey {
+    /// The keys of `config.listeners`, in the same order.
+    pub fn of(config: &Config) -> Vec<ListenerKey> {
+        let mut keys: Vec<ListenerKey> = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let nth = keys.iter().filter(|k| k.addr == l.addr).count();
+            keys.push(ListenerKey { addr: l.addr, nth });
+        }
+        keys
+    }
+}
+
+impl std::fmt::Display for ListenerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.nth {
+            0 => write!(f, "{}", self.addr),
+            n => write!(f, "{}#{n}", self.addr),
+        }
+    }
+}
+
+impl std::str::FromStr for ListenerKey {
+    type Err = std::net::AddrParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, nth) = match s.rsplit_once('#') {
+            Some((a, n)) => (a, n.parse().unwrap_or(usize::MAX)),
+            None => (s, 0),
+        };
+        Ok(ListenerKey {
+            addr: addr.parse()?,
+            nth,
+        })
+    }
+}
+
+/// A worker's listening sockets, each with the listener it belongs to.
+pub type WorkerListeners = Vec<(ListenerKey, std::net::TcpListener)>;
 
 /// A configuration for a worker to switch to: the first one at start, then one
 /// per reload.
@@ -406,9 +451,9 @@ fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx> {
 
 /// Starts the accept loops of the generation's new listeners and its timers.
 fn start_generation(current: &Rc<Current>, g: Generation) -> io::Result<()> {
-    for (addr, std_listener) in g.listeners {
+    for (key, std_listener) in g.listeners {
         let listener = TcpListener::from_std(std_listener)?;
-        tokio::task::spawn_local(accept_loop(current.clone(), listener, addr));
+        tokio::task::spawn_local(accept_loop(current.clone(), listener, key));
     }
     let ctx = current.ctx.borrow().clone();
     if !ctx.config.upstreams.is_empty() {
@@ -431,9 +476,10 @@ struct Accepting {
 impl Accepting {
     /// The current generation's settings for the listener configured as `addr`;
     /// `None` once a reload removed it.
-    fn of(current: &Current, addr: SocketAddr) -> Option<Accepting> {
+    fn of(current: &Current, key: ListenerKey) -> Option<Accepting> {
         let ctx = current.ctx.borrow().clone();
-        let lc = ctx.config.listeners.iter().find(|l| l.addr == addr)?.clone();
+        let index = ListenerKey::of(&ctx.config).iter().position(|k| *k == key)?;
+        let lc = ctx.config.listeners[index].clone();
         Some(Accepting {
             serial: current.serial.get(),
             tls: lc.tls.as_ref().map(|t| t.listener.worker()),
@@ -443,9 +489,9 @@ impl Accepting {
     }
 }
 
-async fn accept_loop(current: Rc<Current>, listener: TcpListener, addr: SocketAddr) {
+async fn accept_loop(current: Rc<Current>, listener: TcpListener, key: ListenerKey) {
     let shared = current.ctx.borrow().shared.clone();
-    let Some(mut now) = Accepting::of(&current, addr) else {
+    let Some(mut now) = Accepting::of(&current, key) else {
         return;
     };
     let mut batch = 0;
@@ -461,10 +507,10 @@ async fn accept_loop(current: Rc<Current>, listener: TcpListener, addr: SocketAd
             tokio::task::yield_now().await;
         }
         if now.serial != current.serial.get() {
-            match Accepting::of(&current, addr) {
+            match Accepting::of(&current, key) {
                 Some(a) => now = a,
                 None => {
-                    debug!(worker = shared.id, %addr, "listener removed by reload; closing it");
+                    debug!(worker = shared.id, listener = %key, "listener removed by reload; closing it");
                     return;
                 }
             }
@@ -517,7 +563,7 @@ async fn accept_loop(current: Rc<Current>, listener: TcpListener, addr: SocketAd
             drop(guard);
         });
     }
-    debug!(worker = shared.id, %addr, "stopped accepting");
+    debug!(worker = shared.id, listener = %key, "stopped accepting");
 }
 
 /// The steps after accept in order: PROXY protocol header, TLS handshake, then
@@ -657,5 +703,16 @@ mod tests {
         assert_eq!(ConnLimit::new(1).low_water, 0);
         let none = ConnLimit::new(0);
         assert!(!none.is_full(usize::MAX));
+    }
+
+    #[test]
+    fn listener_keys_tell_port_0_listeners_apart_and_survive_the_environment() {
+        for text in ["127.0.0.1:0", "127.0.0.1:0#2", "[::1]:443", "[::1]:443#1"] {
+            let key: ListenerKey = text.parse().unwrap();
+            assert_eq!(key.to_string(), text);
+        }
+        let key: ListenerKey = "127.0.0.1:0#1".parse().unwrap();
+        assert_eq!((key.addr.port(), key.nth), (0, 1));
+        assert!("nonsense".parse::<ListenerKey>().is_err());
     }
 }

@@ -535,3 +535,37 @@ fn an_upgrade_whose_new_process_cannot_start_leaves_the_old_one_serving() {
     assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
     assert_eq!(body_of(addr, "/"), (200, "new".into()));
 }
+
+#[test]
+fn listeners_sharing_a_port_0_address_keep_their_own_settings_across_reload_and_upgrade() {
+    use common::tls::{connect_tls, recording_client, tls_get};
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pier.pid");
+    let text = |body: &str| {
+        config(body, "").replace(
+            "[[route]]",
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = { self_signed = true }\n[[route]]",
+        )
+    };
+    let mut pier = Pier::with_config(&text("old"), &["--pid-file", pid_file.to_str().unwrap()]);
+    let (plain, tls) = (pier.addr(), pier.https[0]);
+    let (client, _) = recording_client(true);
+    let check = |want: &str| {
+        assert_eq!(body_of(plain, "/"), (200, want.to_string()));
+        let mut c = connect_tls(tls, "localhost", &client).unwrap();
+        let r = tls_get(&mut c, "/").unwrap();
+        assert_eq!((r.status, r.body), (200, want.as_bytes().to_vec()));
+    };
+    check("old");
+    std::fs::write(config_path(&pier), text("new")).unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    check("new");
+    std::fs::write(config_path(&pier), text("upgraded")).unwrap();
+    let old = pier.pid();
+    pier.signal(Signal::USR2);
+    let _next = Successor::from_pid_file(&pid_file, old);
+    assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
+    check("upgraded");
+}
