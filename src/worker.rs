@@ -387,7 +387,7 @@ pub fn run(
                         current.serial.set(current.serial.get() + 1);
                         shared.conn_limit.set(ConnLimit::new(g.config.max_connections_per_worker()));
                         start_generation(&current, g)?;
-                        old.start_draining();
+                        tokio::task::spawn_local(retire(old));
                         current.changed.notify_waiters();
                         shared.capacity_signal.notify_waiters();
                         debug!(worker = id, "switched to the reloaded configuration");
@@ -447,6 +447,21 @@ fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx> {
             .clone()
             .map(|s| WorkerLog::new(s, shared.stats.clone())),
     })
+}
+
+/// A replaced generation keeps its connections as they are for one
+/// `keepalive_timeout` (a request begun on it, or a client reusing its
+/// connection at once, is served as before), then drains: in-flight requests
+/// finish with `Connection: close` and idle connections close, so a busy
+/// keep-alive connection cannot keep an old configuration alive for ever.
+/// Shutdown drains it at once.
+async fn retire(ctx: Rc<WorkerCtx>) {
+    tokio::select! {
+        biased;
+        _ = ctx.stopped() => {}
+        _ = tokio::time::sleep(ctx.config.http.keepalive_timeout) => {}
+    }
+    ctx.start_draining();
 }
 
 /// Starts the accept loops of the generation's new listeners and its timers.

@@ -220,9 +220,12 @@ fn assert_no_failures(tally: &Tally) {
     assert!(tally.ok.load(Ordering::Relaxed) > 20, "the clients ran");
 }
 
+/// A short keep-alive timeout: a replaced configuration drains after it.
+const SHORT_KEEPALIVE: &str = "[http]\nkeepalive_timeout = \"1s\"\n";
+
 #[test]
 fn sighup_under_load_fails_no_request_and_applies_to_new_connections_only() {
-    let pier = Pier::with_config(&config("old", ""), &[]);
+    let pier = Pier::with_config(&config("old", SHORT_KEEPALIVE), &[]);
     let addr = pier.addr();
     assert_eq!(body_of(addr, "/"), (200, "old".into()));
     assert_eq!(body_of(addr, "/added").1, "old", "one route serves every path");
@@ -236,17 +239,33 @@ fn sighup_under_load_fails_no_request_and_applies_to_new_connections_only() {
 
     let load = Load::start(addr, 4);
     std::thread::sleep(Duration::from_millis(300));
+    let added = "[[route]]\npath = \"/added\"\nhandler = \"respond\"\nbody = \"added\"\n";
     std::fs::write(
         config_path(&pier),
-        config(
-            "new",
-            "[[route]]\npath = \"/added\"\nhandler = \"respond\"\nbody = \"added\"\n",
-        ),
+        config("new", &format!("{added}{SHORT_KEEPALIVE}")),
     )
     .unwrap();
     pier.signal(Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
         .expect("reload logged");
+    let reloaded = Instant::now();
+
+    // New connections: the new body and the new route.
+    assert_eq!(body_of(addr, "/"), (200, "new".into()));
+    assert_eq!(body_of(addr, "/added"), (200, "added".into()));
+    // Connections open before the reload finish on the old configuration: the
+    // request begun before it, and the next one on a kept connection.
+    held.write_all(b"\r\n").unwrap();
+    assert_eq!(exchange_rest(&mut held).body, "old");
+    let again = exchange(&mut kept, "/").ok().expect("kept connection still serves");
+    assert_eq!(again.body, "old", "an open connection keeps the old configuration");
+
+    // One keepalive_timeout later the old configuration drains (under load too):
+    // its idle connections close.
+    let mut b = [0u8; 1];
+    kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(matches!(kept.read(&mut b), Ok(0) | Err(_)), "idle old connection closed");
+    assert!(reloaded.elapsed() >= Duration::from_millis(900), "not before the keep-alive timeout");
     std::thread::sleep(Duration::from_millis(300));
     let tally = load.finish();
     assert_no_failures(&tally);
@@ -255,19 +274,6 @@ fn sighup_under_load_fails_no_request_and_applies_to_new_connections_only() {
         bodies.contains("old") && bodies.contains("new"),
         "the clients saw both configurations: {bodies:?}"
     );
-
-    // New connections: the new body and the new route.
-    assert_eq!(body_of(addr, "/"), (200, "new".into()));
-    assert_eq!(body_of(addr, "/added"), (200, "added".into()));
-    // The request begun before the reload finishes on the old configuration,
-    // and its connection closes after it.
-    held.write_all(b"\r\n").unwrap();
-    let answer = exchange_rest(&mut held);
-    assert_eq!(answer.body, "old");
-    assert!(answer.close, "a connection of the old configuration closes after its request");
-    // The idle keep-alive connection of the old configuration was closed.
-    let mut b = [0u8; 1];
-    assert!(matches!(kept.read(&mut b), Ok(0) | Err(_)), "idle old connection closed");
 }
 
 /// Reads the response to a request written before.
