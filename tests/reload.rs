@@ -575,3 +575,64 @@ fn listeners_sharing_a_port_0_address_keep_their_own_settings_across_reload_and_
     assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
     check("upgraded");
 }
+
+#[test]
+fn sighup_moves_new_connections_to_new_upstreams_and_a_new_access_log() {
+    use common::upstream::{ok, Upstream};
+    let a = Upstream::start(|_| ok("from a"));
+    let b = Upstream::start(|_| ok("from b"));
+    let text = |up: SocketAddr, log: &str| {
+        format!(
+            r#"
+[server]
+workers = 2
+[http]
+keepalive_timeout = "200ms"
+[access_log]
+path = "{{dir}}/{log}"
+flush_interval = "50ms"
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = [{{ address = "{up}" }}]
+health_check = {{ path = "/health", interval = "100ms" }}
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+"#
+        )
+    };
+    let pier = Pier::with_config(&text(a.addr, "a.log"), &[]);
+    let addr = pier.addr();
+    assert_eq!(body_of(addr, "/first"), (200, "from a".into()));
+    let dir = pier.root().to_str().unwrap().to_string();
+    std::fs::write(
+        config_path(&pier),
+        text(b.addr, "b.log").replace("{dir}", &dir),
+    )
+    .unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    assert_eq!(body_of(addr, "/second"), (200, "from b".into()));
+    assert_eq!(body_of(addr, "/third"), (200, "from b".into()));
+    let lines = |name: &str| {
+        std::fs::read_to_string(pier.root().join(name)).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(lines("a.log").contains("/first") && lines("b.log").contains("/third")) {
+        assert!(Instant::now() < deadline, "a.log: {}\nb.log: {}", lines("a.log"), lines("b.log"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!lines("a.log").contains("/second"), "new requests log to the new file");
+    assert!(!lines("b.log").contains("/first"));
+    // The replaced group's health checks stop once nothing uses it.
+    std::thread::sleep(Duration::from_millis(500));
+    let checks = |up: &Upstream| up.requests().iter().filter(|r| r.target == "/health").count();
+    let (a_then, b_then) = (checks(&a), checks(&b));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(checks(&a), a_then, "old group no longer checked");
+    assert!(checks(&b) > b_then, "new group checked");
+}
