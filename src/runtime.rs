@@ -73,8 +73,8 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     // time with the old PID in it is the failure report.
     let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let before = args.pid_file.as_ref().and_then(modified);
-    let target = rustix::process::Pid::from_raw(pid)
-        .with_context(|| format!("not a process ID: {pid}"))?;
+    let target =
+        rustix::process::Pid::from_raw(pid).with_context(|| format!("not a process ID: {pid}"))?;
     rustix::process::kill_process(target, rustix::process::Signal::USR2)
         .with_context(|| format!("cannot signal PID {pid}"))?;
     eprintln!("pier: sent SIGUSR2 to PID {pid}");
@@ -95,7 +95,10 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
             _ => {}
         }
         if rustix::process::test_kill_process(target).is_err() {
-            anyhow::bail!("PID {pid} exited and {} names no new process", path.display());
+            anyhow::bail!(
+                "PID {pid} exited and {} names no new process",
+                path.display()
+            );
         }
     }
     anyhow::bail!(
@@ -195,7 +198,8 @@ enum Exit {
 /// Runs a configuration until SIGTERM or SIGINT (or a binary upgrade) has drained.
 fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     let exe = upgrade::startup_exe();
-    let mut inherited = Inherited::from_env().context("cannot take the sockets of the replaced process")?;
+    let mut inherited =
+        Inherited::from_env().context("cannot take the sockets of the replaced process")?;
     let config = Arc::new(source.load()?);
     let workers = config.workers;
 
@@ -357,8 +361,8 @@ fn write_pid_file(path: Option<&std::path::Path>) {
 /// names the new one).
 fn remove_pid_file(path: Option<&std::path::Path>) {
     let Some(path) = path else { return };
-    let ours = std::fs::read_to_string(path)
-        .is_ok_and(|t| t.trim() == std::process::id().to_string());
+    let ours =
+        std::fs::read_to_string(path).is_ok_and(|t| t.trim() == std::process::id().to_string());
     if ours {
         let _ = std::fs::remove_file(path);
     }
@@ -453,7 +457,9 @@ impl Server {
             for (i, s) in socks.drain(..).enumerate() {
                 match s.try_clone() {
                     Ok(copy) => self.sockets.push((*key, copy)),
-                    Err(e) => warn!(listener = %key, error = %e, "cannot keep a copy of a socket for upgrades"),
+                    Err(e) => {
+                        warn!(listener = %key, error = %e, "cannot keep a copy of a socket for upgrades")
+                    }
                 }
                 per_worker[i % workers.max(1)].push((*key, s));
             }

@@ -58,9 +58,7 @@ impl Inherited {
         let mut out = Inherited::default();
         let fds = std::env::var(ENV_FDS).unwrap_or_default();
         for item in fds.split(',').filter(|s| !s.is_empty()) {
-            let (fd, what) = item
-                .split_once('=')
-                .ok_or_else(|| bad_env(ENV_FDS, item))?;
+            let (fd, what) = item.split_once('=').ok_or_else(|| bad_env(ENV_FDS, item))?;
             let fd: i32 = fd.parse().map_err(|_| bad_env(ENV_FDS, item))?;
             let sock = socket2::Socket::from(adopt(fd)?);
             sock.set_nonblocking(true)?;
@@ -231,8 +229,12 @@ impl Pending {
             Ok(false) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 // The pipe closed: the child exited, or closed it without a word.
                 match wait_exit(&mut self.child, Duration::from_secs(2)) {
-                    Some(status) => format!("the new process (PID {pid}) exited with {status} before it was ready"),
-                    None => format!("the new process (PID {pid}) closed its ready pipe without reporting ready"),
+                    Some(status) => format!(
+                        "the new process (PID {pid}) exited with {status} before it was ready"
+                    ),
+                    None => format!(
+                        "the new process (PID {pid}) closed its ready pipe without reporting ready"
+                    ),
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {

@@ -493,7 +493,9 @@ impl Accepting {
     /// `None` once a reload removed it.
     fn of(current: &Current, key: ListenerKey) -> Option<Accepting> {
         let ctx = current.ctx.borrow().clone();
-        let index = ListenerKey::of(&ctx.config).iter().position(|k| *k == key)?;
+        let index = ListenerKey::of(&ctx.config)
+            .iter()
+            .position(|k| *k == key)?;
         let lc = ctx.config.listeners[index].clone();
         Some(Accepting {
             serial: current.serial.get(),
