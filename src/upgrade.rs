@@ -1,39 +1,47 @@
 //! Binary upgrade without a refused connection, as nginx does it: the running
 //! process starts the new binary with its own arguments and hands over its
-//! listening sockets, which the child inherits (their close-on-exec flag is
-//! cleared for the spawn) and adopts instead of binding. They stay the same
-//! kernel sockets, so a connection waiting in a backlog is accepted by whichever
-//! process takes it first. The child reports ready over a pipe; only then does
-//! the parent stop accepting and drain.
+//! listening sockets, which the child adopts instead of binding. They stay the
+//! same kernel sockets, so a connection waiting in a backlog is accepted by
+//! whichever process takes it first. The child reports ready; only then does the
+//! parent stop accepting and drain.
 //!
-//! The child learns what it inherited from the environment:
-//! `PIER_UPGRADE_PARENT` (the parent's PID, so variables leaked to an unrelated
-//! descendant are ignored), `PIER_UPGRADE_FDS` (`fd=listener ADDR` or
-//! `fd=admin`, comma-separated; ADDR is the listener's configured `listen`) and
-//! `PIER_UPGRADE_READY_FD` (the pipe to write `ready` to). As with socket
-//! activation (see [`crate::systemd`]), descriptors are adopted through
-//! `pidfd_getfd(2)` on the own process, which needs no `unsafe`.
+//! The sockets travel over a `SOCK_SEQPACKET` socket pair, one message per
+//! socket (`listener ADDR` with ADDR the listener's configured `listen`, plus
+//! `#N` for the N+1th listener with that address, or `admin`) carrying the
+//! descriptor as `SCM_RIGHTS`, then `end`. The child's end of the pair is the one
+//! descriptor it inherits (its close-on-exec flag is cleared for the spawn); the
+//! environment names it (`PIER_UPGRADE_SOCKET`) and the parent
+//! (`PIER_UPGRADE_PARENT`, so variables leaked to an unrelated descendant are
+//! ignored). The child writes `ready` on the same pair. Passing the listening
+//! sockets as messages rather than inherited numbers means the child owns each
+//! (close-on-exec) and a listener it does not use, or later removes, really
+//! closes: adopting an inherited number without `unsafe` takes a duplicate
+//! (`pidfd_getfd(2)`, as for socket activation in [`crate::systemd`]) and leaves
+//! the number open for the life of the process.
 
-use std::ffi::OsString;
-use std::fmt::Write as _;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
 use std::net::TcpListener;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
 use rustix::io::{fcntl_setfd, FdFlags};
-use tracing::warn;
+use rustix::net::{
+    recvmsg, sendmsg, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
 
 use crate::worker::ListenerKey;
 
 const ENV_PARENT: &str = "PIER_UPGRADE_PARENT";
-const ENV_FDS: &str = "PIER_UPGRADE_FDS";
-const ENV_READY: &str = "PIER_UPGRADE_READY_FD";
+const ENV_SOCKET: &str = "PIER_UPGRADE_SOCKET";
 
-/// What the child writes once it accepts on every listener.
-const READY: &[u8] = b"ready\n";
+/// What the child sends once it accepts on every listener.
+const READY: &[u8] = b"ready";
+/// The parent's last message.
+const END: &[u8] = b"end";
 
 /// Sockets this process took over from the one it replaces. Empty when it was
 /// not started by an upgrade.
@@ -41,26 +49,33 @@ const READY: &[u8] = b"ready\n";
 pub struct Inherited {
     listeners: Vec<(ListenerKey, TcpListener)>,
     admin: Option<TcpListener>,
-    ready: Option<OwnedFd>,
+    parent: Option<OwnedFd>,
 }
 
 impl Inherited {
-    /// Adopts what the parent described in the environment, if this process was
-    /// started by a Pier upgrade.
+    /// Receives what the parent sends, if this process was started by a Pier
+    /// upgrade.
     pub fn from_env() -> io::Result<Inherited> {
         let parent = std::env::var(ENV_PARENT)
             .ok()
             .and_then(|p| p.trim().parse::<i32>().ok());
         let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-        if parent.is_none() || parent != ppid {
+        let fd = std::env::var(ENV_SOCKET)
+            .ok()
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        let (Some(fd), true) = (fd, parent.is_some() && parent == ppid) else {
             return Ok(Inherited::default());
-        }
+        };
+        let pair = adopt(fd)?;
         let mut out = Inherited::default();
-        let fds = std::env::var(ENV_FDS).unwrap_or_default();
-        for item in fds.split(',').filter(|s| !s.is_empty()) {
-            let (fd, what) = item.split_once('=').ok_or_else(|| bad_env(ENV_FDS, item))?;
-            let fd: i32 = fd.parse().map_err(|_| bad_env(ENV_FDS, item))?;
-            let sock = socket2::Socket::from(adopt(fd)?);
+        loop {
+            let (text, fd) = receive(&pair)?;
+            if text == END {
+                break;
+            }
+            let what = String::from_utf8_lossy(&text).into_owned();
+            let fd = fd.ok_or_else(|| bad(&what))?;
+            let sock = socket2::Socket::from(fd);
             sock.set_nonblocking(true)?;
             let listener: TcpListener = sock.into();
             if what == "admin" {
@@ -69,22 +84,17 @@ impl Inherited {
                 let key = what
                     .strip_prefix("listener ")
                     .and_then(|a| a.parse().ok())
-                    .ok_or_else(|| bad_env(ENV_FDS, item))?;
+                    .ok_or_else(|| bad(&what))?;
                 out.listeners.push((key, listener));
             }
         }
-        if let Some(fd) = std::env::var(ENV_READY)
-            .ok()
-            .and_then(|v| v.parse::<i32>().ok())
-        {
-            out.ready = Some(adopt(fd)?);
-        }
+        out.parent = Some(pair);
         Ok(out)
     }
 
     /// True when this process replaces another one.
     pub fn is_upgrade(&self) -> bool {
-        self.ready.is_some()
+        self.parent.is_some()
     }
 
     /// The inherited sockets of listener `key` (empty if none).
@@ -113,18 +123,66 @@ impl Inherited {
 
     /// Tells the parent that this process serves, so it may stop accepting.
     pub fn report_ready(&mut self) -> io::Result<()> {
-        match self.ready.take() {
-            Some(fd) => std::fs::File::from(fd).write_all(READY),
+        match self.parent.take() {
+            Some(pair) => {
+                rustix::net::send(&pair, READY, SendFlags::NOSIGNAL)?;
+                Ok(())
+            }
             None => Ok(()),
         }
     }
 }
 
-fn bad_env(name: &str, item: &str) -> io::Error {
+fn bad(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("{name}: cannot read {item:?}"),
+        format!("the replaced process sent {what:?}"),
     )
+}
+
+/// One message and the descriptor it carries, if any.
+fn receive(pair: &OwnedFd) -> io::Result<(Vec<u8>, Option<OwnedFd>)> {
+    let mut buf = [0u8; 256];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(
+        pair,
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    if got.bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the replaced process closed the hand-over early",
+        ));
+    }
+    let mut fd = None;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = msg {
+            for f in fds {
+                fd.get_or_insert(f);
+            }
+        }
+    }
+    Ok((buf[..got.bytes.min(buf.len())].to_vec(), fd))
+}
+
+/// Sends one message, with a descriptor if given.
+fn send(pair: &OwnedFd, text: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    let fds = fd.as_slice();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        control.push(SendAncillaryMessage::ScmRights(fds));
+    }
+    sendmsg(
+        pair,
+        &[IoSlice::new(text)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
 }
 
 /// An owned duplicate of inherited descriptor `fd`.
@@ -167,53 +225,50 @@ pub struct Pending {
     ready: std::sync::mpsc::Receiver<bool>,
 }
 
-/// Starts `exe args` with `listeners` (whose listener, socket) and `admin`
-/// inherited. The descriptors are inheritable only for the spawn.
+/// Starts `exe args` and sends it `listeners` (whose listener, socket) and `admin`.
 pub fn spawn(
     exe: &Path,
-    args: &[OsString],
+    args: &[std::ffi::OsString],
     listeners: &[(ListenerKey, TcpListener)],
     admin: Option<&TcpListener>,
 ) -> io::Result<Pending> {
-    let (ready_read, ready_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-    let mut fds = String::new();
-    let mut handed: Vec<std::os::fd::BorrowedFd<'_>> = Vec::new();
-    for (key, l) in listeners {
-        let _ = write!(fds, "{}=listener {key},", l.as_raw_fd());
-        handed.push(l.as_fd());
-    }
-    if let Some(a) = admin {
-        let _ = write!(fds, "{}=admin,", a.as_raw_fd());
-        handed.push(a.as_fd());
-    }
-    handed.push(ready_write.as_fd());
-    let spawned = (|| {
-        for fd in &handed {
-            fcntl_setfd(fd, FdFlags::empty())?;
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    fcntl_setfd(&theirs, FdFlags::empty())?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .env(ENV_PARENT, std::process::id().to_string())
+        .env(ENV_SOCKET, theirs.as_raw_fd().to_string())
+        .spawn()?;
+    // Only the child holds its end now: end of file means it is gone.
+    drop(theirs);
+    let sent = (|| {
+        for (key, l) in listeners {
+            send(&ours, format!("listener {key}").as_bytes(), Some(l.as_fd()))?;
         }
-        Command::new(exe)
-            .args(args)
-            .env(ENV_PARENT, std::process::id().to_string())
-            .env(ENV_FDS, fds.trim_end_matches(','))
-            .env(ENV_READY, ready_write.as_raw_fd().to_string())
-            .spawn()
+        if let Some(a) = admin {
+            send(&ours, b"admin", Some(a.as_fd()))?;
+        }
+        send(&ours, END, None)
     })();
-    // Whatever happened, later spawns must not inherit these.
-    for fd in &handed {
-        if let Err(e) = fcntl_setfd(fd, FdFlags::CLOEXEC) {
-            warn!(error = %e, "cannot restore close-on-exec on a listening socket");
-        }
+    if let Err(e) = sent {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
     }
-    drop(handed);
-    let child = spawned?;
-    // Only the child holds the write end now: end of file means it is gone.
-    drop(ready_write);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("pier-upgrade".into())
         .spawn(move || {
-            let mut buf = [0u8; READY.len()];
-            let ok = std::fs::File::from(ready_read).read_exact(&mut buf).is_ok() && buf == READY;
+            let mut buf = [0u8; 16];
+            let ok = matches!(
+                rustix::net::recv(&ours, &mut buf, RecvFlags::empty()),
+                Ok((n, _)) if &buf[..n] == READY
+            );
             let _ = tx.send(ok);
         })?;
     Ok(Pending { child, ready: rx })
@@ -233,7 +288,7 @@ impl Pending {
                         "the new process (PID {pid}) exited with {status} before it was ready"
                     ),
                     None => format!(
-                        "the new process (PID {pid}) closed its ready pipe without reporting ready"
+                        "the new process (PID {pid}) closed the hand-over without reporting ready"
                     ),
                 }
             }

@@ -719,3 +719,41 @@ upstream = "app"
     assert_eq!(checks(&a), a_then, "old group no longer checked");
     assert!(checks(&b) > b_then, "new group checked");
 }
+
+#[test]
+fn a_listener_removed_after_an_upgrade_really_closes() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let extra = free.local_addr().unwrap();
+    drop(free);
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pier.pid");
+    let with_extra = |body: &str| {
+        config(body, "").replace(
+            "[[route]]",
+            &format!("[[listener]]\nlisten = \"{extra}\"\n[[route]]"),
+        )
+    };
+    let mut pier = Pier::with_config(
+        &with_extra("old"),
+        &["--pid-file", pid_file.to_str().unwrap()],
+    );
+    assert_eq!(body_of(extra, "/"), (200, "old".into()));
+    let old = pier.pid();
+    pier.signal(Signal::USR2);
+    let next = Successor::from_pid_file(&pid_file, old);
+    assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
+    assert_eq!(body_of(extra, "/"), (200, "old".into()), "handed over");
+
+    // The new process holds only the sockets it was sent: removing the
+    // listener closes it, so clients are refused instead of left waiting.
+    std::fs::write(config_path(&pier), config("new", "")).unwrap();
+    kill_process(Pid::from_raw(next.0).unwrap(), Signal::HUP).unwrap();
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    assert_eq!(body_of(pier.addr(), "/"), (200, "new".into()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(extra).is_ok() {
+        assert!(Instant::now() < deadline, "removed listener still accepts");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
