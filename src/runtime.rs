@@ -544,11 +544,29 @@ fn wait_for_signal(
         mut usr2,
     } = signals;
     let exit = rt.block_on(async {
-        let mut upgrading: Option<tokio::task::JoinHandle<Result<u32, String>>> = None;
+        // The new process of an upgrade under way, and the wait for its report.
+        let mut upgrading: Option<(u32, tokio::task::JoinHandle<Result<u32, String>>)> = None;
+        // Stopping while a new process starts: it must not stay behind serving.
+        let abandon = |upgrading: &Option<(u32, _)>| {
+            if let Some((pid, _)) = upgrading {
+                warn!(new_pid = pid, "stopping the new process of the unfinished binary upgrade");
+                if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+            }
+        };
         loop {
             tokio::select! {
-                _ = term.recv() => { info!(signal = "SIGTERM", "signal received"); return Exit::Stop }
-                _ = int.recv() => { info!(signal = "SIGINT", "signal received"); return Exit::Stop }
+                _ = term.recv() => {
+                    info!(signal = "SIGTERM", "signal received");
+                    abandon(&upgrading);
+                    return Exit::Stop;
+                }
+                _ = int.recv() => {
+                    info!(signal = "SIGINT", "signal received");
+                    abandon(&upgrading);
+                    return Exit::Stop;
+                }
                 _ = hup.recv() => {
                     info!(signal = "SIGHUP", "signal received: reloading the configuration");
                     server.reload();
@@ -567,14 +585,15 @@ fn wait_for_signal(
                     }
                     match server.start_upgrade() {
                         Ok(pending) => {
-                            upgrading = Some(tokio::task::spawn_blocking(move || {
+                            let pid = pending.child.id();
+                            upgrading = Some((pid, tokio::task::spawn_blocking(move || {
                                 pending.wait_ready(UPGRADE_READY_TIMEOUT)
-                            }));
+                            })));
                         }
                         Err(e) => error!(error = %e, "binary upgrade failed: cannot start the new process; still serving"),
                     }
                 }
-                outcome = async { upgrading.as_mut().expect("guarded").await }, if upgrading.is_some() => {
+                outcome = async { (&mut upgrading.as_mut().expect("guarded").1).await }, if upgrading.is_some() => {
                     upgrading = None;
                     match outcome {
                         Ok(Ok(pid)) => {

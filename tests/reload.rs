@@ -757,3 +757,36 @@ fn a_listener_removed_after_an_upgrade_really_closes() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn tunnel_reload_reads_its_certificate_files_again() {
+    use common::tls::{connect_tls, recording_client, seen_subject, Pki};
+    let up = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "Reload CA");
+    let (cert, key) = pki.server("live", "first", &["a.test"], None);
+    let pier = Pier::with_args(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--to",
+        &up.local_addr().unwrap().to_string(),
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--workers",
+        "1",
+    ]);
+    let (client, seen) = recording_client(true);
+    connect_tls(pier.streams[0], "a.test", &client).unwrap();
+    assert_eq!(seen_subject(&seen), "CN=first");
+    let (next_cert, next_key) = pki.server("next", "second", &["a.test"], None);
+    std::fs::copy(next_cert, &cert).unwrap();
+    std::fs::copy(next_key, &key).unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    connect_tls(pier.streams[0], "a.test", &client).unwrap();
+    assert_eq!(seen_subject(&seen), "CN=second");
+}
