@@ -790,3 +790,41 @@ fn tunnel_reload_reads_its_certificate_files_again() {
     connect_tls(pier.streams[0], "a.test", &client).unwrap();
     assert_eq!(seen_subject(&seen), "CN=second");
 }
+
+#[test]
+fn a_connection_accepted_before_an_upgrade_gets_its_first_request_answered() {
+    use common::tls::{recording_client, tls_get};
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pier.pid");
+    let text = config("old", "").replace(
+        "[[route]]",
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = { self_signed = true }\n[[route]]",
+    );
+    let mut pier = Pier::with_config(&text, &["--pid-file", pid_file.to_str().unwrap()]);
+    // Accepted by the old process, but nothing sent yet: no request is under
+    // way, yet the client has not reused anything and must not see a close.
+    let mut plain = connect(pier.addr()).unwrap();
+    let tls_sock = connect(pier.https[0]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let old = pier.pid();
+    pier.signal(Signal::USR2);
+    let _next = Successor::from_pid_file(&pid_file, old);
+    pier.wait_log("the new process serves", Duration::from_secs(35))
+        .expect("hand-over logged");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let answer = exchange(&mut plain, "/").expect("first request on a fresh connection");
+    assert_eq!(answer.body, "old");
+    assert!(
+        answer.close,
+        "answered by the draining process, then closed"
+    );
+
+    let (client, _) = recording_client(true);
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(client, name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tls_sock);
+    let r = tls_get(&mut tls, "/").expect("handshake and first request");
+    assert_eq!((r.status, r.body), (200, b"old".to_vec()));
+    assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
+}
