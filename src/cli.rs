@@ -28,6 +28,9 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Terminate TLS (or forward plain TCP) to one upstream, like hitch.
     Tunnel(TunnelArgs),
+    /// Replace a running Pier with the binary at its path, without refusing a
+    /// connection: sends it SIGUSR2.
+    Upgrade(UpgradeArgs),
 }
 
 /// Log output format.
@@ -81,6 +84,10 @@ pub struct ServeArgs {
     /// sets `admin.allow_remote`).
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
+    /// Write the process ID here once serving (for `pier upgrade --pid-file`);
+    /// a binary upgrade rewrites it with the new process's ID.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
 }
 
 /// Flags of `pier check`.
@@ -141,4 +148,19 @@ pub struct TunnelArgs {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t)]
     pub log_format: LogFormat,
+    /// Write the process ID here once serving; an upgrade rewrites it.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+}
+
+/// Flags of `pier upgrade`: which running Pier to replace.
+#[derive(Debug, Args, Clone)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "pid_file"])))]
+pub struct UpgradeArgs {
+    /// Process ID of the running Pier.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// The file the running Pier was given as `--pid-file`.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
 }

@@ -458,7 +458,10 @@ impl<D: Downstream> Conn<'_, D> {
                     self.ctx.give_buffers(b);
                 }
                 self.rpos = 0;
-                if self.ctx.draining.get() {
+                // A drain closes connections between requests, not before the
+                // first: its client has reused nothing and would not retry. That
+                // first request waits at most `header_read_timeout`.
+                if self.requests > 0 && self.ctx.draining.get() {
                     return Exit::Done;
                 }
                 let idle = if self.requests == 0 {
@@ -473,7 +476,7 @@ impl<D: Downstream> Conn<'_, D> {
                         Ok(Err(_)) => return Exit::Broken,
                         Err(_) => return Exit::Done,
                     },
-                    _ = self.ctx.draining() => return Exit::Done,
+                    _ = self.ctx.draining(), if self.requests > 0 => return Exit::Done,
                 }
                 self.bufs = Some(self.ctx.take_buffers());
             }

@@ -21,4 +21,5 @@ pub mod runtime;
 pub mod stream_proxy;
 pub mod systemd;
 pub mod tls;
+pub mod upgrade;
 pub mod worker;

@@ -13,6 +13,7 @@ fn main() {
         Command::Echo(args) => pier::echo::run(args),
         Command::Bench(args) => pier::bench::run(args),
         Command::Tunnel(args) => pier::runtime::tunnel(args),
+        Command::Upgrade(args) => pier::runtime::upgrade(args),
     };
     if let Err(err) = result {
         if let Some(cfg) = err.downcast_ref::<ConfigError>() {

@@ -1,20 +1,29 @@
 //! Process start and stop: load config, bind every worker's sockets, start N worker
-//! threads (optionally pinned), reload TLS certificates on SIGHUP, reopen the access
-//! log on SIGUSR1, wait for SIGTERM/SIGINT, then drain.
+//! threads (optionally pinned), reload the configuration on SIGHUP, reopen the
+//! access log on SIGUSR1, replace the binary on SIGUSR2, wait for SIGTERM/SIGINT,
+//! then drain.
 
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::sync::watch;
-use tracing::{info, warn};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
 
-use crate::cli::{CheckArgs, ServeArgs, TunnelArgs};
-use crate::config::{self, Config};
+use crate::cli::{CheckArgs, ServeArgs, TunnelArgs, UpgradeArgs};
+use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::listener::bind_reuseport;
 use crate::observe::access_log::AccessLog;
 use crate::observe::{admin, metrics::Registry};
-use crate::worker::{self, WorkerListeners};
+use crate::upgrade::{self, Inherited};
+use crate::worker::{self, Generation, ListenerKey, WorkerListeners};
+
+/// How long a binary upgrade waits for the new process to report ready before
+/// it gives up on it and keeps serving.
+const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `pier check`: validate and report.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
@@ -32,65 +41,203 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
 /// `pier serve`: run until SIGTERM or SIGINT has drained.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
-    let config = Arc::new(config::load(&args)?);
-    run(config)
+    let pid_file = args.pid_file.clone();
+    run(Source::Serve(args), pid_file)
 }
 
 /// `pier tunnel`: a TLS terminator (or plain TCP forwarder) built from flags.
 pub fn tunnel(args: TunnelArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
-    let config = Arc::new(config::tunnel(&args)?);
-    run(config)
+    let pid_file = args.pid_file.clone();
+    run(Source::Tunnel(args), pid_file)
 }
 
-/// Runs a validated configuration until SIGTERM or SIGINT has drained.
-pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
+/// `pier upgrade`: asks a running Pier to replace itself with the binary at its
+/// path (SIGUSR2). The outcome is in that server's log; with `--pid-file` this
+/// waits until the file names the new process (exit 0) or the server reports a
+/// failed upgrade by rewriting it with its own PID (exit 1).
+pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
+    let read_pid = |path: &PathBuf| -> anyhow::Result<i32> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the PID file {}", path.display()))?;
+        text.trim()
+            .parse()
+            .with_context(|| format!("{}: not a process ID: {:?}", path.display(), text.trim()))
+    };
+    let pid = match (&args.pid, &args.pid_file) {
+        (Some(pid), _) => *pid as i32,
+        (None, Some(path)) => read_pid(path)?,
+        (None, None) => anyhow::bail!("give --pid or --pid-file"),
+    };
+    // The server rewrites the file when an upgrade fails, so a new modification
+    // time with the old PID in it is the failure report.
+    let modified = |path: &PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let before = args.pid_file.as_ref().and_then(modified);
+    let target =
+        rustix::process::Pid::from_raw(pid).with_context(|| format!("not a process ID: {pid}"))?;
+    rustix::process::kill_process(target, rustix::process::Signal::USR2)
+        .with_context(|| format!("cannot signal PID {pid}"))?;
+    eprintln!("pier: sent SIGUSR2 to PID {pid}");
+    let Some(path) = &args.pid_file else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + UPGRADE_READY_TIMEOUT + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        match read_pid(path) {
+            Ok(new) if new != pid => {
+                eprintln!("pier: PID {new} serves now; PID {pid} drains and exits");
+                return Ok(());
+            }
+            Ok(_) if modified(path) != before => {
+                anyhow::bail!("the upgrade failed; PID {pid} still serves (see its log)")
+            }
+            _ => {}
+        }
+        if rustix::process::test_kill_process(target).is_err() {
+            anyhow::bail!(
+                "PID {pid} exited and {} names no new process",
+                path.display()
+            );
+        }
+    }
+    anyhow::bail!(
+        "{} still names PID {pid}: the upgrade failed (see that server's log)",
+        path.display()
+    )
+}
+
+/// Where the running configuration came from, so SIGHUP can build it again the
+/// same way: the file (or embedded default) with the same flags applied, or the
+/// flags of `pier tunnel`.
+enum Source {
+    Serve(ServeArgs),
+    Tunnel(TunnelArgs),
+}
+
+impl Source {
+    fn load(&self) -> Result<Config, ConfigError> {
+        match self {
+            Source::Serve(args) => config::load(args),
+            Source::Tunnel(args) => config::tunnel(args),
+        }
+    }
+}
+
+/// The listening sockets of one listener, one per worker (or shared copies of
+/// one socket passed by systemd or a replaced process).
+fn open_listener(
+    lc: &ListenerConfig,
+    key: ListenerKey,
+    workers: usize,
+    systemd: &mut Vec<(SocketAddr, std::net::TcpListener)>,
+    inherited: &mut Inherited,
+) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    let handed = inherited.take_listener(key);
+    if !handed.is_empty() {
+        // The replaced process's sockets, same kernel sockets and queues. With
+        // fewer of them than workers some workers share; with more, some
+        // workers accept from several, so no socket's backlog goes unread.
+        info!(listener = %key, sockets = handed.len(), "using the sockets of the replaced process");
+        let mut out = Vec::with_capacity(handed.len().max(workers));
+        for i in handed.len()..workers {
+            out.push(handed[i % handed.len()].try_clone()?);
+        }
+        out.splice(0..0, handed);
+        return Ok(out);
+    }
+    if let Some(i) = systemd.iter().position(|(a, _)| *a == lc.addr) {
+        // One socket shared by every worker: it was bound without
+        // SO_REUSEPORT, so the workers take turns accepting from it.
+        let (_, s) = systemd.swap_remove(i);
+        info!(listener = %lc.addr, "using the socket passed by systemd");
+        return (0..workers.max(1))
+            .map(|_| s.try_clone())
+            .collect::<std::io::Result<Vec<_>>>()
+            .with_context(|| format!("cannot share the socket for {}", lc.addr));
+    }
+    bind_reuseport(lc.addr, lc.backlog, workers)
+        .with_context(|| format!("cannot listen on {}", lc.addr))
+}
+
+fn scheme(lc: &ListenerConfig) -> &'static str {
+    match (lc.tcp.is_some(), lc.tls.is_some()) {
+        (false, false) => "http",
+        (false, true) => "https",
+        (true, false) => "tcp",
+        (true, true) => "tls",
+    }
+}
+
+/// What the signal loop needs to reload and upgrade.
+struct Server {
+    source: Source,
+    config: Arc<Config>,
+    /// A copy of every worker's listening socket by configured address: what a
+    /// binary upgrade hands over, and how a reload tells added listeners from kept ones.
+    sockets: Vec<(ListenerKey, std::net::TcpListener)>,
+    admin: Option<std::net::TcpListener>,
+    reloads: Vec<mpsc::UnboundedSender<Generation>>,
+    access_log: Option<AccessLog>,
+    /// Access logs a reload replaced; their writers stop at exit, after the
+    /// connections that still write to them.
+    retired_logs: Vec<AccessLog>,
+    pid_file: Option<PathBuf>,
+    exe: PathBuf,
+    args: Vec<OsString>,
+}
+
+/// How the signal loop ended.
+enum Exit {
+    /// SIGTERM or SIGINT.
+    Stop,
+    /// A new process took over the sockets.
+    Upgraded(u32),
+}
+
+/// Runs a configuration until SIGTERM or SIGINT (or a binary upgrade) has drained.
+fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
+    let exe = upgrade::startup_exe();
+    let mut inherited =
+        Inherited::from_env().context("cannot take the sockets of the replaced process")?;
+    let config = Arc::new(source.load()?);
     let workers = config.workers;
 
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
+    let mut sockets = Vec::new();
     let mut shown = Vec::new();
-    let mut inherited =
+    let mut systemd =
         crate::systemd::inherited_listeners().context("cannot take the sockets systemd passed")?;
-    for (index, lc) in config.listeners.iter().enumerate() {
-        let sockets = match inherited.iter().position(|(a, _)| *a == lc.addr) {
-            Some(i) => {
-                // One socket shared by every worker: it was bound without
-                // SO_REUSEPORT, so the workers take turns accepting from it.
-                let (_, s) = inherited.swap_remove(i);
-                info!(listener = %lc.addr, "using the socket passed by systemd");
-                (0..workers.max(1))
-                    .map(|_| s.try_clone())
-                    .collect::<std::io::Result<Vec<_>>>()
-                    .with_context(|| format!("cannot share the socket for {}", lc.addr))?
-            }
-            None => bind_reuseport(lc.addr, lc.backlog, workers)
-                .with_context(|| format!("cannot listen on {}", lc.addr))?,
-        };
-        let bound = sockets[0].local_addr()?;
-        let scheme = match (lc.tcp.is_some(), lc.tls.is_some()) {
-            (false, false) => "http",
-            (false, true) => "https",
-            (true, false) => "tcp",
-            (true, true) => "tls",
-        };
-        shown.push(format!("{scheme}://{bound}"));
+    for (lc, key) in config.listeners.iter().zip(ListenerKey::of(&config)) {
+        let listeners = open_listener(lc, key, workers, &mut systemd, &mut inherited)?;
+        let bound = listeners[0].local_addr()?;
+        shown.push(format!("{}://{bound}", scheme(lc)));
         if let Some(tls) = &lc.tls {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
         }
-        for (w, s) in sockets.into_iter().enumerate() {
-            per_worker[w].push((index, s));
+        for (i, s) in listeners.into_iter().enumerate() {
+            sockets.push((key, s.try_clone()?));
+            per_worker[i % workers.max(1)].push((key, s));
         }
     }
-    for (addr, _) in &inherited {
+    for (addr, _) in &systemd {
         warn!(%addr, "systemd passed a socket no listener uses; ignoring it");
     }
+    for (key, _) in inherited.leftover() {
+        warn!(listener = %key, "the replaced process passed a socket no listener uses; closing it");
+    }
     let registry = Arc::new(Registry::new(workers, shown.clone()));
+    let mut admin_socket = None;
     let admin_shown = match config.admin {
         Some(addr) => {
-            let listener = std::net::TcpListener::bind(addr)
-                .with_context(|| format!("cannot listen on {addr} (admin)"))?;
+            let listener = match inherited.take_admin() {
+                Some(l) => l,
+                None => std::net::TcpListener::bind(addr)
+                    .with_context(|| format!("cannot listen on {addr} (admin)"))?,
+            };
             let bound = listener.local_addr()?;
+            admin_socket = Some(listener.try_clone()?);
             admin::spawn(listener, registry.clone()).context("cannot start the admin listener")?;
             bound.to_string()
         }
@@ -119,19 +266,25 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
     let (tx, rx) = watch::channel(false);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::with_capacity(workers);
+    let mut reloads = Vec::with_capacity(workers);
     for (id, listeners) in per_worker.into_iter().enumerate() {
-        let cfg = config.clone();
+        let first = Generation {
+            config: config.clone(),
+            access_log: access_log.as_ref().map(AccessLog::shared),
+            listeners,
+        };
+        let (reload_tx, reload_rx) = mpsc::unbounded_channel();
+        reloads.push(reload_tx);
         let rx = rx.clone();
         let pin = config.pin_cpus.then_some(id % cores);
         let stats = registry.workers[id].clone();
-        let log = access_log.as_ref().map(AccessLog::shared);
         let h = std::thread::Builder::new()
             .name(format!("pier-worker-{id}"))
             .spawn(move || {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
                 }
-                if let Err(e) = worker::run(id, cfg, listeners, rx, stats, log) {
+                if let Err(e) = worker::run(id, first, reload_rx, rx, stats) {
                     tracing::error!(worker = id, error = %e, "worker failed");
                 }
             })
@@ -145,18 +298,196 @@ pub fn run(config: Arc<Config>) -> anyhow::Result<()> {
         config = %config.source,
         "pier started"
     );
-    notify_systemd("READY=1");
+    write_pid_file(pid_file.as_deref());
+    if inherited.is_upgrade() {
+        // The replaced process tells systemd the new main PID once it has
+        // this report; READY=1 from here would come from a PID systemd does
+        // not watch yet.
+        if let Err(e) = inherited.report_ready() {
+            warn!(error = %e, "cannot tell the replaced process that this one is ready");
+        }
+    } else {
+        notify_systemd("READY=1");
+    }
 
-    wait_for_signal(&signal_rt, signals, &config, access_log.as_ref())?;
-    info!(drain_timeout = ?config.drain_timeout, "shutting down: draining connections");
-    notify_systemd("STOPPING=1");
+    let mut server = Server {
+        source,
+        config,
+        sockets,
+        admin: admin_socket,
+        reloads,
+        access_log,
+        retired_logs: Vec::new(),
+        pid_file,
+        exe,
+        args: std::env::args_os().skip(1).collect(),
+    };
+    let exit = wait_for_signal(&signal_rt, signals, &mut server)?;
+    match exit {
+        Exit::Stop => {
+            info!(drain_timeout = ?server.config.drain_timeout, "shutting down: draining connections");
+            notify_systemd("STOPPING=1");
+        }
+        Exit::Upgraded(pid) => {
+            info!(new_pid = pid, drain_timeout = ?server.config.drain_timeout, "binary upgrade: the new process serves; draining connections");
+        }
+    }
     let _ = tx.send(true);
-    join_within(handles, &config);
-    if let Some(log) = access_log {
+    // The workers close their sockets as they stop accepting; these copies go too.
+    server.sockets.clear();
+    server.admin = None;
+    join_within(handles, &server.config);
+    if let Some(log) = server.access_log.take() {
         log.finish();
+    }
+    for log in server.retired_logs.drain(..) {
+        log.finish();
+    }
+    if matches!(exit, Exit::Stop) {
+        remove_pid_file(server.pid_file.as_deref());
     }
     info!("stopped");
     Ok(())
+}
+
+fn write_pid_file(path: Option<&std::path::Path>) {
+    let Some(path) = path else { return };
+    if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+        warn!(path = %path.display(), error = %e, "cannot write the PID file");
+    }
+}
+
+/// Removes the PID file if it still names this process (after an upgrade it
+/// names the new one).
+fn remove_pid_file(path: Option<&std::path::Path>) {
+    let Some(path) = path else { return };
+    let ours =
+        std::fs::read_to_string(path).is_ok_and(|t| t.trim() == std::process::id().to_string());
+    if ours {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+impl Server {
+    /// SIGHUP: builds the configuration again from the same source and hands it
+    /// to every worker. A configuration that does not validate, or a listener
+    /// that cannot be bound, changes nothing.
+    fn reload(&mut self) {
+        let old = self.config.clone();
+        let mut next = match self.source.load() {
+            Ok(c) => c,
+            Err(e) => {
+                error!(error = %e, "configuration reload failed; keeping the running configuration");
+                return;
+            }
+        };
+        let workers = self.reloads.len();
+        if next.workers != old.workers {
+            warn!(
+                running = old.workers,
+                configured = next.workers,
+                "a new worker count needs a binary upgrade (SIGUSR2); keeping the running count"
+            );
+            next.workers = old.workers;
+        }
+        if next.pin_cpus != old.pin_cpus {
+            warn!("a change of pin_cpus needs a binary upgrade (SIGUSR2)");
+        }
+        if next.admin != old.admin {
+            warn!(running = ?old.admin, configured = ?next.admin, "a change of the admin listener needs a binary upgrade (SIGUSR2); keeping it");
+        }
+        // Listeners are told apart by configured address: kept ones keep their
+        // sockets (a new backlog would need new sockets), new ones are bound now.
+        let old_keys = ListenerKey::of(&old);
+        let next_keys = ListenerKey::of(&next);
+        let mut added: Vec<(ListenerKey, Vec<std::net::TcpListener>)> = Vec::new();
+        for (lc, key) in next.listeners.iter().zip(&next_keys) {
+            if let Some(i) = old_keys.iter().position(|k| k == key) {
+                if old.listeners[i].backlog != lc.backlog {
+                    warn!(listener = %key, "a new backlog needs a binary upgrade (SIGUSR2); keeping the running one");
+                }
+                continue;
+            }
+            match bind_reuseport(lc.addr, lc.backlog, workers) {
+                Ok(s) => added.push((*key, s)),
+                Err(e) => {
+                    error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
+                    return;
+                }
+            }
+        }
+        let access_log = if next.access_log == old.access_log {
+            self.access_log.as_ref().map(AccessLog::shared)
+        } else {
+            match &next.access_log {
+                Some(c) => match AccessLog::start(c.clone(), workers) {
+                    Ok(log) => {
+                        let shared = log.shared();
+                        if let Some(prev) = self.access_log.replace(log) {
+                            self.retired_logs.push(prev);
+                        }
+                        Some(shared)
+                    }
+                    Err(e) => {
+                        error!(target = %c.target, error = %e, "configuration reload failed: cannot open the access log; keeping the running configuration");
+                        return;
+                    }
+                },
+                None => {
+                    if let Some(prev) = self.access_log.take() {
+                        self.retired_logs.push(prev);
+                    }
+                    None
+                }
+            }
+        };
+        let next = Arc::new(next);
+        if let Err(e) = crate::handler::proxy::health::spawn(&next) {
+            warn!(error = %e, "cannot start health checks of the reloaded configuration");
+        }
+        let removed: Vec<ListenerKey> = old_keys
+            .into_iter()
+            .filter(|k| !next_keys.contains(k))
+            .collect();
+        self.sockets.retain(|(a, _)| !removed.contains(a));
+        let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
+        for (key, socks) in added.iter_mut() {
+            let bound = socks.first().and_then(|s| s.local_addr().ok());
+            info!(listener = %key, bound = ?bound, "listener added");
+            for (i, s) in socks.drain(..).enumerate() {
+                match s.try_clone() {
+                    Ok(copy) => self.sockets.push((*key, copy)),
+                    Err(e) => {
+                        warn!(listener = %key, error = %e, "cannot keep a copy of a socket for upgrades")
+                    }
+                }
+                per_worker[i % workers.max(1)].push((*key, s));
+            }
+        }
+        for (tx, listeners) in self.reloads.iter().zip(per_worker) {
+            let _ = tx.send(Generation {
+                config: next.clone(),
+                access_log: access_log.clone(),
+                listeners,
+            });
+        }
+        for lc in &next.listeners {
+            if let Some(tls) = &lc.tls {
+                info!(listener = %lc.addr, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificates reloaded");
+            }
+        }
+        for key in &removed {
+            info!(listener = %key, "listener removed");
+        }
+        info!(config = %next.source, "configuration reloaded");
+        self.config = next;
+    }
+
+    /// SIGUSR2: starts the new binary with the listening sockets.
+    fn start_upgrade(&self) -> std::io::Result<upgrade::Pending> {
+        info!(binary = %self.exe.display(), "binary upgrade: starting the new process");
+        upgrade::spawn(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
+    }
 }
 
 /// Waits for the workers; past the drain deadline (plus a grace for the workers'
@@ -181,6 +512,7 @@ struct Signals {
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -191,44 +523,94 @@ impl Signals {
             int: signal(SignalKind::interrupt())?,
             hup: signal(SignalKind::hangup())?,
             usr1: signal(SignalKind::user_defined1())?,
+            usr2: signal(SignalKind::user_defined2())?,
         })
     }
 }
 
-/// Waits for SIGTERM or SIGINT; SIGHUP meanwhile reloads TLS certificates and
-/// SIGUSR1 reopens the access log (after logrotate moved it).
+/// Waits for SIGTERM or SIGINT, or a binary upgrade whose new process is ready;
+/// SIGHUP meanwhile reloads the configuration and SIGUSR1 reopens the access
+/// log (after logrotate moved it).
 fn wait_for_signal(
     rt: &tokio::runtime::Runtime,
     signals: Signals,
-    config: &Config,
-    access_log: Option<&AccessLog>,
-) -> anyhow::Result<()> {
+    server: &mut Server,
+) -> anyhow::Result<Exit> {
     let Signals {
         mut term,
         mut int,
         mut hup,
         mut usr1,
+        mut usr2,
     } = signals;
-    rt.block_on(async {
+    let exit = rt.block_on(async {
+        // The new process of an upgrade under way, and the wait for its report.
+        let mut upgrading: Option<(u32, tokio::task::JoinHandle<Result<u32, String>>)> = None;
+        // Stopping while a new process starts: it must not stay behind serving.
+        let abandon = |upgrading: &Option<(u32, _)>| {
+            if let Some((pid, _)) = upgrading {
+                warn!(new_pid = pid, "stopping the new process of the unfinished binary upgrade");
+                if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+            }
+        };
         loop {
             tokio::select! {
-                _ = term.recv() => { info!(signal = "SIGTERM", "signal received"); break }
-                _ = int.recv() => { info!(signal = "SIGINT", "signal received"); break }
+                _ = term.recv() => {
+                    info!(signal = "SIGTERM", "signal received");
+                    abandon(&upgrading);
+                    return Exit::Stop;
+                }
+                _ = int.recv() => {
+                    info!(signal = "SIGINT", "signal received");
+                    abandon(&upgrading);
+                    return Exit::Stop;
+                }
                 _ = hup.recv() => {
-                    info!(signal = "SIGHUP", "signal received: reloading TLS certificates");
-                    crate::tls::reload_all(config);
+                    info!(signal = "SIGHUP", "signal received: reloading the configuration");
+                    server.reload();
                 }
                 _ = usr1.recv() => {
                     info!(signal = "SIGUSR1", "signal received: reopening the access log");
-                    if let Some(log) = access_log {
+                    if let Some(log) = &server.access_log {
                         log.reopen();
+                    }
+                }
+                _ = usr2.recv() => {
+                    info!(signal = "SIGUSR2", "signal received: binary upgrade");
+                    if upgrading.is_some() {
+                        warn!("a binary upgrade is already waiting for its new process");
+                        continue;
+                    }
+                    match server.start_upgrade() {
+                        Ok(pending) => {
+                            let pid = pending.child.id();
+                            upgrading = Some((pid, tokio::task::spawn_blocking(move || {
+                                pending.wait_ready(UPGRADE_READY_TIMEOUT)
+                            })));
+                        }
+                        Err(e) => error!(error = %e, "binary upgrade failed: cannot start the new process; still serving"),
+                    }
+                }
+                outcome = async { (&mut upgrading.as_mut().expect("guarded").1).await }, if upgrading.is_some() => {
+                    upgrading = None;
+                    match outcome {
+                        Ok(Ok(pid)) => {
+                            notify_systemd(&format!("MAINPID={pid}"));
+                            return Exit::Upgraded(pid);
+                        }
+                        Ok(Err(why)) => {
+                            error!(cause = %why, "binary upgrade failed; still serving");
+                            write_pid_file(server.pid_file.as_deref());
+                        }
+                        Err(e) => error!(error = %e, "binary upgrade failed; still serving"),
                     }
                 }
             }
         }
-        Ok::<(), std::io::Error>(())
-    })?;
-    Ok(())
+    });
+    Ok(exit)
 }
 
 fn pin_to_cpu(cpu: usize) {

@@ -1,15 +1,24 @@
 //! One worker: a thread with its own current-thread runtime, its own listening
 //! sockets and its own state (buffers, `Date` cache, counters). Workers share only
-//! the frozen config and a shutdown signal that is read once, off the request path.
+//! the frozen config and signals that are read off the request path.
+//!
+//! A reload hands each worker a new [`Generation`]: a configuration with the
+//! worker's proxy and access-log state built for it. Each connection takes the
+//! current generation at accept and keeps it for its life; the one it replaced
+//! drains like a shutting-down nginx worker (in-flight requests finish with
+//! `Connection: close`, idle keep-alive connections close), so open connections
+//! finish on the old configuration while new ones get the new one.
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::net::SocketAddr;
+use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
 use crate::config::{Config, ListenerConfig};
@@ -81,38 +90,33 @@ impl ConnLimit {
     }
 }
 
-/// Everything a connection task of this worker can reach.
-pub struct WorkerCtx {
+/// What a worker keeps across reloads: buffers, counters, the open-connection
+/// count and the signals of its own shutdown.
+pub struct WorkerShared {
     /// Worker index.
     pub id: usize,
-    /// Frozen configuration.
-    pub config: Arc<Config>,
     /// Cached `Date` value.
     pub date: RefCell<DateCache>,
     pool: RefCell<Vec<ConnBuffers>>,
-    /// Open connections.
+    /// Open connections, of every generation.
     pub active: Cell<usize>,
-    /// Set once shutdown starts: finish in-flight requests, close idle ones.
-    pub draining: Cell<bool>,
-    /// Wakes idle connections and accept loops when shutdown starts.
-    pub drain_signal: Notify,
+    /// Set once the worker stops: accept loops end.
+    stopping: Cell<bool>,
+    /// Wakes accept loops when the worker stops.
+    stop_signal: Notify,
     /// Wakes the drain wait when the last connection closes.
     idle_signal: Notify,
-    /// This worker's connection limit.
-    pub conn_limit: ConnLimit,
+    /// This worker's connection limit (the current generation's).
+    conn_limit: Cell<ConnLimit>,
     /// Wakes paused accept loops when open connections fall to the low-water mark.
     capacity_signal: Notify,
     /// Counters.
     pub counters: Counters,
-    /// Upstream pools and health as this worker sees them.
-    pub proxy: ProxyWorker,
     /// Counters the admin listener reads; only this worker writes them.
     pub stats: Arc<WorkerStats>,
-    /// This worker's access-log buffer; `None` when the log is off.
-    pub access_log: Option<WorkerLog>,
 }
 
-impl WorkerCtx {
+impl WorkerShared {
     /// Takes a buffer set from the pool, or makes one.
     pub fn take_buffers(&self) -> ConnBuffers {
         self.pool.borrow_mut().pop().unwrap_or_else(|| ConnBuffers {
@@ -138,12 +142,17 @@ impl WorkerCtx {
         }
     }
 
-    /// Resolves once shutdown has started.
-    pub async fn draining(&self) {
-        let notified = self.drain_signal.notified();
+    /// This worker's connection limit.
+    pub fn conn_limit(&self) -> ConnLimit {
+        self.conn_limit.get()
+    }
+
+    /// Resolves once the worker stops.
+    async fn stopped(&self) {
+        let notified = self.stop_signal.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if self.draining.get() {
+        if self.stopping.get() {
             return;
         }
         notified.await;
@@ -152,7 +161,7 @@ impl WorkerCtx {
     /// Returns at once below the connection limit; at it, waits until the count
     /// has fallen to the low-water mark. False when shutdown started meanwhile.
     async fn wait_for_capacity(&self) -> bool {
-        if !self.conn_limit.is_full(self.active.get()) {
+        if !self.conn_limit().is_full(self.active.get()) {
             return true;
         }
         self.counters
@@ -168,7 +177,7 @@ impl WorkerCtx {
             let resumed = self.capacity_signal.notified();
             tokio::pin!(resumed);
             resumed.as_mut().enable();
-            if self.active.get() <= self.conn_limit.low_water {
+            if self.active.get() <= self.conn_limit().low_water {
                 debug!(
                     worker = self.id,
                     open = self.active.get(),
@@ -178,22 +187,77 @@ impl WorkerCtx {
             }
             tokio::select! {
                 biased;
-                _ = self.draining() => return false,
+                _ = self.stopped() => return false,
                 _ = resumed => {}
             }
         }
     }
 }
 
+/// Everything a connection task of this worker can reach: one configuration
+/// generation, plus (through `Deref`) the worker's state shared by every generation.
+pub struct WorkerCtx {
+    shared: Rc<WorkerShared>,
+    /// Frozen configuration of this generation.
+    pub config: Arc<Config>,
+    /// Set once this generation stops taking requests (shutdown, or a reload
+    /// replaced it): finish in-flight requests, close idle ones.
+    pub draining: Cell<bool>,
+    /// Wakes idle connections when this generation starts draining.
+    pub drain_signal: Notify,
+    /// Upstream pools and health as this worker sees them.
+    pub proxy: ProxyWorker,
+    /// This worker's access-log buffer; `None` when the log is off.
+    pub access_log: Option<WorkerLog>,
+}
+
+/// Connection code reads worker-wide state (buffers, `Date`, counters) through
+/// the generation it was accepted under, so it needs one handle, not two.
+impl Deref for WorkerCtx {
+    type Target = WorkerShared;
+
+    fn deref(&self) -> &WorkerShared {
+        &self.shared
+    }
+}
+
+impl WorkerCtx {
+    /// Resolves once this generation drains (shutdown or replaced by a reload).
+    pub async fn draining(&self) {
+        let notified = self.drain_signal.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.draining.get() {
+            return;
+        }
+        notified.await;
+    }
+
+    fn start_draining(&self) {
+        self.draining.set(true);
+        self.drain_signal.notify_waiters();
+    }
+}
+
+/// The lines of a replaced generation's last connections are handed to the
+/// writer when the generation goes away.
+impl Drop for WorkerCtx {
+    fn drop(&mut self) {
+        if let Some(log) = &self.access_log {
+            log.flush();
+        }
+    }
+}
+
 /// Counts a connection as open until dropped.
-pub struct ActiveGuard(Rc<WorkerCtx>);
+pub struct ActiveGuard(Rc<WorkerShared>);
 
 impl ActiveGuard {
     /// Registers one more open connection.
-    pub fn new(ctx: Rc<WorkerCtx>) -> Self {
-        ctx.active.set(ctx.active.get() + 1);
-        ctx.stats.open.set(ctx.active.get() as u64);
-        ActiveGuard(ctx)
+    pub fn new(shared: Rc<WorkerShared>) -> Self {
+        shared.active.set(shared.active.get() + 1);
+        shared.stats.open.set(shared.active.get() as u64);
+        ActiveGuard(shared)
     }
 }
 
@@ -205,78 +269,157 @@ impl Drop for ActiveGuard {
         if n == 0 {
             self.0.idle_signal.notify_waiters();
         }
-        if n == self.0.conn_limit.low_water && self.0.conn_limit.limit > 0 {
+        let limit = self.0.conn_limit();
+        if n == limit.low_water && limit.limit > 0 {
             self.0.capacity_signal.notify_waiters();
         }
     }
 }
 
-/// A worker's listening sockets: (index into config.listeners, socket).
-pub type WorkerListeners = Vec<(usize, std::net::TcpListener)>;
+/// Identifies a listener across reloads and upgrades: its configured (not bound)
+/// address, and which of the listeners configured with that address it is, as
+/// several may listen on port 0, each on the port it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerKey {
+    /// The configured `listen` address.
+    pub addr: SocketAddr,
+    /// 0 for the first listener with this address, 1 for the second, ...
+    pub nth: usize,
+}
+
+impl ListenerKey {
+    /// The keys of `config.listeners`, in the same order.
+    pub fn of(config: &Config) -> Vec<ListenerKey> {
+        let mut keys: Vec<ListenerKey> = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let nth = keys.iter().filter(|k| k.addr == l.addr).count();
+            keys.push(ListenerKey { addr: l.addr, nth });
+        }
+        keys
+    }
+}
+
+impl std::fmt::Display for ListenerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.nth {
+            0 => write!(f, "{}", self.addr),
+            n => write!(f, "{}#{n}", self.addr),
+        }
+    }
+}
+
+impl std::str::FromStr for ListenerKey {
+    type Err = std::net::AddrParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, nth) = match s.rsplit_once('#') {
+            Some((a, n)) => (a, n.parse().unwrap_or(usize::MAX)),
+            None => (s, 0),
+        };
+        Ok(ListenerKey {
+            addr: addr.parse()?,
+            nth,
+        })
+    }
+}
+
+/// A worker's listening sockets, each with the listener it belongs to.
+pub type WorkerListeners = Vec<(ListenerKey, std::net::TcpListener)>;
+
+/// A configuration for a worker to switch to: the first one at start, then one
+/// per reload.
+pub struct Generation {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// The access log its connections write to, when on.
+    pub access_log: Option<Arc<access_log::Shared>>,
+    /// Sockets of listeners this worker does not run yet. Listeners missing from
+    /// `config` stop accepting and their sockets close.
+    pub listeners: WorkerListeners,
+}
+
+/// The generation new connections are accepted under, and a count of reloads
+/// so accept loops notice a change without comparing configurations.
+struct Current {
+    ctx: RefCell<Rc<WorkerCtx>>,
+    serial: Cell<u64>,
+    changed: Notify,
+}
 
 /// Runs one worker until shutdown has drained (or the drain deadline passed).
 pub fn run(
     id: usize,
-    config: Arc<Config>,
-    listeners: WorkerListeners,
+    first: Generation,
+    mut reloads: mpsc::UnboundedReceiver<Generation>,
     mut shutdown: watch::Receiver<bool>,
     stats: Arc<WorkerStats>,
-    access_log: Option<Arc<access_log::Shared>>,
 ) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .event_interval(61)
         .build()?;
     let local = tokio::task::LocalSet::new();
-    let ctx = Rc::new(WorkerCtx {
+    let shared = Rc::new(WorkerShared {
         id,
-        config: config.clone(),
         date: RefCell::new(DateCache::default()),
         pool: RefCell::new(Vec::new()),
         active: Cell::new(0),
-        draining: Cell::new(false),
-        drain_signal: Notify::new(),
+        stopping: Cell::new(false),
+        stop_signal: Notify::new(),
         idle_signal: Notify::new(),
-        conn_limit: ConnLimit::new(config.max_connections_per_worker()),
+        conn_limit: Cell::new(ConnLimit::new(first.config.max_connections_per_worker())),
         capacity_signal: Notify::new(),
         counters: Counters::default(),
-        proxy: ProxyWorker::new(&config),
-        access_log: access_log.map(|shared| WorkerLog::new(shared, stats.clone())),
         stats,
     });
     local.block_on(&rt, async move {
-        for (index, std_listener) in listeners {
-            let listener = TcpListener::from_std(std_listener)?;
-            let lc = config.listeners[index].clone();
-            tokio::task::spawn_local(accept_loop(ctx.clone(), listener, lc));
+        let current = Rc::new(Current {
+            ctx: RefCell::new(new_ctx(&shared, &first)),
+            serial: Cell::new(0),
+            changed: Notify::new(),
+        });
+        start_generation(&current, first)?;
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|s| *s) => break,
+                next = reloads.recv() => match next {
+                    Some(g) => {
+                        let old = current.ctx.replace(new_ctx(&shared, &g));
+                        current.serial.set(current.serial.get() + 1);
+                        shared.conn_limit.set(ConnLimit::new(g.config.max_connections_per_worker()));
+                        start_generation(&current, g)?;
+                        tokio::task::spawn_local(retire(old));
+                        current.changed.notify_waiters();
+                        shared.capacity_signal.notify_waiters();
+                        debug!(worker = id, "switched to the reloaded configuration");
+                    }
+                    None => break,
+                },
+            }
         }
-        if !config.upstreams.is_empty() {
-            tokio::task::spawn_local(sweep_pools(ctx.clone()));
-        }
-        if ctx.access_log.is_some() {
-            tokio::task::spawn_local(flush_access_log(ctx.clone()));
-        }
-        let _ = shutdown.wait_for(|s| *s).await;
-        ctx.draining.set(true);
-        ctx.drain_signal.notify_waiters();
+        let ctx = current.ctx.borrow().clone();
+        shared.stopping.set(true);
+        shared.stop_signal.notify_waiters();
+        ctx.start_draining();
         let drained = async {
-            while ctx.active.get() > 0 {
-                let idle = ctx.idle_signal.notified();
+            while shared.active.get() > 0 {
+                let idle = shared.idle_signal.notified();
                 tokio::pin!(idle);
                 idle.as_mut().enable();
-                if ctx.active.get() == 0 {
+                if shared.active.get() == 0 {
                     break;
                 }
                 idle.await;
             }
         };
-        if tokio::time::timeout(config.drain_timeout, drained)
+        if tokio::time::timeout(ctx.config.drain_timeout, drained)
             .await
             .is_err()
         {
             warn!(
                 worker = id,
-                open = ctx.active.get(),
+                open = shared.active.get(),
                 "drain timeout; closing remaining connections"
             );
         }
@@ -285,21 +428,96 @@ pub fn run(
         }
         debug!(
             worker = id,
-            accepted = ctx.counters.accepted.get(),
-            requests = ctx.counters.requests.get(),
-            shed_pauses = ctx.counters.shed_pauses.get(),
+            accepted = shared.counters.accepted.get(),
+            requests = shared.counters.requests.get(),
+            shed_pauses = shared.counters.shed_pauses.get(),
             "worker stopped"
         );
         Ok::<(), io::Error>(())
     })
 }
 
-async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConfig) {
-    let mut tls = lc.tls.as_ref().map(|t| t.listener.worker());
-    let lc = Rc::new(lc);
+fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx> {
+    Rc::new(WorkerCtx {
+        shared: shared.clone(),
+        config: g.config.clone(),
+        draining: Cell::new(false),
+        drain_signal: Notify::new(),
+        proxy: ProxyWorker::new(&g.config),
+        access_log: g
+            .access_log
+            .clone()
+            .map(|s| WorkerLog::new(s, shared.stats.clone())),
+    })
+}
+
+/// A replaced generation keeps its connections as they are for one
+/// `keepalive_timeout` (a request begun on it, or a client reusing its
+/// connection at once, is served as before), then drains: in-flight requests
+/// finish with `Connection: close` and idle connections close, so a busy
+/// keep-alive connection cannot keep an old configuration alive for ever.
+/// Shutdown drains it at once.
+async fn retire(ctx: Rc<WorkerCtx>) {
+    tokio::select! {
+        biased;
+        _ = ctx.stopped() => {}
+        _ = tokio::time::sleep(ctx.config.http.keepalive_timeout) => {}
+    }
+    ctx.start_draining();
+}
+
+/// Starts the accept loops of the generation's new listeners and its timers.
+fn start_generation(current: &Rc<Current>, g: Generation) -> io::Result<()> {
+    for (key, std_listener) in g.listeners {
+        let listener = TcpListener::from_std(std_listener)?;
+        tokio::task::spawn_local(accept_loop(current.clone(), listener, key));
+    }
+    let ctx = current.ctx.borrow().clone();
+    if !ctx.config.upstreams.is_empty() {
+        tokio::task::spawn_local(sweep_pools(ctx.clone()));
+    }
+    if ctx.access_log.is_some() {
+        tokio::task::spawn_local(flush_access_log(ctx));
+    }
+    Ok(())
+}
+
+/// What an accept loop needs of the current generation for its listener.
+struct Accepting {
+    serial: u64,
+    ctx: Rc<WorkerCtx>,
+    lc: Rc<ListenerConfig>,
+    tls: Option<crate::tls::WorkerTls>,
+}
+
+impl Accepting {
+    /// The current generation's settings for the listener configured as `addr`;
+    /// `None` once a reload removed it.
+    fn of(current: &Current, key: ListenerKey) -> Option<Accepting> {
+        let ctx = current.ctx.borrow().clone();
+        let index = ListenerKey::of(&ctx.config)
+            .iter()
+            .position(|k| *k == key)?;
+        let lc = ctx.config.listeners[index].clone();
+        Some(Accepting {
+            serial: current.serial.get(),
+            tls: lc.tls.as_ref().map(|t| t.listener.worker()),
+            lc: Rc::new(lc),
+            ctx,
+        })
+    }
+}
+
+async fn accept_loop(current: Rc<Current>, listener: TcpListener, key: ListenerKey) {
+    let shared = current.ctx.borrow().shared.clone();
+    let Some(mut now) = Accepting::of(&current, key) else {
+        return;
+    };
     let mut batch = 0;
+    let mut changed = Box::pin(current.changed.notified());
+    changed.as_mut().enable();
     loop {
-        if !ctx.wait_for_capacity().await {
+        if !shared.wait_for_capacity().await {
             break;
         }
         batch += 1;
@@ -307,29 +525,47 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
             batch = 0;
             tokio::task::yield_now().await;
         }
+        if now.serial != current.serial.get() {
+            match Accepting::of(&current, key) {
+                Some(a) => now = a,
+                None => {
+                    debug!(worker = shared.id, listener = %key, "listener removed by reload; closing it");
+                    return;
+                }
+            }
+        }
         let accepted = tokio::select! {
             biased;
-            _ = ctx.draining() => break,
+            _ = shared.stopped() => break,
+            _ = changed.as_mut() => {
+                changed = Box::pin(current.changed.notified());
+                changed.as_mut().enable();
+                continue;
+            }
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 if is_fd_exhaustion(&e) {
-                    warn!(worker = ctx.id, error = %e, "accept: out of file descriptors; backing off");
+                    warn!(worker = shared.id, error = %e, "accept: out of file descriptors; backing off");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 } else {
-                    debug!(worker = ctx.id, error = %e, "accept failed");
+                    debug!(worker = shared.id, error = %e, "accept failed");
                 }
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
-        ctx.counters.accepted.set(ctx.counters.accepted.get() + 1);
-        ctx.stats.accepted.add(1);
-        let guard = ActiveGuard::new(ctx.clone());
-        let ctx = ctx.clone();
-        if tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
+        shared
+            .counters
+            .accepted
+            .set(shared.counters.accepted.get() + 1);
+        shared.stats.accepted.add(1);
+        let guard = ActiveGuard::new(shared.clone());
+        let ctx = now.ctx.clone();
+        let lc = &now.lc;
+        if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
             // The common case, kept free of the steps below.
             tokio::task::spawn_local(async move {
                 conn::serve(Plain::new(stream), &ctx, peer).await;
@@ -339,14 +575,14 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
         }
         // Taken at accept time, so a reloaded certificate applies to the next
         // connection and each worker keeps its own session cache.
-        let acceptor = tls.as_mut().map(|t| t.acceptor());
+        let acceptor = now.tls.as_mut().map(|t| t.acceptor());
         let lc = lc.clone();
         tokio::task::spawn_local(async move {
             serve_accepted(&ctx, &lc, acceptor, stream, peer).await;
             drop(guard);
         });
     }
-    debug!(worker = ctx.id, addr = %lc.addr, "stopped accepting");
+    debug!(worker = shared.id, listener = %key, "stopped accepting");
 }
 
 /// The steps after accept in order: PROXY protocol header, TLS handshake, then
@@ -362,12 +598,12 @@ async fn serve_accepted(
         .tls
         .as_ref()
         .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+    // The PROXY header and the TLS handshake are not cut short by a drain: the
+    // client has sent no request yet and would see its first one fail. Both are
+    // bounded by `handshake_timeout`, and the request that follows is answered
+    // with `Connection: close`.
     if lc.accept_proxy_protocol {
-        let header = tokio::select! {
-            biased;
-            _ = ctx.draining() => return,
-            r = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout) => r,
-        };
+        let header = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout).await;
         match header {
             Ok(Some(source)) => peer = source,
             Ok(None) => {}
@@ -385,14 +621,11 @@ async fn serve_accepted(
         }
         return;
     };
-    let handshake = tokio::select! {
-        biased;
-        _ = ctx.draining() => None,
-        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
-    };
+    let handshake =
+        tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))).await;
     count_handshake(ctx, &handshake);
     match handshake {
-        Some(Ok(Ok(tls))) => match &lc.tcp {
+        Ok(Ok(tls)) => match &lc.tcp {
             Some(fwd) => {
                 let session = tls.get_ref().1;
                 if let Some(subject) = session
@@ -416,28 +649,23 @@ async fn serve_accepted(
                 conn::serve(tls, ctx, peer).await
             }
         },
-        Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
-        Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
-        None => {}
+        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => debug!(%peer, "TLS handshake timed out"),
     }
 }
 
-/// Counts a finished handshake as full, resumed or failed (a timeout is a failure;
-/// one cut short by shutdown is not counted).
+/// Counts a finished handshake as full, resumed or failed (a timeout is a failure).
 fn count_handshake<T>(
     ctx: &WorkerCtx,
-    handshake: &Option<
-        Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
-    >,
+    handshake: &Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
 ) {
     let stats = &ctx.stats;
     match handshake {
-        Some(Ok(Ok(tls))) => match tls.get_ref().1.handshake_kind() {
+        Ok(Ok(tls)) => match tls.get_ref().1.handshake_kind() {
             Some(rustls::HandshakeKind::Resumed) => stats.tls_resumed.add(1),
             _ => stats.tls_full.add(1),
         },
-        Some(_) => stats.tls_failed.add(1),
-        None => {}
+        _ => stats.tls_failed.add(1),
     }
 }
 
@@ -486,5 +714,16 @@ mod tests {
         assert_eq!(ConnLimit::new(1).low_water, 0);
         let none = ConnLimit::new(0);
         assert!(!none.is_full(usize::MAX));
+    }
+
+    #[test]
+    fn listener_keys_tell_port_0_listeners_apart_and_survive_the_environment() {
+        for text in ["127.0.0.1:0", "127.0.0.1:0#2", "[::1]:443", "[::1]:443#1"] {
+            let key: ListenerKey = text.parse().unwrap();
+            assert_eq!(key.to_string(), text);
+        }
+        let key: ListenerKey = "127.0.0.1:0#1".parse().unwrap();
+        assert_eq!((key.addr.port(), key.nth), (0, 1));
+        assert!("nonsense".parse::<ListenerKey>().is_err());
     }
 }

@@ -6,7 +6,7 @@
 //! consecutive successes. Workers read the flag with a relaxed atomic load.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use tokio::time::timeout;
 use tracing::{info, warn};
@@ -16,8 +16,9 @@ use crate::config::Config;
 use crate::http1::response::{parse_response, ResponseHead};
 use crate::http1::{Limits, Method, Parsed};
 
-/// Starts the checker thread if any group has `health_check`; it runs until the
-/// process exits.
+/// Starts the checker thread if any group has `health_check`. Each check ends
+/// once its group is gone (a reload replaced the configuration and the last
+/// connection using the old one closed), and the thread with the last of them.
 pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
     let groups: Vec<Arc<UpstreamGroup>> = config
         .upstreams
@@ -42,28 +43,30 @@ pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
                 }
             };
             let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                for g in &groups {
-                    for i in 0..g.servers.len() {
-                        tokio::task::spawn_local(check_loop(g.clone(), i));
-                    }
+            for g in &groups {
+                for i in 0..g.servers.len() {
+                    local.spawn_local(check_loop(Arc::downgrade(g), i));
                 }
-                std::future::pending::<()>().await;
-            });
+            }
+            drop(groups);
+            rt.block_on(local);
         })?;
     Ok(())
 }
 
-async fn check_loop(group: Arc<UpstreamGroup>, i: usize) {
-    let Some(hc) = group.health_check.clone() else {
+async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
+    let Some(hc) = group.upgrade().and_then(|g| g.health_check.clone()) else {
         return;
     };
-    let server = &group.servers[i];
     let (mut ok_run, mut fail_run) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(hc.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
+        let Some(group) = group.upgrade() else {
+            return;
+        };
+        let server = &group.servers[i];
         let result = match timeout(hc.timeout, probe(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
