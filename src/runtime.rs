@@ -368,6 +368,17 @@ fn remove_pid_file(path: Option<&std::path::Path>) {
     }
 }
 
+/// A reloaded TLS listener keeps the session-ticket keys of the one it
+/// replaces, so clients resume across the reload.
+fn keep_session_tickets(next: &mut config::ListenerConfig, old: &config::ListenerConfig) {
+    let (Some(next_tls), Some(old_tls)) = (next.tls.as_mut(), old.tls.as_ref()) else {
+        return;
+    };
+    if let Some(listener) = Arc::get_mut(&mut next_tls.listener) {
+        listener.keep_tickets_of(&old_tls.listener);
+    }
+}
+
 impl Server {
     /// SIGHUP: builds the configuration again from the same source and hands it
     /// to every worker. A configuration that does not validate, or a listener
@@ -401,8 +412,9 @@ impl Server {
         let old_keys = ListenerKey::of(&old);
         let next_keys = ListenerKey::of(&next);
         let mut added: Vec<(ListenerKey, Vec<std::net::TcpListener>)> = Vec::new();
-        for (lc, key) in next.listeners.iter().zip(&next_keys) {
+        for (lc, key) in next.listeners.iter_mut().zip(&next_keys) {
             if let Some(i) = old_keys.iter().position(|k| k == key) {
+                keep_session_tickets(lc, &old.listeners[i]);
                 if old.listeners[i].backlog != lc.backlog {
                     warn!(listener = %key, "a new backlog needs a binary upgrade (SIGUSR2); keeping the running one");
                 }

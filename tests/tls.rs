@@ -333,6 +333,30 @@ fn mtls_optional_accepts_anonymous_clients_but_not_bad_certificates() {
 }
 
 #[test]
+fn sessions_resume_across_a_reload_without_a_ticket_key_file() {
+    let s = setup();
+    let pier = Pier::with_config(&sni_config(&s, ""), &[]);
+    let client = resuming_client();
+    assert_eq!(handshake_kind(pier.https[0], &client), HandshakeKind::Full);
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(5))
+        .expect("reload logged");
+    // The random ticket keys carry over, so the session from before resumes.
+    assert_eq!(
+        handshake_kind(pier.https[0], &client),
+        HandshakeKind::Resumed
+    );
+
+    // Turning tickets off by reload is honoured: no resumption from tickets.
+    let off = sni_config(&s, "session_tickets = false\nsession_cache = 0");
+    std::fs::write(pier.dir.path().join("pier.toml"), off).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(5))
+        .expect("second reload logged");
+    assert_eq!(handshake_kind(pier.https[0], &client), HandshakeKind::Full);
+}
+
+#[test]
 fn sighup_swaps_certificates_keeps_connections_and_survives_a_bad_file() {
     let s = setup();
     let (cert, key) = s.pki.server("live", "first", &["a.test"], None);

@@ -93,7 +93,7 @@ impl Default for HttpConfig {
 /// A TLS listener's ready-to-use server configuration.
 #[derive(Clone)]
 pub struct ListenerTls {
-    /// Certificates and rustls configuration, reloadable.
+    /// Certificates and rustls configuration.
     pub listener: Arc<crate::tls::TlsListener>,
     /// SHA-256 fingerprint of the default certificate, for the startup log.
     pub fingerprint: String,

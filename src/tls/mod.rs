@@ -3,30 +3,26 @@
 //! renegotiation (rustls has none).
 //!
 //! Each TLS listener has a [`TlsListener`]: the rustls config built from its
-//! settings, behind an atomic pointer so SIGHUP can swap in re-read certificates
-//! while connections stay open. Each worker keeps its own copy of that config
-//! ([`WorkerTls`]) with its own TLS 1.2 session cache, refreshed at accept time when
-//! the listener's generation changes; certificate choice ([`sni`]) and session
-//! tickets ([`tickets`]) read lock-free structures. Nothing takes a process-wide
-//! lock per handshake.
+//! settings. SIGHUP builds new ones with the rest of the configuration, so new
+//! connections get re-read certificates while open ones keep theirs. Each worker
+//! keeps its own copy of that config ([`WorkerTls`]) with its own TLS 1.2 session
+//! cache; certificate choice ([`sni`]) and session tickets ([`tickets`]) read
+//! lock-free structures. Nothing takes a process-wide lock per handshake.
 
 pub mod dn;
 pub mod sni;
 pub mod stream;
 pub mod tickets;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use toml::Spanned;
-use tracing::{error, info};
 
 use crate::config::raw::{RawCertificate, RawTls};
 use crate::config::{ConfigError, ListenerTls, Locator};
@@ -329,18 +325,20 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
     })
 }
 
-/// A TLS listener at run time: its current config, swapped on reload.
+/// A TLS listener at run time: the config built from its settings. A reload
+/// builds a new one with the rest of the configuration; [`TlsListener::keep_tickets_of`]
+/// then carries the old session-ticket keys over.
 pub struct TlsListener {
     spec: TlsSpec,
     ticketer: Option<Arc<Ticketer>>,
-    current: ArcSwap<ServerConfig>,
-    generation: AtomicU64,
+    rotation: Duration,
+    config: Arc<ServerConfig>,
 }
 
 impl std::fmt::Debug for TlsListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsListener")
-            .field("generation", &self.generation.load(Ordering::Relaxed))
+            .field("session_tickets", &self.ticketer.is_some())
             .finish()
     }
 }
@@ -367,80 +365,57 @@ impl TlsListener {
             TlsListener {
                 spec,
                 ticketer,
-                current: ArcSwap::from_pointee(built.config),
-                generation: AtomicU64::new(0),
+                rotation: ticket_rotation,
+                config: Arc::new(built.config),
             },
             built.fingerprint,
         ))
     }
 
-    /// Re-reads certificates, keys, OCSP responses, the client CA and the ticket key
-    /// file. On any error the old config stays in place and the error names the file.
-    pub fn reload(&self) -> Result<String, String> {
-        let secret = match (&self.ticketer, &self.spec.ticket_key_file) {
-            (Some(_), Some(path)) => Some(TicketSecret::from_file(path)?),
-            _ => None,
+    /// After a reload: when both this listener and the one it replaces key their
+    /// tickets from a random secret with the same rotation, this one takes over
+    /// the old keys, so tickets issued before the reload still resume. (With a
+    /// `ticket_key_file` the keys come from the file, re-read by the reload.)
+    /// Returns whether the keys were carried over.
+    pub fn keep_tickets_of(&mut self, old: &TlsListener) -> bool {
+        let (Some(_), Some(old_ticketer)) = (&self.ticketer, &old.ticketer) else {
+            return false;
         };
-        let built = build(&self.spec, self.ticketer.as_ref()).map_err(|e| e.message)?;
-        if let (Some(t), Some(s)) = (&self.ticketer, secret) {
-            t.set_secret(s);
+        if self.spec.ticket_key_file.is_some()
+            || old.spec.ticket_key_file.is_some()
+            || self.rotation != old.rotation
+        {
+            return false;
         }
-        self.current.store(Arc::new(built.config));
-        self.generation.fetch_add(1, Ordering::Release);
-        Ok(built.fingerprint)
+        let mut config = ServerConfig::clone(&self.config);
+        config.ticketer = old_ticketer.clone();
+        self.config = Arc::new(config);
+        self.ticketer = Some(old_ticketer.clone());
+        true
     }
 
-    /// A worker's handle: its own config copy, with its own session cache.
-    pub fn worker(self: &Arc<Self>) -> WorkerTls {
-        let (generation, config) = self.snapshot();
-        WorkerTls {
-            listener: self.clone(),
-            generation,
-            config,
-        }
-    }
-
-    fn snapshot(&self) -> (u64, Arc<ServerConfig>) {
-        let generation = self.generation.load(Ordering::Acquire);
-        let mut config = ServerConfig::clone(&self.current.load());
+    /// A worker's handle: its own config copy, with its own TLS 1.2 session cache.
+    pub fn worker(&self) -> WorkerTls {
+        let mut config = ServerConfig::clone(&self.config);
         config.session_storage = match self.spec.session_cache {
             0 => Arc::new(NoServerSessionStorage {}),
             n => ServerSessionMemoryCache::new(n),
         };
-        (generation, Arc::new(config))
+        WorkerTls {
+            config: Arc::new(config),
+        }
     }
 }
 
 /// One worker's view of a TLS listener.
 pub struct WorkerTls {
-    listener: Arc<TlsListener>,
-    generation: u64,
     config: Arc<ServerConfig>,
 }
 
 impl WorkerTls {
-    /// The acceptor for the next connection; picks up a reloaded config (one atomic
-    /// load per accept, nothing per handshake).
-    pub fn acceptor(&mut self) -> tokio_rustls::TlsAcceptor {
-        if self.listener.generation.load(Ordering::Acquire) != self.generation {
-            (self.generation, self.config) = self.listener.snapshot();
-        }
+    /// The acceptor for the next connection.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(self.config.clone())
-    }
-}
-
-/// Reloads every TLS listener of `config`, logging each outcome.
-pub fn reload_all(config: &crate::config::Config) {
-    for lc in &config.listeners {
-        let Some(tls) = &lc.tls else { continue };
-        match tls.listener.reload() {
-            Ok(fp) => info!(listener = %lc.addr, sha256 = %fp, "TLS certificates reloaded"),
-            Err(e) => error!(
-                listener = %lc.addr,
-                error = %e,
-                "TLS reload failed; keeping the previous certificates"
-            ),
-        }
     }
 }
 

@@ -157,13 +157,6 @@ impl Ticketer {
         }
     }
 
-    /// Replaces the secret (key file reloaded); tickets sealed under the old one no
-    /// longer open, as with any key change.
-    pub fn set_secret(&self, secret: TicketSecret) {
-        let period = (self.clock)() / self.rotation_secs;
-        self.set.store(Arc::new(KeySet::new(secret, period)));
-    }
-
     /// The key set for now, rotating it if its period is over.
     fn keys(&self) -> arc_swap::Guard<Arc<KeySet>> {
         let period = (self.clock)() / self.rotation_secs;
@@ -172,7 +165,7 @@ impl Ticketer {
             return set;
         }
         let next = Arc::new(KeySet::new(set.secret.clone(), period));
-        // If another thread swapped first (a rotation or a reload), keep theirs.
+        // If another thread rotated first, keep theirs.
         let _ = self.set.compare_and_swap(&*set, next);
         self.set.load()
     }
@@ -278,16 +271,6 @@ mod tests {
         NOW.fetch_add(100, Ordering::SeqCst);
         assert!(t.decrypt(&old).is_none(), "two periods later it is gone");
         assert_eq!(t.decrypt(&newer).unwrap(), b"new");
-    }
-
-    #[test]
-    fn new_secret_replaces_keys() {
-        let t = Ticketer::new(secret(1), Duration::from_secs(3600));
-        let sealed = t.encrypt(b"x").unwrap();
-        t.set_secret(secret(2));
-        assert!(t.decrypt(&sealed).is_none());
-        let again = t.encrypt(b"y").unwrap();
-        assert_eq!(t.decrypt(&again).unwrap(), b"y");
     }
 
     #[test]
