@@ -228,8 +228,14 @@ pub fn tunnel(args: &TunnelArgs) -> Result<Config, ConfigError> {
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
     let name = path.display().to_string();
     let text = read_file(path)?;
-    let raw = parse(&name, &text)?;
-    validate(&name, &text, raw)
+    load_str(&name, &text)
+}
+
+/// Parses and validates configuration text; `name` is the origin that errors
+/// name (a file name, or whatever the text came from).
+pub fn load_str(name: &str, text: &str) -> Result<Config, ConfigError> {
+    let raw = parse(name, text)?;
+    validate(name, text, raw)
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
