@@ -446,7 +446,11 @@ impl<D: Downstream> Conn<'_, D> {
                     self.ctx.give_buffers(b);
                 }
                 self.rpos = 0;
-                if self.ctx.draining.get() {
+                // A connection accepted before the drain began still gets its
+                // first request answered (a balancer has already sent it here);
+                // only idle keep-alive connections are closed.
+                let first = self.requests == 0;
+                if self.ctx.draining.get() && !first {
                     return Exit::Done;
                 }
                 let idle = if self.requests == 0 {
@@ -461,7 +465,7 @@ impl<D: Downstream> Conn<'_, D> {
                         Ok(Err(_)) => return Exit::Broken,
                         Err(_) => return Exit::Done,
                     },
-                    _ = self.ctx.draining() => return Exit::Done,
+                    _ = self.ctx.draining(), if !first => return Exit::Done,
                 }
                 self.bufs = Some(self.ctx.take_buffers());
             }

@@ -348,7 +348,9 @@ async fn accept_loop(ctx: Rc<WorkerCtx>, listener: TcpListener, lc: ListenerConf
 }
 
 /// The steps after accept in order: PROXY protocol header, TLS handshake, then
-/// HTTP or stream forwarding.
+/// HTTP or stream forwarding. A drain does not cut the first two short: the
+/// connection was accepted, so its client (or balancer) expects an answer, and
+/// both steps are bounded by the handshake timeout.
 async fn serve_accepted(
     ctx: &WorkerCtx,
     lc: &ListenerConfig,
@@ -361,12 +363,7 @@ async fn serve_accepted(
         .as_ref()
         .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
     if lc.accept_proxy_protocol {
-        let header = tokio::select! {
-            biased;
-            _ = ctx.draining() => return,
-            r = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout) => r,
-        };
-        match header {
+        match stream_proxy::receive_proxy_header(&mut stream, handshake_timeout).await {
             Ok(Some(source)) => peer = source,
             Ok(None) => {}
             Err(e) => {
@@ -383,14 +380,11 @@ async fn serve_accepted(
         }
         return;
     };
-    let handshake = tokio::select! {
-        biased;
-        _ = ctx.draining() => None,
-        r = tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))) => Some(r),
-    };
+    let handshake =
+        tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))).await;
     count_handshake(ctx, &handshake);
     match handshake {
-        Some(Ok(Ok(tls))) => match &lc.tcp {
+        Ok(Ok(tls)) => match &lc.tcp {
             Some(fwd) => {
                 let session = tls.get_ref().1;
                 if let Some(subject) = session
@@ -414,28 +408,23 @@ async fn serve_accepted(
                 conn::serve(tls, ctx, peer).await
             }
         },
-        Some(Ok(Err(e))) => debug!(%peer, error = %e, "TLS handshake failed"),
-        Some(Err(_)) => debug!(%peer, "TLS handshake timed out"),
-        None => {}
+        Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
+        Err(_) => debug!(%peer, "TLS handshake timed out"),
     }
 }
 
-/// Counts a finished handshake as full, resumed or failed (a timeout is a failure;
-/// one cut short by shutdown is not counted).
+/// Counts a finished handshake as full, resumed or failed (a timeout is a failure).
 fn count_handshake<T>(
     ctx: &WorkerCtx,
-    handshake: &Option<
-        Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
-    >,
+    handshake: &Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
 ) {
     let stats = &ctx.stats;
     match handshake {
-        Some(Ok(Ok(tls))) => match tls.get_ref().1.handshake_kind() {
+        Ok(Ok(tls)) => match tls.get_ref().1.handshake_kind() {
             Some(rustls::HandshakeKind::Resumed) => stats.tls_resumed.add(1),
             _ => stats.tls_full.add(1),
         },
-        Some(_) => stats.tls_failed.add(1),
-        None => {}
+        _ => stats.tls_failed.add(1),
     }
 }
 
