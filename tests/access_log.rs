@@ -1,6 +1,6 @@
 //! The access log against a real `pier` process: one line per request, flushed on
-//! the interval and at shutdown, JSON that parses, TLS and upstream fields, and
-//! SIGUSR1 reopen.
+//! the interval and at shutdown, JSON that parses, TLS and upstream fields,
+//! SIGUSR1 reopen, and a stalled sink that costs lines, not latency.
 
 mod common;
 
@@ -236,4 +236,163 @@ flush_interval = "50ms"
     let down = line("/down");
     assert_eq!(down["status"], 502);
     assert_eq!(down["upstream"], dead.to_string());
+}
+
+/// Requests in each run of the stalled-sink test, spread over `LOAD_CLIENTS`
+/// keep-alive connections.
+const LOAD_REQUESTS: usize = 3000;
+const LOAD_CLIENTS: usize = 4;
+
+/// Two workers, small log buffers (so a stalled writer fills the pipe and the
+/// queue after about 1500 lines), the access log at `sink`, and the admin listener.
+fn load_config(sink: &Path) -> String {
+    format!(
+        r#"
+[server]
+workers = 2
+[[listener]]
+listen = "127.0.0.1:0"
+[[route]]
+path = "/"
+handler = "respond"
+status = 200
+body = "Hello, World!"
+[admin]
+listen = "127.0.0.1:0"
+[access_log]
+path = "{}"
+buffer = "8KiB"
+flush_interval = "50ms"
+"#,
+        sink.display()
+    )
+}
+
+/// Sends `LOAD_REQUESTS` GETs and returns the latency of each, measured at the client.
+fn latencies(pier: &Pier) -> Vec<Duration> {
+    let addr = pier.addr();
+    let threads: Vec<_> = (0..LOAD_CLIENTS)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut r = common::Reader::new(common::connect(addr));
+                let mut took = Vec::with_capacity(LOAD_REQUESTS / LOAD_CLIENTS);
+                for i in 0..LOAD_REQUESTS / LOAD_CLIENTS {
+                    let req = format!("GET /load?c={c}&i={i} HTTP/1.1\r\nHost: t\r\n\r\n");
+                    let started = Instant::now();
+                    r.send(req.as_bytes());
+                    let resp = r.response(false).expect("a response");
+                    took.push(started.elapsed());
+                    assert_eq!(resp.status, 200);
+                }
+                took
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect()
+}
+
+fn p99(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[(v.len() * 99).div_ceil(100) - 1]
+}
+
+/// `pier_log_lines_dropped_total` from the admin listener.
+fn dropped_lines(pier: &Pier) -> u64 {
+    let resp = get(
+        pier.admin.expect("admin listener"),
+        "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+    );
+    String::from_utf8_lossy(&resp.body)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pier_log_lines_dropped_total ")?
+                .parse()
+                .ok()
+        })
+        .expect("pier_log_lines_dropped_total in /metrics")
+}
+
+#[test]
+fn stalled_sink_drops_counted_lines_without_slowing_requests() {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+
+    // Baseline: the log goes to a plain file.
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("access.log");
+    let baseline = Pier::with_config(&load_config(&file), &[]);
+    // Stalled: a FIFO whose reader is open (so Pier's open succeeds) but is not
+    // read until the load is over; the pipe fills and the writer thread blocks.
+    let fifo = files.path().join("stalled.log");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+    let reader = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).unwrap();
+    let mut reader = std::fs::File::from(reader);
+    let stalled = Pier::with_config(&load_config(&fifo), &[]);
+
+    // Warm both up, then alternate runs. Timing on a shared two-core machine is
+    // noisy and noise only ever adds latency, so each side is judged by its best
+    // p99 over three runs, and the 20% bound gets an absolute floor of 2 ms.
+    let mut sent = (latencies(&baseline).len(), latencies(&stalled).len());
+    let (mut base_p99, mut stalled_p99) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let b = latencies(&baseline);
+        sent.0 += b.len();
+        base_p99.push(p99(b));
+        let s = latencies(&stalled);
+        sent.1 += s.len();
+        stalled_p99.push(p99(s));
+    }
+    // Past a flush interval every worker has handed over (or dropped) its last lines.
+    std::thread::sleep(Duration::from_millis(300));
+
+    let base_dropped = dropped_lines(&baseline) as usize;
+    let base_written = wait_lines(&file, sent.0 - base_dropped).len();
+    assert_eq!(base_written + base_dropped, sent.0, "file sink");
+
+    let dropped = dropped_lines(&stalled) as usize;
+    assert!(dropped > 0, "a stalled sink must cost lines");
+    // Now drain the FIFO: what was queued reaches it, and with the drops it
+    // accounts for every request.
+    let mut written = 0;
+    let mut chunk = vec![0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while written + dropped < sent.1 && Instant::now() < deadline {
+        match reader.read(&mut chunk) {
+            Ok(n) => written += chunk[..n].iter().filter(|&&b| b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("reading the FIFO: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    if let Ok(n) = reader.read(&mut chunk) {
+        written += chunk[..n].iter().filter(|&&b| b == b'\n').count();
+    }
+    assert_eq!(
+        written + dropped,
+        sent.1,
+        "{written} lines written and {dropped} dropped for {} requests",
+        sent.1
+    );
+    assert_eq!(
+        dropped_lines(&stalled) as usize,
+        dropped,
+        "no drop after the load"
+    );
+
+    let best = |v: &[Duration]| v.iter().copied().min().unwrap();
+    let (base, slow) = (best(&base_p99), best(&stalled_p99));
+    let bound = base.mul_f64(1.2) + Duration::from_millis(2);
+    eprintln!(
+        "p99 per run: file sink {base_p99:?}, stalled sink {stalled_p99:?}; \
+         stalled: {dropped} lines dropped, {written} written"
+    );
+    assert!(
+        slow <= bound,
+        "best p99 with a stalled log {slow:?} above {bound:?} (file sink {base:?})"
+    );
 }
