@@ -238,10 +238,11 @@ flush_interval = "50ms"
     assert_eq!(down["upstream"], dead.to_string());
 }
 
-/// Requests in each run of the stalled-sink test, spread over `LOAD_CLIENTS`
-/// keep-alive connections.
-const LOAD_REQUESTS: usize = 3000;
+/// Keep-alive connections of the stalled-sink test's client, each sending
+/// `BATCH` requests per batch, `ROUNDS` batches per server.
 const LOAD_CLIENTS: usize = 4;
+const BATCH: usize = 75;
+const ROUNDS: usize = 20;
 
 /// Two workers, small log buffers (so a stalled writer fills the pipe and the
 /// queue after about 1500 lines), the access log at `sink`, and the admin listener.
@@ -268,30 +269,47 @@ flush_interval = "50ms"
     )
 }
 
-/// Sends `LOAD_REQUESTS` GETs and returns the latency of each, measured at the client.
-fn latencies(pier: &Pier) -> Vec<Duration> {
-    let addr = pier.addr();
-    let threads: Vec<_> = (0..LOAD_CLIENTS)
-        .map(|c| {
-            std::thread::spawn(move || {
-                let mut r = common::Reader::new(common::connect(addr));
-                let mut took = Vec::with_capacity(LOAD_REQUESTS / LOAD_CLIENTS);
-                for i in 0..LOAD_REQUESTS / LOAD_CLIENTS {
-                    let req = format!("GET /load?c={c}&i={i} HTTP/1.1\r\nHost: t\r\n\r\n");
-                    let started = Instant::now();
-                    r.send(req.as_bytes());
-                    let resp = r.response(false).expect("a response");
-                    took.push(started.elapsed());
-                    assert_eq!(resp.status, 200);
-                }
-                took
-            })
+/// Keep-alive connections to one server that send requests in batches.
+struct Clients(Vec<common::Reader>);
+
+impl Clients {
+    fn new(pier: &Pier) -> Clients {
+        Clients(
+            (0..LOAD_CLIENTS)
+                .map(|_| common::Reader::new(common::connect(pier.addr())))
+                .collect(),
+        )
+    }
+
+    /// `BATCH` GETs on every connection at once; the latency of each request,
+    /// measured at the client.
+    fn batch(&mut self) -> Vec<Duration> {
+        std::thread::scope(|scope| {
+            let clients: Vec<_> = self
+                .0
+                .iter_mut()
+                .enumerate()
+                .map(|(c, r)| {
+                    scope.spawn(move || {
+                        let mut took = Vec::with_capacity(BATCH);
+                        for i in 0..BATCH {
+                            let req = format!("GET /load?c={c}&i={i} HTTP/1.1\r\nHost: t\r\n\r\n");
+                            let started = Instant::now();
+                            r.send(req.as_bytes());
+                            let resp = r.response(false).expect("a response");
+                            took.push(started.elapsed());
+                            assert_eq!(resp.status, 200);
+                        }
+                        took
+                    })
+                })
+                .collect();
+            clients
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
         })
-        .collect();
-    threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect()
+    }
 }
 
 fn p99(mut v: Vec<Duration>) -> Duration {
@@ -332,19 +350,26 @@ fn stalled_sink_drops_counted_lines_without_slowing_requests() {
     let mut reader = std::fs::File::from(reader);
     let stalled = Pier::with_config(&load_config(&fifo), &[]);
 
-    // Warm both up, then alternate runs. Timing on a shared two-core machine is
-    // noisy and noise only ever adds latency, so each side is judged by its best
-    // p99 over three runs, and the 20% bound gets an absolute floor of 2 ms.
-    let mut sent = (latencies(&baseline).len(), latencies(&stalled).len());
-    let (mut base_p99, mut stalled_p99) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        let b = latencies(&baseline);
-        sent.0 += b.len();
-        base_p99.push(p99(b));
-        let s = latencies(&stalled);
-        sent.1 += s.len();
-        stalled_p99.push(p99(s));
+    // Batches alternate between the two servers, so a burst of noise on this
+    // shared two-core machine (where the other tests of this file run at the
+    // same time) falls on both sides alike; each side's p99 is taken over all
+    // its batches. The 20% bound gets an absolute floor of 2 ms for what noise
+    // remains.
+    let (mut base_load, mut stalled_load) = (Clients::new(&baseline), Clients::new(&stalled));
+    let mut sent = (base_load.batch().len(), stalled_load.batch().len()); // warm-up
+    let (mut base_took, mut stalled_took) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let mut base_batch = || base_took.extend(base_load.batch());
+        if round % 2 == 0 {
+            base_batch();
+            stalled_took.extend(stalled_load.batch());
+        } else {
+            stalled_took.extend(stalled_load.batch());
+            base_batch();
+        }
     }
+    sent.0 += base_took.len();
+    sent.1 += stalled_took.len();
     // Past a flush interval every worker has handed over (or dropped) its last lines.
     std::thread::sleep(Duration::from_millis(300));
 
@@ -384,15 +409,14 @@ fn stalled_sink_drops_counted_lines_without_slowing_requests() {
         "no drop after the load"
     );
 
-    let best = |v: &[Duration]| v.iter().copied().min().unwrap();
-    let (base, slow) = (best(&base_p99), best(&stalled_p99));
+    let (base, slow) = (p99(base_took), p99(stalled_took));
     let bound = base.mul_f64(1.2) + Duration::from_millis(2);
     eprintln!(
-        "p99 per run: file sink {base_p99:?}, stalled sink {stalled_p99:?}; \
+        "p99: file sink {base:?}, stalled sink {slow:?}; \
          stalled: {dropped} lines dropped, {written} written"
     );
     assert!(
         slow <= bound,
-        "best p99 with a stalled log {slow:?} above {bound:?} (file sink {base:?})"
+        "p99 with a stalled log {slow:?} above {bound:?} (file sink {base:?})"
     );
 }
