@@ -586,7 +586,9 @@ async fn accept_loop(current: Rc<Current>, listener: TcpListener, key: ListenerK
 }
 
 /// The steps after accept in order: PROXY protocol header, TLS handshake, then
-/// HTTP or stream forwarding.
+/// HTTP or stream forwarding. A drain does not cut the first two short: the
+/// connection was accepted, so its client (or balancer) expects an answer, and
+/// both steps are bounded by the handshake timeout.
 async fn serve_accepted(
     ctx: &WorkerCtx,
     lc: &ListenerConfig,

@@ -1,6 +1,6 @@
 //! The access log against a real `pier` process: one line per request, flushed on
-//! the interval and at shutdown, JSON that parses, TLS and upstream fields, and
-//! SIGUSR1 reopen.
+//! the interval and at shutdown, JSON that parses, TLS and upstream fields,
+//! SIGUSR1 reopen, and a stalled sink that costs lines, not latency.
 
 mod common;
 
@@ -236,4 +236,187 @@ flush_interval = "50ms"
     let down = line("/down");
     assert_eq!(down["status"], 502);
     assert_eq!(down["upstream"], dead.to_string());
+}
+
+/// Keep-alive connections of the stalled-sink test's client, each sending
+/// `BATCH` requests per batch, `ROUNDS` batches per server.
+const LOAD_CLIENTS: usize = 4;
+const BATCH: usize = 75;
+const ROUNDS: usize = 20;
+
+/// Two workers, small log buffers (so a stalled writer fills the pipe and the
+/// queue after about 1500 lines), the access log at `sink`, and the admin listener.
+fn load_config(sink: &Path) -> String {
+    format!(
+        r#"
+[server]
+workers = 2
+[[listener]]
+listen = "127.0.0.1:0"
+[[route]]
+path = "/"
+handler = "respond"
+status = 200
+body = "Hello, World!"
+[admin]
+listen = "127.0.0.1:0"
+[access_log]
+path = "{}"
+buffer = "8KiB"
+flush_interval = "50ms"
+"#,
+        sink.display()
+    )
+}
+
+/// Keep-alive connections to one server that send requests in batches.
+struct Clients(Vec<common::Reader>);
+
+impl Clients {
+    fn new(pier: &Pier) -> Clients {
+        Clients(
+            (0..LOAD_CLIENTS)
+                .map(|_| common::Reader::new(common::connect(pier.addr())))
+                .collect(),
+        )
+    }
+
+    /// `BATCH` GETs on every connection at once; the latency of each request,
+    /// measured at the client.
+    fn batch(&mut self) -> Vec<Duration> {
+        std::thread::scope(|scope| {
+            let clients: Vec<_> = self
+                .0
+                .iter_mut()
+                .enumerate()
+                .map(|(c, r)| {
+                    scope.spawn(move || {
+                        let mut took = Vec::with_capacity(BATCH);
+                        for i in 0..BATCH {
+                            let req = format!("GET /load?c={c}&i={i} HTTP/1.1\r\nHost: t\r\n\r\n");
+                            let started = Instant::now();
+                            r.send(req.as_bytes());
+                            let resp = r.response(false).expect("a response");
+                            took.push(started.elapsed());
+                            assert_eq!(resp.status, 200);
+                        }
+                        took
+                    })
+                })
+                .collect();
+            clients
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect()
+        })
+    }
+}
+
+fn p99(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[(v.len() * 99).div_ceil(100) - 1]
+}
+
+/// `pier_log_lines_dropped_total` from the admin listener.
+fn dropped_lines(pier: &Pier) -> u64 {
+    let resp = get(
+        pier.admin.expect("admin listener"),
+        "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+    );
+    String::from_utf8_lossy(&resp.body)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pier_log_lines_dropped_total ")?
+                .parse()
+                .ok()
+        })
+        .expect("pier_log_lines_dropped_total in /metrics")
+}
+
+#[test]
+fn stalled_sink_drops_counted_lines_without_slowing_requests() {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+
+    // Baseline: the log goes to a plain file.
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("access.log");
+    let baseline = Pier::with_config(&load_config(&file), &[]);
+    // Stalled: a FIFO whose reader is open (so Pier's open succeeds) but is not
+    // read until the load is over; the pipe fills and the writer thread blocks.
+    let fifo = files.path().join("stalled.log");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+    let reader = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty()).unwrap();
+    let mut reader = std::fs::File::from(reader);
+    let stalled = Pier::with_config(&load_config(&fifo), &[]);
+
+    // Batches alternate between the two servers, so a burst of noise on this
+    // shared two-core machine (where the other tests of this file run at the
+    // same time) falls on both sides alike; each side's p99 is taken over all
+    // its batches. The 20% bound gets an absolute floor of 2 ms for what noise
+    // remains.
+    let (mut base_load, mut stalled_load) = (Clients::new(&baseline), Clients::new(&stalled));
+    let mut sent = (base_load.batch().len(), stalled_load.batch().len()); // warm-up
+    let (mut base_took, mut stalled_took) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let mut base_batch = || base_took.extend(base_load.batch());
+        if round % 2 == 0 {
+            base_batch();
+            stalled_took.extend(stalled_load.batch());
+        } else {
+            stalled_took.extend(stalled_load.batch());
+            base_batch();
+        }
+    }
+    sent.0 += base_took.len();
+    sent.1 += stalled_took.len();
+    // Past a flush interval every worker has handed over (or dropped) its last lines.
+    std::thread::sleep(Duration::from_millis(300));
+
+    let base_dropped = dropped_lines(&baseline) as usize;
+    let base_written = wait_lines(&file, sent.0 - base_dropped).len();
+    assert_eq!(base_written + base_dropped, sent.0, "file sink");
+
+    let dropped = dropped_lines(&stalled) as usize;
+    assert!(dropped > 0, "a stalled sink must cost lines");
+    // Now drain the FIFO: what was queued reaches it, and with the drops it
+    // accounts for every request.
+    let mut written = 0;
+    let mut chunk = vec![0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while written + dropped < sent.1 && Instant::now() < deadline {
+        match reader.read(&mut chunk) {
+            Ok(n) => written += chunk[..n].iter().filter(|&&b| b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("reading the FIFO: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    if let Ok(n) = reader.read(&mut chunk) {
+        written += chunk[..n].iter().filter(|&&b| b == b'\n').count();
+    }
+    assert_eq!(
+        written + dropped,
+        sent.1,
+        "{written} lines written and {dropped} dropped for {} requests",
+        sent.1
+    );
+    assert_eq!(
+        dropped_lines(&stalled) as usize,
+        dropped,
+        "no drop after the load"
+    );
+
+    let (base, slow) = (p99(base_took), p99(stalled_took));
+    let bound = base.mul_f64(1.2) + Duration::from_millis(2);
+    eprintln!(
+        "p99: file sink {base:?}, stalled sink {slow:?}; \
+         stalled: {dropped} lines dropped, {written} written"
+    );
+    assert!(
+        slow <= bound,
+        "p99 with a stalled log {slow:?} above {bound:?} (file sink {base:?})"
+    );
 }

@@ -228,8 +228,14 @@ pub fn tunnel(args: &TunnelArgs) -> Result<Config, ConfigError> {
 pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
     let name = path.display().to_string();
     let text = read_file(path)?;
-    let raw = parse(&name, &text)?;
-    validate(&name, &text, raw)
+    load_str(&name, &text)
+}
+
+/// Parses and validates configuration text; `name` is the origin that errors
+/// name (a file name, or whatever the text came from).
+pub fn load_str(name: &str, text: &str) -> Result<Config, ConfigError> {
+    let raw = parse(name, text)?;
+    validate(name, text, raw)
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
@@ -239,6 +245,32 @@ fn read_file(path: &Path) -> Result<String, ConfigError> {
         key: "--config".into(),
         message: format!("cannot read: {e}"),
     })
+}
+
+/// Largest certificate chain, key or CA bundle a configuration may name (the
+/// system CA bundle is about 200 KiB).
+pub const MAX_PEM_FILE: u64 = 8 << 20;
+
+/// Reads a file the configuration names (certificate, key, CA bundle, OCSP
+/// response, ticket key) whole. It must be a regular file of at most `limit`
+/// bytes, so a path such as `/dev/zero`, `/dev/stdin` or a FIFO is an error
+/// rather than an endless read or a hang.
+pub fn read_named_file(path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Parses TOML text into the raw structs, mapping syntax and shape errors to a line and key.
@@ -974,6 +1006,53 @@ mod tests {
     fn check(text: &str) -> Result<Config, ConfigError> {
         let raw = parse("t.toml", text)?;
         validate("t.toml", text, raw)
+    }
+
+    #[test]
+    fn files_named_by_the_config_are_read_bounded() {
+        // Each of these once read /dev/zero until memory ran out.
+        let listener = "[[listener]]\nlisten = \"127.0.0.1:1\"\n";
+        let route = "[[route]]\nhandler = \"respond\"\n";
+        for (tls, key) in [
+            (
+                "{ self_signed = true, ticket_key_file = \"/dev/zero\" }",
+                "listener[1].tls.ticket_key_file",
+            ),
+            (
+                "{ cert = \"/dev/zero\", key = \"/dev/zero\" }",
+                "listener[1].tls.cert",
+            ),
+            (
+                "{ self_signed = true, client_auth = \"required\", client_ca = \"/dev/zero\" }",
+                "listener[1].tls.client_ca",
+            ),
+        ] {
+            let text = format!("{listener}tls = {tls}\n{route}");
+            let e = check(&text).unwrap_err();
+            assert_eq!((e.line, e.key.as_str()), (3, key), "{e}");
+            assert!(e.message.contains("not a regular file"), "{e}");
+        }
+        let text = format!(
+            "{listener}{route}[[upstream]]\nname = \"u\"\nservers = [{{ address = \"127.0.0.1:2\" }}]\ntls = {{ ca = \"/dev/zero\" }}\n"
+        );
+        let e = check(&text).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].tls.ca"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.key");
+        std::fs::write(&big, vec![b'k'; 5000]).unwrap();
+        let e = check(&format!(
+            "{listener}tls = {{ self_signed = true, ticket_key_file = {:?} }}\n{route}",
+            big.display().to_string()
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("larger than 4096 bytes"), "{e}");
+        let e = read_named_file("/dev/null", 10).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(
+            read_named_file(big.to_str().unwrap(), 5000).unwrap().len(),
+            5000
+        );
     }
 
     #[test]

@@ -38,6 +38,8 @@ const DEFAULT_SESSION_CACHE: i64 = 1024;
 
 /// Default rotation of session ticket keys.
 const DEFAULT_TICKET_ROTATION: Duration = Duration::from_secs(3600);
+/// Largest OCSP response file read; real responses are a few KiB.
+const MAX_OCSP_FILE: u64 = 1 << 20;
 
 /// The crypto provider: aws-lc-rs, restricted to AEAD cipher suites and to the
 /// X25519, P-256 and hybrid post-quantum key exchanges.
@@ -80,18 +82,28 @@ pub fn self_signed() -> Result<CertKey, String> {
 
 /// Reads a PEM chain and key from files; the error says which of the two failed.
 pub fn load_pem(cert: &str, key: &str) -> Result<CertKey, LoadError> {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| LoadError::new(Field::Cert, format!("{cert}: {e}")))?;
+    let chain = read_pem_certs(cert).map_err(|e| LoadError::new(Field::Cert, e))?;
     if chain.is_empty() {
         return Err(LoadError::new(
             Field::Cert,
             format!("{cert}: no certificate found"),
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
+    let pem = crate::config::read_named_file(key, crate::config::MAX_PEM_FILE)
+        .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
+    let key = PrivateKeyDer::from_pem_slice(&pem)
         .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
     Ok(CertKey { chain, key })
+}
+
+/// Every certificate in a PEM file (a chain or a CA bundle), read bounded; the
+/// error names the file.
+pub fn read_pem_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = crate::config::read_named_file(path, crate::config::MAX_PEM_FILE)
+        .map_err(|e| format!("{path}: {e}"))?;
+    CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{path}: {e}"))
 }
 
 /// Hex SHA-256 of a DER certificate, colon-separated like `openssl x509 -fingerprint`.
@@ -241,8 +253,8 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
         )
     })?;
     if let Some(path) = &f.ocsp_response {
-        let der =
-            std::fs::read(path).map_err(|e| LoadError::new(Field::Ocsp, format!("{path}: {e}")))?;
+        let der = crate::config::read_named_file(path, MAX_OCSP_FILE)
+            .map_err(|e| LoadError::new(Field::Ocsp, format!("{path}: {e}")))?;
         if der.is_empty() || der[0] != 0x30 {
             return Err(LoadError::new(
                 Field::Ocsp,
@@ -288,9 +300,7 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
     let verifier = match (&spec.client_ca, spec.client_auth) {
         (Some(ca), auth) if auth != ClientAuth::None => {
             let mut roots = rustls::RootCertStore::empty();
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
-                .and_then(|it| it.collect::<Result<_, _>>())
-                .map_err(|e| LoadError::new(Field::ClientCa, format!("{ca}: {e}")))?;
+            let certs = read_pem_certs(ca).map_err(|e| LoadError::new(Field::ClientCa, e))?;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(LoadError::new(

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use toml::Spanned;
 
@@ -447,9 +446,8 @@ fn upstream_tls(
             Some(ca) => (ca.get_ref().clone(), ca.span()),
             None => (SYSTEM_CA_BUNDLE.to_string(), t.span()),
         };
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&path)
-            .and_then(|it| it.collect::<Result<_, _>>())
-            .map_err(|e| loc.error(span.clone(), &format!("{key}.ca"), format!("{path}: {e}")))?;
+        let certs = crate::tls::read_pem_certs(&path)
+            .map_err(|e| loc.error(span.clone(), &format!("{key}.ca"), e))?;
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
             return Err(loc.error(
