@@ -25,7 +25,7 @@ pub mod upstream;
 
 use std::cell::RefCell;
 use std::fmt;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -369,29 +369,117 @@ fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|e| !e.is_empty())
 }
 
-/// Fields never forwarded as received, in either direction (RFC 9110 §7.6.1),
-/// plus the framing fields the proxy writes itself.
-fn is_hop_by_hop(name: &[u8]) -> bool {
-    const NAMES: [&[u8]; 8] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"content-length",
-    ];
-    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+/// A field name the proxy treats specially, recognised with one switch on the
+/// length and at most two comparisons, so a head is classified in one pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// `Connection`: hop-by-hop, and names further hop-by-hop fields.
+    Connection,
+    /// `Upgrade`: hop-by-hop, passed on only for an upgrade the proxy relays.
+    Upgrade,
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1):
+    /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`.
+    HopByHop,
+    /// Framing the proxy writes itself.
+    ContentLength,
+    Host,
+    Expect,
+    Date,
+    Server,
+    XForwardedFor,
+    XForwardedProto,
+    XForwardedHost,
+    /// Anything else: end-to-end unless a `Connection` field names it.
+    Other,
 }
 
-/// Whether a `Connection` field of the message names `name` (those fields are
-/// hop-by-hop too: `Connection: close, X-Foo` means X-Foo is for this hop only).
-fn named_by_connection<'b>(
-    mut connection_values: impl Iterator<Item = &'b [u8]>,
-    name: &[u8],
-) -> bool {
-    connection_values.any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name)))
+impl Field {
+    fn of(name: &[u8]) -> Field {
+        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        match name.len() {
+            2 if is(b"te") => Field::HopByHop,
+            4 if is(b"host") => Field::Host,
+            4 if is(b"date") => Field::Date,
+            6 if is(b"server") => Field::Server,
+            6 if is(b"expect") => Field::Expect,
+            7 if is(b"upgrade") => Field::Upgrade,
+            7 if is(b"trailer") => Field::HopByHop,
+            10 if is(b"connection") => Field::Connection,
+            10 if is(b"keep-alive") => Field::HopByHop,
+            14 if is(b"content-length") => Field::ContentLength,
+            15 if is(b"x-forwarded-for") => Field::XForwardedFor,
+            16 if is(b"proxy-connection") => Field::HopByHop,
+            16 if is(b"x-forwarded-host") => Field::XForwardedHost,
+            17 if is(b"transfer-encoding") => Field::HopByHop,
+            17 if is(b"x-forwarded-proto") => Field::XForwardedProto,
+            _ => Field::Other,
+        }
+    }
+
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1), plus
+    /// the framing fields the proxy writes itself.
+    fn is_hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            Field::Connection | Field::Upgrade | Field::HopByHop | Field::ContentLength
+        )
+    }
+}
+
+/// Options a `Connection` field may hold gathered in place: more than this and
+/// the values are searched again for each field.
+const CONNECTION_TOKENS: usize = 8;
+
+/// The options of a message's `Connection` fields, gathered once so that each
+/// other field is checked against a short list (`Connection: close, X-Foo`
+/// means X-Foo is for this hop only).
+struct ConnectionOptions<'b> {
+    tokens: [&'b [u8]; CONNECTION_TOKENS],
+    len: usize,
+    /// Every `Connection` value, when the options did not fit in `tokens`.
+    overflow: Option<Vec<&'b [u8]>>,
+}
+
+impl<'b> ConnectionOptions<'b> {
+    /// `fields` gives the message's field lines, from the start each time.
+    fn gather<I: Iterator<Item = (&'b [u8], &'b [u8])>>(fields: impl Fn() -> I) -> Self {
+        let is_connection =
+            |name: &[u8]| name.len() == 10 && name.eq_ignore_ascii_case(b"connection");
+        let mut options = ConnectionOptions {
+            tokens: [&[]; CONNECTION_TOKENS],
+            len: 0,
+            overflow: None,
+        };
+        for (_, value) in fields().filter(|(n, _)| is_connection(n)) {
+            for token in list_elements(value) {
+                if options.len == CONNECTION_TOKENS {
+                    options.len = 0;
+                    options.overflow = Some(
+                        fields()
+                            .filter(|(n, _)| is_connection(n))
+                            .map(|(_, v)| v)
+                            .collect(),
+                    );
+                    return options;
+                }
+                options.tokens[options.len] = token;
+                options.len += 1;
+            }
+        }
+        options
+    }
+
+    /// Whether an option names the field `name`.
+    fn names(&self, name: &[u8]) -> bool {
+        match &self.overflow {
+            None => self.tokens[..self.len]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name)),
+            Some(values) => values
+                .iter()
+                .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name))),
+        }
+    }
 }
 
 /// The downstream client as the forwarding fields describe it.
@@ -442,33 +530,24 @@ fn encode_request_head(
     }
     out.extend_from_slice(b"\r\n");
 
-    let has_connection = head.header(req, "connection").is_some();
-    let connection_values = || {
-        head.headers(req)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .map(|(_, v)| v)
-    };
+    let options = ConnectionOptions::gather(|| head.headers(req));
     let fw = route.forwarding;
-    let mut xff_seen = false;
+    let configured = |name: &[u8]| {
+        [&route.client_addr_header, &route.client_cert_header]
+            .into_iter()
+            .flatten()
+            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+    };
     for (name, value) in head.headers(req) {
-        let replaced = name.eq_ignore_ascii_case(b"host")
-            || name.eq_ignore_ascii_case(b"expect")
-            || (fw.x_forwarded
-                && (name.eq_ignore_ascii_case(b"x-forwarded-for")
-                    || name.eq_ignore_ascii_case(b"x-forwarded-proto")
-                    || name.eq_ignore_ascii_case(b"x-forwarded-host")))
-            || route
-                .client_addr_header
-                .as_deref()
-                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
-            || route
-                .client_cert_header
-                .as_deref()
-                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()));
-        if replaced || is_hop_by_hop(name) {
-            continue;
-        }
-        if has_connection && named_by_connection(connection_values(), name) {
+        let field = Field::of(name);
+        let replaced = match field {
+            Field::Host | Field::Expect => true,
+            Field::XForwardedFor | Field::XForwardedProto | Field::XForwardedHost => {
+                fw.x_forwarded
+            }
+            _ => false,
+        };
+        if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
         out.extend_from_slice(name);
@@ -481,16 +560,15 @@ fn encode_request_head(
     if fw.x_forwarded {
         out.extend_from_slice(b"X-Forwarded-For: ");
         for (name, value) in head.headers(req) {
-            if name.eq_ignore_ascii_case(b"x-forwarded-for")
+            if name.len() == 15
                 && !value.is_empty()
-                && !(has_connection && named_by_connection(connection_values(), name))
+                && Field::of(name) == Field::XForwardedFor
+                && !options.names(name)
             {
                 out.extend_from_slice(value);
                 out.extend_from_slice(b", ");
-                xff_seen = true;
             }
         }
-        let _ = xff_seen;
         let _ = write!(out, "{ip}");
         out.extend_from_slice(if secure {
             b"\r\nX-Forwarded-Proto: https\r\n"
@@ -573,23 +651,14 @@ fn encode_response_head(
     upgrade: bool,
 ) {
     write::write_head_start(out, resp.status, date, framing, connection);
-    let has_connection = resp.header(buf, "connection").is_some();
-    let connection_values = || {
-        resp.headers(buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .map(|(_, v)| v)
-    };
+    let options = ConnectionOptions::gather(|| resp.headers(buf));
     for (name, value) in resp.headers(buf) {
-        let keep = if name.eq_ignore_ascii_case(b"content-length") {
-            keep_length
-        } else if upgrade && name.eq_ignore_ascii_case(b"upgrade") {
-            true
-        } else {
-            let ours = is_hop_by_hop(name)
-                || name.eq_ignore_ascii_case(b"date")
-                || name.eq_ignore_ascii_case(b"server");
-            let named = has_connection && named_by_connection(connection_values(), name);
-            !(ours || named)
+        let keep = match Field::of(name) {
+            Field::ContentLength => keep_length,
+            Field::Upgrade if upgrade => true,
+            Field::Date | Field::Server => false,
+            field if field.is_hop_by_hop() => false,
+            _ => !options.names(name),
         };
         if keep {
             out.extend_from_slice(name);
@@ -736,8 +805,12 @@ pub(crate) async fn serve<D: Downstream>(
     // Where the request ended in the buffer once it was sent whole.
     let mut request_end: Option<usize> = None;
 
+    // The first attempt reuses the start time: one clock read fewer per request.
+    let mut first_attempt = Some(started);
     let result = loop {
-        let now = std::time::Instant::now();
+        let now = first_attempt
+            .take()
+            .unwrap_or_else(std::time::Instant::now);
         // Phase 2: pick upstream.
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
             let e = ProxyError::upstream(ErrorKind::NoServer, "no server is up");
@@ -896,7 +969,8 @@ pub(crate) async fn serve<D: Downstream>(
             finish_with_error(conn, &info, status, end)
         }
         Ok((server, up, _in_flight, complete)) => {
-            let elapsed = started.elapsed();
+            let head_at = std::time::Instant::now();
+            let elapsed = head_at.saturating_duration_since(started);
             ctx.stats.upstream_latency(elapsed);
             ctx.stats.request(HandlerKind::Proxy, resp.status);
             conn.status = resp.status;
@@ -920,6 +994,7 @@ pub(crate) async fn serve<D: Downstream>(
                 &mut up_read,
                 &resp,
                 complete,
+                head_at,
             )
             .await
         }
@@ -1115,14 +1190,24 @@ async fn send_request<D: Downstream>(
 ) -> Result<Sent, SendError> {
     let http = &conn.ctx.config.http;
     let chunked = info.body == BodyKind::Chunked;
-    // Without a body the head goes in one write and there is nothing to stop.
-    let watch = info.body != BodyKind::None;
+    // Without a body the head goes in one write, straight from where it was
+    // encoded, and there is nothing to stop.
+    if info.body == BodyKind::None {
+        write_upstream(up, up_head, idle, true, None).await?;
+        return Ok(Sent {
+            replayable: true,
+            answered_early: false,
+        });
+    }
     out.clear();
     out.extend_from_slice(up_head);
     let mut replayable = true;
     macro_rules! write_out {
         () => {
-            if write_upstream(up, out, idle, replayable, watch.then_some(&mut answer)).await? {
+            let answered =
+                write_upstream(up, out, idle, replayable, Some(&mut answer)).await;
+            out.clear();
+            if answered? {
                 return Ok(Sent {
                     replayable,
                     answered_early: true,
@@ -1214,7 +1299,7 @@ async fn send_request<D: Downstream>(
 /// the answer buffer. Interim 1xx heads do not stop the request.
 async fn write_upstream(
     up: &mut UpstreamStream,
-    out: &mut Vec<u8>,
+    out: &[u8],
     idle: Duration,
     replayable: bool,
     watch: Option<&mut Answer<'_>>,
@@ -1237,7 +1322,6 @@ async fn write_upstream(
             }
         }
     };
-    out.clear();
     match r {
         Ok(answered) => Ok(answered),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(SendError::Upstream(
@@ -1277,6 +1361,23 @@ async fn write_watching(
     .await
 }
 
+/// Awaits `fut` within a deadline that is armed only if `fut` cannot finish at
+/// once: `deadline` when already set, else `limit` from the first wait (kept in
+/// `deadline` for the next call). An exchange answered without waiting reads no
+/// clock and touches no timer.
+async fn lazy_timeout<T>(
+    deadline: &mut Option<Instant>,
+    limit: Duration,
+    fut: impl Future<Output = T>,
+) -> Result<T, tokio::time::error::Elapsed> {
+    let mut fut = std::pin::pin!(fut);
+    if let Poll::Ready(r) = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return Ok(r);
+    }
+    let at = *deadline.get_or_insert_with(|| Instant::now() + limit);
+    tokio::time::timeout_at(at, fut).await
+}
+
 /// Reads the upstream response head into `buf`, skipping interim 1xx heads
 /// other than 101 (the proxy answered `Expect: 100-continue` itself).
 async fn read_response_head(
@@ -1287,11 +1388,18 @@ async fn read_response_head(
     group: &UpstreamGroup,
     http: &crate::config::HttpConfig,
 ) -> Result<(), HeadError> {
-    let deadline = Instant::now() + group.response_timeout;
+    // Armed only when a read has to wait, which spares the clock and the timer
+    // wheel when the answer is already there.
+    let mut deadline = None;
     // Bytes may be there already: an answer that came while the request was sent.
     let mut received = !buf.is_empty();
     loop {
-        match parse_response(buf, &http.limits, info.method, resp) {
+        let parsed = if buf.is_empty() {
+            Ok(Parsed::Partial)
+        } else {
+            parse_response(buf, &http.limits, info.method, resp)
+        };
+        match parsed {
             Ok(Parsed::Complete) => {
                 if (100..200).contains(&resp.status) && resp.status != 101 {
                     buf.drain(..resp.head_len);
@@ -1319,7 +1427,7 @@ async fn read_response_head(
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(READ_BUF);
         }
-        match tokio::time::timeout_at(deadline, up.read_into(buf)).await {
+        match lazy_timeout(&mut deadline, group.response_timeout, up.read_into(buf)).await {
             Ok(Ok(0)) => {
                 return Err(HeadError {
                     error: ProxyError::upstream(
@@ -1362,6 +1470,7 @@ async fn relay_response<D: Downstream>(
     up_read: &mut Vec<u8>,
     resp: &ResponseHead,
     request_complete: bool,
+    head_at: std::time::Instant,
 ) -> Result<bool, Exit> {
     let ctx = conn.ctx;
     let group = &*route.group;
@@ -1417,6 +1526,9 @@ async fn relay_response<D: Downstream>(
 
     let mut pos = resp.head_len;
     let mut clean = true;
+    // Whether the body took a read after the head (then the connection's idle
+    // time starts later than `head_at`).
+    let mut read_more = false;
     if let Some(decoder) = decoder.as_mut() {
         loop {
             let step = match decoder.decode(&up_read[pos..]) {
@@ -1452,7 +1564,8 @@ async fn relay_response<D: Downstream>(
             if conn.flush().await.is_err() {
                 return Err(Exit::Broken);
             }
-            match timeout(group.read_timeout, up.read_into(up_read)).await {
+            read_more = true;
+            match lazy_timeout(&mut None, group.read_timeout, up.read_into(up_read)).await {
                 Ok(Ok(0)) => {
                     if decoder.finish().is_ok() {
                         clean = false;
@@ -1480,7 +1593,12 @@ async fn relay_response<D: Downstream>(
     // A request cut short by an early answer leaves the upstream connection
     // mid-message: it is not reused.
     if clean && request_complete && resp.keep_alive && pos >= up_read.len() {
-        state.pool.checkin(server, up, std::time::Instant::now());
+        let idle_since = if read_more {
+            std::time::Instant::now()
+        } else {
+            head_at
+        };
+        state.pool.checkin(server, up, idle_since);
     }
     Ok(keep_alive)
 }
