@@ -1882,6 +1882,173 @@ mod tests {
     }
 
     #[test]
+    fn field_names_are_classified_case_insensitively_and_exactly() {
+        let cases: [(&[u8], Field); 17] = [
+            (b"TE", Field::HopByHop),
+            (b"Host", Field::Host),
+            (b"DATE", Field::Date),
+            (b"server", Field::Server),
+            (b"Expect", Field::Expect),
+            (b"UpGrade", Field::Upgrade),
+            (b"Trailer", Field::HopByHop),
+            (b"Connection", Field::Connection),
+            (b"keep-ALIVE", Field::HopByHop),
+            (b"Content-Length", Field::ContentLength),
+            (b"X-Forwarded-For", Field::XForwardedFor),
+            (b"Proxy-Connection", Field::HopByHop),
+            (b"x-forwarded-host", Field::XForwardedHost),
+            (b"Transfer-Encoding", Field::HopByHop),
+            (b"X-FORWARDED-PROTO", Field::XForwardedProto),
+            (b"Content-Type", Field::Other),
+            (b"X-Forwarded-Fox", Field::Other),
+        ];
+        for (name, field) in cases {
+            assert_eq!(Field::of(name), field, "{}", String::from_utf8_lossy(name));
+        }
+        for other in [&b"T"[..], b"TF", b"Hosts", b"Dat", b"Connectio", b"Keep-Alivf", b""] {
+            assert_eq!(Field::of(other), Field::Other);
+        }
+        assert!(Field::ContentLength.is_hop_by_hop());
+        assert!(Field::Upgrade.is_hop_by_hop());
+        assert!(!Field::Host.is_hop_by_hop());
+        assert!(!Field::Other.is_hop_by_hop());
+    }
+
+    #[test]
+    fn connection_options_are_gathered_from_every_connection_line() {
+        let lines: [(&[u8], &[u8]); 4] = [
+            (b"Connection", b"close, X-A"),
+            (b"X-A", b"1"),
+            (b"connection", b" , x-b ,"),
+            (b"X-C", b"x-d"),
+        ];
+        let options = ConnectionOptions::gather(|| lines.iter().copied());
+        assert!(options.overflow.is_none());
+        for named in [&b"x-a"[..], b"X-B", b"Close"] {
+            assert!(options.names(named), "{}", String::from_utf8_lossy(named));
+        }
+        for not_named in [&b"X-C"[..], b"x-d", b"X", b""] {
+            assert!(!options.names(not_named));
+        }
+    }
+
+    #[test]
+    fn connection_options_beyond_the_inline_list_still_name_fields() {
+        let many = b"o1, o2, o3, o4, o5, o6, o7, o8, o9";
+        let lines: [(&[u8], &[u8]); 2] = [(b"Connection", many), (b"Connection", b"o10")];
+        let options = ConnectionOptions::gather(|| lines.iter().copied());
+        assert!(options.overflow.is_some());
+        for i in 1..=10 {
+            assert!(options.names(format!("O{i}").as_bytes()), "o{i}");
+        }
+        assert!(!options.names(b"o11"));
+
+        // Through the request and response rewrites.
+        let r = route(XFWD, false, true);
+        let out = rewrite(
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: a, b, c, d, e, f, g, h\r\nI: 0\r\nConnection: i\r\nA: 1\r\nH: 2\r\nJ: 3\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
+            &r,
+        );
+        for gone in ["\r\nA:", "\r\nH:", "\r\nI:", "Connection"] {
+            assert!(!out.contains(gone), "{gone} forwarded: {out}");
+        }
+        assert!(out.contains("\r\nJ: 3\r\n"), "{out}");
+        assert!(out.contains("X-Forwarded-For: 1.1.1.1, 192.0.2.7\r\n"), "{out}");
+
+        let raw = b"HTTP/1.1 200 OK\r\nConnection: a,b,c,d,e,f,g,h,i\r\nI: 0\r\nA: 1\r\nJ: 3\r\nContent-Length: 0\r\n\r\n";
+        let out = encode_response(raw);
+        assert!(!out.contains("\r\nI:") && !out.contains("\r\nA:"), "{out}");
+        assert!(out.contains("\r\nJ: 3\r\n"), "{out}");
+    }
+
+    #[test]
+    fn x_forwarded_for_named_by_connection_is_not_appended_to() {
+        let r = route(XFWD, false, true);
+        let out = rewrite(
+            b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: X-Forwarded-For\r\n\r\n",
+            &r,
+        );
+        assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{out}");
+        assert!(!out.contains("6.6.6.6"), "{out}");
+    }
+
+    #[test]
+    fn response_upgrade_is_kept_only_for_a_relayed_upgrade() {
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: k\r\n\r\n";
+        let mut resp = ResponseHead::new();
+        assert_eq!(
+            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
+            Ok(Parsed::Complete)
+        );
+        let mut out = Vec::new();
+        encode_response_head(
+            &mut out,
+            &resp,
+            raw,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            false,
+            true,
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("\r\nUpgrade: websocket\r\n"), "{out}");
+        assert!(out.contains("\r\nSec-WebSocket-Accept: k\r\n"), "{out}");
+        assert_eq!(out.matches("Connection: upgrade\r\n").count(), 1, "{out}");
+        assert!(!out.contains("Connection: Upgrade"), "{out}");
+        // Not relayed as an upgrade: dropped like any hop-by-hop field.
+        let out = encode_response(raw);
+        assert!(!out.contains("Upgrade"), "{out}");
+    }
+
+    fn encode_response(raw: &[u8]) -> String {
+        let mut resp = ResponseHead::new();
+        assert_eq!(
+            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
+            Ok(Parsed::Complete)
+        );
+        let mut out = Vec::new();
+        encode_response_head(
+            &mut out,
+            &resp,
+            raw,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            false,
+            false,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn lazy_timeout_arms_a_deadline_only_when_the_future_waits() {
+        let mut deadline = None;
+        let r = lazy_timeout(&mut deadline, Duration::from_millis(10), async { 7 }).await;
+        assert_eq!(r.ok(), Some(7));
+        assert!(deadline.is_none(), "a ready future armed a deadline");
+
+        let r = lazy_timeout(
+            &mut deadline,
+            Duration::from_millis(20),
+            std::future::pending::<()>(),
+        )
+        .await;
+        assert!(r.is_err());
+        let first = deadline.expect("a waiting future arms the deadline");
+        // A later wait keeps the deadline already set: it has passed, so the
+        // pending future times out again at once.
+        let r = lazy_timeout(
+            &mut deadline,
+            Duration::from_secs(3600),
+            std::future::pending::<()>(),
+        )
+        .await;
+        assert!(r.is_err());
+        assert_eq!(deadline, Some(first));
+    }
+
+    #[test]
     fn error_sides_map_to_statuses() {
         let up = |k| ProxyError::upstream(k, "x").status();
         assert_eq!(up(ErrorKind::Connect), 502);
