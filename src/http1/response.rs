@@ -16,6 +16,20 @@ use super::parse::{
     Parsed, Span, Version, MAX_HEADERS_CAP,
 };
 
+/// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
+/// in lowercase. Only `lower`'s letters accept the case bit, so the result is
+/// exact for any `bytes`, and with `lower` a literal it compiles to one OR and
+/// one XOR per byte instead of lowering both sides.
+#[inline(always)]
+pub(crate) fn eq_lowercase(bytes: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(!lower.iter().any(u8::is_ascii_uppercase));
+    bytes.len() == lower.len()
+        && bytes.iter().zip(lower).fold(0u8, |diff, (&b, &l)| {
+            let case = if l.is_ascii_lowercase() { 0x20 } else { 0 };
+            diff | ((b | case) ^ l)
+        }) == 0
+}
+
 /// How a response body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResponseBody {
@@ -234,18 +248,18 @@ pub fn parse_response(
         });
         let name = h.name.as_bytes();
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            14 if eq_lowercase(name, b"content-length") => {
                 if content_length.is_some() {
                     return Err(ResponseError::InvalidContentLength);
                 }
                 content_length =
                     Some(parse_content_length(h.value).ok_or(ResponseError::InvalidContentLength)?);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            17 if eq_lowercase(name, b"transfer-encoding") => {
                 te_present = true;
                 for element in list_elements(h.value) {
                     te_elements += 1;
-                    te_last_chunked = element.eq_ignore_ascii_case(b"chunked");
+                    te_last_chunked = eq_lowercase(element, b"chunked");
                     if te_last_chunked {
                         te_chunked += 1;
                     } else if !coding_syntax_ok(element) {
@@ -253,10 +267,10 @@ pub fn parse_response(
                     }
                 }
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if eq_lowercase(name, b"connection") => {
                 for token in list_elements(h.value) {
-                    close |= token.eq_ignore_ascii_case(b"close");
-                    keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                    close |= eq_lowercase(token, b"close");
+                    keep_alive |= eq_lowercase(token, b"keep-alive");
                 }
             }
             _ => {}
@@ -324,6 +338,27 @@ mod tests {
 
     fn parse(raw: &[u8]) -> Result<ResponseHead, ResponseError> {
         parse_for(Method::Get, raw)
+    }
+
+    #[test]
+    fn eq_lowercase_folds_case_only_for_letters() {
+        assert!(eq_lowercase(b"Content-Length", b"content-length"));
+        assert!(eq_lowercase(b"KEEP-ALIVE", b"keep-alive"));
+        assert!(eq_lowercase(b"", b""));
+        assert!(!eq_lowercase(b"content-lengt", b"content-length"));
+        assert!(!eq_lowercase(b"content-lengthx", b"content-length"));
+        assert!(!eq_lowercase(b"content_length", b"content-length"));
+        // `\r` is `-` with the case bit clear: it must not pass for one.
+        assert!(!eq_lowercase(b"keep\ralive", b"keep-alive"));
+        // Bytes that differ from a letter only in the case bit but are not letters.
+        assert!(!eq_lowercase(b"\x01", b"!"));
+        assert!(!eq_lowercase(b"te\x00", b"te "));
+        for b in 0..=255u8 {
+            let lower = [b'a'];
+            assert_eq!(eq_lowercase(&[b], &lower), b == b'a' || b == b'A', "{b}");
+            let dash = [b'-'];
+            assert_eq!(eq_lowercase(&[b], &dash), b == b'-', "{b}");
+        }
     }
 
     #[test]

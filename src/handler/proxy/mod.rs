@@ -43,8 +43,8 @@ use crate::config::raw::RawRoute;
 use crate::config::{Config, ConfigError, Locator};
 use crate::conn::{within, Conn, Downstream, Exit, WRITE_HIGH_WATER};
 use crate::http1::body::BodyDecoder;
-use crate::http1::parse::{BodyKind, Method, RequestHead, TargetForm, Version};
-use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
+use crate::http1::parse::{BodyKind, HeaderSpan, Method, RequestHead, TargetForm, Version};
+use crate::http1::response::{eq_lowercase, parse_response, ResponseBody, ResponseHead};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
 use crate::observe::metrics::HandlerKind;
@@ -395,7 +395,7 @@ enum Field {
 
 impl Field {
     fn of(name: &[u8]) -> Field {
-        let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        let is = |lower: &[u8]| eq_lowercase(name, lower);
         match name.len() {
             2 if is(b"te") => Field::HopByHop,
             4 if is(b"host") => Field::Host,
@@ -444,7 +444,7 @@ impl<'b> ConnectionOptions<'b> {
     /// `fields` gives the message's field lines, from the start each time.
     fn gather<I: Iterator<Item = (&'b [u8], &'b [u8])>>(fields: impl Fn() -> I) -> Self {
         let is_connection =
-            |name: &[u8]| name.len() == 10 && name.eq_ignore_ascii_case(b"connection");
+            |name: &[u8]| eq_lowercase(name, b"connection");
         let mut options = ConnectionOptions {
             tokens: [&[]; CONNECTION_TOKENS],
             len: 0,
@@ -478,6 +478,46 @@ impl<'b> ConnectionOptions<'b> {
             Some(values) => values
                 .iter()
                 .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name))),
+        }
+    }
+}
+
+/// Appends forwarded field lines as `name: value\r\n`. Lines that already read
+/// so in the received head and follow one another there are copied as one run,
+/// so a head forwarded mostly unchanged costs a few copies, not four per line.
+#[derive(Default)]
+struct FieldCopy {
+    /// Received lines `start..end` not yet appended.
+    run: Option<(usize, usize)>,
+}
+
+impl FieldCopy {
+    fn field(&mut self, out: &mut Vec<u8>, buf: &[u8], h: HeaderSpan) {
+        let (name, value) = (h.name, h.value);
+        let plain = value.start() == name.end() + 2
+            && buf.get(name.end()..value.start()) == Some(b": ")
+            && buf.get(value.end()..value.end() + 2) == Some(b"\r\n");
+        if !plain {
+            self.finish(out, buf);
+            out.extend_from_slice(name.get(buf));
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.get(buf));
+            out.extend_from_slice(b"\r\n");
+            return;
+        }
+        match &mut self.run {
+            Some((_, end)) if *end == name.start() => *end = value.end() + 2,
+            _ => {
+                self.finish(out, buf);
+                self.run = Some((name.start(), value.end() + 2));
+            }
+        }
+    }
+
+    /// Appends the pending run; call once the last line has been given.
+    fn finish(&mut self, out: &mut Vec<u8>, buf: &[u8]) {
+        if let Some((start, end)) = self.run.take() {
+            out.extend_from_slice(buf.get(start..end).unwrap_or(&[]));
         }
     }
 }
@@ -538,7 +578,9 @@ fn encode_request_head(
             .flatten()
             .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
     };
-    for (name, value) in head.headers(req) {
+    let mut copy = FieldCopy::default();
+    for &h in head.header_spans() {
+        let name = h.name.get(req);
         let field = Field::of(name);
         let replaced = match field {
             Field::Host | Field::Expect => true,
@@ -550,11 +592,9 @@ fn encode_request_head(
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
+        copy.field(out, req, h);
     }
+    copy.finish(out, req);
 
     let ip = peer.ip();
     if fw.x_forwarded {
@@ -652,7 +692,9 @@ fn encode_response_head(
 ) {
     write::write_head_start(out, resp.status, date, framing, connection);
     let options = ConnectionOptions::gather(|| resp.headers(buf));
-    for (name, value) in resp.headers(buf) {
+    let mut copy = FieldCopy::default();
+    for &h in resp.header_spans() {
+        let name = h.name.get(buf);
         let keep = match Field::of(name) {
             Field::ContentLength => keep_length,
             Field::Upgrade if upgrade => true,
@@ -661,12 +703,10 @@ fn encode_response_head(
             _ => !options.names(name),
         };
         if keep {
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
+            copy.field(out, buf, h);
         }
     }
+    copy.finish(out, buf);
     if upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     }
@@ -2046,6 +2086,40 @@ mod tests {
         .await;
         assert!(r.is_err());
         assert_eq!(deadline, Some(first));
+    }
+
+    #[test]
+    fn field_copy_matches_line_by_line_encoding_for_any_selection() {
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\nB:2\r\nC: 3  \r\nD:\t4\r\nE: \r\nF:\r\nG: 7\r\nH: 8\r\n\r\n";
+        let mut head = RequestHead::new();
+        assert_eq!(
+            parse_request(raw, &Limits::default(), &mut head),
+            Ok(Parsed::Complete)
+        );
+        let spans = head.header_spans();
+        assert_eq!(spans.len(), 8);
+        assert_eq!(spans[0].name.get(raw), b"Host");
+        for keep in 0u32..(1 << spans.len()) {
+            let mut want = Vec::new();
+            let mut got = Vec::new();
+            let mut copy = FieldCopy::default();
+            for (i, &h) in spans.iter().enumerate() {
+                if keep & (1 << i) == 0 {
+                    continue;
+                }
+                want.extend_from_slice(h.name.get(raw));
+                want.extend_from_slice(b": ");
+                want.extend_from_slice(h.value.get(raw));
+                want.extend_from_slice(b"\r\n");
+                copy.field(&mut got, raw, h);
+            }
+            copy.finish(&mut got, raw);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "selection {keep:#b}"
+            );
+        }
     }
 
     #[test]

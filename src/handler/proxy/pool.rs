@@ -54,22 +54,30 @@ impl UpstreamStream {
     pub async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         use tokio::io::AsyncReadExt;
         match self {
-            UpstreamStream::Plain(s) => loop {
-                let room = buf.capacity() - buf.len();
-                match s.try_read_buf(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.readable().await?,
-                    Ok(n) if n > 0 && n < room => {
-                        // A short read drained the socket: forget the readiness, so
-                        // an idle pooled connection shows readable only when the
-                        // upstream sends or closes, and `looks_alive` needs no read.
-                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                        });
-                        return Ok(n);
+            // Waits through the stream's own reader slot (`poll_read_ready`), which
+            // costs less than a `readable()` future and its waiter list.
+            UpstreamStream::Plain(s) => {
+                std::future::poll_fn(|cx| loop {
+                    let room = buf.capacity() - buf.len();
+                    match s.try_read_buf(buf) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            std::task::ready!(s.poll_read_ready(cx))?;
+                        }
+                        Ok(n) if n > 0 && n < room => {
+                            // A short read drained the socket: forget the readiness,
+                            // so an idle pooled connection shows readable only when
+                            // the upstream sends or closes, and `looks_alive` needs
+                            // no read.
+                            let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                            });
+                            return Poll::Ready(Ok(n));
+                        }
+                        r => return Poll::Ready(r),
                     }
-                    r => return r,
-                }
-            },
+                })
+                .await
+            }
             UpstreamStream::Tls(s) => s.read_buf(buf).await,
         }
     }
