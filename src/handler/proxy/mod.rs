@@ -443,8 +443,7 @@ struct ConnectionOptions<'b> {
 impl<'b> ConnectionOptions<'b> {
     /// `fields` gives the message's field lines, from the start each time.
     fn gather<I: Iterator<Item = (&'b [u8], &'b [u8])>>(fields: impl Fn() -> I) -> Self {
-        let is_connection =
-            |name: &[u8]| eq_lowercase(name, b"connection");
+        let is_connection = |name: &[u8]| eq_lowercase(name, b"connection");
         let mut options = ConnectionOptions {
             tokens: [&[]; CONNECTION_TOKENS],
             len: 0,
@@ -584,9 +583,7 @@ fn encode_request_head(
         let field = Field::of(name);
         let replaced = match field {
             Field::Host | Field::Expect => true,
-            Field::XForwardedFor | Field::XForwardedProto | Field::XForwardedHost => {
-                fw.x_forwarded
-            }
+            Field::XForwardedFor | Field::XForwardedProto | Field::XForwardedHost => fw.x_forwarded,
             _ => false,
         };
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
@@ -848,9 +845,7 @@ pub(crate) async fn serve<D: Downstream>(
     // The first attempt reuses the start time: one clock read fewer per request.
     let mut first_attempt = Some(started);
     let result = loop {
-        let now = first_attempt
-            .take()
-            .unwrap_or_else(std::time::Instant::now);
+        let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: pick upstream.
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
             let e = ProxyError::upstream(ErrorKind::NoServer, "no server is up");
@@ -1244,8 +1239,7 @@ async fn send_request<D: Downstream>(
     let mut replayable = true;
     macro_rules! write_out {
         () => {
-            let answered =
-                write_upstream(up, out, idle, replayable, Some(&mut answer)).await;
+            let answered = write_upstream(up, out, idle, replayable, Some(&mut answer)).await;
             out.clear();
             if answered? {
                 return Ok(Sent {
@@ -1945,7 +1939,15 @@ mod tests {
         for (name, field) in cases {
             assert_eq!(Field::of(name), field, "{}", String::from_utf8_lossy(name));
         }
-        for other in [&b"T"[..], b"TF", b"Hosts", b"Dat", b"Connectio", b"Keep-Alivf", b""] {
+        for other in [
+            &b"T"[..],
+            b"TF",
+            b"Hosts",
+            b"Dat",
+            b"Connectio",
+            b"Keep-Alivf",
+            b"",
+        ] {
             assert_eq!(Field::of(other), Field::Other);
         }
         assert!(Field::ContentLength.is_hop_by_hop());
@@ -1993,7 +1995,10 @@ mod tests {
             assert!(!out.contains(gone), "{gone} forwarded: {out}");
         }
         assert!(out.contains("\r\nJ: 3\r\n"), "{out}");
-        assert!(out.contains("X-Forwarded-For: 1.1.1.1, 192.0.2.7\r\n"), "{out}");
+        assert!(
+            out.contains("X-Forwarded-For: 1.1.1.1, 192.0.2.7\r\n"),
+            "{out}"
+        );
 
         let raw = b"HTTP/1.1 200 OK\r\nConnection: a,b,c,d,e,f,g,h,i\r\nI: 0\r\nA: 1\r\nJ: 3\r\nContent-Length: 0\r\n\r\n";
         let out = encode_response(raw);
