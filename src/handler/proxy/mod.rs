@@ -1395,21 +1395,36 @@ async fn write_watching(
     .await
 }
 
+/// The deadline of [`lazy_timeout`] passed first.
+#[derive(Debug, PartialEq, Eq)]
+struct TimedOut;
+
 /// Awaits `fut` within a deadline that is armed only if `fut` cannot finish at
 /// once: `deadline` when already set, else `limit` from the first wait (kept in
 /// `deadline` for the next call). An exchange answered without waiting reads no
-/// clock and touches no timer.
+/// clock and touches no timer; one that waits polls `fut` once per wake-up.
 async fn lazy_timeout<T>(
     deadline: &mut Option<Instant>,
     limit: Duration,
     fut: impl Future<Output = T>,
-) -> Result<T, tokio::time::error::Elapsed> {
+) -> Result<T, TimedOut> {
     let mut fut = std::pin::pin!(fut);
     if let Poll::Ready(r) = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
         return Ok(r);
     }
     let at = *deadline.get_or_insert_with(|| Instant::now() + limit);
-    tokio::time::timeout_at(at, fut).await
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(at));
+    // `fut` has just registered this task's waker: the first poll only arms the timer.
+    let mut polled = true;
+    poll_fn(|cx| {
+        if !std::mem::take(&mut polled) {
+            if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Ok(r));
+            }
+        }
+        sleep.as_mut().poll(cx).map(|()| Err(TimedOut))
+    })
+    .await
 }
 
 /// Reads the upstream response head into `buf`, skipping interim 1xx heads
@@ -2070,8 +2085,17 @@ mod tests {
     async fn lazy_timeout_arms_a_deadline_only_when_the_future_waits() {
         let mut deadline = None;
         let r = lazy_timeout(&mut deadline, Duration::from_millis(10), async { 7 }).await;
-        assert_eq!(r.ok(), Some(7));
+        assert_eq!(r, Ok(7));
         assert!(deadline.is_none(), "a ready future armed a deadline");
+
+        // A future that waits and then finishes before the deadline.
+        let r = lazy_timeout(&mut deadline, Duration::from_secs(3600), async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            9
+        })
+        .await;
+        assert_eq!(r, Ok(9));
+        assert!(deadline.take().is_some());
 
         let r = lazy_timeout(
             &mut deadline,
@@ -2079,7 +2103,7 @@ mod tests {
             std::future::pending::<()>(),
         )
         .await;
-        assert!(r.is_err());
+        assert_eq!(r, Err(TimedOut));
         let first = deadline.expect("a waiting future arms the deadline");
         // A later wait keeps the deadline already set: it has passed, so the
         // pending future times out again at once.
