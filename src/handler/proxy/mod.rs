@@ -190,7 +190,7 @@ impl ProxyWorker {
     }
 
     fn give_buf(&self, mut b: Vec<u8>) {
-        if b.capacity() > POOLED_BUF_MAX {
+        if b.capacity() > POOLED_BUF_MAX || b.capacity() == 0 {
             return;
         }
         b.clear();
@@ -828,7 +828,12 @@ pub(crate) async fn serve<D: Downstream>(
     let body_start = head_start + b.head.head_len;
     let mut up_head = ctx.proxy.take_buf();
     let mut up_read = ctx.proxy.take_buf();
-    let mut out = ctx.proxy.take_buf();
+    // Body bytes are gathered here; a request without a body needs no buffer.
+    let mut out = if info.body == BodyKind::None {
+        Vec::new()
+    } else {
+        ctx.proxy.take_buf()
+    };
     let mut resp = ctx.proxy.take_head();
     let mut encoded_for = None;
 
