@@ -303,8 +303,13 @@ fn silent_upstream_gets_504_and_refused_one_502() {
         took >= Duration::from_millis(400) && took < Duration::from_secs(3),
         "{took:?}"
     );
-    let logged = pier.log_lines().join("\n");
-    assert!(logged.contains(&up.addr.to_string()), "{logged}");
+    // The line is written before the answer, but reaches the test through a
+    // reader thread: wait for it rather than race it.
+    assert!(
+        pier.wait_log(&up.addr.to_string(), Duration::from_secs(5))
+            .is_some(),
+        "no log line names the upstream"
+    );
 
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = closed.local_addr().unwrap();
