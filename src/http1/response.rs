@@ -16,6 +16,69 @@ use super::parse::{
     Parsed, Span, Version, MAX_HEADERS_CAP,
 };
 
+/// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
+/// in lowercase. Only `lower`'s letters accept the case bit, so the result is
+/// exact for any `bytes`. From four bytes on, the two are compared a word at a
+/// time through overlapping windows that cover every byte; with `lower` a
+/// literal, each window is one load, one OR and one XOR.
+#[inline(always)]
+pub(crate) fn eq_lowercase(bytes: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(!lower.iter().any(u8::is_ascii_uppercase));
+    let n = lower.len();
+    if bytes.len() != n {
+        return false;
+    }
+    match n {
+        0..=3 => {
+            bytes
+                .iter()
+                .zip(lower)
+                .fold(0u8, |diff, (&b, &l)| diff | ((b | case_bit(l)) ^ l))
+                == 0
+        }
+        4..=7 => (window_diff::<4>(bytes, lower, 0) | window_diff::<4>(bytes, lower, n - 4)) == 0,
+        _ => {
+            let mut diff = window_diff::<8>(bytes, lower, n - 8);
+            let mut at = 0;
+            while at + 8 < n {
+                diff |= window_diff::<8>(bytes, lower, at);
+                at += 8;
+            }
+            diff == 0
+        }
+    }
+}
+
+/// The bit that tells an ASCII letter's cases apart, for letters only.
+#[inline(always)]
+fn case_bit(l: u8) -> u8 {
+    if l.is_ascii_lowercase() {
+        0x20
+    } else {
+        0
+    }
+}
+
+/// Case-folded difference of `bytes[at..at + N]` and `lower[at..at + N]`
+/// (`N` at most 8): zero when they match.
+#[inline(always)]
+fn window_diff<const N: usize>(bytes: &[u8], lower: &[u8], at: usize) -> u64 {
+    fn get<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
+        s.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+    fn word<const N: usize>(a: [u8; N]) -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..N) {
+            dst.copy_from_slice(&a);
+        }
+        u64::from_le_bytes(w)
+    }
+    let (Some(b), Some(l)) = (get::<N>(bytes, at), get::<N>(lower, at)) else {
+        return u64::MAX;
+    };
+    (word(b) | word(l.map(case_bit))) ^ word(l)
+}
+
 /// How a response body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResponseBody {
@@ -234,18 +297,18 @@ pub fn parse_response(
         });
         let name = h.name.as_bytes();
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            14 if eq_lowercase(name, b"content-length") => {
                 if content_length.is_some() {
                     return Err(ResponseError::InvalidContentLength);
                 }
                 content_length =
                     Some(parse_content_length(h.value).ok_or(ResponseError::InvalidContentLength)?);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            17 if eq_lowercase(name, b"transfer-encoding") => {
                 te_present = true;
                 for element in list_elements(h.value) {
                     te_elements += 1;
-                    te_last_chunked = element.eq_ignore_ascii_case(b"chunked");
+                    te_last_chunked = eq_lowercase(element, b"chunked");
                     if te_last_chunked {
                         te_chunked += 1;
                     } else if !coding_syntax_ok(element) {
@@ -253,10 +316,10 @@ pub fn parse_response(
                     }
                 }
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if eq_lowercase(name, b"connection") => {
                 for token in list_elements(h.value) {
-                    close |= token.eq_ignore_ascii_case(b"close");
-                    keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                    close |= eq_lowercase(token, b"close");
+                    keep_alive |= eq_lowercase(token, b"keep-alive");
                 }
             }
             _ => {}
@@ -324,6 +387,46 @@ mod tests {
 
     fn parse(raw: &[u8]) -> Result<ResponseHead, ResponseError> {
         parse_for(Method::Get, raw)
+    }
+
+    #[test]
+    fn eq_lowercase_folds_case_only_for_letters() {
+        assert!(eq_lowercase(b"Content-Length", b"content-length"));
+        assert!(eq_lowercase(b"KEEP-ALIVE", b"keep-alive"));
+        assert!(eq_lowercase(b"", b""));
+        assert!(!eq_lowercase(b"content-lengt", b"content-length"));
+        assert!(!eq_lowercase(b"content-lengthx", b"content-length"));
+        assert!(!eq_lowercase(b"content_length", b"content-length"));
+        // `\r` is `-` with the case bit clear: it must not pass for one.
+        assert!(!eq_lowercase(b"keep\ralive", b"keep-alive"));
+        // Bytes that differ from a letter only in the case bit but are not letters.
+        assert!(!eq_lowercase(b"\x01", b"!"));
+        assert!(!eq_lowercase(b"te\x00", b"te "));
+        // Against the standard comparison, for every length the windows handle.
+        let lower: &[u8] = b"abcdefghijklmnopqrstuvwxyz-0123456789-transfer-encoding";
+        for n in 0..=lower.len() {
+            let lower = &lower[..n];
+            let upper = lower.to_ascii_uppercase();
+            assert!(eq_lowercase(lower, lower), "{n}");
+            assert!(eq_lowercase(&upper, lower), "{n}");
+            for i in 0..n {
+                for flip in [0x20u8, 0x01, 0x80, 0x2d ^ 0x0d] {
+                    let mut other = upper.clone();
+                    other[i] ^= flip;
+                    assert_eq!(
+                        eq_lowercase(&other, lower),
+                        other.eq_ignore_ascii_case(lower),
+                        "{n} {i} {flip:#x}"
+                    );
+                }
+            }
+        }
+        for b in 0..=255u8 {
+            let lower = [b'a'];
+            assert_eq!(eq_lowercase(&[b], &lower), b == b'a' || b == b'A', "{b}");
+            let dash = [b'-'];
+            assert_eq!(eq_lowercase(&[b], &dash), b == b'-', "{b}");
+        }
     }
 
     #[test]

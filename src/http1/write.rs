@@ -338,11 +338,16 @@ pub fn write_head_start(
     } else {
         500
     };
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&three_digits(status));
-    out.push(b' ');
-    out.extend_from_slice(reason_phrase(status).as_bytes());
-    out.extend_from_slice(b"\r\nServer: pier\r\nDate: ");
+    if status == 200 {
+        // Most heads: one copy of the fixed start.
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: pier\r\nDate: ");
+    } else {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(&three_digits(status));
+        out.push(b' ');
+        out.extend_from_slice(reason_phrase(status).as_bytes());
+        out.extend_from_slice(b"\r\nServer: pier\r\nDate: ");
+    }
     out.extend_from_slice(date);
     out.extend_from_slice(b"\r\n");
     match framing {
@@ -483,6 +488,29 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nServer: pier\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n\
               Content-Length: 1234\r\nContent-Type: text/html\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn fixed_200_start_matches_the_general_status_line() {
+        for status in [200u16, 201, 204, 404] {
+            let mut out = Vec::new();
+            write_head_start(
+                &mut out,
+                status,
+                b"D",
+                BodyFraming::None,
+                ConnectionHeader::Omit,
+            );
+            let mut want = b"HTTP/1.1 ".to_vec();
+            want.extend_from_slice(&three_digits(status));
+            want.push(b' ');
+            want.extend_from_slice(reason_phrase(status).as_bytes());
+            want.extend_from_slice(b"\r\nServer: pier\r\nDate: D\r\n");
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
     }
 
     #[test]

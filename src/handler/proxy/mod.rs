@@ -25,7 +25,7 @@ pub mod upstream;
 
 use std::cell::RefCell;
 use std::fmt;
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -43,8 +43,8 @@ use crate::config::raw::RawRoute;
 use crate::config::{Config, ConfigError, Locator};
 use crate::conn::{within, Conn, Downstream, Exit, WRITE_HIGH_WATER};
 use crate::http1::body::BodyDecoder;
-use crate::http1::parse::{BodyKind, Method, RequestHead, TargetForm, Version};
-use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
+use crate::http1::parse::{BodyKind, HeaderSpan, Method, RequestHead, TargetForm, Version};
+use crate::http1::response::{eq_lowercase, parse_response, ResponseBody, ResponseHead};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
 use crate::observe::metrics::HandlerKind;
@@ -190,7 +190,7 @@ impl ProxyWorker {
     }
 
     fn give_buf(&self, mut b: Vec<u8>) {
-        if b.capacity() > POOLED_BUF_MAX {
+        if b.capacity() > POOLED_BUF_MAX || b.capacity() == 0 {
             return;
         }
         b.clear();
@@ -369,29 +369,156 @@ fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|e| !e.is_empty())
 }
 
-/// Fields never forwarded as received, in either direction (RFC 9110 §7.6.1),
-/// plus the framing fields the proxy writes itself.
-fn is_hop_by_hop(name: &[u8]) -> bool {
-    const NAMES: [&[u8]; 8] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"content-length",
-    ];
-    NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+/// A field name the proxy treats specially, recognised with one switch on the
+/// length and at most two comparisons, so a head is classified in one pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// `Connection`: hop-by-hop, and names further hop-by-hop fields.
+    Connection,
+    /// `Upgrade`: hop-by-hop, passed on only for an upgrade the proxy relays.
+    Upgrade,
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1):
+    /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`.
+    HopByHop,
+    /// Framing the proxy writes itself.
+    ContentLength,
+    Host,
+    Expect,
+    Date,
+    Server,
+    XForwardedFor,
+    XForwardedProto,
+    XForwardedHost,
+    /// Anything else: end-to-end unless a `Connection` field names it.
+    Other,
 }
 
-/// Whether a `Connection` field of the message names `name` (those fields are
-/// hop-by-hop too: `Connection: close, X-Foo` means X-Foo is for this hop only).
-fn named_by_connection<'b>(
-    mut connection_values: impl Iterator<Item = &'b [u8]>,
-    name: &[u8],
-) -> bool {
-    connection_values.any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name)))
+impl Field {
+    fn of(name: &[u8]) -> Field {
+        let is = |lower: &[u8]| eq_lowercase(name, lower);
+        match name.len() {
+            2 if is(b"te") => Field::HopByHop,
+            4 if is(b"host") => Field::Host,
+            4 if is(b"date") => Field::Date,
+            6 if is(b"server") => Field::Server,
+            6 if is(b"expect") => Field::Expect,
+            7 if is(b"upgrade") => Field::Upgrade,
+            7 if is(b"trailer") => Field::HopByHop,
+            10 if is(b"connection") => Field::Connection,
+            10 if is(b"keep-alive") => Field::HopByHop,
+            14 if is(b"content-length") => Field::ContentLength,
+            15 if is(b"x-forwarded-for") => Field::XForwardedFor,
+            16 if is(b"proxy-connection") => Field::HopByHop,
+            16 if is(b"x-forwarded-host") => Field::XForwardedHost,
+            17 if is(b"transfer-encoding") => Field::HopByHop,
+            17 if is(b"x-forwarded-proto") => Field::XForwardedProto,
+            _ => Field::Other,
+        }
+    }
+
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1), plus
+    /// the framing fields the proxy writes itself.
+    fn is_hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            Field::Connection | Field::Upgrade | Field::HopByHop | Field::ContentLength
+        )
+    }
+}
+
+/// Options a `Connection` field may hold gathered in place: more than this and
+/// the values are searched again for each field.
+const CONNECTION_TOKENS: usize = 8;
+
+/// The options of a message's `Connection` fields, gathered once so that each
+/// other field is checked against a short list (`Connection: close, X-Foo`
+/// means X-Foo is for this hop only).
+struct ConnectionOptions<'b> {
+    tokens: [&'b [u8]; CONNECTION_TOKENS],
+    len: usize,
+    /// Every `Connection` value, when the options did not fit in `tokens`.
+    overflow: Option<Vec<&'b [u8]>>,
+}
+
+impl<'b> ConnectionOptions<'b> {
+    /// `fields` gives the message's field lines, from the start each time.
+    fn gather<I: Iterator<Item = (&'b [u8], &'b [u8])>>(fields: impl Fn() -> I) -> Self {
+        let is_connection = |name: &[u8]| eq_lowercase(name, b"connection");
+        let mut options = ConnectionOptions {
+            tokens: [&[]; CONNECTION_TOKENS],
+            len: 0,
+            overflow: None,
+        };
+        for (_, value) in fields().filter(|(n, _)| is_connection(n)) {
+            for token in list_elements(value) {
+                if options.len == CONNECTION_TOKENS {
+                    options.len = 0;
+                    options.overflow = Some(
+                        fields()
+                            .filter(|(n, _)| is_connection(n))
+                            .map(|(_, v)| v)
+                            .collect(),
+                    );
+                    return options;
+                }
+                options.tokens[options.len] = token;
+                options.len += 1;
+            }
+        }
+        options
+    }
+
+    /// Whether an option names the field `name`.
+    fn names(&self, name: &[u8]) -> bool {
+        match &self.overflow {
+            None => self.tokens[..self.len]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name)),
+            Some(values) => values
+                .iter()
+                .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name))),
+        }
+    }
+}
+
+/// Appends forwarded field lines as `name: value\r\n`. Lines that already read
+/// so in the received head and follow one another there are copied as one run,
+/// so a head forwarded mostly unchanged costs a few copies, not four per line.
+#[derive(Default)]
+struct FieldCopy {
+    /// Received lines `start..end` not yet appended.
+    run: Option<(usize, usize)>,
+}
+
+impl FieldCopy {
+    fn field(&mut self, out: &mut Vec<u8>, buf: &[u8], h: HeaderSpan) {
+        let (name, value) = (h.name, h.value);
+        let plain = value.start() == name.end() + 2
+            && buf.get(name.end()..value.start()) == Some(b": ")
+            && buf.get(value.end()..value.end() + 2) == Some(b"\r\n");
+        if !plain {
+            self.finish(out, buf);
+            out.extend_from_slice(name.get(buf));
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.get(buf));
+            out.extend_from_slice(b"\r\n");
+            return;
+        }
+        match &mut self.run {
+            Some((_, end)) if *end == name.start() => *end = value.end() + 2,
+            _ => {
+                self.finish(out, buf);
+                self.run = Some((name.start(), value.end() + 2));
+            }
+        }
+    }
+
+    /// Appends the pending run; call once the last line has been given.
+    fn finish(&mut self, out: &mut Vec<u8>, buf: &[u8]) {
+        if let Some((start, end)) = self.run.take() {
+            out.extend_from_slice(buf.get(start..end).unwrap_or(&[]));
+        }
+    }
 }
 
 /// The downstream client as the forwarding fields describe it.
@@ -442,55 +569,43 @@ fn encode_request_head(
     }
     out.extend_from_slice(b"\r\n");
 
-    let has_connection = head.header(req, "connection").is_some();
-    let connection_values = || {
-        head.headers(req)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .map(|(_, v)| v)
-    };
+    let options = ConnectionOptions::gather(|| head.headers(req));
     let fw = route.forwarding;
-    let mut xff_seen = false;
-    for (name, value) in head.headers(req) {
-        let replaced = name.eq_ignore_ascii_case(b"host")
-            || name.eq_ignore_ascii_case(b"expect")
-            || (fw.x_forwarded
-                && (name.eq_ignore_ascii_case(b"x-forwarded-for")
-                    || name.eq_ignore_ascii_case(b"x-forwarded-proto")
-                    || name.eq_ignore_ascii_case(b"x-forwarded-host")))
-            || route
-                .client_addr_header
-                .as_deref()
-                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
-            || route
-                .client_cert_header
-                .as_deref()
-                .is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()));
-        if replaced || is_hop_by_hop(name) {
+    let configured = |name: &[u8]| {
+        [&route.client_addr_header, &route.client_cert_header]
+            .into_iter()
+            .flatten()
+            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+    };
+    let mut copy = FieldCopy::default();
+    for &h in head.header_spans() {
+        let name = h.name.get(req);
+        let field = Field::of(name);
+        let replaced = match field {
+            Field::Host | Field::Expect => true,
+            Field::XForwardedFor | Field::XForwardedProto | Field::XForwardedHost => fw.x_forwarded,
+            _ => false,
+        };
+        if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
-        if has_connection && named_by_connection(connection_values(), name) {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
+        copy.field(out, req, h);
     }
+    copy.finish(out, req);
 
     let ip = peer.ip();
     if fw.x_forwarded {
         out.extend_from_slice(b"X-Forwarded-For: ");
         for (name, value) in head.headers(req) {
-            if name.eq_ignore_ascii_case(b"x-forwarded-for")
+            if name.len() == 15
                 && !value.is_empty()
-                && !(has_connection && named_by_connection(connection_values(), name))
+                && Field::of(name) == Field::XForwardedFor
+                && !options.names(name)
             {
                 out.extend_from_slice(value);
                 out.extend_from_slice(b", ");
-                xff_seen = true;
             }
         }
-        let _ = xff_seen;
         let _ = write!(out, "{ip}");
         out.extend_from_slice(if secure {
             b"\r\nX-Forwarded-Proto: https\r\n"
@@ -573,31 +688,22 @@ fn encode_response_head(
     upgrade: bool,
 ) {
     write::write_head_start(out, resp.status, date, framing, connection);
-    let has_connection = resp.header(buf, "connection").is_some();
-    let connection_values = || {
-        resp.headers(buf)
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .map(|(_, v)| v)
-    };
-    for (name, value) in resp.headers(buf) {
-        let keep = if name.eq_ignore_ascii_case(b"content-length") {
-            keep_length
-        } else if upgrade && name.eq_ignore_ascii_case(b"upgrade") {
-            true
-        } else {
-            let ours = is_hop_by_hop(name)
-                || name.eq_ignore_ascii_case(b"date")
-                || name.eq_ignore_ascii_case(b"server");
-            let named = has_connection && named_by_connection(connection_values(), name);
-            !(ours || named)
+    let options = ConnectionOptions::gather(|| resp.headers(buf));
+    let mut copy = FieldCopy::default();
+    for &h in resp.header_spans() {
+        let name = h.name.get(buf);
+        let keep = match Field::of(name) {
+            Field::ContentLength => keep_length,
+            Field::Upgrade if upgrade => true,
+            Field::Date | Field::Server => false,
+            field if field.is_hop_by_hop() => false,
+            _ => !options.names(name),
         };
         if keep {
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
+            copy.field(out, buf, h);
         }
     }
+    copy.finish(out, buf);
     if upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     }
@@ -722,7 +828,12 @@ pub(crate) async fn serve<D: Downstream>(
     let body_start = head_start + b.head.head_len;
     let mut up_head = ctx.proxy.take_buf();
     let mut up_read = ctx.proxy.take_buf();
-    let mut out = ctx.proxy.take_buf();
+    // Body bytes are gathered here; a request without a body needs no buffer.
+    let mut out = if info.body == BodyKind::None {
+        Vec::new()
+    } else {
+        ctx.proxy.take_buf()
+    };
     let mut resp = ctx.proxy.take_head();
     let mut encoded_for = None;
 
@@ -736,8 +847,10 @@ pub(crate) async fn serve<D: Downstream>(
     // Where the request ended in the buffer once it was sent whole.
     let mut request_end: Option<usize> = None;
 
+    // The first attempt reuses the start time: one clock read fewer per request.
+    let mut first_attempt = Some(started);
     let result = loop {
-        let now = std::time::Instant::now();
+        let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: pick upstream.
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
             let e = ProxyError::upstream(ErrorKind::NoServer, "no server is up");
@@ -896,7 +1009,8 @@ pub(crate) async fn serve<D: Downstream>(
             finish_with_error(conn, &info, status, end)
         }
         Ok((server, up, _in_flight, complete)) => {
-            let elapsed = started.elapsed();
+            let head_at = std::time::Instant::now();
+            let elapsed = head_at.saturating_duration_since(started);
             ctx.stats.upstream_latency(elapsed);
             ctx.stats.request(HandlerKind::Proxy, resp.status);
             conn.status = resp.status;
@@ -920,6 +1034,7 @@ pub(crate) async fn serve<D: Downstream>(
                 &mut up_read,
                 &resp,
                 complete,
+                head_at,
             )
             .await
         }
@@ -1115,14 +1230,23 @@ async fn send_request<D: Downstream>(
 ) -> Result<Sent, SendError> {
     let http = &conn.ctx.config.http;
     let chunked = info.body == BodyKind::Chunked;
-    // Without a body the head goes in one write and there is nothing to stop.
-    let watch = info.body != BodyKind::None;
+    // Without a body the head goes in one write, straight from where it was
+    // encoded, and there is nothing to stop.
+    if info.body == BodyKind::None {
+        write_upstream(up, up_head, idle, true, None).await?;
+        return Ok(Sent {
+            replayable: true,
+            answered_early: false,
+        });
+    }
     out.clear();
     out.extend_from_slice(up_head);
     let mut replayable = true;
     macro_rules! write_out {
         () => {
-            if write_upstream(up, out, idle, replayable, watch.then_some(&mut answer)).await? {
+            let answered = write_upstream(up, out, idle, replayable, Some(&mut answer)).await;
+            out.clear();
+            if answered? {
                 return Ok(Sent {
                     replayable,
                     answered_early: true,
@@ -1214,7 +1338,7 @@ async fn send_request<D: Downstream>(
 /// the answer buffer. Interim 1xx heads do not stop the request.
 async fn write_upstream(
     up: &mut UpstreamStream,
-    out: &mut Vec<u8>,
+    out: &[u8],
     idle: Duration,
     replayable: bool,
     watch: Option<&mut Answer<'_>>,
@@ -1237,7 +1361,6 @@ async fn write_upstream(
             }
         }
     };
-    out.clear();
     match r {
         Ok(answered) => Ok(answered),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(SendError::Upstream(
@@ -1277,6 +1400,38 @@ async fn write_watching(
     .await
 }
 
+/// The deadline of [`lazy_timeout`] passed first.
+#[derive(Debug, PartialEq, Eq)]
+struct TimedOut;
+
+/// Awaits `fut` within a deadline that is armed only if `fut` cannot finish at
+/// once: `deadline` when already set, else `limit` from the first wait (kept in
+/// `deadline` for the next call). An exchange answered without waiting reads no
+/// clock and touches no timer; one that waits polls `fut` once per wake-up.
+async fn lazy_timeout<T>(
+    deadline: &mut Option<Instant>,
+    limit: Duration,
+    fut: impl Future<Output = T>,
+) -> Result<T, TimedOut> {
+    let mut fut = std::pin::pin!(fut);
+    if let Poll::Ready(r) = poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return Ok(r);
+    }
+    let at = *deadline.get_or_insert_with(|| Instant::now() + limit);
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(at));
+    // `fut` has just registered this task's waker: the first poll only arms the timer.
+    let mut polled = true;
+    poll_fn(|cx| {
+        if !std::mem::take(&mut polled) {
+            if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Ok(r));
+            }
+        }
+        sleep.as_mut().poll(cx).map(|()| Err(TimedOut))
+    })
+    .await
+}
+
 /// Reads the upstream response head into `buf`, skipping interim 1xx heads
 /// other than 101 (the proxy answered `Expect: 100-continue` itself).
 async fn read_response_head(
@@ -1287,11 +1442,18 @@ async fn read_response_head(
     group: &UpstreamGroup,
     http: &crate::config::HttpConfig,
 ) -> Result<(), HeadError> {
-    let deadline = Instant::now() + group.response_timeout;
+    // Armed only when a read has to wait, which spares the clock and the timer
+    // wheel when the answer is already there.
+    let mut deadline = None;
     // Bytes may be there already: an answer that came while the request was sent.
     let mut received = !buf.is_empty();
     loop {
-        match parse_response(buf, &http.limits, info.method, resp) {
+        let parsed = if buf.is_empty() {
+            Ok(Parsed::Partial)
+        } else {
+            parse_response(buf, &http.limits, info.method, resp)
+        };
+        match parsed {
             Ok(Parsed::Complete) => {
                 if (100..200).contains(&resp.status) && resp.status != 101 {
                     buf.drain(..resp.head_len);
@@ -1319,7 +1481,7 @@ async fn read_response_head(
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(READ_BUF);
         }
-        match tokio::time::timeout_at(deadline, up.read_into(buf)).await {
+        match lazy_timeout(&mut deadline, group.response_timeout, up.read_into(buf)).await {
             Ok(Ok(0)) => {
                 return Err(HeadError {
                     error: ProxyError::upstream(
@@ -1362,6 +1524,7 @@ async fn relay_response<D: Downstream>(
     up_read: &mut Vec<u8>,
     resp: &ResponseHead,
     request_complete: bool,
+    head_at: std::time::Instant,
 ) -> Result<bool, Exit> {
     let ctx = conn.ctx;
     let group = &*route.group;
@@ -1417,6 +1580,9 @@ async fn relay_response<D: Downstream>(
 
     let mut pos = resp.head_len;
     let mut clean = true;
+    // Whether the body took a read after the head (then the connection's idle
+    // time starts later than `head_at`).
+    let mut read_more = false;
     if let Some(decoder) = decoder.as_mut() {
         loop {
             let step = match decoder.decode(&up_read[pos..]) {
@@ -1452,7 +1618,8 @@ async fn relay_response<D: Downstream>(
             if conn.flush().await.is_err() {
                 return Err(Exit::Broken);
             }
-            match timeout(group.read_timeout, up.read_into(up_read)).await {
+            read_more = true;
+            match lazy_timeout(&mut None, group.read_timeout, up.read_into(up_read)).await {
                 Ok(Ok(0)) => {
                     if decoder.finish().is_ok() {
                         clean = false;
@@ -1480,7 +1647,12 @@ async fn relay_response<D: Downstream>(
     // A request cut short by an early answer leaves the upstream connection
     // mid-message: it is not reused.
     if clean && request_complete && resp.keep_alive && pos >= up_read.len() {
-        state.pool.checkin(server, up, std::time::Instant::now());
+        let idle_since = if read_more {
+            std::time::Instant::now()
+        } else {
+            head_at
+        };
+        state.pool.checkin(server, up, idle_since);
     }
     Ok(keep_alive)
 }
@@ -1760,6 +1932,227 @@ mod tests {
         assert!(out.contains("X-Keep: 2\r\n"));
         for gone in ["X-Up", "Keep-Alive", "Server: up", "Date: x", "Connection"] {
             assert!(!out.contains(gone), "{gone}: {out}");
+        }
+    }
+
+    #[test]
+    fn field_names_are_classified_case_insensitively_and_exactly() {
+        let cases: [(&[u8], Field); 17] = [
+            (b"TE", Field::HopByHop),
+            (b"Host", Field::Host),
+            (b"DATE", Field::Date),
+            (b"server", Field::Server),
+            (b"Expect", Field::Expect),
+            (b"UpGrade", Field::Upgrade),
+            (b"Trailer", Field::HopByHop),
+            (b"Connection", Field::Connection),
+            (b"keep-ALIVE", Field::HopByHop),
+            (b"Content-Length", Field::ContentLength),
+            (b"X-Forwarded-For", Field::XForwardedFor),
+            (b"Proxy-Connection", Field::HopByHop),
+            (b"x-forwarded-host", Field::XForwardedHost),
+            (b"Transfer-Encoding", Field::HopByHop),
+            (b"X-FORWARDED-PROTO", Field::XForwardedProto),
+            (b"Content-Type", Field::Other),
+            (b"X-Forwarded-Fox", Field::Other),
+        ];
+        for (name, field) in cases {
+            assert_eq!(Field::of(name), field, "{}", String::from_utf8_lossy(name));
+        }
+        for other in [
+            &b"T"[..],
+            b"TF",
+            b"Hosts",
+            b"Dat",
+            b"Connectio",
+            b"Keep-Alivf",
+            b"",
+        ] {
+            assert_eq!(Field::of(other), Field::Other);
+        }
+        assert!(Field::ContentLength.is_hop_by_hop());
+        assert!(Field::Upgrade.is_hop_by_hop());
+        assert!(!Field::Host.is_hop_by_hop());
+        assert!(!Field::Other.is_hop_by_hop());
+    }
+
+    #[test]
+    fn connection_options_are_gathered_from_every_connection_line() {
+        let lines: [(&[u8], &[u8]); 4] = [
+            (b"Connection", b"close, X-A"),
+            (b"X-A", b"1"),
+            (b"connection", b" , x-b ,"),
+            (b"X-C", b"x-d"),
+        ];
+        let options = ConnectionOptions::gather(|| lines.iter().copied());
+        assert!(options.overflow.is_none());
+        for named in [&b"x-a"[..], b"X-B", b"Close"] {
+            assert!(options.names(named), "{}", String::from_utf8_lossy(named));
+        }
+        for not_named in [&b"X-C"[..], b"x-d", b"X", b""] {
+            assert!(!options.names(not_named));
+        }
+    }
+
+    #[test]
+    fn connection_options_beyond_the_inline_list_still_name_fields() {
+        let many = b"o1, o2, o3, o4, o5, o6, o7, o8, o9";
+        let lines: [(&[u8], &[u8]); 2] = [(b"Connection", many), (b"Connection", b"o10")];
+        let options = ConnectionOptions::gather(|| lines.iter().copied());
+        assert!(options.overflow.is_some());
+        for i in 1..=10 {
+            assert!(options.names(format!("O{i}").as_bytes()), "o{i}");
+        }
+        assert!(!options.names(b"o11"));
+
+        // Through the request and response rewrites.
+        let r = route(XFWD, false, true);
+        let out = rewrite(
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: a, b, c, d, e, f, g, h\r\nI: 0\r\nConnection: i\r\nA: 1\r\nH: 2\r\nJ: 3\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
+            &r,
+        );
+        for gone in ["\r\nA:", "\r\nH:", "\r\nI:", "Connection"] {
+            assert!(!out.contains(gone), "{gone} forwarded: {out}");
+        }
+        assert!(out.contains("\r\nJ: 3\r\n"), "{out}");
+        assert!(
+            out.contains("X-Forwarded-For: 1.1.1.1, 192.0.2.7\r\n"),
+            "{out}"
+        );
+
+        let raw = b"HTTP/1.1 200 OK\r\nConnection: a,b,c,d,e,f,g,h,i\r\nI: 0\r\nA: 1\r\nJ: 3\r\nContent-Length: 0\r\n\r\n";
+        let out = encode_response(raw);
+        assert!(!out.contains("\r\nI:") && !out.contains("\r\nA:"), "{out}");
+        assert!(out.contains("\r\nJ: 3\r\n"), "{out}");
+    }
+
+    #[test]
+    fn x_forwarded_for_named_by_connection_is_not_appended_to() {
+        let r = route(XFWD, false, true);
+        let out = rewrite(
+            b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: X-Forwarded-For\r\n\r\n",
+            &r,
+        );
+        assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{out}");
+        assert!(!out.contains("6.6.6.6"), "{out}");
+    }
+
+    #[test]
+    fn response_upgrade_is_kept_only_for_a_relayed_upgrade() {
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: k\r\n\r\n";
+        let mut resp = ResponseHead::new();
+        assert_eq!(
+            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
+            Ok(Parsed::Complete)
+        );
+        let mut out = Vec::new();
+        encode_response_head(
+            &mut out,
+            &resp,
+            raw,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            false,
+            true,
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("\r\nUpgrade: websocket\r\n"), "{out}");
+        assert!(out.contains("\r\nSec-WebSocket-Accept: k\r\n"), "{out}");
+        assert_eq!(out.matches("Connection: upgrade\r\n").count(), 1, "{out}");
+        assert!(!out.contains("Connection: Upgrade"), "{out}");
+        // Not relayed as an upgrade: dropped like any hop-by-hop field.
+        let out = encode_response(raw);
+        assert!(!out.contains("Upgrade"), "{out}");
+    }
+
+    fn encode_response(raw: &[u8]) -> String {
+        let mut resp = ResponseHead::new();
+        assert_eq!(
+            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
+            Ok(Parsed::Complete)
+        );
+        let mut out = Vec::new();
+        encode_response_head(
+            &mut out,
+            &resp,
+            raw,
+            b"Thu, 01 Jan 1970 00:00:00 GMT",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            false,
+            false,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn lazy_timeout_arms_a_deadline_only_when_the_future_waits() {
+        let mut deadline = None;
+        let r = lazy_timeout(&mut deadline, Duration::from_millis(10), async { 7 }).await;
+        assert_eq!(r, Ok(7));
+        assert!(deadline.is_none(), "a ready future armed a deadline");
+
+        // A future that waits and then finishes before the deadline.
+        let r = lazy_timeout(&mut deadline, Duration::from_secs(3600), async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            9
+        })
+        .await;
+        assert_eq!(r, Ok(9));
+        assert!(deadline.take().is_some());
+
+        let r = lazy_timeout(
+            &mut deadline,
+            Duration::from_millis(20),
+            std::future::pending::<()>(),
+        )
+        .await;
+        assert_eq!(r, Err(TimedOut));
+        let first = deadline.expect("a waiting future arms the deadline");
+        // A later wait keeps the deadline already set: it has passed, so the
+        // pending future times out again at once.
+        let r = lazy_timeout(
+            &mut deadline,
+            Duration::from_secs(3600),
+            std::future::pending::<()>(),
+        )
+        .await;
+        assert!(r.is_err());
+        assert_eq!(deadline, Some(first));
+    }
+
+    #[test]
+    fn field_copy_matches_line_by_line_encoding_for_any_selection() {
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\nB:2\r\nC: 3  \r\nD:\t4\r\nE: \r\nF:\r\nG: 7\r\nH: 8\r\n\r\n";
+        let mut head = RequestHead::new();
+        assert_eq!(
+            parse_request(raw, &Limits::default(), &mut head),
+            Ok(Parsed::Complete)
+        );
+        let spans = head.header_spans();
+        assert_eq!(spans.len(), 8);
+        assert_eq!(spans[0].name.get(raw), b"Host");
+        for keep in 0u32..(1 << spans.len()) {
+            let mut want = Vec::new();
+            let mut got = Vec::new();
+            let mut copy = FieldCopy::default();
+            for (i, &h) in spans.iter().enumerate() {
+                if keep & (1 << i) == 0 {
+                    continue;
+                }
+                want.extend_from_slice(h.name.get(raw));
+                want.extend_from_slice(b": ");
+                want.extend_from_slice(h.value.get(raw));
+                want.extend_from_slice(b"\r\n");
+                copy.field(&mut got, raw, h);
+            }
+            copy.finish(&mut got, raw);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "selection {keep:#b}"
+            );
         }
     }
 

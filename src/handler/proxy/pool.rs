@@ -38,11 +38,11 @@ impl UpstreamStream {
     /// a non-blocking read finds nothing.
     pub fn looks_alive(&self) -> bool {
         let tcp = self.tcp();
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match tcp.poll_read_ready(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            Poll::Ready(Ok(())) => {
+        // `try_io` looks at the readiness the reactor holds (one atomic load, no
+        // waker) and, with a closure that succeeds, leaves it as it is.
+        match tcp.try_io(tokio::io::Interest::READABLE, || Ok(())) {
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+            Ok(()) => {
                 let mut probe = [0u8; 1];
                 // Readable while idle: EOF, reset, or bytes no request asked for.
                 matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
@@ -54,22 +54,30 @@ impl UpstreamStream {
     pub async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         use tokio::io::AsyncReadExt;
         match self {
-            UpstreamStream::Plain(s) => loop {
-                let room = buf.capacity() - buf.len();
-                match s.try_read_buf(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.readable().await?,
-                    Ok(n) if n > 0 && n < room => {
-                        // A short read drained the socket: forget the readiness, so
-                        // an idle pooled connection shows readable only when the
-                        // upstream sends or closes, and `looks_alive` needs no read.
-                        let _ = s.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                        });
-                        return Ok(n);
+            // Waits through the stream's own reader slot (`poll_read_ready`), which
+            // costs less than a `readable()` future and its waiter list.
+            UpstreamStream::Plain(s) => {
+                std::future::poll_fn(|cx| loop {
+                    let room = buf.capacity() - buf.len();
+                    match s.try_read_buf(buf) {
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            std::task::ready!(s.poll_read_ready(cx))?;
+                        }
+                        Ok(n) if n > 0 && n < room => {
+                            // A short read drained the socket: forget the readiness,
+                            // so an idle pooled connection shows readable only when
+                            // the upstream sends or closes, and `looks_alive` needs
+                            // no read.
+                            let _ = s.try_io(tokio::io::Interest::READABLE, || {
+                                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                            });
+                            return Poll::Ready(Ok(n));
+                        }
+                        r => return Poll::Ready(r),
                     }
-                    r => return r,
-                }
-            },
+                })
+                .await
+            }
             UpstreamStream::Tls(s) => s.read_buf(buf).await,
         }
     }
@@ -234,5 +242,78 @@ impl Pool {
     /// Idle connections held for `server` (tests and stats).
     pub fn idle_count(&self, server: usize) -> usize {
         self.idle.borrow().get(server).map_or(0, Vec::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (UpstreamStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (up, peer) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (UpstreamStream::Plain(up.unwrap()), peer.unwrap().0)
+    }
+
+    /// Lets the reactor take in what the peer did.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn idle_connection_looks_alive_until_the_upstream_closes_it() {
+        let (up, peer) = pair().await;
+        settle().await;
+        assert!(up.looks_alive());
+        // Asking twice changes nothing: the check keeps the readiness it finds.
+        assert!(up.looks_alive());
+        drop(peer);
+        settle().await;
+        assert!(!up.looks_alive());
+        assert!(
+            !up.looks_alive(),
+            "the close is still seen on a second look"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn stray_bytes_on_an_idle_connection_make_it_unusable() {
+        let (up, mut peer) = pair().await;
+        peer.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
+        settle().await;
+        assert!(!up.looks_alive());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_drained_read_leaves_the_connection_looking_alive() {
+        let (mut up, mut peer) = pair().await;
+        peer.write_all(b"answer").await.unwrap();
+        let mut buf = Vec::with_capacity(64);
+        assert_eq!(up.read_into(&mut buf).await.unwrap(), 6);
+        assert_eq!(buf, b"answer");
+        settle().await;
+        assert!(up.looks_alive(), "readiness left over from the read");
+        drop(peer);
+        settle().await;
+        assert!(!up.looks_alive());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn checkout_skips_connections_closed_while_pooled() {
+        let pool = Pool::new(1, 4, Duration::from_secs(60));
+        let (a, peer_a) = pair().await;
+        let (b, _peer_b) = pair().await;
+        let now = Instant::now();
+        pool.checkin(0, b, now);
+        pool.checkin(0, a, now);
+        drop(peer_a);
+        settle().await;
+        // `a` is the most recent but closed: `b` comes out, and `a` is gone.
+        assert!(pool.checkout(0, Instant::now()).is_some());
+        assert_eq!(pool.idle_count(0), 0);
+        assert!(pool.checkout(0, Instant::now()).is_none());
     }
 }
