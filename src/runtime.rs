@@ -124,6 +124,18 @@ impl Source {
     }
 }
 
+/// Sets the accept backlog of a socket that already listens: listen(2) again
+/// takes the new length, so a kept or handed-over socket follows `backlog`.
+fn set_backlog(s: &std::net::TcpListener, backlog: u32) -> std::io::Result<()> {
+    socket2::SockRef::from(s).listen(i32::try_from(backlog).unwrap_or(i32::MAX))
+}
+
+/// Whether `l` listens on `addr` (any port when `addr` asks for port 0).
+fn bound_to(l: &std::net::TcpListener, addr: SocketAddr) -> bool {
+    l.local_addr()
+        .is_ok_and(|b| b.ip() == addr.ip() && (addr.port() == 0 || b.port() == addr.port()))
+}
+
 /// The listening sockets of one listener, one per worker (or shared copies of
 /// one socket passed by systemd or a replaced process).
 fn open_listener(
@@ -139,6 +151,10 @@ fn open_listener(
         // fewer of them than workers some workers share; with more, some
         // workers accept from several, so no socket's backlog goes unread.
         info!(listener = %key, sockets = handed.len(), "using the sockets of the replaced process");
+        for s in &handed {
+            set_backlog(s, lc.backlog)
+                .with_context(|| format!("cannot set the backlog of {key}"))?;
+        }
         let mut out = Vec::with_capacity(handed.len().max(workers));
         for i in handed.len()..workers {
             out.push(handed[i % handed.len()].try_clone()?);
@@ -231,7 +247,8 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     let mut admin_socket = None;
     let admin_shown = match config.admin {
         Some(addr) => {
-            let listener = match inherited.take_admin() {
+            // The replaced process's admin socket, unless the address changed.
+            let listener = match inherited.take_admin().filter(|l| bound_to(l, addr)) {
                 Some(l) => l,
                 None => std::net::TcpListener::bind(addr)
                     .with_context(|| format!("cannot listen on {addr} (admin)"))?,
@@ -408,15 +425,17 @@ impl Server {
             warn!(running = ?old.admin, configured = ?next.admin, "a change of the admin listener needs a binary upgrade (SIGUSR2); keeping it");
         }
         // Listeners are told apart by configured address: kept ones keep their
-        // sockets (a new backlog would need new sockets), new ones are bound now.
+        // sockets (a new backlog is set on them once the reload is certain),
+        // new ones are bound now.
         let old_keys = ListenerKey::of(&old);
         let next_keys = ListenerKey::of(&next);
         let mut added: Vec<(ListenerKey, Vec<std::net::TcpListener>)> = Vec::new();
+        let mut backlogs: Vec<(ListenerKey, u32)> = Vec::new();
         for (lc, key) in next.listeners.iter_mut().zip(&next_keys) {
             if let Some(i) = old_keys.iter().position(|k| k == key) {
                 keep_session_tickets(lc, &old.listeners[i]);
                 if old.listeners[i].backlog != lc.backlog {
-                    warn!(listener = %key, "a new backlog needs a binary upgrade (SIGUSR2); keeping the running one");
+                    backlogs.push((*key, lc.backlog));
                 }
                 continue;
             }
@@ -462,6 +481,13 @@ impl Server {
             .filter(|k| !next_keys.contains(k))
             .collect();
         self.sockets.retain(|(a, _)| !removed.contains(a));
+        for (key, backlog) in &backlogs {
+            for (_, s) in self.sockets.iter().filter(|(k, _)| k == key) {
+                if let Err(e) = set_backlog(s, *backlog) {
+                    warn!(listener = %key, backlog, error = %e, "cannot set the new backlog");
+                }
+            }
+        }
         let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
         for (key, socks) in added.iter_mut() {
             let bound = socks.first().and_then(|s| s.local_addr().ok());

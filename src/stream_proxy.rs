@@ -35,7 +35,8 @@ pub const RELAY_BUF: usize = 16 * 1024;
 /// The most a direction's buffer grows to. A read that fills the buffer means
 /// the source has more queued (a bulk transfer); a larger buffer then moves it
 /// in fewer, larger reads and writes (a TLS sink writes the records of one
-/// buffer in one `writev`). Interactive and idle streams keep the small one.
+/// buffer in one `writev`). Interactive and idle streams keep the small one,
+/// and a stream whose bulk is over returns to it on its next short read.
 pub const RELAY_BUF_MAX: usize = 128 * 1024;
 
 /// One direction of a relay: read into `buf`, write it all out, repeat.
@@ -64,6 +65,13 @@ impl Half {
     fn grow(&mut self) {
         let size = (self.buf.len() * 2).min(RELAY_BUF_MAX);
         self.buf.resize(size, 0);
+    }
+
+    /// Back to the starting size once the bulk is over (a read that fits in
+    /// it), keeping the bytes read so far, which fit.
+    fn shrink(&mut self) {
+        self.buf.truncate(RELAY_BUF);
+        self.buf.shrink_to_fit();
     }
 
     /// Moves bytes from `r` to `w` until both would block; `Ready(Ok)` once the
@@ -100,6 +108,8 @@ impl Half {
                             *progress = true;
                             if n == self.buf.len() && n < RELAY_BUF_MAX {
                                 self.grow();
+                            } else if n < RELAY_BUF && self.buf.len() > RELAY_BUF {
+                                self.shrink();
                             }
                         }
                     }
@@ -352,11 +362,11 @@ mod tests {
         });
     }
 
-    /// Copies all of `data` through one `Half`; returns the sink and the
-    /// buffer size the half ended with.
-    fn copy_through_half(data: Vec<u8>) -> (Vec<u8>, usize) {
+    /// Copies all of `data` through `half`; returns the sink and the buffer
+    /// size the half ended with.
+    fn copy_through(half: &mut Half, data: Vec<u8>) -> (Vec<u8>, usize) {
         rt().block_on(async {
-            let mut half = Half::new(RELAY_BUF);
+            half.eof = false;
             let mut source = std::io::Cursor::new(data);
             let mut sink = Vec::new();
             let mut progress = false;
@@ -365,6 +375,10 @@ mod tests {
                 .unwrap();
             (sink, half.buf.len())
         })
+    }
+
+    fn copy_through_half(data: Vec<u8>) -> (Vec<u8>, usize) {
+        copy_through(&mut Half::new(RELAY_BUF), data)
     }
 
     #[test]
@@ -376,6 +390,13 @@ mod tests {
 
         let small = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n".to_vec();
         let (out, size) = copy_through_half(small.clone());
+        assert_eq!(out, small);
+        assert_eq!(size, RELAY_BUF);
+
+        // The same half, bulk then small: back to the small buffer.
+        let mut half = Half::new(RELAY_BUF);
+        assert_eq!(copy_through(&mut half, bulk.clone()).1, RELAY_BUF_MAX);
+        let (out, size) = copy_through(&mut half, small.clone());
         assert_eq!(out, small);
         assert_eq!(size, RELAY_BUF);
     }

@@ -261,7 +261,7 @@ pub fn spawn(
         return Err(e);
     }
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
+    let waiter = std::thread::Builder::new()
         .name("pier-upgrade".into())
         .spawn(move || {
             let mut buf = [0u8; 16];
@@ -270,7 +270,14 @@ pub fn spawn(
                 Ok((n, _)) if &buf[..n] == READY
             );
             let _ = tx.send(ok);
-        })?;
+        });
+    if let Err(e) = waiter {
+        // The child holds the sockets already; without a way to hear from it,
+        // it must not go on serving beside this process.
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(e);
+    }
     Ok(Pending { child, ready: rx })
 }
 

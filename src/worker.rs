@@ -671,14 +671,18 @@ fn count_handshake<T>(
     }
 }
 
-/// Closes idle upstream connections past their timeout once a second.
+/// Closes idle upstream connections past their timeout once a second, and
+/// all of them once the configuration drains.
 async fn sweep_pools(ctx: Rc<WorkerCtx>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
-            _ = ctx.draining() => return,
+            _ = ctx.draining() => {
+                ctx.proxy.close_idle();
+                return;
+            }
             _ = tick.tick() => ctx.proxy.sweep(),
         }
     }

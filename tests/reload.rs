@@ -828,3 +828,84 @@ fn a_connection_accepted_before_an_upgrade_gets_its_first_request_answered() {
     assert_eq!((r.status, r.body), (200, b"old".to_vec()));
     assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
 }
+
+#[test]
+fn an_upgrade_moves_the_admin_listener_to_a_new_address() {
+    let (mut pier, _dir, pid_file) = with_pid_file("old");
+    let old_admin = pier.admin.expect("admin listener");
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let new_admin = free.local_addr().unwrap();
+    drop(free);
+    std::fs::write(
+        config_path(&pier),
+        config("new", &format!("[admin]\nlisten = \"{new_admin}\"\n")),
+    )
+    .unwrap();
+    let old = pier.pid();
+    pier.signal(Signal::USR2);
+    let next = Successor::from_pid_file(&pid_file, old);
+    assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
+    assert!(next.alive());
+    assert_eq!(admin_status(new_admin), 200, "the new address serves");
+    // The old address was not carried over: nothing listens there any more.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(old_admin).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the old admin address still accepts"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The backlogs of the sockets listening on `addr`, as `ss` shows them (its
+/// Send-Q column for a listening socket), or `None` without `ss`.
+fn backlogs(addr: SocketAddr) -> Option<Vec<u32>> {
+    let out = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{}", addr.port())])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_whitespace().nth(2)?.parse().ok())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_new_backlog_applies_on_upgrade_and_on_reload() {
+    let with_backlog = |body: &str, n: u32| {
+        config(body, "").replace(
+            "listen = \"127.0.0.1:0\"\n",
+            &format!("listen = \"127.0.0.1:0\"\nbacklog = {n}\n"),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pier.pid");
+    let mut pier = Pier::with_config(
+        &with_backlog("old", 100),
+        &["--pid-file", pid_file.to_str().unwrap()],
+    );
+    let addr = pier.addr();
+    let Some(before) = backlogs(addr) else {
+        eprintln!("skipped: `ss` (iproute2) is not installed");
+        return;
+    };
+    assert_eq!(before, vec![100, 100], "one socket per worker");
+    std::fs::write(config_path(&pier), with_backlog("new", 300)).unwrap();
+    let old = pier.pid();
+    pier.signal(Signal::USR2);
+    let next = Successor::from_pid_file(&pid_file, old);
+    assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
+    assert_eq!(body_of(addr, "/"), (200, "new".into()));
+    assert_eq!(backlogs(addr).unwrap(), vec![300, 300]);
+
+    // A reload sets it in place too.
+    std::fs::write(config_path(&pier), with_backlog("newer", 200)).unwrap();
+    kill_process(Pid::from_raw(next.0).unwrap(), Signal::HUP).unwrap();
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    assert_eq!(body_of(addr, "/"), (200, "newer".into()));
+    assert_eq!(backlogs(addr).unwrap(), vec![200, 200]);
+}

@@ -218,6 +218,14 @@ impl ProxyWorker {
             g.pool.sweep(now);
         }
     }
+
+    /// Closes every idle upstream connection: the configuration drains, and
+    /// nothing will check them out or sweep them again.
+    pub fn close_idle(&self) {
+        for g in &self.groups {
+            g.pool.clear();
+        }
+    }
 }
 
 /// What the phases need to know about the downstream request once its head is consumed.
@@ -907,6 +915,7 @@ pub(crate) async fn serve<D: Downstream>(
         conn.rpos = body_start;
         decoder = decoder_start.clone();
         up_read.clear();
+        let mut interim = false;
         let sent = send_request(
             conn,
             &mut up,
@@ -921,6 +930,7 @@ pub(crate) async fn serve<D: Downstream>(
                 head: &mut resp,
                 method: info.method,
                 limits: &http.limits,
+                interim: &mut interim,
             },
         )
         .await;
@@ -951,10 +961,12 @@ pub(crate) async fn serve<D: Downstream>(
                         state.record_success(server);
                         break Ok((server, up, in_flight, complete));
                     }
+                    // An interim 1xx the sending skipped counts as an answer:
+                    // the request reached the upstream, so it is not sent again.
                     Err(HeadError {
                         error,
                         nothing_received: true,
-                    }) if error.kind == ErrorKind::Reset || write_error.is_some() => {
+                    }) if !interim && (error.kind == ErrorKind::Reset || write_error.is_some()) => {
                         (write_error.unwrap_or(error), replayable)
                     }
                     Err(HeadError { error, .. }) => {
@@ -1184,6 +1196,8 @@ struct Answer<'a> {
     method: Method,
     /// Head limits, as for any upstream response.
     limits: &'a crate::http1::Limits,
+    /// Set once an interim 1xx head was dropped: the upstream has answered.
+    interim: &'a mut bool,
 }
 
 impl Answer<'_> {
@@ -1197,6 +1211,7 @@ impl Answer<'_> {
                     if (100..200).contains(&self.head.status) && self.head.status != 101 =>
                 {
                     self.buf.drain(..self.head.head_len);
+                    *self.interim = true;
                 }
                 Ok(Parsed::Complete) | Err(_) => return true,
                 Ok(Parsed::Partial) => return false,
@@ -1645,8 +1660,10 @@ async fn relay_response<D: Downstream>(
         b.write.extend_from_slice(write::LAST_CHUNK);
     }
     // A request cut short by an early answer leaves the upstream connection
-    // mid-message: it is not reused.
-    if clean && request_complete && resp.keep_alive && pos >= up_read.len() {
+    // mid-message: it is not reused. Nor is one of a draining configuration,
+    // whose pools are no longer swept.
+    let draining = conn.ctx.draining.get();
+    if clean && request_complete && resp.keep_alive && pos >= up_read.len() && !draining {
         let idle_since = if read_more {
             std::time::Instant::now()
         } else {
@@ -1747,6 +1764,48 @@ async fn tunnel<D: Downstream>(
 mod tests {
     use super::*;
     use crate::http1::parse::{parse_request, Limits};
+
+    /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
+    /// each made the answer final, and whether an interim head was seen.
+    fn watch_answer(chunks: &[&[u8]]) -> (Vec<bool>, bool) {
+        let (mut buf, mut head, mut interim) = (Vec::new(), ResponseHead::new(), false);
+        let limits = Limits::default();
+        let mut answer = Answer {
+            buf: &mut buf,
+            head: &mut head,
+            method: Method::Post,
+            limits: &limits,
+            interim: &mut interim,
+        };
+        let finals = chunks
+            .iter()
+            .map(|c| {
+                answer.buf.extend_from_slice(c);
+                answer.is_final()
+            })
+            .collect();
+        (finals, interim)
+    }
+
+    #[test]
+    fn an_interim_head_during_sending_counts_as_an_answer_but_not_a_final_one() {
+        // 103 then a reset: nothing final, but the upstream did answer, so the
+        // request must not be sent again (it reached the upstream).
+        assert_eq!(
+            watch_answer(&[b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"]),
+            (vec![false], true)
+        );
+        // A final head in pieces: final once complete, no interim.
+        assert_eq!(
+            watch_answer(&[b"HTTP/1.1 413 Too", b" Large\r\nContent-Length: 0\r\n\r\n"]),
+            (vec![false, true], false)
+        );
+        // Interim then final in one read.
+        assert_eq!(
+            watch_answer(&[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n"]),
+            (vec![true], true)
+        );
+    }
 
     fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         let group = UpstreamGroup {

@@ -239,6 +239,13 @@ impl Pool {
         }
     }
 
+    /// Closes every idle connection (the configuration is draining).
+    pub fn clear(&self) {
+        for stack in self.idle.borrow_mut().iter_mut() {
+            stack.clear();
+        }
+    }
+
     /// Idle connections held for `server` (tests and stats).
     pub fn idle_count(&self, server: usize) -> usize {
         self.idle.borrow().get(server).map_or(0, Vec::len)
@@ -315,5 +322,21 @@ mod tests {
         assert!(pool.checkout(0, Instant::now()).is_some());
         assert_eq!(pool.idle_count(0), 0);
         assert!(pool.checkout(0, Instant::now()).is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn clear_closes_every_idle_connection() {
+        use tokio::io::AsyncReadExt;
+        let pool = Pool::new(2, 4, Duration::from_secs(60));
+        let (a, mut peer_a) = pair().await;
+        let (b, mut peer_b) = pair().await;
+        pool.checkin(0, a, Instant::now());
+        pool.checkin(1, b, Instant::now());
+        pool.clear();
+        assert_eq!((pool.idle_count(0), pool.idle_count(1)), (0, 0));
+        // The upstreams see the close.
+        let mut buf = [0u8; 1];
+        assert_eq!(peer_a.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(peer_b.read(&mut buf).await.unwrap(), 0);
     }
 }
