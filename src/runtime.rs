@@ -289,6 +289,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
             config: config.clone(),
             access_log: access_log.as_ref().map(AccessLog::shared),
             listeners,
+            applied: None,
         };
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
         reloads.push(reload_tx);
@@ -384,6 +385,10 @@ fn remove_pid_file(path: Option<&std::path::Path>) {
         let _ = std::fs::remove_file(path);
     }
 }
+
+/// How long a reload waits for the workers to take the new configuration
+/// before it says so; a worker busy for longer switches when it gets to it.
+const RELOAD_SWITCH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A reloaded TLS listener keeps the session-ticket keys of the one it
 /// replaces, so clients resume across the reload.
@@ -502,12 +507,29 @@ impl Server {
                 per_worker[i % workers.max(1)].push((*key, s));
             }
         }
+        let (applied, switched) = std::sync::mpsc::channel();
+        let mut sent = 0;
         for (tx, listeners) in self.reloads.iter().zip(per_worker) {
-            let _ = tx.send(Generation {
+            let g = Generation {
                 config: next.clone(),
                 access_log: access_log.clone(),
                 listeners,
-            });
+                applied: Some(applied.clone()),
+            };
+            if tx.send(g).is_ok() {
+                sent += 1;
+            }
+        }
+        drop(applied);
+        // Once every worker has switched, a new connection gets the new
+        // configuration: the log line below can be relied on.
+        let deadline = Instant::now() + RELOAD_SWITCH_TIMEOUT;
+        for _ in 0..sent {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if switched.recv_timeout(left).is_err() {
+                warn!("a worker has not switched to the reloaded configuration yet");
+                break;
+            }
         }
         for lc in &next.listeners {
             if let Some(tls) = &lc.tls {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
@@ -336,6 +336,8 @@ pub struct Generation {
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,
+    /// Told once new connections are accepted under this generation.
+    pub applied: Option<std::sync::mpsc::Sender<()>>,
 }
 
 /// The generation new connections are accepted under, and a count of reloads
@@ -384,7 +386,8 @@ pub fn run(
                 biased;
                 _ = shutdown.wait_for(|s| *s) => break,
                 next = reloads.recv() => match next {
-                    Some(g) => {
+                    Some(mut g) => {
+                        let applied = g.applied.take();
                         let old = current.ctx.replace(new_ctx(&shared, &g));
                         current.serial.set(current.serial.get() + 1);
                         shared.conn_limit.set(ConnLimit::new(g.config.max_connections_per_worker()));
@@ -393,6 +396,9 @@ pub fn run(
                         current.changed.notify_waiters();
                         shared.capacity_signal.notify_waiters();
                         debug!(worker = id, "switched to the reloaded configuration");
+                        if let Some(applied) = applied {
+                            let _ = applied.send(());
+                        }
                     }
                     None => break,
                 },
@@ -556,33 +562,57 @@ async fn accept_loop(current: Rc<Current>, listener: TcpListener, key: ListenerK
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        shared
-            .counters
-            .accepted
-            .set(shared.counters.accepted.get() + 1);
-        shared.stats.accepted.add(1);
-        let guard = ActiveGuard::new(shared.clone());
-        let ctx = now.ctx.clone();
-        let lc = &now.lc;
-        if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
-            // The common case, kept free of the steps below.
-            tokio::task::spawn_local(async move {
-                conn::serve(Plain::new(stream), &ctx, peer).await;
-                drop(guard);
-            });
-            continue;
-        }
-        // Taken at accept time, so a reloaded certificate applies to the next
-        // connection and each worker keeps its own session cache.
-        let acceptor = now.tls.as_mut().map(|t| t.acceptor());
-        let lc = lc.clone();
+        start_conn(&shared, &mut now, stream, peer);
+    }
+    // The kernel completed the handshakes of the connections still queued, so
+    // their clients (or a balancer) already count on an answer: take them
+    // before the socket closes, which would reset them.
+    let mut late = 0;
+    while let Some((stream, peer)) = accept_queued(&listener) {
+        start_conn(&shared, &mut now, stream, peer);
+        late += 1;
+    }
+    debug!(worker = shared.id, listener = %key, queued = late, "stopped accepting");
+}
+
+/// Accepts one connection waiting in the listen queue without waiting for
+/// readiness (the reactor may not have seen it yet); `None` once it is empty.
+fn accept_queued(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
+    let (socket, addr) = socket2::SockRef::from(listener).accept().ok()?;
+    let peer = addr.as_socket()?;
+    let std = std::net::TcpStream::from(socket);
+    std.set_nonblocking(true).ok()?;
+    Some((TcpStream::from_std(std).ok()?, peer))
+}
+
+/// Counts an accepted connection and starts serving it under the generation it
+/// was accepted in.
+fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    shared
+        .counters
+        .accepted
+        .set(shared.counters.accepted.get() + 1);
+    shared.stats.accepted.add(1);
+    let guard = ActiveGuard::new(shared.clone());
+    let ctx = now.ctx.clone();
+    let lc = &now.lc;
+    if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
+        // The common case, kept free of the steps below.
         tokio::task::spawn_local(async move {
-            serve_accepted(&ctx, &lc, acceptor, stream, peer).await;
+            conn::serve(Plain::new(stream), &ctx, peer).await;
             drop(guard);
         });
+        return;
     }
-    debug!(worker = shared.id, listener = %key, "stopped accepting");
+    // Taken at accept time, so a reloaded certificate applies to the next
+    // connection and each worker keeps its own session cache.
+    let acceptor = now.tls.as_mut().map(|t| t.acceptor());
+    let lc = lc.clone();
+    tokio::task::spawn_local(async move {
+        serve_accepted(&ctx, &lc, acceptor, stream, peer).await;
+        drop(guard);
+    });
 }
 
 /// The steps after accept in order: PROXY protocol header, TLS handshake, then
