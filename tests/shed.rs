@@ -93,3 +93,41 @@ fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
         .unwrap();
     assert!(pauses >= 1, "{text}");
 }
+
+#[test]
+fn clients_waiting_in_the_backlog_at_sigterm_are_answered_not_reset() {
+    let mut pier = Pier::with_config(CONFIG, &[]);
+    // The worker is full of idle keep-alive connections...
+    let _held: Vec<Reader> = (0..MAX)
+        .map(|_| {
+            let mut r = Reader::new(connect(pier.addr()));
+            r.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(r.response(false).expect("a response").status, 200);
+            r
+        })
+        .collect();
+    // ...so these wait in the kernel's queue, requests already sent.
+    let mut waiting: Vec<Reader> = (0..EXTRA)
+        .map(|_| {
+            let mut r = Reader::new(connect(pier.addr()));
+            r.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+            r
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // The drain closes the idle connections and stops accepting; what the
+    // kernel had queued is taken first and answered, not reset at the close.
+    pier.signal(rustix::process::Signal::TERM);
+    for (i, r) in waiting.iter_mut().enumerate() {
+        let resp = r
+            .response(false)
+            .unwrap_or_else(|| panic!("queued client {i} got no answer"));
+        assert_eq!(resp.status, 200, "queued client {i}");
+        assert!(
+            resp.header("connection")
+                .is_some_and(|v| v.eq_ignore_ascii_case("close")),
+            "queued client {i}: the drain answers with Connection: close"
+        );
+    }
+    assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
+}
