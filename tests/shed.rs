@@ -27,19 +27,24 @@ body = "ok"
 listen = "127.0.0.1:0"
 "#;
 
-#[test]
-fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
-    let pier = Pier::with_config_log(CONFIG, &[], "debug");
-
-    // Fill the worker: keep-alive connections that stay open after their answer.
-    let mut held: Vec<Reader> = (0..MAX)
+/// `MAX` keep-alive connections, each answered once and left open.
+fn fill_worker(pier: &Pier) -> Vec<Reader> {
+    (0..MAX)
         .map(|_| {
             let mut r = Reader::new(connect(pier.addr()));
             r.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
             assert_eq!(r.response(false).expect("a response").status, 200);
             r
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
+    let pier = Pier::with_config_log(CONFIG, &[], "debug");
+
+    // Fill the worker: keep-alive connections that stay open after their answer.
+    let mut held = fill_worker(&pier);
 
     // The kernel completes their handshakes, but Pier does not accept them yet.
     let mut waiting: Vec<Reader> = (0..EXTRA)
@@ -98,14 +103,7 @@ fn clients_past_max_connections_wait_in_the_backlog_and_are_served_later() {
 fn clients_waiting_in_the_backlog_at_sigterm_are_answered_not_reset() {
     let mut pier = Pier::with_config(CONFIG, &[]);
     // The worker is full of idle keep-alive connections...
-    let _held: Vec<Reader> = (0..MAX)
-        .map(|_| {
-            let mut r = Reader::new(connect(pier.addr()));
-            r.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-            assert_eq!(r.response(false).expect("a response").status, 200);
-            r
-        })
-        .collect();
+    let _held = fill_worker(&pier);
     // ...so these wait in the kernel's queue, requests already sent.
     let mut waiting: Vec<Reader> = (0..EXTRA)
         .map(|_| {

@@ -1966,23 +1966,7 @@ mod tests {
     #[test]
     fn response_head_keeps_end_to_end_fields_only() {
         let raw = b"HTTP/1.1 200 OK\r\nServer: up\r\nDate: x\r\nConnection: X-Up\r\nX-Up: 1\r\nX-Keep: 2\r\nContent-Length: 5\r\nKeep-Alive: timeout=5\r\n\r\n";
-        let mut resp = ResponseHead::new();
-        assert_eq!(
-            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
-            Ok(Parsed::Complete)
-        );
-        let mut out = Vec::new();
-        encode_response_head(
-            &mut out,
-            &resp,
-            raw,
-            b"Thu, 01 Jan 1970 00:00:00 GMT",
-            BodyFraming::Length(5),
-            ConnectionHeader::Omit,
-            false,
-            false,
-        );
-        let out = String::from_utf8(out).unwrap();
+        let out = encode_response_as(raw, BodyFraming::Length(5), false);
         assert!(
             out.starts_with("HTTP/1.1 200 OK\r\nServer: pier\r\n"),
             "{out}"
@@ -2099,23 +2083,7 @@ mod tests {
     #[test]
     fn response_upgrade_is_kept_only_for_a_relayed_upgrade() {
         let raw = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: k\r\n\r\n";
-        let mut resp = ResponseHead::new();
-        assert_eq!(
-            parse_response(raw, &Limits::default(), Method::Get, &mut resp),
-            Ok(Parsed::Complete)
-        );
-        let mut out = Vec::new();
-        encode_response_head(
-            &mut out,
-            &resp,
-            raw,
-            b"Thu, 01 Jan 1970 00:00:00 GMT",
-            BodyFraming::None,
-            ConnectionHeader::Omit,
-            false,
-            true,
-        );
-        let out = String::from_utf8(out).unwrap();
+        let out = encode_response_as(raw, BodyFraming::None, true);
         assert!(out.contains("\r\nUpgrade: websocket\r\n"), "{out}");
         assert!(out.contains("\r\nSec-WebSocket-Accept: k\r\n"), "{out}");
         assert_eq!(out.matches("Connection: upgrade\r\n").count(), 1, "{out}");
@@ -2126,6 +2094,11 @@ mod tests {
     }
 
     fn encode_response(raw: &[u8]) -> String {
+        encode_response_as(raw, BodyFraming::None, false)
+    }
+
+    /// Parses `raw` as an upstream response head and encodes it for the client.
+    fn encode_response_as(raw: &[u8], framing: BodyFraming, upgrade: bool) -> String {
         let mut resp = ResponseHead::new();
         assert_eq!(
             parse_response(raw, &Limits::default(), Method::Get, &mut resp),
@@ -2137,10 +2110,10 @@ mod tests {
             &resp,
             raw,
             b"Thu, 01 Jan 1970 00:00:00 GMT",
-            BodyFraming::None,
+            framing,
             ConnectionHeader::Omit,
             false,
-            false,
+            upgrade,
         );
         String::from_utf8(out).unwrap()
     }
