@@ -29,47 +29,31 @@ const LIMITS: Limits = Limits {
 /// Starts the admin thread on an already bound listener.
 pub fn spawn(listener: StdListener, registry: Arc<Registry>) -> io::Result<()> {
     listener.set_nonblocking(true)?;
-    std::thread::Builder::new()
-        .name("pier-admin".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
+    crate::runtime::spawn_local_thread("pier-admin", "admin listener", move || async move {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(error = %e, "admin listener cannot start");
+                return;
+            }
+        };
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let registry = registry.clone();
+                    tokio::task::spawn_local(async move {
+                        if let Err(e) = serve(stream, &registry).await {
+                            debug!(error = %e, "admin request failed");
+                        }
+                    });
+                }
                 Err(e) => {
-                    warn!(error = %e, "admin listener cannot start");
-                    return;
+                    debug!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-            };
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        warn!(error = %e, "admin listener cannot start");
-                        return;
-                    }
-                };
-                loop {
-                    match listener.accept().await {
-                        Ok((stream, _)) => {
-                            let registry = registry.clone();
-                            tokio::task::spawn_local(async move {
-                                if let Err(e) = serve(stream, &registry).await {
-                                    debug!(error = %e, "admin request failed");
-                                }
-                            });
-                        }
-                        Err(e) => {
-                            debug!(error = %e, "admin accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            });
-        })?;
-    Ok(())
+            }
+        }
+    })
 }
 
 /// Answers one request and closes.

@@ -29,29 +29,19 @@ pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
     if groups.is_empty() {
         return Ok(());
     }
-    std::thread::Builder::new()
-        .name("pier-health".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    warn!(error = %e, "health checks not started");
-                    return;
-                }
-            };
-            let local = tokio::task::LocalSet::new();
-            for g in &groups {
-                for i in 0..g.servers.len() {
-                    local.spawn_local(check_loop(Arc::downgrade(g), i));
-                }
-            }
-            drop(groups);
-            rt.block_on(local);
-        })?;
-    Ok(())
+    crate::runtime::spawn_local_thread("pier-health", "health checks", move || async move {
+        let checks: Vec<_> = groups
+            .iter()
+            .flat_map(|g| {
+                (0..g.servers.len())
+                    .map(|i| tokio::task::spawn_local(check_loop(Arc::downgrade(g), i)))
+            })
+            .collect();
+        drop(groups);
+        for c in checks {
+            let _ = c.await;
+        }
+    })
 }
 
 async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
