@@ -257,16 +257,20 @@ fn tunnel_command_terminates_tls_with_proxy_v1() {
     assert!(h.authority.is_none(), "v1 carries no TLVs");
 }
 
+/// A plain tcp listener forwarding to `upstream`, idle streams closed after `idle`.
+fn plain_tcp_to(upstream: std::net::SocketAddr, idle: &str) -> Pier {
+    Pier::with_config(
+        &format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"e\"\nidle_timeout = \"{idle}\"\n[[upstream]]\nname = \"e\"\nservers = [{{ address = \"{upstream}\" }}]\n"
+        ),
+        &[],
+    )
+}
+
 #[test]
 fn plain_tcp_listener_relays_and_half_closes() {
     let echo = Echo::start(false);
-    let pier = Pier::with_config(
-        &format!(
-            "[[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"e\"\nidle_timeout = \"2s\"\n[[upstream]]\nname = \"e\"\nservers = [{{ address = \"{}\" }}]\n",
-            echo.addr
-        ),
-        &[],
-    );
+    let pier = plain_tcp_to(echo.addr, "2s");
     let mut s = connect(pier.streams[0]);
     s.write_all(b"hello").unwrap();
     let mut back = [0u8; 5];
@@ -281,13 +285,7 @@ fn plain_tcp_listener_relays_and_half_closes() {
 #[test]
 fn tcp_listener_closes_idle_streams() {
     let echo = Echo::start(false);
-    let pier = Pier::with_config(
-        &format!(
-            "[[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"e\"\nidle_timeout = \"300ms\"\n[[upstream]]\nname = \"e\"\nservers = [{{ address = \"{}\" }}]\n",
-            echo.addr
-        ),
-        &[],
-    );
+    let pier = plain_tcp_to(echo.addr, "300ms");
     let mut s = connect(pier.streams[0]);
     let started = std::time::Instant::now();
     let mut buf = [0u8; 16];

@@ -194,8 +194,20 @@ fn openssl_resumes_with_sess_in_over_tls12_and_tls13() {
 
 /// A client with its own session store, to resume against whichever server.
 fn resuming_client() -> std::sync::Arc<rustls::ClientConfig> {
-    let (cfg, _) = recording_client(true);
-    let mut cfg = (*cfg).clone();
+    with_session_store(recording_client(true).0)
+}
+
+/// The same, limited to `versions`.
+fn resuming_client_for(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> std::sync::Arc<rustls::ClientConfig> {
+    with_session_store(recording_client_for(true, versions).0)
+}
+
+fn with_session_store(
+    cfg: std::sync::Arc<rustls::ClientConfig>,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    let mut cfg = rustls::ClientConfig::clone(&cfg);
     cfg.resumption = Resumption::in_memory_sessions(64);
     std::sync::Arc::new(cfg)
 }
@@ -233,10 +245,7 @@ fn instances_sharing_ticket_key_file_resume_each_others_sessions() {
     assert_eq!(handshake_kind(c.https[0], &client), HandshakeKind::Full);
 
     // TLS 1.2 resumes across instances too (tickets there as well).
-    let (tls12, _) = recording_client_for(true, &[&rustls::version::TLS12]);
-    let mut tls12 = rustls::ClientConfig::clone(&tls12);
-    tls12.resumption = Resumption::in_memory_sessions(64);
-    let tls12 = std::sync::Arc::new(tls12);
+    let tls12 = resuming_client_for(&[&rustls::version::TLS12]);
     assert_eq!(handshake_kind(a.https[0], &tls12), HandshakeKind::Full);
     assert_eq!(handshake_kind(b.https[0], &tls12), HandshakeKind::Resumed);
     assert_eq!(handshake_kind(c.https[0], &tls12), HandshakeKind::Full);
@@ -507,10 +516,7 @@ fn without_tickets_sessions_resume_from_the_worker_cache() {
         &[&rustls::version::TLS12][..],
         &[&rustls::version::TLS13][..],
     ] {
-        let (cfg, _) = recording_client_for(true, versions);
-        let mut cfg = rustls::ClientConfig::clone(&cfg);
-        cfg.resumption = Resumption::in_memory_sessions(64);
-        let cfg = std::sync::Arc::new(cfg);
+        let cfg = resuming_client_for(versions);
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Resumed);
     }
@@ -527,10 +533,7 @@ fn without_tickets_or_cache_every_handshake_is_full() {
         &[&rustls::version::TLS12][..],
         &[&rustls::version::TLS13][..],
     ] {
-        let (cfg, _) = recording_client_for(true, versions);
-        let mut cfg = rustls::ClientConfig::clone(&cfg);
-        cfg.resumption = Resumption::in_memory_sessions(64);
-        let cfg = std::sync::Arc::new(cfg);
+        let cfg = resuming_client_for(versions);
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
         assert_eq!(handshake_kind(pier.https[0], &cfg), HandshakeKind::Full);
     }
