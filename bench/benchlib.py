@@ -2,6 +2,7 @@
 configs, starting them pinned to a CPU, checking readiness, measuring CPU time
 and memory from /proc, and stopping every started process by its own group."""
 
+import atexit
 import http.client
 import os
 import resource
@@ -23,6 +24,15 @@ BODY = b"Hello, World!"
 
 ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy", "hitch", "stunnel"]
 PEER_SERVERS = ALL_SERVERS[1:]
+# bench/compare's reference servers, never counted as peers: `floor` (bench/floor.c,
+# the kernel's own cost per request) and `pier-base` (a second Pier binary, the one
+# before a change, run with Pier's templates).
+FLOOR = "floor"
+BASELINE = "pier-base"
+REFERENCE_SERVERS = [FLOOR, BASELINE]
+# The templates and command line a server uses when it is not its own name.
+SERVER_KIND = {BASELINE: "pier"}
+FLOOR_SOURCE = BENCH / "floor.c"
 ALL_WORKLOADS = ["fixed", "static", "https", "https-bulk", "handshake", "proxy", "tls-small",
                  "tls-bulk"]
 WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt", "https": "/hello",
@@ -41,8 +51,8 @@ ORIGIN_CPU = {"proxy": "1", "tls-small": "0", "tls-bulk": "0"}
 # Which servers each workload compares; the others are skipped (with a note only
 # when a listed server cannot run).
 WORKLOAD_SERVERS = {
-    "fixed": ["pier", "nginx", "h2o", "lighttpd", "haproxy"],
-    "static": ["pier", "nginx", "h2o", "lighttpd"],
+    "fixed": ["pier", "floor", "nginx", "h2o", "lighttpd", "haproxy"],
+    "static": ["pier", "floor", "nginx", "h2o", "lighttpd"],
     "https": ["pier", "nginx", "h2o", "haproxy"],
     "https-bulk": ["pier", "nginx", "h2o", "haproxy"],
     "handshake": ["pier", "nginx", "h2o", "haproxy"],
@@ -278,10 +288,42 @@ def ensure_pier(path, build, notes, timeout=3600):
     return None
 
 
+# ---------------------------------------------------------------- floor
+
+
+def build_floor(directory, timeout=120):
+    """Compiles bench/floor.c with gcc -O2 into `directory`; returns (path, None)
+    or (None, why)."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        return None, "gcc is not installed"
+    out = Path(directory) / "floor"
+    try:
+        r = subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-o", str(out), str(FLOOR_SOURCE)],
+                           capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"gcc failed: {e}"
+    if r.returncode != 0:
+        return None, f"gcc exited {r.returncode}: {r.stderr.strip()[-300:]}"
+    return out, None
+
+
+def gcc_version():
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    try:
+        r = subprocess.run([gcc, "--version"], capture_output=True, text=True, timeout=10)
+        return r.stdout.splitlines()[0]
+    except (OSError, TypeError, IndexError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
 # ---------------------------------------------------------------- versions
 
 
 def server_version(name, binary):
+    if name == FLOOR:
+        return f"bench/floor.c, gcc -O2 ({gcc_version()})"
+    name = kind_of(name)
     flag = {"pier": "--version", "hitch": "--version", "stunnel": "-version"}.get(name, "-v")
     try:
         r = subprocess.run([str(binary), flag], capture_output=True, text=True, timeout=10)
@@ -422,15 +464,25 @@ def static_unsupported(name):
     return None
 
 
+def kind_of(name):
+    """The server whose templates and command line `name` uses (pier for pier-base)."""
+    return SERVER_KIND.get(name, name)
+
+
 def is_peer(name, workload):
     """Whether `name` is one of the servers `workload` compares."""
-    return name in WORKLOAD_SERVERS.get(workload, [])
+    return kind_of(name) in WORKLOAD_SERVERS.get(workload, [])
+
+
+def counts_as_peer(name):
+    """Whether `name` competes for "best peer": not Pier, not a reference server."""
+    return kind_of(name) != "pier" and name not in REFERENCE_SERVERS
 
 
 def unsupported(name, binary, workload):
     """Why `name` cannot run `workload` here, or None."""
     if not is_peer(name, workload):
-        peers = ", ".join(x for x in WORKLOAD_SERVERS.get(workload, []) if x != "pier")
+        peers = ", ".join(x for x in WORKLOAD_SERVERS.get(workload, []) if counts_as_peer(x))
         return f"not a peer for this workload (peers: {peers})"
     if workload in TLS_WORKLOADS or workload in TERMINATOR_WORKLOADS:
         if shutil.which("openssl") is None:
@@ -464,7 +516,20 @@ def make_certificate(directory):
     return cert, key, pem
 
 
+_bulk_cache = {}  # size -> one written file, hard-linked into every docroot
+
+
 def write_bulk_file(path, size=BULK_FILE_BYTES):
+    """Puts a `size`-byte file of random bytes at `path`. The bytes are written once
+    per process and hard-linked after that: compare keeps every server of a workload
+    up at once, and they share one file (and its page cache)."""
+    cached = _bulk_cache.get(size)
+    if cached is not None and cached.exists():
+        try:
+            os.link(cached, path)
+            return
+        except OSError:
+            pass  # another file system: write a copy
     block = os.urandom(1 << 20)
     with open(path, "wb") as f:
         left = size
@@ -473,6 +538,15 @@ def write_bulk_file(path, size=BULK_FILE_BYTES):
             f.write(block[:n])
             left -= n
     path.chmod(0o644)
+    if cached is None:
+        cache_dir = Path(tempfile.mkdtemp(prefix="bench-bulk-"))
+        atexit.register(shutil.rmtree, cache_dir, True)
+        cached = cache_dir / "bulk.bin"
+        try:
+            os.link(path, cached)
+            _bulk_cache[size] = cached
+        except OSError:
+            shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 def resumption_vars(workload):
@@ -512,11 +586,15 @@ class Origin:
 
 
 class Server:
-    """One server instance with its own config and temp dir, pinned to `cpu`."""
+    """One server instance with its own config and temp dir, pinned to `cpu`.
+    `peers_dir` holds the templates when they are not bench/peers/ (pier-base built
+    from an older revision uses that revision's)."""
 
     def __init__(self, name, binary, workload, cpu="0", worker_connections=4096,
-                 extra_pier_toml="", extra_vars=None):
+                 extra_pier_toml="", extra_vars=None, peers_dir=None):
         self.name, self.binary, self.workload = name, str(binary), workload
+        self.kind = kind_of(name)
+        self.peers_dir = Path(peers_dir) if peers_dir else PEERS
         self.cpu = cpu
         self.proc = None
         self.tmp = Path(tempfile.mkdtemp(prefix=f"bench-{name}-{workload}-"))
@@ -556,14 +634,18 @@ class Server:
         return f"{scheme}://127.0.0.1:{self.port}{self.path}"
 
     def _render(self, extra_pier_toml):
+        if self.kind == FLOOR:
+            return None  # no configuration: the port is its argument
         ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
-               "haproxy": "cfg", "hitch": "conf", "stunnel": "conf"}[self.name]
+               "haproxy": "cfg", "hitch": "conf", "stunnel": "conf"}[self.kind]
         kind = "https" if self.workload in TLS_WORKLOADS else self.workload
-        template = PEERS / f"{self.name}-{kind}.{ext}"
+        template = self.peers_dir / f"{self.kind}-{kind}.{ext}"
+        if not template.exists():
+            template = PEERS / template.name
         text = string.Template(template.read_text()).substitute(self.vars)
-        if self.name == "pier" and extra_pier_toml:
+        if self.kind == "pier" and extra_pier_toml:
             text += "\n" + extra_pier_toml
-        if self.name == "lighttpd" and self.workload == "fixed":
+        if self.kind == "lighttpd" and self.workload == "fixed":
             shutil.copy(PEERS / "lighttpd-hello.lua", self.tmp / "hello.lua")
         conf = self.tmp / template.name
         conf.write_text(text)
@@ -579,7 +661,8 @@ class Server:
             "haproxy": [b, "-db", "-f", c],
             "hitch": [b, f"--config={c}", "--user=nobody", "--group=nogroup"],
             "stunnel": [b, c],
-        }[self.name]
+            FLOOR: [b, str(self.port)],
+        }[self.kind]
 
     def start(self):
         self._log = open(self.log_path, "wb")
