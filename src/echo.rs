@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 use crate::cli::{EchoArgs, LogFormat};
+use crate::deadline;
 use crate::listener::bind_reuseport;
 use crate::tls::stream::ReadAhead;
 
@@ -111,15 +112,15 @@ fn worker(socket: std::net::TcpListener, tls: Option<Arc<rustls::ServerConfig>>)
                 let r = match acceptor {
                     None => echo(stream).await,
                     Some(a) => {
-                        match tokio::time::timeout(
+                        match deadline::io_within(
                             HANDSHAKE_TIMEOUT,
+                            "handshake",
                             a.accept(ReadAhead::new(stream)),
                         )
                         .await
                         {
-                            Ok(Ok(s)) => echo(s).await,
-                            Ok(Err(e)) => Err(e),
-                            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "handshake")),
+                            Ok(s) => echo(s).await,
+                            Err(e) => Err(e),
                         }
                     }
                 };

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod deadline;
 pub mod echo;
 pub mod handler;
 pub mod http1;

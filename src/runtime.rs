@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::sync::{mpsc, watch};
@@ -15,6 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::cli::{CheckArgs, ServeArgs, TunnelArgs, UpgradeArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
+use crate::deadline::Deadline;
 use crate::listener::bind_reuseport;
 use crate::observe::access_log::AccessLog;
 use crate::observe::{admin, metrics::Registry};
@@ -81,8 +82,8 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     let Some(path) = &args.pid_file else {
         return Ok(());
     };
-    let deadline = Instant::now() + UPGRADE_READY_TIMEOUT + Duration::from_secs(5);
-    while Instant::now() < deadline {
+    let mut deadline = Deadline::after(UPGRADE_READY_TIMEOUT + Duration::from_secs(5));
+    while !deadline.passed() {
         std::thread::sleep(Duration::from_millis(50));
         match read_pid(path) {
             Ok(new) if new != pid => {
@@ -523,10 +524,9 @@ impl Server {
         drop(applied);
         // Once every worker has switched, a new connection gets the new
         // configuration: the log line below can be relied on.
-        let deadline = Instant::now() + RELOAD_SWITCH_TIMEOUT;
+        let mut deadline = Deadline::after(RELOAD_SWITCH_TIMEOUT);
         for _ in 0..sent {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if switched.recv_timeout(left).is_err() {
+            if switched.recv_timeout(deadline.remaining()).is_err() {
                 warn!("a worker has not switched to the reloaded configuration yet");
                 break;
             }
@@ -553,10 +553,10 @@ impl Server {
 /// Waits for the workers; past the drain deadline (plus a grace for the workers'
 /// own timers) the process exits anyway, which closes every remaining socket.
 fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
-    let deadline = Instant::now() + config.drain_timeout + Duration::from_secs(1);
+    let mut deadline = Deadline::after(config.drain_timeout + Duration::from_secs(1));
     for h in handles {
         while !h.is_finished() {
-            if Instant::now() >= deadline {
+            if deadline.passed() {
                 warn!("drain deadline passed; force-closing");
                 return;
             }

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::config::TcpForward;
+use crate::deadline;
 use crate::handler::proxy::balance::{self, hash64, Balance, HashKey};
 use crate::handler::proxy::{connect, ErrorKind};
 use crate::proxy_protocol::{self, Version};
@@ -225,7 +226,7 @@ pub async fn receive_proxy_header(
             }
         }
     };
-    match tokio::time::timeout(limit, work).await {
+    match deadline::within(limit, work).await {
         Ok(r) => r,
         Err(_) => Err("no PROXY header in time".to_string()),
     }

@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 
 use crate::config::{Config, ListenerConfig};
 use crate::conn::{self, Downstream, Plain, Tls};
+use crate::deadline;
 use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
@@ -419,7 +420,7 @@ pub fn run(
                 idle.await;
             }
         };
-        if tokio::time::timeout(ctx.config.drain_timeout, drained)
+        if deadline::within(ctx.config.drain_timeout, drained)
             .await
             .is_err()
         {
@@ -654,7 +655,7 @@ async fn serve_accepted(
         return;
     };
     let handshake =
-        tokio::time::timeout(handshake_timeout, acceptor.accept(ReadAhead::new(stream))).await;
+        deadline::within(handshake_timeout, acceptor.accept(ReadAhead::new(stream))).await;
     count_handshake(ctx, &handshake);
     match handshake {
         Ok(Ok(tls)) => match &lc.tcp {
@@ -689,7 +690,7 @@ async fn serve_accepted(
 /// Counts a finished handshake as full, resumed or failed (a timeout is a failure).
 fn count_handshake<T>(
     ctx: &WorkerCtx,
-    handshake: &Result<io::Result<tokio_rustls::server::TlsStream<T>>, tokio::time::error::Elapsed>,
+    handshake: &Result<io::Result<tokio_rustls::server::TlsStream<T>>, deadline::DeadlinePassed>,
 ) {
     let stats = &ctx.stats;
     match handshake {

@@ -31,6 +31,7 @@ use super::io::{self, Tls, Transport};
 use super::stats::{human_bytes, human_us, round2, round3, ErrorKind, Stats};
 use super::target::HttpTarget;
 use super::{progress, ProgressTotal};
+use crate::deadline;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{BodyKind, Limits, Method, Parsed};
 use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
@@ -442,7 +443,7 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
     let url = plan.target.url();
     let addr = plan.target.addr;
     rt.block_on(async {
-        match tokio::time::timeout(
+        match deadline::within(
             plan.timeout.max(Duration::from_secs(1)),
             io::connect(addr, tls.as_ref()),
         )

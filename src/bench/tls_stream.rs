@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::time::{timeout, Instant};
+use tokio::time::Instant;
 
 use super::args::{StreamArgs, TlsArgs};
 use super::client_tls::ClientTls;
@@ -23,6 +23,7 @@ use super::io::{self, Tls, Transport};
 use super::stats::{round2, round3, ErrorKind, Errors};
 use super::target::HostPort;
 use super::{progress, ProgressTotal};
+use crate::deadline;
 
 /// Bytes per read of the echoed data.
 const READ_CHUNK: usize = 64 * 1024;
@@ -296,7 +297,7 @@ fn preflight(plan: &StreamPlan) -> anyhow::Result<()> {
     let addr = plan.target.addr;
     let wait = plan.timeout.max(Duration::from_secs(1));
     rt.block_on(async {
-        match timeout(wait, io::connect(addr, tls.as_ref())).await {
+        match deadline::within(wait, io::connect(addr, tls.as_ref())).await {
             Err(_) => bail!("cannot connect to {addr}: no answer within {wait:?}"),
             Ok(Err(e)) if e.kind == ErrorKind::Tls => {
                 bail!("TLS handshake with {addr} failed: {}", e.error)
@@ -355,7 +356,7 @@ async fn one_connection(
     message: &[u8],
     counter: &AtomicU64,
 ) -> ConnResult {
-    let connected = match timeout(plan.timeout, io::connect(plan.target.addr, tls)).await {
+    let connected = match deadline::within(plan.timeout, io::connect(plan.target.addr, tls)).await {
         Err(_) => {
             return ConnResult {
                 error: Some(ErrorKind::Timeout),
@@ -399,13 +400,13 @@ where
     let writer = async {
         let mut sent = 0u64;
         for _ in 0..plan.messages {
-            match timeout(plan.timeout, w.write_all(message)).await {
+            match deadline::within(plan.timeout, w.write_all(message)).await {
                 Err(_) => return (sent, Some(ErrorKind::Timeout)),
                 Ok(Err(e)) => return (sent, Some(io::classify(&e))),
                 Ok(Ok(())) => sent += message.len() as u64,
             }
         }
-        match timeout(plan.timeout, w.flush()).await {
+        match deadline::within(plan.timeout, w.flush()).await {
             Ok(Ok(())) => (sent, None),
             Err(_) => (sent, Some(ErrorKind::Timeout)),
             Ok(Err(e)) => (sent, Some(io::classify(&e))),
@@ -419,7 +420,7 @@ where
                 .unwrap_or(READ_CHUNK)
                 .min(READ_CHUNK);
             let chunk = buf.get_mut(..want).unwrap_or(&mut []);
-            match timeout(plan.timeout, r.read(chunk)).await {
+            match deadline::within(plan.timeout, r.read(chunk)).await {
                 Err(_) => return (received, Some(ErrorKind::Timeout)),
                 Ok(Ok(0)) => return (received, Some(ErrorKind::Closed)),
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -439,7 +440,7 @@ where
     let error = rerr.or(werr);
     if error.is_none() {
         // close_notify and FIN; the echo server sees a clean end.
-        let _ = timeout(plan.timeout, w.shutdown()).await;
+        let _ = deadline::within(plan.timeout, w.shutdown()).await;
     }
     ConnResult {
         sent,

@@ -134,9 +134,9 @@ impl AccessLog {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.wake_writer();
         let Some(h) = self.writer.take() else { return };
-        let deadline = std::time::Instant::now() + FINISH_WAIT;
+        let mut deadline = crate::deadline::Deadline::after(FINISH_WAIT);
         while !h.is_finished() {
-            if std::time::Instant::now() >= deadline {
+            if deadline.passed() {
                 warn!("access log writer is stuck; exiting without its last lines");
                 return;
             }

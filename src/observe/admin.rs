@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, warn};
 
+use crate::deadline;
 use crate::http1::parse::{parse_request, Limits, Method, Parsed, RequestHead};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader, DateCache};
 use crate::observe::metrics::Registry;
@@ -73,9 +74,7 @@ async fn serve(mut stream: TcpStream, registry: &Registry) -> io::Result<()> {
             }
         }
     };
-    let refused = tokio::time::timeout(REQUEST_TIMEOUT, read_head)
-        .await
-        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    let refused = deadline::io_within(REQUEST_TIMEOUT, "request timeout", read_head).await?;
     let (status, content_type, body) = match refused {
         Some(status) => (status, "text/plain; charset=utf-8", String::new()),
         None => route(&head, &buf, registry),
