@@ -19,6 +19,7 @@ pub mod observe;
 pub mod proxy_protocol;
 pub mod route;
 pub mod runtime;
+pub mod sockopt;
 pub mod stream_proxy;
 pub mod systemd;
 pub mod tls;

@@ -6,15 +6,28 @@ use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// Binds `count` sockets to `addr` with SO_REUSEPORT. With port 0 the first socket
-/// picks the port and the rest join it.
+use crate::sockopt::{self, SocketOptions};
+
+/// Binds `count` sockets to `addr` with SO_REUSEPORT and default socket options.
+/// With port 0 the first socket picks the port and the rest join it.
 pub fn bind_reuseport(
     addr: SocketAddr,
     backlog: u32,
     count: usize,
 ) -> io::Result<Vec<std::net::TcpListener>> {
+    bind_listener(addr, backlog, &SocketOptions::default(), count)
+}
+
+/// Binds `count` sockets to `addr` with SO_REUSEPORT and a listener's socket
+/// options, each set before `bind` or `listen` where the kernel needs it so.
+pub fn bind_listener(
+    addr: SocketAddr,
+    backlog: u32,
+    opts: &SocketOptions,
+    count: usize,
+) -> io::Result<Vec<std::net::TcpListener>> {
     if addr.port() != 0 {
-        probe_free(addr)?;
+        probe_free(addr, opts.ipv6_only)?;
     }
     let mut out = Vec::with_capacity(count);
     let mut addr = addr;
@@ -22,12 +35,11 @@ pub fn bind_reuseport(
         let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         sock.set_reuse_address(true)?;
         sock.set_reuse_port(true)?;
-        if addr.is_ipv6() {
-            sock.set_only_v6(true)?;
-        }
+        sockopt::prepare_listener(&sock, addr, opts)?;
         sock.set_nonblocking(true)?;
         sock.bind(&addr.into())?;
         sock.listen(backlog.min(i32::MAX as u32) as i32)?;
+        sockopt::apply_listener(&sock, opts)?;
         let l: std::net::TcpListener = sock.into();
         if addr.port() == 0 {
             addr = l.local_addr()?;
@@ -40,11 +52,11 @@ pub fn bind_reuseport(
 /// SO_REUSEPORT would let a second server silently share a port with a running one
 /// and take half its connections; a plain bind first makes that an "address in use"
 /// error, as operators expect.
-fn probe_free(addr: SocketAddr) -> io::Result<()> {
+fn probe_free(addr: SocketAddr, ipv6_only: bool) -> io::Result<()> {
     let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     probe.set_reuse_address(true)?;
     if addr.is_ipv6() {
-        probe.set_only_v6(true)?;
+        probe.set_only_v6(ipv6_only)?;
     }
     probe.bind(&addr.into())
 }

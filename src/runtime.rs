@@ -16,9 +16,10 @@ use tracing::{error, info, warn};
 use crate::cli::{CheckArgs, ServeArgs, TunnelArgs, UpgradeArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
-use crate::listener::bind_reuseport;
+use crate::listener::bind_listener;
 use crate::observe::access_log::AccessLog;
 use crate::observe::{admin, metrics::Registry};
+use crate::sockopt;
 use crate::upgrade::{self, Inherited};
 use crate::worker::{self, Generation, ListenerKey, WorkerListeners};
 
@@ -29,6 +30,17 @@ const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// `pier check`: validate and report.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let cfg = config::load_file(&args.config)?;
+    // Valid but not what the kernel will grant: said, without failing the check.
+    for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
+        for w in sockopt::limit_warnings(&lc.socket) {
+            eprintln!("warning: listener {key}: {w}");
+        }
+    }
+    for g in &cfg.upstreams {
+        for w in sockopt::limit_warnings(&g.socket) {
+            eprintln!("warning: upstream {}: {w}", g.name);
+        }
+    }
     println!(
         "{}: ok ({} listener(s), {} route(s), {} worker(s))",
         args.config.display(),
@@ -155,6 +167,14 @@ fn open_listener(
         for s in &handed {
             set_backlog(s, lc.backlog)
                 .with_context(|| format!("cannot set the backlog of {key}"))?;
+            sockopt::apply_listener(s, &lc.socket)
+                .with_context(|| format!("cannot set the socket options of {key}"))?;
+        }
+        if lc.addr.is_ipv6() {
+            let kept = socket2::SockRef::from(&handed[0]).only_v6().ok();
+            if kept.is_some_and(|v| v != lc.socket.ipv6_only) {
+                warn!(listener = %key, "ipv6_only = {} applies when the address is bound again (restart, or change `listen`); the handed-over sockets keep the old setting", lc.socket.ipv6_only);
+            }
         }
         let mut out = Vec::with_capacity(handed.len().max(workers));
         for i in handed.len()..workers {
@@ -168,12 +188,14 @@ fn open_listener(
         // SO_REUSEPORT, so the workers take turns accepting from it.
         let (_, s) = systemd.swap_remove(i);
         info!(listener = %lc.addr, "using the socket passed by systemd");
+        sockopt::apply_listener(&s, &lc.socket)
+            .with_context(|| format!("cannot set the socket options of {}", lc.addr))?;
         return (0..workers.max(1))
             .map(|_| s.try_clone())
             .collect::<std::io::Result<Vec<_>>>()
             .with_context(|| format!("cannot share the socket for {}", lc.addr));
     }
-    bind_reuseport(lc.addr, lc.backlog, workers)
+    bind_listener(lc.addr, lc.backlog, &lc.socket, workers)
         .with_context(|| format!("cannot listen on {}", lc.addr))
 }
 
@@ -230,6 +252,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         let listeners = open_listener(lc, key, workers, &mut systemd, &mut inherited)?;
         let bound = listeners[0].local_addr()?;
         shown.push(format!("{}://{bound}", scheme(lc)));
+        sockopt::log_listener(&bound, &lc.socket, &listeners[0]);
         if let Some(tls) = &lc.tls {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
         }
@@ -437,15 +460,19 @@ impl Server {
         let next_keys = ListenerKey::of(&next);
         let mut added: Vec<(ListenerKey, Vec<std::net::TcpListener>)> = Vec::new();
         let mut backlogs: Vec<(ListenerKey, u32)> = Vec::new();
+        let mut socket_changes: Vec<(ListenerKey, usize)> = Vec::new();
         for (lc, key) in next.listeners.iter_mut().zip(&next_keys) {
             if let Some(i) = old_keys.iter().position(|k| k == key) {
                 keep_session_tickets(lc, &old.listeners[i]);
                 if old.listeners[i].backlog != lc.backlog {
                     backlogs.push((*key, lc.backlog));
                 }
+                if old.listeners[i].socket != lc.socket {
+                    socket_changes.push((*key, i));
+                }
                 continue;
             }
-            match bind_reuseport(lc.addr, lc.backlog, workers) {
+            match bind_listener(lc.addr, lc.backlog, &lc.socket, workers) {
                 Ok(s) => added.push((*key, s)),
                 Err(e) => {
                     error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
@@ -494,10 +521,31 @@ impl Server {
                 }
             }
         }
+        for (key, was) in &socket_changes {
+            let Some(i) = next_keys.iter().position(|k| k == key) else {
+                continue;
+            };
+            let (old_opts, new_opts) = (&old.listeners[*was].socket, &next.listeners[i].socket);
+            let kept: Vec<_> = self.sockets.iter().filter(|(k, _)| k == key).collect();
+            for (_, s) in &kept {
+                if let Err(e) = sockopt::apply_listener(s, new_opts) {
+                    warn!(listener = %key, error = %e, "cannot set the new socket options");
+                }
+            }
+            for w in sockopt::changes_kept_apart(old_opts, new_opts) {
+                warn!(listener = %key, "{w}");
+            }
+            if let Some((_, s)) = kept.first() {
+                sockopt::log_listener(key, new_opts, s);
+            }
+        }
         let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
         for (key, socks) in added.iter_mut() {
             let bound = socks.first().and_then(|s| s.local_addr().ok());
             info!(listener = %key, bound = ?bound, "listener added");
+            if let (Some(s), Some(i)) = (socks.first(), next_keys.iter().position(|k| k == key)) {
+                sockopt::log_listener(key, &next.listeners[i].socket, s);
+            }
             for (i, s) in socks.drain(..).enumerate() {
                 match s.try_clone() {
                     Ok(copy) => self.sockets.push((*key, copy)),

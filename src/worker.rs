@@ -589,7 +589,7 @@ fn accept_queued(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
 /// Counts an accepted connection and starts serving it under the generation it
 /// was accepted in.
 fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
+    // TCP_NODELAY and the other socket options come from the listening socket.
     shared
         .counters
         .accepted

@@ -126,6 +126,8 @@ pub struct ListenerConfig {
     pub accept_proxy_protocol: bool,
     /// Stream forwarding instead of HTTP, for `kind = "tcp"`.
     pub tcp: Option<TcpForward>,
+    /// Kernel socket options, set on every worker's listening socket.
+    pub socket: crate::sockopt::SocketOptions,
 }
 
 /// A `kind = "tcp"` listener's forwarding settings.
@@ -380,6 +382,7 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) -> Result<
                 proxy_protocol: None,
                 idle_timeout: None,
                 accept_proxy_protocol: None,
+                socket: None,
             })
         });
         let tls: Vec<_> = std::mem::take(&mut raw.listener);
@@ -489,6 +492,7 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
         health_check: None,
         max_in_flight: None,
         retry_after: None,
+        socket: None,
     }));
     raw.route = vec![flag(RawRoute {
         host: None,
@@ -954,6 +958,12 @@ fn validate_listener(
         tls,
         accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
         tcp,
+        socket: crate::sockopt::from_raw(
+            loc,
+            &format!("{key}.socket"),
+            raw.socket.as_ref(),
+            crate::sockopt::SocketSide::Listener(addr),
+        )?,
     })
 }
 

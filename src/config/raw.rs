@@ -122,6 +122,8 @@ pub struct RawListener {
     pub idle_timeout: Option<Spanned<RawDuration>>,
     /// Expect a PROXY protocol v1 or v2 header first on every connection.
     pub accept_proxy_protocol: Option<bool>,
+    /// Kernel socket options (buffers, keepalive, deferred accept, ...).
+    pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
 }
 
 /// `tls = { ... }` (or `[listener.tls]`) of a listener.
@@ -249,6 +251,8 @@ pub struct RawUpstream {
     pub max_in_flight: Option<Spanned<i64>>,
     /// `Retry-After` sent with the 503 of a request refused at `max_in_flight`.
     pub retry_after: Option<Spanned<RawDuration>>,
+    /// Kernel socket options of connections to the servers.
+    pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
 }
 
 /// One server of an upstream group.

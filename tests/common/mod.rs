@@ -23,6 +23,8 @@ pub struct Pier {
     pub admin: Option<SocketAddr>,
     pub dir: tempfile::TempDir,
     pub log: mpsc::Receiver<String>,
+    /// Log lines written before `pier started`.
+    pub startup: Vec<String>,
 }
 
 impl Pier {
@@ -124,6 +126,7 @@ impl Pier {
                             admin,
                             dir,
                             log: rx,
+                            startup: seen,
                         };
                     }
                     seen.push(line);

@@ -34,7 +34,6 @@ use std::task::{ready, Poll};
 use std::time::Duration;
 
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::time::{timeout, Instant};
 use toml::Spanned;
 use tracing::{debug, warn};
@@ -734,10 +733,9 @@ fn hash_key(key: &HashKey, head: &RequestHead, req: &[u8], peer: SocketAddr) -> 
 pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<UpstreamStream, ProxyError> {
     let server = &group.servers[i];
     let attempt = async {
-        let tcp = TcpStream::connect(server.addr)
+        let tcp = crate::sockopt::connect_upstream(server.addr, &group.socket)
             .await
             .map_err(|e| ProxyError::upstream(ErrorKind::Connect, e))?;
-        let _ = tcp.set_nodelay(true);
         match &group.tls {
             None => Ok(UpstreamStream::Plain(tcp)),
             Some(tls) => {
@@ -1826,6 +1824,7 @@ mod tests {
             health_check: None,
             max_in_flight: 0,
             retry_after: "1".into(),
+            socket: Default::default(),
         };
         ProxyRoute {
             group: Arc::new(group),

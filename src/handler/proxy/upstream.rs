@@ -121,6 +121,8 @@ pub struct UpstreamGroup {
     pub max_in_flight: u32,
     /// Whole seconds sent in `Retry-After` with the 503 of a refused request.
     pub retry_after: Box<str>,
+    /// Kernel socket options of connections to the servers.
+    pub socket: crate::sockopt::SocketOptions,
 }
 
 impl UpstreamGroup {
@@ -322,6 +324,13 @@ pub fn from_raw(
         None => None,
         Some(h) => Some(health_check(loc, &format!("{key}.health_check"), h)?),
     };
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let socket = crate::sockopt::from_raw(
+        loc,
+        &format!("{key}.socket"),
+        raw.socket.as_ref(),
+        crate::sockopt::SocketSide::Upstream(&addrs),
+    )?;
 
     Ok(UpstreamGroup {
         name,
@@ -384,6 +393,7 @@ pub fn from_raw(
             0,
         )? as u32,
         retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
+        socket,
     })
 }
 
