@@ -18,6 +18,7 @@ use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
 use crate::listener::bind_listener;
 use crate::observe::access_log::AccessLog;
+use crate::observe::status::StatusState;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::upgrade::{self, Inherited};
@@ -216,6 +217,8 @@ struct Server {
     /// binary upgrade hands over, and how a reload tells added listeners from kept ones.
     sockets: Vec<(ListenerKey, std::net::TcpListener)>,
     admin: Option<std::net::TcpListener>,
+    /// What the status page shows; `None` without an admin listener.
+    status: Option<Arc<StatusState>>,
     reloads: Vec<mpsc::UnboundedSender<Generation>>,
     access_log: Option<AccessLog>,
     /// Access logs a reload replaced; their writers stop at exit, after the
@@ -269,6 +272,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     }
     let registry = Arc::new(Registry::new(workers, shown.clone()));
     let mut admin_socket = None;
+    let mut status = None;
     let admin_shown = match config.admin {
         Some(addr) => {
             // The replaced process's admin socket, unless the address changed.
@@ -279,7 +283,17 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
             };
             let bound = listener.local_addr()?;
             admin_socket = Some(listener.try_clone()?);
-            admin::spawn(listener, registry.clone()).context("cannot start the admin listener")?;
+            let state = Arc::new(StatusState::new(
+                registry.clone(),
+                config.clone(),
+                shown.clone(),
+            ));
+            state
+                .start_sampler()
+                .context("cannot start the status sampler")?;
+            admin::spawn(listener, registry.clone(), state.clone())
+                .context("cannot start the admin listener")?;
+            status = Some(state);
             bound.to_string()
         }
         None => "off".to_string(),
@@ -357,6 +371,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         config,
         sockets,
         admin: admin_socket,
+        status,
         reloads,
         access_log,
         retired_logs: Vec::new(),
@@ -426,16 +441,46 @@ fn keep_session_tickets(next: &mut config::ListenerConfig, old: &config::Listene
 }
 
 impl Server {
-    /// SIGHUP: builds the configuration again from the same source and hands it
-    /// to every worker. A configuration that does not validate, or a listener
-    /// that cannot be bound, changes nothing.
+    /// SIGHUP: reloads (see [`Server::apply_reload`]) and tells the status page
+    /// how it went.
     fn reload(&mut self) {
+        let outcome = self.apply_reload();
+        if let Some(status) = &self.status {
+            match outcome {
+                Ok(()) => status.reloaded(self.config.clone(), self.bound_listeners()),
+                Err(why) => status.reload_failed(why),
+            }
+        }
+    }
+
+    /// Listener URLs as bound now, for the status page.
+    fn bound_listeners(&self) -> Vec<String> {
+        self.config
+            .listeners
+            .iter()
+            .zip(ListenerKey::of(&self.config))
+            .map(|(lc, key)| {
+                let bound = self
+                    .sockets
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .and_then(|(_, s)| s.local_addr().ok())
+                    .unwrap_or(lc.addr);
+                format!("{}://{bound}", scheme(lc))
+            })
+            .collect()
+    }
+
+    /// Builds the configuration again from the same source and hands it to
+    /// every worker. A configuration that does not validate, or a listener
+    /// that cannot be bound, changes nothing; the error says why.
+    fn apply_reload(&mut self) -> Result<(), String> {
         let old = self.config.clone();
         let mut next = match self.source.load() {
             Ok(c) => c,
             Err(e) => {
                 error!(error = %e, "configuration reload failed; keeping the running configuration");
-                return;
+                return Err(e.to_string());
             }
         };
         let workers = self.reloads.len();
@@ -476,7 +521,7 @@ impl Server {
                 Ok(s) => added.push((*key, s)),
                 Err(e) => {
                     error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
-                    return;
+                    return Err(format!("cannot listen on {key}: {e}"));
                 }
             }
         }
@@ -494,7 +539,7 @@ impl Server {
                     }
                     Err(e) => {
                         error!(target = %c.target, error = %e, "configuration reload failed: cannot open the access log; keeping the running configuration");
-                        return;
+                        return Err(format!("cannot open the access log {}: {e}", c.target));
                     }
                 },
                 None => {
@@ -589,6 +634,7 @@ impl Server {
         }
         info!(config = %next.source, "configuration reloaded");
         self.config = next;
+        Ok(())
     }
 
     /// SIGUSR2: starts the new binary with the listening sockets.

@@ -169,6 +169,7 @@ impl WorkerShared {
             .shed_pauses
             .set(self.counters.shed_pauses.get() + 1);
         self.stats.shed.add(1);
+        self.stats.shedding.set(1);
         debug!(
             worker = self.id,
             open = self.active.get(),
@@ -179,6 +180,7 @@ impl WorkerShared {
             tokio::pin!(resumed);
             resumed.as_mut().enable();
             if self.active.get() <= self.conn_limit().low_water {
+                self.stats.shedding.set(0);
                 debug!(
                     worker = self.id,
                     open = self.active.get(),
@@ -188,7 +190,10 @@ impl WorkerShared {
             }
             tokio::select! {
                 biased;
-                _ = self.stopped() => return false,
+                _ = self.stopped() => {
+                    self.stats.shedding.set(0);
+                    return false;
+                }
                 _ = resumed => {}
             }
         }

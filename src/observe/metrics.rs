@@ -91,6 +91,8 @@ pub struct WorkerStats {
     /// Times accepting paused at `max_connections`: load is shed by leaving new
     /// connections in the kernel backlog, not by refusing them.
     pub shed: Counter,
+    /// 1 while accepting is paused at `max_connections`, else 0 (a gauge).
+    pub shedding: Counter,
     /// Downstream connections open now (a gauge).
     pub open: Counter,
     requests: [[Counter; 5]; 5],
@@ -123,6 +125,30 @@ impl WorkerStats {
     pub fn request(&self, handler: HandlerKind, status: u16) {
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
         self.requests[handler as usize][class].add(1);
+    }
+
+    /// Every answered request, of any handler and status.
+    pub fn requests_total(&self) -> u64 {
+        self.requests
+            .iter()
+            .flatten()
+            .map(Counter::get)
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// Answers that count as errors on the status page: every 5xx, and every
+    /// request the connection driver refused (bad head, limits, timeouts).
+    pub fn errors_total(&self) -> u64 {
+        let refused = self.requests[HandlerKind::Error as usize]
+            .iter()
+            .map(Counter::get)
+            .fold(0, u64::wrapping_add);
+        let server = HandlerKind::ALL
+            .iter()
+            .filter(|&&h| h != HandlerKind::Error)
+            .map(|&h| self.requests[h as usize][4].get())
+            .fold(0, u64::wrapping_add);
+        refused.wrapping_add(server)
     }
 
     /// Answered requests of one handler and status class (`1` to `5`).

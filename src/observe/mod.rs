@@ -1,7 +1,9 @@
 //! What Pier tells operators about itself: per-worker counters that only their own
-//! worker writes, the admin listener that merges them when scraped, and the access
-//! log that workers hand lines to without waiting.
+//! worker writes, the admin listener that merges them when scraped, the status
+//! page built from them, and the access log that workers hand lines to without
+//! waiting.
 
 pub mod access_log;
 pub mod admin;
 pub mod metrics;
+pub mod status;

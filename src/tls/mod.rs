@@ -275,6 +275,29 @@ struct Built {
     config: ServerConfig,
     /// SHA-256 of the default (or first) certificate.
     fingerprint: String,
+    /// What the status page shows of each certificate.
+    served: Vec<ServedCert>,
+}
+
+/// A certificate a listener serves, as operators see it: the names it answers
+/// for and when it expires, read once when it is loaded.
+#[derive(Debug, Clone)]
+pub struct ServedCert {
+    /// Names chosen by SNI (`*.` prefixes are wildcards).
+    pub names: Vec<String>,
+    /// Served to clients without SNI or with an unknown name.
+    pub default: bool,
+    /// The leaf's `notAfter`, in seconds since the Unix epoch.
+    pub not_after_unix: Option<i64>,
+    /// SHA-256 of the leaf, as in the startup log.
+    pub fingerprint: String,
+}
+
+/// The leaf's `notAfter` (seconds since the Unix epoch), if it parses.
+fn not_after_unix(cert: &CertificateDer<'_>) -> Option<i64> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    Some(parsed.validity().not_after.timestamp())
 }
 
 /// Reads every file of `spec` and builds the rustls config.
@@ -297,6 +320,15 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
         .or(entries.first())
         .map(|e| fingerprint(&e.key.cert[0]))
         .unwrap_or_default();
+    let served = entries
+        .iter()
+        .map(|e| ServedCert {
+            names: e.names.clone(),
+            default: e.default,
+            not_after_unix: not_after_unix(&e.key.cert[0]),
+            fingerprint: fingerprint(&e.key.cert[0]),
+        })
+        .collect();
     let verifier = match (&spec.client_ca, spec.client_auth) {
         (Some(ca), auth) if auth != ClientAuth::None => {
             let mut roots = rustls::RootCertStore::empty();
@@ -332,6 +364,7 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
     Ok(Built {
         config,
         fingerprint: shown,
+        served,
     })
 }
 
@@ -343,6 +376,7 @@ pub struct TlsListener {
     ticketer: Option<Arc<Ticketer>>,
     rotation: Duration,
     config: Arc<ServerConfig>,
+    served: Vec<ServedCert>,
 }
 
 impl std::fmt::Debug for TlsListener {
@@ -377,6 +411,7 @@ impl TlsListener {
                 ticketer,
                 rotation: ticket_rotation,
                 config: Arc::new(built.config),
+                served: built.served,
             },
             built.fingerprint,
         ))
@@ -402,6 +437,11 @@ impl TlsListener {
         self.config = Arc::new(config);
         self.ticketer = Some(old_ticketer.clone());
         true
+    }
+
+    /// The certificates this listener serves, for the status page.
+    pub fn certificates(&self) -> &[ServedCert] {
+        &self.served
     }
 
     /// A worker's handle: its own config copy, with its own TLS 1.2 session cache.

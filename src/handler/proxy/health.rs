@@ -61,6 +61,9 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
         };
+        server
+            .checks
+            .record(result.as_ref().map(|_| ()).map_err(String::as_str));
         let up = server.active_up.load(Ordering::Relaxed);
         match result {
             Ok(()) => {

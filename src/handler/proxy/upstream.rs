@@ -33,6 +33,8 @@ pub struct Server {
     pub weight: u32,
     /// Published by the active health checker; always true without one.
     pub active_up: AtomicBool,
+    /// Recent active check results, for the status page.
+    pub checks: crate::observe::status::checks::CheckLog,
 }
 
 impl Server {
@@ -272,6 +274,7 @@ pub fn from_raw(
             authority: text,
             weight,
             active_up: AtomicBool::new(true),
+            checks: Default::default(),
         });
     }
     if servers.len() > 1024 {

@@ -1,0 +1,208 @@
+//! The last minutes of each worker's counters, sampled once a second off the
+//! request path, so the status page can show rates and small charts.
+//!
+//! A [`Sampler`] (owned by the status thread, the only writer) reads every
+//! worker's counters, turns the differences into rates, and publishes an
+//! immutable [`Recent`] through an `ArcSwap`; a status request loads that `Arc`
+//! without a lock, and the workers never see any of it.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::observe::metrics::{Registry, WorkerStats};
+
+/// Samples of the whole process kept: three minutes at one a second.
+pub const PROCESS_POINTS: usize = 180;
+/// Samples kept per worker (one chart per worker row).
+pub const WORKER_POINTS: usize = 60;
+
+/// Rates of one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rates {
+    /// Connections accepted per second.
+    pub accept_per_s: f64,
+    /// Requests answered per second.
+    pub requests_per_s: f64,
+    /// Error answers per second (see [`WorkerStats::errors_total`]).
+    pub errors_per_s: f64,
+}
+
+/// One worker's recent state.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerRecent {
+    /// Rates over the last interval.
+    pub now: Rates,
+    /// Requests per second, oldest first, up to [`WORKER_POINTS`].
+    pub requests_per_s: Vec<f64>,
+}
+
+/// The whole process's recent state and its charts, oldest first.
+#[derive(Debug, Clone, Default)]
+pub struct Recent {
+    /// Seconds the last interval lasted (0 before the second sample).
+    pub interval_s: f64,
+    /// Rates over the last interval, all workers together.
+    pub now: Rates,
+    /// Open connections at each sample.
+    pub open: Vec<u64>,
+    /// Connections accepted per second.
+    pub accept_per_s: Vec<f64>,
+    /// Requests answered per second.
+    pub requests_per_s: Vec<f64>,
+    /// Error answers per second.
+    pub errors_per_s: Vec<f64>,
+    /// Per worker, by index.
+    pub workers: Vec<WorkerRecent>,
+}
+
+/// Cumulative counters of one worker at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reading {
+    accepted: u64,
+    requests: u64,
+    errors: u64,
+}
+
+impl Reading {
+    fn of(w: &WorkerStats) -> Reading {
+        Reading {
+            accepted: w.accepted.get(),
+            requests: w.requests_total(),
+            errors: w.errors_total(),
+        }
+    }
+
+    /// Rates from `earlier` to `self` over `secs`.
+    fn rates_since(&self, earlier: &Reading, secs: f64) -> Rates {
+        let per_s = |now: u64, then: u64| now.wrapping_sub(then) as f64 / secs;
+        Rates {
+            accept_per_s: per_s(self.accepted, earlier.accepted),
+            requests_per_s: per_s(self.requests, earlier.requests),
+            errors_per_s: per_s(self.errors, earlier.errors),
+        }
+    }
+}
+
+/// The single writer of the history: keeps the previous reading and the rings.
+#[derive(Debug, Default)]
+pub struct Sampler {
+    last: Option<(Instant, Vec<Reading>)>,
+    open: VecDeque<u64>,
+    accept: VecDeque<f64>,
+    requests: VecDeque<f64>,
+    errors: VecDeque<f64>,
+    per_worker: Vec<VecDeque<f64>>,
+}
+
+fn push<T>(ring: &mut VecDeque<T>, cap: usize, v: T) {
+    if ring.len() == cap {
+        ring.pop_front();
+    }
+    ring.push_back(v);
+}
+
+impl Sampler {
+    /// Reads every worker's counters at `now` and returns what the page shows.
+    pub fn sample(&mut self, registry: &Registry, now: Instant) -> Recent {
+        let readings: Vec<Reading> = registry.workers.iter().map(|w| Reading::of(w)).collect();
+        let open = registry
+            .workers
+            .iter()
+            .map(|w| w.open.get())
+            .fold(0, u64::wrapping_add);
+        self.per_worker.resize_with(readings.len(), VecDeque::new);
+        let mut recent = Recent {
+            workers: vec![WorkerRecent::default(); readings.len()],
+            ..Recent::default()
+        };
+        if let Some((then, before)) = &self.last {
+            let secs = now.duration_since(*then).as_secs_f64();
+            if secs > 0.0 {
+                recent.interval_s = secs;
+                for (i, (r, b)) in readings.iter().zip(before).enumerate() {
+                    let rates = r.rates_since(b, secs);
+                    recent.workers[i].now = rates;
+                    recent.now.accept_per_s += rates.accept_per_s;
+                    recent.now.requests_per_s += rates.requests_per_s;
+                    recent.now.errors_per_s += rates.errors_per_s;
+                    push(&mut self.per_worker[i], WORKER_POINTS, rates.requests_per_s);
+                }
+                push(&mut self.accept, PROCESS_POINTS, recent.now.accept_per_s);
+                push(
+                    &mut self.requests,
+                    PROCESS_POINTS,
+                    recent.now.requests_per_s,
+                );
+                push(&mut self.errors, PROCESS_POINTS, recent.now.errors_per_s);
+            }
+        }
+        push(&mut self.open, PROCESS_POINTS, open);
+        self.last = Some((now, readings));
+        recent.open = self.open.iter().copied().collect();
+        recent.accept_per_s = self.accept.iter().copied().collect();
+        recent.requests_per_s = self.requests.iter().copied().collect();
+        recent.errors_per_s = self.errors.iter().copied().collect();
+        for (w, ring) in recent.workers.iter_mut().zip(&self.per_worker) {
+            w.requests_per_s = ring.iter().copied().collect();
+        }
+        recent
+    }
+}
+
+/// Publishes [`Recent`] for readers on other threads.
+pub type Published = arc_swap::ArcSwap<Recent>;
+
+/// An empty history, before the first sample.
+pub fn empty() -> Arc<Recent> {
+    Arc::new(Recent::default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::metrics::HandlerKind;
+    use std::time::Duration;
+
+    #[test]
+    fn rates_are_differences_over_the_interval_and_errors_count_5xx_and_refusals() {
+        let r = Registry::new(2, vec![]);
+        let mut s = Sampler::default();
+        let t0 = Instant::now();
+        let first = s.sample(&r, t0);
+        assert_eq!(first.interval_s, 0.0);
+        assert!(first.requests_per_s.is_empty());
+        for _ in 0..10 {
+            r.workers[0].request(HandlerKind::Static, 200);
+        }
+        r.workers[1].request(HandlerKind::Proxy, 502);
+        r.workers[1].request(HandlerKind::Error, 400);
+        r.workers[1].request(HandlerKind::NoRoute, 404);
+        r.workers[1].accepted.add(4);
+        let second = s.sample(&r, t0 + Duration::from_secs(2));
+        assert_eq!(second.interval_s, 2.0);
+        assert_eq!(second.workers[0].now.requests_per_s, 5.0);
+        assert_eq!(second.workers[1].now.requests_per_s, 1.5);
+        assert_eq!(second.workers[1].now.errors_per_s, 1.0);
+        assert_eq!(second.now.requests_per_s, 6.5);
+        assert_eq!(second.now.accept_per_s, 2.0);
+        assert_eq!(second.requests_per_s, [6.5]);
+        assert_eq!(second.workers[1].requests_per_s, [1.5]);
+    }
+
+    #[test]
+    fn charts_keep_only_the_last_points() {
+        let r = Registry::new(1, vec![]);
+        let mut s = Sampler::default();
+        let t0 = Instant::now();
+        let mut last = Recent::default();
+        for i in 0..(PROCESS_POINTS as u64 + 5) {
+            r.workers[0].request(HandlerKind::Respond, 200);
+            last = s.sample(&r, t0 + Duration::from_secs(i));
+        }
+        assert_eq!(last.requests_per_s.len(), PROCESS_POINTS);
+        assert_eq!(last.open.len(), PROCESS_POINTS);
+        assert_eq!(last.workers[0].requests_per_s.len(), WORKER_POINTS);
+        assert!(last.requests_per_s.iter().all(|&v| v == 1.0));
+    }
+}

@@ -1,0 +1,619 @@
+//! The HTML status page: `page.html` (style and script, embedded in the binary)
+//! around a table rendered here, so the page is complete with JavaScript off.
+//!
+//! Every value the server writes goes through [`escape`]; every value the
+//! script writes later goes through `textContent`, never markup, so a server
+//! or error text such as `<script>` stays text. Each live value is a
+//! `data-v` element naming its path in `/status.json` and a `data-f`
+//! formatter that [`super::human`] and the script implement alike; charts are
+//! `data-s` polylines. The Content-Security-Policy allows exactly the page's
+//! own style and script, by hash, and requests to its own origin.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::history::WORKER_POINTS;
+use super::human;
+use super::snapshot::{ReloadRecord, Snapshot};
+
+/// The page around the rendered body.
+const PAGE: &str = include_str!("page.html");
+/// Where the body goes in [`PAGE`].
+const BODY_MARK: &str = "<!--pier:body-->";
+
+/// Chart size in SVG user units (the page scales it).
+const CHART_W: f64 = 180.0;
+const CHART_H: f64 = 30.0;
+
+/// Text made safe for HTML content and quoted attribute values. Five
+/// characters need it, so this is written out rather than taken from a crate.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The text between `open` and `close` in the page (its one style or script).
+fn inline_block(open: &str, close: &str) -> &'static str {
+    let start = PAGE.find(open).map_or(0, |i| i + open.len());
+    let end = PAGE[start..].find(close).map_or(start, |i| start + i);
+    &PAGE[start..end]
+}
+
+fn csp_hash(block: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, block.as_bytes());
+    format!("'sha256-{}'", data_encoding::BASE64.encode(digest.as_ref()))
+}
+
+/// The Content-Security-Policy of the page: nothing but its own style and
+/// script (by hash) and fetches from its own origin.
+pub fn content_security_policy() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
+             img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            csp_hash(inline_block("<script>", "</script>")),
+            csp_hash(inline_block("<style>", "</style>")),
+        )
+    })
+}
+
+/// Fields the page is sent with.
+pub fn security_headers() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "content-security-policy",
+            content_security_policy().to_string(),
+        ),
+        ("x-content-type-options", "nosniff".into()),
+        ("x-frame-options", "DENY".into()),
+        ("referrer-policy", "no-referrer".into()),
+    ]
+}
+
+/// A date as the script's `toUTCString()` writes it (RFC 9110 IMF-fixdate).
+fn date(unix: i64) -> String {
+    let t = if unix >= 0 {
+        UNIX_EPOCH + Duration::from_secs(unix as u64)
+    } else {
+        UNIX_EPOCH
+    };
+    httpdate::fmt_http_date(t)
+}
+
+fn reload_text(r: Option<&ReloadRecord>) -> String {
+    match r {
+        None => "no reload yet".into(),
+        Some(r) if r.ok => format!("last reload applied {}", date(r.at_unix as i64)),
+        Some(r) => format!(
+            "last reload failed {}: {}",
+            date(r.at_unix as i64),
+            r.message
+        ),
+    }
+}
+
+fn expires_text(secs: Option<i64>) -> String {
+    match secs {
+        None => "-".into(),
+        Some(s) if s < 0 => format!("expired {} ago", human::duration(s.unsigned_abs())),
+        Some(s) => format!("in {}", human::duration(s as u64)),
+    }
+}
+
+/// Polyline points of a chart holding `capacity` points, newest at the right.
+pub fn chart_points(values: &[f64], capacity: usize) -> String {
+    let max = values.iter().copied().fold(0.0f64, f64::max);
+    let step = CHART_W / (capacity.max(2) - 1) as f64;
+    let n = values.len().min(capacity);
+    let mut out = String::with_capacity(n * 12);
+    for (i, v) in values[values.len() - n..].iter().enumerate() {
+        let x = CHART_W - (n - 1 - i) as f64 * step;
+        let y = if max > 0.0 {
+            CHART_H - 1.0 - v / max * (CHART_H - 2.0)
+        } else {
+            CHART_H - 1.0
+        };
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let _ = write!(out, "{x:.1},{y:.1}");
+    }
+    out
+}
+
+/// Writes the body of the page.
+struct Body {
+    out: String,
+}
+
+impl Body {
+    fn raw(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+
+    fn text(&mut self, s: &str) {
+        self.out.push_str(&escape(s));
+    }
+
+    /// A live value: `path` in the JSON, formatted by `f`, shown as `shown` now.
+    fn value(&mut self, tag: &str, path: &str, f: &str, shown: &str) {
+        let _ = write!(
+            self.out,
+            "<{tag} data-v=\"{}\" data-f=\"{f}\">{}</{tag}>",
+            escape(path),
+            escape(shown)
+        );
+    }
+
+    fn chart(&mut self, path: &str, values: &[f64], capacity: usize, class: &str) {
+        let _ = write!(
+            self.out,
+            "<svg class=\"spark {class}\" viewBox=\"0 0 {CHART_W} {CHART_H}\" preserveAspectRatio=\"none\" aria-hidden=\"true\"><polyline data-s=\"{}\" data-n=\"{capacity}\" points=\"{}\"/></svg>",
+            escape(path),
+            chart_points(values, capacity)
+        );
+    }
+
+    fn checks(&mut self, path: &str, checks: &[bool]) {
+        let _ = write!(
+            self.out,
+            "<td class=\"checks\" data-v=\"{}\" data-f=\"checks\">",
+            escape(path)
+        );
+        for ok in checks {
+            self.raw(if *ok {
+                "<span class=\"ck ok\" title=\"passed\"></span>"
+            } else {
+                "<span class=\"ck fail\" title=\"failed\"></span>"
+            });
+        }
+        if checks.is_empty() {
+            self.raw("-");
+        }
+        self.raw("</td>");
+    }
+}
+
+fn bad_class(bad: bool) -> &'static str {
+    if bad {
+        " class=\"bad\""
+    } else {
+        ""
+    }
+}
+
+fn tile(b: &mut Body, title: &str, path: &str, f: &str, shown: &str) {
+    b.raw("<div class=\"tile\"><h2>");
+    b.text(title);
+    b.raw("</h2>");
+    b.value("div", path, f, shown);
+}
+
+fn header(b: &mut Body, s: &Snapshot) {
+    b.raw("<header><h1>pier ");
+    b.value("span", "version", "text", s.version);
+    b.raw("</h1><p class=\"meta\">PID ");
+    b.value("span", "pid", "text", &s.pid.to_string());
+    b.raw(" · up ");
+    b.value("span", "uptime_s", "dur", &human::duration(s.uptime_s));
+    b.raw(" · configuration generation ");
+    b.value("span", "generation", "text", &s.generation.to_string());
+    b.raw(" from <code>");
+    b.text(&s.config_source);
+    b.raw("</code> · ");
+    let failed = s.last_reload.as_ref().is_some_and(|r| !r.ok);
+    let _ = write!(
+        b.out,
+        "<span data-v=\"last_reload\" data-f=\"reload\" data-bad=\"!last_reload.ok\"{}>{}</span>",
+        bad_class(failed),
+        escape(&reload_text(s.last_reload.as_ref()))
+    );
+    b.raw("</p><p class=\"meta\">");
+    let _ = write!(b.out, "{} workers · listeners", s.worker_count);
+    for l in &s.listeners {
+        b.raw(" <code>");
+        b.text(l);
+        b.raw("</code>");
+    }
+    if s.max_connections_per_worker > 0 {
+        let _ = write!(
+            b.out,
+            " · max_connections {} per worker",
+            s.max_connections_per_worker
+        );
+    }
+    b.raw("</p></header>");
+}
+
+fn overview(b: &mut Body, s: &Snapshot) {
+    let t = &s.total;
+    let h = &s.history;
+    let open: Vec<f64> = h.open.iter().map(|&v| v as f64).collect();
+    b.raw("<section class=\"tiles\">");
+    tile(
+        b,
+        "Open connections",
+        "total.open",
+        "count",
+        &human::count(t.open as f64),
+    );
+    b.chart("history.open", &open, h.capacity, "");
+    b.raw("<p>accepted ");
+    b.value(
+        "span",
+        "total.accepted",
+        "count",
+        &human::count(t.accepted as f64),
+    );
+    b.raw("</p></div>");
+
+    tile(
+        b,
+        "Accepts",
+        "total.accept_per_s",
+        "rate",
+        &human::rate(t.accept_per_s),
+    );
+    b.chart("history.accept_per_s", &h.accept_per_s, h.capacity, "");
+    b.raw("<p>shedding ");
+    b.value("span", "total.shedding", "paused", &paused(t.shedding));
+    b.raw(", paused ");
+    b.value(
+        "span",
+        "total.shed_total",
+        "count",
+        &human::count(t.shed_total as f64),
+    );
+    b.raw(" times</p></div>");
+
+    tile(
+        b,
+        "Requests",
+        "total.requests_per_s",
+        "rate",
+        &human::rate(t.requests_per_s),
+    );
+    b.chart("history.requests_per_s", &h.requests_per_s, h.capacity, "");
+    b.raw("<p>");
+    b.value(
+        "span",
+        "total.requests",
+        "count",
+        &human::count(t.requests as f64),
+    );
+    b.raw(" answered</p></div>");
+
+    tile(
+        b,
+        "Errors",
+        "total.errors_per_s",
+        "rate",
+        &human::rate(t.errors_per_s),
+    );
+    b.chart("history.errors_per_s", &h.errors_per_s, h.capacity, "err");
+    b.raw("<p>");
+    b.value(
+        "span",
+        "total.error_ratio",
+        "pct",
+        &human::percent(t.error_ratio),
+    );
+    b.raw(" of requests, ");
+    b.value(
+        "span",
+        "total.errors",
+        "count",
+        &human::count(t.errors as f64),
+    );
+    b.raw(" in all</p></div>");
+
+    b.raw("<div class=\"tile\"><h2>TLS handshakes</h2><table class=\"kv\"><tr><th>full</th>");
+    b.value(
+        "td",
+        "total.tls.full",
+        "count",
+        &human::count(t.tls.full as f64),
+    );
+    b.raw("</tr><tr><th>resumed</th>");
+    b.value(
+        "td",
+        "total.tls.resumed",
+        "count",
+        &human::count(t.tls.resumed as f64),
+    );
+    b.raw("</tr><tr><th>failed</th>");
+    b.value(
+        "td",
+        "total.tls.failed",
+        "count",
+        &human::count(t.tls.failed as f64),
+    );
+    b.raw("</tr></table></div>");
+
+    b.raw("<div class=\"tile\"><h2>Traffic</h2><table class=\"kv\"><tr><th>received</th>");
+    b.value("td", "total.bytes_in", "bytes", &human::bytes(t.bytes_in));
+    b.raw("</tr><tr><th>sent</th>");
+    b.value("td", "total.bytes_out", "bytes", &human::bytes(t.bytes_out));
+    b.raw("</tr></table></div></section>");
+}
+
+fn paused(n: u64) -> String {
+    if n == 0 {
+        "none".into()
+    } else {
+        format!("{n} paused")
+    }
+}
+
+fn workers(b: &mut Body, s: &Snapshot) {
+    b.raw("<section><h2>Workers</h2><table class=\"grid\"><thead><tr><th>#</th><th>open</th><th>accepted</th><th>accepts</th><th>requests</th><th>last minute</th><th>errors</th><th>answered</th><th>TLS full / resumed / failed</th><th>received / sent</th><th>accepting</th></tr></thead><tbody>");
+    for (i, w) in s.workers.iter().enumerate() {
+        let p = |k: &str| format!("workers.{i}.{k}");
+        let _ = write!(
+            b.out,
+            "<tr data-bad=\"workers.{i}.shedding\"{}><td>{i}</td>",
+            bad_class(w.shedding > 0)
+        );
+        b.value("td", &p("open"), "count", &human::count(w.open as f64));
+        b.value(
+            "td",
+            &p("accepted"),
+            "count",
+            &human::count(w.accepted as f64),
+        );
+        b.value(
+            "td",
+            &p("accept_per_s"),
+            "rate",
+            &human::rate(w.accept_per_s),
+        );
+        b.value(
+            "td",
+            &p("requests_per_s"),
+            "rate",
+            &human::rate(w.requests_per_s),
+        );
+        b.raw("<td>");
+        b.chart(&p("chart"), &w.chart, WORKER_POINTS, "small");
+        b.raw("</td>");
+        b.value(
+            "td",
+            &p("errors_per_s"),
+            "rate",
+            &human::rate(w.errors_per_s),
+        );
+        b.value(
+            "td",
+            &p("requests"),
+            "count",
+            &human::count(w.requests as f64),
+        );
+        b.raw("<td>");
+        b.value(
+            "span",
+            &p("tls.full"),
+            "count",
+            &human::count(w.tls.full as f64),
+        );
+        b.raw(" / ");
+        b.value(
+            "span",
+            &p("tls.resumed"),
+            "count",
+            &human::count(w.tls.resumed as f64),
+        );
+        b.raw(" / ");
+        b.value(
+            "span",
+            &p("tls.failed"),
+            "count",
+            &human::count(w.tls.failed as f64),
+        );
+        b.raw("</td><td>");
+        b.value("span", &p("bytes_in"), "bytes", &human::bytes(w.bytes_in));
+        b.raw(" / ");
+        b.value("span", &p("bytes_out"), "bytes", &human::bytes(w.bytes_out));
+        b.raw("</td>");
+        b.value("td", &p("shedding"), "shed", shed(w.shedding));
+        b.raw("</tr>");
+    }
+    b.raw("</tbody></table></section>");
+}
+
+fn shed(v: u64) -> &'static str {
+    if v > 0 {
+        "paused"
+    } else {
+        "yes"
+    }
+}
+
+fn upstreams(b: &mut Body, s: &Snapshot) {
+    b.raw("<section><h2>Upstreams</h2>");
+    if s.upstreams.is_empty() {
+        b.raw("<p class=\"empty\">No upstream groups configured.</p>");
+    }
+    for (gi, g) in s.upstreams.iter().enumerate() {
+        b.raw("<h3>");
+        b.text(&g.name);
+        b.raw(" <small>");
+        b.text(&g.balance);
+        if let Some(hc) = &g.health_check {
+            b.raw(" · checks: ");
+            b.text(hc);
+        }
+        if g.draining {
+            let _ = write!(
+                b.out,
+                " · <span class=\"draining\">generation {}, draining</span>",
+                g.generation
+            );
+        }
+        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
+        for (si, sv) in g.servers.iter().enumerate() {
+            let p = |k: &str| format!("upstreams.{gi}.servers.{si}.{k}");
+            b.raw("<tr><td>");
+            b.text(&sv.name);
+            b.raw("</td><td><code>");
+            b.text(&sv.address);
+            let _ = write!(b.out, "</code></td><td>{}</td>", sv.weight);
+            let _ = write!(
+                b.out,
+                "<td class=\"state {0}\" data-v=\"{1}\" data-f=\"state\">{0}</td>",
+                sv.state,
+                escape(&p("state"))
+            );
+            b.checks(&p("checks"), &sv.checks);
+            b.value(
+                "td",
+                &p("last_check_error"),
+                "text",
+                sv.last_check_error.as_deref().unwrap_or("-"),
+            );
+            b.raw("</tr>");
+        }
+        b.raw("</tbody></table>");
+    }
+    b.raw("</section>");
+}
+
+fn certificates(b: &mut Body, s: &Snapshot) {
+    b.raw("<section><h2>Certificates</h2>");
+    if s.certificates.is_empty() {
+        b.raw("<p class=\"empty\">No TLS listeners.</p></section>");
+        return;
+    }
+    b.raw("<table class=\"grid\"><thead><tr><th>listener</th><th>names</th><th>expires</th><th></th><th>SHA-256</th></tr></thead><tbody>");
+    for (i, c) in s.certificates.iter().enumerate() {
+        let _ = write!(
+            b.out,
+            "<tr data-bad=\"certificates.{i}.expiring\"{}><td><code>",
+            bad_class(c.expiring)
+        );
+        b.text(&c.listener);
+        b.raw("</code></td><td>");
+        b.text(&c.names.join(", "));
+        if c.default {
+            b.raw(" <small>(default)</small>");
+        }
+        b.raw("</td><td>");
+        b.text(&c.not_after_unix.map_or("-".into(), date));
+        b.raw("</td>");
+        b.value(
+            "td",
+            &format!("certificates.{i}.expires_in_s"),
+            "expires",
+            &expires_text(c.expires_in_s),
+        );
+        // The whole fingerprint is in the tooltip; the start tells certificates apart.
+        let short: String = c.sha256.chars().take(23).collect();
+        let _ = write!(
+            b.out,
+            "<td><code class=\"fp\" title=\"{}\">{}…</code></td></tr>",
+            escape(&c.sha256),
+            escape(&short)
+        );
+    }
+    b.raw("</tbody></table></section>");
+}
+
+/// The whole page for a snapshot.
+pub fn render(s: &Snapshot) -> String {
+    let mut b = Body {
+        out: String::with_capacity(16 * 1024 + s.workers.len() * 1500),
+    };
+    let _ = write!(
+        b.out,
+        "<main id=\"status\" data-layout=\"{}\">",
+        escape(&s.layout)
+    );
+    header(&mut b, s);
+    overview(&mut b, s);
+    workers(&mut b, s);
+    upstreams(&mut b, s);
+    certificates(&mut b, s);
+    b.raw("<section><h2>Cache zones</h2><p class=\"empty\">No cache zones: Pier has no cache yet.</p></section>");
+    b.raw("<footer><span id=\"live\">Figures as of ");
+    b.value("span", "now_unix", "date", &date(s.now_unix as i64));
+    b.raw(". Reload the page for new ones.</span></footer></main>");
+    let (before, after) = PAGE.split_once(BODY_MARK).unwrap_or((PAGE, ""));
+    let mut page = String::with_capacity(before.len() + b.out.len() + after.len());
+    page.push_str(before);
+    page.push_str(&b.out);
+    page.push_str(after);
+    page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_turns_markup_into_text() {
+        assert_eq!(
+            escape(r#"<script>alert("x" & 'y')</script>"#),
+            "&lt;script&gt;alert(&quot;x&quot; &amp; &#39;y&#39;)&lt;/script&gt;"
+        );
+    }
+
+    #[test]
+    fn an_upstream_named_script_stays_text_and_so_do_error_texts() {
+        let page = render(&super::super::json::tests::snapshot_with_markup());
+        assert!(
+            !page.contains("<script>alert"),
+            "unescaped name in the page"
+        );
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(!page.contains("<b>refused</b>"));
+        assert!(page.contains("connect: &lt;b&gt;refused&lt;/b&gt; &amp; &quot;gone&quot;"));
+        // The page's own script is the only one.
+        assert_eq!(page.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn the_rendered_table_holds_the_figures_and_the_down_server() {
+        let state = super::super::json::tests::state_with_traffic();
+        let page = render(&state.snapshot());
+        assert!(page.contains("<div data-v=\"total.requests_per_s\" data-f=\"rate\">32/s</div>"));
+        assert!(page.contains("<td data-v=\"workers.1.shedding\" data-f=\"shed\">paused</td>"));
+        assert!(page.contains(
+            "<td class=\"state down\" data-v=\"upstreams.0.servers.0.state\" data-f=\"state\">down</td>"
+        ));
+        assert!(page.contains("<span class=\"ck fail\""));
+        assert!(page.contains("localhost, 127.0.0.1, ::1"));
+        assert!(page.contains("No cache zones"));
+    }
+
+    #[test]
+    fn the_policy_allows_only_the_page_own_script_and_style() {
+        let csp = content_security_policy();
+        assert!(csp.starts_with("default-src 'none'; script-src 'sha256-"));
+        assert!(!csp.contains("unsafe"));
+        let script = inline_block("<script>", "</script>");
+        assert!(script.contains("status.json"), "the script block was found");
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, script.as_bytes());
+        let want = data_encoding::BASE64.encode(digest.as_ref());
+        assert!(csp.contains(&want));
+        // No inline event handlers or style attributes, which the policy would block.
+        assert!(!PAGE.contains(" onclick=") && !PAGE.contains(" style="));
+    }
+
+    #[test]
+    fn charts_fill_from_the_right_and_scale_to_their_peak() {
+        assert_eq!(chart_points(&[], 180), "");
+        assert_eq!(chart_points(&[0.0, 0.0], 2), "0.0,29.0 180.0,29.0");
+        assert_eq!(chart_points(&[5.0, 10.0], 3), "90.0,15.0 180.0,1.0");
+    }
+}

@@ -1,0 +1,380 @@
+//! What the status page shows, gathered in one pass: the live counters every
+//! worker publishes, the history the sampler last published, and the running
+//! configuration (listeners, upstream groups, certificates).
+//!
+//! Gathering takes no lock: counters are relaxed atomic loads, the history and
+//! the configuration are `Arc`s loaded from `ArcSwap`s. The same [`Snapshot`]
+//! feeds `/status.json` (serialized as it is) and the HTML page.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use super::history::Recent;
+use super::ConfigView;
+use crate::config::Config;
+use crate::handler::proxy::balance::{Balance, HashKey};
+use crate::handler::proxy::upstream::{CheckKind, UpstreamGroup};
+use crate::observe::metrics::{Registry, WorkerStats};
+
+/// Certificates closer to expiry than this are shown in red.
+pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);
+
+/// The whole page's data, in the shape of `/status.json`.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Pier's version.
+    pub version: &'static str,
+    /// Process ID.
+    pub pid: u32,
+    /// When this snapshot was taken, seconds since the Unix epoch.
+    pub now_unix: u64,
+    /// Seconds since the process started serving.
+    pub uptime_s: u64,
+    /// Configuration generation: 1 at start, one more for each applied reload.
+    pub generation: u64,
+    /// Where the running configuration came from.
+    pub config_source: String,
+    /// The last reload (`SIGHUP`), if there was one.
+    pub last_reload: Option<ReloadRecord>,
+    /// Listener URLs as bound.
+    pub listeners: Vec<String>,
+    /// Worker threads.
+    pub worker_count: usize,
+    /// Each worker's share of `max_connections` (0: no limit).
+    pub max_connections_per_worker: usize,
+    /// A key of everything whose count can change (a reload): the page reloads
+    /// its tables when it differs from the one it was rendered with.
+    pub layout: String,
+    /// All workers together.
+    pub total: WorkerView,
+    /// The last minutes, all workers together, oldest first.
+    pub history: HistoryView,
+    /// Per worker, by index.
+    pub workers: Vec<WorkerView>,
+    /// Upstream groups of the running configuration, then those of replaced
+    /// configurations still finishing requests (their servers are `draining`).
+    pub upstreams: Vec<GroupView>,
+    /// Certificates served by TLS listeners.
+    pub certificates: Vec<CertView>,
+    /// Cache zones: none exist yet, so always empty.
+    pub cache_zones: Vec<()>,
+}
+
+/// The outcome of one reload.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadRecord {
+    /// When it happened, seconds since the Unix epoch.
+    pub at_unix: u64,
+    /// Whether the new configuration was applied.
+    pub ok: bool,
+    /// What the log said: why it failed, or where the configuration came from.
+    pub message: String,
+}
+
+/// One worker's figures (or all workers' together).
+#[derive(Debug, Default, Serialize)]
+pub struct WorkerView {
+    /// Worker index; absent for the total.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<usize>,
+    /// Downstream connections open now.
+    pub open: u64,
+    /// Connections accepted since start.
+    pub accepted: u64,
+    /// Connections accepted per second over the last interval.
+    pub accept_per_s: f64,
+    /// Requests answered since start.
+    pub requests: u64,
+    /// Requests answered per second over the last interval.
+    pub requests_per_s: f64,
+    /// Error answers since start: 5xx and requests the driver refused.
+    pub errors: u64,
+    /// Error answers per second over the last interval.
+    pub errors_per_s: f64,
+    /// Errors over requests in the last interval (0 without requests).
+    pub error_ratio: f64,
+    /// Accepting paused at `max_connections` now (for the total: workers paused).
+    pub shedding: u64,
+    /// Times accepting paused since start.
+    pub shed_total: u64,
+    /// HTTP bytes from clients.
+    pub bytes_in: u64,
+    /// HTTP bytes to clients.
+    pub bytes_out: u64,
+    /// TLS handshakes.
+    pub tls: TlsView,
+    /// Requests per second, oldest first (per worker only; the total's chart
+    /// is in [`Snapshot::history`]).
+    pub chart: Vec<f64>,
+}
+
+/// TLS handshake counts.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct TlsView {
+    /// Full handshakes.
+    pub full: u64,
+    /// Resumed sessions (ticket or cache).
+    pub resumed: u64,
+    /// Failed or timed out.
+    pub failed: u64,
+}
+
+/// The process's charts, one point per second, oldest first.
+#[derive(Debug, Serialize)]
+pub struct HistoryView {
+    /// Seconds between points.
+    pub interval_s: f64,
+    /// Points a chart holds when full.
+    pub capacity: usize,
+    /// Open connections.
+    pub open: Vec<u64>,
+    /// Connections accepted per second.
+    pub accept_per_s: Vec<f64>,
+    /// Requests per second.
+    pub requests_per_s: Vec<f64>,
+    /// Error answers per second.
+    pub errors_per_s: Vec<f64>,
+}
+
+/// One upstream group.
+#[derive(Debug, Serialize)]
+pub struct GroupView {
+    /// Name from the configuration.
+    pub name: String,
+    /// Configuration generation the group belongs to.
+    pub generation: u64,
+    /// Whether it belongs to a replaced configuration that is still draining.
+    pub draining: bool,
+    /// Balancing method.
+    pub balance: String,
+    /// How servers are checked (`GET /health every 2s`), if they are.
+    pub health_check: Option<String>,
+    /// The servers, in configuration order.
+    pub servers: Vec<ServerView>,
+}
+
+/// One upstream server.
+#[derive(Debug, Serialize)]
+pub struct ServerView {
+    /// `host:port` as configured.
+    pub name: String,
+    /// The resolved address connected to.
+    pub address: String,
+    /// Relative share of requests.
+    pub weight: u32,
+    /// `up`, `down` (its active health check fails) or `draining` (its group
+    /// belongs to a replaced configuration).
+    pub state: &'static str,
+    /// Recent active check results, oldest first (`true` passed); empty
+    /// without checks.
+    pub checks: Vec<bool>,
+    /// Why the last failed check failed.
+    pub last_check_error: Option<String>,
+}
+
+/// One certificate of a TLS listener.
+#[derive(Debug, Serialize)]
+pub struct CertView {
+    /// The listener's configured address.
+    pub listener: String,
+    /// Names it is chosen for.
+    pub names: Vec<String>,
+    /// Served to clients without SNI or with an unknown name.
+    pub default: bool,
+    /// Its `notAfter`, seconds since the Unix epoch.
+    pub not_after_unix: Option<i64>,
+    /// Seconds until then (negative once expired).
+    pub expires_in_s: Option<i64>,
+    /// Expires within 14 days (or has expired).
+    pub expiring: bool,
+    /// SHA-256 of the certificate.
+    pub sha256: String,
+}
+
+/// Rounds a rate for the JSON: two decimals are more than a person reads.
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn worker_view(id: Option<usize>, w: &WorkerStats) -> WorkerView {
+    WorkerView {
+        id,
+        open: w.open.get(),
+        accepted: w.accepted.get(),
+        requests: w.requests_total(),
+        errors: w.errors_total(),
+        shedding: w.shedding.get(),
+        shed_total: w.shed.get(),
+        bytes_in: w.bytes_in.get(),
+        bytes_out: w.bytes_out.get(),
+        tls: TlsView {
+            full: w.tls_full.get(),
+            resumed: w.tls_resumed.get(),
+            failed: w.tls_failed.get(),
+        },
+        ..WorkerView::default()
+    }
+}
+
+fn set_rates(v: &mut WorkerView, r: &super::history::Rates) {
+    v.accept_per_s = round2(r.accept_per_s);
+    v.requests_per_s = round2(r.requests_per_s);
+    v.errors_per_s = round2(r.errors_per_s);
+    v.error_ratio = if r.requests_per_s > 0.0 {
+        (r.errors_per_s / r.requests_per_s * 10_000.0).round() / 10_000.0
+    } else {
+        0.0
+    };
+}
+
+fn add(total: &mut WorkerView, w: &WorkerView) {
+    total.open += w.open;
+    total.accepted += w.accepted;
+    total.requests += w.requests;
+    total.errors += w.errors;
+    total.shedding += w.shedding;
+    total.shed_total += w.shed_total;
+    total.bytes_in += w.bytes_in;
+    total.bytes_out += w.bytes_out;
+    total.tls.full += w.tls.full;
+    total.tls.resumed += w.tls.resumed;
+    total.tls.failed += w.tls.failed;
+}
+
+fn balance_label(b: &Balance) -> String {
+    match b {
+        Balance::RoundRobin => "round_robin".into(),
+        Balance::LeastConn => "least_conn".into(),
+        Balance::Hash(HashKey::ClientIp) => "hash client_ip".into(),
+        Balance::Hash(HashKey::Path) => "hash path".into(),
+        Balance::Hash(HashKey::Header(h)) => format!("hash header:{h}"),
+    }
+}
+
+fn group_view(g: &UpstreamGroup, generation: u64, draining: bool) -> GroupView {
+    let health_check = g.health_check.as_ref().map(|hc| {
+        let what = match &hc.kind {
+            CheckKind::Http(path) => format!("GET {path}"),
+            CheckKind::Tcp => "TCP connect".to_string(),
+        };
+        format!("{what} every {}", super::human::interval(hc.interval))
+    });
+    let servers = g
+        .servers
+        .iter()
+        .map(|s| ServerView {
+            name: s.authority.clone(),
+            address: s.addr.to_string(),
+            weight: s.weight,
+            state: if draining {
+                "draining"
+            } else if s.actively_up() {
+                "up"
+            } else {
+                "down"
+            },
+            checks: s.checks.recent(),
+            last_check_error: s.checks.last_failure().map(|e| e.to_string()),
+        })
+        .collect();
+    GroupView {
+        name: g.name.clone(),
+        generation,
+        draining,
+        balance: balance_label(&g.balance),
+        health_check,
+        servers,
+    }
+}
+
+fn cert_views(config: &Config, now_unix: i64) -> Vec<CertView> {
+    let mut out = Vec::new();
+    for l in &config.listeners {
+        let Some(tls) = &l.tls else { continue };
+        for c in tls.listener.certificates() {
+            let expires_in_s = c.not_after_unix.map(|t| t - now_unix);
+            out.push(CertView {
+                listener: l.addr.to_string(),
+                names: c.names.clone(),
+                default: c.default,
+                not_after_unix: c.not_after_unix,
+                expires_in_s,
+                expiring: expires_in_s.is_some_and(|s| s < EXPIRY_WARNING.as_secs() as i64),
+                sha256: c.fingerprint.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Gathers everything the page shows.
+pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: SystemTime) -> Snapshot {
+    let now_unix = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut total = WorkerView::default();
+    let mut workers = Vec::with_capacity(registry.workers.len());
+    for (i, w) in registry.workers.iter().enumerate() {
+        let mut v = worker_view(Some(i), w);
+        if let Some(r) = recent.workers.get(i) {
+            set_rates(&mut v, &r.now);
+            v.chart = r.requests_per_s.iter().map(|&x| round2(x)).collect();
+        }
+        add(&mut total, &v);
+        workers.push(v);
+    }
+    set_rates(&mut total, &recent.now);
+    let config = &view.current;
+    let mut upstreams: Vec<GroupView> = config
+        .upstreams
+        .iter()
+        .map(|g| group_view(g, view.generation, false))
+        .collect();
+    for (generation, old) in &view.retired {
+        if let Some(old) = old.upgrade() {
+            upstreams.extend(
+                old.upstreams
+                    .iter()
+                    .map(|g| group_view(g, *generation, true)),
+            );
+        }
+    }
+    let certificates = cert_views(config, now_unix as i64);
+    let layout = format!(
+        "{}/{}/{}/{}/{}",
+        view.generation,
+        workers.len(),
+        view.listeners.len(),
+        upstreams
+            .iter()
+            .map(|g| format!("{}{}", g.servers.len(), if g.draining { "d" } else { "" }))
+            .collect::<Vec<_>>()
+            .join(","),
+        certificates.len()
+    );
+    Snapshot {
+        version: env!("CARGO_PKG_VERSION"),
+        pid: std::process::id(),
+        now_unix,
+        uptime_s: registry.started.elapsed().as_secs(),
+        generation: view.generation,
+        config_source: config.source.clone(),
+        last_reload: view.last_reload.clone(),
+        listeners: view.listeners.clone(),
+        worker_count: workers.len(),
+        max_connections_per_worker: config.max_connections_per_worker(),
+        layout,
+        total,
+        history: HistoryView {
+            interval_s: round2(recent.interval_s),
+            capacity: super::history::PROCESS_POINTS,
+            open: recent.open.clone(),
+            accept_per_s: recent.accept_per_s.iter().map(|&x| round2(x)).collect(),
+            requests_per_s: recent.requests_per_s.iter().map(|&x| round2(x)).collect(),
+            errors_per_s: recent.errors_per_s.iter().map(|&x| round2(x)).collect(),
+        },
+        workers,
+        upstreams,
+        certificates,
+        cache_zones: Vec::new(),
+    }
+}
