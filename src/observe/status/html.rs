@@ -166,17 +166,20 @@ impl Body {
         );
     }
 
+    /// A server's recent checks as a row of marks, oldest first.
     fn checks(&mut self, path: &str, checks: &[bool]) {
+        let passed = checks.iter().filter(|&&ok| ok).count();
         let _ = write!(
             self.out,
-            "<td class=\"checks\" data-v=\"{}\" data-f=\"checks\">",
+            "<td class=\"checks\" title=\"{passed} of the last {} checks passed\" data-v=\"{}\" data-f=\"checks\">",
+            checks.len(),
             escape(path)
         );
         for ok in checks {
             self.raw(if *ok {
-                "<span class=\"ck ok\" title=\"passed\"></span>"
+                "<i class=\"ok\"></i>"
             } else {
-                "<span class=\"ck fail\" title=\"failed\"></span>"
+                "<i class=\"no\"></i>"
             });
         }
         if checks.is_empty() {
@@ -591,7 +594,8 @@ mod tests {
         assert!(page.contains(
             "<td class=\"state down\" data-v=\"upstreams.0.servers.0.state\" data-f=\"state\">down</td>"
         ));
-        assert!(page.contains("<span class=\"ck fail\""));
+        assert!(page.contains("title=\"1 of the last 2 checks passed\""));
+        assert!(page.contains("<i class=\"ok\"></i><i class=\"no\"></i></td>"));
         assert!(page.contains("localhost, 127.0.0.1, ::1"));
         assert!(page.contains("No cache zones"));
     }
