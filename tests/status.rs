@@ -295,3 +295,45 @@ fn headless_chromium_renders_the_live_page_with_the_figures_and_the_down_server(
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     eprintln!("screenshot of the status page: {}", shot.display());
 }
+
+/// Polls `/status.json` until `done` holds (five seconds at most).
+fn json_until(admin: SocketAddr, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let v = json(admin);
+        if done(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "status never got there: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn reloads_show_as_a_new_generation_or_a_failure_with_its_reason() {
+    let config = |body: &str| {
+        format!(
+            "[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+             [[route]]\nhandler = \"respond\"\nbody = \"{body}\"\n"
+        )
+    };
+    let pier = Pier::with_config(&config("one"), &[]);
+    let admin = pier.admin.expect("admin listener on");
+    let path = pier.dir.path().join("pier.toml");
+    let v = json(admin);
+    assert_eq!(v["generation"], 1);
+    assert!(v["last_reload"].is_null());
+
+    std::fs::write(&path, config("two")).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    let v = json_until(admin, |v| v["generation"] == 2);
+    assert_eq!(v["last_reload"]["ok"], true);
+    assert_eq!(v["listeners"][0], format!("http://{}", pier.addr()));
+
+    std::fs::write(&path, config("three").replace("handler", "handlr")).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    let v = json_until(admin, |v| v["last_reload"]["ok"] == false);
+    assert_eq!(v["generation"], 2, "a failed reload changes nothing");
+    let why = v["last_reload"]["message"].as_str().unwrap();
+    assert!(why.contains("pier.toml") && why.contains("handlr"), "{why}");
+}
