@@ -88,6 +88,37 @@ pub struct ServeArgs {
     /// a binary upgrade rewrites it with the new process's ID.
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    /// Log every answered request to this file (appended), or to standard output
+    /// with `-`; replaces the config's `[access_log] path`.
+    #[arg(long, value_name = "PATH|-")]
+    pub access_log: Option<String>,
+    /// Access log line format (default `combined`); replaces `[access_log] format`.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "combined|json",
+        requires = "access_log"
+    )]
+    pub access_log_format: Option<AccessLogFormat>,
+}
+
+/// Access log line format on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessLogFormat {
+    /// Apache/nginx combined, with TLS, upstream and timing fields appended.
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+impl AccessLogFormat {
+    /// The `[access_log] format` value this flag stands for.
+    pub fn as_config(self) -> &'static str {
+        match self {
+            AccessLogFormat::Combined => "combined",
+            AccessLogFormat::Json => "json",
+        }
+    }
 }
 
 /// Flags of `pier check`.

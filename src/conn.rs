@@ -270,10 +270,12 @@ impl Downstream for Tls {
     fn tls_fields(&self) -> Option<TlsFields<'_>> {
         let session = self.stream.get_ref().1;
         Some(TlsFields {
-            version: session.protocol_version().and_then(|v| v.as_str()),
+            version: session
+                .protocol_version()
+                .and_then(crate::tls::names::protocol_name),
             cipher: session
                 .negotiated_cipher_suite()
-                .and_then(|c| c.suite().as_str()),
+                .and_then(|c| crate::tls::names::cipher_name(c.suite())),
             sni: session.server_name(),
         })
     }
@@ -339,6 +341,10 @@ struct LoggedRequest {
     started: Option<Instant>,
     /// `sent` plus pending output when the request began.
     out_mark: u64,
+    /// Output offset (as `out_mark`) up to which response heads were looked for,
+    /// and whether the final (non-1xx) head ended there: the body starts there.
+    head_end: u64,
+    head_done: bool,
     method: Vec<u8>,
     target: Vec<u8>,
     protocol: &'static str,
@@ -347,6 +353,28 @@ struct LoggedRequest {
     user_agent: Vec<u8>,
     has_referer: bool,
     has_user_agent: bool,
+}
+
+/// Finds where the response head of the logged request ends in the output not
+/// yet sent (`pending`, which starts at offset `sent`), so the log can count body
+/// bytes only. Interim 1xx heads (100 Continue) are skipped; a 101 is final, the
+/// tunnelled bytes after it being its body. Looked at before each flush, while
+/// the head is still in the buffer; a head is a few hundred bytes to scan.
+fn note_head(l: &mut LoggedRequest, sent: u64, pending: &[u8]) {
+    while !l.head_done {
+        let Some(from) = l.head_end.checked_sub(sent) else {
+            return;
+        };
+        let Some(rest) = pending.get(from as usize..) else {
+            return;
+        };
+        let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return;
+        };
+        l.head_end += end as u64 + 4;
+        let interim = rest.get(9) == Some(&b'1') && rest.get(9..12) != Some(b"101");
+        l.head_done = !interim;
+    }
 }
 
 /// Serves one downstream connection until it closes.
@@ -411,6 +439,9 @@ impl<D: Downstream> Conn<'_, D> {
         };
         if b.write.is_empty() {
             return Ok(());
+        }
+        if let Some(l) = self.logged.as_deref_mut().filter(|l| l.active) {
+            note_head(l, self.sent, &b.write);
         }
         let r = within(
             self.ctx.config.http.write_timeout,
@@ -561,6 +592,8 @@ impl<D: Downstream> Conn<'_, D> {
         self.status = 0;
         self.upstream = None;
         l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
+        l.head_end = l.out_mark;
+        l.head_done = false;
         let Some(b) = self.bufs.as_ref().filter(|_| parsed) else {
             return;
         };
@@ -590,6 +623,11 @@ impl<D: Downstream> Conn<'_, D> {
             return;
         }
         l.active = false;
+        note_head(
+            l,
+            self.sent,
+            self.bufs.as_ref().map_or(&[], |b| &b.write[..]),
+        );
         let pending = self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
         log.record(&Entry {
             client: self.peer,
@@ -597,7 +635,7 @@ impl<D: Downstream> Conn<'_, D> {
             target: &l.target,
             protocol: l.protocol,
             status: self.status,
-            bytes: (self.sent + pending).saturating_sub(l.out_mark),
+            body_bytes: (self.sent + pending).saturating_sub(l.head_end),
             duration: l.started.map_or(Duration::ZERO, |t| t.elapsed()),
             referer: l.has_referer.then_some(&l.referer[..]),
             user_agent: l.has_user_agent.then_some(&l.user_agent[..]),

@@ -425,6 +425,18 @@ fn apply_flags(raw: &mut RawConfig, args: &ServeArgs, embedded: bool) -> Result<
     if let Some(url) = &args.proxy {
         apply_proxy_flag(raw, url)?;
     }
+    if let Some(path) = &args.access_log {
+        let kept = raw.access_log.take().map(|a| a.into_inner());
+        raw.access_log = Some(flag(RawAccessLog {
+            path: flag(path.clone()),
+            format: args
+                .access_log_format
+                .map(|f| flag(f.as_config().to_string()))
+                .or_else(|| kept.as_ref().and_then(|k| k.format.clone())),
+            buffer: kept.as_ref().and_then(|k| k.buffer.clone()),
+            flush_interval: kept.and_then(|k| k.flush_interval),
+        }));
+    }
     if let Some(addr) = args.admin {
         let allow_remote = raw.admin.as_ref().and_then(|a| a.get_ref().allow_remote);
         raw.admin = Some(flag(RawAdmin {

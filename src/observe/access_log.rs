@@ -212,9 +212,9 @@ fn write_loop(shared: &Shared, mut sink: Sink) {
 /// TLS facts of a downstream connection, for the log line.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TlsFields<'a> {
-    /// e.g. `TLSv1_3`.
+    /// e.g. `TLSv1.3` (see [`crate::tls::names`]).
     pub version: Option<&'static str>,
-    /// e.g. `TLS13_AES_128_GCM_SHA256`.
+    /// e.g. `TLS_AES_128_GCM_SHA256`, the OpenSSL name.
     pub cipher: Option<&'static str>,
     /// Server name the client asked for.
     pub sni: Option<&'a str>,
@@ -233,8 +233,9 @@ pub struct Entry<'a> {
     pub protocol: &'a str,
     /// Status sent.
     pub status: u16,
-    /// Bytes sent downstream for this response (head and body).
-    pub bytes: u64,
+    /// Body bytes sent downstream for this response, without the head (as
+    /// nginx's `$body_bytes_sent`).
+    pub body_bytes: u64,
     /// From the complete request head to the response handed to the socket.
     pub duration: Duration,
     /// `Referer`.
@@ -390,7 +391,7 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
         push_clf(out, e.target);
         let _ = write!(out, " {}", e.protocol);
     }
-    let _ = write!(out, "\" {} {} \"", e.status, e.bytes);
+    let _ = write!(out, "\" {} {} \"", e.status, e.body_bytes);
     push_clf(out, e.referer.unwrap_or_default());
     out.extend_from_slice(b"\" \"");
     push_clf(out, e.user_agent.unwrap_or_default());
@@ -417,20 +418,23 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     out.push(b'\n');
 }
 
-/// A JSON string; bytes outside ASCII become `\u00XX` so any input stays valid JSON.
+/// A JSON string escaped by serde_json: UTF-8 text stays as it is; bytes that are
+/// not UTF-8 are written as the text `\xHH` (as in `combined`), so a hostile
+/// request line still gives valid JSON and loses no byte.
 fn push_json_str(out: &mut Vec<u8>, s: &[u8]) {
-    out.push(b'"');
-    for &c in s {
-        match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x20..=0x7e => out.push(c),
-            _ => {
-                let _ = write!(out, "\\u{c:04x}");
+    let _ = match std::str::from_utf8(s) {
+        Ok(text) => serde_json::to_writer(&mut *out, text),
+        Err(_) => {
+            let mut text = String::with_capacity(s.len() + 8);
+            for chunk in s.utf8_chunks() {
+                text.push_str(chunk.valid());
+                for b in chunk.invalid() {
+                    let _ = std::fmt::Write::write_fmt(&mut text, format_args!("\\x{b:02X}"));
+                }
             }
+            serde_json::to_writer(&mut *out, &text)
         }
-    }
-    out.push(b'"');
+    };
 }
 
 fn json_opt(out: &mut Vec<u8>, key: &str, v: Option<&[u8]>) {
@@ -444,7 +448,7 @@ fn json_opt(out: &mut Vec<u8>, key: &str, v: Option<&[u8]>) {
 fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     let _ = write!(
         out,
-        "{{\"time\":\"{time}\",\"client\":\"{}\",\"client_port\":{}",
+        "{{\"timestamp\":\"{time}\",\"client\":\"{}\",\"client_port\":{}",
         e.client.ip(),
         e.client.port()
     );
@@ -455,7 +459,7 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     let _ = write!(
         out,
         ",\"status\":{},\"bytes\":{},\"duration_ms\":",
-        e.status, e.bytes
+        e.status, e.body_bytes
     );
     push_ms(out, e.duration);
     json_opt(out, "referer", e.referer);
@@ -499,13 +503,13 @@ mod tests {
             target: b"/a\"b",
             protocol: "HTTP/1.1",
             status: 200,
-            bytes: 13,
+            body_bytes: 13,
             duration: Duration::from_micros(1500),
             referer: None,
             user_agent: Some(b"curl/8 \xff"),
             tls: Some(TlsFields {
-                version: Some("TLSv1_3"),
-                cipher: Some("TLS13_AES_128_GCM_SHA256"),
+                version: Some("TLSv1.3"),
+                cipher: Some("TLS_AES_128_GCM_SHA256"),
                 sni: Some("example.com"),
             }),
             upstream: Some("127.0.0.1:8080".parse().unwrap()),
@@ -548,7 +552,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "192.0.2.7 - - [22/Nov/2026:10:13:20 +0000] \"GET /a\\x22b HTTP/1.1\" 200 13 \"-\" \
-             \"curl/8 \\xFF\" TLSv1_3 TLS13_AES_128_GCM_SHA256 example.com 127.0.0.1:8080 1.000 1.500\n"
+             \"curl/8 \\xFF\" TLSv1.3 TLS_AES_128_GCM_SHA256 example.com 127.0.0.1:8080 1.000 1.500\n"
         );
     }
 
@@ -558,10 +562,29 @@ mod tests {
         json(&mut out, "2026-11-22T10:13:20Z", &entry());
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["target"], "/a\"b");
-        assert_eq!(v["user_agent"], "curl/8 \u{ff}");
+        assert_eq!(v["user_agent"], "curl/8 \\xFF");
+        assert_eq!(v["timestamp"], "2026-11-22T10:13:20Z");
         assert_eq!(v["status"], 200);
         assert_eq!(v["referer"], serde_json::Value::Null);
         assert_eq!(v["upstream"], "127.0.0.1:8080");
+    }
+
+    #[test]
+    fn json_keeps_utf8_as_text_and_escapes_controls() {
+        let mut e = entry();
+        e.target = "/caf\u{e9}?q=\u{65e5}".as_bytes();
+        e.user_agent = Some(b"a\tb\x01\"c\\");
+        let mut out = Vec::new();
+        json(&mut out, "2026-11-22T10:13:20Z", &e);
+        let text = String::from_utf8(out).unwrap();
+        // Not byte by byte: the two bytes of `é` are one character.
+        assert!(
+            text.contains("\"target\":\"/caf\u{e9}?q=\u{65e5}\""),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["target"], "/caf\u{e9}?q=\u{65e5}");
+        assert_eq!(v["user_agent"], "a\tb\u{1}\"c\\");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! lock-free structures. Nothing takes a process-wide lock per handshake.
 
 pub mod dn;
+pub mod names;
 pub mod sni;
 pub mod stream;
 pub mod tickets;
