@@ -659,8 +659,19 @@ async fn serve_accepted(
         }
         return;
     };
-    let handshake =
-        deadline::within(handshake_timeout, acceptor.accept(ReadAhead::new(stream))).await;
+    // One deadline for the first bytes and the handshake together.
+    let mut handshake_deadline = deadline::Deadline::after(handshake_timeout);
+    let mut stream = ReadAhead::new(stream);
+    if lc.tcp.is_none() {
+        let first = handshake_deadline.run(stream.read_first()).await;
+        if first.is_ok_and(|r| r.is_ok_and(crate::tls::plain_http::is_plain_http)) {
+            debug!(%peer, "plain HTTP request on a TLS port; answering 400");
+            ctx.stats.tls_failed.add(1);
+            crate::tls::plain_http::answer_plain_http(&mut stream).await;
+            return;
+        }
+    }
+    let handshake = handshake_deadline.run(acceptor.accept(stream)).await;
     count_handshake(ctx, &handshake);
     match handshake {
         Ok(Ok(tls)) => match &lc.tcp {

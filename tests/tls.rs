@@ -470,6 +470,39 @@ fn garbage_instead_of_a_client_hello_closes_that_connection_only() {
 }
 
 #[test]
+fn plain_http_on_the_tls_port_gets_a_400_that_says_so() {
+    let s = setup();
+    let pier = Pier::with_config(&simple_config(&s, ""), &[]);
+    let addr = pier.https[0];
+    let mut raw = connect(addr);
+    raw.write_all(b"GET /fixed HTTP/1.1\r\nHost: a.test\r\nUser-Agent: t\r\n\r\n")
+        .unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = Vec::new();
+    // Read to the end: the answer, then a clean close (no reset).
+    raw.read_to_end(&mut answer).unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+    assert!(text.contains("Connection: close\r\n"), "{text}");
+    assert!(
+        text.contains("plain HTTP request was sent to an HTTPS port"),
+        "{text}"
+    );
+    // A TLS client on the same port is unaffected.
+    let (client, _) = recording_client(true);
+    let mut fresh = connect_tls(addr, "a.test", &client).unwrap();
+    assert_eq!(tls_get(&mut fresh, "/fixed").unwrap().status, 200);
+    if let Some(curl) = which("curl") {
+        let out = Command::new(curl)
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("http://127.0.0.1:{}/fixed", addr.port()))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "400");
+    }
+}
+
+#[test]
 fn a_stalled_handshake_is_dropped_at_the_timeout() {
     let s = setup();
     let pier = Pier::with_config(&simple_config(&s, "handshake_timeout = \"500ms\""), &[]);

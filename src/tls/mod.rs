@@ -11,6 +11,7 @@
 
 pub mod dn;
 pub mod names;
+pub mod plain_http;
 pub mod sni;
 pub mod stream;
 pub mod tickets;

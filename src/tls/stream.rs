@@ -50,6 +50,27 @@ impl ReadAhead {
         self.buf.len() - self.pos
     }
 
+    /// Reads the connection's first bytes and keeps them for rustls, so the caller
+    /// can look at them before the handshake (plain HTTP sent to a TLS port) at no
+    /// extra system call.
+    pub async fn read_first(&mut self) -> io::Result<&[u8]> {
+        while self.buffered() == 0 {
+            if self.buf.capacity() < READ_AHEAD_SMALL {
+                self.buf = Vec::with_capacity(READ_AHEAD_SMALL);
+            }
+            self.buf.clear();
+            self.pos = 0;
+            self.tcp.readable().await?;
+            match self.tcp.try_read_buf(&mut self.buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(&self.buf[self.pos..])
+    }
+
     /// Frees the read-ahead buffer if it holds nothing (the connection is idle).
     pub fn release(&mut self) {
         if self.buffered() == 0 {
