@@ -101,6 +101,20 @@ fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
+/// Runs `pier bench --json` on a target that never answers: the report is still
+/// printed, but the run exits 1 and stderr says why; returns (report, stderr).
+fn bench_json_unanswered(args: &[&str]) -> (Value, String) {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = bench(&all);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "pier bench {args:?}: {err}");
+    assert!(err.contains("got a response"), "{err}");
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (v, err)
+}
+
 #[test]
 fn exact_request_count_with_n_over_threads_and_connections() {
     let pier = Pier::with_config(SERVER, &[]);
@@ -152,7 +166,12 @@ fn server_closing_connections_is_counted_not_fatal() {
         let mut buf = Vec::new();
         read_head(&mut s, &mut buf);
     });
-    let v = bench_json(&["http", &format!("http://{addr}/"), "-n", "20", "-c", "2"]);
+    let (v, err) =
+        bench_json_unanswered(&["http", &format!("http://{addr}/"), "-n", "20", "-c", "2"]);
+    assert!(
+        err.contains("closed the connection") || err.contains("reset"),
+        "{err}"
+    );
     assert_eq!(v["requests"], 0);
     assert_eq!(errors_total(&v), 20, "{v}");
 }
@@ -169,7 +188,12 @@ fn malformed_responses_are_counted() {
             }
         }
     });
-    let v = bench_json(&["http", &format!("http://{addr}/"), "-n", "30", "-c", "3"]);
+    let (v, err) =
+        bench_json_unanswered(&["http", &format!("http://{addr}/"), "-n", "30", "-c", "3"]);
+    assert!(
+        err.contains("30 errors, the first because the answer was not a valid HTTP/1.1 response"),
+        "{err}"
+    );
     assert_eq!(v["errors"]["malformed"], 30, "{v}");
     assert_eq!(v["requests"], 0);
 }
@@ -181,7 +205,7 @@ fn a_server_that_never_answers_times_out_and_the_run_ends() {
         while read_head(&mut s, &mut buf) {}
     });
     let started = Instant::now();
-    let v = bench_json(&[
+    let (v, err) = bench_json_unanswered(&[
         "http",
         &format!("http://{addr}/"),
         "-n",
@@ -191,13 +215,15 @@ fn a_server_that_never_answers_times_out_and_the_run_ends() {
         "--timeout",
         "300ms",
     ]);
+    assert!(err.contains("did not answer within --timeout"), "{err}");
     assert_eq!(v["errors"]["timeout"], 4, "{v}");
     assert_eq!(v["requests"], 0);
     assert!(started.elapsed() < Duration::from_secs(10));
 
     // Bounded by time, the same server ends the run at its deadline.
     let started = Instant::now();
-    let v = bench_json(&["http", &format!("http://{addr}/"), "-d", "500ms", "-c", "2"]);
+    let (v, _) =
+        bench_json_unanswered(&["http", &format!("http://{addr}/"), "-d", "500ms", "-c", "2"]);
     assert_eq!(v["requests"], 0);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
@@ -262,6 +288,11 @@ fn https_needs_trust_and_insecure_or_cacert_give_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("TLS handshake") && err.contains("failed"),
+        "{err}"
+    );
+    // The self-signed certificate is not trusted: the message says what to do.
+    assert!(
+        err.contains("pass -k") && err.contains("--cacert FILE"),
         "{err}"
     );
 
@@ -448,7 +479,7 @@ fn tls_stream_echoes_exact_byte_counts() {
         "-k",
         "-c",
         "2",
-        "-m",
+        "--messages",
         "4",
         "-s",
         "4000000",
@@ -475,7 +506,7 @@ fn tls_stream_echoes_exact_byte_counts() {
         "--plain",
         "-c",
         "4",
-        "-m",
+        "--messages",
         "10",
         "-s",
         "1000",
@@ -575,7 +606,7 @@ fn sweeps_write_csv_and_svg() {
             "1,2",
             "--connections",
             "1,4",
-            "-m",
+            "--messages",
             "10",
             "-s",
             "1000",
@@ -626,7 +657,7 @@ fn new_connection_per_request_and_open_loop_use_the_general_engine_correctly() {
                 s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n");
         }
     });
-    let v = bench_json(&[
+    let (v, _) = bench_json_unanswered(&[
         "http",
         &format!("http://{bad}/"),
         "--new-conn",
@@ -640,7 +671,7 @@ fn new_connection_per_request_and_open_loop_use_the_general_engine_correctly() {
         let mut buf = Vec::new();
         while read_head(&mut s, &mut buf) {}
     });
-    let v = bench_json(&[
+    let (v, _) = bench_json_unanswered(&[
         "http",
         &format!("http://{silent}/"),
         "--rate",

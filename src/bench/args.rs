@@ -114,8 +114,9 @@ pub struct StreamArgs {
     /// Connections in total, spread over the threads.
     #[arg(short, long, default_value_t = 1)]
     pub connections: usize,
-    /// Messages each connection sends (and reads back).
-    #[arg(short, long, default_value_t = 1000)]
+    /// Messages each connection sends (and reads back). No short form: `-m` is
+    /// the method in `bench http`, as in oha, and keeps that one meaning.
+    #[arg(long, default_value_t = 1000)]
     pub messages: u64,
     /// Bytes per message.
     #[arg(short, long, default_value_t = 16384)]
@@ -182,8 +183,8 @@ pub struct SweepStreamArgs {
     /// Connection counts to run, comma-separated.
     #[arg(short, long, value_delimiter = ',', default_value = "1,10,100")]
     pub connections: Vec<usize>,
-    /// Messages each connection sends.
-    #[arg(short, long, default_value_t = 1000)]
+    /// Messages each connection sends (no short form, as in `tls-stream`).
+    #[arg(long, default_value_t = 1000)]
     pub messages: u64,
     /// Bytes per message.
     #[arg(short, long, default_value_t = 16384)]
@@ -231,6 +232,37 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every short flag of every `pier bench` subcommand, with the long flag it
+    /// stands for there: one letter, one meaning.
+    #[test]
+    fn each_short_flag_means_one_thing_across_bench_subcommands() {
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Top {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        fn walk(cmd: &clap::Command, seen: &mut std::collections::HashMap<char, String>) {
+            for arg in cmd.get_arguments() {
+                if let (Some(short), Some(long)) = (arg.get_short(), arg.get_long()) {
+                    let prev = seen.entry(short).or_insert_with(|| long.to_string());
+                    assert_eq!(
+                        prev,
+                        long,
+                        "-{short} is --{prev} in one subcommand and --{long} in {}",
+                        cmd.get_name()
+                    );
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, seen);
+            }
+        }
+        let mut seen = std::collections::HashMap::new();
+        walk(&Top::command(), &mut seen);
+        assert_eq!(seen.get(&'m').map(String::as_str), Some("method"));
+    }
 
     #[test]
     fn durations() {

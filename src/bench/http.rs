@@ -324,6 +324,24 @@ impl HttpReport {
         v
     }
 
+    /// A run without a single response measured nothing: its zero latencies must
+    /// not pass for a result, so it fails (exit 1) and says why.
+    pub fn check_answered(&self, plan: &HttpPlan) -> anyhow::Result<()> {
+        let s = &self.stats;
+        if s.requests > 0 {
+            return Ok(());
+        }
+        let why = match s.errors.first {
+            Some(kind) => format!(
+                "; {} errors, the first because {}",
+                s.errors.total(),
+                kind.explain()
+            ),
+            None => String::new(),
+        };
+        bail!("no request to {} got a response{why}", plan.target.url())
+    }
+
     /// The run as text, in the spirit of wrk's report.
     pub fn text(&self, plan: &HttpPlan) -> String {
         let s = &self.stats;
@@ -454,7 +472,11 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
                 plan.timeout.max(Duration::from_secs(1))
             ),
             Ok(Err(e)) if e.kind == ErrorKind::Tls => {
-                bail!("TLS handshake with {url} ({addr}) failed: {}", e.error)
+                bail!(
+                    "TLS handshake with {url} ({addr}) failed: {}{}",
+                    e.error,
+                    untrusted_hint(&e.error.to_string())
+                )
             }
             Ok(Err(e)) => bail!("cannot connect to {url} ({addr}): {}", e.error),
             Ok(Ok(mut c)) => {
@@ -463,6 +485,18 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             }
         }
     })
+}
+
+/// Advice for a server certificate the client does not trust (a self-signed or
+/// private CA certificate, as `pier serve` generates).
+fn untrusted_hint(error: &str) -> &'static str {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("issuer") || lower.contains("self-signed") || lower.contains("selfsigned") {
+        ". The server's certificate is not signed by a trusted CA: pass -k to accept \
+         any certificate, or --cacert FILE to trust the CA that signed it"
+    } else {
+        ""
+    }
 }
 
 type ThreadResult = Result<(Stats, Instant), String>;

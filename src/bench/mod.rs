@@ -52,6 +52,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             } else {
                 print!("{}", report.text(&plan));
             }
+            report.check_answered(&plan)?;
         }
         BenchCommand::TlsStream(a) => {
             let plan = Arc::new(tls_stream::StreamPlan::from_args(&a).map_err(UsageError)?);

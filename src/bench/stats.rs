@@ -30,6 +30,20 @@ pub enum ErrorKind {
     Malformed,
 }
 
+impl ErrorKind {
+    /// What happened, as a sentence a user can act on.
+    pub fn explain(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connecting failed (refused, or no route to the server)",
+            ErrorKind::Tls => "the TLS handshake failed",
+            ErrorKind::Timeout => "the server did not answer within --timeout",
+            ErrorKind::Reset => "the server reset the connection",
+            ErrorKind::Closed => "the server closed the connection before answering",
+            ErrorKind::Malformed => "the answer was not a valid HTTP/1.1 response",
+        }
+    }
+}
+
 /// Error counts by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Errors {
@@ -45,6 +59,8 @@ pub struct Errors {
     pub closed: u64,
     /// See [`ErrorKind::Malformed`].
     pub malformed: u64,
+    /// The kind of the first error counted, to explain a run without a response.
+    pub first: Option<ErrorKind>,
 }
 
 impl Errors {
@@ -59,6 +75,9 @@ impl Errors {
             ErrorKind::Malformed => &mut self.malformed,
         };
         *slot += n;
+        if n > 0 && self.first.is_none() {
+            self.first = Some(kind);
+        }
     }
 
     /// All errors.
@@ -73,6 +92,7 @@ impl Errors {
         self.reset += o.reset;
         self.closed += o.closed;
         self.malformed += o.malformed;
+        self.first = self.first.or(o.first);
     }
 
     fn pairs(&self) -> [(&'static str, u64); 6] {
