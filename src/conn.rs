@@ -26,6 +26,7 @@ use crate::http1::parse::{parse_request, BodyKind, Method, Parsed, Version};
 use crate::http1::write::{self, BodyFraming};
 use crate::observe::access_log::{Entry, TlsFields, WorkerLog};
 use crate::observe::metrics::HandlerKind;
+use crate::observe::metrics::ROUTE_NONE;
 use crate::tls::stream::ReadAhead;
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
@@ -324,6 +325,8 @@ pub(crate) struct Conn<'a, D> {
     pub(crate) status: u16,
     /// Upstream server and time to its response head, set by the proxy for the log.
     pub(crate) upstream: Option<(SocketAddr, Duration)>,
+    /// Route of the request being answered (`Route::index`), for the metrics.
+    route_slot: usize,
     /// Set when the connection ends with input left unread (a request body the
     /// answer made moot): read and drop it for a moment after the last write,
     /// so the client sees the answer rather than a reset.
@@ -389,6 +392,7 @@ pub async fn serve<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
         sent: 0,
         status: 0,
         upstream: None,
+        route_slot: ROUTE_NONE,
         linger_on_close: false,
         logged: None,
     };
@@ -565,11 +569,22 @@ impl<D: Downstream> Conn<'_, D> {
     /// Answers the parsed request, logging it when the access log is on.
     async fn handle(&mut self) -> Result<bool, Exit> {
         let ctx = self.ctx;
+        let started = Instant::now();
+        self.route_slot = ROUTE_NONE;
         let Some(log) = &ctx.access_log else {
-            return self.answer().await;
+            let r = self.answer().await;
+            if self.status != 0 {
+                ctx.stats
+                    .request_duration(self.route_slot, self.status, started.elapsed());
+            }
+            return r;
         };
         self.begin_log(true);
         let r = self.answer().await;
+        if self.status != 0 {
+            ctx.stats
+                .request_duration(self.route_slot, self.status, started.elapsed());
+        }
         // A refused request is logged once its error response is written.
         if !matches!(r, Err(Exit::Reject(_))) && self.status != 0 {
             self.end_log(log);
@@ -655,10 +670,12 @@ impl<D: Downstream> Conn<'_, D> {
         let (body, expect_continue, head_len) =
             (b.head.body, b.head.expect_continue, b.head.head_len);
         let req = &b.read[self.rpos..self.rpos + head_len];
-        let handler = ctx
+        let route = ctx
             .config
             .routes
-            .find(b.head.host_name(req), b.head.path(req));
+            .find_route(b.head.host_name(req), b.head.path(req));
+        self.route_slot = route.map_or(ROUTE_NONE, |r| r.index);
+        let handler = route.map(|r| &r.handler);
         if let Some(Handler::Proxy(route)) = handler {
             // Boxed: the proxy's state machine is large, and inlining it would grow
             // every connection's future, static and fixed responses included.

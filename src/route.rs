@@ -7,6 +7,8 @@ pub use crate::handler::Handler;
 #[derive(Debug)]
 pub struct Route {
     prefix: Box<[u8]>,
+    /// Position in the configuration (0 = first `[[route]]`): the metrics' route slot.
+    pub index: usize,
     /// What serves requests under the prefix.
     pub handler: Handler,
 }
@@ -16,6 +18,8 @@ pub struct Route {
 pub struct RouteTable {
     hosts: Vec<(Box<[u8]>, Vec<Route>)>,
     any: Vec<Route>,
+    /// `host/prefix` of each route in configuration order, for metric labels.
+    labels: Vec<String>,
 }
 
 impl RouteTable {
@@ -26,6 +30,7 @@ impl RouteTable {
         prefix: String,
         handler: Handler,
     ) -> Result<(), String> {
+        let host_label = host.clone();
         let group = match host {
             None => &mut self.any,
             Some(h) => {
@@ -42,16 +47,32 @@ impl RouteTable {
         if group.iter().any(|r| *r.prefix == *prefix.as_bytes()) {
             return Err(format!("path {prefix:?} is routed twice for the same host"));
         }
+        let index = self.labels.len();
+        self.labels.push(match &host_label {
+            Some(h) => format!("{h}{prefix}"),
+            None => prefix.clone(),
+        });
         group.push(Route {
             prefix: prefix.into_bytes().into_boxed_slice(),
+            index,
             handler,
         });
         group.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         Ok(())
     }
 
+    /// `host/prefix` (or `/prefix`) of every route, in configuration order.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
     /// The handler for a request, if any route matches.
     pub fn find(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&Handler> {
+        self.find_route(host, path).map(|r| &r.handler)
+    }
+
+    /// The route for a request, if any matches.
+    pub fn find_route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&Route> {
         let group = host
             .and_then(|h| {
                 let name = strip_port(h);
@@ -64,7 +85,6 @@ impl RouteTable {
             .iter()
             .find(|r| path.starts_with(&r.prefix))
             .or_else(|| self.any.iter().find(|r| path.starts_with(&r.prefix)))
-            .map(|r| &r.handler)
     }
 
     /// Every handler, for start-up checks and logs.

@@ -227,6 +227,8 @@ struct Server {
     pid_file: Option<PathBuf>,
     exe: PathBuf,
     args: Vec<OsString>,
+    /// The counters `/metrics` shows; a reload gives it the new route labels.
+    registry: Arc<Registry>,
 }
 
 /// How the signal loop ended.
@@ -271,6 +273,9 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         warn!(listener = %key, "the replaced process passed a socket no listener uses; closing it");
     }
     let registry = Arc::new(Registry::new(workers, shown.clone()));
+    registry
+        .routes
+        .store(Arc::new(config.routes.labels().to_vec()));
     let mut admin_socket = None;
     let mut status = None;
     let admin_shown = match config.admin {
@@ -378,6 +383,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         pid_file,
         exe,
         args: std::env::args_os().skip(1).collect(),
+        registry,
     };
     let exit = wait_for_signal(&signal_rt, signals, &mut server)?;
     match exit {
@@ -551,6 +557,9 @@ impl Server {
             }
         };
         let next = Arc::new(next);
+        self.registry
+            .routes
+            .store(Arc::new(next.routes.labels().to_vec()));
         if let Err(e) = crate::handler::proxy::health::spawn(&next) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }

@@ -28,7 +28,7 @@ use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
 use crate::observe::access_log::{self, WorkerLog};
-use crate::observe::metrics::WorkerStats;
+use crate::observe::metrics::{TlsFailure, WorkerStats};
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
 
@@ -666,7 +666,7 @@ async fn serve_accepted(
         let first = handshake_deadline.run(stream.read_first()).await;
         if first.is_ok_and(|r| r.is_ok_and(crate::tls::plain_http::is_plain_http)) {
             debug!(%peer, "plain HTTP request on a TLS port; answering 400");
-            ctx.stats.tls_failed.add(1);
+            ctx.stats.tls_failure(TlsFailure::PlainHttp);
             crate::tls::plain_http::answer_plain_http(&mut stream).await;
             return;
         }
@@ -710,11 +710,17 @@ fn count_handshake<T>(
 ) {
     let stats = &ctx.stats;
     match handshake {
-        Ok(Ok(tls)) => match tls.get_ref().1.handshake_kind() {
-            Some(rustls::HandshakeKind::Resumed) => stats.tls_resumed.add(1),
-            _ => stats.tls_full.add(1),
-        },
-        _ => stats.tls_failed.add(1),
+        Ok(Ok(tls)) => {
+            let session = tls.get_ref().1;
+            stats.tls_handshake(
+                session
+                    .protocol_version()
+                    .and_then(crate::tls::names::protocol_name),
+                session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            )
+        }
+        Ok(Err(e)) => stats.tls_failure(TlsFailure::of(e)),
+        Err(_) => stats.tls_failure(TlsFailure::Timeout),
     }
 }
 

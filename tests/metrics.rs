@@ -85,11 +85,33 @@ fn metrics_count_requests_by_class_and_handler_exactly() {
             ("pier_workers", 2),
             ("pier_connections_shed_total", 0),
             ("pier_log_lines_dropped_total", 0),
+            // Durations by route (its configured prefix) and status class;
+            // requests no route matched share the label `none`.
+            (
+                "pier_request_duration_seconds_count{route=\"/fixed\",class=\"2xx\"}",
+                7,
+            ),
+            (
+                "pier_request_duration_seconds_bucket{route=\"/fixed\",class=\"2xx\",le=\"+Inf\"}",
+                7,
+            ),
+            (
+                "pier_request_duration_seconds_count{route=\"none\",class=\"4xx\"}",
+                3,
+            ),
+            ("pier_build_info{version=\"0.1.0\"}", 1),
         ],
     );
     let out = sample(&text, "pier_sent_bytes_total").unwrap();
     assert!(out > body_bytes, "{out} <= {body_bytes}");
     assert!(text.contains("# TYPE pier_upstream_latency_seconds histogram"));
+    // Process metrics under the names Prometheus's client libraries use.
+    let fds = sample(&text, "process_open_fds").expect("process_open_fds");
+    assert!(fds > 5, "{fds}");
+    let rss = sample(&text, "process_resident_memory_bytes").expect("RSS");
+    assert!(rss > 1 << 20, "{rss}");
+    assert!(text.contains("\nprocess_cpu_seconds_total "), "{text}");
+    assert!(text.contains("\nprocess_start_time_seconds "), "{text}");
 }
 
 #[test]
@@ -155,16 +177,31 @@ listen = "127.0.0.1:0"
         Some(rustls::HandshakeKind::Resumed)
     );
 
-    // Plain HTTP on the TLS port is not a ClientHello.
+    // Plain HTTP on the TLS port is not a ClientHello: it is answered 400 and
+    // counted as a failure of its own cause.
     let mut plain = Reader::new(connect(pier.https[0]));
     plain.send(b"GET /fixed HTTP/1.1\r\nHost: t\r\n\r\n");
-    assert!(plain.response(false).is_none());
+    assert_eq!(plain.response(false).map(|r| r.status), Some(400));
+    // A record that is not a valid ClientHello is a protocol failure.
+    let mut garbage = Reader::new(connect(pier.https[0]));
+    garbage.send(&[0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0, 0, 0, 0]);
+    assert!(garbage.response(false).is_none());
     scrape_until(
         admin,
         &[
             ("pier_tls_handshakes_total{result=\"full\"}", 1),
             ("pier_tls_handshakes_total{result=\"resumed\"}", 1),
-            ("pier_tls_handshakes_total{result=\"failed\"}", 1),
+            ("pier_tls_handshakes_total{result=\"failed\"}", 2),
+            (
+                "pier_tls_handshakes_by_version_total{version=\"TLSv1.3\",kind=\"full\"}",
+                1,
+            ),
+            (
+                "pier_tls_handshakes_by_version_total{version=\"TLSv1.3\",kind=\"resumed\"}",
+                1,
+            ),
+            ("pier_tls_handshake_failures_total{cause=\"plain_http\"}", 1),
+            ("pier_tls_handshake_failures_total{cause=\"protocol\"}", 1),
         ],
     );
 }

@@ -75,6 +75,107 @@ impl HandlerKind {
     }
 }
 
+/// Why a downstream TLS handshake failed: the `cause` label, a fixed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// Not done within `handshake_timeout`.
+    Timeout,
+    /// A plain HTTP request on the TLS port (answered with a 400).
+    PlainHttp,
+    /// The client closed or reset the connection during the handshake.
+    Closed,
+    /// No protocol version, cipher suite or key exchange in common, or no
+    /// certificate for the name asked (`sni_required`).
+    Incompatible,
+    /// The client's certificate was missing or did not verify (mTLS).
+    ClientCertificate,
+    /// The client sent bytes that are not valid TLS, or misbehaved.
+    Protocol,
+    /// Anything else (an alert from the client, an IO error).
+    Other,
+}
+
+impl TlsFailure {
+    /// Every cause, in label order.
+    pub const ALL: [TlsFailure; 7] = [
+        TlsFailure::Timeout,
+        TlsFailure::PlainHttp,
+        TlsFailure::Closed,
+        TlsFailure::Incompatible,
+        TlsFailure::ClientCertificate,
+        TlsFailure::Protocol,
+        TlsFailure::Other,
+    ];
+
+    /// The Prometheus label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            TlsFailure::Timeout => "timeout",
+            TlsFailure::PlainHttp => "plain_http",
+            TlsFailure::Closed => "closed",
+            TlsFailure::Incompatible => "incompatible",
+            TlsFailure::ClientCertificate => "client_certificate",
+            TlsFailure::Protocol => "protocol",
+            TlsFailure::Other => "other",
+        }
+    }
+
+    /// The cause of a failed handshake, from the error tokio-rustls returned.
+    pub fn of(e: &std::io::Error) -> TlsFailure {
+        use std::io::ErrorKind as K;
+        if matches!(
+            e.kind(),
+            K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe
+        ) {
+            return TlsFailure::Closed;
+        }
+        let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+            return TlsFailure::Other;
+        };
+        match tls {
+            rustls::Error::PeerIncompatible(_) => TlsFailure::Incompatible,
+            rustls::Error::NoCertificatesPresented
+            | rustls::Error::InvalidCertificate(_)
+            | rustls::Error::InvalidCertRevocationList(_) => TlsFailure::ClientCertificate,
+            rustls::Error::General(m) if m.contains("certificate") => TlsFailure::Incompatible,
+            rustls::Error::InvalidMessage(_)
+            | rustls::Error::PeerMisbehaved(_)
+            | rustls::Error::InappropriateMessage { .. }
+            | rustls::Error::InappropriateHandshakeMessage { .. } => TlsFailure::Protocol,
+            _ => TlsFailure::Other,
+        }
+    }
+}
+
+/// TLS versions counted apart: the `version` label.
+const TLS_VERSIONS: [&str; 2] = ["TLSv1.2", "TLSv1.3"];
+
+/// Route slots of the request-duration histogram: one per configured route up to
+/// this many, then one shared by the rest (`other`) and one for requests no route
+/// matched (`none`). Keeps the label set bounded whatever the configuration.
+pub const ROUTE_SLOTS: usize = 32;
+const ROUTE_OTHER: usize = ROUTE_SLOTS;
+/// Slot of requests that matched no route.
+pub const ROUTE_NONE: usize = ROUTE_SLOTS + 1;
+
+/// Request durations by route slot and status class, in `LATENCY_BOUNDS` buckets.
+#[derive(Debug)]
+struct RouteDurations {
+    /// `[slot][class][bucket]`.
+    buckets: Vec<[[Counter; LATENCY_BOUNDS.len() + 1]; 5]>,
+    /// `[slot][class]`, microseconds.
+    sum_us: Vec<[Counter; 5]>,
+}
+
+impl Default for RouteDurations {
+    fn default() -> Self {
+        RouteDurations {
+            buckets: (0..ROUTE_SLOTS + 2).map(|_| Default::default()).collect(),
+            sum_us: (0..ROUTE_SLOTS + 2).map(|_| Default::default()).collect(),
+        }
+    }
+}
+
 /// Status classes `1xx` to `5xx`.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
@@ -117,6 +218,11 @@ pub struct WorkerStats {
     latency_sum_us: Counter,
     /// Access-log lines dropped because the writer fell behind.
     pub log_dropped: Counter,
+    /// Completed handshakes by `[version][resumed]` (see `TLS_VERSIONS`).
+    tls_by_version: [[Counter; 2]; 2],
+    /// Failed handshakes by [`TlsFailure`].
+    tls_failures: [Counter; 7],
+    durations: RouteDurations,
 }
 
 impl WorkerStats {
@@ -156,6 +262,44 @@ impl WorkerStats {
         self.requests[handler as usize][class - 1].get()
     }
 
+    /// Counts a completed handshake by version (`TLSv1.2` or `TLSv1.3`) and kind.
+    pub fn tls_handshake(&self, version: Option<&str>, resumed: bool) {
+        if resumed {
+            self.tls_resumed.add(1);
+        } else {
+            self.tls_full.add(1);
+        }
+        if let Some(v) = TLS_VERSIONS.iter().position(|&n| Some(n) == version) {
+            self.tls_by_version[v][usize::from(resumed)].add(1);
+        }
+    }
+
+    /// Counts a failed handshake by its cause.
+    pub fn tls_failure(&self, cause: TlsFailure) {
+        self.tls_failed.add(1);
+        self.tls_failures[cause as usize].add(1);
+    }
+
+    /// Records a request's duration (complete head to response written) under
+    /// its route's slot (`Route::index`, or [`ROUTE_NONE`]) and status class.
+    #[inline]
+    pub fn request_duration(&self, route: usize, status: u16, elapsed: Duration) {
+        let slot = if route == ROUTE_NONE {
+            ROUTE_NONE
+        } else {
+            route.min(ROUTE_OTHER)
+        };
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        let secs = elapsed.as_secs_f64();
+        let i = LATENCY_BOUNDS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(LATENCY_BOUNDS.len());
+        self.durations.buckets[slot][class][i].add(1);
+        self.durations.sum_us[slot][class]
+            .add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+    }
+
     /// Records how long an upstream took to send its response head.
     pub fn upstream_latency(&self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
@@ -179,6 +323,9 @@ pub struct Registry {
     pub workers: Vec<Arc<WorkerStats>>,
     /// Listener URLs as bound (`http://127.0.0.1:8080`).
     pub listeners: Vec<String>,
+    /// `host/prefix` of each configured route, for the `route` label; replaced
+    /// on reload (read only when scraped).
+    pub routes: arc_swap::ArcSwap<Vec<String>>,
 }
 
 impl Registry {
@@ -188,6 +335,48 @@ impl Registry {
             started: Instant::now(),
             workers: (0..workers).map(|_| Arc::default()).collect(),
             listeners,
+            routes: Default::default(),
+        }
+    }
+
+    /// The label of a route slot: its `host/prefix`, `other` or `none`.
+    fn route_label(&self, slot: usize, routes: &[String]) -> String {
+        match slot {
+            ROUTE_NONE => "none".into(),
+            ROUTE_OTHER => "other".into(),
+            i => routes.get(i).cloned().unwrap_or_else(|| format!("#{i}")),
+        }
+    }
+
+    fn render_durations(&self, out: &mut String) {
+        let name = "pier_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time from a request's complete head to its response written, by route and status class."
+        );
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let routes = self.routes.load();
+        for slot in 0..ROUTE_SLOTS + 2 {
+            for (c, class) in CLASSES.iter().enumerate() {
+                let count = |i: usize| self.sum(|w| w.durations.buckets[slot][c][i].get());
+                let total: u64 = (0..=LATENCY_BOUNDS.len()).map(count).sum();
+                if total == 0 {
+                    // A series appears with its first request: unused slots and
+                    // classes stay out of the exposition.
+                    continue;
+                }
+                let route = prom_escape(&self.route_label(slot, &routes));
+                let labels = format!("route=\"{route}\",class=\"{class}\"");
+                let mut cumulative = 0;
+                for (i, bound) in LATENCY_BOUNDS.iter().enumerate() {
+                    cumulative += count(i);
+                    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+                }
+                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
+                let sum_us = self.sum(|w| w.durations.sum_us[slot][c].get());
+                let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum_us as f64 / 1e6);
+                let _ = writeln!(out, "{name}_count{{{labels}}} {total}");
+            }
         }
     }
 
@@ -280,6 +469,36 @@ impl Registry {
                 ),
             ],
         );
+        let mut by_version = Vec::new();
+        for (v, version) in TLS_VERSIONS.iter().enumerate() {
+            for (r, kind) in ["full", "resumed"].iter().enumerate() {
+                by_version.push((
+                    format!("{{version=\"{version}\",kind=\"{kind}\"}}"),
+                    self.sum(|w| w.tls_by_version[v][r].get()),
+                ));
+            }
+        }
+        metric(
+            "pier_tls_handshakes_by_version_total",
+            "counter",
+            "Completed downstream TLS handshakes, by protocol version and full or resumed.",
+            &by_version,
+        );
+        let failures: Vec<(String, u64)> = TlsFailure::ALL
+            .iter()
+            .map(|&f| {
+                (
+                    format!("{{cause=\"{}\"}}", f.label()),
+                    self.sum(|w| w.tls_failures[f as usize].get()),
+                )
+            })
+            .collect();
+        metric(
+            "pier_tls_handshake_failures_total",
+            "counter",
+            "Failed downstream TLS handshakes, by cause.",
+            &failures,
+        );
         metric(
             "pier_upstream_requests_total",
             "counter",
@@ -331,6 +550,18 @@ impl Registry {
             "Access-log lines dropped because the writer fell behind.",
             self.sum(|w| w.log_dropped.get()),
         );
+        self.render_durations(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP pier_build_info The running build: its version as the label, value 1."
+        );
+        let _ = writeln!(out, "# TYPE pier_build_info gauge");
+        let _ = writeln!(
+            out,
+            "pier_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        crate::observe::process::render_process(&mut out);
         out
     }
 
@@ -383,9 +614,81 @@ impl Registry {
     }
 }
 
+/// A label value as the exposition format wants it: `\\`, `\"` and newlines escaped.
+fn prom_escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_durations_by_route_stay_within_their_slots() {
+        let r = Registry::new(2, vec![]);
+        r.routes
+            .store(Arc::new(vec!["/".into(), "a.test/api\"".into()]));
+        r.workers[0].request_duration(0, 200, Duration::from_micros(800));
+        r.workers[1].request_duration(0, 200, Duration::from_millis(20));
+        r.workers[1].request_duration(1, 503, Duration::from_secs(9));
+        r.workers[0].request_duration(ROUTE_NONE, 404, Duration::from_micros(10));
+        // Routes past the slots share `other`: the label set stays bounded.
+        r.workers[0].request_duration(500, 200, Duration::from_micros(10));
+        r.workers[0].request_duration(ROUTE_SLOTS + 7, 200, Duration::from_micros(10));
+        let text = r.render_prometheus();
+        let d = "pier_request_duration_seconds";
+        assert!(
+            text.contains(&format!(
+                "{d}_bucket{{route=\"/\",class=\"2xx\",le=\"0.001\"}} 1\n"
+            )),
+            "{text}"
+        );
+        assert!(text.contains(&format!(
+            "{d}_bucket{{route=\"/\",class=\"2xx\",le=\"0.025\"}} 2\n"
+        )));
+        assert!(text.contains(&format!("{d}_count{{route=\"/\",class=\"2xx\"}} 2\n")));
+        assert!(text.contains(&format!(
+            "{d}_bucket{{route=\"a.test/api\\\"\",class=\"5xx\",le=\"5\"}} 0\n"
+        )));
+        assert!(text.contains(&format!(
+            "{d}_bucket{{route=\"a.test/api\\\"\",class=\"5xx\",le=\"+Inf\"}} 1\n"
+        )));
+        assert!(text.contains(&format!("{d}_count{{route=\"none\",class=\"4xx\"}} 1\n")));
+        assert!(text.contains(&format!("{d}_count{{route=\"other\",class=\"2xx\"}} 2\n")));
+        assert!(!text.contains(&format!("{d}_count{{route=\"/\",class=\"5xx\"}}")));
+        assert!(text.contains("pier_build_info{version=\""));
+    }
+
+    #[test]
+    fn tls_handshakes_count_by_version_kind_and_cause() {
+        let r = Registry::new(1, vec![]);
+        let w = &r.workers[0];
+        w.tls_handshake(Some("TLSv1.3"), false);
+        w.tls_handshake(Some("TLSv1.3"), true);
+        w.tls_handshake(Some("TLSv1.2"), false);
+        w.tls_failure(TlsFailure::PlainHttp);
+        w.tls_failure(TlsFailure::of(&std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::PeerIncompatible(rustls::PeerIncompatible::NoCipherSuitesInCommon),
+        )));
+        w.tls_failure(TlsFailure::of(&std::io::ErrorKind::UnexpectedEof.into()));
+        let text = r.render_prometheus();
+        for line in [
+            "pier_tls_handshakes_by_version_total{version=\"TLSv1.3\",kind=\"full\"} 1\n",
+            "pier_tls_handshakes_by_version_total{version=\"TLSv1.3\",kind=\"resumed\"} 1\n",
+            "pier_tls_handshakes_by_version_total{version=\"TLSv1.2\",kind=\"full\"} 1\n",
+            "pier_tls_handshake_failures_total{cause=\"plain_http\"} 1\n",
+            "pier_tls_handshake_failures_total{cause=\"incompatible\"} 1\n",
+            "pier_tls_handshake_failures_total{cause=\"closed\"} 1\n",
+            "pier_tls_handshake_failures_total{cause=\"timeout\"} 0\n",
+            "pier_tls_handshakes_total{result=\"failed\"} 3\n",
+            "pier_tls_handshakes_total{result=\"full\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
 
     #[test]
     fn merged_counts_sum_over_workers_by_class_and_handler() {

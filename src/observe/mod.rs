@@ -6,4 +6,5 @@
 pub mod access_log;
 pub mod admin;
 pub mod metrics;
+pub mod process;
 pub mod status;
