@@ -670,12 +670,33 @@ impl<D: Downstream> Conn<'_, D> {
         let (body, expect_continue, head_len) =
             (b.head.body, b.head.expect_continue, b.head.head_len);
         let req = &b.read[self.rpos..self.rpos + head_len];
-        let route = ctx
-            .config
-            .routes
-            .find_route(b.head.host_name(req), b.head.path(req));
+        // ACME HTTP-01 validations go ahead of every route.
+        let challenge = match b.head.path(req) {
+            p if p.starts_with(crate::tls::acme::http01::CHALLENGE_PREFIX) => {
+                crate::tls::acme::http01::answer(p).await.map(|body| {
+                    Handler::Respond(crate::handler::respond::Respond::new(
+                        200,
+                        body,
+                        &[("Content-Type".into(), "text/plain".into())],
+                    ))
+                })
+            }
+            _ => None,
+        };
+        let b = self.bufs.as_ref().expect("buffers held while handling");
+        let req = &b.read[self.rpos..self.rpos + head_len];
+        let route = match challenge {
+            Some(_) => None,
+            None => ctx
+                .config
+                .routes
+                .find_route(b.head.host_name(req), b.head.path(req)),
+        };
         self.route_slot = route.map_or(ROUTE_NONE, |r| r.index);
-        let handler = route.map(|r| &r.handler);
+        let handler = match &challenge {
+            Some(h) => Some(h),
+            None => route.map(|r| &r.handler),
+        };
         if let Some(Handler::Proxy(route)) = handler {
             // Boxed: the proxy's state machine is large, and inlining it would grow
             // every connection's future, static and fixed responses included.

@@ -305,6 +305,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     };
     raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
+    crate::tls::acme::spawn(&config).context("cannot start ACME certificate management")?;
     let access_log = match &config.access_log {
         Some(c) => Some(
             AccessLog::start(c.clone(), workers)
@@ -562,6 +563,9 @@ impl Server {
             .store(Arc::new(next.routes.labels().to_vec()));
         if let Err(e) = crate::handler::proxy::health::spawn(&next) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
+        }
+        if let Err(e) = crate::tls::acme::spawn(&next) {
+            warn!(error = %e, "cannot start ACME certificate management of the reloaded configuration");
         }
         let removed: Vec<ListenerKey> = old_keys
             .into_iter()

@@ -673,6 +673,13 @@ async fn serve_accepted(
     }
     let handshake = handshake_deadline.run(acceptor.accept(stream)).await;
     count_handshake(ctx, &handshake);
+    if let Ok(Ok(tls)) = &handshake {
+        // A TLS-ALPN-01 validation ends with its handshake (RFC 8737 3).
+        if tls.get_ref().1.alpn_protocol() == Some(crate::tls::acme::ACME_TLS_ALPN) {
+            debug!(%peer, "ACME TLS-ALPN-01 validation handshake answered");
+            return;
+        }
+    }
     match handshake {
         Ok(Ok(tls)) => match &lc.tcp {
             Some(fwd) => {

@@ -156,6 +156,8 @@ pub struct RawTls {
     pub session_cache: Option<Spanned<i64>>,
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
+    /// Certificates ordered by ACME (its own raw struct beside the ACME code).
+    pub acme: Option<Spanned<crate::tls::acme::RawAcme>>,
 }
 
 /// One entry of a listener's `certificate` list.

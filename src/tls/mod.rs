@@ -9,6 +9,7 @@
 //! cache; certificate choice ([`sni`]) and session tickets ([`tickets`]) read
 //! lock-free structures. Nothing takes a process-wide lock per handshake.
 
+pub mod acme;
 pub mod dn;
 pub mod names;
 pub mod plain_http;
@@ -171,6 +172,8 @@ pub enum CertSource {
     Files(Vec<CertFiles>),
     /// Generated at start for localhost; kept across reloads.
     Generated(Arc<CertifiedKey>),
+    /// Ordered from an ACME CA and renewed by the ACME thread.
+    Acme(acme::AcmeListener),
 }
 
 /// A TLS listener's validated settings: everything needed to (re)build its config.
@@ -305,6 +308,7 @@ fn not_after_unix(cert: &CertificateDer<'_>) -> Option<i64> {
 /// Reads every file of `spec` and builds the rustls config.
 fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, LoadError> {
     let entries = match &spec.certs {
+        CertSource::Acme(_) => Vec::new(),
         CertSource::Generated(key) => vec![SniEntry {
             names: SELF_SIGNED_NAMES.iter().map(|s| s.to_string()).collect(),
             default: true,
@@ -353,13 +357,20 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
         }
         _ => WebPkiClientVerifier::no_client_auth(),
     };
-    let resolver = SniResolver(CertStore::new(entries, spec.sni_required));
+    let resolver: Arc<dyn rustls::server::ResolvesServerCert> = match &spec.certs {
+        CertSource::Acme(a) => Arc::new(acme::AcmeResolver(a.certs.clone())),
+        _ => Arc::new(SniResolver(CertStore::new(entries, spec.sni_required))),
+    };
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| LoadError::new(Field::Cert, e.to_string()))?
         .with_client_cert_verifier(verifier)
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if matches!(spec.certs, CertSource::Acme(_)) {
+        // Chosen only by validation handshakes, which offer nothing else.
+        config.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());
+    }
     if let Some(t) = ticketer {
         config.ticketer = t.clone();
     }
@@ -444,6 +455,14 @@ impl TlsListener {
     /// The certificates this listener serves, for the status page.
     pub fn certificates(&self) -> &[ServedCert] {
         &self.served
+    }
+
+    /// The ACME settings and certificates, for a listener that orders its own.
+    pub fn acme(&self) -> Option<&acme::AcmeListener> {
+        match &self.spec.certs {
+            CertSource::Acme(a) => Some(a),
+            _ => None,
+        }
     }
 
     /// A worker's handle: its own config copy, with its own TLS 1.2 session cache.
@@ -538,6 +557,19 @@ pub fn listener_tls(
         entries.push((format!("{key}.certificate[{}]", i + 1), c.into()));
     }
     let generate = raw.self_signed.unwrap_or(false);
+    let acme = match &raw.acme {
+        None => None,
+        Some(a) => {
+            if generate || !entries.is_empty() {
+                return Err(loc.error(
+                    a.span(),
+                    &format!("{key}.acme"),
+                    "ACME orders this listener's certificates: remove `cert`/`key`, `certificate` and `self_signed`",
+                ));
+            }
+            Some(acme::validate_acme(loc, &format!("{key}.acme"), a)?)
+        }
+    };
     if generate && !entries.is_empty() {
         return Err(loc.error(
             t.span(),
@@ -545,11 +577,11 @@ pub fn listener_tls(
             "`self_signed = true` cannot be combined with certificate files",
         ));
     }
-    if !generate && entries.is_empty() {
+    if !generate && entries.is_empty() && acme.is_none() {
         return Err(loc.error(
             t.span(),
             key,
-            "give `cert` and `key`, a `certificate` list, or `self_signed = true`",
+            "give `cert` and `key`, a `certificate` list, `self_signed = true` or an `acme` table",
         ));
     }
     let mut files = Vec::new();
@@ -619,7 +651,12 @@ pub fn listener_tls(
         }
     }
 
-    let (certs, origin) = if generate {
+    let sni_required = raw.sni_required.unwrap_or(false);
+    let (certs, origin) = if let Some(spec) = acme {
+        let a = acme::AcmeListener::new(spec, sni_required);
+        let origin = a.origin();
+        (CertSource::Acme(a), origin)
+    } else if generate {
         let ck = self_signed().map_err(|m| loc.error(t.span(), key, m))?;
         let certified = CertifiedKey::from_der(ck.chain, ck.key, &provider())
             .map_err(|e| loc.error(t.span(), key, e.to_string()))?;
@@ -636,7 +673,7 @@ pub fn listener_tls(
     };
     let spec = TlsSpec {
         certs,
-        sni_required: raw.sni_required.unwrap_or(false),
+        sni_required,
         client_ca: raw.client_ca.as_ref().map(spanned_path),
         client_auth,
         ticket_key_file: raw.ticket_key_file.as_ref().map(spanned_path),
