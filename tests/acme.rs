@@ -401,3 +401,51 @@ fn two_instances_sharing_a_state_directory_order_once() {
     assert!(served(b.https[0], "two.pier.test").is_ok());
     assert!(!state.path().join("one.pier.test.ecdsa-p256.lock").exists());
 }
+
+#[test]
+fn sighup_rereads_the_acme_settings_and_keeps_served_certificates() {
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, 3600);
+    let state = tempfile::tempdir().unwrap();
+    let p = Pier::with_config(
+        &config(
+            &pebble,
+            http,
+            https,
+            state.path(),
+            &["h1.pier.test"],
+            &["tls-alpn-01"],
+            "",
+        ),
+        &[],
+    );
+    p.wait_log("ACME certificate issued", ISSUE_WITHIN)
+        .unwrap_or_else(|| panic!("no certificate; pebble log:\n{}", pebble.log()));
+    let first = served(p.https[0], "h1.pier.test").unwrap().0;
+    let text = config(
+        &pebble,
+        http,
+        https,
+        state.path(),
+        &["h1.pier.test", "h2.pier.test"],
+        &["tls-alpn-01"],
+        "",
+    );
+    std::fs::write(p.root().join("pier.toml"), text).unwrap();
+    p.signal(rustix::process::Signal::HUP);
+    let line = p
+        .wait_log("ACME certificate issued", ISSUE_WITHIN)
+        .unwrap_or_else(|| panic!("added name not ordered; pebble log:\n{}", pebble.log()));
+    assert!(line.contains("h2.pier.test"), "{line}");
+    assert!(served(p.https[0], "h2.pier.test").is_ok());
+    assert_eq!(
+        served(p.https[0], "h1.pier.test").unwrap().0,
+        first,
+        "kept across the reload"
+    );
+    assert_eq!(
+        pebble.log().matches("POST /order-plz").count(),
+        2,
+        "h1 not ordered again"
+    );
+}
