@@ -258,7 +258,7 @@ pub async fn serve<S>(
     // the limit it is closed at once (there is no status to send).
     let Some(_admission) = state.admit() else {
         ctx.stats.upstream_rejected.add(1);
-        warn!(group = %group.name, %peer, "tcp: max_in_flight reached; stream closed");
+        crate::warn_limited!(group = %group.name, %peer, "tcp: max_in_flight reached; stream closed");
         return;
     };
     let key = match &group.balance {
@@ -273,7 +273,7 @@ pub async fn serve<S>(
     let (server, mut upstream) = loop {
         let now = std::time::Instant::now();
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
-            warn!(group = %group.name, %peer, "tcp: no server is up");
+            crate::warn_limited!(group = %group.name, %peer, "tcp: no server is up");
             return;
         };
         match connect(group, server).await {
@@ -283,7 +283,7 @@ pub async fn serve<S>(
                 if state.record_failure(group, server, now) {
                     warn!(upstream = %addr, group = %group.name, "upstream marked down");
                 }
-                warn!(upstream = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
+                crate::warn_limited!(upstream = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
                 if retries_left == 0 {
                     return;
                 }
@@ -310,7 +310,7 @@ pub async fn serve<S>(
             }
         }
         if let Err(e) = upstream.write_all(&header).await {
-            warn!(upstream = %addr, error = %e, "tcp: sending the PROXY header failed");
+            crate::warn_limited!(upstream = %addr, error = %e, "tcp: sending the PROXY header failed");
             return;
         }
     }

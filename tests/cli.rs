@@ -123,3 +123,38 @@ fn no_tls_turns_https_off_and_json_logs_work() {
         404
     );
 }
+
+#[test]
+fn a_key_that_does_not_fit_its_certificate_names_both_files_in_a_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+    let b = rcgen::generate_simple_self_signed(vec!["b.test".to_string()]).unwrap();
+    let cert = dir.path().join("a.pem");
+    let key = dir.path().join("b.key");
+    std::fs::write(&cert, a.cert.pem()).unwrap();
+    std::fs::write(&key, b.signing_key.serialize_pem()).unwrap();
+    let path = dir.path().join("pier.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[listener]]\nlisten = \"127.0.0.1:8443\"\n[listener.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+             [[route]]\nhandler = \"respond\"\nbody = \"ok\"\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let out = pier()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&cert.display().to_string()) && err.contains(&key.display().to_string()),
+        "{err}"
+    );
+    assert!(err.contains("does not belong to the certificate"), "{err}");
+    assert!(!err.contains("KeyMismatch"), "{err}");
+}

@@ -673,3 +673,52 @@ max_in_flight = 1
     let text = String::from_utf8(metrics.body).unwrap();
     assert!(text.contains("pier_upstream_rejected_total 1\n"), "{text}");
 }
+
+#[test]
+fn a_dead_upstream_under_load_does_not_flood_the_log() {
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let pier = Pier::with_args(&[
+        "tunnel",
+        "--listen",
+        "127.0.0.1:0",
+        "--to",
+        &dead,
+        "--workers",
+        "1",
+    ]);
+    let started = std::time::Instant::now();
+    for _ in 0..300 {
+        let mut s = connect(pier.streams[0]);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.read(&mut [0u8; 16]);
+    }
+    let secs = started.elapsed().as_secs() + 1;
+    // Past the second the flood ended in, one more failure reports the rest.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut s = connect(pier.streams[0]);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.read(&mut [0u8; 16]);
+    std::thread::sleep(Duration::from_millis(300));
+    let warnings: Vec<String> = pier
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("WARN"))
+        .collect();
+    // Without the limit: 300 or more lines. With it: a burst of 5 per second per
+    // call site (connect failed, no server up, marked down), and the count of
+    // the rest on a later line.
+    let bound = 3 * 5 * (secs as usize + 2);
+    assert!(
+        !warnings.is_empty() && warnings.len() <= bound,
+        "{} warnings (bound {bound}): {warnings:#?}",
+        warnings.len()
+    );
+    assert!(
+        warnings.iter().any(|l| l.contains("suppressed=")),
+        "{warnings:#?}"
+    );
+}

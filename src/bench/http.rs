@@ -474,8 +474,8 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             Ok(Err(e)) if e.kind == ErrorKind::Tls => {
                 bail!(
                     "TLS handshake with {url} ({addr}) failed: {}{}",
-                    e.error,
-                    untrusted_hint(&e.error.to_string())
+                    crate::tls::error_text::describe_io_error(&e.error),
+                    untrusted_hint(&crate::tls::error_text::describe_io_error(&e.error))
                 )
             }
             Ok(Err(e)) => bail!("cannot connect to {url} ({addr}): {}", e.error),
@@ -491,7 +491,7 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
 /// private CA certificate, as `pier serve` generates).
 fn untrusted_hint(error: &str) -> &'static str {
     let lower = error.to_ascii_lowercase();
-    if lower.contains("issuer") || lower.contains("self-signed") || lower.contains("selfsigned") {
+    if lower.contains("issuer") || lower.contains("trusted ca") || lower.contains("self-signed") {
         ". The server's certificate is not signed by a trusted CA: pass -k to accept \
          any certificate, or --cacert FILE to trust the CA that signed it"
     } else {

@@ -5,6 +5,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod log_limit;
 pub mod metrics;
 pub mod process;
 pub mod status;

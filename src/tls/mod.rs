@@ -11,6 +11,7 @@
 
 pub mod acme;
 pub mod dn;
+pub mod error_text;
 pub mod names;
 pub mod plain_http;
 pub mod sni;
@@ -243,7 +244,11 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
             let leaf = webpki::EndEntityCert::try_from(&ck.chain[0]).map_err(|e| {
                 LoadError::new(
                     Field::Cert,
-                    format!("{}: not a usable X.509 certificate: {e:?}", f.cert),
+                    format!(
+                        "{}: not a usable X.509 certificate ({})",
+                        f.cert,
+                        error_text::describe_webpki_error(&e)
+                    ),
                 )
             })?;
             leaf.valid_dns_names()
@@ -254,7 +259,13 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
     let mut key = CertifiedKey::from_der(ck.chain, ck.key, &provider()).map_err(|e| {
         LoadError::new(
             Field::Key,
-            format!("{}: does not fit certificate {}: {e}", f.key, f.cert),
+            format!(
+                "the key in {} does not fit the certificate in {}: {}; give the key the \
+                 certificate was issued for",
+                f.key,
+                f.cert,
+                error_text::describe_tls_error(&e)
+            ),
         )
     })?;
     if let Some(path) = &f.ocsp_response {

@@ -116,7 +116,14 @@ impl fmt::Display for ProxyError {
             Side::Downstream => "downstream",
             Side::Upstream => "upstream",
         };
-        write!(f, "{side} {:?}: {}", self.kind, self.cause)
+        let what = match self.kind {
+            ErrorKind::Connect => "could not be connected to",
+            ErrorKind::Timeout => "timed out",
+            ErrorKind::Reset => "closed the connection before the exchange finished",
+            ErrorKind::Malformed => "sent malformed HTTP/1.1",
+            ErrorKind::NoServer => "has no server up",
+        };
+        write!(f, "the {side} {what}: {}", self.cause)
     }
 }
 
@@ -749,7 +756,15 @@ pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<UpstreamStream, 
                 let s = tokio_rustls::TlsConnector::from(tls.config.clone())
                     .connect(name, tcp)
                     .await
-                    .map_err(|e| ProxyError::upstream(ErrorKind::Connect, format!("TLS: {e}")))?;
+                    .map_err(|e| {
+                        ProxyError::upstream(
+                            ErrorKind::Connect,
+                            format!(
+                                "TLS handshake failed: {}",
+                                crate::tls::error_text::describe_io_error(&e)
+                            ),
+                        )
+                    })?;
                 Ok(UpstreamStream::Tls(Box::new(s)))
             }
         }
@@ -859,7 +874,10 @@ pub(crate) async fn serve<D: Downstream>(
         let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: pick upstream.
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
-            let e = ProxyError::upstream(ErrorKind::NoServer, "no server is up");
+            let e = ProxyError::upstream(
+                ErrorKind::NoServer,
+                "every server is marked down by health checks",
+            );
             break Err((e, None));
         };
         let addr = group.servers[server].addr;
@@ -1006,10 +1024,10 @@ pub(crate) async fn serve<D: Downstream>(
             conn.upstream = addr.map(|a| (a, started.elapsed()));
             match addr {
                 Some(a) => {
-                    warn!(upstream = %a, group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
+                    crate::warn_limited!(upstream = %a, group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
                 }
                 None => {
-                    warn!(group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
+                    crate::warn_limited!(group = %group.name, peer = %conn.peer, status, error = %e, "proxy error")
                 }
             }
             let end = match info.body {
@@ -1601,7 +1619,7 @@ async fn relay_response<D: Downstream>(
             let step = match decoder.decode(&up_read[pos..]) {
                 Ok(s) => s,
                 Err(e) => {
-                    warn!(upstream = %addr, group = %group.name, error = %e, "upstream response body malformed");
+                    crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream response body malformed");
                     return Err(Exit::Broken);
                 }
             };
@@ -1638,16 +1656,16 @@ async fn relay_response<D: Downstream>(
                         clean = false;
                         break;
                     }
-                    warn!(upstream = %addr, group = %group.name, "upstream closed inside the response body");
+                    crate::warn_limited!(upstream = %addr, group = %group.name, "upstream closed inside the response body");
                     return Err(Exit::Broken);
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
-                    warn!(upstream = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
+                    crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
                     return Err(Exit::Broken);
                 }
                 Err(_) => {
-                    warn!(upstream = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
+                    crate::warn_limited!(upstream = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
                     return Err(Exit::Broken);
                 }
             }
@@ -2185,6 +2203,20 @@ mod tests {
                 "selection {keep:#b}"
             );
         }
+    }
+
+    #[test]
+    fn errors_read_as_sentences_without_debug_names() {
+        let e = ProxyError::upstream(ErrorKind::Connect, "Connection refused (os error 111)");
+        assert_eq!(
+            e.to_string(),
+            "the upstream could not be connected to: Connection refused (os error 111)"
+        );
+        let e = ProxyError::upstream(ErrorKind::NoServer, "x").to_string();
+        assert!(
+            !e.contains("NoServer") && e.contains("has no server up"),
+            "{e}"
+        );
     }
 
     #[test]
