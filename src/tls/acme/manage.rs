@@ -23,6 +23,9 @@ use super::state::{self, StateDir, StoredCert};
 const RECHECK: Duration = Duration::from_secs(60);
 /// Poll interval while another instance holds the order lock.
 const LOCK_POLL: Duration = Duration::from_millis(500);
+/// Bound on fetching the CA's directory or renewal information for scheduling;
+/// without an answer, renewal falls back to two thirds of the lifetime.
+const CA_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on one whole order (account, validation, issuance), below the lock's staleness.
 const ORDER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
@@ -58,10 +61,12 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
         match state.load_cert(&name, kt) {
             Ok(Some(s)) if s.not_after > now => {
                 if served.as_ref().map(|x| &x.fingerprint) != Some(&s.fingerprint) {
-                    let renew_at = renewal_time(&spec, &state, &mut account, &s).await;
-                    let Some(c) = certs.upgrade() else { return };
-                    c.install(&name, s.key.clone());
+                    match certs.upgrade() {
+                        Some(c) => c.install(&name, s.key.clone()),
+                        None => return,
+                    }
                     metrics::set_expiry(&name, s.not_after);
+                    let renew_at = renewal_time(&spec, &state, &mut account, &s).await;
                     info!(name, expires = %httpdate::fmt_http_date(s.not_after), renew_at = %httpdate::fmt_http_date(renew_at), sha256 = %s.fingerprint, "ACME certificate loaded from the state directory");
                     served = Some(Served {
                         fingerprint: s.fingerprint.clone(),
@@ -160,9 +165,11 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
                 failures = 0;
                 metrics::count_order("issued");
                 metrics::set_expiry(&name, s.not_after);
+                match certs.upgrade() {
+                    Some(c) => c.install(&name, s.key.clone()),
+                    None => return,
+                }
                 let renew_at = renewal_time(&spec, &state, &mut account, &s).await;
-                let Some(c) = certs.upgrade() else { return };
-                c.install(&name, s.key.clone());
                 info!(
                     name,
                     challenge = challenge.map_or("none (authorization still valid)", |c| c.label()),
@@ -206,7 +213,10 @@ async fn renewal_time(
     s: &StoredCert,
 ) -> SystemTime {
     if account.is_none() && state.account_path(&spec.directory).exists() {
-        *account = order::account(spec, state).await.ok();
+        *account = tokio::time::timeout(CA_LOOKUP_TIMEOUT, order::account(spec, state))
+            .await
+            .ok()
+            .and_then(Result::ok);
     }
     let window = match account.as_ref() {
         Some(a) => tokio::time::timeout(
