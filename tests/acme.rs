@@ -449,3 +449,47 @@ fn sighup_rereads_the_acme_settings_and_keeps_served_certificates() {
         "h1 not ordered again"
     );
 }
+
+#[test]
+fn pier_check_validates_acme_settings_without_contacting_the_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acme.toml");
+    let good = format!(
+        "[[listener]]\nlisten = \"127.0.0.1:8443\"\n[listener.tls.acme]\nagree_terms = true\nnames = [\"example.com\"]\nstate_dir = \"{}\"\n[[route]]\nhandler = \"respond\"\n",
+        dir.path().join("state").display()
+    );
+    std::fs::write(&path, &good).unwrap();
+    let check = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pier"))
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.path().join("state").exists(), "check creates nothing");
+    std::fs::write(
+        &path,
+        good.replace(
+            "agree_terms = true\n",
+            "agree_terms = true\nkey_type = \"dsa\"\n",
+        ),
+    )
+    .unwrap();
+    let out = check();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:5: listener[1].tls.acme.key_type",
+            path.display()
+        )),
+        "{err}"
+    );
+}
