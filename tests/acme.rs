@@ -165,6 +165,15 @@ fn issue_with(challenge: &str) {
         0o600
     );
 
+    let status = common::get(
+        p.admin.unwrap(),
+        "GET /status.json HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    let status = String::from_utf8(status.body).unwrap();
+    assert!(
+        status.contains("a.pier.test") && status.contains(&fp),
+        "{status}"
+    );
     let m = metrics(&p);
     assert!(
         m.contains("pier_acme_orders_total{result=\"issued\"} 1"),

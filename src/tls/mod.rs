@@ -463,9 +463,25 @@ impl TlsListener {
         true
     }
 
-    /// The certificates this listener serves, for the status page.
-    pub fn certificates(&self) -> &[ServedCert] {
-        &self.served
+    /// The certificates this listener serves now, for the status page (an ACME
+    /// listener's change as they are issued and renewed).
+    pub fn certificates(&self) -> Vec<ServedCert> {
+        let CertSource::Acme(a) = &self.spec.certs else {
+            return self.served.clone();
+        };
+        a.certs
+            .names()
+            .iter()
+            .filter_map(|n| {
+                let k = a.certs.current(n)?;
+                Some(ServedCert {
+                    names: vec![n.clone()],
+                    default: false,
+                    not_after_unix: not_after_unix(&k.cert[0]),
+                    fingerprint: fingerprint(&k.cert[0]),
+                })
+            })
+            .collect()
     }
 
     /// The ACME settings and certificates, for a listener that orders its own.
