@@ -421,19 +421,55 @@ fn killed_upstream_gives_502_is_marked_down_and_recovers() {
 }
 
 #[test]
-fn all_servers_down_is_503() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = closed.local_addr().unwrap();
-    drop(closed);
+fn a_lone_server_is_never_marked_down_so_a_blip_does_not_flap() {
+    let mut up = Upstream::start(|_| ok("back"));
+    // Two workers, as the report had it: each would mark the server down on its own.
+    let config = proxy_config(
+        &[(up.addr, 1)],
+        "retries = 1\nmax_fails = 1\nfail_timeout = \"30s\"",
+        "",
+    )
+    .replace("workers = 1", "workers = 2");
+    let pier = Pier::with_config(&config, &[]);
+    assert_eq!(get(pier.addr(), &req("/")).status, 200);
+    up.stop();
+    // Refused every time: 502 as the README says, never 503 with nothing tried.
+    let during: Vec<u16> = (0..6).map(|_| get(pier.addr(), &req("/")).status).collect();
+    assert_eq!(during, vec![502; 6]);
+    up.restart();
+    // Back at once, not after fail_timeout (30 s).
+    let after: Vec<u16> = (0..6).map(|_| get(pier.addr(), &req("/")).status).collect();
+    assert_eq!(after, vec![200; 6]);
+}
+
+#[test]
+fn when_every_server_is_down_they_are_tried_anyway() {
+    let mut a = Upstream::start(|_| ok("a"));
+    let mut b = Upstream::start(|_| ok("b"));
     let pier = start(
-        &[(dead, 1)],
+        &[(a.addr, 1), (b.addr, 1)],
         "retries = 0\nmax_fails = 1\nfail_timeout = \"30s\"",
         "",
     );
-    assert_eq!(get(pier.addr(), &req("/")).status, 502);
-    let resp = get(pier.addr(), &req("/"));
-    assert_eq!(resp.status, 503);
-    assert!(String::from_utf8_lossy(&resp.body).contains("503"));
+    a.stop();
+    b.stop();
+    // Each failure marks its server down; once both are, they are still tried:
+    // every answer is the refused connect's 502.
+    let statuses: Vec<u16> = (0..5).map(|_| get(pier.addr(), &req("/")).status).collect();
+    assert_eq!(statuses, vec![502; 5]);
+    a.restart();
+    // Down in this worker for 30 s more, yet found at once: within two requests
+    // (round robin over the two down servers), and then every time.
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        let r = get(pier.addr(), &req("/"));
+        got.push((r.status, String::from_utf8_lossy(&r.body).to_string()));
+    }
+    assert!(got[..2].iter().any(|(s, _)| *s == 200), "{got:?}");
+    assert!(
+        got[2..].iter().all(|(s, body)| *s == 200 && body == "a"),
+        "{got:?}"
+    );
 }
 
 #[test]

@@ -149,7 +149,13 @@ impl SmoothWrr {
 }
 
 /// Picks a server for a request: up, not in `exclude`, by the group's method.
-/// `key` is the request's hash key (used by `hash` only).
+/// `key` is the request's hash key (used by `hash` only). When every server not
+/// yet tried is down by passive health (failed requests), one of them is tried
+/// anyway, by the same method: a request answered 503 with nothing tried helps
+/// no one, and a server back from a blip is found at once rather than after
+/// `fail_timeout` (nginx likewise forgets its failure counts when all servers of
+/// a group failed). Servers an active health check reports down stay out: that
+/// is the operator's own probe saying so.
 pub fn pick(
     group: &UpstreamGroup,
     state: &GroupState,
@@ -157,7 +163,23 @@ pub fn pick(
     exclude: &[usize],
     now: Instant,
 ) -> Option<usize> {
-    let eligible = |i: usize| !exclude.contains(&i) && state.is_up(group, i, now);
+    pick_among(group, state, key, |i| {
+        !exclude.contains(&i) && state.is_up(group, i, now)
+    })
+    .or_else(|| {
+        pick_among(group, state, key, |i| {
+            !exclude.contains(&i) && group.servers[i].actively_up()
+        })
+    })
+}
+
+/// The group's method over the servers `eligible` allows.
+fn pick_among(
+    group: &UpstreamGroup,
+    state: &GroupState,
+    key: u64,
+    eligible: impl Fn(usize) -> bool,
+) -> Option<usize> {
     match &group.balance {
         Balance::RoundRobin => state.wrr.borrow_mut().next(eligible),
         Balance::LeastConn => {

@@ -870,15 +870,24 @@ pub(crate) async fn serve<D: Downstream>(
 
     // The first attempt reuses the start time: one clock read fewer per request.
     let mut first_attempt = Some(started);
+    // The failure of the last server tried, for when no other is left.
+    let mut last_failure: Option<(ProxyError, std::net::SocketAddr)> = None;
     let result = loop {
         let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: pick upstream.
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
-            let e = ProxyError::upstream(
-                ErrorKind::NoServer,
-                "every server is marked down by health checks",
-            );
-            break Err((e, None));
+            // Every server was tried: the answer is the last one's failure (a
+            // refused connect is 502), not "no server".
+            break Err(match last_failure.take() {
+                Some((e, addr)) => (e, Some(addr)),
+                None => (
+                    ProxyError::upstream(
+                        ErrorKind::NoServer,
+                        "its active health checks report every server down",
+                    ),
+                    None,
+                ),
+            });
         };
         let addr = group.servers[server].addr;
         if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
@@ -919,6 +928,7 @@ pub(crate) async fn serve<D: Downstream>(
                     if retries_left > 0 {
                         retries_left -= 1;
                         tried.push(server);
+                        last_failure = Some((e, addr));
                         continue;
                     }
                     break Err((e, Some(addr)));
@@ -1010,6 +1020,7 @@ pub(crate) async fn serve<D: Downstream>(
             if retries_left > 0 && info.idempotent() {
                 retries_left -= 1;
                 tried.push(server);
+                last_failure = Some((error, addr));
                 continue;
             }
         }

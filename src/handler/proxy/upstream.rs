@@ -197,20 +197,29 @@ impl GroupState {
     }
 
     /// Records a failure of server `i`; returns true if it is now marked down.
+    /// The only server of a group is never marked down (as in nginx): there is
+    /// no other to send its requests to, and each worker marking it down on its
+    /// own would make it flap long after a blip.
     pub fn record_failure(&self, group: &UpstreamGroup, i: usize, now: Instant) -> bool {
         let s = &self.servers[i];
         let fails = s.fails.get().saturating_add(1);
         s.fails.set(fails);
-        if group.max_fails > 0 && fails >= group.max_fails && s.down_until.get().is_none() {
+        if group.servers.len() > 1
+            && group.max_fails > 0
+            && fails >= group.max_fails
+            && s.down_until.get().is_none()
+        {
             s.down_until.set(Some(now + group.fail_timeout));
             return true;
         }
         false
     }
 
-    /// Records a success of server `i`.
+    /// Records a success of server `i`: it answered, so it is up again even
+    /// if it was marked down and tried because every server was.
     pub fn record_success(&self, i: usize) {
         self.servers[i].fails.set(0);
+        self.servers[i].down_until.set(None);
     }
 
     /// Counts one more request in flight to the group while the guard lives, or
