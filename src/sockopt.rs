@@ -167,18 +167,21 @@ pub fn from_raw(
         }
         Ok(s)
     };
-    let times = [
-        raw.keepalive_idle.as_ref().map(|v| (v, "keepalive_idle")),
+    // The keys that tune keepalive, each with where it was written.
+    let tuned: Vec<(std::ops::Range<usize>, &str)> = [
+        raw.keepalive_idle
+            .as_ref()
+            .map(|v| (v.span(), "keepalive_idle")),
         raw.keepalive_interval
             .as_ref()
-            .map(|v| (v, "keepalive_interval")),
-    ];
-    let tuned = times.iter().flatten().map(|(v, k)| (v.span(), *k)).chain(
+            .map(|v| (v.span(), "keepalive_interval")),
         raw.keepalive_count
             .as_ref()
             .map(|v| (v.span(), "keepalive_count")),
-    );
-    let tuned: Vec<_> = tuned.collect();
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let on = match raw.keepalive.as_ref().map(|k| *k.get_ref()) {
         Some(false) => {
             if let Some((span, k)) = tuned.first() {
