@@ -201,8 +201,16 @@ fn curl_gets_text_and_a_browser_accept_gets_the_html_page() {
         "{html}"
     );
     assert!(html.contains("content-security-policy: default-src 'none'; script-src 'sha256-"));
-    assert!(html.contains("<table class=\"grid\">"));
-    assert!(html.contains(&r.dead.to_string()));
+    // The figures are in the server's table, for browsers without JavaScript.
+    let total = PLAIN_REQUESTS + TLS_REQUESTS + PROXIED;
+    assert!(html.contains(&format!(
+        "data-v=\"total.requests\" data-f=\"count\">{total}<"
+    )));
+    assert!(html.contains(&format!("<code>{}</code>", r.dead)));
+    assert!(html.contains(
+        "<td class=\"state down\" data-v=\"upstreams.0.servers.1.state\" data-f=\"state\">down</td>"
+    ));
+    assert!(html.contains("<noscript><meta http-equiv=\"refresh\" content=\"10\"></noscript>"));
 }
 
 /// Chromium's binary, as Debian (`chromium`) or others name it.
