@@ -107,12 +107,16 @@ health_check = {{ kind = "tcp", interval = "200ms", timeout = "200ms", rise = 1,
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let v = json(admin);
-        // A rate over an interval that saw some of the traffic proves the
-        // sampler runs; the total proves every worker's counters are read.
+        // A rate and a p99 over an interval that saw some of the traffic
+        // prove the sampler runs; the total proves every worker's counters
+        // are read.
         let sampled = v["history"]["requests_per_s"]
             .as_array()
             .is_some_and(|a| a.iter().any(|x| x.as_f64().unwrap() > 0.0));
-        if v["total"]["requests"] == want && sampled {
+        let timed = v["history"]["p99_ms"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x.as_f64().is_some_and(|ms| ms > 0.0)));
+        if v["total"]["requests"] == want && sampled && timed {
             break;
         }
         assert!(

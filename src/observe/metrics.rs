@@ -280,6 +280,21 @@ impl WorkerStats {
         self.tls_failures[cause as usize].add(1);
     }
 
+    /// Request durations of every route and status class together, by
+    /// [`LATENCY_BOUNDS`] bucket (not cumulative): what the status page's
+    /// percentiles come from.
+    pub fn duration_buckets(&self) -> [u64; LATENCY_BOUNDS.len() + 1] {
+        let mut out = [0u64; LATENCY_BOUNDS.len() + 1];
+        for slot in &self.durations.buckets {
+            for class in slot {
+                for (o, c) in out.iter_mut().zip(class) {
+                    *o = o.wrapping_add(c.get());
+                }
+            }
+        }
+        out
+    }
+
     /// Records a request's duration (complete head to response written) under
     /// its route's slot (`Route::index`, or [`ROUTE_NONE`]) and status class.
     #[inline]

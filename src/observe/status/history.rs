@@ -10,7 +10,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::observe::metrics::{Registry, WorkerStats};
+use crate::observe::metrics::{Registry, WorkerStats, LATENCY_BOUNDS};
+
+/// Request-duration buckets of one worker (see [`WorkerStats::duration_buckets`]).
+type Buckets = [u64; LATENCY_BOUNDS.len() + 1];
 
 /// Samples of the whole process kept: three minutes at one a second.
 pub const PROCESS_POINTS: usize = 180;
@@ -26,6 +29,11 @@ pub struct Rates {
     pub requests_per_s: f64,
     /// Error answers per second (see [`WorkerStats::errors_total`]).
     pub errors_per_s: f64,
+    /// Median request duration in the interval, in milliseconds (none
+    /// without requests).
+    pub p50_ms: Option<f64>,
+    /// 99th percentile request duration in the interval, in milliseconds.
+    pub p99_ms: Option<f64>,
 }
 
 /// One worker's recent state.
@@ -52,6 +60,9 @@ pub struct Recent {
     pub requests_per_s: Vec<f64>,
     /// Error answers per second.
     pub errors_per_s: Vec<f64>,
+    /// 99th percentile request duration, in milliseconds (none in a second
+    /// without requests).
+    pub p99_ms: Vec<Option<f64>>,
     /// Per worker, by index.
     pub workers: Vec<WorkerRecent>,
 }
@@ -62,6 +73,7 @@ struct Reading {
     accepted: u64,
     requests: u64,
     errors: u64,
+    durations: Buckets,
 }
 
 impl Reading {
@@ -70,16 +82,29 @@ impl Reading {
             accepted: w.accepted.get(),
             requests: w.requests_total(),
             errors: w.errors_total(),
+            durations: w.duration_buckets(),
         }
+    }
+
+    /// Request durations recorded since `earlier`, by bucket.
+    fn durations_since(&self, earlier: &Reading) -> Buckets {
+        let mut out = self.durations;
+        for (o, e) in out.iter_mut().zip(&earlier.durations) {
+            *o = o.wrapping_sub(*e);
+        }
+        out
     }
 
     /// Rates from `earlier` to `self` over `secs`.
     fn rates_since(&self, earlier: &Reading, secs: f64) -> Rates {
         let per_s = |now: u64, then: u64| now.wrapping_sub(then) as f64 / secs;
+        let durations = self.durations_since(earlier);
         Rates {
             accept_per_s: per_s(self.accepted, earlier.accepted),
             requests_per_s: per_s(self.requests, earlier.requests),
             errors_per_s: per_s(self.errors, earlier.errors),
+            p50_ms: quantile_ms(&durations, &LATENCY_BOUNDS, 0.5),
+            p99_ms: quantile_ms(&durations, &LATENCY_BOUNDS, 0.99),
         }
     }
 }
@@ -92,6 +117,7 @@ pub struct Sampler {
     accept: VecDeque<f64>,
     requests: VecDeque<f64>,
     errors: VecDeque<f64>,
+    p99: VecDeque<Option<f64>>,
     per_worker: Vec<VecDeque<f64>>,
 }
 
@@ -120,7 +146,11 @@ impl Sampler {
             let secs = now.duration_since(*then).as_secs_f64();
             if secs > 0.0 {
                 recent.interval_s = secs;
+                let mut all: Buckets = [0; LATENCY_BOUNDS.len() + 1];
                 for (i, (r, b)) in readings.iter().zip(before).enumerate() {
+                    for (a, d) in all.iter_mut().zip(r.durations_since(b)) {
+                        *a = a.wrapping_add(d);
+                    }
                     let rates = r.rates_since(b, secs);
                     recent.workers[i].now = rates;
                     recent.now.accept_per_s += rates.accept_per_s;
@@ -128,6 +158,8 @@ impl Sampler {
                     recent.now.errors_per_s += rates.errors_per_s;
                     push(&mut self.per_worker[i], WORKER_POINTS, rates.requests_per_s);
                 }
+                recent.now.p50_ms = quantile_ms(&all, &LATENCY_BOUNDS, 0.5);
+                recent.now.p99_ms = quantile_ms(&all, &LATENCY_BOUNDS, 0.99);
                 push(&mut self.accept, PROCESS_POINTS, recent.now.accept_per_s);
                 push(
                     &mut self.requests,
@@ -135,6 +167,7 @@ impl Sampler {
                     recent.now.requests_per_s,
                 );
                 push(&mut self.errors, PROCESS_POINTS, recent.now.errors_per_s);
+                push(&mut self.p99, PROCESS_POINTS, recent.now.p99_ms);
             }
         }
         push(&mut self.open, PROCESS_POINTS, open);
@@ -143,6 +176,7 @@ impl Sampler {
         recent.accept_per_s = self.accept.iter().copied().collect();
         recent.requests_per_s = self.requests.iter().copied().collect();
         recent.errors_per_s = self.errors.iter().copied().collect();
+        recent.p99_ms = self.p99.iter().copied().collect();
         for (w, ring) in recent.workers.iter_mut().zip(&self.per_worker) {
             w.requests_per_s = ring.iter().copied().collect();
         }
@@ -156,6 +190,32 @@ pub type Published = arc_swap::ArcSwap<Recent>;
 /// An empty history, before the first sample.
 pub fn empty() -> Arc<Recent> {
     Arc::new(Recent::default())
+}
+
+/// The `q` quantile (0..1) in milliseconds of a histogram with `counts[i]`
+/// observations at or below `bounds[i]` seconds (and the last count above
+/// every bound), interpolated linearly inside its bucket as Prometheus's
+/// `histogram_quantile` does; beyond the last bound it is that bound. `None`
+/// without observations.
+pub fn quantile_ms(counts: &[u64], bounds: &[f64], q: f64) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut below = 0u64;
+    for (i, &c) in counts.iter().enumerate() {
+        if c > 0 && (below + c) as f64 >= rank {
+            let Some(&upper) = bounds.get(i) else {
+                return bounds.last().map(|b| b * 1000.0);
+            };
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            let within = ((rank - below as f64) / c as f64).clamp(0.0, 1.0);
+            return Some((lower + (upper - lower) * within) * 1000.0);
+        }
+        below += c;
+    }
+    bounds.last().map(|b| b * 1000.0)
 }
 
 #[cfg(test)]
@@ -187,7 +247,36 @@ mod tests {
         assert_eq!(second.now.requests_per_s, 6.5);
         assert_eq!(second.now.accept_per_s, 2.0);
         assert_eq!(second.requests_per_s, [6.5]);
+        assert_eq!(second.workers[0].now.p50_ms, None, "no durations recorded");
+        for ms in [1, 2, 2, 2, 40] {
+            r.workers[0].request_duration(0, 200, Duration::from_millis(ms));
+        }
+        let third = s.sample(&r, t0 + Duration::from_secs(3));
+        // Three of five in (1 ms, 2.5 ms]: the median is in that bucket; the
+        // slowest sets p99 in (25 ms, 50 ms].
+        let p50 = third.now.p50_ms.unwrap();
+        assert!(p50 > 1.0 && p50 <= 2.5, "{p50}");
+        let p99 = third.workers[0].now.p99_ms.unwrap();
+        assert!(p99 > 25.0 && p99 <= 50.0, "{p99}");
+        assert_eq!(third.workers[1].now.p99_ms, None);
         assert_eq!(second.workers[1].requests_per_s, [1.5]);
+    }
+
+    #[test]
+    fn quantiles_interpolate_inside_their_bucket() {
+        let bounds = [0.001, 0.01, 0.1];
+        let near = |got: Option<f64>, want: f64| {
+            assert!(
+                got.is_some_and(|g| (g - want).abs() < 1e-9),
+                "{got:?} != {want}"
+            )
+        };
+        assert_eq!(quantile_ms(&[0, 0, 0, 0], &bounds, 0.5), None);
+        // 10 at or below 1 ms, 10 in (1 ms, 10 ms]: the median is 1 ms, p75 halfway.
+        near(quantile_ms(&[10, 10, 0, 0], &bounds, 0.5), 1.0);
+        near(quantile_ms(&[10, 10, 0, 0], &bounds, 0.75), 5.5);
+        // Beyond the last bound, the last bound.
+        near(quantile_ms(&[0, 0, 0, 5], &bounds, 0.99), 100.0);
     }
 
     #[test]

@@ -322,6 +322,25 @@ fn overview(b: &mut Body, s: &Snapshot) {
     );
     b.raw(" in all</p></div>");
 
+    b.raw("<div class=\"tile\"><h2>Latency, last second</h2><table class=\"kv\"><tr><th>p50</th>");
+    b.value(
+        "td",
+        "total.latency_p50_ms",
+        "ms",
+        &human::millis(t.latency_p50_ms),
+    );
+    b.raw("</tr><tr><th>p99</th>");
+    b.value(
+        "td",
+        "total.latency_p99_ms",
+        "ms",
+        &human::millis(t.latency_p99_ms),
+    );
+    b.raw("</tr></table>");
+    let p99: Vec<f64> = h.p99_ms.iter().map(|v| v.unwrap_or(0.0)).collect();
+    b.chart("history.p99_ms", &p99, h.capacity, "");
+    b.raw("<p>p99 per second; request head to response written</p></div>");
+
     b.raw("<div class=\"tile\"><h2>TLS handshakes</h2><table class=\"kv\"><tr><th>full</th>");
     b.value(
         "td",
@@ -361,7 +380,7 @@ fn paused(n: u64) -> String {
 }
 
 fn workers(b: &mut Body, s: &Snapshot) {
-    b.raw("<section><h2>Workers</h2><table class=\"grid\"><thead><tr><th>#</th><th>open</th><th>accepted</th><th>accepts</th><th>requests</th><th>last minute</th><th>errors</th><th>answered</th><th>TLS full / resumed / failed</th><th>received / sent</th><th>accepting</th></tr></thead><tbody>");
+    b.raw("<section><h2>Workers</h2><table class=\"grid\"><thead><tr><th>#</th><th>open</th><th>accepted</th><th>accepts</th><th>requests</th><th>last minute</th><th>errors</th><th>p50</th><th>p99</th><th>answered</th><th>TLS full / resumed / failed</th><th>received / sent</th><th>accepting</th></tr></thead><tbody>");
     for (i, w) in s.workers.iter().enumerate() {
         let p = |k: &str| format!("workers.{i}.{k}");
         let _ = write!(

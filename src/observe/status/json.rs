@@ -72,6 +72,7 @@ pub(crate) mod tests {
         registry.workers[1].shedding.set(1);
         registry.workers[1].tls_full.add(2);
         registry.workers[1].tls_resumed.add(1);
+        registry.workers[0].request_duration(0, 200, Duration::from_micros(500));
         state.sample(&mut sampler, t0 + Duration::from_secs(1));
         state
     }
@@ -108,6 +109,10 @@ pub(crate) mod tests {
         assert_eq!(v["workers"][0]["accept_per_s"], 3.0);
         assert_eq!(v["workers"][1]["errors_per_s"], 1.0);
         assert_eq!(v["workers"][1]["shedding"], 1);
+        // One request of 0.5 ms: in the first bucket (up to 1 ms), interpolated.
+        assert_eq!(v["total"]["latency_p50_ms"], 0.5);
+        assert_eq!(v["workers"][0]["latency_p99_ms"], 0.99);
+        assert!(v["workers"][1]["latency_p50_ms"].is_null());
         assert_eq!(v["workers"][1]["chart"], serde_json::json!([2.0]));
         let group = &v["upstreams"][0];
         assert_eq!(group["name"], "<script>alert(1)</script>");

@@ -94,6 +94,11 @@ pub struct WorkerView {
     pub errors_per_s: f64,
     /// Errors over requests in the last interval (0 without requests).
     pub error_ratio: f64,
+    /// Median request duration over the last interval, in milliseconds,
+    /// interpolated in the request-duration histogram; none without requests.
+    pub latency_p50_ms: Option<f64>,
+    /// 99th percentile request duration over the last interval, in milliseconds.
+    pub latency_p99_ms: Option<f64>,
     /// Accepting paused at `max_connections` now (for the total: workers paused).
     pub shedding: u64,
     /// Times accepting paused since start.
@@ -135,6 +140,9 @@ pub struct HistoryView {
     pub requests_per_s: Vec<f64>,
     /// Error answers per second.
     pub errors_per_s: Vec<f64>,
+    /// 99th percentile request duration in milliseconds (`null` in a second
+    /// without requests).
+    pub p99_ms: Vec<Option<f64>>,
 }
 
 /// One upstream group.
@@ -221,6 +229,9 @@ fn set_rates(v: &mut WorkerView, r: &super::history::Rates) {
     v.accept_per_s = round2(r.accept_per_s);
     v.requests_per_s = round2(r.requests_per_s);
     v.errors_per_s = round2(r.errors_per_s);
+    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
+    v.latency_p50_ms = ms(r.p50_ms);
+    v.latency_p99_ms = ms(r.p99_ms);
     v.error_ratio = if r.requests_per_s > 0.0 {
         (r.errors_per_s / r.requests_per_s * 10_000.0).round() / 10_000.0
     } else {
@@ -371,6 +382,7 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
             accept_per_s: recent.accept_per_s.iter().map(|&x| round2(x)).collect(),
             requests_per_s: recent.requests_per_s.iter().map(|&x| round2(x)).collect(),
             errors_per_s: recent.errors_per_s.iter().map(|&x| round2(x)).collect(),
+            p99_ms: recent.p99_ms.iter().map(|x| x.map(round2)).collect(),
         },
         workers,
         upstreams,
