@@ -310,10 +310,13 @@ pub struct ServedCert {
 }
 
 /// The leaf's `notAfter` (seconds since the Unix epoch), if it parses.
-fn not_after_unix(cert: &CertificateDer<'_>) -> Option<i64> {
-    use x509_parser::prelude::{FromDer, X509Certificate};
-    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
-    Some(parsed.validity().not_after.timestamp())
+pub fn not_after_unix(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, not_after) = acme::state::validity(cert).ok()?;
+    let secs = not_after
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    i64::try_from(secs).ok()
 }
 
 /// Reads every file of `spec` and builds the rustls config.

@@ -530,6 +530,13 @@ fn certificates(b: &mut Body, s: &Snapshot) {
         if c.default {
             b.raw(" <small>(default)</small>");
         }
+        if c.acme {
+            b.raw(if c.not_after_unix.is_some() {
+                " <small>(ACME)</small>"
+            } else {
+                " <small>(ACME, not issued yet)</small>"
+            });
+        }
         b.raw("</td><td>");
         b.text(&c.not_after_unix.map_or("-".into(), date));
         b.raw("</td>");
@@ -540,7 +547,10 @@ fn certificates(b: &mut Body, s: &Snapshot) {
             &expires_text(c.expires_in_s),
         );
         // The whole fingerprint is in the tooltip; the start tells certificates apart.
-        let short: String = c.sha256.chars().take(23).collect();
+        let mut short: String = c.sha256.chars().take(23).collect();
+        if short.is_empty() {
+            short.push('-');
+        }
         let _ = write!(
             b.out,
             "<td><code class=\"fp\" title=\"{}\">{}…</code></td></tr>",

@@ -167,3 +167,42 @@ pub(crate) mod tests {
         assert_ne!(v["layout"], layout.as_str());
     }
 }
+
+#[cfg(test)]
+mod acme_tests {
+    use std::sync::Arc;
+
+    use serde_json::Value;
+
+    use super::super::StatusState;
+    use crate::observe::metrics::Registry;
+
+    #[test]
+    fn acme_names_show_before_their_certificate_is_issued() {
+        let state_dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"
+            [[listener]]
+            listen = "127.0.0.1:0"
+            [listener.tls.acme]
+            directory = "https://127.0.0.1:9/directory"
+            agree_terms = true
+            names = ["a.example"]
+            state_dir = "{}"
+            [[route]]
+            handler = "respond"
+            "#,
+            state_dir.path().display()
+        );
+        let config = Arc::new(crate::config::load_str("acme.toml", &text).expect("config"));
+        let state = StatusState::new(Arc::new(Registry::new(1, vec![])), config, vec![]);
+        let v: Value = serde_json::from_str(&super::render(&state.snapshot())).unwrap();
+        let cert = &v["certificates"][0];
+        assert_eq!(cert["names"], serde_json::json!(["a.example"]));
+        assert_eq!(cert["acme"], true);
+        assert!(cert["not_after_unix"].is_null());
+        assert_eq!(cert["expiring"], false);
+        let page = super::super::html::render(&state.snapshot());
+        assert!(page.contains("a.example <small>(ACME, not issued yet)</small>"));
+    }
+}

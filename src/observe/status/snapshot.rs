@@ -196,8 +196,10 @@ pub struct CertView {
     pub expires_in_s: Option<i64>,
     /// Expires within 14 days (or has expired).
     pub expiring: bool,
-    /// SHA-256 of the certificate.
+    /// SHA-256 of the certificate (empty for an ACME name not issued yet).
     pub sha256: String,
+    /// Ordered through ACME (and renewed by Pier).
+    pub acme: bool,
 }
 
 /// Rounds a rate for the JSON: two decimals are more than a person reads.
@@ -299,21 +301,61 @@ fn group_view(g: &UpstreamGroup, generation: u64, draining: bool) -> GroupView {
     }
 }
 
+fn cert_view(
+    listener: &str,
+    names: Vec<String>,
+    default: bool,
+    not_after_unix: Option<i64>,
+    sha256: String,
+    acme: bool,
+    now_unix: i64,
+) -> CertView {
+    let expires_in_s = not_after_unix.map(|t| t - now_unix);
+    CertView {
+        listener: listener.to_string(),
+        names,
+        default,
+        not_after_unix,
+        expires_in_s,
+        expiring: expires_in_s.is_some_and(|s| s < EXPIRY_WARNING.as_secs() as i64),
+        sha256,
+        acme,
+    }
+}
+
 fn cert_views(config: &Config, now_unix: i64) -> Vec<CertView> {
     let mut out = Vec::new();
     for l in &config.listeners {
         let Some(tls) = &l.tls else { continue };
+        let listener = l.addr.to_string();
         for c in tls.listener.certificates() {
-            let expires_in_s = c.not_after_unix.map(|t| t - now_unix);
-            out.push(CertView {
-                listener: l.addr.to_string(),
-                names: c.names.clone(),
-                default: c.default,
-                not_after_unix: c.not_after_unix,
-                expires_in_s,
-                expiring: expires_in_s.is_some_and(|s| s < EXPIRY_WARNING.as_secs() as i64),
-                sha256: c.fingerprint.clone(),
-            });
+            out.push(cert_view(
+                &listener,
+                c.names.clone(),
+                c.default,
+                c.not_after_unix,
+                c.fingerprint.clone(),
+                false,
+                now_unix,
+            ));
+        }
+        // ACME certificates change while the configuration stays; their table's
+        // mutex is shared with the ACME thread only (a few writes a day), never
+        // with a worker.
+        if let Some(acme) = tls.listener.acme() {
+            for name in acme.certs.names() {
+                let leaf = acme.certs.current(name);
+                let leaf = leaf.as_ref().and_then(|k| k.cert.first());
+                out.push(cert_view(
+                    &listener,
+                    vec![name.clone()],
+                    false,
+                    leaf.and_then(crate::tls::not_after_unix),
+                    leaf.map(crate::tls::fingerprint).unwrap_or_default(),
+                    true,
+                    now_unix,
+                ));
+            }
         }
     }
     out
