@@ -334,12 +334,20 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
             .map(|(i, f)| load_certificate(f).map_err(|e| e.at(i)))
             .collect::<Result<Vec<_>, _>>()?,
     };
-    let shown = entries
-        .iter()
-        .find(|e| e.default)
-        .or(entries.first())
-        .map(|e| fingerprint(&e.key.cert[0]))
-        .unwrap_or_default();
+    let shown = match &spec.certs {
+        CertSource::Acme(a) => a
+            .spec
+            .names
+            .iter()
+            .find_map(|n| a.certs.current(n))
+            .map_or_else(|| "none yet".to_string(), |k| fingerprint(&k.cert[0])),
+        _ => entries
+            .iter()
+            .find(|e| e.default)
+            .or(entries.first())
+            .map(|e| fingerprint(&e.key.cert[0]))
+            .unwrap_or_default(),
+    };
     let served = entries
         .iter()
         .map(|e| ServedCert {

@@ -17,8 +17,10 @@ use rustls::pki_types::CertificateDer;
 use super::http01;
 use super::resolver::{alpn_challenge_cert, publish_alpn_challenge, AlpnChallenge};
 use super::settings::{AcmeSpec, ChallengeKind, KeyType};
-use super::state::{write_private, StateDir};
+use super::state::{try_lock, write_private, StateDir, LOCK_STALE};
 
+/// How long a task waits for another one creating the account.
+const ACCOUNT_LOCK_WAIT: Duration = Duration::from_secs(60);
 /// How long the CA gets to validate the challenges of one order.
 const VALIDATION_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the CA gets to issue once the order is finalized.
@@ -56,8 +58,24 @@ impl OrderFailure {
             | instant_acme::Error::Other(_) => "network",
             _ => step,
         };
-        OrderFailure::new(cause, format!("{what}: {e}"))
+        OrderFailure::new(cause, format!("{what}: {}", with_sources(&e)))
     }
+}
+
+/// An error and its causes, `a: b: c`: the HTTP client's own message ("client
+/// error (Connect)") says little without the TLS or socket error beneath it.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
 }
 
 /// An issued certificate, as stored.
@@ -101,6 +119,43 @@ pub async fn account(spec: &AcmeSpec, state: &StateDir) -> Result<Account, Order
                 e,
             )
         });
+    }
+    // One account per CA for every task and instance sharing the directory.
+    let lock_path = path.with_extension("lock");
+    let deadline = tokio::time::Instant::now() + ACCOUNT_LOCK_WAIT;
+    let _lock = loop {
+        match try_lock(&lock_path, LOCK_STALE) {
+            Ok(Some(l)) => break l,
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Ok(None) => {
+                return Err(OrderFailure::new(
+                    "account",
+                    format!(
+                        "{} is still locked by another instance creating the account",
+                        lock_path.display()
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(OrderFailure::new(
+                    "storage",
+                    format!("cannot create {}: {e}", lock_path.display()),
+                ))
+            }
+        }
+    };
+    if let Ok(bytes) = state.read(&path) {
+        if let Ok(creds) = serde_json::from_slice::<AccountCredentials>(&bytes) {
+            return builder.from_credentials(creds).await.map_err(|e| {
+                OrderFailure::from_acme(
+                    "account",
+                    &format!("cannot reach the ACME directory {}", spec.directory),
+                    e,
+                )
+            });
+        }
     }
     let contact: Vec<&str> = spec.contact.iter().map(String::as_str).collect();
     let eab = spec
