@@ -1,17 +1,18 @@
 //! Pier: a thread-per-core HTTP/1.1 and TLS edge server.
 //!
 //! The library holds everything; `main.rs` only turns argv into a [`cli::Command`]
-//! and an exit code. Protocol code (`http1`) is sans-IO; `conn` is the one driver
-//! that moves bytes between a downstream socket and the codec.
+//! and an exit code. Protocol code (`http1`) is sans-IO; `server` holds the drivers that
+//! move bytes between a downstream socket and the codec, and `http` the
+//! protocol-neutral session handlers answer through.
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod cli;
 pub mod config;
-pub mod conn;
 pub mod deadline;
 pub mod echo;
 pub mod handler;
+pub mod http;
 pub mod http1;
 pub mod listener;
 pub mod logging;
@@ -19,6 +20,7 @@ pub mod observe;
 pub mod proxy_protocol;
 pub mod route;
 pub mod runtime;
+pub mod server;
 pub mod sockopt;
 pub mod stream_proxy;
 pub mod systemd;

@@ -1,7 +1,7 @@
 //! (host, path) -> handler: exact host (case-insensitive, port ignored) selects a
 //! group, falling back to the routes without a host; the longest path prefix wins.
 
-pub use crate::handler::Handler;
+pub use crate::handler::{BoxedHandler, Handler};
 
 /// One route: a path prefix and what serves it.
 #[derive(Debug)]
@@ -10,12 +10,28 @@ pub struct Route {
     /// Position in the configuration (0 = first `[[route]]`): the metrics' route slot.
     pub index: usize,
     /// What serves requests under the prefix.
-    pub handler: Handler,
+    pub handler: Box<dyn Handler>,
+}
+
+/// A handler consulted ahead of every route for paths under its prefix (ACME
+/// HTTP-01 validations under `/.well-known/acme-challenge/`), whatever the
+/// host. It answers only requests without a body; when it gives no answer the
+/// request goes to the routes.
+#[derive(Debug)]
+pub struct PreRoute {
+    /// Path prefix it claims.
+    pub prefix: Box<[u8]>,
+    /// Whether it answers on plain listeners only (not over TLS).
+    pub plain_only: bool,
+    /// What answers.
+    pub handler: Box<dyn Handler>,
 }
 
 /// All routes, grouped by host, each group sorted longest prefix first.
 #[derive(Debug, Default)]
 pub struct RouteTable {
+    /// Handlers ahead of the routes.
+    pre: Vec<PreRoute>,
     hosts: Vec<(Box<[u8]>, Vec<Route>)>,
     any: Vec<Route>,
     /// `host/prefix` of each route in configuration order, for metric labels.
@@ -28,7 +44,7 @@ impl RouteTable {
         &mut self,
         host: Option<String>,
         prefix: String,
-        handler: Handler,
+        handler: Box<dyn Handler>,
     ) -> Result<(), String> {
         let host_label = host.clone();
         let group = match host {
@@ -66,9 +82,29 @@ impl RouteTable {
         &self.labels
     }
 
+    /// Adds a handler that answers ahead of the routes.
+    pub fn insert_pre_route(&mut self, pre: PreRoute) {
+        self.pre.push(pre);
+    }
+
+    /// Whether any handler is registered ahead of the routes.
+    #[inline]
+    pub fn has_pre_routes(&self) -> bool {
+        !self.pre.is_empty()
+    }
+
+    /// The handler registered ahead of the routes for `path` on a listener
+    /// that is TLS (`secure`) or not.
+    pub fn pre_route(&self, secure: bool, path: &[u8]) -> Option<&dyn Handler> {
+        self.pre
+            .iter()
+            .find(|p| !(secure && p.plain_only) && path.starts_with(&p.prefix))
+            .map(|p| &*p.handler)
+    }
+
     /// The handler for a request, if any route matches.
-    pub fn find(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&Handler> {
-        self.find_route(host, path).map(|r| &r.handler)
+    pub fn find(&self, host: Option<&[u8]>, path: &[u8]) -> Option<&dyn Handler> {
+        self.find_route(host, path).map(|r| &*r.handler)
     }
 
     /// The route for a request, if any matches.
@@ -88,12 +124,12 @@ impl RouteTable {
     }
 
     /// Every handler, for start-up checks and logs.
-    pub fn handlers(&self) -> impl Iterator<Item = &Handler> {
+    pub fn handlers(&self) -> impl Iterator<Item = &dyn Handler> {
         self.hosts
             .iter()
             .flat_map(|(_, g)| g.iter())
             .chain(self.any.iter())
-            .map(|r| &r.handler)
+            .map(|r| &*r.handler)
     }
 }
 
@@ -114,17 +150,30 @@ fn strip_port(host: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handler::respond::Respond;
+    use crate::http::{Served, Session};
+    use crate::observe::metrics::HandlerKind;
 
-    fn respond(tag: &str) -> Handler {
-        Handler::Respond(Respond::new(200, tag.as_bytes().to_vec(), &[]))
+    /// A handler known by its tag, read through its debug form.
+    #[derive(Debug)]
+    #[allow(dead_code)]
+    struct Tag(&'static str);
+
+    impl Handler for Tag {
+        fn kind(&self) -> HandlerKind {
+            HandlerKind::Respond
+        }
+
+        fn serve<'s, 'h: 's>(&'h self, _: &'s mut dyn Session<'h>) -> Served<'s> {
+            Served::Done
+        }
     }
 
-    fn body_of(h: Option<&Handler>) -> &[u8] {
-        match h {
-            Some(Handler::Respond(r)) => r.body(),
-            _ => b"<none>",
-        }
+    fn respond(tag: &'static str) -> Box<dyn Handler> {
+        Box::new(Tag(tag))
+    }
+
+    fn body_of(h: Option<&dyn Handler>) -> String {
+        h.map_or("<none>".into(), |h| format!("{h:?}"))
     }
 
     #[test]
@@ -138,15 +187,34 @@ mod tests {
             respond("ex-admin"),
         )
         .unwrap();
-        assert_eq!(body_of(t.find(None, b"/x")), b"root");
-        assert_eq!(body_of(t.find(Some(b"a"), b"/api/v1")), b"api");
+        assert_eq!(body_of(t.find(None, b"/x")), r#"Tag("root")"#);
+        assert_eq!(body_of(t.find(Some(b"a"), b"/api/v1")), r#"Tag("api")"#);
         assert_eq!(
             body_of(t.find(Some(b"EXAMPLE.com:8080"), b"/admin/x")),
-            b"ex-admin"
+            r#"Tag("ex-admin")"#
         );
-        assert_eq!(body_of(t.find(Some(b"example.com"), b"/api/")), b"api");
-        assert_eq!(body_of(t.find(Some(b"other"), b"/admin")), b"root");
+        assert_eq!(
+            body_of(t.find(Some(b"example.com"), b"/api/")),
+            r#"Tag("api")"#
+        );
+        assert_eq!(body_of(t.find(Some(b"other"), b"/admin")), r#"Tag("root")"#);
         assert!(t.insert(None, "/api/".into(), respond("dup")).is_err());
+    }
+
+    #[test]
+    fn a_pre_route_claims_its_prefix_on_its_listeners_only() {
+        let mut t = RouteTable::default();
+        t.insert(None, "/".into(), respond("root")).unwrap();
+        assert!(!t.has_pre_routes());
+        t.insert_pre_route(PreRoute {
+            prefix: b"/.well-known/acme-challenge/"[..].into(),
+            plain_only: true,
+            handler: respond("acme"),
+        });
+        let acme = b"/.well-known/acme-challenge/token";
+        assert_eq!(body_of(t.pre_route(false, acme)), r#"Tag("acme")"#);
+        assert_eq!(body_of(t.pre_route(true, acme)), "<none>");
+        assert_eq!(body_of(t.pre_route(false, b"/x")), "<none>");
     }
 
     #[test]

@@ -22,13 +22,14 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
 use crate::config::{Config, ListenerConfig};
-use crate::conn::{self, Downstream, Plain, Tls};
 use crate::deadline;
 use crate::handler::proxy::ProxyWorker;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
 use crate::observe::access_log::{self, WorkerLog};
 use crate::observe::metrics::{TlsFailure, WorkerStats};
+use crate::server::h1::serve_http1;
+use crate::server::transport::{Downstream, Plain, Tls};
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
 
@@ -118,6 +119,23 @@ pub struct WorkerShared {
 }
 
 impl WorkerShared {
+    /// A worker's state before its first connection.
+    fn new(id: usize, config: &Config, stats: Arc<WorkerStats>) -> Rc<Self> {
+        Rc::new(WorkerShared {
+            id,
+            date: RefCell::new(DateCache::default()),
+            pool: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            stopping: Cell::new(false),
+            stop_signal: Notify::new(),
+            idle_signal: Notify::new(),
+            conn_limit: Cell::new(ConnLimit::new(config.max_connections_per_worker())),
+            capacity_signal: Notify::new(),
+            counters: Counters::default(),
+            stats,
+        })
+    }
+
     /// Takes a buffer set from the pool, or makes one.
     pub fn take_buffers(&self) -> ConnBuffers {
         self.pool.borrow_mut().pop().unwrap_or_else(|| ConnBuffers {
@@ -367,19 +385,7 @@ pub fn run(
         .event_interval(61)
         .build()?;
     let local = tokio::task::LocalSet::new();
-    let shared = Rc::new(WorkerShared {
-        id,
-        date: RefCell::new(DateCache::default()),
-        pool: RefCell::new(Vec::new()),
-        active: Cell::new(0),
-        stopping: Cell::new(false),
-        stop_signal: Notify::new(),
-        idle_signal: Notify::new(),
-        conn_limit: Cell::new(ConnLimit::new(first.config.max_connections_per_worker())),
-        capacity_signal: Notify::new(),
-        counters: Counters::default(),
-        stats,
-    });
+    let shared = WorkerShared::new(id, &first.config, stats);
     local.block_on(&rt, async move {
         let current = Rc::new(Current {
             ctx: RefCell::new(new_ctx(&shared, &first)),
@@ -447,6 +453,23 @@ pub fn run(
         );
         Ok::<(), io::Error>(())
     })
+}
+
+/// A worker context for `config` outside a worker thread, for unit tests of
+/// the code that runs on one.
+#[cfg(test)]
+pub(crate) fn test_ctx(config: Config) -> Rc<WorkerCtx> {
+    let config = Arc::new(config);
+    let shared = WorkerShared::new(0, &config, Arc::new(WorkerStats::default()));
+    new_ctx(
+        &shared,
+        &Generation {
+            config,
+            access_log: None,
+            listeners: Vec::new(),
+            applied: None,
+        },
+    )
 }
 
 fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx> {
@@ -606,7 +629,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
     if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
         // The common case, kept free of the steps below.
         tokio::task::spawn_local(async move {
-            conn::serve(Plain::new(stream), &ctx, peer).await;
+            serve_http1(Plain::new(stream), &ctx, peer).await;
             drop(guard);
         });
         return;
@@ -655,7 +678,7 @@ async fn serve_accepted(
     let Some(acceptor) = acceptor else {
         match &lc.tcp {
             Some(fwd) => stream_proxy::serve(ctx, fwd, stream, peer, local, None).await,
-            None => conn::serve(Plain::new(stream), ctx, peer).await,
+            None => serve_http1(Plain::new(stream), ctx, peer).await,
         }
         return;
     };
@@ -702,7 +725,7 @@ async fn serve_accepted(
                 if let Some(subject) = tls.peer_subject() {
                     debug!(%peer, subject, "TLS client certificate verified");
                 }
-                conn::serve(tls, ctx, peer).await
+                serve_http1(tls, ctx, peer).await
             }
         },
         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),

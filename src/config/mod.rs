@@ -19,7 +19,7 @@ use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::http1::parse::Limits;
 use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::proxy_protocol;
-use crate::route::{Handler, RouteTable};
+use crate::route::{BoxedHandler, RouteTable};
 use raw::{
     RawAccessLog, RawAdmin, RawConfig, RawDuration, RawListener, RawRoute, RawSize, RawTls,
     RawUpstream, RawUpstreamServer,
@@ -732,6 +732,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     }
 
     let mut routes = RouteTable::default();
+    routes.insert_pre_route(crate::handler::acme_challenge::AcmeChallenge::pre_route());
     let http_listeners = listeners.iter().any(|l| l.tcp.is_none());
     if raw.route.is_empty() && http_listeners {
         return Err(loc.error(0..0, "route", "no [[route]] configured"));
@@ -984,7 +985,7 @@ fn validate_route(
     key: &str,
     r: &Spanned<RawRoute>,
     upstreams: &[Arc<UpstreamGroup>],
-) -> Result<(Option<String>, String, Handler), ConfigError> {
+) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
         None => None,

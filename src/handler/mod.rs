@@ -1,38 +1,45 @@
-//! Request handlers. Each handler's runtime code and its config validation sit
-//! side by side, as in h2o.
+//! Request handlers, each written against the protocol-neutral
+//! [`Session`]: a driver routes a request and calls its handler through the
+//! [`Handler`] trait, so adding a handler touches no driver. Each handler's
+//! runtime code and its config validation sit side by side, as in h2o.
 
+pub mod acme_challenge;
 pub mod mime;
 pub mod proxy;
+mod proxy_entry;
 pub mod respond;
 pub mod static_files;
+
+use std::fmt;
 
 use toml::Spanned;
 
 use crate::config::raw::RawRoute;
 use crate::config::{ConfigError, Locator};
+use crate::http::{Served, Session};
+use crate::observe::metrics::HandlerKind;
 use respond::Respond;
 use static_files::StaticFiles;
 
-/// What serves a route.
-#[derive(Debug)]
-pub enum Handler {
-    /// Files under a root.
-    Static(StaticFiles),
-    /// A fixed response.
-    Respond(Respond),
-    /// A reverse proxy to an upstream group.
-    Proxy(proxy::ProxyRoute),
-}
+/// A route's handler, as the route table holds it.
+pub type BoxedHandler = Box<dyn Handler>;
 
-impl Handler {
-    /// Short name for logs.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Handler::Static(_) => "static",
-            Handler::Respond(_) => "respond",
-            Handler::Proxy(_) => "proxy",
-        }
+/// What serves a route. Built once from the configuration and shared by every
+/// worker, so per-worker state lives in the worker context, not here.
+pub trait Handler: fmt::Debug + Send + Sync {
+    /// Which handler this is, for the request metrics and logs.
+    fn kind(&self) -> HandlerKind;
+
+    /// Whether the handler reads the request body itself. Otherwise the driver
+    /// reads and drops it (under the body limit) before calling [`Handler::serve`].
+    fn reads_body(&self) -> bool {
+        false
     }
+
+    /// Answers one request through `session`. A handler that can answer from
+    /// the head alone gives its response and returns [`Served::Done`] without
+    /// allocating; one that must wait returns the future that answers.
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s>;
 }
 
 fn is_token(s: &str) -> bool {
@@ -47,7 +54,7 @@ pub fn from_raw(
     key: &str,
     r: &Spanned<RawRoute>,
     upstreams: &[std::sync::Arc<proxy::upstream::UpstreamGroup>],
-) -> Result<Handler, ConfigError> {
+) -> Result<Box<dyn Handler>, ConfigError> {
     let raw = r.get_ref();
     let kind = raw.handler.get_ref().as_str();
     let foreign = |present: bool, name: &str| -> Result<(), ConfigError> {
@@ -91,9 +98,7 @@ pub fn from_raw(
             ] {
                 foreign(present, name)?;
             }
-            Ok(Handler::Proxy(proxy::route_from_raw(
-                loc, key, r, upstreams,
-            )?))
+            Ok(Box::new(proxy::route_from_raw(loc, key, r, upstreams)?))
         }
         "static" => {
             foreign(raw.status.is_some(), "status")?;
@@ -142,7 +147,7 @@ pub fn from_raw(
                     files.with_cache_valid(valid)
                 }
             };
-            Ok(Handler::Static(files))
+            Ok(Box::new(files))
         }
         "respond" => {
             foreign(raw.root.is_some(), "root")?;
@@ -193,7 +198,7 @@ pub fn from_raw(
                     headers.push((name.clone(), value.clone()));
                 }
             }
-            Ok(Handler::Respond(Respond::new(status, body, &headers)))
+            Ok(Box::new(Respond::new(status, body, &headers)))
         }
         other => Err(loc.error(
             raw.handler.span(),

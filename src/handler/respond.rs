@@ -1,29 +1,30 @@
-//! `respond`: a fixed status, header block and body from the config — health
-//! checks and benchmarks. Everything but `Date` is encoded once at start.
+//! `respond`: a fixed status, header fields and body from the config — health
+//! checks and benchmarks. The fields are validated once at start; each answer
+//! borrows them and the body, so it costs no allocation.
 
-/// A pre-encoded fixed response.
+use crate::http::{Body, OwnedField, ResponseHead, Served, Session};
+use crate::observe::metrics::HandlerKind;
+
+use super::Handler;
+
+/// A fixed response.
 #[derive(Debug)]
 pub struct Respond {
     status: u16,
     body: Box<[u8]>,
-    /// `Name: value\r\n` lines, ready to copy.
-    header_block: Box<[u8]>,
+    fields: Box<[OwnedField]>,
 }
 
 impl Respond {
-    /// Encodes the header fields once; names and values were validated by the config.
+    /// Keeps the fields; names and values were validated by the config.
     pub fn new(status: u16, body: Vec<u8>, headers: &[(String, String)]) -> Self {
-        let mut block = Vec::new();
-        for (name, value) in headers {
-            block.extend_from_slice(name.as_bytes());
-            block.extend_from_slice(b": ");
-            block.extend_from_slice(value.as_bytes());
-            block.extend_from_slice(b"\r\n");
-        }
         Respond {
             status,
             body: body.into_boxed_slice(),
-            header_block: block.into_boxed_slice(),
+            fields: headers
+                .iter()
+                .map(|(name, value)| OwnedField::new(name, value.as_bytes()))
+                .collect(),
         }
     }
 
@@ -36,9 +37,25 @@ impl Respond {
     pub fn body(&self) -> &[u8] {
         &self.body
     }
+}
 
-    /// Encoded extra header lines.
-    pub fn header_block(&self) -> &[u8] {
-        &self.header_block
+impl Handler for Respond {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Respond
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        let head = ResponseHead {
+            status: self.status,
+            fields: &[],
+            configured: &self.fields,
+        };
+        let body = if self.body.is_empty() {
+            Body::Empty
+        } else {
+            Body::Bytes(&self.body)
+        };
+        session.send_response(&head, body);
+        Served::Done
     }
 }

@@ -39,6 +39,23 @@ pub enum ConnectionHeader {
     Close,
     /// `Connection: keep-alive`: confirms persistence to an HTTP/1.0 client that asked for it.
     KeepAlive,
+    /// `Connection: upgrade`: a 101 switching the connection to another protocol.
+    Upgrade,
+}
+
+impl ConnectionHeader {
+    /// The header for an answer to a request of `version`, once keep-alive is
+    /// decided: `close`, `keep-alive` for HTTP/1.0 (whose default is close), or
+    /// nothing for HTTP/1.1.
+    pub fn choose(keep_alive: bool, version: crate::http1::parse::Version) -> Self {
+        if !keep_alive {
+            ConnectionHeader::Close
+        } else if version == crate::http1::parse::Version::Http10 {
+            ConnectionHeader::KeepAlive
+        } else {
+            ConnectionHeader::Omit
+        }
+    }
 }
 
 /// Per-thread cache of the `Date` header value, reformatted only when the
@@ -120,52 +137,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-/// Reason phrase for a status; empty for unknown codes (RFC 9112 allows it).
-pub fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        101 => "Switching Protocols",
-        103 => "Early Hints",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        409 => "Conflict",
-        410 => "Gone",
-        411 => "Length Required",
-        412 => "Precondition Failed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        416 => "Range Not Satisfiable",
-        417 => "Expectation Failed",
-        421 => "Misdirected Request",
-        426 => "Upgrade Required",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "",
-    }
-}
+pub use crate::http::status::reason_phrase;
 
 /// Appends a response head: status line, `Server`, `Date`, the length header,
 /// `Connection: close` when `!keep_alive`, the extra fields, and the blank line.
@@ -230,6 +202,7 @@ pub fn write_head_with(
         ConnectionHeader::Omit => {}
         ConnectionHeader::Close => out.extend_from_slice(b"Connection: close\r\n"),
         ConnectionHeader::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        ConnectionHeader::Upgrade => out.extend_from_slice(b"Connection: upgrade\r\n"),
     }
     for (name, value) in extra {
         out.extend_from_slice(name.as_bytes());
@@ -363,6 +336,7 @@ pub fn write_head_start(
         ConnectionHeader::Omit => {}
         ConnectionHeader::Close => out.extend_from_slice(b"Connection: close\r\n"),
         ConnectionHeader::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        ConnectionHeader::Upgrade => out.extend_from_slice(b"Connection: upgrade\r\n"),
     }
 }
 

@@ -40,13 +40,13 @@ use tracing::{debug, warn};
 
 use crate::config::raw::RawRoute;
 use crate::config::{Config, ConfigError, Locator};
-use crate::conn::{within, Conn, Downstream, Exit, WRITE_HIGH_WATER};
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{BodyKind, HeaderSpan, Method, RequestHead, TargetForm, Version};
 use crate::http1::response::{eq_lowercase, parse_response, ResponseBody, ResponseHead};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
 use crate::observe::metrics::HandlerKind;
+use crate::server::h1::{within, Downstream, Exit, Http1Conn as Conn, WRITE_HIGH_WATER};
 use crate::worker::READ_BUF;
 use balance::{hash64, Balance, HashKey};
 use pool::UpstreamStream;

@@ -1,0 +1,80 @@
+//! The static handler on the request seam: reads what it needs of the request
+//! head, decides the reply, and gives it to the session as a head and a body
+//! (a file region the driver sends as it sees fit).
+
+use crate::http::status::status_text;
+use crate::http::{Body, FileRegion, ResponseHead, Served, Session};
+use crate::http1::parse::Method;
+use crate::observe::metrics::HandlerKind;
+
+use super::super::Handler;
+use super::autoindex::LISTING_CONTENT_TYPE;
+use super::{Reply, StaticFiles, StaticRequest};
+
+/// `Content-Type` of status pages.
+const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
+
+impl Handler for StaticFiles {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Static
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        let reply = {
+            let req = session.request();
+            let method = req.method();
+            self.serve(&StaticRequest {
+                is_head: method == Method::Head,
+                method_allowed: matches!(method, Method::Get | Method::Head),
+                path: req.path(),
+                if_none_match: req.header("if-none-match"),
+                if_modified_since: req.header("if-modified-since"),
+                range: req.header("range"),
+                if_range: req.header("if-range"),
+            })
+        };
+        give(session, reply);
+        Served::Done
+    }
+}
+
+/// Hands a reply to the session; up to five fields, collected on the stack.
+fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
+    let status = reply.status();
+    if let Reply::Listing { body } = reply {
+        let fields = [("Content-Type", LISTING_CONTENT_TYPE.as_bytes())];
+        session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
+        return;
+    }
+    let mut fields: [(&str, &[u8]); 6] = [("", &[]); 6];
+    let mut n = 0;
+    let text = matches!(
+        reply,
+        Reply::Redirect { .. } | Reply::RangeNotSatisfiable { .. } | Reply::Error(_)
+    );
+    if text {
+        fields[0] = ("Content-Type", TEXT_PLAIN);
+        n = 1;
+    }
+    for field in reply.headers() {
+        fields[n] = field;
+        n += 1;
+    }
+    let head = ResponseHead::new(status, &fields[..n]);
+    match &reply {
+        Reply::File(f) => session.send_response(
+            &head,
+            Body::File(FileRegion {
+                file: f.file.clone(),
+                offset: f.offset,
+                len: f.len,
+                content: f.content.clone(),
+            }),
+        ),
+        Reply::NotModified { .. } => session.send_response(&head, Body::Empty),
+        Reply::Listing { .. }
+        | Reply::Redirect { .. }
+        | Reply::RangeNotSatisfiable { .. }
+        | Reply::Error(_) => session.send_response(&head, Body::Bytes(status_text(status))),
+    }
+}

@@ -1,0 +1,86 @@
+//! Autoindex: the HTML listing of a directory without an index file.
+
+use std::fs;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+
+use super::path::{error_status, push_percent_encoded};
+use super::reply::Reply;
+
+/// Most directory entries read for one autoindex page, bounding its time and memory.
+pub const MAX_LISTING_ENTRIES: usize = 10_000;
+
+/// Content-Type of an autoindex page.
+pub(super) const LISTING_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+
+fn push_html_escaped(out: &mut Vec<u8>, text: &str) {
+    for b in text.bytes() {
+        match b {
+            b'&' => out.extend_from_slice(b"&amp;"),
+            b'<' => out.extend_from_slice(b"&lt;"),
+            b'>' => out.extend_from_slice(b"&gt;"),
+            b'"' => out.extend_from_slice(b"&quot;"),
+            b'\'' => out.extend_from_slice(b"&#39;"),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Autoindex page: directories first, then files, each by name bytes. Dot-files are left out
+/// (as nginx does) and at most [`MAX_LISTING_ENTRIES`] entries are read.
+pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return Reply::Error(error_status(&e)),
+    };
+    let mut names: Vec<(bool, Vec<u8>)> = Vec::new();
+    let mut truncated = false;
+    for (seen, entry) in entries.enumerate() {
+        if seen == MAX_LISTING_ENTRIES {
+            truncated = true;
+            break;
+        }
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name().into_vec();
+        if name.starts_with(b".") {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            Ok(t) if t.is_symlink() => fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()),
+            Ok(t) => t.is_dir(),
+            Err(_) => false,
+        };
+        names.push((!is_dir, name));
+    }
+    names.sort_unstable();
+
+    let mut title = String::from_utf8_lossy(relative).into_owned();
+    title.push('/');
+    let mut body =
+        Vec::with_capacity(256 + names.iter().map(|(_, n)| 2 * n.len() + 24).sum::<usize>());
+    body.extend_from_slice(
+        b"<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\"><title>Index of ",
+    );
+    push_html_escaped(&mut body, &title);
+    body.extend_from_slice(b"</title></head>\n<body>\n<h1>Index of ");
+    push_html_escaped(&mut body, &title);
+    body.extend_from_slice(b"</h1><hr><pre>\n");
+    if !relative.is_empty() {
+        body.extend_from_slice(b"<a href=\"../\">../</a>\n");
+    }
+    for (is_file, name) in &names {
+        let slash: &[u8] = if *is_file { b"" } else { b"/" };
+        body.extend_from_slice(b"<a href=\"");
+        push_percent_encoded(&mut body, name);
+        body.extend_from_slice(slash);
+        body.extend_from_slice(b"\">");
+        push_html_escaped(&mut body, &String::from_utf8_lossy(name));
+        body.extend_from_slice(slash);
+        body.extend_from_slice(b"</a>\n");
+    }
+    if truncated {
+        body.extend_from_slice(b"(listing truncated)\n");
+    }
+    body.extend_from_slice(b"</pre><hr></body>\n</html>\n");
+    Reply::Listing { body }
+}

@@ -1,0 +1,65 @@
+//! Conditional requests (RFC 9110 §13): If-None-Match, If-Modified-Since and
+//! If-Range against a file's validators.
+
+use std::time::UNIX_EPOCH;
+
+use super::values::ETag;
+
+pub(super) fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// If-None-Match evaluates to false (so 304) when `*` or any listed tag matches weakly.
+/// A malformed list stops at the malformed member: what was read so far decides.
+pub(super) fn none_match_fails(field: &[u8], etag: &ETag) -> bool {
+    let mut rest = trim_ows(field);
+    if rest == b"*" {
+        return true;
+    }
+    let ours = etag.opaque();
+    loop {
+        while let [b' ' | b'\t' | b',', tail @ ..] = rest {
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        if let Some(tail) = rest.strip_prefix(b"W/") {
+            rest = tail;
+        }
+        let Some(quoted) = rest.strip_prefix(b"\"") else {
+            return false;
+        };
+        let Some(end) = quoted.iter().position(|&b| b == b'"') else {
+            return false;
+        };
+        if &quoted[..end] == ours {
+            return true;
+        }
+        rest = &quoted[end + 1..];
+    }
+}
+
+/// If-Range (RFC 9110 §13.1.5): a strong match with the ETag, or the exact Last-Modified.
+pub(super) fn if_range_matches(field: &[u8], etag: &ETag, mtime: u64) -> bool {
+    let field = trim_ows(field);
+    if field.starts_with(b"\"") || field.starts_with(b"W/") {
+        // Strong comparison: a weak tag never matches, and ours is never weak.
+        return field == etag.as_bytes();
+    }
+    parse_http_date_secs(field) == Some(mtime)
+}
+
+/// Any of the three HTTP-date formats, as seconds since the epoch; invalid dates are None,
+/// so the header is ignored as RFC 9110 requires.
+pub(super) fn parse_http_date_secs(field: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(field).ok()?;
+    let time = httpdate::parse_http_date(text).ok()?;
+    time.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}

@@ -1,0 +1,123 @@
+//! Request paths to file-system paths: percent-decoding one segment at a time,
+//! refusing what could escape the root, and the errors an open maps to.
+
+use std::ffi::OsStr;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use rustix::fs::OFlags;
+use rustix::io::Errno;
+
+/// Appends one percent-decoded segment; NUL, `/` and `\` (raw or encoded) and broken escapes
+/// are a 400. Other bytes, including non-UTF-8, are kept as the file name's bytes.
+pub(super) fn decode_segment(segment: &[u8], out: &mut Vec<u8>) -> Result<(), u16> {
+    let mut i = 0;
+    while i < segment.len() {
+        let byte = if segment[i] == b'%' {
+            let hi = segment.get(i + 1).and_then(|&c| hex_value(c));
+            let lo = segment.get(i + 2).and_then(|&c| hex_value(c));
+            let (Some(hi), Some(lo)) = (hi, lo) else {
+                return Err(400);
+            };
+            i += 3;
+            hi << 4 | lo
+        } else {
+            i += 1;
+            segment[i - 1]
+        };
+        if matches!(byte, 0 | b'/' | b'\\') {
+            return Err(400);
+        }
+        out.push(byte);
+    }
+    Ok(())
+}
+
+pub(super) fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+pub(super) fn as_path(bytes: &[u8]) -> &Path {
+    if bytes.is_empty() {
+        Path::new("/")
+    } else {
+        Path::new(OsStr::from_bytes(bytes))
+    }
+}
+
+pub(super) fn last_segment(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(slash) => &path[slash + 1..],
+        None => path,
+    }
+}
+
+/// Opens without blocking on a FIFO and without acquiring a controlling terminal; the
+/// non-blocking flag has no effect on reads of a regular file.
+pub(super) fn open(path: &Path) -> io::Result<(File, Metadata)> {
+    let flags = (OFlags::NONBLOCK | OFlags::NOCTTY).bits();
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags).unwrap_or(0))
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
+}
+
+/// Like nginx: missing, not-a-directory, too long, symlink loops and device-less nodes
+/// (sockets) are 404; access denied is 403; anything else is a server-side 500.
+pub(super) fn error_status(e: &io::Error) -> u16 {
+    match Errno::from_io_error(e) {
+        Some(
+            Errno::NOENT
+            | Errno::NOTDIR
+            | Errno::NAMETOOLONG
+            | Errno::LOOP
+            | Errno::NXIO
+            | Errno::NODEV,
+        ) => 404,
+        Some(Errno::ACCESS | Errno::PERM) => 403,
+        _ => match e.kind() {
+            io::ErrorKind::NotFound => 404,
+            io::ErrorKind::PermissionDenied => 403,
+            _ => 500,
+        },
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved bytes, so the result is safe in a
+/// header, in an HTML attribute and as a relative reference (no `:` to read as a scheme).
+pub(super) fn push_percent_encoded(out: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[
+                b'%',
+                b"0123456789ABCDEF"[usize::from(b >> 4)],
+                b"0123456789ABCDEF"[usize::from(b & 0xf)],
+            ]);
+        }
+    }
+}
+
+/// `relative` is the normalised path (`/a/b`, or empty for the root). Rebuilding it rather
+/// than echoing the raw path keeps `//evil.example` from becoming a protocol-relative
+/// redirect off-site.
+pub(super) fn location_for_dir(relative: &[u8]) -> Vec<u8> {
+    let mut location = Vec::with_capacity(relative.len() * 3 + 1);
+    for segment in relative.split(|&b| b == b'/').filter(|s| !s.is_empty()) {
+        location.push(b'/');
+        push_percent_encoded(&mut location, segment);
+    }
+    location.push(b'/');
+    location
+}

@@ -1,0 +1,219 @@
+//! What a static request gets: the reply decided from the file and the
+//! request's conditionals and range, with the header fields it carries.
+
+use std::fs::File;
+use std::rc::Rc;
+
+use super::autoindex::LISTING_CONTENT_TYPE;
+use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
+use super::open_cache::OpenedFile;
+use super::range::{parse_range, RangeOutcome};
+use super::values::{ContentRange, ETag, HttpDateValue};
+
+/// The parts of a downstream request this handler reads, borrowed from the parsed head.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StaticRequest<'a> {
+    /// HEAD gets the same reply as GET; the driver omits the body.
+    pub is_head: bool,
+    /// Whether the method is GET or HEAD; anything else is answered 405.
+    pub method_allowed: bool,
+    /// Raw request path as received: percent-encoded, query removed, starting with `/`.
+    pub path: &'a [u8],
+    /// `If-None-Match` field value, if present.
+    pub if_none_match: Option<&'a [u8]>,
+    /// `If-Modified-Since` field value, if present.
+    pub if_modified_since: Option<&'a [u8]>,
+    /// `Range` field value, if present.
+    pub range: Option<&'a [u8]>,
+    /// `If-Range` field value, if present.
+    pub if_range: Option<&'a [u8]>,
+}
+
+/// What the driver should answer; each variant maps to one status code.
+#[derive(Debug)]
+pub enum Reply {
+    /// 200 or 206 with a region of an open file.
+    File(FileReply),
+    /// 304: the client's copy is current.
+    NotModified {
+        /// Validator the client should keep.
+        etag: ETag,
+        /// Modification time the client should keep.
+        last_modified: HttpDateValue,
+    },
+    /// 200 autoindex page, `text/html; charset=utf-8`.
+    Listing {
+        /// Complete HTML document.
+        body: Vec<u8>,
+    },
+    /// 301 for a directory requested without its trailing slash, like nginx.
+    Redirect {
+        /// Path-absolute Location, rebuilt from the normalised path and percent-encoded.
+        location: Vec<u8>,
+    },
+    /// 416 with `Content-Range: bytes */total`.
+    RangeNotSatisfiable {
+        /// Current length of the file.
+        total: u64,
+        /// Preformatted `bytes */total`.
+        content_range: ContentRange,
+    },
+    /// 400, 403, 404, 405 (carries `Allow` in [`Reply::headers`]) or 500; the driver picks the body.
+    Error(u16),
+}
+
+/// An open file and the region to send, with the validators for the response head.
+#[derive(Debug)]
+pub struct FileReply {
+    /// 200 for the whole file, 206 for a byte range.
+    pub status: u16,
+    /// Opened read-only and non-blocking (a no-op for regular files); ready for sendfile.
+    pub file: Rc<File>,
+    /// The whole file, when the open-file cache holds it in memory: send
+    /// `content[offset..offset + len]` instead of reading the file.
+    pub content: Option<Rc<[u8]>>,
+    /// First byte to send.
+    pub offset: u64,
+    /// Bytes to send: the Content-Length.
+    pub len: u64,
+    /// File size when it was opened.
+    pub total: u64,
+    /// From the file extension.
+    pub content_type: &'static str,
+    /// Strong validator, nginx format.
+    pub etag: ETag,
+    /// File mtime as an IMF-fixdate.
+    pub last_modified: HttpDateValue,
+    /// `bytes first-last/total` for a 206.
+    pub content_range: Option<ContentRange>,
+}
+
+/// Header name/value pairs for a reply, with no allocation.
+pub type Headers<'a> =
+    std::iter::Flatten<std::array::IntoIter<Option<(&'static str, &'a [u8])>, 5>>;
+
+impl Reply {
+    /// Status code of the response head.
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::File(f) => f.status,
+            Reply::NotModified { .. } => 304,
+            Reply::Listing { .. } => 200,
+            Reply::Redirect { .. } => 301,
+            Reply::RangeNotSatisfiable { .. } => 416,
+            Reply::Error(status) => *status,
+        }
+    }
+
+    /// Headers this module owns, for the driver's head writer; framing, Date and Server are
+    /// the driver's.
+    pub fn headers(&self) -> Headers<'_> {
+        match self {
+            Reply::File(f) => f.headers(),
+            Reply::NotModified {
+                etag,
+                last_modified,
+            } => [
+                Some(("ETag", etag.as_bytes())),
+                Some(("Last-Modified", last_modified.as_bytes())),
+                None,
+                None,
+                None,
+            ]
+            .into_iter()
+            .flatten(),
+            Reply::Listing { .. } => only(("Content-Type", LISTING_CONTENT_TYPE.as_bytes())),
+            Reply::Redirect { location } => only(("Location", location.as_slice())),
+            Reply::RangeNotSatisfiable { content_range, .. } => {
+                only(("Content-Range", content_range.as_bytes()))
+            }
+            Reply::Error(405) => only(("Allow", b"GET, HEAD")),
+            Reply::Error(_) => [None, None, None, None, None].into_iter().flatten(),
+        }
+    }
+}
+
+impl FileReply {
+    /// Content-Type, ETag, Last-Modified, Accept-Ranges and, for a 206, Content-Range.
+    pub fn headers(&self) -> Headers<'_> {
+        [
+            Some(("Content-Type", self.content_type.as_bytes())),
+            Some(("ETag", self.etag.as_bytes())),
+            Some(("Last-Modified", self.last_modified.as_bytes())),
+            Some(("Accept-Ranges", b"bytes".as_slice())),
+            self.content_range
+                .as_ref()
+                .map(|cr| ("Content-Range", cr.as_bytes())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+fn only<'a>(header: (&'static str, &'a [u8])) -> Headers<'a> {
+    [Some(header), None, None, None, None].into_iter().flatten()
+}
+
+/// Conditionals (RFC 9110 §13.2.2), then Range (§14), for an open regular file.
+pub(super) fn file_reply(
+    req: &StaticRequest<'_>,
+    opened: OpenedFile,
+    content_type: &'static str,
+) -> Reply {
+    let OpenedFile {
+        file,
+        size: total,
+        mtime,
+        content,
+    } = opened;
+    let etag = ETag::new(mtime, total);
+    let last_modified = HttpDateValue::from_unix_secs(mtime);
+
+    let not_modified = match (req.if_none_match, req.if_modified_since) {
+        (Some(inm), _) => none_match_fails(inm, &etag),
+        (None, Some(ims)) => parse_http_date_secs(ims).is_some_and(|since| mtime <= since),
+        (None, None) => false,
+    };
+    if not_modified {
+        return Reply::NotModified {
+            etag,
+            last_modified,
+        };
+    }
+
+    let honor_range = match req.if_range {
+        Some(validator) => if_range_matches(validator, &etag, mtime),
+        None => true,
+    };
+    let range = match req.range {
+        Some(range) if honor_range => parse_range(range, total),
+        _ => RangeOutcome::Full,
+    };
+    let (status, offset, len, content_range) = match range {
+        RangeOutcome::Full => (200, 0, total, None),
+        RangeOutcome::Partial { first, last } => (
+            206,
+            first,
+            last - first + 1,
+            Some(ContentRange::satisfied(first, last, total)),
+        ),
+        RangeOutcome::Unsatisfiable => {
+            return Reply::RangeNotSatisfiable {
+                total,
+                content_range: ContentRange::unsatisfied(total),
+            }
+        }
+    };
+    Reply::File(FileReply {
+        status,
+        file,
+        content,
+        offset,
+        len,
+        total,
+        content_type,
+        etag,
+        last_modified,
+        content_range,
+    })
+}

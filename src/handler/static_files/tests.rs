@@ -1,0 +1,994 @@
+//! Unit tests of the static handler, fed real files in temporary directories.
+
+use super::path::*;
+use super::range::*;
+use super::values::*;
+use super::*;
+
+#[test]
+fn open_file_cache_reuses_a_file_until_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.txt"), "cached").unwrap();
+    let files = StaticFiles::new(dir.path(), vec![], false, false)
+        .unwrap()
+        .with_cache_valid(Duration::from_millis(300));
+    let req = StaticRequest {
+        method_allowed: true,
+        path: b"/c.txt",
+        ..Default::default()
+    };
+    assert_eq!(files.serve(&req).status(), 200);
+    std::fs::remove_file(dir.path().join("c.txt")).unwrap();
+    // Still open in this worker's cache: served without touching the path.
+    match files.serve(&req) {
+        Reply::File(f) => assert_eq!(f.len, 6),
+        other => panic!("expected the cached file, got {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(350));
+    assert_eq!(files.serve(&req).status(), 404);
+
+    let uncached = StaticFiles::new(dir.path(), vec![], false, false)
+        .unwrap()
+        .with_cache_valid(Duration::ZERO);
+    std::fs::write(dir.path().join("u.txt"), "x").unwrap();
+    let req = StaticRequest {
+        method_allowed: true,
+        path: b"/u.txt",
+        ..Default::default()
+    };
+    assert_eq!(uncached.serve(&req).status(), 200);
+    std::fs::remove_file(dir.path().join("u.txt")).unwrap();
+    assert_eq!(uncached.serve(&req).status(), 404);
+}
+use std::ffi::OsStr;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// 2023-11-14T22:13:20Z; hex 6553f100.
+const MTIME: u64 = 1_700_000_000;
+const MTIME_DATE: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+const HELLO: &[u8] = b"Hello, World!";
+const HELLO_ETAG: &str = "\"6553f100-d\"";
+
+/// `tmp/secret.txt` outside the root, and `tmp/www` as the root.
+struct Fixture {
+    tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let www = tmp.path().join("www");
+        fs::create_dir(&www).unwrap();
+        fs::write(tmp.path().join("secret.txt"), b"top secret").unwrap();
+        write_file(&www.join("hello.txt"), HELLO);
+        fs::write(www.join("empty.txt"), b"").unwrap();
+        fs::create_dir(www.join("sub")).unwrap();
+        fs::write(www.join("sub/index.html"), b"<p>sub</p>").unwrap();
+        fs::create_dir(www.join("noindex")).unwrap();
+        fs::write(www.join("noindex/b.txt"), b"b").unwrap();
+        fs::write(www.join("noindex/a.txt"), b"a").unwrap();
+        fs::write(www.join("noindex/x<y&\"z'.txt"), b"x").unwrap();
+        fs::write(www.join("noindex/.hidden"), b"h").unwrap();
+        fs::write(www.join("noindex/javascript:alert(1)"), b"j").unwrap();
+        fs::write(
+            www.join("noindex").join(OsStr::from_bytes(b"caf\xe9 bar")),
+            b"c",
+        )
+        .unwrap();
+        fs::create_dir(www.join("noindex/zdir")).unwrap();
+        fs::create_dir(www.join("evil.com")).unwrap();
+        Fixture { tmp }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.tmp.path().join("www")
+    }
+
+    fn server(&self) -> StaticFiles {
+        StaticFiles::new(&self.root(), vec!["index.html".into()], false, false).unwrap()
+    }
+
+    fn server_with(&self, autoindex: bool, allow_outside: bool) -> StaticFiles {
+        StaticFiles::new(
+            &self.root(),
+            vec!["index.html".into()],
+            autoindex,
+            allow_outside,
+        )
+        .unwrap()
+    }
+}
+
+fn write_file(path: &Path, contents: &[u8]) {
+    fs::write(path, contents).unwrap();
+    let file = File::options().write(true).open(path).unwrap();
+    file.set_modified(UNIX_EPOCH + Duration::from_secs(MTIME))
+        .unwrap();
+}
+
+fn get(path: &str) -> StaticRequest<'_> {
+    StaticRequest {
+        method_allowed: true,
+        path: path.as_bytes(),
+        ..StaticRequest::default()
+    }
+}
+
+fn status(reply: &Reply) -> u16 {
+    reply.status()
+}
+
+fn expect_file(reply: Reply) -> FileReply {
+    match reply {
+        Reply::File(f) => f,
+        other => panic!("expected a file, got {other:?}"),
+    }
+}
+
+/// Reads the region the driver would send.
+fn body(f: &mut FileReply) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let mut out = vec![0u8; f.len as usize];
+    f.file.read_exact_at(&mut out, f.offset).unwrap();
+    out
+}
+
+fn header<'r>(reply: &'r Reply, name: &str) -> Option<&'r [u8]> {
+    reply.headers().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
+// Traversal and path hygiene.
+
+#[test]
+fn dot_dot_segment_is_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/../etc/passwd"))), 400);
+    assert_eq!(status(&s.serve(&get("/../secret.txt"))), 400);
+    assert_eq!(status(&s.serve(&get("/sub/../hello.txt"))), 400);
+    assert_eq!(status(&s.serve(&get("/.."))), 400);
+}
+
+#[test]
+fn encoded_dot_dot_is_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for path in [
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/%2E%2E/secret.txt",
+        "/.%2e/secret.txt",
+        "/%2e./secret.txt",
+    ] {
+        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+    }
+}
+
+#[test]
+fn encoded_slash_and_backslash_are_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for path in [
+        "/..%2fetc/passwd",
+        "/a/..%2f..%2fetc/passwd",
+        "/sub%2Findex.html",
+        "/..%5csecret.txt",
+        "/..\\secret.txt",
+        "/a\\b",
+    ] {
+        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+    }
+}
+
+#[test]
+fn nul_raw_or_encoded_is_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/%00"))), 400);
+    assert_eq!(status(&s.serve(&get("/hello.txt%00.png"))), 400);
+    let raw = StaticRequest {
+        path: b"/hello\0.txt",
+        ..get("/")
+    };
+    assert_eq!(status(&s.serve(&raw)), 400);
+}
+
+#[test]
+fn broken_percent_escapes_are_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for path in ["/%", "/%4", "/%zz", "/hello%2.txt", "/%%41"] {
+        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+    }
+}
+
+#[test]
+fn path_without_leading_slash_is_rejected() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("hello.txt"))), 400);
+    assert_eq!(status(&s.serve(&get(""))), 400);
+    assert_eq!(status(&s.serve(&get("*"))), 400);
+}
+
+#[test]
+fn double_slashes_collapse_inside_root() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("//etc/passwd"))), 404);
+    let mut f = expect_file(s.serve(&get("//hello.txt")));
+    assert_eq!(body(&mut f), HELLO);
+    let f = expect_file(s.serve(&get("/./sub//.//index.html")));
+    assert_eq!(f.len, 10);
+}
+
+#[test]
+fn percent_encoded_names_are_decoded_once() {
+    let fx = Fixture::new();
+    fs::write(fx.root().join("a b%41.txt"), b"x").unwrap();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/a%20b%2541.txt"))), 200);
+    // Decoding twice would turn %2541 into A.
+    assert_eq!(status(&s.serve(&get("/a%20bA.txt"))), 404);
+    assert_eq!(status(&s.serve(&get("/%68ello.txt"))), 200);
+}
+
+#[test]
+fn non_utf8_names_are_served_as_bytes() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/noindex/caf%E9%20bar"))), 200);
+}
+
+#[test]
+fn symlink_to_file_outside_root_is_404() {
+    let fx = Fixture::new();
+    symlink(fx.tmp.path().join("secret.txt"), fx.root().join("out")).unwrap();
+    symlink("../secret.txt", fx.root().join("out_rel")).unwrap();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/out"))), 404);
+    assert_eq!(status(&s.serve(&get("/out_rel"))), 404);
+}
+
+#[test]
+fn symlink_to_directory_outside_root_is_404() {
+    let fx = Fixture::new();
+    symlink(fx.tmp.path(), fx.root().join("up")).unwrap();
+    let s = fx.server_with(true, false);
+    assert_eq!(status(&s.serve(&get("/up/secret.txt"))), 404);
+    assert_eq!(status(&s.serve(&get("/up/"))), 404);
+    assert_eq!(status(&s.serve(&get("/up"))), 404);
+}
+
+#[test]
+fn symlink_outside_root_is_served_when_allowed() {
+    let fx = Fixture::new();
+    symlink(fx.tmp.path().join("secret.txt"), fx.root().join("out")).unwrap();
+    let s = fx.server_with(false, true);
+    let mut f = expect_file(s.serve(&get("/out")));
+    assert_eq!(body(&mut f), b"top secret");
+}
+
+#[test]
+fn symlink_inside_root_is_served() {
+    let fx = Fixture::new();
+    symlink("hello.txt", fx.root().join("rel_link.txt")).unwrap();
+    symlink(fx.root().join("hello.txt"), fx.root().join("abs_link.txt")).unwrap();
+    symlink("sub", fx.root().join("sublink")).unwrap();
+    let s = fx.server();
+    for path in ["/rel_link.txt", "/abs_link.txt"] {
+        let mut f = expect_file(s.serve(&get(path)));
+        assert_eq!(body(&mut f), HELLO, "{path}");
+    }
+    assert_eq!(status(&s.serve(&get("/sublink/"))), 200);
+}
+
+#[test]
+fn root_given_through_a_symlink_is_canonicalised() {
+    let fx = Fixture::new();
+    let alias = fx.tmp.path().join("alias");
+    symlink(fx.root(), &alias).unwrap();
+    let s = StaticFiles::new(&alias, vec![], false, false).unwrap();
+    assert_eq!(status(&s.serve(&get("/hello.txt"))), 200);
+}
+
+#[test]
+fn filesystem_root_serves_absolute_paths() {
+    let fx = Fixture::new();
+    let s = StaticFiles::new(Path::new("/"), vec![], false, false).unwrap();
+    let www = fs::canonicalize(fx.root()).unwrap();
+    let path = format!("{}/hello.txt", www.display());
+    assert_eq!(status(&s.serve(&get(&path))), 200);
+}
+
+#[test]
+fn symlink_loop_is_404() {
+    let fx = Fixture::new();
+    symlink("loop_b", fx.root().join("loop_a")).unwrap();
+    symlink("loop_a", fx.root().join("loop_b")).unwrap();
+    assert_eq!(status(&fx.server().serve(&get("/loop_a"))), 404);
+}
+
+// Files, directories and errors.
+
+#[test]
+fn serves_file_with_validators_and_type() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&get("/hello.txt"));
+    assert_eq!(status(&reply), 200);
+    let headers: Vec<(&str, &[u8])> = reply.headers().collect();
+    assert_eq!(
+        headers,
+        vec![
+            ("Content-Type", b"text/plain; charset=utf-8".as_slice()),
+            ("ETag", HELLO_ETAG.as_bytes()),
+            ("Last-Modified", MTIME_DATE.as_bytes()),
+            ("Accept-Ranges", b"bytes".as_slice()),
+        ]
+    );
+    let mut f = expect_file(reply);
+    assert_eq!((f.offset, f.len, f.total), (0, 13, 13));
+    assert_eq!(body(&mut f), HELLO);
+}
+
+#[test]
+fn head_gets_the_same_reply_as_get() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let get_reply = s.serve(&get("/hello.txt"));
+    let head_reply = s.serve(&StaticRequest {
+        is_head: true,
+        ..get("/hello.txt")
+    });
+    assert_eq!(status(&head_reply), 200);
+    let a: Vec<_> = get_reply.headers().collect();
+    let b: Vec<_> = head_reply.headers().collect();
+    assert_eq!(a, b);
+    assert_eq!(expect_file(head_reply).len, 13);
+}
+
+#[test]
+fn missing_file_is_404() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/nope.txt"))), 404);
+    assert_eq!(status(&s.serve(&get("/nope/"))), 404);
+    assert_eq!(status(&s.serve(&get("/hello.txt/x"))), 404);
+}
+
+#[test]
+fn file_requested_with_trailing_slash_is_404() {
+    let fx = Fixture::new();
+    assert_eq!(status(&fx.server().serve(&get("/hello.txt/"))), 404);
+    assert_eq!(
+        status(&fx.server_with(true, false).serve(&get("/hello.txt/"))),
+        404
+    );
+}
+
+#[test]
+fn overlong_name_is_404() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let path = format!("/{}", "a".repeat(300));
+    assert_eq!(status(&s.serve(&get(&path))), 404);
+}
+
+#[test]
+fn other_methods_get_405_with_allow() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&StaticRequest {
+        method_allowed: false,
+        ..get("/hello.txt")
+    });
+    assert_eq!(status(&reply), 405);
+    assert_eq!(header(&reply, "Allow"), Some(b"GET, HEAD".as_slice()));
+    assert_eq!(Reply::Error(404).headers().count(), 0);
+}
+
+#[test]
+fn directory_with_slash_serves_index() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&get("/sub/"));
+    assert_eq!(
+        header(&reply, "Content-Type"),
+        Some(b"text/html; charset=utf-8".as_slice())
+    );
+    let mut f = expect_file(reply);
+    assert_eq!(body(&mut f), b"<p>sub</p>");
+}
+
+#[test]
+fn index_names_are_tried_in_order() {
+    let fx = Fixture::new();
+    fs::write(fx.root().join("sub/index.htm"), b"htm").unwrap();
+    let both = vec!["index.htm".to_string(), "index.html".to_string()];
+    let s = StaticFiles::new(&fx.root(), both, false, false).unwrap();
+    assert_eq!(body(&mut expect_file(s.serve(&get("/sub/")))), b"htm");
+    let later = vec!["default.html".to_string(), "index.html".to_string()];
+    let s = StaticFiles::new(&fx.root(), later, false, false).unwrap();
+    assert_eq!(
+        body(&mut expect_file(s.serve(&get("/sub/")))),
+        b"<p>sub</p>"
+    );
+}
+
+#[test]
+fn index_that_is_a_directory_is_skipped() {
+    let fx = Fixture::new();
+    fs::create_dir(fx.root().join("noindex/index.html")).unwrap();
+    let s = fx.server_with(true, false);
+    assert!(matches!(s.serve(&get("/noindex/")), Reply::Listing { .. }));
+}
+
+#[test]
+fn index_symlink_outside_root_is_404() {
+    let fx = Fixture::new();
+    symlink(
+        fx.tmp.path().join("secret.txt"),
+        fx.root().join("noindex/index.html"),
+    )
+    .unwrap();
+    assert_eq!(
+        status(&fx.server_with(true, false).serve(&get("/noindex/"))),
+        404
+    );
+}
+
+#[test]
+fn root_directory_serves_index() {
+    let fx = Fixture::new();
+    fs::write(fx.root().join("index.html"), b"home").unwrap();
+    assert_eq!(
+        body(&mut expect_file(fx.server().serve(&get("/")))),
+        b"home"
+    );
+}
+
+#[test]
+fn directory_without_index_is_404_when_autoindex_off() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&get("/noindex/"))), 404);
+    assert_eq!(status(&s.serve(&get("/"))), 404);
+}
+
+#[test]
+fn autoindex_lists_sorted_escaped_entries() {
+    let fx = Fixture::new();
+    let s = fx.server_with(true, false);
+    let reply = s.serve(&get("/noindex/"));
+    assert_eq!(
+        header(&reply, "Content-Type"),
+        Some(b"text/html; charset=utf-8".as_slice())
+    );
+    let Reply::Listing { body } = reply else {
+        panic!("expected a listing");
+    };
+    let html = String::from_utf8(body).unwrap();
+    assert!(html.contains("<title>Index of /noindex/</title>"), "{html}");
+    assert!(html.contains("<a href=\"../\">../</a>"));
+    assert!(html.contains("<a href=\"zdir/\">zdir/</a>"));
+    assert!(html.contains("<a href=\"a.txt\">a.txt</a>"));
+    assert!(html.contains("<a href=\"x%3Cy%26%22z%27.txt\">x&lt;y&amp;&quot;z&#39;.txt</a>"));
+    assert!(html.contains("<a href=\"javascript%3Aalert%281%29\">"));
+    assert!(html.contains("<a href=\"caf%E9%20bar\">caf\u{fffd} bar</a>"));
+    assert!(!html.contains("hidden"));
+    let pos = |needle: &str| html.find(needle).unwrap();
+    assert!(pos("zdir/") < pos("a.txt"), "directories first");
+    assert!(pos("a.txt") < pos("b.txt"));
+    assert!(pos("b.txt") < pos("caf"));
+}
+
+#[test]
+fn autoindex_of_root_has_no_parent_link() {
+    let fx = Fixture::new();
+    let s = fx.server_with(true, false);
+    let Reply::Listing { body } = s.serve(&get("/")) else {
+        panic!("expected a listing");
+    };
+    let html = String::from_utf8(body).unwrap();
+    assert!(html.contains("<title>Index of /</title>"));
+    assert!(!html.contains("../"));
+    assert!(html.contains("<a href=\"sub/\">sub/</a>"));
+}
+
+#[test]
+fn autoindex_prefers_index_file() {
+    let fx = Fixture::new();
+    let s = fx.server_with(true, false);
+    assert!(matches!(s.serve(&get("/sub/")), Reply::File(_)));
+}
+
+#[test]
+fn autoindex_escapes_the_title() {
+    let fx = Fixture::new();
+    fs::create_dir(fx.root().join("<b>")).unwrap();
+    let s = fx.server_with(true, false);
+    let Reply::Listing { body } = s.serve(&get("/%3Cb%3E/")) else {
+        panic!("expected a listing");
+    };
+    let html = String::from_utf8(body).unwrap();
+    assert!(html.contains("Index of /&lt;b&gt;/"));
+    assert!(!html.contains("<b>"));
+}
+
+#[test]
+fn directory_without_slash_redirects() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&get("/sub"));
+    assert_eq!(status(&reply), 301);
+    assert_eq!(header(&reply, "Location"), Some(b"/sub/".as_slice()));
+    let reply = s.serve(&get("/."));
+    assert_eq!(header(&reply, "Location"), Some(b"/".as_slice()));
+}
+
+#[test]
+fn redirect_is_never_protocol_relative() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&get("//evil.com"));
+    assert_eq!(header(&reply, "Location"), Some(b"/evil.com/".as_slice()));
+}
+
+#[test]
+fn redirect_location_is_percent_encoded() {
+    let fx = Fixture::new();
+    fs::create_dir(fx.root().join("a b\r\nSet-Cookie: x")).unwrap();
+    let s = fx.server();
+    let reply = s.serve(&get("/a%20b%0D%0ASet-Cookie:%20x"));
+    assert_eq!(
+        header(&reply, "Location"),
+        Some(b"/a%20b%0D%0ASet-Cookie%3A%20x/".as_slice())
+    );
+}
+
+#[test]
+fn fifo_is_404_without_blocking() {
+    let fx = Fixture::new();
+    let fifo = fx.root().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("mkfifo unavailable; skipping");
+        return;
+    }
+    assert_eq!(status(&fx.server().serve(&get("/pipe"))), 404);
+}
+
+#[test]
+fn unix_socket_is_404() {
+    let fx = Fixture::new();
+    let _listener = std::os::unix::net::UnixListener::bind(fx.root().join("sock")).unwrap();
+    assert_eq!(status(&fx.server().serve(&get("/sock"))), 404);
+}
+
+#[test]
+fn device_is_404() {
+    let fx = Fixture::new();
+    symlink("/dev/null", fx.root().join("null")).unwrap();
+    let s = fx.server_with(false, true);
+    assert_eq!(status(&s.serve(&get("/null"))), 404);
+}
+
+#[test]
+fn unreadable_file_is_403() {
+    let fx = Fixture::new();
+    let path = fx.root().join("locked.txt");
+    fs::write(&path, b"no").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
+    if File::open(&path).is_ok() {
+        eprintln!("permission bits are not enforced (running as root?); skipping");
+        return;
+    }
+    assert_eq!(status(&fx.server().serve(&get("/locked.txt"))), 403);
+}
+
+#[test]
+fn open_errors_map_like_nginx() {
+    let errno = |e: Errno| io::Error::from_raw_os_error(e.raw_os_error());
+    assert_eq!(error_status(&errno(Errno::ACCESS)), 403);
+    assert_eq!(error_status(&errno(Errno::PERM)), 403);
+    for e in [
+        Errno::NOENT,
+        Errno::NOTDIR,
+        Errno::NAMETOOLONG,
+        Errno::LOOP,
+        Errno::NXIO,
+    ] {
+        assert_eq!(error_status(&errno(e)), 404);
+    }
+    assert_eq!(error_status(&errno(Errno::MFILE)), 500);
+    assert_eq!(error_status(&errno(Errno::IO)), 500);
+}
+
+#[test]
+fn new_rejects_bad_roots_and_index_names() {
+    let fx = Fixture::new();
+    assert!(StaticFiles::new(&fx.root().join("hello.txt"), vec![], false, false).is_err());
+    assert!(StaticFiles::new(&fx.root().join("missing"), vec![], false, false).is_err());
+    for bad in ["", ".", "..", "a/b", "a\\b", "a\0b"] {
+        assert!(
+            StaticFiles::new(&fx.root(), vec![bad.to_string()], false, false).is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn empty_index_list_means_no_index() {
+    let fx = Fixture::new();
+    let s = StaticFiles::new(&fx.root(), vec![], false, false).unwrap();
+    assert_eq!(status(&s.serve(&get("/sub/"))), 404);
+}
+
+// Validators and conditionals.
+
+#[test]
+fn etag_and_date_formats() {
+    assert_eq!(ETag::new(MTIME, 13).as_bytes(), HELLO_ETAG.as_bytes());
+    assert_eq!(ETag::new(0, 0).as_bytes(), b"\"0-0\"");
+    assert_eq!(
+        ETag::new(u64::MAX, u64::MAX).as_bytes(),
+        b"\"ffffffffffffffff-ffffffffffffffff\""
+    );
+    assert_eq!(
+        HttpDateValue::from_unix_secs(MTIME).as_bytes(),
+        MTIME_DATE.as_bytes()
+    );
+    assert_eq!(
+        HttpDateValue::from_unix_secs(u64::MAX).as_bytes(),
+        b"Fri, 31 Dec 9999 23:59:59 GMT"
+    );
+    assert_eq!(
+        ContentRange::satisfied(u64::MAX - 1, u64::MAX - 1, u64::MAX).as_bytes(),
+        b"bytes 18446744073709551614-18446744073709551614/18446744073709551615"
+    );
+}
+
+#[test]
+fn pre_epoch_mtime_does_not_panic() {
+    let fx = Fixture::new();
+    let path = fx.root().join("old.txt");
+    fs::write(&path, b"old").unwrap();
+    let file = File::options().write(true).open(&path).unwrap();
+    let old = UNIX_EPOCH - Duration::from_secs(86_400 * 365);
+    if file.set_modified(old).is_err() {
+        return;
+    }
+    let reply = fx.server().serve(&get("/old.txt"));
+    assert_eq!(
+        header(&reply, "Last-Modified"),
+        Some(b"Thu, 01 Jan 1970 00:00:00 GMT".as_slice())
+    );
+    assert_eq!(header(&reply, "ETag"), Some(b"\"0-3\"".as_slice()));
+}
+
+#[test]
+fn far_future_mtime_does_not_panic() {
+    let fx = Fixture::new();
+    let path = fx.root().join("future.txt");
+    fs::write(&path, b"f").unwrap();
+    let file = File::options().write(true).open(&path).unwrap();
+    let far = SystemTime::UNIX_EPOCH + Duration::from_secs(400_000_000_000);
+    if file.set_modified(far).is_err() {
+        return;
+    }
+    assert_eq!(status(&fx.server().serve(&get("/future.txt"))), 200);
+}
+
+fn conditional<'a>(inm: Option<&'a str>, ims: Option<&'a str>) -> StaticRequest<'a> {
+    StaticRequest {
+        if_none_match: inm.map(str::as_bytes),
+        if_modified_since: ims.map(str::as_bytes),
+        ..get("/hello.txt")
+    }
+}
+
+#[test]
+fn if_none_match_exact_gives_304() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&conditional(Some(HELLO_ETAG), None));
+    assert_eq!(status(&reply), 304);
+    let headers: Vec<(&str, &[u8])> = reply.headers().collect();
+    assert_eq!(
+        headers,
+        vec![
+            ("ETag", HELLO_ETAG.as_bytes()),
+            ("Last-Modified", MTIME_DATE.as_bytes())
+        ]
+    );
+}
+
+#[test]
+fn if_none_match_uses_weak_comparison() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let weak = format!("W/{HELLO_ETAG}");
+    assert_eq!(status(&s.serve(&conditional(Some(&weak), None))), 304);
+}
+
+#[test]
+fn if_none_match_list_and_star() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let list = format!("\"a\", W/\"b\" ,{HELLO_ETAG}, \"c\"");
+    assert_eq!(status(&s.serve(&conditional(Some(&list), None))), 304);
+    assert_eq!(status(&s.serve(&conditional(Some("*"), None))), 304);
+    assert_eq!(status(&s.serve(&conditional(Some(" * "), None))), 304);
+    let head = StaticRequest {
+        is_head: true,
+        ..conditional(Some(HELLO_ETAG), None)
+    };
+    assert_eq!(status(&s.serve(&head)), 304);
+}
+
+#[test]
+fn if_none_match_mismatch_or_garbage_gives_200() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for field in [
+        "\"a\", \"b\"",
+        "\"6553f100-c\"",
+        "6553f100-d",
+        "\"6553f100-d",
+        "garbage, \"6553f100-d\"",
+        "",
+    ] {
+        assert_eq!(
+            status(&s.serve(&conditional(Some(field), None))),
+            200,
+            "{field}"
+        );
+    }
+}
+
+#[test]
+fn if_none_match_present_overrides_if_modified_since() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&conditional(Some("\"other\""), Some(MTIME_DATE)));
+    assert_eq!(status(&reply), 200);
+}
+
+#[test]
+fn if_modified_since_equal_or_later_gives_304() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    assert_eq!(status(&s.serve(&conditional(None, Some(MTIME_DATE)))), 304);
+    let later = "Wed, 15 Nov 2023 00:00:00 GMT";
+    assert_eq!(status(&s.serve(&conditional(None, Some(later)))), 304);
+    let rfc850 = "Tuesday, 14-Nov-23 22:13:20 GMT";
+    assert_eq!(status(&s.serve(&conditional(None, Some(rfc850)))), 304);
+}
+
+#[test]
+fn if_modified_since_earlier_or_invalid_gives_200() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for field in [
+        "Tue, 14 Nov 2023 22:13:19 GMT",
+        "yesterday",
+        "Tue, 14 Nov 2023 22:13:20 GMT garbage",
+        "Tue, 14 Nov 2023 22:13:2\u{e9}GMT",
+        "",
+    ] {
+        assert_eq!(
+            status(&s.serve(&conditional(None, Some(field)))),
+            200,
+            "{field}"
+        );
+    }
+}
+
+// Ranges.
+
+fn ranged<'a>(range: &'a str, if_range: Option<&'a str>) -> StaticRequest<'a> {
+    StaticRequest {
+        range: Some(range.as_bytes()),
+        if_range: if_range.map(str::as_bytes),
+        ..get("/hello.txt")
+    }
+}
+
+fn expect_partial(reply: Reply, first: u64, last: u64) -> FileReply {
+    let cr = format!("bytes {first}-{last}/13");
+    assert_eq!(header(&reply, "Content-Range"), Some(cr.as_bytes()));
+    let f = expect_file(reply);
+    assert_eq!(
+        (f.status, f.offset, f.len, f.total),
+        (206, first, last - first + 1, 13)
+    );
+    f
+}
+
+#[test]
+fn range_first_last() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let mut f = expect_partial(s.serve(&ranged("bytes=0-4", None)), 0, 4);
+    assert_eq!(body(&mut f), b"Hello");
+    expect_partial(s.serve(&ranged("bytes=12-12", None)), 12, 12);
+}
+
+#[test]
+fn range_open_ended() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let mut f = expect_partial(s.serve(&ranged("bytes=7-", None)), 7, 12);
+    assert_eq!(body(&mut f), b"World!");
+    expect_partial(s.serve(&ranged("bytes=0-", None)), 0, 12);
+}
+
+#[test]
+fn range_suffix() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let mut f = expect_partial(s.serve(&ranged("bytes=-6", None)), 7, 12);
+    assert_eq!(body(&mut f), b"World!");
+    expect_partial(s.serve(&ranged("bytes=-100", None)), 0, 12);
+    expect_partial(
+        s.serve(&ranged("bytes=-99999999999999999999999999", None)),
+        0,
+        12,
+    );
+}
+
+#[test]
+fn range_last_is_clamped() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    expect_partial(s.serve(&ranged("bytes=5-1000", None)), 5, 12);
+    expect_partial(
+        s.serve(&ranged("bytes=5-99999999999999999999999", None)),
+        5,
+        12,
+    );
+}
+
+#[test]
+fn range_syntax_is_lenient_where_rfc_allows() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    expect_partial(s.serve(&ranged("Bytes=0-0", None)), 0, 0);
+    expect_partial(s.serve(&ranged(" bytes= 1-2 ", None)), 1, 2);
+    expect_partial(s.serve(&ranged("bytes=1-2, ,", None)), 1, 2);
+}
+
+#[test]
+fn unsatisfiable_range_gives_416() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for field in [
+        "bytes=13-",
+        "bytes=13-20",
+        "bytes=-0",
+        "bytes=99999999999999999999999-",
+    ] {
+        let reply = s.serve(&ranged(field, None));
+        assert_eq!(status(&reply), 416, "{field}");
+        assert_eq!(
+            header(&reply, "Content-Range"),
+            Some(b"bytes */13".as_slice())
+        );
+        assert!(matches!(
+            reply,
+            Reply::RangeNotSatisfiable { total: 13, .. }
+        ));
+    }
+}
+
+#[test]
+fn malformed_or_multiple_ranges_give_200_full() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    for field in [
+        "bytes=0-1,3-4",
+        "bytes=abc",
+        "bytes=5-2",
+        "bytes=-",
+        "bytes=",
+        "bytes 0-1",
+        "items=0-1",
+        "bytes=0x1-2",
+        "bytes=1 - 2",
+        "bytes=+1-2",
+        "",
+    ] {
+        let reply = s.serve(&ranged(field, None));
+        assert_eq!(status(&reply), 200, "{field:?}");
+        assert_eq!(header(&reply, "Content-Range"), None);
+        assert_eq!(expect_file(reply).len, 13);
+    }
+}
+
+#[test]
+fn range_on_empty_file() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let mk = |r: &'static str| StaticRequest {
+        range: Some(r.as_bytes()),
+        ..get("/empty.txt")
+    };
+    let reply = s.serve(&mk("bytes=0-"));
+    assert_eq!(status(&reply), 416);
+    assert_eq!(
+        header(&reply, "Content-Range"),
+        Some(b"bytes */0".as_slice())
+    );
+    // A non-zero suffix is satisfiable on an empty representation but has no 206 form.
+    let f = expect_file(s.serve(&mk("bytes=-5")));
+    assert_eq!((f.status, f.len), (200, 0));
+    assert_eq!(status(&s.serve(&mk("bytes=-0"))), 416);
+}
+
+#[test]
+fn if_range_matching_etag_or_date_honours_range() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    expect_partial(s.serve(&ranged("bytes=0-4", Some(HELLO_ETAG))), 0, 4);
+    expect_partial(s.serve(&ranged("bytes=0-4", Some(MTIME_DATE))), 0, 4);
+}
+
+#[test]
+fn if_range_mismatch_gives_200_full() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let weak = format!("W/{HELLO_ETAG}");
+    for validator in [
+        "\"other\"",
+        weak.as_str(),
+        "Tue, 14 Nov 2023 22:13:21 GMT",
+        "Tue, 14 Nov 2023 22:13:19 GMT",
+        "garbage",
+    ] {
+        let reply = s.serve(&ranged("bytes=0-4", Some(validator)));
+        assert_eq!(status(&reply), 200, "{validator}");
+        assert_eq!(expect_file(reply).len, 13);
+    }
+    let reply = s.serve(&ranged("bytes=20-", Some("\"other\"")));
+    assert_eq!(status(&reply), 200, "If-Range mismatch also skips the 416");
+}
+
+#[test]
+fn if_range_without_range_is_ignored() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&StaticRequest {
+        if_range: Some(b"\"other\""),
+        ..get("/hello.txt")
+    });
+    assert_eq!(status(&reply), 200);
+}
+
+#[test]
+fn conditional_304_wins_over_range() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let reply = s.serve(&StaticRequest {
+        if_none_match: Some(HELLO_ETAG.as_bytes()),
+        ..ranged("bytes=0-4", None)
+    });
+    assert_eq!(status(&reply), 304);
+}
+
+#[test]
+fn parse_range_table() {
+    use RangeOutcome::*;
+    assert_eq!(parse_range(b"bytes=0-0", 1), Partial { first: 0, last: 0 });
+    assert_eq!(parse_range(b"bytes=0-", 1), Partial { first: 0, last: 0 });
+    assert_eq!(parse_range(b"bytes=1-", 1), Unsatisfiable);
+    assert_eq!(parse_range(b"bytes=-1", 1), Partial { first: 0, last: 0 });
+    assert_eq!(parse_range(b"bytes=0-0,", 1), Partial { first: 0, last: 0 });
+    assert_eq!(parse_range(b"bytes=0-0,1-1", 5), Full);
+    assert_eq!(parse_range(b"bytes=1-0", 5), Full);
+    assert_eq!(parse_range(b"bytes==0-1", 5), Full);
+    assert_eq!(parse_range(b"bytes=0--1", 5), Full);
+}

@@ -1,0 +1,18 @@
+//! The protocol-neutral request model every handler is written against.
+//!
+//! A driver (HTTP/1 today, HTTP/2 next) parses requests off the wire and hands
+//! each one to its handler as a [`Session`]: a view of the request head, a
+//! reader for the request body, and a writer that takes a [`ResponseHead`] and a
+//! [`Body`]. The driver alone turns those into bytes: framing, `HEAD`,
+//! keep-alive, `100 Continue`, deadlines, the access-log line and the metrics.
+//! So a handler never sees HTTP/1 bytes, and a new handler (a redirect, a cache)
+//! or a response filter (compression) touches no driver.
+
+pub mod request;
+pub mod response;
+pub mod session;
+pub mod status;
+
+pub use request::{RequestView, TlsFacts};
+pub use response::{Body, BodyStream, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo};
+pub use session::{BodyReadError, Served, Session, SessionExt};

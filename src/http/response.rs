@@ -1,0 +1,165 @@
+//! A response as handlers give it: a head (status and fields) and a body. The
+//! driver picks the framing from the body, so a response filter that replaces a
+//! body (compression) changes the framing by changing the body.
+
+use std::fmt;
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A header field owned by configuration (a `respond` route's headers) or by a
+/// body (trailers): validated once, copied out as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedField {
+    /// Field name, a token.
+    pub name: Box<str>,
+    /// Field value, no CR, LF or other control characters.
+    pub value: Box<[u8]>,
+}
+
+impl OwnedField {
+    /// A field whose name and value were validated by the caller.
+    pub fn new(name: &str, value: &[u8]) -> Self {
+        OwnedField {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// Status and fields of a response. `Date`, `Server`, the length or
+/// transfer-coding fields and `Connection` are the driver's and must not be set.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHead<'a> {
+    /// Final status, 200-599 (101 for a tunnel).
+    pub status: u16,
+    /// Fields computed for this response (`Content-Type`, `ETag`, `Location`...),
+    /// borrowed from the handler's stack: building a head allocates nothing.
+    pub fields: &'a [(&'a str, &'a [u8])],
+    /// Fields fixed by configuration, written after `fields`.
+    pub configured: &'a [OwnedField],
+}
+
+impl<'a> ResponseHead<'a> {
+    /// A head with computed fields only.
+    pub fn new(status: u16, fields: &'a [(&'a str, &'a [u8])]) -> Self {
+        ResponseHead {
+            status,
+            fields,
+            configured: &[],
+        }
+    }
+
+    /// Every field in the order it is sent.
+    pub fn all_fields(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+        let configured = self.configured;
+        self.fields
+            .iter()
+            .copied()
+            .chain(configured.iter().map(|f| (&*f.name, &*f.value)))
+    }
+}
+
+/// A region of an open file: the driver sends it by sendfile on plain TCP and in
+/// bounded chunks under TLS, or copies it when small.
+#[derive(Debug, Clone)]
+pub struct FileRegion {
+    /// Opened read-only.
+    pub file: Rc<File>,
+    /// First byte to send.
+    pub offset: u64,
+    /// Bytes to send.
+    pub len: u64,
+    /// The whole file when it is already in memory (the open-file cache keeps
+    /// small ones): `content[offset..offset + len]` is sent instead of reading.
+    pub content: Option<Rc<[u8]>>,
+}
+
+/// A body produced piece by piece (a proxied response, a compressor's output).
+pub trait BodyStream {
+    /// The length when known in advance: the driver sends `Content-Length`
+    /// instead of chunked framing (or a close-delimited body to HTTP/1.0).
+    fn known_len(&self) -> Option<u64>;
+
+    /// Appends the next piece of the body to `out`; `Ok(false)` once the body is
+    /// complete (nothing appended). Appending nothing with `Ok(true)` is allowed.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<io::Result<bool>>;
+
+    /// Trailer fields, asked for once the body is complete; sent only where the
+    /// framing carries them (HTTP/1.1 chunked, HTTP/2).
+    fn trailers(&self) -> &[OwnedField] {
+        &[]
+    }
+}
+
+/// Raw bytes both ways after a `101 Switching Protocols`.
+pub trait TunnelIo: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> TunnelIo for T {}
+
+/// What runs on the connection after a 101 head is written: the driver hands
+/// over the downstream stream and any bytes the client already sent past the
+/// request.
+pub trait Tunnel {
+    /// Relays until either side closes; the connection ends afterwards.
+    fn run<'a>(
+        self: Box<Self>,
+        downstream: &'a mut dyn TunnelIo,
+        early: Vec<u8>,
+    ) -> Pin<Box<dyn Future<Output = ()> + 'a>>
+    where
+        Self: 'a;
+}
+
+/// A response body. `'h` is the handler's lifetime: configuration-owned bytes
+/// are sent without a copy of their own.
+pub enum Body<'h> {
+    /// No body: `Content-Length: 0`, or no length field at all for 1xx, 204, 304.
+    Empty,
+    /// Bytes that outlive the request (configuration, constants).
+    Bytes(&'h [u8]),
+    /// Bytes built for this request (a listing, a metrics page).
+    Owned(Vec<u8>),
+    /// A region of an open file.
+    File(FileRegion),
+    /// A body produced piece by piece.
+    Stream(Box<dyn BodyStream + 'h>),
+    /// No body; after the 101 head the connection becomes this tunnel.
+    Tunnel(Box<dyn Tunnel + 'h>),
+}
+
+impl Body<'_> {
+    /// The length a `Content-Length` would carry, when it is known.
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Body::Empty | Body::Tunnel(_) => Some(0),
+            Body::Bytes(b) => Some(b.len() as u64),
+            Body::Owned(b) => Some(b.len() as u64),
+            Body::File(f) => Some(f.len),
+            Body::Stream(s) => s.known_len(),
+        }
+    }
+
+    /// Whether the body is known to be empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+impl fmt::Debug for Body<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Empty => f.write_str("Empty"),
+            Body::Bytes(b) => write!(f, "Bytes({})", b.len()),
+            Body::Owned(b) => write!(f, "Owned({})", b.len()),
+            Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
+            Body::Stream(s) => write!(f, "Stream({:?})", s.known_len()),
+            Body::Tunnel(_) => f.write_str("Tunnel"),
+        }
+    }
+}

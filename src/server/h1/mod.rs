@@ -1,0 +1,431 @@
+//! The HTTP/1.1 driver for a downstream connection, plain or TLS: read bytes,
+//! run the sans-IO parser, route, hand the request to its handler as a
+//! [`Session`], write the answer.
+//!
+//! Framing, `HEAD`, keep-alive, `100 Continue`, lingering close, the access-log
+//! record and the request metrics are decided here and nowhere else. Pipelined
+//! requests that arrive in one read are answered with one write. An idle
+//! keep-alive connection hands its buffers back to the worker's pool, so it
+//! costs little more than its socket.
+
+mod log;
+mod send;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::time::{timeout, timeout_at, Instant};
+use tracing::debug;
+
+use crate::handler::Handler;
+use crate::http::{Body, BodyReadError, Served, Session, SessionExt};
+use crate::http1::parse::{parse_request, BodyKind, Parsed};
+use crate::http1::write;
+use crate::observe::metrics::{HandlerKind, ROUTE_NONE};
+use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
+
+pub(crate) use super::transport::within;
+pub use super::transport::Downstream;
+use session::BodyReader;
+pub use session::LegacyHttp1;
+
+/// Output is flushed once this much is pending, bounding memory under pipelining floods.
+pub(crate) const WRITE_HIGH_WATER: usize = 64 * 1024;
+/// Lingering close: how long and how much to drain after an error response, so the
+/// client reads the response instead of a reset.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// Why a connection ends.
+pub(crate) enum Exit {
+    /// Nothing more to say: end of stream, idle timeout, shutdown, or `Connection: close` answered.
+    Done,
+    /// Answer with this status and close, draining the input for a moment.
+    Reject(u16),
+    /// The socket failed; nothing can be sent.
+    Broken,
+}
+
+/// One downstream HTTP/1 connection's state. `'a` is the worker context's
+/// lifetime, which the configuration and its handlers share.
+pub struct Http1Conn<'a, D> {
+    pub(crate) io: D,
+    pub(crate) ctx: &'a WorkerCtx,
+    /// Client address (after PROXY protocol, when the listener accepts it).
+    pub(crate) peer: SocketAddr,
+    pub(crate) bufs: Option<ConnBuffers>,
+    /// Start of unconsumed input in `bufs.read`.
+    pub(crate) rpos: usize,
+    requests: u64,
+    /// Bytes written downstream so far, so a log line can tell one response's size.
+    pub(crate) sent: u64,
+    /// Status of the response being answered, for the access log.
+    pub(crate) status: u16,
+    /// Upstream server and time to its response head, set by the proxy for the log.
+    pub(crate) upstream: Option<(SocketAddr, Duration)>,
+    /// Route of the request being answered (`Route::index`), for the metrics.
+    route_slot: usize,
+    /// Set when the connection ends with input left unread (a request body the
+    /// answer made moot): read and drop it for a moment after the last write,
+    /// so the client sees the answer rather than a reset.
+    pub(crate) linger_on_close: bool,
+    /// The request being logged, copied out of the read buffer, which the proxy
+    /// consumes; only allocated when the access log is on.
+    logged: Option<Box<log::LoggedRequest>>,
+    /// The answer to the current request, once the handler gave one.
+    answer: Option<Answered>,
+    /// The request body being read through the session.
+    body: BodyReader,
+    /// The body still to send after the head, which is in the output buffer.
+    pending: Option<Body<'a>>,
+    /// Set by a handler driving this connection directly (the proxy, until it
+    /// moves onto the session): whether the connection stays open, or how it ends.
+    pub(crate) outcome: Option<Result<bool, Exit>>,
+}
+
+/// What the driver decided when the head was written.
+#[derive(Clone, Copy)]
+struct Answered {
+    keep_alive: bool,
+    /// Chunked framing: the pending stream ends with the last chunk and trailers.
+    chunked: bool,
+    /// Content-Length promised, checked against what a stream produces.
+    length: Option<u64>,
+}
+
+/// Serves one downstream HTTP/1 connection until it closes.
+pub async fn serve_http1<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
+    let mut conn = Http1Conn {
+        io,
+        ctx,
+        peer,
+        bufs: None,
+        rpos: 0,
+        requests: 0,
+        sent: 0,
+        status: 0,
+        upstream: None,
+        route_slot: ROUTE_NONE,
+        linger_on_close: false,
+        logged: None,
+        answer: None,
+        body: BodyReader::default(),
+        pending: None,
+        outcome: None,
+    };
+    let exit = conn.run().await;
+    match exit {
+        Exit::Done => {
+            let flushed = conn.flush().await.is_ok();
+            conn.io.shutdown().await;
+            if flushed && conn.linger_on_close {
+                conn.linger().await;
+            }
+        }
+        Exit::Reject(status) => {
+            debug!(peer = %conn.peer, status, "rejecting request");
+            ctx.stats.request(HandlerKind::Error, status);
+            if ctx.access_log.is_some() && !conn.log_active() {
+                // Refused before it was routed: a line without a request.
+                conn.begin_log(false);
+            }
+            let b = conn.bufs.get_or_insert_with(|| ctx.take_buffers());
+            write::write_error(&mut b.write, status, ctx.date.borrow_mut().get());
+            let flushed = conn.flush().await.is_ok();
+            if let Some(log) = &ctx.access_log {
+                conn.status = status;
+                conn.end_log(log);
+            }
+            if flushed {
+                conn.io.shutdown().await;
+                conn.linger().await;
+            }
+        }
+        Exit::Broken => {}
+    }
+    if let Some(b) = conn.bufs.take() {
+        ctx.give_buffers(b);
+    }
+}
+
+impl<'a, D: Downstream> Http1Conn<'a, D> {
+    fn unread(&self) -> usize {
+        self.bufs.as_ref().map_or(0, |b| b.read.len() - self.rpos)
+    }
+
+    /// Whether this connection may carry another request after the current one,
+    /// as far as the worker is concerned: the one place keep-alive is decided,
+    /// with the request's own wish.
+    pub(crate) fn keep_alive_allowed(&self) -> bool {
+        self.bufs.as_ref().is_some_and(|b| b.head.keep_alive) && !self.ctx.draining.get()
+    }
+
+    /// Writes out everything pending in the output buffer.
+    pub(crate) async fn flush(&mut self) -> std::io::Result<()> {
+        let Some(b) = self.bufs.as_mut() else {
+            return Ok(());
+        };
+        if b.write.is_empty() {
+            return Ok(());
+        }
+        self.note_log_head();
+        let b = self.bufs.as_mut().expect("checked above");
+        let r = within(
+            self.ctx.config.http.write_timeout,
+            self.io.write_all(&b.write),
+        )
+        .await;
+        if r.is_ok() {
+            self.ctx.stats.bytes_out.add(b.write.len() as u64);
+            self.sent += b.write.len() as u64;
+        }
+        b.write.clear();
+        r
+    }
+
+    /// Reads more input, keeping unconsumed bytes and leaving room for at least a few KiB.
+    async fn read_more(&mut self, deadline: Instant) -> Result<usize, Exit> {
+        let b = self.bufs.as_mut().expect("buffers held while reading");
+        if self.rpos > 0 {
+            b.read.drain(..self.rpos);
+            self.rpos = 0;
+        }
+        if b.read.capacity() - b.read.len() < 2048 {
+            b.read.reserve(READ_BUF);
+        }
+        match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+            Ok(Ok(n)) => {
+                self.ctx.stats.bytes_in.add(n as u64);
+                Ok(n)
+            }
+            Ok(Err(_)) => Err(Exit::Broken),
+            Err(_) => Err(Exit::Reject(408)),
+        }
+    }
+
+    async fn run(&mut self) -> Exit {
+        let http = &self.ctx.config.http;
+        let accepted = Instant::now();
+        loop {
+            // Idle between requests: give the buffers back and wait for bytes.
+            if self.unread() == 0 {
+                if self.flush().await.is_err() {
+                    return Exit::Broken;
+                }
+                if let Some(b) = self.bufs.take() {
+                    self.ctx.give_buffers(b);
+                }
+                self.rpos = 0;
+                // A drain closes connections between requests, not before the
+                // first: its client has reused nothing and would not retry. That
+                // first request waits at most `header_read_timeout`.
+                if self.requests > 0 && self.ctx.draining.get() {
+                    return Exit::Done;
+                }
+                let idle = if self.requests == 0 {
+                    http.header_read_timeout
+                } else {
+                    http.keepalive_timeout
+                };
+                tokio::select! {
+                    biased;
+                    r = timeout(idle, self.io.readable()) => match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return Exit::Broken,
+                        Err(_) => return Exit::Done,
+                    },
+                    _ = self.ctx.draining(), if self.requests > 0 => return Exit::Done,
+                }
+                self.bufs = Some(self.ctx.take_buffers());
+            }
+            // The head deadline starts with the connection for its first request, and
+            // with the first incomplete read for later ones; a head that is already
+            // buffered whole needs no clock read at all.
+            let mut head_deadline =
+                (self.requests == 0).then(|| accepted + http.header_read_timeout);
+            // Read until a whole head is buffered.
+            loop {
+                let b = self.bufs.as_mut().expect("buffers held while parsing");
+                match parse_request(&b.read[self.rpos..], &http.limits, &mut b.head) {
+                    Ok(Parsed::Complete) => break,
+                    Ok(Parsed::Partial) => {
+                        if self.flush().await.is_err() {
+                            return Exit::Broken;
+                        }
+                        let had = self.unread();
+                        let deadline = *head_deadline
+                            .get_or_insert_with(|| Instant::now() + http.header_read_timeout);
+                        match self.read_more(deadline).await {
+                            Ok(0) => return Exit::Done,
+                            Ok(_) => {}
+                            Err(Exit::Reject(408)) if had == 0 => return Exit::Done,
+                            Err(e) => return e,
+                        }
+                    }
+                    Err(e) => return Exit::Reject(e.status()),
+                }
+            }
+
+            let keep_alive = match self.handle().await {
+                Ok(k) => k,
+                Err(e) => return e,
+            };
+            self.requests += 1;
+            self.ctx
+                .counters
+                .requests
+                .set(self.ctx.counters.requests.get() + 1);
+            if !keep_alive {
+                return Exit::Done;
+            }
+            if self
+                .bufs
+                .as_ref()
+                .is_some_and(|b| b.write.len() >= WRITE_HIGH_WATER)
+                && self.flush().await.is_err()
+            {
+                return Exit::Broken;
+            }
+        }
+    }
+
+    /// Routes the parsed request, lets its handler answer through the session,
+    /// and sends the answer; returns whether the connection stays open.
+    async fn answer(&mut self) -> Result<bool, Exit> {
+        let ctx = self.ctx;
+        let b = self.bufs.as_ref().expect("buffers held while handling");
+        let head_len = b.head.head_len;
+        let body_kind = b.head.body;
+        self.answer = None;
+        self.pending = None;
+        self.body.start(
+            body_kind,
+            b.head.expect_continue,
+            self.rpos + head_len,
+            ctx.config.http.max_body_bytes,
+        );
+        let mut kind = None;
+        // Handlers registered ahead of the routes (ACME HTTP-01 validations)
+        // see requests without a body first; one that gives no answer leaves the
+        // request to the routes.
+        if body_kind == BodyKind::None && ctx.config.routes.has_pre_routes() {
+            let req = &b.read[self.rpos..self.rpos + head_len];
+            if let Some(pre) = ctx.config.routes.pre_route(D::SECURE, b.head.path(req)) {
+                self.serve_with(pre).await;
+                if let Some(outcome) = self.outcome.take() {
+                    return outcome;
+                }
+                kind = self.answer.is_some().then(|| pre.kind());
+            }
+        }
+        let kind = match kind {
+            Some(kind) => kind,
+            None => {
+                let b = self.bufs.as_ref().expect("buffers held while handling");
+                let req = &b.read[self.rpos..self.rpos + head_len];
+                let route = ctx
+                    .config
+                    .routes
+                    .find_route(b.head.host_name(req), b.head.path(req));
+                self.route_slot = route.map_or(ROUTE_NONE, |r| r.index);
+                match route {
+                    None => {
+                        self.discard_request_body(body_kind).await?;
+                        self.send_status(404);
+                        HandlerKind::NoRoute
+                    }
+                    Some(route) => {
+                        let handler = &*route.handler;
+                        if !handler.reads_body() {
+                            self.discard_request_body(body_kind).await?;
+                        }
+                        self.serve_with(handler).await;
+                        if let Some(outcome) = self.outcome.take() {
+                            // The handler drove the connection itself and counted its request.
+                            return outcome;
+                        }
+                        handler.kind()
+                    }
+                }
+            }
+        };
+        if self.answer.is_none() {
+            if let Some(e) = self.body.error {
+                return Err(body_exit(e));
+            }
+            debug!(peer = %self.peer, "handler gave no answer");
+            self.send_status(500);
+        }
+        ctx.stats.request(kind, self.status);
+        let answered = self.answer.expect("an answer was given");
+        let body_done = self.body.finish(&mut self.rpos);
+        let keep_alive = answered.keep_alive && body_done;
+        if !body_done {
+            self.linger_on_close = true;
+        }
+        if let Some(body) = self.pending.take() {
+            self.send_body(body, answered).await?;
+        }
+        Ok(keep_alive)
+    }
+
+    /// Lets `handler` answer through this connection's session.
+    async fn serve_with(&mut self, handler: &'a dyn Handler) {
+        match handler.serve(self) {
+            Served::Done => {}
+            Served::Pending(fut) => fut.await,
+        }
+    }
+
+    /// Reads and drops a request body the handler does not want, keeping the
+    /// head in place in front of it. A declared length over the limit is
+    /// refused before reading anything.
+    async fn discard_request_body(&mut self, kind: BodyKind) -> Result<(), Exit> {
+        match kind {
+            BodyKind::None => Ok(()),
+            BodyKind::Length(n) if n > self.ctx.config.http.max_body_bytes => {
+                Err(Exit::Reject(413))
+            }
+            _ => self.discard_body().await.map_err(body_exit),
+        }
+    }
+
+    /// Answers with the status page of `status` (`404 Not Found\n`).
+    fn send_status(&mut self, status: u16) {
+        let fields = [("Content-Type", b"text/plain; charset=utf-8".as_slice())];
+        self.send_response(
+            &crate::http::ResponseHead::new(status, &fields),
+            Body::Bytes(crate::http::status::status_text(status)),
+        );
+    }
+
+    /// After an error response: stop sending, then read and drop input for a
+    /// moment so the peer sees the response rather than a reset.
+    async fn linger(&mut self) {
+        let Some(b) = self.bufs.as_mut() else { return };
+        let deadline = Instant::now() + LINGER_TIME;
+        let mut seen = 0;
+        while seen < LINGER_BYTES {
+            b.read.clear();
+            b.read.reserve(READ_BUF);
+            match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+                Ok(Ok(n)) if n > 0 => seen += n,
+                _ => break,
+            }
+        }
+        b.read.clear();
+    }
+}
+
+/// How a failed body read ends the connection.
+fn body_exit(e: BodyReadError) -> Exit {
+    match e {
+        BodyReadError::TooLarge => Exit::Reject(413),
+        BodyReadError::Malformed => Exit::Reject(400),
+        BodyReadError::Timeout => Exit::Reject(408),
+        BodyReadError::Closed => Exit::Done,
+    }
+}

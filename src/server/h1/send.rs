@@ -1,0 +1,246 @@
+//! Answers as HTTP/1 bytes: the head with the framing the body calls for, small
+//! bodies copied behind it (pipelined answers leave in one write), large ones
+//! sent after it by sendfile, in bounded chunks, or piece by piece from a stream.
+
+use std::os::unix::fs::FileExt;
+use std::task::Poll;
+
+use tracing::debug;
+
+use super::{Answered, Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
+use crate::http::status::has_no_body;
+use crate::http::{Body, BodyStream, ResponseHead};
+use crate::http1::parse::{Method, Version};
+use crate::http1::write::{self, BodyFraming, ConnectionHeader};
+use crate::server::transport::{within, FILE_CHUNK};
+
+/// Files up to this size are copied into the output buffer (one write with the head,
+/// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
+const INLINE_FILE_MAX: u64 = 64 * 1024;
+/// Bodies in memory up to this size are copied into the output buffer; larger
+/// ones are written from where they are in bounded chunks, so clients that do
+/// not read cannot each pin a copy.
+const INLINE_BODY_MAX: usize = 64 * 1024;
+
+impl<'a, D: Downstream> Http1Conn<'a, D> {
+    /// Encodes the head of the answer and whatever of its body fits in the
+    /// output buffer; keeps the rest in `pending`. Only the first answer counts.
+    pub(super) fn encode_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
+        if self.answer.is_some() {
+            return;
+        }
+        let keep_alive_allowed = self.keep_alive_allowed() && self.body.error.is_none();
+        let b = self.bufs.as_mut().expect("buffers held while answering");
+        let (version, is_head) = (b.head.version, b.head.method == Method::Head);
+        let status = head.status;
+        let tunnel = matches!(body, Body::Tunnel(_));
+        let length = if has_no_body(status) {
+            None
+        } else {
+            body.len()
+        };
+        let (framing, close_delimited) = match length {
+            _ if has_no_body(status) => (BodyFraming::None, false),
+            Some(n) => (BodyFraming::Length(n), false),
+            None if version == Version::Http11 => (BodyFraming::Chunked, false),
+            None => (BodyFraming::None, true),
+        };
+        // A request whose body was not read whole leaves the connection's input
+        // in doubt: answer and close.
+        let keep_alive = keep_alive_allowed && !close_delimited && !tunnel && self.body_done();
+        let connection = if tunnel {
+            ConnectionHeader::Upgrade
+        } else {
+            ConnectionHeader::choose(keep_alive, version)
+        };
+        let b = self.bufs.as_mut().expect("buffers held while answering");
+        let out = &mut b.write;
+        write::write_head_start(
+            out,
+            status,
+            self.ctx.date.borrow_mut().get(),
+            framing,
+            connection,
+        );
+        for (name, value) in head.all_fields() {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        self.status = status;
+        self.answer = Some(Answered {
+            keep_alive,
+            chunked: framing == BodyFraming::Chunked,
+            length,
+        });
+        if tunnel {
+            self.pending = Some(body);
+            return;
+        }
+        if is_head || has_no_body(status) {
+            return;
+        }
+        match body {
+            Body::Empty | Body::Tunnel(_) => {}
+            Body::Bytes(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(bytes),
+            Body::Owned(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(&bytes),
+            Body::File(region) => {
+                if let Some(bytes) = region.content.as_deref() {
+                    let start = usize::try_from(region.offset).unwrap_or(usize::MAX);
+                    let part = start
+                        .checked_add(region.len as usize)
+                        .and_then(|end| bytes.get(start..end));
+                    if let Some(part) = part {
+                        out.extend_from_slice(part);
+                        return;
+                    }
+                }
+                if region.len == 0 {
+                    return;
+                }
+                if region.len <= INLINE_FILE_MAX {
+                    let start = out.len();
+                    out.resize(start + region.len as usize, 0);
+                    if region
+                        .file
+                        .read_exact_at(&mut out[start..], region.offset)
+                        .is_ok()
+                    {
+                        return;
+                    }
+                    // Shrunk since it was opened: send what is left, which
+                    // breaks the promised length and so closes the connection.
+                    out.truncate(start);
+                }
+                self.pending = Some(Body::File(region));
+            }
+            other => self.pending = Some(other),
+        }
+    }
+
+    /// Whether the request body (if any) has been read whole.
+    fn body_done(&self) -> bool {
+        self.body.is_done()
+    }
+
+    /// Sends the part of the body that did not fit behind the head.
+    pub(super) async fn send_body(
+        &mut self,
+        body: Body<'a>,
+        answered: Answered,
+    ) -> Result<(), Exit> {
+        let write_timeout = self.ctx.config.http.write_timeout;
+        match body {
+            Body::File(region) => {
+                if self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+                let r = self
+                    .io
+                    .send_file(&region.file, region.offset, region.len, write_timeout)
+                    .await;
+                if let Err(e) = r {
+                    debug!(peer = %self.peer, error = %e, "file send failed");
+                    return Err(Exit::Broken);
+                }
+                self.ctx.stats.bytes_out.add(region.len);
+                self.sent += region.len;
+                Ok(())
+            }
+            Body::Bytes(bytes) => self.send_bytes(bytes).await,
+            Body::Owned(bytes) => self.send_bytes(&bytes).await,
+            Body::Stream(stream) => self.send_stream(stream, answered).await,
+            Body::Tunnel(tunnel) => {
+                if self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+                let b = self.bufs.as_mut().expect("buffers held while answering");
+                let early = b.read.get(self.rpos..).unwrap_or(&[]).to_vec();
+                self.rpos = b.read.len();
+                tunnel.run(self.io.io_mut(), early).await;
+                Err(Exit::Done)
+            }
+            Body::Empty => Ok(()),
+        }
+    }
+
+    /// Writes bytes after the head, chunk by chunk, each under the write
+    /// timeout: a stall is what ends the connection, not a slow but steady reader.
+    async fn send_bytes(&mut self, bytes: &[u8]) -> Result<(), Exit> {
+        if self.flush().await.is_err() {
+            return Err(Exit::Broken);
+        }
+        let write_timeout = self.ctx.config.http.write_timeout;
+        for chunk in bytes.chunks(FILE_CHUNK as usize) {
+            if let Err(e) = within(write_timeout, self.io.write_all(chunk)).await {
+                debug!(peer = %self.peer, error = %e, "body send failed");
+                return Err(Exit::Broken);
+            }
+            self.ctx.stats.bytes_out.add(chunk.len() as u64);
+            self.sent += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Pulls a stream's pieces and frames them; output is flushed whenever the
+    /// stream has to wait, so a slow producer's bytes are not held back.
+    async fn send_stream(
+        &mut self,
+        mut stream: Box<dyn BodyStream + 'a>,
+        answered: Answered,
+    ) -> Result<(), Exit> {
+        let mut piece = Vec::new();
+        let mut total = 0u64;
+        loop {
+            piece.clear();
+            let polled =
+                std::future::poll_fn(|cx| Poll::Ready(stream.poll_chunk(cx, &mut piece))).await;
+            let more = match polled {
+                Poll::Ready(r) => r,
+                Poll::Pending => {
+                    if self.flush().await.is_err() {
+                        return Err(Exit::Broken);
+                    }
+                    std::future::poll_fn(|cx| stream.poll_chunk(cx, &mut piece)).await
+                }
+            };
+            let more = match more {
+                Ok(more) => more,
+                Err(e) => {
+                    debug!(peer = %self.peer, error = %e, "response body stream failed");
+                    return Err(Exit::Broken);
+                }
+            };
+            total += piece.len() as u64;
+            let b = self.bufs.as_mut().expect("buffers held while answering");
+            if answered.chunked {
+                write::write_chunk(&mut b.write, &piece);
+            } else {
+                b.write.extend_from_slice(&piece);
+            }
+            if b.write.len() >= WRITE_HIGH_WATER && self.flush().await.is_err() {
+                return Err(Exit::Broken);
+            }
+            if !more {
+                break;
+            }
+        }
+        let b = self.bufs.as_mut().expect("buffers held while answering");
+        if answered.chunked {
+            b.write.extend_from_slice(b"0\r\n");
+            for t in stream.trailers() {
+                b.write.extend_from_slice(t.name.as_bytes());
+                b.write.extend_from_slice(b": ");
+                b.write.extend_from_slice(&t.value);
+                b.write.extend_from_slice(b"\r\n");
+            }
+            b.write.extend_from_slice(b"\r\n");
+        } else if answered.length.is_some_and(|n| n != total) {
+            debug!(peer = %self.peer, "response body stream broke its length");
+            return Err(Exit::Broken);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,234 @@
+//! The HTTP/1 driver as a [`Session`]: the request view over the parsed head,
+//! the request body read in place from the connection's buffer, and the
+//! response head encoded into the output buffer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::Sleep;
+
+use super::{Downstream, Http1Conn};
+use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session};
+use crate::http1::body::{BodyDecoder, BodyError};
+use crate::http1::parse::BodyKind;
+use crate::server::transport::{Plain, Tls};
+use crate::worker::READ_BUF;
+
+/// A handler that still drives the HTTP/1 connection itself (the proxy, until
+/// it reads and writes through the session): the connection, by transport.
+pub enum LegacyHttp1<'s, 'a> {
+    /// Plain TCP.
+    Plain(&'s mut Http1Conn<'a, Plain>),
+    /// TLS.
+    Tls(&'s mut Http1Conn<'a, Tls>),
+}
+
+/// Request body state: the body's bytes are decoded in place, just past the
+/// head, and dropped from the buffer once the handler has used them, so the
+/// head stays where the request view expects it.
+#[derive(Default)]
+pub(super) struct BodyReader {
+    decoder: Option<BodyDecoder>,
+    /// `100 Continue` sent, or not asked for.
+    continued: bool,
+    /// Offset in the read buffer just past the head.
+    start: usize,
+    /// Undecoded input starts here.
+    pos: usize,
+    /// Decoded bytes not yet consumed: `chunk.0..chunk.1` of the read buffer.
+    chunk: (usize, usize),
+    done: bool,
+    /// Why reading failed, for the driver to answer.
+    pub(super) error: Option<BodyReadError>,
+    /// The body read timeout, armed only while a read waits.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl BodyReader {
+    /// Prepares for the body of the request whose head ends at `start`.
+    pub(super) fn start(&mut self, kind: BodyKind, expect_continue: bool, start: usize, max: u64) {
+        self.start = start;
+        self.pos = start;
+        self.chunk = (start, start);
+        self.error = None;
+        self.sleep = None;
+        if kind == BodyKind::None {
+            self.decoder = None;
+            self.done = true;
+            self.continued = true;
+        } else {
+            // The limit goes into the decoder so a chunk whose size line alone
+            // exceeds it is refused at once, not after the client trickled its data.
+            self.decoder = Some(BodyDecoder::new(kind).with_max_body(max));
+            self.done = false;
+            self.continued = !expect_continue;
+        }
+    }
+
+    /// Whether the whole body was read.
+    pub(super) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Whether the whole body was read; if so, moves `rpos` to the next request.
+    pub(super) fn finish(&mut self, rpos: &mut usize) -> bool {
+        if self.done {
+            *rpos = self.pos;
+        }
+        self.done
+    }
+}
+
+fn read_error(e: BodyError) -> BodyReadError {
+    match e {
+        BodyError::TooLarge => BodyReadError::TooLarge,
+        _ => BodyReadError::Malformed,
+    }
+}
+
+impl<'a, D: Downstream> Http1Conn<'a, D> {
+    /// Writes what the output buffer holds without waiting past readiness.
+    fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.note_log_head();
+        let Some(b) = self.bufs.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while !b.write.is_empty() {
+            let n = std::task::ready!(self.io.poll_write_some(cx, &b.write))?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            b.write.drain(..n);
+            self.ctx.stats.bytes_out.add(n as u64);
+            self.sent += n as u64;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_body_inner(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
+        loop {
+            let r = &mut self.body;
+            if r.chunk.1 > r.chunk.0 {
+                return Poll::Ready(Ok(r.chunk.1 - r.chunk.0));
+            }
+            if r.done {
+                return Poll::Ready(Ok(0));
+            }
+            let b = self
+                .bufs
+                .as_mut()
+                .expect("buffers held while reading a body");
+            if r.pos > r.start {
+                b.read.drain(r.start..r.pos);
+                r.pos = r.start;
+                r.chunk = (r.start, r.start);
+            }
+            let decoder = r.decoder.as_mut().expect("a body to read");
+            if b.read.len() > r.pos {
+                let input = &b.read[r.pos..];
+                let step = decoder.decode(input).map_err(read_error)?;
+                let offset = step.data.as_ptr() as usize - input.as_ptr() as usize;
+                r.chunk = (r.pos + offset, r.pos + offset + step.data.len());
+                r.pos += step.consumed;
+                r.done = step.done;
+                if step.consumed > 0 || step.done {
+                    continue;
+                }
+            }
+            if !r.continued {
+                r.continued = true;
+                b.write.extend_from_slice(crate::http1::write::CONTINUE);
+            }
+            if !b.write.is_empty() {
+                match self.poll_flush_out(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(_)) => return Poll::Ready(Err(BodyReadError::Closed)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            let b = self
+                .bufs
+                .as_mut()
+                .expect("buffers held while reading a body");
+            if b.read.capacity() - b.read.len() < 2048 {
+                b.read.reserve(READ_BUF);
+            }
+            match self.io.poll_read_into(cx, &mut b.read) {
+                Poll::Ready(Ok(0)) => {
+                    // Cut short: the decoder says whether that ends the body
+                    // (it does only for a body read until close).
+                    let r = &mut self.body;
+                    match r.decoder.as_ref().map(BodyDecoder::finish) {
+                        Some(Ok(())) => r.done = true,
+                        _ => return Poll::Ready(Err(BodyReadError::Closed)),
+                    }
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.ctx.stats.bytes_in.add(n as u64);
+                    self.body.sleep = None;
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(Err(BodyReadError::Closed)),
+                Poll::Pending => {
+                    let limit = self.ctx.config.http.body_read_timeout;
+                    let sleep = self
+                        .body
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                    if sleep.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Err(BodyReadError::Timeout));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
+    fn request(&self) -> RequestView<'_> {
+        let b = self.bufs.as_ref().expect("buffers held while handling");
+        RequestView::http1(
+            &b.head,
+            &b.read[self.rpos..],
+            self.peer,
+            self.io.tls_facts(),
+        )
+    }
+
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
+        if let Some(e) = self.body.error {
+            return Poll::Ready(Err(e));
+        }
+        let r = self.poll_body_inner(cx);
+        if let Poll::Ready(Err(e)) = r {
+            self.body.error = Some(e);
+        }
+        r
+    }
+
+    fn body_chunk(&self) -> &[u8] {
+        let (start, end) = self.body.chunk;
+        self.bufs
+            .as_ref()
+            .and_then(|b| b.read.get(start..end))
+            .unwrap_or(&[])
+    }
+
+    fn consume_body(&mut self, n: usize) {
+        let r = &mut self.body;
+        r.chunk.0 = (r.chunk.0 + n).min(r.chunk.1);
+    }
+
+    fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
+        self.encode_response(head, body);
+    }
+
+    fn responded(&self) -> bool {
+        self.answer.is_some()
+    }
+
+    fn legacy_http1(&mut self) -> Option<LegacyHttp1<'_, 'a>> {
+        Some(D::legacy_http1(self))
+    }
+}

@@ -1,0 +1,261 @@
+//! The HTTP/1 driver behind the session, over real loopback sockets: request
+//! bodies read through the session (chunked, `100 Continue`, the limit) and
+//! streamed response bodies framed by the driver (chunked with trailers, a
+//! known length, close-delimited for HTTP/1.0, nothing for HEAD).
+
+use std::io;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::serve_http1;
+use crate::handler::Handler;
+use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, Session, SessionExt};
+use crate::observe::metrics::HandlerKind;
+use crate::server::transport::Plain;
+
+/// Answers with the request body it read, and how many pieces it came in.
+#[derive(Debug)]
+struct EchoBody;
+
+impl Handler for EchoBody {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Respond
+    }
+
+    fn reads_body(&self) -> bool {
+        true
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        Served::Pending(Box::pin(async move {
+            let mut got = Vec::new();
+            loop {
+                match session.fill_body().await {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        got.extend_from_slice(session.body_chunk());
+                        session.consume_body(n);
+                    }
+                    // The driver answers a failed body itself.
+                    Err(_) => return,
+                }
+            }
+            session.send_response(&ResponseHead::new(200, &[]), Body::Owned(got));
+        }))
+    }
+}
+
+/// A body in three pieces, with a trailer; `known` says whether it declares its length.
+#[derive(Debug)]
+struct Pieces {
+    known: bool,
+}
+
+struct PieceStream {
+    left: Vec<&'static [u8]>,
+    known: bool,
+    waited: bool,
+    trailers: Vec<OwnedField>,
+}
+
+impl BodyStream for PieceStream {
+    fn known_len(&self) -> Option<u64> {
+        self.known.then_some(9)
+    }
+
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<io::Result<bool>> {
+        if self.left.is_empty() {
+            return Poll::Ready(Ok(false));
+        }
+        // The second piece makes the driver wait once, as a slow producer would.
+        if self.left.len() == 2 && !self.waited {
+            self.waited = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        out.extend_from_slice(self.left.remove(0));
+        Poll::Ready(Ok(true))
+    }
+
+    fn trailers(&self) -> &[OwnedField] {
+        &self.trailers
+    }
+}
+
+impl Handler for Pieces {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Respond
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        let stream = PieceStream {
+            left: vec![b"one", b"two", b"six"],
+            known: self.known,
+            waited: false,
+            trailers: vec![OwnedField::new("x-sum", b"9")],
+        };
+        let fields = [("Content-Type", b"text/plain".as_slice())];
+        session.send_response(
+            &ResponseHead::new(200, &fields),
+            Body::Stream(Box::new(stream)),
+        );
+        Served::Done
+    }
+}
+
+/// Serves one connection with these routes and runs `client` against it.
+fn with_server<F, Fut>(client: F)
+where
+    F: FnOnce(TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut config = crate::config::load_str(
+        "test.toml",
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nmax_body_bytes = 64\n\
+         [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",
+    )
+    .expect("a valid config");
+    config
+        .routes
+        .insert(None, "/echo".into(), Box::new(EchoBody))
+        .unwrap();
+    config
+        .routes
+        .insert(None, "/chunks".into(), Box::new(Pieces { known: false }))
+        .unwrap();
+    config
+        .routes
+        .insert(None, "/sized".into(), Box::new(Pieces { known: true }))
+        .unwrap();
+    let ctx = crate::worker::test_ctx(config);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::task::spawn_local(async move {
+            let (stream, peer) = listener.accept().await.unwrap();
+            serve_http1(Plain::new(stream), &ctx, peer).await;
+        });
+        client(TcpStream::connect(addr).await.unwrap()).await;
+        server.await.unwrap();
+    });
+}
+
+async fn read_to_close(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).await.unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn a_chunked_request_body_is_read_through_the_session() {
+    with_server(|mut s| async move {
+        s.write_all(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\
+              Connection: close\r\n\r\n3\r\nabc\r\n",
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        s.write_all(b"4\r\ndefg\r\n0\r\n\r\n").await.unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.contains("Content-Length: 7\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nabcdefg"), "{text}");
+    });
+}
+
+#[test]
+fn continue_is_sent_only_when_the_handler_waits_for_the_body() {
+    with_server(|mut s| async move {
+        s.write_all(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\
+              Expect: 100-continue\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut interim = [0u8; 25];
+        s.read_exact(&mut interim).await.unwrap();
+        assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+        s.write_all(b"hello").await.unwrap();
+        // Kept alive: a second request on the same connection.
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        let second = text.find("\r\n\r\nhello").map(|i| &text[i + 9..]).unwrap();
+        assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
+        assert!(second.ends_with("\r\n\r\nroot"), "{second}");
+    });
+}
+
+#[test]
+fn a_body_over_the_limit_read_through_the_session_is_refused() {
+    with_server(|mut s| async move {
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await
+            .unwrap();
+        s.write_all(b"41\r\n").await.unwrap();
+        s.write_all(&[b'a'; 65]).await.unwrap();
+        s.write_all(b"\r\n0\r\n\r\n").await.unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+    });
+}
+
+#[test]
+fn a_stream_without_length_goes_chunked_with_its_trailers() {
+    with_server(|mut s| async move {
+        s.write_all(b"GET /chunks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.contains("Transfer-Encoding: chunked\r\n"), "{text}");
+        assert!(!text.contains("Content-Length"), "{text}");
+        assert!(
+            text.ends_with("\r\n\r\n3\r\none\r\n3\r\ntwo\r\n3\r\nsix\r\n0\r\nx-sum: 9\r\n\r\n"),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn a_stream_of_known_length_gets_content_length_and_stays_open() {
+    with_server(|mut s| async move {
+        s.write_all(b"GET /sized HTTP/1.1\r\nHost: x\r\n\r\nHEAD /sized HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        let (first, head) = text.split_at(text.find("onetwosix").unwrap() + 9);
+        assert!(first.contains("Content-Length: 9\r\n"), "{first}");
+        assert!(!first.contains("chunked"), "{first}");
+        // HEAD: the same head, no body.
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Content-Length: 9\r\n"), "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "{head}");
+    });
+}
+
+#[test]
+fn a_stream_without_length_to_http10_is_delimited_by_close() {
+    with_server(|mut s| async move {
+        s.write_all(b"GET /chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        assert!(
+            !text.contains("chunked") && !text.contains("Content-Length"),
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\nonetwosix"), "{text}");
+    });
+}

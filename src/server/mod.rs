@@ -1,0 +1,6 @@
+//! Downstream drivers: the code that owns a client connection's bytes. Each
+//! driver turns requests into [`crate::http::Session`]s for the handlers and
+//! their answers back into bytes; handlers never import a driver.
+
+pub mod h1;
+pub mod transport;

@@ -1,0 +1,344 @@
+//! Downstream transports: what the drivers need from plain TCP or TLS, the
+//! file-sending strategy of each (sendfile, or bounded chunks through the TLS
+//! record layer), and the poll-based reads and writes the session uses.
+
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use super::h1::{Http1Conn, LegacyHttp1};
+use crate::http::TlsFacts;
+use crate::tls::stream::ReadAhead;
+
+/// Chunk of a large file per send, so one download cannot monopolise the worker.
+pub(crate) const FILE_CHUNK: u64 = 256 * 1024;
+
+/// A downstream transport: what the driver needs from plain TCP or TLS.
+#[allow(async_fn_in_trait)]
+pub trait Downstream {
+    /// Whether the transport is TLS (for `X-Forwarded-Proto`).
+    const SECURE: bool;
+    /// The stream itself, for relaying raw bytes after an upgrade.
+    type Io: AsyncRead + AsyncWrite + Unpin;
+    /// Borrows the stream.
+    fn io_mut(&mut self) -> &mut Self::Io;
+    /// Waits until a read would make progress, without holding a buffer.
+    async fn readable(&mut self) -> io::Result<()>;
+    /// Appends what is available to `buf`; `Ok(0)` at end of stream.
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    /// Writes all of `data`.
+    async fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Sends `len` bytes of `file` from `offset`.
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()>;
+    /// Closes the sending side (FIN, or close_notify then FIN).
+    async fn shutdown(&mut self);
+
+    /// Appends what is available to `buf` without waiting; `Ok(0)` at end of stream.
+    fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>>;
+
+    /// Writes some of `data` (and flushes what the transport buffers).
+    fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
+
+    /// The connection as the transport's own type, for a handler that still
+    /// drives the HTTP/1 connection directly.
+    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a>
+    where
+        Self: Sized;
+
+    /// Subject (RFC 4514) of the verified client certificate, if one was presented.
+    fn peer_subject(&self) -> Option<&str> {
+        None
+    }
+
+    /// TLS version, cipher, SNI and client subject; `None` on plain TCP.
+    fn tls_facts(&self) -> Option<TlsFacts<'_>> {
+        None
+    }
+}
+
+/// Plain TCP.
+pub struct Plain {
+    stream: TcpStream,
+}
+
+impl Plain {
+    /// Wraps an accepted stream.
+    pub fn new(stream: TcpStream) -> Self {
+        Plain { stream }
+    }
+}
+
+impl Downstream for Plain {
+    const SECURE: bool = false;
+    type Io = TcpStream;
+
+    fn io_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    async fn readable(&mut self) -> io::Result<()> {
+        self.stream.readable().await
+    }
+
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        loop {
+            let room = buf.capacity() - buf.len();
+            match self.stream.try_read_buf(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.readable().await?,
+                Ok(n) if n > 0 && n < room => {
+                    // A short read drained the socket (as nginx infers on edge-triggered
+                    // epoll): forget the readiness so the next wait needs a new edge
+                    // instead of costing a read that returns EAGAIN.
+                    let _ = self.stream.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                    });
+                    return Ok(n);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            match self.stream.try_write(data) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => data = &data[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()> {
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let want = (end - pos).min(FILE_CHUNK) as usize;
+            let sent = self.stream.try_io(Interest::WRITABLE, || {
+                rustix::fs::sendfile(&self.stream, file, Some(&mut pos), want)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    ))
+                }
+                Ok(_) => tokio::task::yield_now().await,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    timeout(write_timeout, self.stream.writable())
+                        .await
+                        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+
+    fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.stream.try_read_buf(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::task::ready!(self.stream.poll_read_ready(cx))?;
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, data)
+    }
+
+    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a> {
+        LegacyHttp1::Plain(conn)
+    }
+}
+
+/// TLS over TCP (rustls), reading ahead several records per `read`.
+pub struct Tls {
+    stream: tokio_rustls::server::TlsStream<ReadAhead>,
+    peer_subject: Option<Box<str>>,
+}
+
+impl Tls {
+    /// Wraps a stream whose handshake is complete.
+    pub fn new(mut stream: tokio_rustls::server::TlsStream<ReadAhead>) -> Self {
+        // A whole file chunk is encrypted at once and leaves in one `writev` of
+        // 16 records; the buffer holds only what the socket has not taken.
+        stream
+            .get_mut()
+            .1
+            .set_buffer_limit(Some(FILE_CHUNK as usize));
+        let peer_subject = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(crate::tls::subject_of)
+            .map(String::into_boxed_str);
+        Tls {
+            stream,
+            peer_subject,
+        }
+    }
+}
+
+impl Downstream for Tls {
+    const SECURE: bool = true;
+    type Io = tokio_rustls::server::TlsStream<ReadAhead>;
+
+    fn io_mut(&mut self) -> &mut Self::Io {
+        &mut self.stream
+    }
+
+    async fn readable(&mut self) -> io::Result<()> {
+        let (io, session) = self.stream.get_mut();
+        if session.wants_read() && io.buffered() == 0 {
+            // Idle: the read-ahead buffer goes while nothing is in flight.
+            io.release();
+            io.tcp().readable().await?;
+        }
+        Ok(())
+    }
+
+    async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        self.stream.read_buf(buf).await
+    }
+
+    async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        self.stream.write_all(data).await?;
+        self.stream.flush().await
+    }
+
+    async fn send_file(
+        &mut self,
+        file: &File,
+        offset: u64,
+        len: u64,
+        write_timeout: Duration,
+    ) -> io::Result<()> {
+        let mut chunk = vec![0u8; FILE_CHUNK.min(len) as usize];
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let want = (end - pos).min(chunk.len() as u64) as usize;
+            let n = file.read_at(&mut chunk[..want], pos)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            timeout(write_timeout, self.write_all(&chunk[..n]))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = self.stream.shutdown().await;
+    }
+
+    fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut Vec<u8>,
+    ) -> Poll<io::Result<usize>> {
+        // Reads into zeroed room: no unsafe length games for a path that only
+        // request bodies take.
+        let start = buf.len();
+        let room = (buf.capacity() - start).max(2048);
+        buf.resize(start + room, 0);
+        let mut rb = ReadBuf::new(&mut buf[start..]);
+        let r = std::pin::Pin::new(&mut self.stream).poll_read(cx, &mut rb);
+        let n = rb.filled().len();
+        buf.truncate(start + n);
+        r.map_ok(|()| n)
+    }
+
+    fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let mut s = std::pin::Pin::new(&mut self.stream);
+        let n = std::task::ready!(s.as_mut().poll_write(cx, data))?;
+        // Records rustls holds are pushed out now; if the socket is full they
+        // go with the next write.
+        let _ = s.poll_flush(cx);
+        Poll::Ready(Ok(n))
+    }
+
+    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a> {
+        LegacyHttp1::Tls(conn)
+    }
+
+    fn peer_subject(&self) -> Option<&str> {
+        self.peer_subject.as_deref()
+    }
+
+    fn tls_facts(&self) -> Option<TlsFacts<'_>> {
+        let session = self.stream.get_ref().1;
+        Some(TlsFacts {
+            version: session
+                .protocol_version()
+                .and_then(crate::tls::names::protocol_name),
+            cipher: session
+                .negotiated_cipher_suite()
+                .and_then(|c| crate::tls::names::cipher_name(c.suite())),
+            sni: session.server_name(),
+            client_subject: self.peer_subject.as_deref(),
+        })
+    }
+}
+
+/// Runs an IO future under a time limit, arming the timer only if the first poll
+/// does not finish it: most writes complete at once, and a timer costs a clock read
+/// and a wheel insertion.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    fut: impl Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    let mut fut = std::pin::pin!(fut);
+    if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return r;
+    }
+    match timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
+    }
+}
