@@ -328,30 +328,29 @@ fn cert_views(config: &Config, now_unix: i64) -> Vec<CertView> {
     for l in &config.listeners {
         let Some(tls) = &l.tls else { continue };
         let listener = l.addr.to_string();
+        let acme = tls.listener.acme();
         for c in tls.listener.certificates() {
             out.push(cert_view(
                 &listener,
-                c.names.clone(),
+                c.names,
                 c.default,
                 c.not_after_unix,
-                c.fingerprint.clone(),
-                false,
+                c.fingerprint,
+                acme.is_some(),
                 now_unix,
             ));
         }
-        // ACME certificates change while the configuration stays; their table's
-        // mutex is shared with the ACME thread only (a few writes a day), never
-        // with a worker.
-        if let Some(acme) = tls.listener.acme() {
-            for name in acme.certs.names() {
-                let leaf = acme.certs.current(name);
-                let leaf = leaf.as_ref().and_then(|k| k.cert.first());
+        // ACME names still waiting for their first certificate. The ACME
+        // table's mutex is shared with the ACME thread only (a few writes a
+        // day), never with a worker.
+        for name in acme.iter().flat_map(|a| a.certs.names()) {
+            if acme.is_some_and(|a| a.certs.current(name).is_none()) {
                 out.push(cert_view(
                     &listener,
                     vec![name.clone()],
                     false,
-                    leaf.and_then(crate::tls::not_after_unix),
-                    leaf.map(crate::tls::fingerprint).unwrap_or_default(),
+                    None,
+                    String::new(),
                     true,
                     now_unix,
                 ));
