@@ -371,6 +371,27 @@ mod tests {
     use x509_parser::prelude::FromDer;
 
     #[test]
+    fn failures_name_the_underlying_error() {
+        let inner =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let outer = instant_acme::Error::Other(Box::new(inner));
+        let f = OrderFailure::from_acme("order", "order for a.test", outer);
+        assert_eq!(f.cause, "network");
+        assert!(
+            f.message
+                .starts_with("order for a.test: connection refused"),
+            "{}",
+            f.message
+        );
+        let limited = instant_acme::Error::Api(
+            serde_json::from_str(r#"{"type":"urn:ietf:params:acme:error:rateLimited","detail":"too many certificates"}"#).unwrap(),
+        );
+        let f = OrderFailure::from_acme("order", "order for a.test", limited);
+        assert_eq!(f.cause, "rate_limited");
+        assert!(f.message.contains("too many certificates"), "{}", f.message);
+    }
+
+    #[test]
     fn csr_carries_the_name_and_key_type() {
         for kt in [KeyType::EcdsaP256, KeyType::Rsa2048] {
             let (der, key_pem) = csr("a.test", kt).unwrap();
