@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::config::Overrides;
+use crate::logging::StderrLogFormat;
+
 /// `pier`: edge server, reverse proxy, TLS terminator and load generator.
 #[derive(Debug, Parser)]
 #[command(name = "pier", version, about)]
@@ -31,16 +34,6 @@ pub enum Command {
     /// Replace a running Pier with the binary at its path, without refusing a
     /// connection: sends it SIGUSR2.
     Upgrade(UpgradeArgs),
-}
-
-/// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// Flags of `pier serve`.
@@ -75,7 +68,7 @@ pub struct ServeArgs {
     pub pin_cpus: bool,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t)]
-    pub log_format: LogFormat,
+    pub log_format: StderrLogFormat,
     /// Reverse-proxy every request to this server (`http://host:port` or
     /// `https://host:port`) instead of serving files.
     #[arg(long, value_name = "URL")]
@@ -117,6 +110,26 @@ impl AccessLogFormat {
         match self {
             AccessLogFormat::Combined => "combined",
             AccessLogFormat::Json => "json",
+        }
+    }
+}
+
+impl ServeArgs {
+    /// What these flags say about the configuration, for `config::load`.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            listen: self.listen.clone(),
+            tls_listen: self.tls_listen,
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            no_tls: self.no_tls,
+            root: self.root.clone(),
+            workers: self.workers,
+            pin_cpus: self.pin_cpus,
+            proxy: self.proxy.clone(),
+            admin: self.admin,
+            access_log: self.access_log.clone(),
+            access_log_format: self.access_log_format.map(|f| f.as_config().to_string()),
         }
     }
 }
@@ -178,10 +191,48 @@ pub struct TunnelArgs {
     pub pin_cpus: bool,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t)]
-    pub log_format: LogFormat,
+    pub log_format: StderrLogFormat,
     /// Write the process ID here once serving; an upgrade rewrites it.
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+}
+
+impl TunnelArgs {
+    /// The configuration these flags describe, as TOML: one `tcp` listener (TLS
+    /// when a certificate is given) forwarding to one upstream. It goes through the
+    /// same validation as a file, so errors name the flag's key.
+    pub fn config_text(&self) -> String {
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let mut text = String::from("[server]\n");
+        if let Some(w) = self.workers {
+            text.push_str(&format!("workers = {w}\n"));
+        }
+        if self.pin_cpus {
+            text.push_str("pin_cpus = true\n");
+        }
+        text.push_str(&format!(
+            "[[listener]]\nlisten = {}\nkind = \"tcp\"\nupstream = \"tunnel\"\n",
+            q(&self.listen.to_string())
+        ));
+        if let (Some(c), Some(k)) = (&self.tls_cert, &self.tls_key) {
+            text.push_str(&format!(
+                "tls = {{ cert = {}, key = {} }}\n",
+                q(&c.display().to_string()),
+                q(&k.display().to_string())
+            ));
+        }
+        if let Some(v) = &self.proxy_protocol {
+            text.push_str(&format!("proxy_protocol = {}\n", q(v)));
+        }
+        if let Some(d) = &self.idle_timeout {
+            text.push_str(&format!("idle_timeout = {}\n", q(d)));
+        }
+        text.push_str(&format!(
+            "[[upstream]]\nname = \"tunnel\"\nservers = [{{ address = {} }}]\n",
+            q(&self.to)
+        ));
+        text
+    }
 }
 
 /// Flags of `pier upgrade`: which running Pier to replace.

@@ -13,9 +13,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-use crate::cli::{EchoArgs, LogFormat};
+use crate::cli::EchoArgs;
 use crate::deadline;
 use crate::listener::bind_reuseport;
+use crate::logging::StderrLogFormat;
 use crate::tls::stream::ReadAhead;
 
 /// Bytes read (and written back) at a time, per connection.
@@ -27,7 +28,7 @@ const SESSION_CACHE_PER_WORKER: usize = 1024;
 
 /// Runs until SIGTERM or SIGINT.
 pub fn run(args: EchoArgs) -> anyhow::Result<()> {
-    crate::logging::init(LogFormat::Text);
+    crate::logging::init(StderrLogFormat::Text);
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))

@@ -15,6 +15,7 @@ pub mod handler;
 pub mod http;
 pub mod http1;
 pub mod listener;
+pub mod local_thread;
 pub mod logging;
 pub mod observe;
 pub mod proxy_protocol;

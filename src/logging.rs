@@ -4,10 +4,18 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::LogFormat;
+/// Format of the diagnostic log on stderr (the access log has its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum StderrLogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber; `PIER_LOG` (or `RUST_LOG`) overrides the `info` level.
-pub fn init(format: LogFormat) {
+pub fn init(format: StderrLogFormat) {
     let filter = std::env::var("PIER_LOG")
         .ok()
         .or_else(|| std::env::var("RUST_LOG").ok())
@@ -19,7 +27,7 @@ pub fn init(format: LogFormat) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        StderrLogFormat::Text => builder.try_init(),
+        StderrLogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }

@@ -121,6 +121,9 @@ pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
     )
 }
 
+/// What errors in a configuration built from `pier tunnel`'s flags call its origin.
+const TUNNEL_ORIGIN: &str = "pier tunnel flags";
+
 /// Where the running configuration came from, so SIGHUP can build it again the
 /// same way: the file (or embedded default) with the same flags applied, or the
 /// flags of `pier tunnel`.
@@ -132,8 +135,8 @@ enum Source {
 impl Source {
     fn load(&self) -> Result<Config, ConfigError> {
         match self {
-            Source::Serve(args) => config::load(args),
-            Source::Tunnel(args) => config::tunnel(args),
+            Source::Serve(args) => config::load(args.config.as_deref(), &args.overrides()),
+            Source::Tunnel(args) => config::load_str(TUNNEL_ORIGIN, &args.config_text()),
         }
     }
 }
@@ -304,8 +307,10 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         None => "off".to_string(),
     };
     raise_nofile_limit(config.max_connections);
-    crate::handler::proxy::health::spawn(&config).context("cannot start health checks")?;
-    crate::tls::acme::spawn(&config).context("cannot start ACME certificate management")?;
+    crate::handler::proxy::health::spawn(&config.upstreams)
+        .context("cannot start health checks")?;
+    crate::tls::acme::spawn(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
+        .context("cannot start ACME certificate management")?;
     let access_log = match &config.access_log {
         Some(c) => Some(
             AccessLog::start(c.clone(), workers)
@@ -561,10 +566,12 @@ impl Server {
         self.registry
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
-        if let Err(e) = crate::handler::proxy::health::spawn(&next) {
+        if let Err(e) = crate::handler::proxy::health::spawn(&next.upstreams) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }
-        if let Err(e) = crate::tls::acme::spawn(&next) {
+        if let Err(e) =
+            crate::tls::acme::spawn(next.listeners.iter().filter_map(|l| l.tls.as_ref()))
+        {
             warn!(error = %e, "cannot start ACME certificate management of the reloaded configuration");
         }
         let removed: Vec<ListenerKey> = old_keys
@@ -778,32 +785,6 @@ fn wait_for_signal(
         }
     });
     Ok(exit)
-}
-
-/// Starts a background thread (health checks, the admin listener) with its own
-/// current-thread runtime, running the future `make` builds there until it
-/// ends. A runtime that cannot start is logged with `what`; the server goes on.
-pub fn spawn_local_thread<F, Fut>(name: &str, what: &'static str, make: F) -> std::io::Result<()>
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    warn!(error = %e, "{what} not started");
-                    return;
-                }
-            };
-            tokio::task::LocalSet::new().block_on(&rt, make());
-        })?;
-    Ok(())
 }
 
 fn pin_to_cpu(cpu: usize) {

@@ -18,8 +18,8 @@ use serde::Deserialize;
 use socket2::{SockRef, Socket, TcpKeepalive};
 use toml::Spanned;
 
-use crate::config::raw::{RawDuration, RawSize};
-use crate::config::{parse_duration, parse_size, ConfigError, Locator};
+use crate::config::error::{ConfigError, Locator};
+use crate::config::value::{parse_duration, parse_size, RawDuration, RawSize};
 
 /// `socket = { ... }` (or `[listener.socket]`, `[upstream.socket]`) as written.
 #[derive(Debug, Default, Deserialize)]

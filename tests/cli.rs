@@ -158,3 +158,88 @@ fn a_key_that_does_not_fit_its_certificate_names_both_files_in_a_sentence() {
     assert!(err.contains("does not belong to the certificate"), "{err}");
     assert!(!err.contains("KeyMismatch"), "{err}");
 }
+
+#[test]
+fn check_resolves_relative_paths_against_the_config_file_from_another_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("site")).unwrap();
+    let path = dir.path().join("pier.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nhandler = \"static\"\nroot = \"site\"\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = pier()
+        .current_dir(elsewhere.path())
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A relative --config names its directory relative to where Pier runs.
+    let out = pier()
+        .current_dir(dir.path().parent().unwrap())
+        .args(["check", "--config"])
+        .arg(dir.path().file_name().unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a directory is not a file");
+    let out = pier()
+        .current_dir(dir.path().parent().unwrap())
+        .args(["check", "--config"])
+        .arg(std::path::Path::new(dir.path().file_name().unwrap()).join("pier.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same file with the directory missing names the resolved path.
+    std::fs::remove_dir(dir.path().join("site")).unwrap();
+    let out = pier()
+        .current_dir(elsewhere.path())
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":5: route[1].root"), "{err}");
+    assert!(
+        err.contains(&dir.path().join("site").display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_errors_point_at_the_key_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:8080\"\n[[route]]\nhandler = \"respond\"\nbody = \"\"\"\n[[route]]\n\"\"\"\n\nroot = \"/srv\"\n",
+    )
+    .unwrap();
+    let out = pier()
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:9: route[1].root: `root` is a key of the `static` handler",
+            path.display()
+        )),
+        "{err}"
+    );
+}

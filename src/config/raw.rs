@@ -3,9 +3,15 @@
 //! error can name the line.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
 
+use serde::de::IntoDeserializer;
 use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
+
+pub use super::value::{RawDuration, RawSize};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -20,8 +26,9 @@ pub struct RawConfig {
     /// `[[listener]]`: sockets to accept on.
     #[serde(default)]
     pub listener: Vec<Spanned<RawListener>>,
-    /// `[[route]]`: (host, path prefix) -> handler.
-    #[serde(default)]
+    /// `[[route]]`: (host, path prefix) -> handler; read apart by
+    /// [`RawRoute::from_toml`], as each handler has its own keys.
+    #[serde(skip)]
     pub route: Vec<Spanned<RawRoute>>,
     /// `[[upstream]]`: named groups of servers for proxy routes and tcp listeners.
     #[serde(default)]
@@ -44,16 +51,6 @@ pub struct RawAccessLog {
     pub buffer: Option<Spanned<RawSize>>,
     /// Longest time a line waits in a worker's buffer.
     pub flush_interval: Option<Spanned<RawDuration>>,
-}
-
-/// A size written as a number of bytes or with a unit (`"64KiB"`, `"1MiB"`, `"512B"`).
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
-pub enum RawSize {
-    /// Bytes.
-    Bytes(i64),
-    /// Number with a unit suffix.
-    Text(String),
 }
 
 /// `[admin]`.
@@ -126,6 +123,23 @@ pub struct RawListener {
     pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
 }
 
+/// A listener with every key absent and an empty address, for flags to fill in.
+impl Default for RawListener {
+    fn default() -> Self {
+        RawListener {
+            listen: Spanned::new(0..0, String::new()),
+            backlog: None,
+            tls: None,
+            kind: None,
+            upstream: None,
+            proxy_protocol: None,
+            idle_timeout: None,
+            accept_proxy_protocol: None,
+            socket: None,
+        }
+    }
+}
+
 /// `tls = { ... }` (or `[listener.tls]`) of a listener.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,7 +171,7 @@ pub struct RawTls {
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
     /// Certificates ordered by ACME (its own raw struct beside the ACME code).
-    pub acme: Option<Spanned<crate::tls::acme::RawAcme>>,
+    pub acme: Option<Spanned<crate::tls::acme::settings::RawAcme>>,
 }
 
 /// One entry of a listener's `certificate` list.
@@ -176,43 +190,250 @@ pub struct RawCertificate {
     pub default: Option<bool>,
 }
 
-/// One `[[route]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One `[[route]]`: where it matches, and its handler with that handler's own keys.
+/// Read by [`RawRoute::from_toml`] rather than a derive, so every value keeps its
+/// span (serde's tagged enums buffer the input and lose them).
+#[derive(Debug)]
 pub struct RawRoute {
     /// Host to match (exact, case-insensitive, port ignored); absent matches any.
     pub host: Option<Spanned<String>>,
     /// Path prefix; the longest matching prefix wins.
     pub path: Option<Spanned<String>>,
-    /// `static` or `respond`.
-    pub handler: Spanned<String>,
-    /// static: document root.
+    /// The `handler` key and the keys of that handler; the span is the `handler` value's.
+    pub handler: Spanned<RawHandler>,
+}
+
+/// A route's handler, tagged by its `handler` key; each handler's keys are its own
+/// struct, so a key of another handler is an unknown key like any other.
+#[derive(Debug)]
+pub enum RawHandler {
+    /// `handler = "static"`.
+    Static(RawStatic),
+    /// `handler = "respond"`.
+    Respond(RawRespond),
+    /// `handler = "proxy"`.
+    Proxy(RawProxy),
+}
+
+impl RawHandler {
+    /// The `handler` value naming this variant.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RawHandler::Static(_) => "static",
+            RawHandler::Respond(_) => "respond",
+            RawHandler::Proxy(_) => "proxy",
+        }
+    }
+}
+
+/// The keys every route has, whatever its handler.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRouteMatch {
+    host: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    handler: Option<Spanned<String>>,
+}
+
+/// Handlers a route may name, for the error that lists them.
+const HANDLERS: &str = "\"static\", \"respond\" or \"proxy\"";
+
+impl RawRoute {
+    /// Reads one `[[route]]` element: the match keys, then the keys of the handler
+    /// it names, each into its own struct with its own unknown-key check.
+    pub fn from_toml<'i>(v: Spanned<DeValue<'i>>) -> Result<Spanned<RawRoute>, RouteError> {
+        let span = v.span();
+        let DeValue::Table(table) = v.into_inner() else {
+            return Err(de_error("a route is a table", span, ""));
+        };
+        let (common, own): (DeTable<'i>, DeTable<'i>) = table
+            .into_iter()
+            .partition(|(k, _)| matches!(k.get_ref().as_ref(), "host" | "path" | "handler"));
+        let table_of = |t: DeTable<'i>| Spanned::new(span.clone(), DeValue::Table(t));
+        let m = RawRouteMatch::deserialize(table_of(common).into_deserializer())?;
+        let Some(handler) = m.handler else {
+            // A misspelt `handler` is the likely cause: point at it.
+            if let Some((k, _)) = own
+                .iter()
+                .find(|(k, _)| super::error::edit_distance(k.get_ref(), "handler") <= 2)
+            {
+                return Err(RouteError::Key {
+                    message: format!(
+                        "unknown field `{}`: not a key of a route; did you mean `handler`?",
+                        k.get_ref()
+                    ),
+                    span: k.span(),
+                    key: k.get_ref().to_string(),
+                });
+            }
+            return Err(de_error(
+                &format!("a route needs `handler`: {HANDLERS}"),
+                span,
+                "handler",
+            ));
+        };
+        let name = handler.get_ref().as_str();
+        let raw = match RawHandler::read(name, table_of(own.clone())) {
+            Some(Ok(raw)) => raw,
+            Some(Err(e)) => return Err(foreign_key(name, &own, e)),
+            None => {
+                return Err(de_error(
+                    &format!("unknown handler {name:?}; expected {HANDLERS}"),
+                    handler.span(),
+                    "handler",
+                ))
+            }
+        };
+        Ok(Spanned::new(
+            span,
+            RawRoute {
+                host: m.host,
+                path: m.path,
+                handler: Spanned::new(handler.span(), raw),
+            },
+        ))
+    }
+}
+
+impl RawHandler {
+    /// Reads the keys of the handler called `name`; `None` when there is none.
+    fn read(name: &str, own: Spanned<DeValue<'_>>) -> Option<Result<Self, toml::de::Error>> {
+        let own = own.into_deserializer();
+        Some(match name {
+            "static" => RawStatic::deserialize(own).map(RawHandler::Static),
+            "respond" => RawRespond::deserialize(own).map(RawHandler::Respond),
+            "proxy" => RawProxy::deserialize(own).map(RawHandler::Proxy),
+            _ => return None,
+        })
+    }
+}
+
+/// An unknown key that is a key of another handler says so; other errors pass.
+fn foreign_key(handler: &str, own: &DeTable<'_>, e: toml::de::Error) -> RouteError {
+    let unknown = e
+        .message()
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(k, _)| k);
+    let Some((key, value)) = unknown.and_then(|k| own.get_key_value(k)) else {
+        return RouteError::Toml(e);
+    };
+    let alone: DeTable<'_> = std::iter::once((key.clone(), value.clone())).collect();
+    let owner = ["static", "respond", "proxy"].into_iter().find(|other| {
+        *other != handler
+            && RawHandler::read(
+                other,
+                Spanned::new(value.span(), DeValue::Table(alone.clone())),
+            )
+            .is_some_and(|r| r.is_ok())
+    });
+    match owner {
+        Some(owner) => RouteError::Key {
+            message: format!(
+                "`{}` is a key of the `{owner}` handler; this route's handler is `{handler}`",
+                key.get_ref()
+            ),
+            span: key.span(),
+            key: key.get_ref().to_string(),
+        },
+        None => RouteError::Toml(e),
+    }
+}
+
+/// Why a `[[route]]` element could not be read.
+#[derive(Debug)]
+pub enum RouteError {
+    /// A key or value the deserializer rejected (it carries its span).
+    Toml(toml::de::Error),
+    /// A route-level problem at `span`, about the route's key `key` (empty: the
+    /// route itself).
+    At {
+        /// What is wrong.
+        message: String,
+        /// Where.
+        span: Range<usize>,
+        /// The route's key it is about, e.g. `handler`.
+        key: &'static str,
+    },
+    /// A key the route's handler does not take, but another handler does.
+    Key {
+        /// What is wrong.
+        message: String,
+        /// The key's span.
+        span: Range<usize>,
+        /// The key.
+        key: String,
+    },
+}
+
+impl RouteError {
+    /// The route's key this error is about, if it is not the route itself.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            RouteError::Toml(_) => None,
+            RouteError::At { key, .. } => Some(key),
+            RouteError::Key { key, .. } => Some(key),
+        }
+    }
+}
+
+impl From<toml::de::Error> for RouteError {
+    fn from(e: toml::de::Error) -> Self {
+        RouteError::Toml(e)
+    }
+}
+
+fn de_error(message: &str, span: Range<usize>, key: &'static str) -> RouteError {
+    RouteError::At {
+        message: message.to_string(),
+        span,
+        key,
+    }
+}
+
+/// The keys of a `static` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStatic {
+    /// Document root.
     pub root: Option<Spanned<String>>,
-    /// static: index file names tried for a directory.
-    pub index: Option<Vec<String>>,
-    /// static: HTML listing for directories without an index.
+    /// Index file names tried for a directory.
+    pub index: Option<Spanned<Vec<String>>>,
+    /// HTML listing for directories without an index.
     pub autoindex: Option<bool>,
-    /// static: allow symlinks that lead outside the root.
+    /// Allow symlinks that lead outside the root.
     pub allow_symlinks_outside: Option<bool>,
-    /// static: how long a worker reuses an opened file before opening its path again.
+    /// How long a worker reuses an opened file before opening its path again.
     pub open_file_cache_valid: Option<Spanned<RawDuration>>,
-    /// respond: status code.
+}
+
+/// The keys of a `respond` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRespond {
+    /// Status code.
     pub status: Option<Spanned<i64>>,
-    /// respond: body.
-    pub body: Option<String>,
-    /// respond: extra header fields.
+    /// Body.
+    pub body: Option<Spanned<String>>,
+    /// Extra header fields.
     pub headers: Option<Spanned<BTreeMap<String, String>>>,
-    /// proxy: name of the `[[upstream]]` group.
+}
+
+/// The keys of a `proxy` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProxy {
+    /// Name of the `[[upstream]]` group.
     pub upstream: Option<Spanned<String>>,
-    /// proxy: which forwarding headers to add (`x-forwarded`, `forwarded`, `both`, `none`).
+    /// Which forwarding headers to add (`x-forwarded`, `forwarded`, `both`, `none`).
     pub forwarded: Option<Spanned<String>>,
-    /// proxy: add `Via: 1.1 pier`.
+    /// Add `Via: 1.1 pier`.
     pub via: Option<bool>,
-    /// proxy: keep the client's Host (else the server's address is sent).
+    /// Keep the client's Host (else the server's address is sent).
     pub preserve_host: Option<bool>,
-    /// proxy: header carrying the client address (incoming copies removed).
+    /// Header carrying the client address (incoming copies removed).
     pub client_addr_header: Option<Spanned<String>>,
-    /// proxy: header carrying the client certificate subject (incoming copies removed).
+    /// Header carrying the client certificate subject (incoming copies removed).
     pub client_cert_header: Option<Spanned<String>>,
 }
 
@@ -257,6 +478,31 @@ pub struct RawUpstream {
     pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
 }
 
+/// A group with every key absent, no name and no servers, for flags to fill in.
+impl Default for RawUpstream {
+    fn default() -> Self {
+        RawUpstream {
+            name: Spanned::new(0..0, String::new()),
+            balance: None,
+            hash_key: None,
+            servers: Spanned::new(0..0, Vec::new()),
+            tls: None,
+            connect_timeout: None,
+            response_timeout: None,
+            read_timeout: None,
+            retries: None,
+            max_idle: None,
+            idle_timeout: None,
+            max_fails: None,
+            fail_timeout: None,
+            health_check: None,
+            max_in_flight: None,
+            retry_after: None,
+            socket: None,
+        }
+    }
+}
+
 /// One server of an upstream group.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -268,7 +514,7 @@ pub struct RawUpstreamServer {
 }
 
 /// `tls = { ... }` of an upstream group.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamTls {
     /// Server name sent (SNI) and verified; default: the server's host.
@@ -297,12 +543,59 @@ pub struct RawHealthCheck {
     pub fall: Option<Spanned<i64>>,
 }
 
-/// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
-pub enum RawDuration {
-    /// Whole seconds.
-    Seconds(i64),
-    /// Number with a unit suffix.
-    Text(String),
+impl RawConfig {
+    /// Makes each relative path the file names relative to `dir`, the file's own
+    /// directory, so a configuration means the same whatever directory Pier is
+    /// started from. A key that names a file belongs in this list.
+    pub fn resolve_paths(&mut self, dir: &Path) {
+        let fix = |p: &mut Spanned<String>| {
+            let path = Path::new(p.get_ref());
+            if !p.get_ref().is_empty() && path.is_relative() {
+                *p.get_mut() = dir.join(path).display().to_string();
+            }
+        };
+        let fix_opt = |p: &mut Option<Spanned<String>>| {
+            if let Some(p) = p {
+                fix(p)
+            }
+        };
+        for l in &mut self.listener {
+            let Some(tls) = l.get_mut().tls.as_mut() else {
+                continue;
+            };
+            let tls = tls.get_mut();
+            fix_opt(&mut tls.cert);
+            fix_opt(&mut tls.key);
+            fix_opt(&mut tls.ocsp_response);
+            fix_opt(&mut tls.client_ca);
+            fix_opt(&mut tls.ticket_key_file);
+            if let Some(acme) = tls.acme.as_mut() {
+                let acme = acme.get_mut();
+                fix_opt(&mut acme.state_dir);
+                fix_opt(&mut acme.ca);
+            }
+            for c in tls.certificate.iter_mut().flatten() {
+                let c = c.get_mut();
+                fix(&mut c.cert);
+                fix(&mut c.key);
+                fix_opt(&mut c.ocsp_response);
+            }
+        }
+        for u in &mut self.upstream {
+            if let Some(tls) = u.get_mut().tls.as_mut() {
+                fix_opt(&mut tls.get_mut().ca);
+            }
+        }
+        for r in &mut self.route {
+            if let RawHandler::Static(s) = r.get_mut().handler.get_mut() {
+                fix_opt(&mut s.root);
+            }
+        }
+        if let Some(a) = self.access_log.as_mut() {
+            let path = &mut a.get_mut().path;
+            if path.get_ref() != "-" {
+                fix(path);
+            }
+        }
+    }
 }

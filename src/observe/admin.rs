@@ -36,7 +36,7 @@ pub fn spawn(
     status: Arc<StatusState>,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
-    crate::runtime::spawn_local_thread("pier-admin", "admin listener", move || async move {
+    crate::local_thread::spawn_local_thread("pier-admin", "admin listener", move || async move {
         let listener = match TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => {

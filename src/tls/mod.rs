@@ -18,6 +18,7 @@ pub mod sni;
 pub mod stream;
 pub mod tickets;
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,8 +29,9 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use toml::Spanned;
 
+use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawCertificate, RawTls};
-use crate::config::{ConfigError, ListenerTls, Locator};
+use crate::config::value::{int, parse_duration, read_named_file, MAX_PEM_FILE};
 use sni::{CertStore, SniEntry, SniResolver};
 use tickets::{TicketSecret, Ticketer};
 
@@ -93,7 +95,7 @@ pub fn load_pem(cert: &str, key: &str) -> Result<CertKey, LoadError> {
             format!("{cert}: no certificate found"),
         ));
     }
-    let pem = crate::config::read_named_file(key, crate::config::MAX_PEM_FILE)
+    let pem = read_named_file(key, MAX_PEM_FILE)
         .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
     let key = PrivateKeyDer::from_pem_slice(&pem)
         .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
@@ -103,8 +105,7 @@ pub fn load_pem(cert: &str, key: &str) -> Result<CertKey, LoadError> {
 /// Every certificate in a PEM file (a chain or a CA bundle), read bounded; the
 /// error names the file.
 pub fn read_pem_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = crate::config::read_named_file(path, crate::config::MAX_PEM_FILE)
-        .map_err(|e| format!("{path}: {e}"))?;
+    let pem = read_named_file(path, MAX_PEM_FILE).map_err(|e| format!("{path}: {e}"))?;
     CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{path}: {e}"))
@@ -269,7 +270,7 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
         )
     })?;
     if let Some(path) = &f.ocsp_response {
-        let der = crate::config::read_named_file(path, MAX_OCSP_FILE)
+        let der = read_named_file(path, MAX_OCSP_FILE)
             .map_err(|e| LoadError::new(Field::Ocsp, format!("{path}: {e}")))?;
         if der.is_empty() || der[0] != 0x30 {
             return Err(LoadError::new(
@@ -528,6 +529,28 @@ impl WorkerTls {
     }
 }
 
+/// A TLS listener's ready-to-use server configuration.
+#[derive(Clone)]
+pub struct ListenerTls {
+    /// Certificates and rustls configuration.
+    pub listener: Arc<TlsListener>,
+    /// SHA-256 fingerprint of the default certificate, for the startup log.
+    pub fingerprint: String,
+    /// Where the certificate came from, for the startup log.
+    pub origin: String,
+    /// Deadline for a full handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerTls")
+            .field("fingerprint", &self.fingerprint)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
 fn spanned_path(s: &Spanned<String>) -> String {
     s.get_ref().clone()
 }
@@ -541,13 +564,13 @@ pub fn listener_tls(
     let raw = t.get_ref();
     let handshake_timeout = match &raw.handshake_timeout {
         None => Duration::from_secs(10),
-        Some(d) => crate::config::parse_duration(d.get_ref())
+        Some(d) => parse_duration(d.get_ref())
             .map_err(|m| loc.error(d.span(), &format!("{key}.handshake_timeout"), m))?,
     };
     let ticket_rotation = match &raw.ticket_rotation {
         None => DEFAULT_TICKET_ROTATION,
         Some(d) => {
-            let v = crate::config::parse_duration(d.get_ref())
+            let v = parse_duration(d.get_ref())
                 .map_err(|m| loc.error(d.span(), &format!("{key}.ticket_rotation"), m))?;
             if v < Duration::from_secs(60) || v > Duration::from_secs(7 * 24 * 3600) {
                 return Err(loc.error(
@@ -715,7 +738,7 @@ pub fn listener_tls(
         client_ca: raw.client_ca.as_ref().map(spanned_path),
         client_auth,
         ticket_key_file: raw.ticket_key_file.as_ref().map(spanned_path),
-        session_cache: crate::config::int(
+        session_cache: int(
             loc,
             &raw.session_cache,
             &format!("{key}.session_cache"),

@@ -51,8 +51,8 @@ impl TicketSecret {
 
     /// Reads a key file: 48 or 80 bytes, e.g. from `openssl rand 80`.
     pub fn from_file(path: &str) -> Result<TicketSecret, String> {
-        let bytes =
-            crate::config::read_named_file(path, 4096).map_err(|e| format!("{path}: {e}"))?;
+        let bytes = crate::config::value::read_named_file(path, 4096)
+            .map_err(|e| format!("{path}: {e}"))?;
         Self::from_bytes(&bytes).map_err(|m| format!("{path}: {m}"))
     }
 

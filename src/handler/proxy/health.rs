@@ -12,16 +12,14 @@ use tokio::time::timeout;
 use tracing::{info, warn};
 
 use super::upstream::{CheckKind, UpstreamGroup};
-use crate::config::Config;
 use crate::http1::response::{parse_response, ResponseHead};
 use crate::http1::{Limits, Method, Parsed};
 
 /// Starts the checker thread if any group has `health_check`. Each check ends
 /// once its group is gone (a reload replaced the configuration and the last
 /// connection using the old one closed), and the thread with the last of them.
-pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
-    let groups: Vec<Arc<UpstreamGroup>> = config
-        .upstreams
+pub fn spawn(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<()> {
+    let groups: Vec<Arc<UpstreamGroup>> = upstreams
         .iter()
         .filter(|g| g.health_check.is_some())
         .cloned()
@@ -29,7 +27,7 @@ pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
     if groups.is_empty() {
         return Ok(());
     }
-    crate::runtime::spawn_local_thread("pier-health", "health checks", move || async move {
+    crate::local_thread::spawn_local_thread("pier-health", "health checks", move || async move {
         let checks: Vec<_> = groups
             .iter()
             .flat_map(|g| {

@@ -19,6 +19,7 @@
 //! keep-alive exchange does not allocate.
 
 pub mod balance;
+pub mod configure;
 pub mod health;
 pub mod pool;
 pub mod upstream;
@@ -35,11 +36,9 @@ use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 use tokio::time::{timeout, Instant};
-use toml::Spanned;
 use tracing::{debug, warn};
 
-use crate::config::raw::RawRoute;
-use crate::config::{Config, ConfigError, Locator};
+use crate::config::Config;
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{BodyKind, HeaderSpan, Method, RequestHead, TargetForm, Version};
 use crate::http1::response::{eq_lowercase, parse_response, ResponseBody, ResponseHead};
@@ -277,92 +276,6 @@ impl RequestInfo {
                 | Method::Trace
         )
     }
-}
-
-/// Builds a `proxy` route from its raw config.
-pub fn route_from_raw(
-    loc: &Locator<'_>,
-    key: &str,
-    r: &Spanned<RawRoute>,
-    upstreams: &[Arc<UpstreamGroup>],
-) -> Result<ProxyRoute, ConfigError> {
-    let raw = r.get_ref();
-    let Some(name) = &raw.upstream else {
-        return Err(loc.error(
-            r.span(),
-            &format!("{key}.upstream"),
-            "a proxy route needs `upstream`",
-        ));
-    };
-    let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
-        return Err(loc.error(
-            name.span(),
-            &format!("{key}.upstream"),
-            format!("no [[upstream]] named {:?}", name.get_ref()),
-        ));
-    };
-    let forwarding = match raw.forwarded.as_ref().map(|f| f.get_ref().as_str()) {
-        None | Some("x-forwarded") => Forwarding {
-            x_forwarded: true,
-            forwarded: false,
-        },
-        Some("forwarded") => Forwarding {
-            x_forwarded: false,
-            forwarded: true,
-        },
-        Some("both") => Forwarding {
-            x_forwarded: true,
-            forwarded: true,
-        },
-        Some("none") => Forwarding {
-            x_forwarded: false,
-            forwarded: false,
-        },
-        Some(other) => {
-            let f = raw.forwarded.as_ref().expect("matched Some");
-            return Err(loc.error(
-                f.span(),
-                &format!("{key}.forwarded"),
-                format!("unknown value {other:?}; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\""),
-            ));
-        }
-    };
-    let header_name =
-        |h: &Option<Spanned<String>>, k: &str| -> Result<Option<Box<str>>, ConfigError> {
-            let Some(h) = h else { return Ok(None) };
-            let v = h.get_ref();
-            let reserved = [
-                "host",
-                "content-length",
-                "transfer-encoding",
-                "connection",
-                "upgrade",
-                "te",
-                "trailer",
-                "keep-alive",
-            ];
-            if v.is_empty()
-                || !v
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-                || reserved.contains(&v.to_ascii_lowercase().as_str())
-            {
-                return Err(loc.error(
-                    h.span(),
-                    &format!("{key}.{k}"),
-                    format!("{v:?} is not a header name that can be set here"),
-                ));
-            }
-            Ok(Some(v.clone().into_boxed_str()))
-        };
-    Ok(ProxyRoute {
-        group: group.clone(),
-        forwarding,
-        via: raw.via.unwrap_or(true),
-        preserve_host: raw.preserve_host.unwrap_or(true),
-        client_addr_header: header_name(&raw.client_addr_header, "client_addr_header")?,
-        client_cert_header: header_name(&raw.client_cert_header, "client_cert_header")?,
-    })
 }
 
 /// Non-empty elements of a comma-separated list, OWS trimmed.

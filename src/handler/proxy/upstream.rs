@@ -19,8 +19,9 @@ use toml::Spanned;
 
 use super::balance::{Balance, HashKey, Ring, SmoothWrr};
 use super::pool::Pool;
+use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawHealthCheck, RawUpstream, RawUpstreamTls};
-use crate::config::{duration, int, ConfigError, Locator};
+use crate::config::value::{duration, int};
 
 /// One server of a group.
 #[derive(Debug)]
@@ -90,7 +91,7 @@ pub struct HealthCheck {
 pub struct UpstreamGroup {
     /// Name given in the config.
     pub name: String,
-    /// Position in [`crate::config::Config::upstreams`]; indexes each worker's state.
+    /// Position in the configuration's `upstreams` list; indexes each worker's state.
     pub index: usize,
     /// The servers, in config order.
     pub servers: Vec<Server>,

@@ -24,8 +24,6 @@ use std::time::SystemTime;
 pub use resolver::{AcmeCerts, AcmeResolver, ACME_TLS_ALPN};
 pub use settings::{validate_acme, AcmeSpec, RawAcme};
 
-use crate::config::Config;
-
 /// An ACME listener's settings and the certificates it serves.
 #[derive(Debug, Clone)]
 pub struct AcmeListener {
@@ -76,16 +74,11 @@ impl AcmeListener {
     }
 }
 
-/// Starts the ACME thread for the listeners of `config` that use ACME (none:
-/// nothing starts). Called at start and after every reload; the tasks of a
-/// replaced configuration end on their own.
-pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
-    let listeners: Vec<AcmeListener> = config
-        .listeners
-        .iter()
-        .filter_map(|l| l.tls.as_ref())
-        .filter_map(|t| t.listener.acme().cloned())
-        .collect();
+/// Starts the ACME thread for the TLS listeners (of one configuration) that use
+/// ACME (none: nothing starts). Called at start and after every reload; the tasks
+/// of a replaced configuration end on their own.
+pub fn spawn<'a>(tls: impl Iterator<Item = &'a super::ListenerTls>) -> std::io::Result<()> {
+    let listeners: Vec<AcmeListener> = tls.filter_map(|t| t.listener.acme().cloned()).collect();
     let mut dirs: Vec<_> = listeners.iter().map(|l| l.spec.state_dir.clone()).collect();
     dirs.sort();
     dirs.dedup();
@@ -93,7 +86,7 @@ pub fn spawn(config: &Arc<Config>) -> std::io::Result<()> {
     if listeners.is_empty() {
         return Ok(());
     }
-    crate::runtime::spawn_local_thread(
+    crate::local_thread::spawn_local_thread(
         "pier-acme",
         "ACME certificate management",
         move || async move {

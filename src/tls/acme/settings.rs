@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::raw::RawDuration;
-use crate::config::{ConfigError, Locator};
+use crate::config::error::{ConfigError, Locator};
+use crate::config::value::{parse_duration, RawDuration};
 
 /// Let's Encrypt production, the directory used when none is given.
 pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
@@ -346,8 +346,7 @@ pub fn validate_acme(
     let retry_backoff = match &raw.retry_backoff {
         None => DEFAULT_RETRY_BACKOFF,
         Some(d) => {
-            let v = crate::config::parse_duration(d.get_ref())
-                .map_err(|m| err(d.span(), "retry_backoff", m))?;
+            let v = parse_duration(d.get_ref()).map_err(|m| err(d.span(), "retry_backoff", m))?;
             if v < Duration::from_secs(1) || v > Duration::from_secs(24 * 3600) {
                 return Err(err(
                     d.span(),

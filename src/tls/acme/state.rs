@@ -115,7 +115,7 @@ impl StateDir {
 
     /// Reads a state file, bounded.
     pub fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        crate::config::read_named_file(&path.to_string_lossy(), MAX_STATE_FILE)
+        crate::config::value::read_named_file(&path.to_string_lossy(), MAX_STATE_FILE)
     }
 
     /// The stored certificate of `name`, if there is a readable one.

@@ -1,0 +1,247 @@
+//! Configuration errors and where they point: every error names the file, the line
+//! and the dotted key, all taken from the spans the TOML parser records (never from
+//! scanning lines, which multi-line strings and inline tables would fool).
+
+use std::fmt;
+use std::ops::Range;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// Span given to values that came from command-line flags rather than the file.
+pub const FLAG_SPAN: Range<usize> = usize::MAX..usize::MAX;
+
+/// A configuration error: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File name, or `command line` for flags, or `embedded default`.
+    pub file: String,
+    /// 1-based line; 0 when the error is not tied to a line.
+    pub line: usize,
+    /// Dotted key path, e.g. `route[2].root`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line > 0 {
+            write!(
+                f,
+                "{}:{}: {}: {}",
+                self.file, self.line, self.key, self.message
+            )
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Builds errors that point into one source text.
+pub struct Locator<'a> {
+    /// What errors call the source: a file name or another origin.
+    pub(crate) name: &'a str,
+    /// The source text the spans index.
+    pub(crate) text: &'a str,
+}
+
+impl<'a> Locator<'a> {
+    /// A locator for `text`, which errors call `name`.
+    pub fn new(name: &'a str, text: &'a str) -> Self {
+        Locator { name, text }
+    }
+
+    /// An error at `span` about `key`.
+    pub fn error(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> ConfigError {
+        if span == FLAG_SPAN {
+            return ConfigError {
+                file: "command line".into(),
+                line: 0,
+                key: key.to_string(),
+                message: message.into(),
+            };
+        }
+        ConfigError {
+            file: self.name.to_string(),
+            line: line_of(self.text, span.start),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// An error from the TOML parser or deserializer, located by its span in `tree`
+    /// (the parsed document, possibly partial after a syntax error).
+    pub fn toml_error(&self, tree: &DeTable<'_>, e: &toml::de::Error) -> ConfigError {
+        let offset = e.span().map_or(0, |s| s.start);
+        let key = key_at(tree, offset).unwrap_or_else(|| "(top level)".to_string());
+        ConfigError {
+            file: self.name.to_string(),
+            line: line_of(self.text, offset),
+            key,
+            message: sentence(e.message()),
+        }
+    }
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The dotted key (`listener[2].tls.certificate[1].cert`) whose key or value holds
+/// byte `offset`, from the parsed tree's spans; failing that (an error between
+/// tokens, a partial tree after a syntax error), the nearest key before it.
+pub fn key_at(tree: &DeTable<'_>, offset: usize) -> Option<String> {
+    let mut walk = Walk {
+        offset,
+        path: String::new(),
+        nearest: None,
+    };
+    if walk.table(tree) {
+        return Some(walk.path);
+    }
+    walk.nearest.map(|(_, p)| p)
+}
+
+/// A search through the tree for the key at `offset`.
+struct Walk {
+    offset: usize,
+    path: String,
+    /// The key starting closest before `offset`: (start, dotted path).
+    nearest: Option<(usize, String)>,
+}
+
+impl Walk {
+    fn table(&mut self, t: &DeTable<'_>) -> bool {
+        for (k, v) in t.iter() {
+            let len = self.path.len();
+            if !self.path.is_empty() {
+                self.path.push('.');
+            }
+            self.path.push_str(k.get_ref());
+            let start = k.span().start;
+            if start <= self.offset && self.nearest.as_ref().is_none_or(|(s, _)| *s <= start) {
+                self.nearest = Some((start, self.path.clone()));
+            }
+            if contains(k.span(), self.offset) || self.value(v) {
+                return true;
+            }
+            self.path.truncate(len);
+        }
+        false
+    }
+
+    /// Whether `v` (or something inside it) holds the offset, extending the path to it.
+    fn value(&mut self, v: &Spanned<DeValue<'_>>) -> bool {
+        match v.get_ref() {
+            DeValue::Table(t) => self.table(t) || contains(v.span(), self.offset),
+            DeValue::Array(a) => {
+                for (i, e) in a.iter().enumerate() {
+                    let len = self.path.len();
+                    self.path.push_str(&format!("[{}]", i + 1));
+                    if self.value(e) {
+                        return true;
+                    }
+                    self.path.truncate(len);
+                }
+                contains(v.span(), self.offset)
+            }
+            _ => contains(v.span(), self.offset),
+        }
+    }
+}
+
+fn contains(span: Range<usize>, offset: usize) -> bool {
+    span.contains(&offset) || (span.is_empty() && span.start == offset)
+}
+
+/// Turns the deserializer's wording into a sentence a user can act on: an unknown
+/// key says which keys the table takes, and suggests the nearest.
+fn sentence(message: &str) -> String {
+    let message = message.trim();
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_string();
+    };
+    let Some((name, expected)) = rest.split_once('`') else {
+        return message.to_string();
+    };
+    let known: Vec<&str> = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|k| !k.is_empty())
+        .collect();
+    let mut out = format!("unknown field `{name}`: not a key of this table");
+    if let Some(best) = known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min()
+    {
+        out.push_str(&format!("; did you mean `{}`?", best.1));
+    } else if !known.is_empty() {
+        out.push_str(&format!("; it takes {}", known.join(", ")));
+    }
+    out
+}
+
+/// Levenshtein distance, for "did you mean" suggestions on short key names.
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (diag + usize::from(ca != *cb)).min(up + 1).min(row[j] + 1);
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_get_the_nearest_suggestion() {
+        let m = sentence("unknown field `lisen`, expected one of `listen`, `backlog`, `tls`");
+        assert_eq!(
+            m,
+            "unknown field `lisen`: not a key of this table; did you mean `listen`?"
+        );
+        let m = sentence("unknown field `zzzzzz`, expected `body` or `status`");
+        assert_eq!(
+            m,
+            "unknown field `zzzzzz`: not a key of this table; it takes body, status"
+        );
+        assert_eq!(sentence("invalid type: string"), "invalid type: string");
+    }
+
+    #[test]
+    fn keys_are_found_by_span_not_by_line() {
+        let text = "[[route]]\nbody = \"\"\"\n[[route]]\n\"\"\"\nbogus = 1\n[[route]]\nx = 2\n";
+        let tree = DeTable::parse(text).unwrap();
+        let at = |needle: &str| key_at(tree.get_ref(), text.find(needle).unwrap());
+        assert_eq!(at("bogus").as_deref(), Some("route[1].bogus"));
+        assert_eq!(at("x =").as_deref(), Some("route[2].x"));
+        assert_eq!(at("\"\"\"\n[[").as_deref(), Some("route[1].body"));
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("lisen", "listen"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+}

@@ -1,0 +1,211 @@
+//! Typed settings read from raw values: durations and sizes in the forms operators
+//! write (`"1m30s"`, `"250ms"`, `"64k"`, `"1 MiB"`), bounded integers, and files the
+//! configuration names. Each reports errors at the value's own span.
+
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::{ConfigError, Locator};
+
+/// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum RawDuration {
+    /// Whole seconds.
+    Seconds(i64),
+    /// Number with a unit suffix.
+    Text(String),
+}
+
+/// A size written as a number of bytes or with a unit (`"64KiB"`, `"1MiB"`, `"512B"`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum RawSize {
+    /// Bytes.
+    Bytes(i64),
+    /// Number with a unit suffix.
+    Text(String),
+}
+
+/// A duration setting, or `default` when absent.
+pub fn duration(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<RawDuration>>,
+    key: &str,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    parse_duration(v.get_ref()).map_err(|m| loc.error(v.span(), key, m))
+}
+
+/// Longest duration any setting takes: about 31 years, far past every sensible
+/// timeout, and small enough that adding it to an instant cannot overflow.
+const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000);
+
+/// Parses a number of seconds, or text as humantime reads it: `"10s"`, `"250ms"`,
+/// `"1m30s"`, `"1h 5m"`, `"1.5s"`; bare digits in a string are seconds too.
+pub fn parse_duration(v: &RawDuration) -> Result<Duration, String> {
+    let d = match v {
+        RawDuration::Seconds(s) if *s >= 0 => Duration::from_secs(*s as u64),
+        RawDuration::Seconds(s) => return Err(format!("duration must not be negative, got {s}")),
+        RawDuration::Text(t) => {
+            let t = t.trim();
+            if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+                let s: u64 = t
+                    .parse()
+                    .map_err(|_| format!("duration {t:?} out of range"))?;
+                Duration::from_secs(s)
+            } else {
+                humantime::parse_duration(t).map_err(|e| {
+                    format!(
+                        "invalid duration {t:?} ({e}); write e.g. \"10s\", \"250ms\", \"1m30s\""
+                    )
+                })?
+            }
+        }
+    };
+    if d > MAX_DURATION {
+        return Err(format!("duration {} out of range", show_duration(v)));
+    }
+    Ok(d)
+}
+
+fn show_duration(v: &RawDuration) -> String {
+    match v {
+        RawDuration::Seconds(s) => format!("{s}"),
+        RawDuration::Text(t) => format!("{t:?}"),
+    }
+}
+
+/// Parses a number of bytes or text with a unit, as nginx and HAProxy read sizes
+/// (binary multiples: `"64k"` and `"64KB"` are 65536 bytes, as is `"64KiB"`;
+/// `"1 MiB"`, `"1M"`, `"512B"`, `"1.5k"` work too).
+pub fn parse_size(v: &RawSize) -> Result<u64, String> {
+    match v {
+        RawSize::Bytes(n) if *n >= 0 => Ok(*n as u64),
+        RawSize::Bytes(n) => Err(format!("size must not be negative, got {n}")),
+        RawSize::Text(t) => parse_size::Config::new()
+            .with_binary()
+            .parse_size(t.trim())
+            .map_err(|e| {
+                format!("invalid size {t:?} ({e}); write e.g. \"64KiB\", \"1 MiB\" or 65536")
+            }),
+    }
+}
+
+/// An integer setting within `range`, or `default` when absent.
+pub fn int(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<i64>>,
+    key: &str,
+    range: RangeInclusive<i64>,
+    default: i64,
+) -> Result<i64, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    let n = *v.get_ref();
+    if !range.contains(&n) {
+        return Err(loc.error(
+            v.span(),
+            key,
+            format!("{n} is out of range {}..={}", range.start(), range.end()),
+        ));
+    }
+    Ok(n)
+}
+
+/// Largest certificate chain, key or CA bundle a configuration may name (the
+/// system CA bundle is about 200 KiB).
+pub const MAX_PEM_FILE: u64 = 8 << 20;
+
+/// Reads a file the configuration names (certificate, key, CA bundle, OCSP
+/// response, ticket key) whole. It must be a regular file of at most `limit`
+/// bytes, so a path such as `/dev/zero`, `/dev/stdin` or a FIFO is an error
+/// rather than an endless read or a hang.
+pub fn read_named_file(path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> RawDuration {
+        RawDuration::Text(s.to_string())
+    }
+
+    fn size(s: &str) -> Result<u64, String> {
+        parse_size(&RawSize::Text(s.to_string()))
+    }
+
+    #[test]
+    fn durations_in_the_forms_operators_write() {
+        let secs = Duration::from_secs;
+        assert_eq!(parse_duration(&text("1m30s")), Ok(secs(90)));
+        assert_eq!(parse_duration(&text("1m 30s")), Ok(secs(90)));
+        assert_eq!(
+            parse_duration(&text("250ms")),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration(&text("1.5s")),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_duration(&text("2h")), Ok(secs(7200)));
+        assert_eq!(parse_duration(&text("10")), Ok(secs(10)));
+        assert_eq!(parse_duration(&RawDuration::Seconds(5)), Ok(secs(5)));
+        assert_eq!(parse_duration(&text("0s")), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn bad_durations_say_what_to_write() {
+        let e = parse_duration(&text("5 fortnights")).unwrap_err();
+        assert!(e.contains("\"5 fortnights\"") && e.contains("1m30s"), "{e}");
+        assert!(parse_duration(&text("")).is_err());
+        assert!(parse_duration(&text("-3s")).is_err());
+        assert!(parse_duration(&RawDuration::Seconds(-1)).is_err());
+        assert!(parse_duration(&text("99999999999999999999s")).is_err());
+        let e = parse_duration(&text("100y")).unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+    }
+
+    #[test]
+    fn sizes_in_the_usual_forms() {
+        assert_eq!(size("64k"), Ok(64 * 1024));
+        assert_eq!(size("64K"), Ok(64 * 1024));
+        assert_eq!(size("64KiB"), Ok(64 * 1024));
+        assert_eq!(size("512KB"), Ok(512 * 1024));
+        assert_eq!(size("1 MiB"), Ok(1 << 20));
+        assert_eq!(size("1M"), Ok(1 << 20));
+        assert_eq!(size("1.5k"), Ok(1536));
+        assert_eq!(size("512B"), Ok(512));
+        assert_eq!(size("65536"), Ok(65536));
+        assert_eq!(parse_size(&RawSize::Bytes(7)), Ok(7));
+    }
+
+    #[test]
+    fn bad_sizes_say_what_to_write() {
+        let e = size("64 parsecs").unwrap_err();
+        assert!(e.contains("\"64 parsecs\"") && e.contains("1 MiB"), "{e}");
+        assert!(size("").is_err());
+        assert!(size("-1k").is_err());
+        assert!(parse_size(&RawSize::Bytes(-1)).is_err());
+        assert!(size("99999999999 EiB").is_err());
+    }
+}

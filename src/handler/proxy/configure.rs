@@ -1,0 +1,100 @@
+//! Second configuration stage of a `proxy` route: its raw keys checked and turned
+//! into a [`ProxyRoute`] bound to its upstream group, beside the proxy as h2o keeps
+//! each configurator beside its handler.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use toml::Spanned;
+
+use super::upstream::UpstreamGroup;
+use super::{Forwarding, ProxyRoute};
+use crate::config::error::{ConfigError, Locator};
+use crate::config::raw::RawProxy;
+
+/// Builds a `proxy` route from its raw keys; `key` names the route (`route[2]`)
+/// and `span` its table, for keys that are missing.
+pub fn build(
+    loc: &Locator<'_>,
+    key: &str,
+    span: Range<usize>,
+    raw: &RawProxy,
+    upstreams: &[Arc<UpstreamGroup>],
+) -> Result<ProxyRoute, ConfigError> {
+    let Some(name) = &raw.upstream else {
+        return Err(loc.error(
+            span,
+            &format!("{key}.upstream"),
+            "a proxy route needs `upstream`",
+        ));
+    };
+    let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
+        return Err(loc.error(
+            name.span(),
+            &format!("{key}.upstream"),
+            format!("no [[upstream]] named {:?}", name.get_ref()),
+        ));
+    };
+    let forwarding = match raw.forwarded.as_ref().map(|f| f.get_ref().as_str()) {
+        None | Some("x-forwarded") => Forwarding {
+            x_forwarded: true,
+            forwarded: false,
+        },
+        Some("forwarded") => Forwarding {
+            x_forwarded: false,
+            forwarded: true,
+        },
+        Some("both") => Forwarding {
+            x_forwarded: true,
+            forwarded: true,
+        },
+        Some("none") => Forwarding {
+            x_forwarded: false,
+            forwarded: false,
+        },
+        Some(other) => {
+            let f = raw.forwarded.as_ref().expect("matched Some");
+            return Err(loc.error(
+                f.span(),
+                &format!("{key}.forwarded"),
+                format!("unknown value {other:?}; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\""),
+            ));
+        }
+    };
+    let header_name =
+        |h: &Option<Spanned<String>>, k: &str| -> Result<Option<Box<str>>, ConfigError> {
+            let Some(h) = h else { return Ok(None) };
+            let v = h.get_ref();
+            let reserved = [
+                "host",
+                "content-length",
+                "transfer-encoding",
+                "connection",
+                "upgrade",
+                "te",
+                "trailer",
+                "keep-alive",
+            ];
+            if v.is_empty()
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+                || reserved.contains(&v.to_ascii_lowercase().as_str())
+            {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.{k}"),
+                    format!("{v:?} is not a header name that can be set here"),
+                ));
+            }
+            Ok(Some(v.clone().into_boxed_str()))
+        };
+    Ok(ProxyRoute {
+        group: group.clone(),
+        forwarding,
+        via: raw.via.unwrap_or(true),
+        preserve_host: raw.preserve_host.unwrap_or(true),
+        client_addr_header: header_name(&raw.client_addr_header, "client_addr_header")?,
+        client_cert_header: header_name(&raw.client_cert_header, "client_cert_header")?,
+    })
+}

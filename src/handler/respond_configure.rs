@@ -1,0 +1,74 @@
+//! Second configuration stage of the `respond` handler: status, body and header
+//! fields checked and turned into a [`Respond`], beside the handler.
+
+use std::ops::Range;
+
+use crate::config::error::{ConfigError, Locator};
+use crate::config::raw::RawRespond;
+
+use super::respond::Respond;
+
+/// Header fields a fixed response may not set: the driver writes them itself.
+const RESERVED: [&str; 4] = ["content-length", "transfer-encoding", "connection", "date"];
+
+/// Builds a `respond` route's handler; `key` names the route (`route[2]`).
+pub fn build(
+    loc: &Locator<'_>,
+    key: &str,
+    _span: Range<usize>,
+    raw: &RawRespond,
+) -> Result<Respond, ConfigError> {
+    let status = match &raw.status {
+        None => 200,
+        Some(s) if (200..=599).contains(s.get_ref()) => *s.get_ref() as u16,
+        Some(s) => {
+            return Err(loc.error(
+                s.span(),
+                &format!("{key}.status"),
+                format!("{} is not a final status (200-599)", s.get_ref()),
+            ));
+        }
+    };
+    let body = raw
+        .body
+        .as_ref()
+        .map(|b| b.get_ref().clone().into_bytes())
+        .unwrap_or_default();
+    if let Some(b) = raw.body.as_ref().filter(|_| matches!(status, 204 | 304)) {
+        if !body.is_empty() {
+            return Err(loc.error(
+                b.span(),
+                &format!("{key}.body"),
+                format!("a {status} response has no body"),
+            ));
+        }
+    }
+    let mut headers = Vec::new();
+    if let Some(h) = &raw.headers {
+        for (name, value) in h.get_ref() {
+            if !is_token(name) || RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.headers.{name}"),
+                    "not a header name that can be set here",
+                ));
+            }
+            if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.headers.{name}"),
+                    "control characters in a header value",
+                ));
+            }
+            headers.push((name.clone(), value.clone()));
+        }
+    }
+    Ok(Respond::new(status, body, &headers))
+}
+
+/// RFC 9110 token: what a header field name is made of.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
