@@ -418,6 +418,18 @@ fn workers(b: &mut Body, s: &Snapshot) {
         );
         b.value(
             "td",
+            &p("latency_p50_ms"),
+            "ms",
+            &human::millis(w.latency_p50_ms),
+        );
+        b.value(
+            "td",
+            &p("latency_p99_ms"),
+            "ms",
+            &human::millis(w.latency_p99_ms),
+        );
+        b.value(
+            "td",
             &p("requests"),
             "count",
             &human::count(w.requests as f64),
@@ -620,6 +632,19 @@ mod tests {
         let page = render(&state.snapshot());
         assert!(page.contains("<div data-v=\"total.requests_per_s\" data-f=\"rate\">32/s</div>"));
         assert!(page.contains("<td data-v=\"workers.1.shedding\" data-f=\"shed\">paused</td>"));
+        // Every worker row has a cell per column.
+        let head = page.split("<section><h2>Workers</h2>").nth(1).unwrap();
+        let table = &head[..head.find("</table>").unwrap()];
+        let columns = table.matches("<th>").count();
+        let row = table
+            .split("<tbody>")
+            .nth(1)
+            .unwrap()
+            .split("</tr>")
+            .next()
+            .unwrap();
+        assert_eq!(row.matches("<td").count(), columns, "{row}");
+        assert!(page.contains("<td data-v=\"workers.0.latency_p99_ms\" data-f=\"ms\">0.99 ms</td>"));
         assert!(page.contains(
             "<td class=\"state down\" data-v=\"upstreams.0.servers.0.state\" data-f=\"state\">down</td>"
         ));
