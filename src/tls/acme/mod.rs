@@ -5,7 +5,7 @@
 //! through the state directory.
 //!
 //! Pier answers TLS-ALPN-01 on its TLS listeners ([`resolver`]) and HTTP-01 on
-//! its HTTP listeners ([`http01`]); DNS-01 (and so wildcard names) is not
+//! its plain HTTP listeners ([`http01`], ahead of the routes); DNS-01 (and so wildcard names) is not
 //! supported. The protocol itself is `instant-acme`'s. All ACME work runs on one
 //! background thread ([`manage`]); workers only read certificates and tokens.
 
