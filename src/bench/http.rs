@@ -27,14 +27,16 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use super::args::{HttpArgs, HttpCommon};
 use super::client_tls::ClientTls;
-use super::io::{self, Tls, Transport};
+use super::io::{self, Tls};
 use super::stats::{human_bytes, human_us, round2, round3, ErrorKind, Stats};
 use super::target::HttpTarget;
 use super::{progress, ProgressTotal};
 use crate::deadline;
 use crate::http1::body::BodyDecoder;
-use crate::http1::parse::{BodyKind, Limits, Method, Parsed};
-use crate::http1::response::{parse_response, ResponseBody, ResponseHead};
+use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
+use crate::http1::client::{parse_final_head, ClientStream};
+use crate::http1::parse::{BodyKind, Limits, Method};
+use crate::http1::response::{ResponseBody, ResponseHead};
 
 /// Read buffer per connection; grows only for a response head that does not fit.
 const READ_BUF: usize = 16 * 1024;
@@ -204,8 +206,8 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// Encodes the one request every connection sends: request line, `Host` (unless
-/// given with `-H`), the `-H` headers in order, `Connection: close` for
+/// Encodes the one request every connection sends: request line, `Host` (the
+/// one given with `-H`, else the URL's), the other `-H` headers in order, `Connection: close` for
 /// `--new-conn`, `Content-Length` when there is a body or the method carries one.
 pub fn encode_request(
     method: &str,
@@ -217,28 +219,34 @@ pub fn encode_request(
     if method.is_empty() || !method.bytes().all(is_tchar) {
         return Err(format!("method {method:?} is not a valid token"));
     }
-    let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
     let mut out = Vec::with_capacity(128 + body.len());
-    for part in [method, " ", &target.path, " HTTP/1.1\r\n"] {
-        out.extend_from_slice(part.as_bytes());
-    }
-    if !has("host") {
-        for part in ["Host: ", &target.authority, "\r\n"] {
-            out.extend_from_slice(part.as_bytes());
-        }
-    }
+    let host = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map_or(target.authority.as_str(), |(_, v)| v.as_str());
+    write_request_start(
+        &mut out,
+        method.as_bytes(),
+        target.path.as_bytes(),
+        None,
+        host.as_bytes(),
+    );
     for (name, value) in headers {
-        for part in [name.as_str(), ": ", value, "\r\n"] {
-            out.extend_from_slice(part.as_bytes());
+        if !name.eq_ignore_ascii_case("host") {
+            write_field(&mut out, name.as_bytes(), value.as_bytes());
         }
     }
-    if close && !has("connection") {
-        out.extend_from_slice(b"Connection: close\r\n");
+    if close
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("connection"))
+    {
+        write_field(&mut out, b"Connection", b"close");
     }
     if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        write_framing(&mut out, BodyKind::Length(body.len() as u64));
     }
-    out.extend_from_slice(b"\r\n");
+    end_head(&mut out);
     out.extend_from_slice(body);
     Ok(out)
 }
@@ -836,16 +844,15 @@ impl ConnState {
                     if avail.is_empty() {
                         break Step::More;
                     }
-                    match parse_response(avail, &LIMITS, method, &mut self.head) {
-                        Ok(Parsed::Partial) => break Step::More,
-                        Err(_) => break Step::Malformed,
-                        Ok(Parsed::Complete) => {}
+                    let Ok(found) = parse_final_head(avail, &LIMITS, method, &mut self.head) else {
+                        break Step::Malformed;
+                    };
+                    self.pos += found.interim;
+                    if !found.complete {
+                        break Step::More;
                     }
                     self.pos += self.head.head_len;
                     let status = self.head.status;
-                    if (100..200).contains(&status) && status != 101 {
-                        continue; // interim response; the final one follows
-                    }
                     self.status = status;
                     self.keep_alive = self.head.keep_alive && status != 101;
                     match self.head.body {
@@ -933,7 +940,7 @@ async fn exchange(
     ctx: &ThreadCtx,
     slot: &Slot,
     st: &mut ConnState,
-    io: &mut Transport,
+    stream: &mut ClientStream,
     first: Instant,
 ) {
     let plan = &*ctx.plan;
@@ -988,7 +995,7 @@ async fn exchange(
                 .batch
                 .get(..k as usize * plan.request_len)
                 .unwrap_or(&plan.batch);
-            if let Err(e) = io.write_all(bytes).await {
+            if let Err(e) = stream.write_all(bytes).await {
                 slot.fail(ctx, io::classify(&e));
                 return;
             }
@@ -1017,14 +1024,14 @@ async fn exchange(
                 let due = s.intended(slot.next.get());
                 tokio::select! {
                     biased;
-                    r = io.read_into(&mut st.buf) => r,
+                    r = io::read_available(stream, &mut st.buf) => r,
                     _ = sleep_until(due) => {
                         now = Instant::now();
                         continue;
                     }
                 }
             }
-            _ => io.read_into(&mut st.buf).await,
+            _ => io::read_available(stream, &mut st.buf).await,
         };
         now = Instant::now();
         if ctx.expired(now) {
@@ -1066,7 +1073,7 @@ async fn exchange(
                 if plan.new_conn {
                     // Let the server close first, so TIME_WAIT stays on its side.
                     st.make_room();
-                    let _ = io.read_into(&mut st.buf).await;
+                    let _ = io::read_available(stream, &mut st.buf).await;
                 }
                 return;
             }
@@ -1082,6 +1089,7 @@ async fn exchange(
 mod tests {
     use super::*;
     use crate::bench::target::parse_url;
+    use crate::http1::parse::Parsed;
 
     fn target(url: &str) -> HttpTarget {
         parse_url(url).unwrap()

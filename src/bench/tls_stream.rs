@@ -19,11 +19,12 @@ use tokio::time::Instant;
 
 use super::args::{StreamArgs, TlsArgs};
 use super::client_tls::ClientTls;
-use super::io::{self, Tls, Transport};
+use super::io::{self, Tls};
 use super::stats::{round2, round3, ErrorKind, Errors};
 use super::target::HostPort;
 use super::{progress, ProgressTotal};
 use crate::deadline;
+use crate::http1::client::ClientStream;
 
 /// Bytes per read of the echoed data.
 const READ_CHUNK: usize = 64 * 1024;
@@ -372,11 +373,11 @@ async fn one_connection(
         Ok(Ok(c)) => c,
     };
     match connected.transport {
-        Transport::Plain(tcp) => {
+        ClientStream::Plain(tcp) => {
             let (r, w) = tcp.into_split();
             echo(plan, r, w, message, counter).await
         }
-        Transport::Tls(stream) => {
+        ClientStream::Tls(stream) => {
             let (r, w) = tokio::io::split(*stream);
             echo(plan, r, w, message, counter).await
         }

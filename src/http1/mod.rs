@@ -8,8 +8,11 @@
 //! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
 //! - [`mod@write`]: response heads, error responses, chunk encoding, cached `Date`.
 //! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
+//! - [`client`]: the client side built on these (request encoder, response-head
+//!   reader) and the one IO piece of this module, the client transport.
 
 pub mod body;
+pub mod client;
 pub mod parse;
 pub mod response;
 pub mod write;

@@ -8,12 +8,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use tokio::time::timeout;
 use tracing::{info, warn};
 
 use super::upstream::{CheckKind, UpstreamGroup};
-use crate::http1::response::{parse_response, ResponseHead};
-use crate::http1::{Limits, Method, Parsed};
+use crate::deadline;
+use crate::http1::client::parse_final_head;
+use crate::http1::client::request::{end_head, write_field, write_request_start};
+use crate::http1::response::ResponseHead;
+use crate::http1::{Limits, Method};
 
 /// Starts the checker thread if any group has `health_check`. Each check ends
 /// once its group is gone (a reload replaced the configuration and the last
@@ -55,7 +57,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
             return;
         };
         let server = &group.servers[i];
-        let result = match timeout(hc.timeout, probe(&group, i, &hc.kind)).await {
+        let result = match deadline::within(hc.timeout, probe(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
         };
@@ -90,25 +92,34 @@ async fn probe(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), 
     let CheckKind::Http(path) = kind else {
         return Ok(());
     };
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: pier-health-check\r\nConnection: close\r\n\r\n",
-        group.servers[i].authority
+    let mut request = Vec::with_capacity(128);
+    write_request_start(
+        &mut request,
+        b"GET",
+        path.as_bytes(),
+        None,
+        group.servers[i].authority.as_bytes(),
     );
+    write_field(&mut request, b"User-Agent", b"pier-health-check");
+    write_field(&mut request, b"Connection", b"close");
+    end_head(&mut request);
     stream
-        .write_all(request.as_bytes())
+        .write_all(&request)
         .await
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::with_capacity(4096);
     let mut head = ResponseHead::new();
     loop {
-        match parse_response(&buf, &Limits::default(), Method::Get, &mut head) {
-            Ok(Parsed::Complete) if (100..200).contains(&head.status) => {
-                buf.drain(..head.head_len);
-            }
-            Ok(Parsed::Complete) if (200..400).contains(&head.status) => return Ok(()),
-            Ok(Parsed::Complete) => return Err(format!("status {}", head.status)),
-            Ok(Parsed::Partial) => {}
-            Err(e) => return Err(e.to_string()),
+        let found = parse_final_head(&buf, &Limits::default(), Method::Get, &mut head)
+            .map_err(|e| e.to_string())?;
+        if found.complete {
+            return match head.status {
+                200..=399 => Ok(()),
+                status => Err(format!("status {status}")),
+            };
+        }
+        if found.interim > 0 {
+            buf.drain(..found.interim);
         }
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(4096);

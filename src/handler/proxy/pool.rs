@@ -9,171 +9,12 @@
 //! connection when a reused one fails before any response byte.
 
 use std::cell::RefCell;
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-
-/// A connection to an upstream server, plain or TLS.
-pub enum UpstreamStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS over TCP (rustls client).
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl UpstreamStream {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            UpstreamStream::Plain(s) => s,
-            UpstreamStream::Tls(s) => s.get_ref().0,
-        }
-    }
-
-    /// Whether the socket shows no sign of having been closed by the peer: it is
-    /// not readable (readiness already known to the reactor: no system call), or
-    /// a non-blocking read finds nothing.
-    pub fn looks_alive(&self) -> bool {
-        let tcp = self.tcp();
-        // `try_io` looks at the readiness the reactor holds (one atomic load, no
-        // waker) and, with a closure that succeeds, leaves it as it is.
-        match tcp.try_io(tokio::io::Interest::READABLE, || Ok(())) {
-            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
-            Ok(()) => {
-                let mut probe = [0u8; 1];
-                // Readable while idle: EOF, reset, or bytes no request asked for.
-                matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
-        }
-    }
-
-    /// Reads what is available into the spare capacity of `buf`.
-    pub async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        use tokio::io::AsyncReadExt;
-        match self {
-            // Waits through the stream's own reader slot (`poll_read_ready`), which
-            // costs less than a `readable()` future and its waiter list.
-            UpstreamStream::Plain(s) => {
-                std::future::poll_fn(|cx| loop {
-                    let room = buf.capacity() - buf.len();
-                    match s.try_read_buf(buf) {
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            std::task::ready!(s.poll_read_ready(cx))?;
-                        }
-                        Ok(n) if n > 0 && n < room => {
-                            // A short read drained the socket: forget the readiness,
-                            // so an idle pooled connection shows readable only when
-                            // the upstream sends or closes, and `looks_alive` needs
-                            // no read.
-                            let _ = s.try_io(tokio::io::Interest::READABLE, || {
-                                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                            });
-                            return Poll::Ready(Ok(n));
-                        }
-                        r => return Poll::Ready(r),
-                    }
-                })
-                .await
-            }
-            UpstreamStream::Tls(s) => s.read_buf(buf).await,
-        }
-    }
-
-    /// Polls for bytes (or the end of the stream) from the upstream, appending
-    /// them to the spare capacity of `buf`; `Ready(Ok(0))` is the end. Used to
-    /// notice an answer while the request is still being sent.
-    pub fn poll_read_into(
-        &mut self,
-        cx: &mut Context<'_>,
-        buf: &mut Vec<u8>,
-    ) -> Poll<io::Result<usize>> {
-        match self {
-            UpstreamStream::Plain(s) => loop {
-                // Readiness is known to the reactor: no system call until bytes come.
-                std::task::ready!(s.poll_read_ready(cx))?;
-                match s.try_read_buf(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    r => return Poll::Ready(r),
-                }
-            },
-            UpstreamStream::Tls(s) => {
-                let mut chunk = [0u8; 4096];
-                let mut rb = ReadBuf::new(&mut chunk);
-                std::task::ready!(Pin::new(s.as_mut()).poll_read(cx, &mut rb))?;
-                buf.extend_from_slice(rb.filled());
-                Poll::Ready(Ok(rb.filled().len()))
-            }
-        }
-    }
-
-    /// Writes all of `data` (and flushes TLS records).
-    pub async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
-        use tokio::io::AsyncWriteExt;
-        match self {
-            UpstreamStream::Plain(s) => {
-                while !data.is_empty() {
-                    match s.try_write(data) {
-                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                        Ok(n) => data = &data[n..],
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.writable().await?,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(())
-            }
-            UpstreamStream::Tls(s) => {
-                s.write_all(data).await?;
-                s.flush().await
-            }
-        }
-    }
-}
-
-impl AsyncRead for UpstreamStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for UpstreamStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            UpstreamStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
+use crate::http1::client::ClientStream;
 
 struct Idle {
-    stream: UpstreamStream,
+    stream: ClientStream,
     since: Instant,
 }
 
@@ -196,7 +37,7 @@ impl Pool {
 
     /// The most recently returned live connection to `server`, if any; expired
     /// and dead ones met on the way are closed.
-    pub fn checkout(&self, server: usize, now: Instant) -> Option<UpstreamStream> {
+    pub fn checkout(&self, server: usize, now: Instant) -> Option<ClientStream> {
         let mut idle = self.idle.borrow_mut();
         let stack = idle.get_mut(server)?;
         while let Some(c) = stack.pop() {
@@ -209,7 +50,7 @@ impl Pool {
     }
 
     /// Keeps a connection whose last exchange ended cleanly.
-    pub fn checkin(&self, server: usize, stream: UpstreamStream, now: Instant) {
+    pub fn checkin(&self, server: usize, stream: ClientStream, now: Instant) {
         if self.max_idle == 0 {
             return;
         }
@@ -255,57 +96,18 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
-    async fn pair() -> (UpstreamStream, TcpStream) {
+    async fn pair() -> (ClientStream, tokio::net::TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (up, peer) = tokio::join!(TcpStream::connect(addr), listener.accept());
-        (UpstreamStream::Plain(up.unwrap()), peer.unwrap().0)
+        let (up, peer) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        (ClientStream::Plain(up.unwrap()), peer.unwrap().0)
     }
 
     /// Lets the reactor take in what the peer did.
     async fn settle() {
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn idle_connection_looks_alive_until_the_upstream_closes_it() {
-        let (up, peer) = pair().await;
-        settle().await;
-        assert!(up.looks_alive());
-        // Asking twice changes nothing: the check keeps the readiness it finds.
-        assert!(up.looks_alive());
-        drop(peer);
-        settle().await;
-        assert!(!up.looks_alive());
-        assert!(
-            !up.looks_alive(),
-            "the close is still seen on a second look"
-        );
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn stray_bytes_on_an_idle_connection_make_it_unusable() {
-        let (up, mut peer) = pair().await;
-        peer.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
-        settle().await;
-        assert!(!up.looks_alive());
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_drained_read_leaves_the_connection_looking_alive() {
-        let (mut up, mut peer) = pair().await;
-        peer.write_all(b"answer").await.unwrap();
-        let mut buf = Vec::with_capacity(64);
-        assert_eq!(up.read_into(&mut buf).await.unwrap(), 6);
-        assert_eq!(buf, b"answer");
-        settle().await;
-        assert!(up.looks_alive(), "readiness left over from the read");
-        drop(peer);
-        settle().await;
-        assert!(!up.looks_alive());
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -1,0 +1,288 @@
+//! Phases 2 to 6 of a proxied request, run again as the retry policy
+//! ([`super::retry`]) says: choose a server, rewrite the request for it,
+//! connect, send, read the response head. What comes out is either an
+//! upstream that answered, or the error the client is to be answered with.
+
+use std::net::SocketAddr;
+
+use tracing::debug;
+
+use super::choose_upstream::{balance_key, choose_upstream};
+use super::connect::{connect_upstream, InFlight};
+use super::log::note_failure;
+use super::request_filter::decoder_for;
+use super::request_info::RequestInfo;
+use super::response_head::read_response_head;
+use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
+use super::rewrite_request::{encode_request_head, Client};
+use super::send::{send_request, Answer, SendError};
+use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
+use crate::http1::body::BodyDecoder;
+use crate::http1::client::ClientStream;
+use crate::http1::parse::BodyKind;
+use crate::http1::response::ResponseHead;
+use crate::server::h1::{Downstream, Exit, Http1Conn};
+
+/// The buffers of one exchange, taken from the worker and given back after it.
+pub struct ExchangeBufs {
+    /// The upstream request head, encoded once per server it depends on.
+    pub(super) up_head: Vec<u8>,
+    /// Bytes read from the upstream: the response head, then body bytes.
+    pub(super) up_read: Vec<u8>,
+    /// Request body bytes gathered for a write; empty for a request without one.
+    pub(super) out: Vec<u8>,
+    /// The parsed upstream response head.
+    pub(super) resp: ResponseHead,
+}
+
+impl ExchangeBufs {
+    /// Buffers for a request whose body is `body` (none needs no body buffer).
+    pub(super) fn take(worker: &ProxyWorker, body: BodyKind) -> Self {
+        ExchangeBufs {
+            up_head: worker.take_buf(),
+            up_read: worker.take_buf(),
+            out: if body == BodyKind::None {
+                Vec::new()
+            } else {
+                worker.take_buf()
+            },
+            resp: worker.take_head(),
+        }
+    }
+
+    /// Returns the buffers to the worker for the next request.
+    pub(super) fn give_back(self, worker: &ProxyWorker) {
+        worker.give_buf(self.up_head);
+        worker.give_buf(self.up_read);
+        worker.give_buf(self.out);
+        worker.give_head(self.resp);
+    }
+}
+
+/// An upstream that sent a final response head (in the exchange's buffers).
+pub struct Answered<'a> {
+    /// The server's index in its group.
+    pub(super) server: usize,
+    /// The connection, positioned after the head.
+    pub(super) up: ClientStream,
+    /// Counts the request as in flight on the server until the body is relayed.
+    pub(super) in_flight: InFlight<'a>,
+    /// The whole request was sent (not cut short by an early answer).
+    pub(super) complete: bool,
+    /// The request body's decoder, where sending left it.
+    pub(super) decoder: BodyDecoder,
+}
+
+/// No upstream answered: the error the client gets.
+pub struct Unanswered {
+    /// What went wrong, last.
+    pub(super) error: ProxyError,
+    /// The server it went wrong on, if one was chosen.
+    pub(super) addr: Option<SocketAddr>,
+    /// Where the request ended in the read buffer, when it was consumed whole
+    /// (the connection can then stay open).
+    pub(super) request_end: Option<usize>,
+}
+
+/// Runs phases 2 to 6 until an upstream answers or the retry policy gives up.
+/// `Err` when the client failed (or sent a bad body): the exchange is over.
+pub(super) async fn run_attempts<'a, D: Downstream>(
+    conn: &mut Http1Conn<'a, D>,
+    route: &ProxyRoute,
+    info: &RequestInfo,
+    started: std::time::Instant,
+    bufs: &mut ExchangeBufs,
+) -> Result<Result<Answered<'a>, Unanswered>, Exit> {
+    let ctx = conn.ctx;
+    let http = &ctx.config.http;
+    let group = &*route.group;
+    let state = &ctx.proxy.groups[group.index];
+    let head_start = conn.rpos;
+    let (key, body_start) = {
+        let b = conn.bufs.as_ref().expect("buffers held while handling");
+        (
+            balance_key(group, &b.head, &b.read[head_start..], conn.peer),
+            head_start + b.head.head_len,
+        )
+    };
+    // The rewrite depends on the server only when Host is replaced, so the head is
+    // encoded once, and again for another server only in that case.
+    let mut encoded_for = None;
+    let decoder_start = decoder_for(info, http);
+    let mut tried: Vec<usize> = Vec::new();
+    let mut budget = RetryBudget::new(group.retries);
+    let mut fresh_only = false;
+    let mut continued = !info.expect_continue;
+    // Where the request ended in the buffer once it was sent whole.
+    let mut request_end: Option<usize> = None;
+    let unanswered = |error, addr, request_end: Option<usize>| Unanswered {
+        error,
+        addr,
+        request_end: match info.body {
+            BodyKind::None => Some(body_start),
+            _ => request_end,
+        },
+    };
+
+    // The first attempt reuses the start time: one clock read fewer per request.
+    let mut first_attempt = Some(started);
+    // The failure of the last server tried, for when no other is left.
+    let mut last_failure: Option<(ProxyError, SocketAddr)> = None;
+    loop {
+        let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
+        // Phase 2: choose upstream.
+        let server = match choose_upstream(group, state, key, &tried, now) {
+            Ok(s) => s,
+            // Every server was tried: the answer is the last one's failure (a
+            // refused connect is 502), not "no server".
+            Err(e) => {
+                let (e, addr) = match last_failure.take() {
+                    Some((e, addr)) => (e, Some(addr)),
+                    None => (e, None),
+                };
+                return Ok(Err(unanswered(e, addr, request_end)));
+            }
+        };
+        let addr = group.servers[server].addr;
+
+        // Phase 3: rewrite the request. Retries happen only while the buffer
+        // still holds the whole request.
+        if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
+            bufs.up_head.clear();
+            let b = conn.bufs.as_ref().expect("buffers held while handling");
+            encode_request_head(
+                &mut bufs.up_head,
+                &b.head,
+                &b.read[head_start..],
+                route,
+                &group.servers[server].authority,
+                Client {
+                    addr: conn.peer,
+                    secure: D::SECURE,
+                    subject: conn.io.peer_subject(),
+                },
+                info,
+            );
+            encoded_for = Some(server);
+        }
+
+        // Phase 4: connect. Nothing has been sent on a failed connect, so any
+        // method may go to another server.
+        let fresh = std::mem::take(&mut fresh_only);
+        let (mut up, reused) = match connect_upstream(group, state, server, fresh, now).await {
+            Ok(c) => c,
+            Err(e) => {
+                note_failure(group, state, server, &e);
+                let idempotent = info.idempotent();
+                if decide_retry(&mut budget, AttemptFailure::Connect, idempotent).retry
+                    == Retry::Another
+                {
+                    tried.push(server);
+                    last_failure = Some((e, addr));
+                    continue;
+                }
+                return Ok(Err(unanswered(e, Some(addr), request_end)));
+            }
+        };
+        let in_flight = InFlight::new(&state.servers[server].active);
+
+        // Phase 5: send the head and body, watching for an early answer.
+        conn.rpos = body_start;
+        let mut decoder = decoder_start.clone();
+        bufs.up_read.clear();
+        let mut interim = false;
+        let sent = send_request(
+            conn,
+            &mut up,
+            &bufs.up_head,
+            &mut bufs.out,
+            &mut decoder,
+            info,
+            &mut continued,
+            group.read_timeout,
+            Answer {
+                buf: &mut bufs.up_read,
+                head: &mut bufs.resp,
+                method: info.method,
+                limits: &http.limits,
+                interim: &mut interim,
+            },
+        )
+        .await;
+        // Whether the whole request went out; if not, the upstream answered
+        // first, or a write failed, perhaps because the upstream answered and
+        // closed without taking the whole body: either way its answer is read.
+        let (replayable, complete, write_error) = match sent {
+            Ok(s) => (s.replayable, !s.answered_early, None),
+            Err(SendError::Downstream(exit)) => return Err(exit),
+            Err(SendError::Upstream(e, replayable)) => (replayable, false, Some(e)),
+        };
+        if complete {
+            request_end = Some(conn.rpos);
+        }
+
+        // Phase 6: the response head, unless the write timed out.
+        let write = write_error.as_ref().map(|e| e.kind);
+        let (head, head_error) = if write == Some(ErrorKind::Timeout) {
+            (None, None)
+        } else {
+            match read_response_head(
+                &mut up,
+                &mut bufs.up_read,
+                &mut bufs.resp,
+                info,
+                group,
+                http,
+            )
+            .await
+            {
+                Ok(()) => {
+                    state.record_success(server);
+                    return Ok(Ok(Answered {
+                        server,
+                        up,
+                        in_flight,
+                        complete,
+                        decoder,
+                    }));
+                }
+                Err(h) => (Some((h.error.kind, h.nothing_received)), Some(h.error)),
+            }
+        };
+        let failure = FailedExchange {
+            reused,
+            replayable,
+            interim,
+            write,
+            head,
+        };
+        let decision = decide_retry(
+            &mut budget,
+            AttemptFailure::Exchange(failure),
+            info.idempotent(),
+        );
+        // Unanswered, the failed write is what went wrong first; otherwise
+        // what the upstream sent (or did not send in time) is.
+        let error = if failure.unanswered() {
+            write_error.or(head_error)
+        } else {
+            head_error.or(write_error)
+        };
+        let error =
+            error.unwrap_or_else(|| ProxyError::upstream(ErrorKind::Reset, "exchange failed"));
+        if decision.count_failure {
+            note_failure(group, state, server, &error);
+        }
+        match decision.retry {
+            Retry::Fresh => {
+                fresh_only = true;
+                debug!(upstream = %addr, error = %error, "pooled connection was dead; retrying on a fresh one");
+            }
+            Retry::Another => {
+                tried.push(server);
+                last_failure = Some((error, addr));
+            }
+            Retry::GiveUp => return Ok(Err(unanswered(error, Some(addr), request_end))),
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Phase 2, choosing the upstream: the request's hash key (for `balance =
+//! "hash"`) and the pick among the servers that are up ([`super::balance`]).
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::balance::{self, hash64, Balance, HashKey};
+use super::upstream::{GroupState, UpstreamGroup};
+use super::{ErrorKind, ProxyError};
+use crate::http1::parse::RequestHead;
+
+/// The balancing key of a request (for `balance = "hash"`).
+pub(super) fn hash_key(key: &HashKey, head: &RequestHead, req: &[u8], peer: SocketAddr) -> u64 {
+    match key {
+        HashKey::ClientIp => match peer.ip() {
+            IpAddr::V4(v4) => hash64(&v4.octets()),
+            IpAddr::V6(v6) => hash64(&v6.octets()),
+        },
+        HashKey::Path => hash64(head.path(req)),
+        HashKey::Header(name) => hash64(head.header(req, name).unwrap_or(b"")),
+    }
+}
+
+/// The balancing key of a request: 0 unless the group balances by hash.
+pub(super) fn balance_key(
+    group: &UpstreamGroup,
+    head: &RequestHead,
+    req: &[u8],
+    peer: SocketAddr,
+) -> u64 {
+    match &group.balance {
+        Balance::Hash(k) => hash_key(k, head, req, peer),
+        _ => 0,
+    }
+}
+
+/// Phase 2: the server for this attempt, among those up and not yet `tried`.
+pub(super) fn choose_upstream(
+    group: &UpstreamGroup,
+    state: &GroupState,
+    key: u64,
+    tried: &[usize],
+    now: std::time::Instant,
+) -> Result<usize, ProxyError> {
+    balance::pick(group, state, key, tried, now).ok_or_else(|| {
+        ProxyError::upstream(
+            ErrorKind::NoServer,
+            "its active health checks report every server down",
+        )
+    })
+}

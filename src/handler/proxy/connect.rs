@@ -1,0 +1,85 @@
+//! Phase 4, connecting: a pooled connection or a new one through the shared
+//! client transport, within the group's connect timeout; and the in-flight
+//! count `least_conn` balances on.
+
+use super::upstream::{self, GroupState, UpstreamGroup};
+use super::{ErrorKind, ProxyError};
+use crate::deadline;
+use crate::http1::client::{connect_stream, ClientStream, ConnectFailure, ConnectStep};
+
+/// Opens a connection to server `i` (and its TLS session) within the connect timeout.
+pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<ClientStream, ProxyError> {
+    let server = &group.servers[i];
+    let tls = match &group.tls {
+        None => None,
+        Some(tls) => {
+            let name = match &tls.sni {
+                Some(n) => n.clone(),
+                None => rustls::pki_types::ServerName::try_from(
+                    upstream::host_of(&server.authority).to_string(),
+                )
+                .map_err(|e| ProxyError::upstream(ErrorKind::Connect, e))?,
+            };
+            Some((tokio_rustls::TlsConnector::from(tls.config.clone()), name))
+        }
+    };
+    match deadline::within(
+        group.connect_timeout,
+        connect_stream(server.addr, &group.socket, tls),
+    )
+    .await
+    {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(ConnectFailure {
+            step: ConnectStep::Tcp,
+            error,
+        })) => Err(ProxyError::upstream(ErrorKind::Connect, error)),
+        Ok(Err(ConnectFailure { error, .. })) => Err(ProxyError::upstream(
+            ErrorKind::Connect,
+            format!(
+                "TLS handshake failed: {}",
+                crate::tls::error_text::describe_io_error(&error)
+            ),
+        )),
+        Err(_) => Err(ProxyError::upstream(
+            ErrorKind::Timeout,
+            "connect timed out",
+        )),
+    }
+}
+
+/// Counts a request as in flight on a server (least_conn) while alive.
+pub(super) struct InFlight<'a>(&'a std::cell::Cell<u32>);
+
+impl<'a> InFlight<'a> {
+    pub(super) fn new(c: &'a std::cell::Cell<u32>) -> Self {
+        c.set(c.get() + 1);
+        InFlight(c)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// Phase 4: a pooled connection to `server` (unless `fresh_only`), else a new
+/// one; with whether it was reused.
+pub(super) async fn connect_upstream(
+    group: &UpstreamGroup,
+    state: &GroupState,
+    server: usize,
+    fresh_only: bool,
+    now: std::time::Instant,
+) -> Result<(ClientStream, bool), ProxyError> {
+    let pooled = if fresh_only {
+        None
+    } else {
+        state.pool.checkout(server, now)
+    };
+    match pooled {
+        Some(s) => Ok((s, true)),
+        None => connect(group, server).await.map(|s| (s, false)),
+    }
+}

@@ -1,0 +1,176 @@
+//! Field names the proxy treats specially in both directions, the options of
+//! `Connection` fields (which make further fields hop-by-hop), and the copy of
+//! forwarded field lines in runs. Shared by the two rewrite phases.
+
+use crate::http1::parse::HeaderSpan;
+use crate::http1::response::eq_lowercase;
+
+/// Non-empty elements of a comma-separated list, OWS trimmed.
+pub(super) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value
+        .split(|&b| b == b',')
+        .map(|e| {
+            let start = e
+                .iter()
+                .position(|&b| b != b' ' && b != b'\t')
+                .unwrap_or(e.len());
+            let end = e
+                .iter()
+                .rposition(|&b| b != b' ' && b != b'\t')
+                .map_or(start, |i| i + 1);
+            &e[start..end.max(start)]
+        })
+        .filter(|e| !e.is_empty())
+}
+
+/// A field name the proxy treats specially, recognised with one switch on the
+/// length and at most two comparisons, so a head is classified in one pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Field {
+    /// `Connection`: hop-by-hop, and names further hop-by-hop fields.
+    Connection,
+    /// `Upgrade`: hop-by-hop, passed on only for an upgrade the proxy relays.
+    Upgrade,
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1):
+    /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`.
+    HopByHop,
+    /// Framing the proxy writes itself.
+    ContentLength,
+    Host,
+    Expect,
+    Date,
+    Server,
+    XForwardedFor,
+    XForwardedProto,
+    XForwardedHost,
+    /// Anything else: end-to-end unless a `Connection` field names it.
+    Other,
+}
+
+impl Field {
+    pub(super) fn of(name: &[u8]) -> Field {
+        let is = |lower: &[u8]| eq_lowercase(name, lower);
+        match name.len() {
+            2 if is(b"te") => Field::HopByHop,
+            4 if is(b"host") => Field::Host,
+            4 if is(b"date") => Field::Date,
+            6 if is(b"server") => Field::Server,
+            6 if is(b"expect") => Field::Expect,
+            7 if is(b"upgrade") => Field::Upgrade,
+            7 if is(b"trailer") => Field::HopByHop,
+            10 if is(b"connection") => Field::Connection,
+            10 if is(b"keep-alive") => Field::HopByHop,
+            14 if is(b"content-length") => Field::ContentLength,
+            15 if is(b"x-forwarded-for") => Field::XForwardedFor,
+            16 if is(b"proxy-connection") => Field::HopByHop,
+            16 if is(b"x-forwarded-host") => Field::XForwardedHost,
+            17 if is(b"transfer-encoding") => Field::HopByHop,
+            17 if is(b"x-forwarded-proto") => Field::XForwardedProto,
+            _ => Field::Other,
+        }
+    }
+
+    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1), plus
+    /// the framing fields the proxy writes itself.
+    pub(super) fn is_hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            Field::Connection | Field::Upgrade | Field::HopByHop | Field::ContentLength
+        )
+    }
+}
+
+/// Options a `Connection` field may hold gathered in place: more than this and
+/// the values are searched again for each field.
+pub(super) const CONNECTION_TOKENS: usize = 8;
+
+/// The options of a message's `Connection` fields, gathered once so that each
+/// other field is checked against a short list (`Connection: close, X-Foo`
+/// means X-Foo is for this hop only).
+pub(super) struct ConnectionOptions<'b> {
+    pub(super) tokens: [&'b [u8]; CONNECTION_TOKENS],
+    pub(super) len: usize,
+    /// Every `Connection` value, when the options did not fit in `tokens`.
+    pub(super) overflow: Option<Vec<&'b [u8]>>,
+}
+
+impl<'b> ConnectionOptions<'b> {
+    /// `fields` gives the message's field lines, from the start each time.
+    pub(super) fn gather<I: Iterator<Item = (&'b [u8], &'b [u8])>>(fields: impl Fn() -> I) -> Self {
+        let is_connection = |name: &[u8]| eq_lowercase(name, b"connection");
+        let mut options = ConnectionOptions {
+            tokens: [&[]; CONNECTION_TOKENS],
+            len: 0,
+            overflow: None,
+        };
+        for (_, value) in fields().filter(|(n, _)| is_connection(n)) {
+            for token in list_elements(value) {
+                if options.len == CONNECTION_TOKENS {
+                    options.len = 0;
+                    options.overflow = Some(
+                        fields()
+                            .filter(|(n, _)| is_connection(n))
+                            .map(|(_, v)| v)
+                            .collect(),
+                    );
+                    return options;
+                }
+                options.tokens[options.len] = token;
+                options.len += 1;
+            }
+        }
+        options
+    }
+
+    /// Whether an option names the field `name`.
+    pub(super) fn names(&self, name: &[u8]) -> bool {
+        match &self.overflow {
+            None => self.tokens[..self.len]
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name)),
+            Some(values) => values
+                .iter()
+                .any(|v| list_elements(v).any(|t| t.eq_ignore_ascii_case(name))),
+        }
+    }
+}
+
+/// Appends forwarded field lines as `name: value\r\n`. Lines that already read
+/// so in the received head and follow one another there are copied as one run,
+/// so a head forwarded mostly unchanged costs a few copies, not four per line.
+#[derive(Default)]
+pub(super) struct FieldCopy {
+    /// Received lines `start..end` not yet appended.
+    pub(super) run: Option<(usize, usize)>,
+}
+
+impl FieldCopy {
+    pub(super) fn field(&mut self, out: &mut Vec<u8>, buf: &[u8], h: HeaderSpan) {
+        let (name, value) = (h.name, h.value);
+        let plain = value.start() == name.end() + 2
+            && buf.get(name.end()..value.start()) == Some(b": ")
+            && buf.get(value.end()..value.end() + 2) == Some(b"\r\n");
+        if !plain {
+            self.finish(out, buf);
+            out.extend_from_slice(name.get(buf));
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.get(buf));
+            out.extend_from_slice(b"\r\n");
+            return;
+        }
+        match &mut self.run {
+            Some((_, end)) if *end == name.start() => *end = value.end() + 2,
+            _ => {
+                self.finish(out, buf);
+                self.run = Some((name.start(), value.end() + 2));
+            }
+        }
+    }
+
+    /// Appends the pending run; call once the last line has been given.
+    pub(super) fn finish(&mut self, out: &mut Vec<u8>, buf: &[u8]) {
+        if let Some((start, end)) = self.run.take() {
+            out.extend_from_slice(buf.get(start..end).unwrap_or(&[]));
+        }
+    }
+}

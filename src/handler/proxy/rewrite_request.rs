@@ -1,0 +1,147 @@
+//! Phase 3, rewriting the upstream request: the head the upstream gets, encoded
+//! through the shared request encoder ([`crate::http1::client::request`]).
+
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+
+use super::fields::{ConnectionOptions, Field, FieldCopy};
+use super::request_info::RequestInfo;
+use super::ProxyRoute;
+use crate::http1::client::request::{end_head, write_framing, write_request_start};
+use crate::http1::parse::{RequestHead, TargetForm};
+
+/// The downstream client as the forwarding fields describe it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Client<'a> {
+    /// Address (the PROXY protocol source, when the listener accepts it).
+    pub(super) addr: SocketAddr,
+    /// Whether the request came over TLS.
+    pub(super) secure: bool,
+    /// Subject of the verified client certificate (mTLS), if one was presented.
+    pub(super) subject: Option<&'a str>,
+}
+
+/// Phase 3: encodes the upstream request head. Host first (the client's, or the
+/// server's when `preserve_host` is off), then the client's fields minus
+/// hop-by-hop ones and those the proxy sets, then forwarding fields, then
+/// exactly one framing field.
+pub(super) fn encode_request_head(
+    out: &mut Vec<u8>,
+    head: &RequestHead,
+    req: &[u8],
+    route: &ProxyRoute,
+    server_authority: &str,
+    client: Client<'_>,
+    info: &RequestInfo,
+) {
+    let Client {
+        addr: peer,
+        secure,
+        subject,
+    } = client;
+    let (path, query) = if head.target_form == TargetForm::Absolute {
+        (head.path(req), head.query(req))
+    } else {
+        (head.target(req), None)
+    };
+    let client_host = head.host(req).filter(|h| !h.is_empty());
+    let host = match client_host {
+        Some(h) if route.preserve_host => h,
+        _ => server_authority.as_bytes(),
+    };
+    write_request_start(out, head.method_token(req), path, query, host);
+
+    let options = ConnectionOptions::gather(|| head.headers(req));
+    let fw = route.forwarding;
+    let configured = |name: &[u8]| {
+        [&route.client_addr_header, &route.client_cert_header]
+            .into_iter()
+            .flatten()
+            .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+    };
+    let mut copy = FieldCopy::default();
+    for &h in head.header_spans() {
+        let name = h.name.get(req);
+        let field = Field::of(name);
+        let replaced = match field {
+            Field::Host | Field::Expect => true,
+            Field::XForwardedFor | Field::XForwardedProto | Field::XForwardedHost => fw.x_forwarded,
+            _ => false,
+        };
+        if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
+            continue;
+        }
+        copy.field(out, req, h);
+    }
+    copy.finish(out, req);
+
+    let ip = peer.ip();
+    if fw.x_forwarded {
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        for (name, value) in head.headers(req) {
+            if name.len() == 15
+                && !value.is_empty()
+                && Field::of(name) == Field::XForwardedFor
+                && !options.names(name)
+            {
+                out.extend_from_slice(value);
+                out.extend_from_slice(b", ");
+            }
+        }
+        let _ = write!(out, "{ip}");
+        out.extend_from_slice(if secure {
+            b"\r\nX-Forwarded-Proto: https\r\n"
+        } else {
+            b"\r\nX-Forwarded-Proto: http\r\n"
+        });
+        if let Some(h) = client_host {
+            out.extend_from_slice(b"X-Forwarded-Host: ");
+            out.extend_from_slice(h);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if fw.forwarded {
+        out.extend_from_slice(b"Forwarded: for=");
+        match ip {
+            IpAddr::V4(v4) => {
+                let _ = write!(out, "{v4}");
+            }
+            IpAddr::V6(v6) => {
+                let _ = write!(out, "\"[{v6}]\"");
+            }
+        }
+        out.extend_from_slice(if secure {
+            b";proto=https"
+        } else {
+            b";proto=http"
+        });
+        if let Some(h) = client_host {
+            out.extend_from_slice(b";host=\"");
+            out.extend_from_slice(h);
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    if route.via {
+        out.extend_from_slice(b"Via: 1.1 pier\r\n");
+    }
+    if let Some(h) = &route.client_addr_header {
+        out.extend_from_slice(h.as_bytes());
+        let _ = write!(out, ": {ip}\r\n");
+    }
+    // The subject is RFC 4514 text with control characters escaped, so it is a
+    // valid field value as it stands.
+    if let (Some(h), Some(subject)) = (&route.client_cert_header, subject) {
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(subject.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if info.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
+        out.extend_from_slice(head.header(req, "upgrade").unwrap_or(b""));
+        out.extend_from_slice(b"\r\n");
+    }
+    write_framing(out, info.body);
+    end_head(out);
+}
