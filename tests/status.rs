@@ -292,6 +292,20 @@ fn headless_chromium_renders_the_live_page_with_the_figures_and_the_down_server(
     assert!(dom.contains(" checks passed\""));
     assert!(dom.contains("localhost, 127.0.0.1, ::1"));
 
+    // The screenshot is taken under light traffic, so the rates and charts
+    // a person looks at move.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (stop, addr) = (stop.clone(), r.pier.addr());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                get(addr, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+                get(addr, "GET /app HTTP/1.1\r\nHost: t\r\n\r\n");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
     let _ = std::fs::remove_file(&shot);
     headless(
@@ -303,6 +317,8 @@ fn headless_chromium_renders_the_live_page_with_the_figures_and_the_down_server(
         ],
         &url,
     );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
     eprintln!("screenshot of the status page: {}", shot.display());

@@ -510,11 +510,11 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 escape(&p("state"))
             );
             b.checks(&p("checks"), &sv.checks);
-            b.value(
-                "td",
-                &p("last_check_error"),
-                "text",
-                sv.last_check_error.as_deref().unwrap_or("-"),
+            let _ = write!(
+                b.out,
+                "<td class=\"wrap\" data-v=\"{}\" data-f=\"text\">{}</td>",
+                escape(&p("last_check_error")),
+                escape(sv.last_check_error.as_deref().unwrap_or("-"))
             );
             b.raw("</tr>");
         }
