@@ -33,7 +33,7 @@ pub enum Command {
     Tunnel(TunnelArgs),
     /// Replace a running Pier with the binary at its path, without refusing a
     /// connection: sends it SIGUSR2.
-    Upgrade(UpgradeArgs),
+    Upgrade(BinaryUpgradeArgs),
 }
 
 /// Flags of `pier serve`.
@@ -238,7 +238,7 @@ impl TunnelArgs {
 /// Flags of `pier upgrade`: which running Pier to replace.
 #[derive(Debug, Args, Clone)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["pid", "pid_file"])))]
-pub struct UpgradeArgs {
+pub struct BinaryUpgradeArgs {
     /// Process ID of the running Pier.
     #[arg(long)]
     pub pid: Option<u32>,

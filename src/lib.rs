@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod binary_upgrade;
 pub mod cli;
 pub mod config;
 pub mod deadline;
@@ -26,5 +27,4 @@ pub mod sockopt;
 pub mod stream_proxy;
 pub mod systemd;
 pub mod tls;
-pub mod upgrade;
 pub mod worker;

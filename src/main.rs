@@ -8,12 +8,12 @@ use pier::config::ConfigError;
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => pier::runtime::serve(args),
+        Command::Serve(args) => pier::runtime::run_server(args),
         Command::Check(args) => pier::runtime::check(args),
         Command::Echo(args) => pier::echo::run(args),
         Command::Bench(args) => pier::bench::run(args),
         Command::Tunnel(args) => pier::runtime::tunnel(args),
-        Command::Upgrade(args) => pier::runtime::upgrade(args),
+        Command::Upgrade(args) => pier::runtime::binary_upgrade(args),
     };
     if let Err(err) = result {
         if let Some(cfg) = err.downcast_ref::<ConfigError>() {

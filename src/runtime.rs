@@ -13,7 +13,8 @@ use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
-use crate::cli::{CheckArgs, ServeArgs, TunnelArgs, UpgradeArgs};
+use crate::binary_upgrade::{self, Inherited};
+use crate::cli::{BinaryUpgradeArgs, CheckArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
 use crate::listener::bind_listener;
@@ -21,7 +22,6 @@ use crate::observe::access_log::AccessLog;
 use crate::observe::status::StatusState;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
-use crate::upgrade::{self, Inherited};
 use crate::worker::{self, Generation, ListenerKey, WorkerListeners};
 
 /// How long a binary upgrade waits for the new process to report ready before
@@ -53,7 +53,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
 }
 
 /// `pier serve`: run until SIGTERM or SIGINT has drained.
-pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
+pub fn run_server(args: ServeArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     let pid_file = args.pid_file.clone();
     run(Source::Serve(args), pid_file)
@@ -70,7 +70,7 @@ pub fn tunnel(args: TunnelArgs) -> anyhow::Result<()> {
 /// path (SIGUSR2). The outcome is in that server's log; with `--pid-file` this
 /// waits until the file names the new process (exit 0) or the server reports a
 /// failed upgrade by rewriting it with its own PID (exit 1).
-pub fn upgrade(args: UpgradeArgs) -> anyhow::Result<()> {
+pub fn binary_upgrade(args: BinaryUpgradeArgs) -> anyhow::Result<()> {
     let read_pid = |path: &PathBuf| -> anyhow::Result<i32> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the PID file {}", path.display()))?;
@@ -244,7 +244,7 @@ enum Exit {
 
 /// Runs a configuration until SIGTERM or SIGINT (or a binary upgrade) has drained.
 fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
-    let exe = upgrade::startup_exe();
+    let exe = binary_upgrade::startup_exe();
     let mut inherited =
         Inherited::from_env().context("cannot take the sockets of the replaced process")?;
     let config = Arc::new(source.load()?);
@@ -658,9 +658,9 @@ impl Server {
     }
 
     /// SIGUSR2: starts the new binary with the listening sockets.
-    fn start_upgrade(&self) -> std::io::Result<upgrade::Pending> {
+    fn start_upgrade(&self) -> std::io::Result<binary_upgrade::Pending> {
         info!(binary = %self.exe.display(), "binary upgrade: starting the new process");
-        upgrade::spawn(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
+        binary_upgrade::spawn(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
     }
 }
 

@@ -88,17 +88,17 @@ pub fn self_signed() -> Result<CertKey, String> {
 
 /// Reads a PEM chain and key from files; the error says which of the two failed.
 pub fn load_pem(cert: &str, key: &str) -> Result<CertKey, LoadError> {
-    let chain = read_pem_certs(cert).map_err(|e| LoadError::new(Field::Cert, e))?;
+    let chain = read_pem_certs(cert).map_err(|e| LoadError::new(TlsSetting::Cert, e))?;
     if chain.is_empty() {
         return Err(LoadError::new(
-            Field::Cert,
+            TlsSetting::Cert,
             format!("{cert}: no certificate found"),
         ));
     }
     let pem = read_named_file(key, MAX_PEM_FILE)
-        .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
+        .map_err(|e| LoadError::new(TlsSetting::Key, format!("{key}: {e}")))?;
     let key = PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| LoadError::new(Field::Key, format!("{key}: {e}")))?;
+        .map_err(|e| LoadError::new(TlsSetting::Key, format!("{key}: {e}")))?;
     Ok(CertKey { chain, key })
 }
 
@@ -197,7 +197,7 @@ pub struct TlsSpec {
 
 /// Which setting a load error is about, so config errors can point at its line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
+pub enum TlsSetting {
     /// `cert` of certificate N (index filled in by the caller).
     Cert,
     /// `key` of certificate N.
@@ -214,7 +214,7 @@ pub enum Field {
 #[derive(Debug, Clone)]
 pub struct LoadError {
     /// The setting at fault.
-    pub field: Field,
+    pub field: TlsSetting,
     /// Certificate index for `Cert`, `Key` and `Ocsp`.
     pub index: usize,
     /// What is wrong, naming the file.
@@ -222,7 +222,7 @@ pub struct LoadError {
 }
 
 impl LoadError {
-    fn new(field: Field, message: String) -> LoadError {
+    fn new(field: TlsSetting, message: String) -> LoadError {
         LoadError {
             field,
             index: 0,
@@ -244,7 +244,7 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
         None => {
             let leaf = webpki::EndEntityCert::try_from(&ck.chain[0]).map_err(|e| {
                 LoadError::new(
-                    Field::Cert,
+                    TlsSetting::Cert,
                     format!(
                         "{}: not a usable X.509 certificate ({})",
                         f.cert,
@@ -259,7 +259,7 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
     };
     let mut key = CertifiedKey::from_der(ck.chain, ck.key, &provider()).map_err(|e| {
         LoadError::new(
-            Field::Key,
+            TlsSetting::Key,
             format!(
                 "the key in {} does not fit the certificate in {}: {}; give the key the \
                  certificate was issued for",
@@ -271,10 +271,10 @@ fn load_certificate(f: &CertFiles) -> Result<SniEntry, LoadError> {
     })?;
     if let Some(path) = &f.ocsp_response {
         let der = read_named_file(path, MAX_OCSP_FILE)
-            .map_err(|e| LoadError::new(Field::Ocsp, format!("{path}: {e}")))?;
+            .map_err(|e| LoadError::new(TlsSetting::Ocsp, format!("{path}: {e}")))?;
         if der.is_empty() || der[0] != 0x30 {
             return Err(LoadError::new(
-                Field::Ocsp,
+                TlsSetting::Ocsp,
                 format!("{path}: not a DER OCSP response"),
             ));
         }
@@ -361,11 +361,11 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
     let verifier = match (&spec.client_ca, spec.client_auth) {
         (Some(ca), auth) if auth != ClientAuth::None => {
             let mut roots = rustls::RootCertStore::empty();
-            let certs = read_pem_certs(ca).map_err(|e| LoadError::new(Field::ClientCa, e))?;
+            let certs = read_pem_certs(ca).map_err(|e| LoadError::new(TlsSetting::ClientCa, e))?;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(LoadError::new(
-                    Field::ClientCa,
+                    TlsSetting::ClientCa,
                     format!("{ca}: no usable CA certificate"),
                 ));
             }
@@ -376,7 +376,7 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
                 b
             };
             b.build()
-                .map_err(|e| LoadError::new(Field::ClientCa, format!("{ca}: {e}")))?
+                .map_err(|e| LoadError::new(TlsSetting::ClientCa, format!("{ca}: {e}")))?
         }
         _ => WebPkiClientVerifier::no_client_auth(),
     };
@@ -386,7 +386,7 @@ fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, Load
     };
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| LoadError::new(Field::Cert, e.to_string()))?
+        .map_err(|e| LoadError::new(TlsSetting::Cert, e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -435,7 +435,7 @@ impl TlsListener {
                 Some(path) => TicketSecret::from_file(path),
                 None => TicketSecret::random(),
             }
-            .map_err(|m| LoadError::new(Field::TicketKeyFile, m))?;
+            .map_err(|m| LoadError::new(TlsSetting::TicketKeyFile, m))?;
             Some(Arc::new(Ticketer::new(secret, ticket_rotation)))
         } else {
             None
@@ -748,11 +748,11 @@ pub fn listener_tls(
     };
     let (listener, fingerprint) = TlsListener::new(spec, session_tickets, ticket_rotation)
         .map_err(|e| match e.field {
-            Field::Cert | Field::Key | Field::Ocsp => {
+            TlsSetting::Cert | TlsSetting::Key | TlsSetting::Ocsp => {
                 let (prefix, c) = &entries[e.index];
                 let (span, name) = match e.field {
-                    Field::Cert => (c.cert.span(), "cert"),
-                    Field::Key => (c.key.span(), "key"),
+                    TlsSetting::Cert => (c.cert.span(), "cert"),
+                    TlsSetting::Key => (c.key.span(), "key"),
                     _ => (
                         c.ocsp_response.map_or(c.span.clone(), |o| o.span()),
                         "ocsp_response",
@@ -760,11 +760,11 @@ pub fn listener_tls(
                 };
                 loc.error(span, &format!("{prefix}.{name}"), e.message)
             }
-            Field::ClientCa => {
+            TlsSetting::ClientCa => {
                 let span = raw.client_ca.as_ref().map_or(t.span(), |s| s.span());
                 loc.error(span, &format!("{key}.client_ca"), e.message)
             }
-            Field::TicketKeyFile => {
+            TlsSetting::TicketKeyFile => {
                 let span = raw.ticket_key_file.as_ref().map_or(t.span(), |s| s.span());
                 loc.error(span, &format!("{key}.ticket_key_file"), e.message)
             }
