@@ -243,3 +243,37 @@ fn config_errors_point_at_the_key_and_exit_2() {
         "{err}"
     );
 }
+
+#[test]
+fn embedded_default_lists_a_directory_without_index_and_configured_routes_do_not() {
+    let pier = Pier::embedded(&["--listen", "127.0.0.1:0", "--no-tls", "--workers", "1"]);
+    std::fs::write(pier.root().join("notes <1>.txt"), "twelve bytes").unwrap();
+    std::fs::create_dir(pier.root().join("docs")).unwrap();
+    let resp = get(pier.addr(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let html = String::from_utf8_lossy(&resp.body);
+    assert!(html.contains("<a href=\"docs/\">docs/</a>"), "{html}");
+    let file = html
+        .lines()
+        .find(|l| l.contains("notes &lt;1&gt;.txt</a>"))
+        .unwrap_or_else(|| panic!("{html}"));
+    assert!(file.ends_with(" 12") && file.contains(" GMT "), "{file}");
+    assert!(html.find("docs/").unwrap() < html.find("notes").unwrap());
+
+    // The same directory from a configuration file: autoindex stays off.
+    let root = pier.root().display().to_string();
+    let configured = Pier::with_config(
+        &format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"static\"\nroot = \"{root}\"\n"
+        ),
+        &[],
+    );
+    assert_eq!(
+        get(
+            configured.addr(),
+            "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        )
+        .status,
+        404
+    );
+}

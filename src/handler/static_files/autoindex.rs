@@ -26,14 +26,36 @@ fn push_html_escaped(out: &mut Vec<u8>, text: &str) {
     }
 }
 
-/// Autoindex page: directories first, then files, each by name bytes. Dot-files are left out
+/// Width of the name column, as nginx's autoindex pads it.
+const NAME_COLUMN: usize = 50;
+
+/// The date (UTC, as in HTTP) and size columns after an entry's name: `-` for
+/// a directory's size and for what cannot be read.
+fn push_details(out: &mut Vec<u8>, name_width: usize, meta: Option<&fs::Metadata>) {
+    out.resize(
+        out.len() + NAME_COLUMN.saturating_sub(name_width).max(1),
+        b' ',
+    );
+    let date = meta
+        .and_then(|m| m.modified().ok())
+        .map_or_else(|| "-".to_string(), httpdate::fmt_http_date);
+    let size = match meta {
+        Some(m) if m.is_file() => m.len().to_string(),
+        _ => "-".to_string(),
+    };
+    out.extend_from_slice(format!("{date:<29} {size:>12}").trim_end().as_bytes());
+}
+
+/// Autoindex page: directories first, then files, each by name bytes, with the
+/// date and size of each (as `python -m http.server`, Caddy's browse and nginx's
+/// autoindex show). Dot-files are left out
 /// (as nginx does) and at most [`MAX_LISTING_ENTRIES`] entries are read.
 pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => return Reply::Error(error_status(&e)),
     };
-    let mut names: Vec<(bool, Vec<u8>)> = Vec::new();
+    let mut names: Vec<(bool, Vec<u8>, Option<fs::Metadata>)> = Vec::new();
     let mut truncated = false;
     for (seen, entry) in entries.enumerate() {
         if seen == MAX_LISTING_ENTRIES {
@@ -45,19 +67,24 @@ pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
         if name.starts_with(b".") {
             continue;
         }
-        let is_dir = match entry.file_type() {
-            Ok(t) if t.is_symlink() => fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()),
-            Ok(t) => t.is_dir(),
-            Err(_) => false,
+        // Through a symlink, what it leads to (its size, its date).
+        let meta = match entry.file_type() {
+            Ok(t) if t.is_symlink() => fs::metadata(entry.path()).ok(),
+            _ => entry.metadata().ok(),
         };
-        names.push((!is_dir, name));
+        let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
+        names.push((!is_dir, name, meta));
     }
-    names.sort_unstable();
+    names.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
 
     let mut title = String::from_utf8_lossy(relative).into_owned();
     title.push('/');
-    let mut body =
-        Vec::with_capacity(256 + names.iter().map(|(_, n)| 2 * n.len() + 24).sum::<usize>());
+    let mut body = Vec::with_capacity(
+        256 + names
+            .iter()
+            .map(|(_, n, _)| 2 * n.len() + 96)
+            .sum::<usize>(),
+    );
     body.extend_from_slice(
         b"<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\"><title>Index of ",
     );
@@ -68,15 +95,22 @@ pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
     if !relative.is_empty() {
         body.extend_from_slice(b"<a href=\"../\">../</a>\n");
     }
-    for (is_file, name) in &names {
+    for (is_file, name, meta) in &names {
         let slash: &[u8] = if *is_file { b"" } else { b"/" };
         body.extend_from_slice(b"<a href=\"");
         push_percent_encoded(&mut body, name);
         body.extend_from_slice(slash);
         body.extend_from_slice(b"\">");
-        push_html_escaped(&mut body, &String::from_utf8_lossy(name));
+        let shown = String::from_utf8_lossy(name);
+        push_html_escaped(&mut body, &shown);
         body.extend_from_slice(slash);
-        body.extend_from_slice(b"</a>\n");
+        body.extend_from_slice(b"</a>");
+        push_details(
+            &mut body,
+            shown.chars().count() + slash.len(),
+            meta.as_ref(),
+        );
+        body.push(b'\n');
     }
     if truncated {
         body.extend_from_slice(b"(listing truncated)\n");

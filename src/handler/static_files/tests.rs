@@ -481,6 +481,16 @@ fn autoindex_lists_sorted_escaped_entries() {
     assert!(pos("zdir/") < pos("a.txt"), "directories first");
     assert!(pos("a.txt") < pos("b.txt"));
     assert!(pos("b.txt") < pos("caf"));
+    // Each entry shows its date and its size; a directory has no size.
+    let line = |name: &str| html.lines().find(|l| l.contains(name)).unwrap().to_string();
+    let a = line("\">a.txt</a>");
+    let a_len = std::fs::metadata(fx.root().join("noindex/a.txt"))
+        .unwrap()
+        .len();
+    assert!(a.ends_with(&format!(" {a_len}")), "{a}");
+    assert!(a.contains(" GMT "), "{a}");
+    let z = line("\">zdir/</a>");
+    assert!(z.contains(" GMT") && z.ends_with(" -"), "{z}");
 }
 
 #[test]
