@@ -584,7 +584,7 @@ mod tests {
         assert!(e.message.contains("families"), "{e}");
         let e = opts("bind = \"nowhere\"\n", up).unwrap_err();
         assert!(e.message.contains("not an IP address"), "{e}");
-        let o = opts("bind = \"127.0.0.2\"\nkeepalive_idle = 90\n", up).unwrap();
+        let o = opts("bind = \"127.0.0.2\"\nkeepalive_idle = \"1m30s\"\n", up).unwrap();
         assert_eq!(o.bind, Some("127.0.0.2".parse().unwrap()));
         assert_eq!(o.keepalive.unwrap().idle, Some(Duration::from_secs(90)));
     }
