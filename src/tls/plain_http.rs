@@ -38,7 +38,7 @@ pub async fn answer_plain_http(tcp: &mut (impl AsyncRead + AsyncWrite + Unpin)) 
         tcp.write_all(ANSWER).await?;
         tcp.shutdown().await
     };
-    if tokio::time::timeout(LINGER, write).await.is_err() {
+    if crate::deadline::within(LINGER, write).await.is_err() {
         return;
     }
     let mut sink = [0u8; 4096];
@@ -51,7 +51,7 @@ pub async fn answer_plain_http(tcp: &mut (impl AsyncRead + AsyncWrite + Unpin)) 
             }
         }
     };
-    let _ = tokio::time::timeout(LINGER, drain).await;
+    let _ = crate::deadline::within(LINGER, drain).await;
 }
 
 #[cfg(test)]

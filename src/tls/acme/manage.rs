@@ -120,7 +120,7 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
         let renewing = served.is_some();
         info!(name, directory = %spec.directory, reason = if renewing { "renewal due" } else { "no valid certificate" }, "ordering an ACME certificate");
         let replaces = served.as_ref().map(|s| s.leaf.clone());
-        let attempt = tokio::time::timeout(ORDER_TIMEOUT, async {
+        let attempt = crate::deadline::within(ORDER_TIMEOUT, async {
             if account.is_none() {
                 account = Some(order::account(&spec, &state).await?);
             }
@@ -213,13 +213,13 @@ async fn renewal_time(
     s: &StoredCert,
 ) -> SystemTime {
     if account.is_none() && state.account_path(&spec.directory).exists() {
-        *account = tokio::time::timeout(CA_LOOKUP_TIMEOUT, order::account(spec, state))
+        *account = crate::deadline::within(CA_LOOKUP_TIMEOUT, order::account(spec, state))
             .await
             .ok()
             .and_then(Result::ok);
     }
     let window = match account.as_ref() {
-        Some(a) => tokio::time::timeout(
+        Some(a) => crate::deadline::within(
             Duration::from_secs(10),
             order::renewal_window(a, &s.key.cert[0]),
         )
