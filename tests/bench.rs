@@ -125,6 +125,7 @@ fn exact_request_count_with_n_over_threads_and_connections() {
     assert_eq!(errors_total(&v), 0);
     assert_eq!(v["threads"], 2);
     assert!(v["requests_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["read_bytes_per_s"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["duration_s"].as_f64().unwrap() > 0.0);
     for p in ["p50", "p90", "p99", "p99_9", "max"] {
         assert!(v["latency_us"][p].as_u64().unwrap() > 0, "{p}");
@@ -513,6 +514,23 @@ fn tls_stream_echoes_exact_byte_counts() {
     ]);
     assert_eq!(v["bytes_received"], 40_000);
     assert_eq!(v["tls"], false);
+
+    // A run of a few milliseconds says it measured too little to mean much.
+    let out = bench(&[
+        "tls-stream",
+        &plain.to_string(),
+        "--plain",
+        "--messages",
+        "5",
+        "-s",
+        "100",
+    ]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("too short") && err.contains("--messages"),
+        "{err}"
+    );
 
     // TLS against a plain server is a TLS failure, stated as such.
     let out = bench(&["tls-stream", &plain.to_string(), "-k"]);

@@ -303,6 +303,16 @@ impl HttpReport {
         }
     }
 
+    /// Bytes read per second of wall time (the transfer rate h2load and oha show).
+    pub fn read_bytes_per_s(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.stats.bytes_read as f64 / s
+        } else {
+            0.0
+        }
+    }
+
     /// The run as one JSON object.
     pub fn to_json(&self, plan: &HttpPlan) -> Value {
         let s = &self.stats;
@@ -325,6 +335,7 @@ impl HttpReport {
             "status": status,
             "errors": s.errors.to_json(),
             "bytes": { "read": s.bytes_read, "written": s.bytes_written },
+            "read_bytes_per_s": round2(self.read_bytes_per_s()),
         });
         if plan.tls.is_some() {
             v["tls"] = json!({ "handshakes": s.handshakes, "resumed": s.resumed });
@@ -370,7 +381,7 @@ impl HttpReport {
              \x20 latency   p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {}, stdev {})\n\
              \x20 status    {}\n\
              \x20 errors    {}\n\
-             \x20 transfer  read {}, written {}\n",
+             \x20 transfer  read {}, written {}; {}/s read\n",
             plan.target.url(),
             plan.threads,
             plan.connections,
@@ -393,6 +404,7 @@ impl HttpReport {
             s.errors,
             human_bytes(s.bytes_read),
             human_bytes(s.bytes_written),
+            human_bytes(self.read_bytes_per_s() as u64),
         );
         if plan.tls.is_some() {
             out.push_str(&format!(

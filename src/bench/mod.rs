@@ -57,6 +57,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::TlsStream(a) => {
             let plan = Arc::new(tls_stream::StreamPlan::from_args(&a).map_err(UsageError)?);
             let report = tls_stream::run(&plan, show_progress)?;
+            if report.elapsed < tls_stream::MEANINGFUL_RUN {
+                eprintln!(
+                    "pier bench: warning: the run lasted {:.1} ms, too short for its bandwidth \
+                     to mean much; raise --messages or --size so it lasts a second or more",
+                    report.elapsed.as_secs_f64() * 1000.0
+                );
+            }
             if a.json {
                 println!("{}", report.to_json(&plan));
             } else {

@@ -26,7 +26,8 @@ pub fn run(args: SweepArgs, show_progress: bool) -> anyhow::Result<()> {
     }
 }
 
-/// `NAME=URL` or `URL` (named after its host and port).
+/// `NAME=URL` or `URL` (named after the URL without its scheme, so two paths on
+/// one server are two lines of the chart, not one).
 pub fn parse_target(text: &str) -> (String, String) {
     match (text.find('='), text.find("://")) {
         (Some(eq), Some(scheme)) if eq < scheme => {
@@ -34,11 +35,8 @@ pub fn parse_target(text: &str) -> (String, String) {
             (name.to_string(), url.get(1..).unwrap_or("").to_string())
         }
         _ => {
-            let name = text
-                .split("://")
-                .nth(1)
-                .and_then(|r| r.split(['/', '?']).next())
-                .unwrap_or(text);
+            let name = text.split_once("://").map_or(text, |(_, rest)| rest);
+            let name = name.strip_suffix('/').unwrap_or(name);
             (name.to_string(), text.to_string())
         }
     }
@@ -234,7 +232,16 @@ mod tests {
         );
         assert_eq!(
             parse_target("http://127.0.0.1:8080/?a=b"),
-            ("127.0.0.1:8080".into(), "http://127.0.0.1:8080/?a=b".into())
+            (
+                "127.0.0.1:8080/?a=b".into(),
+                "http://127.0.0.1:8080/?a=b".into()
+            )
+        );
+        // Same host and port, two paths: two labels, so two lines in the chart.
+        assert_eq!(parse_target("http://127.0.0.1:8080/").0, "127.0.0.1:8080");
+        assert_eq!(
+            parse_target("http://127.0.0.1:8080/big").0,
+            "127.0.0.1:8080/big"
         );
         assert_eq!(
             with_ext(Path::new("out/run"), "csv"),

@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+/// Runs shorter than this measure start-up (handshakes, slow start) more than
+/// bandwidth: the report warns.
+pub const MEANINGFUL_RUN: std::time::Duration = std::time::Duration::from_secs(1);
+
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
