@@ -24,6 +24,7 @@ use tracing::{debug, warn};
 use crate::config::{Config, ListenerConfig};
 use crate::deadline;
 use crate::handler::proxy::ProxyWorker;
+use crate::handler::static_files::OpenFileCache;
 use crate::http1::parse::RequestHead;
 use crate::http1::write::DateCache;
 use crate::observe::access_log::{self, WorkerLog};
@@ -51,17 +52,6 @@ pub const READ_BUF: usize = 8 * 1024;
 const POOL_MAX_CAPACITY: usize = 64 * 1024;
 /// Pooled buffer sets kept per worker.
 const POOL_MAX_SETS: usize = 256;
-
-/// Per-worker counters, read when the worker stops.
-#[derive(Default, Debug)]
-pub struct Counters {
-    /// Connections accepted.
-    pub accepted: Cell<u64>,
-    /// Requests answered.
-    pub requests: Cell<u64>,
-    /// Times an accept loop paused because the worker was at its connection limit.
-    pub shed_pauses: Cell<u64>,
-}
 
 /// Connections accepted in one go before the accept loop yields, so a flood of
 /// new clients cannot starve the connections this worker already serves.
@@ -112,9 +102,8 @@ pub struct WorkerShared {
     conn_limit: Cell<ConnLimit>,
     /// Wakes paused accept loops when open connections fall to the low-water mark.
     capacity_signal: Notify,
-    /// Counters.
-    pub counters: Counters,
-    /// Counters the admin listener reads; only this worker writes them.
+    /// This worker's counters, the only ones it keeps: the admin listener
+    /// reads them, only this worker writes them.
     pub stats: Arc<WorkerStats>,
 }
 
@@ -131,7 +120,6 @@ impl WorkerShared {
             idle_signal: Notify::new(),
             conn_limit: Cell::new(ConnLimit::new(config.max_connections_per_worker())),
             capacity_signal: Notify::new(),
-            counters: Counters::default(),
             stats,
         })
     }
@@ -183,9 +171,6 @@ impl WorkerShared {
         if !self.conn_limit().is_full(self.active.get()) {
             return true;
         }
-        self.counters
-            .shed_pauses
-            .set(self.counters.shed_pauses.get() + 1);
         self.stats.shed.add(1);
         self.stats.shedding.set(1);
         debug!(
@@ -233,6 +218,9 @@ pub struct WorkerCtx {
     pub proxy: ProxyWorker,
     /// This worker's access-log buffer; `None` when the log is off.
     pub access_log: Option<WorkerLog>,
+    /// Files the static handlers of this generation keep open; closed when the
+    /// generation goes, so a reload does not leave the old ones open.
+    pub open_files: OpenFileCache,
 }
 
 /// Connection code reads worker-wide state (buffers, `Date`, counters) through
@@ -446,21 +434,20 @@ pub fn run(
         }
         debug!(
             worker = id,
-            accepted = shared.counters.accepted.get(),
-            requests = shared.counters.requests.get(),
-            shed_pauses = shared.counters.shed_pauses.get(),
+            accepted = shared.stats.accepted.get(),
+            requests = shared.stats.requests_total(),
+            shed_pauses = shared.stats.shed.get(),
             "worker stopped"
         );
         Ok::<(), io::Error>(())
     })
 }
 
-/// A worker context for `config` outside a worker thread, for unit tests of
-/// the code that runs on one.
-#[cfg(test)]
-pub(crate) fn test_ctx(config: Config) -> Rc<WorkerCtx> {
+/// A worker context for `config` outside the worker threads: the admin
+/// listener's thread, and unit tests of the code that runs on a worker.
+pub fn standalone_ctx(config: Config, stats: Arc<WorkerStats>) -> Rc<WorkerCtx> {
     let config = Arc::new(config);
-    let shared = WorkerShared::new(0, &config, Arc::new(WorkerStats::default()));
+    let shared = WorkerShared::new(0, &config, stats);
     new_ctx(
         &shared,
         &Generation {
@@ -483,6 +470,7 @@ fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx> {
             .access_log
             .clone()
             .map(|s| WorkerLog::new(s, shared.stats.clone())),
+        open_files: OpenFileCache::default(),
     })
 }
 
@@ -618,10 +606,6 @@ fn accept_queued(listener: &TcpListener) -> Option<(TcpStream, SocketAddr)> {
 /// was accepted in.
 fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream, peer: SocketAddr) {
     // TCP_NODELAY and the other socket options come from the listening socket.
-    shared
-        .counters
-        .accepted
-        .set(shared.counters.accepted.get() + 1);
     shared.stats.accepted.add(1);
     let guard = ActiveGuard::new(shared.clone());
     let ctx = now.ctx.clone();

@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 
 use super::request::RequestView;
 use super::response::{Body, ResponseHead};
+use crate::worker::WorkerCtx;
 
 /// Why the request body could not be read; the driver answers it (413, 400,
 /// 408) or closes, and the handler only stops.
@@ -40,6 +41,10 @@ pub enum Served<'s> {
 pub trait Session<'h> {
     /// The request head.
     fn request(&self) -> RequestView<'_>;
+
+    /// The worker's state for the configuration this request is served under
+    /// (caches, pools, counters).
+    fn worker(&self) -> &WorkerCtx;
 
     /// Waits until request body bytes are available and returns how many
     /// [`Session::body_chunk`] holds; `Ok(0)` once the body is complete. The

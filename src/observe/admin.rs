@@ -1,24 +1,29 @@
 //! The admin listener: `/metrics` (Prometheus text), `/status` (a page for
-//! people, see [`crate::observe::status`]) and `/status.json`, served from a
-//! thread of its own so scraping never runs on a worker.
+//! people, see [`crate::observe::status`]) and `/status.json`, on a thread of
+//! its own so scraping never runs on a worker.
 //!
-//! It speaks just enough HTTP/1.1 through Pier's own request parser: one request
-//! per connection, `GET`/`HEAD` only, `Connection: close` on every answer.
+//! It is served by the same HTTP/1 driver as every route: [`AdminPages`] is a
+//! handler, and the admin thread runs the driver over a configuration whose
+//! only route is that handler. A page is added in [`AdminPages::page`] (the
+//! status pages answer through [`StatusState::answer`]).
 
 use std::io;
 use std::net::TcpListener as StdListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tracing::{debug, warn};
 
-use crate::deadline;
-use crate::http1::parse::{parse_request, Limits, Method, Parsed, RequestHead};
-use crate::http1::write::{self, BodyFraming, ConnectionHeader, DateCache};
-use crate::observe::metrics::Registry;
+use crate::config::{Config, HttpConfig};
+use crate::handler::Handler;
+use crate::http::{Body, RequestView, ResponseHead, Served, Session};
+use crate::http1::parse::{Limits, Method};
+use crate::observe::metrics::{HandlerKind, Registry};
 use crate::observe::status::{StatusResponse, StatusState};
+use crate::route::RouteTable;
+use crate::server::h1::serve_http1;
+use crate::server::transport::Plain;
 
 /// A scrape that has not sent its head by then is dropped.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -28,6 +33,95 @@ const LIMITS: Limits = Limits {
     max_headers: 64,
     max_uri_bytes: 1024,
 };
+
+/// Plain text for people.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The admin pages as a handler.
+#[derive(Debug)]
+pub struct AdminPages {
+    registry: Arc<Registry>,
+    status: Arc<StatusState>,
+}
+
+impl AdminPages {
+    /// The answer to a request for `path`.
+    fn page(&self, req: &RequestView<'_>) -> StatusResponse {
+        let plain = |status: u16, content_type: &'static str, body: String| StatusResponse {
+            status,
+            content_type,
+            headers: Vec::new(),
+            body,
+        };
+        if !matches!(req.method(), Method::Get | Method::Head) {
+            return plain(405, TEXT, "GET or HEAD only\n".into());
+        }
+        let path = req.path();
+        if path == b"/metrics" {
+            return plain(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                self.registry.render_prometheus(),
+            );
+        }
+        self.status
+            .answer(path, req.header("accept"))
+            .unwrap_or_else(|| {
+                plain(
+                    404,
+                    TEXT,
+                    "not found: try /metrics, /status or /status.json\n".into(),
+                )
+            })
+    }
+}
+
+impl Handler for AdminPages {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Respond
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        let page = self.page(&session.request());
+        let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(page.headers.len() + 2);
+        fields.push(("content-type", page.content_type.as_bytes()));
+        if page.status == 405 {
+            fields.push(("allow", b"GET, HEAD"));
+        }
+        fields.extend(page.headers.iter().map(|(n, v)| (*n, v.as_bytes())));
+        session.send_response(
+            &ResponseHead::new(page.status, &fields),
+            Body::Owned(page.body.into_bytes()),
+        );
+        Served::Done
+    }
+}
+
+/// The configuration the admin thread's driver runs: one route, the admin pages.
+fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
+    let mut routes = RouteTable::default();
+    routes
+        .insert(None, "/".into(), Box::new(AdminPages { registry, status }))
+        .expect("one route");
+    Config {
+        source: "admin".into(),
+        workers: 1,
+        pin_cpus: false,
+        drain_timeout: Duration::from_secs(1),
+        max_connections: 0,
+        http: HttpConfig {
+            limits: LIMITS,
+            header_read_timeout: REQUEST_TIMEOUT,
+            keepalive_timeout: REQUEST_TIMEOUT,
+            ..HttpConfig::default()
+        },
+        listeners: Vec::new(),
+        routes,
+        upstreams: Vec::new(),
+        admin: None,
+        access_log: None,
+    }
+}
 
 /// Starts the admin thread on an already bound listener.
 pub fn spawn(
@@ -44,15 +138,15 @@ pub fn spawn(
                 return;
             }
         };
+        // Counters of its own: admin requests are not the workers' traffic.
+        let ctx = crate::worker::standalone_ctx(admin_config(registry, status), Default::default());
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
-                    let registry = registry.clone();
-                    let status = status.clone();
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let ctx = ctx.clone();
                     tokio::task::spawn_local(async move {
-                        if let Err(e) = serve(stream, &registry, &status).await {
-                            debug!(error = %e, "admin request failed");
-                        }
+                        serve_http1(Plain::new(stream), &ctx, peer).await;
                     });
                 }
                 Err(e) => {
@@ -62,91 +156,4 @@ pub fn spawn(
             }
         }
     })
-}
-
-/// Answers one request and closes.
-async fn serve(mut stream: TcpStream, registry: &Registry, status: &StatusState) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut head = RequestHead::default();
-    let read_head = async {
-        loop {
-            match parse_request(&buf, &LIMITS, &mut head) {
-                Ok(Parsed::Complete) => return Ok(None),
-                Ok(Parsed::Partial) => {}
-                Err(e) => return Ok(Some(e.status())),
-            }
-            buf.reserve(1024);
-            if stream.read_buf(&mut buf).await? == 0 {
-                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
-            }
-        }
-    };
-    let refused = deadline::io_within(REQUEST_TIMEOUT, "request timeout", read_head).await?;
-    let answer = match refused {
-        Some(code) => StatusResponse {
-            status: code,
-            content_type: "text/plain; charset=utf-8",
-            headers: Vec::new(),
-            body: String::new(),
-        },
-        None => route(&head, &buf, registry, status),
-    };
-    let body = answer.body;
-    let is_head = refused.is_none() && head.method == Method::Head;
-    let mut out = Vec::with_capacity(body.len() + 256);
-    let mut date = DateCache::default();
-    write::write_head_fields(
-        &mut out,
-        answer.status,
-        date.get(),
-        BodyFraming::Length(body.len() as u64),
-        ConnectionHeader::Close,
-        std::iter::once(("content-type", answer.content_type.as_bytes())).chain(
-            answer
-                .headers
-                .iter()
-                .map(|(name, value)| (*name, value.as_bytes())),
-        ),
-    );
-    if !is_head {
-        out.extend_from_slice(body.as_bytes());
-    }
-    stream.write_all(&out).await?;
-    stream.shutdown().await
-}
-
-/// The answer to a parsed request.
-fn route(
-    head: &RequestHead,
-    buf: &[u8],
-    registry: &Registry,
-    status: &StatusState,
-) -> StatusResponse {
-    const TEXT: &str = "text/plain; charset=utf-8";
-    let plain = |code: u16, content_type: &'static str, body: String| StatusResponse {
-        status: code,
-        content_type,
-        headers: Vec::new(),
-        body,
-    };
-    if !matches!(head.method, Method::Get | Method::Head) {
-        return plain(405, TEXT, "GET or HEAD only\n".into());
-    }
-    let path = head.path(buf);
-    if path == b"/metrics" {
-        return plain(
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            registry.render_prometheus(),
-        );
-    }
-    status
-        .answer(path, head.header(buf, "accept"))
-        .unwrap_or_else(|| {
-            plain(
-                404,
-                TEXT,
-                "not found: try /metrics, /status or /status.json\n".into(),
-            )
-        })
 }

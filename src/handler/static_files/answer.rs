@@ -31,6 +31,7 @@ impl Handler for StaticFiles {
                 if_modified_since: req.header("if-modified-since"),
                 range: req.header("range"),
                 if_range: req.header("if-range"),
+                open_files: Some(&session.worker().open_files),
             })
         };
         give(session, reply);

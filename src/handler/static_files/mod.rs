@@ -32,8 +32,8 @@ use rustix::io::Errno;
 use super::mime;
 use autoindex::listing;
 pub use autoindex::MAX_LISTING_ENTRIES;
-pub use open_cache::DEFAULT_CACHE_VALID;
 use open_cache::NEXT_ID;
+pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
 use path::{as_path, decode_segment, error_status, last_segment, location_for_dir, open};
 use reply::file_reply;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
@@ -155,7 +155,7 @@ impl StaticFiles {
     /// A path without a trailing slash: a file, or a directory to redirect.
     fn serve_path(&self, req: &StaticRequest<'_>, path: &[u8]) -> Reply {
         let name = last_segment(path);
-        if let Some(opened) = self.cached(path) {
+        if let Some(opened) = self.cached(req.open_files, path) {
             return file_reply(req, opened, mime::for_file_name(name));
         }
         let fs_path = as_path(path);
@@ -174,7 +174,7 @@ impl StaticFiles {
         if !meta.is_file() {
             return Reply::Error(404);
         }
-        let opened = self.remember(path, file, &meta);
+        let opened = self.remember(req.open_files, path, file, &meta);
         file_reply(req, opened, mime::for_file_name(name))
     }
 
@@ -188,7 +188,7 @@ impl StaticFiles {
             path.truncate(dir_len);
             path.push(b'/');
             path.extend_from_slice(name.as_bytes());
-            if let Some(opened) = self.cached(&path) {
+            if let Some(opened) = self.cached(req.open_files, &path) {
                 return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
             }
             let fs_path = as_path(&path);
@@ -200,7 +200,7 @@ impl StaticFiles {
                     if !self.inside_root(&file, fs_path) {
                         return Reply::Error(404);
                     }
-                    let opened = self.remember(&path, file, &meta);
+                    let opened = self.remember(req.open_files, &path, file, &meta);
                     return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,

@@ -1,6 +1,10 @@
 //! The open-file cache (as nginx's `open_file_cache`, lighttpd's stat cache):
 //! a hit costs no open, fstat or readlink, and small files are kept in memory
 //! so it costs no read either.
+//!
+//! Each worker's context owns one per configuration generation, so it needs no
+//! lock, and the files a replaced configuration opened are closed when that
+//! generation goes rather than staying open for the life of the worker.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -32,12 +36,29 @@ struct CacheEntry {
     checked: Instant,
 }
 
-/// Open files cached per worker thread (as nginx's `open_file_cache`, lighttpd's stat
-/// cache): a hit costs no open, fstat or readlink. Per thread, so no lock.
-type OpenFileCache = HashMap<u64, HashMap<Vec<u8>, CacheEntry>>;
+/// One worker's open files for one configuration generation, by static handler
+/// and path.
+#[derive(Default)]
+pub struct OpenFileCache {
+    by_handler: RefCell<HashMap<u64, HashMap<Vec<u8>, CacheEntry>>>,
+}
 
-thread_local! {
-    static OPEN_FILES: RefCell<OpenFileCache> = RefCell::new(HashMap::new());
+impl OpenFileCache {
+    /// Files held open now.
+    pub fn len(&self) -> usize {
+        self.by_handler.borrow().values().map(HashMap::len).sum()
+    }
+
+    /// Whether no file is held open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for OpenFileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OpenFileCache({} files)", self.len())
+    }
 }
 
 /// Open files kept per handler per worker.
@@ -48,19 +69,21 @@ pub(super) static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl StaticFiles {
     /// A fresh entry of this worker's open-file cache for `path`, if any.
-    pub(super) fn cached(&self, path: &[u8]) -> Option<OpenedFile> {
-        if self.cache_valid.is_zero() {
-            return None;
-        }
-        OPEN_FILES.with(|cache| {
-            let cache = cache.borrow();
-            let entry = cache.get(&self.id)?.get(path)?;
-            (entry.checked.elapsed() < self.cache_valid).then(|| entry.opened.clone())
-        })
+    pub(super) fn cached(&self, cache: Option<&OpenFileCache>, path: &[u8]) -> Option<OpenedFile> {
+        let cache = cache.filter(|_| !self.cache_valid.is_zero())?;
+        let files = cache.by_handler.borrow();
+        let entry = files.get(&self.id)?.get(path)?;
+        (entry.checked.elapsed() < self.cache_valid).then(|| entry.opened.clone())
     }
 
     /// Keeps a regular file that passed the root check open for later requests.
-    pub(super) fn remember(&self, path: &[u8], file: File, meta: &Metadata) -> OpenedFile {
+    pub(super) fn remember(
+        &self,
+        cache: Option<&OpenFileCache>,
+        path: &[u8],
+        file: File,
+        meta: &Metadata,
+    ) -> OpenedFile {
         let mut opened = OpenedFile {
             file: Rc::new(file),
             size: meta.len(),
@@ -70,18 +93,18 @@ impl StaticFiles {
                 .min(MAX_HTTP_DATE_SECS),
             content: None,
         };
-        if self.cache_valid.is_zero() {
+        let Some(cache) = cache.filter(|_| !self.cache_valid.is_zero()) else {
             return opened;
-        }
+        };
         if opened.size <= CACHED_CONTENT_MAX {
             let mut buf = vec![0u8; opened.size as usize];
             if opened.file.read_exact_at(&mut buf, 0).is_ok() {
                 opened.content = Some(buf.into());
             }
         }
-        OPEN_FILES.with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let files = cache.entry(self.id).or_default();
+        {
+            let mut by_handler = cache.by_handler.borrow_mut();
+            let files = by_handler.entry(self.id).or_default();
             if files.len() >= OPEN_FILE_CACHE_MAX {
                 let valid = self.cache_valid;
                 files.retain(|_, e| e.checked.elapsed() < valid);
@@ -94,7 +117,7 @@ impl StaticFiles {
                 checked: Instant::now(),
             };
             files.insert(path.to_vec(), entry);
-        });
+        }
         opened
     }
 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::autoindex::LISTING_CONTENT_TYPE;
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
-use super::open_cache::OpenedFile;
+use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};
 
@@ -27,6 +27,8 @@ pub struct StaticRequest<'a> {
     pub range: Option<&'a [u8]>,
     /// `If-Range` field value, if present.
     pub if_range: Option<&'a [u8]>,
+    /// The worker's open-file cache for this configuration; `None` opens every time.
+    pub open_files: Option<&'a OpenFileCache>,
 }
 
 /// What the driver should answer; each variant maps to one status code.

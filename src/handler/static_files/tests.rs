@@ -12,9 +12,11 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
     let files = StaticFiles::new(dir.path(), vec![], false, false)
         .unwrap()
         .with_cache_valid(Duration::from_millis(300));
+    let cache = OpenFileCache::default();
     let req = StaticRequest {
         method_allowed: true,
         path: b"/c.txt",
+        open_files: Some(&cache),
         ..Default::default()
     };
     assert_eq!(files.serve(&req).status(), 200);
@@ -34,11 +36,42 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
     let req = StaticRequest {
         method_allowed: true,
         path: b"/u.txt",
+        open_files: Some(&cache),
         ..Default::default()
     };
     assert_eq!(uncached.serve(&req).status(), 200);
     std::fs::remove_file(dir.path().join("u.txt")).unwrap();
     assert_eq!(uncached.serve(&req).status(), 404);
+}
+
+#[test]
+fn each_generation_has_its_own_open_files_and_frees_them_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("g.txt"), "generation").unwrap();
+    let files = StaticFiles::new(dir.path(), vec![], false, false).unwrap();
+    let old = OpenFileCache::default();
+    let request = |cache| StaticRequest {
+        method_allowed: true,
+        path: b"/g.txt",
+        open_files: Some(cache),
+        ..Default::default()
+    };
+    let Reply::File(f) = files.serve(&request(&old)) else {
+        panic!("the file is served");
+    };
+    assert_eq!(old.len(), 1);
+    let file = std::rc::Rc::downgrade(&f.file);
+    drop(f);
+    std::fs::remove_file(dir.path().join("g.txt")).unwrap();
+    // A new generation does not see the old one's open file...
+    let new = OpenFileCache::default();
+    assert_eq!(files.serve(&request(&new)).status(), 404);
+    assert!(new.is_empty());
+    // ...and the old one's file is closed once that generation goes.
+    assert_eq!(files.serve(&request(&old)).status(), 200);
+    assert!(file.upgrade().is_some(), "held open by the old generation");
+    drop(old);
+    assert!(file.upgrade().is_none(), "closed with its generation");
 }
 use std::ffi::OsStr;
 use std::os::unix::fs::{symlink, PermissionsExt};

@@ -274,10 +274,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 Err(e) => return e,
             };
             self.requests += 1;
-            self.ctx
-                .counters
-                .requests
-                .set(self.ctx.counters.requests.get() + 1);
             if !keep_alive {
                 return Exit::Done;
             }
@@ -299,8 +295,8 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let b = self.bufs.as_ref().expect("buffers held while handling");
         let head_len = b.head.head_len;
         let body_kind = b.head.body;
+        // `pending` is always taken by the previous answer.
         self.answer = None;
-        self.pending = None;
         self.body.start(
             body_kind,
             b.head.expect_continue,
@@ -333,13 +329,15 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 self.route_slot = route.map_or(ROUTE_NONE, |r| r.index);
                 match route {
                     None => {
-                        self.discard_request_body(body_kind).await?;
+                        if body_kind != BodyKind::None {
+                            self.discard_request_body(body_kind).await?;
+                        }
                         self.send_status(404);
                         HandlerKind::NoRoute
                     }
                     Some(route) => {
                         let handler = &*route.handler;
-                        if !handler.reads_body() {
+                        if body_kind != BodyKind::None && !handler.reads_body() {
                             self.discard_request_body(body_kind).await?;
                         }
                         self.serve_with(handler).await;

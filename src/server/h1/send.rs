@@ -34,13 +34,10 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let (version, is_head) = (b.head.version, b.head.method == Method::Head);
         let status = head.status;
         let tunnel = matches!(body, Body::Tunnel(_));
-        let length = if has_no_body(status) {
-            None
-        } else {
-            body.len()
-        };
+        let bodiless = has_no_body(status);
+        let length = if bodiless { None } else { body.len() };
         let (framing, close_delimited) = match length {
-            _ if has_no_body(status) => (BodyFraming::None, false),
+            _ if bodiless => (BodyFraming::None, false),
             Some(n) => (BodyFraming::Length(n), false),
             None if version == Version::Http11 => (BodyFraming::Chunked, false),
             None => (BodyFraming::None, true),
@@ -79,12 +76,12 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             self.pending = Some(body);
             return;
         }
-        if is_head || has_no_body(status) {
+        if is_head || bodiless {
             return;
         }
         match body {
-            Body::Empty | Body::Tunnel(_) => {}
             Body::Bytes(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(bytes),
+            Body::Empty | Body::Tunnel(_) => {}
             Body::Owned(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(&bytes),
             Body::File(region) => {
                 if let Some(bytes) = region.content.as_deref() {

@@ -13,7 +13,7 @@ use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session};
 use crate::http1::body::{BodyDecoder, BodyError};
 use crate::http1::parse::BodyKind;
 use crate::server::transport::{Plain, Tls};
-use crate::worker::READ_BUF;
+use crate::worker::{WorkerCtx, READ_BUF};
 
 /// A handler that still drives the HTTP/1 connection itself (the proxy, until
 /// it reads and writes through the session): the connection, by transport.
@@ -46,24 +46,30 @@ pub(super) struct BodyReader {
 }
 
 impl BodyReader {
-    /// Prepares for the body of the request whose head ends at `start`.
+    /// Prepares for the body of the request whose head ends at `start`; a
+    /// request without a body (most) costs a few stores.
+    #[inline]
     pub(super) fn start(&mut self, kind: BodyKind, expect_continue: bool, start: usize, max: u64) {
         self.start = start;
         self.pos = start;
         self.chunk = (start, start);
         self.error = None;
-        self.sleep = None;
         if kind == BodyKind::None {
-            self.decoder = None;
+            // A decoder left from an earlier request is never used: `done` says so.
             self.done = true;
             self.continued = true;
         } else {
-            // The limit goes into the decoder so a chunk whose size line alone
-            // exceeds it is refused at once, not after the client trickled its data.
-            self.decoder = Some(BodyDecoder::new(kind).with_max_body(max));
-            self.done = false;
-            self.continued = !expect_continue;
+            self.start_decoding(kind, expect_continue, max);
         }
+    }
+
+    fn start_decoding(&mut self, kind: BodyKind, expect_continue: bool, max: u64) {
+        // The limit goes into the decoder so a chunk whose size line alone
+        // exceeds it is refused at once, not after the client trickled its data.
+        self.decoder = Some(BodyDecoder::new(kind).with_max_body(max));
+        self.done = false;
+        self.continued = !expect_continue;
+        self.sleep = None;
     }
 
     /// Whether the whole body was read.
@@ -125,16 +131,21 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 r.chunk = (r.start, r.start);
             }
             let decoder = r.decoder.as_mut().expect("a body to read");
-            if b.read.len() > r.pos {
-                let input = &b.read[r.pos..];
-                let step = decoder.decode(input).map_err(read_error)?;
+            // Decoded even when nothing is buffered: an empty body (a
+            // `Content-Length: 0`) is complete without a byte.
+            let input = &b.read[r.pos..];
+            let step = decoder.decode(input).map_err(read_error)?;
+            r.chunk = if step.data.is_empty() {
+                // An empty slice need not point into the input.
+                (r.pos, r.pos)
+            } else {
                 let offset = step.data.as_ptr() as usize - input.as_ptr() as usize;
-                r.chunk = (r.pos + offset, r.pos + offset + step.data.len());
-                r.pos += step.consumed;
-                r.done = step.done;
-                if step.consumed > 0 || step.done {
-                    continue;
-                }
+                (r.pos + offset, r.pos + offset + step.data.len())
+            };
+            r.pos += step.consumed;
+            r.done = step.done;
+            if step.consumed > 0 || step.done {
+                continue;
             }
             if !r.continued {
                 r.continued = true;
@@ -194,6 +205,10 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
             self.peer,
             self.io.tls_facts(),
         )
+    }
+
+    fn worker(&self) -> &WorkerCtx {
+        self.ctx
     }
 
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {

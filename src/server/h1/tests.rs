@@ -129,7 +129,7 @@ where
         .routes
         .insert(None, "/sized".into(), Box::new(Pieces { known: true }))
         .unwrap();
-    let ctx = crate::worker::test_ctx(config);
+    let ctx = crate::worker::standalone_ctx(config, Default::default());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -193,6 +193,23 @@ fn continue_is_sent_only_when_the_handler_waits_for_the_body() {
         let second = text.find("\r\n\r\nhello").map(|i| &text[i + 9..]).unwrap();
         assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
         assert!(second.ends_with("\r\n\r\nroot"), "{second}");
+    });
+}
+
+#[test]
+fn an_empty_body_is_complete_without_a_byte() {
+    with_server(|mut s| async move {
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        s.write_all(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{text}");
+        assert!(text.ends_with("\r\n\r\nroot"), "{text}");
     });
 }
 
