@@ -3,15 +3,14 @@
 //! record layer), and the poll-based reads and writes the session uses.
 
 use std::fs::File;
-use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::deadline::io_within;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::timeout;
 
 use super::h1::{Http1Conn, LegacyHttp1};
 use crate::http::TlsFacts;
@@ -152,9 +151,7 @@ impl Downstream for Plain {
                 }
                 Ok(_) => tokio::task::yield_now().await,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    timeout(write_timeout, self.stream.writable())
-                        .await
-                        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+                    io_within(write_timeout, "write timeout", self.stream.writable()).await?;
                 }
                 Err(e) => return Err(e),
             }
@@ -265,9 +262,7 @@ impl Downstream for Tls {
                     "file shrank while being sent",
                 ));
             }
-            timeout(write_timeout, self.write_all(&chunk[..n]))
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "write timeout"))??;
+            io_within(write_timeout, "write timeout", self.write_all(&chunk[..n])).await?;
             pos += n as u64;
         }
         Ok(())
@@ -323,22 +318,5 @@ impl Downstream for Tls {
             sni: session.server_name(),
             client_subject: self.peer_subject.as_deref(),
         })
-    }
-}
-
-/// Runs an IO future under a time limit, arming the timer only if the first poll
-/// does not finish it: most writes complete at once, and a timer costs a clock read
-/// and a wheel insertion.
-pub(crate) async fn within<T>(
-    limit: Duration,
-    fut: impl Future<Output = io::Result<T>>,
-) -> io::Result<T> {
-    let mut fut = std::pin::pin!(fut);
-    if let Poll::Ready(r) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-        return r;
-    }
-    match timeout(limit, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "write timeout")),
     }
 }

@@ -27,8 +27,8 @@ use crate::http1::write;
 use crate::observe::metrics::{HandlerKind, ROUTE_NONE};
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
-pub(crate) use super::transport::within;
 pub use super::transport::Downstream;
+use crate::deadline::io_within;
 use session::BodyReader;
 pub use session::LegacyHttp1;
 
@@ -173,8 +173,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         self.note_log_head();
         let b = self.bufs.as_mut().expect("checked above");
-        let r = within(
+        let r = io_within(
             self.ctx.config.http.write_timeout,
+            "write timeout",
             self.io.write_all(&b.write),
         )
         .await;

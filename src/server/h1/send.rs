@@ -8,11 +8,12 @@ use std::task::Poll;
 use tracing::debug;
 
 use super::{Answered, Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
+use crate::deadline::io_within;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyStream, ResponseHead};
 use crate::http1::parse::{Method, Version};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
-use crate::server::transport::{within, FILE_CHUNK};
+use crate::server::transport::FILE_CHUNK;
 
 /// Files up to this size are copied into the output buffer (one write with the head,
 /// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
@@ -171,7 +172,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         let write_timeout = self.ctx.config.http.write_timeout;
         for chunk in bytes.chunks(FILE_CHUNK as usize) {
-            if let Err(e) = within(write_timeout, self.io.write_all(chunk)).await {
+            if let Err(e) =
+                io_within(write_timeout, "write timeout", self.io.write_all(chunk)).await
+            {
                 debug!(peer = %self.peer, error = %e, "body send failed");
                 return Err(Exit::Broken);
             }
