@@ -15,7 +15,8 @@
 
 use std::fmt;
 
-use super::parse::{is_tchar, BodyKind};
+use super::framing::BodyKind;
+use super::grammar::is_tchar;
 
 /// Longest chunk-size line (size, extensions, CRLF) accepted.
 pub const MAX_CHUNK_LINE: usize = 4096;

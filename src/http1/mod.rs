@@ -4,17 +4,24 @@
 //! connection driver, the upstream side of the proxy and the load generator,
 //! and every rule is unit-tested by feeding raw bytes.
 //!
-//! - [`parse`]: request heads, strict RFC 9112 framing checks.
+//! - [`parse`]: request heads, strict RFC 9112 checks; [`framing`] decides
+//!   their body framing, [`request_error`] says why one is refused, [`span`]
+//!   holds the offsets both head parsers store.
 //! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
 //! - [`mod@write`]: response heads, error responses, chunk encoding, cached `Date`.
 //! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
 //! - [`client`]: the client side built on these (request encoder, response-head
 //!   reader) and the one IO piece of this module, the client transport.
 
+mod authority;
 pub mod body;
 pub mod client;
+pub mod framing;
+mod grammar;
 pub mod parse;
+pub mod request_error;
 pub mod response;
+pub mod span;
 pub mod write;
 
 pub use body::{BodyDecoder, BodyError, Decoded};

@@ -11,10 +11,9 @@
 use std::fmt;
 use std::mem::MaybeUninit;
 
-use super::parse::{
-    is_tchar, list_elements, offset_of, parse_content_length, trim_ows, HeaderSpan, Limits, Method,
-    Parsed, Span, Version, MAX_HEADERS_CAP,
-};
+use super::grammar::{is_tchar, list_elements, parse_content_length, trim_ows};
+use super::parse::{Limits, Method, Parsed, Version, MAX_HEADERS_CAP};
+use super::span::{find_header, header_pairs, offset_of, HeaderSpan, Span};
 
 /// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
 /// in lowercase. Only `lower`'s letters accept the case bit, so the result is
@@ -136,11 +135,7 @@ impl ResponseHead {
 
     /// First value of a header, name matched case-insensitively.
     pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
-        let name = name.as_bytes();
-        self.headers
-            .iter()
-            .find(|h| h.name.len() == name.len() && h.name.get(buf).eq_ignore_ascii_case(name))
-            .map(|h| h.value.get(buf))
+        find_header(&self.headers, buf, name)
     }
 
     /// All header lines in order, as (name, value).
@@ -148,9 +143,7 @@ impl ResponseHead {
         &'s self,
         buf: &'b [u8],
     ) -> impl Iterator<Item = (&'b [u8], &'b [u8])> + use<'s, 'b> {
-        self.headers
-            .iter()
-            .map(move |h| (h.name.get(buf), h.value.get(buf)))
+        header_pairs(&self.headers, buf)
     }
 
     /// Header lines as spans, for code that forwards or rewrites them.

@@ -1,0 +1,70 @@
+//! The `host[:port]` grammar of RFC 3986 (without userinfo), shared by the
+//! Host header and the absolute and authority forms of the request target.
+
+/// Splits `host[:port]` (RFC 3986 authority without userinfo) and validates it.
+/// Returns the host length and the port digits if a `:` was present. An empty
+/// input is valid (an empty Host header); an empty host before a port is not.
+pub(crate) fn split_authority(a: &[u8], port_required: bool) -> Option<(usize, Option<&[u8]>)> {
+    if a.is_empty() {
+        return if port_required { None } else { Some((0, None)) };
+    }
+    let host_len = if a.first() == Some(&b'[') {
+        let close = a.iter().position(|&b| b == b']')?;
+        let inner = a.get(1..close)?;
+        if !valid_ip_literal(inner) {
+            return None;
+        }
+        close + 1
+    } else {
+        let end = a.iter().position(|&b| b == b':').unwrap_or(a.len());
+        let host = a.get(..end)?;
+        if host.is_empty() || !valid_reg_name(host) {
+            return None;
+        }
+        end
+    };
+    match a.get(host_len..)? {
+        [] if !port_required => Some((host_len, None)),
+        [] => None,
+        [b':', port @ ..] if port.len() <= 5 && port.iter().all(u8::is_ascii_digit) => {
+            Some((host_len, Some(port)))
+        }
+        _ => None,
+    }
+}
+
+/// reg-name / IPv4address: unreserved, sub-delims and well-formed pct-encoding.
+fn valid_reg_name(host: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&b) = host.get(i) {
+        if b == b'%' {
+            match host.get(i + 1..i + 3) {
+                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 3,
+                _ => return false,
+            }
+            continue;
+        }
+        if !(b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// IPv6address or IPvFuture inside brackets; shape only, not a full address parse.
+fn valid_ip_literal(inner: &[u8]) -> bool {
+    match inner.first() {
+        None => false,
+        Some(b'v' | b'V') => {
+            inner.len() > 1
+                && inner
+                    .iter()
+                    .skip(1)
+                    .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:".contains(&b))
+        }
+        Some(_) => inner
+            .iter()
+            .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.'),
+    }
+}
