@@ -8,7 +8,7 @@ use crate::http1::parse::Method;
 use crate::observe::metrics::HandlerKind;
 
 use super::super::Handler;
-use super::autoindex::LISTING_CONTENT_TYPE;
+use super::reply::LISTING_CONTENT_TYPE;
 use super::{Reply, StaticFiles, StaticRequest};
 
 /// `Content-Type` of status pages.

@@ -10,9 +10,6 @@ use super::reply::Reply;
 /// Most directory entries read for one autoindex page, bounding its time and memory.
 pub const MAX_LISTING_ENTRIES: usize = 10_000;
 
-/// Content-Type of an autoindex page.
-pub(super) const LISTING_CONTENT_TYPE: &str = "text/html; charset=utf-8";
-
 fn push_html_escaped(out: &mut Vec<u8>, text: &str) {
     for b in text.bytes() {
         match b {

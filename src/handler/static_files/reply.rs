@@ -4,11 +4,13 @@
 use std::fs::File;
 use std::rc::Rc;
 
-use super::autoindex::LISTING_CONTENT_TYPE;
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
 use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};
+
+/// Content-Type of an autoindex page.
+pub(super) const LISTING_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// The parts of a downstream request this handler reads, borrowed from the parsed head.
 #[derive(Debug, Clone, Copy, Default)]
