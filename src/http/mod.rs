@@ -14,5 +14,7 @@ pub mod session;
 pub mod status;
 
 pub use request::{RequestView, TlsFacts};
-pub use response::{Body, BodyStream, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo};
+pub use response::{
+    Body, BodyPart, BodyStream, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo,
+};
 pub use session::{BodyReadError, Served, Session, SessionExt};

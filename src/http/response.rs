@@ -80,6 +80,31 @@ pub struct FileRegion {
     pub content: Option<Rc<[u8]>>,
 }
 
+/// One part of a body sent as a sequence ([`Body::Parts`]): bytes built for the
+/// request, or a file region the driver sends as it sends [`Body::File`].
+#[derive(Debug, Clone)]
+pub enum BodyPart {
+    /// Bytes built for this request (a multipart delimiter and part head).
+    Owned(Vec<u8>),
+    /// A region of an open file.
+    File(FileRegion),
+}
+
+impl BodyPart {
+    /// Bytes this part adds to the body.
+    pub fn len(&self) -> u64 {
+        match self {
+            BodyPart::Owned(b) => b.len() as u64,
+            BodyPart::File(f) => f.len,
+        }
+    }
+
+    /// Whether this part adds nothing to the body.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A body produced piece by piece (a proxied response, a compressor's output).
 pub trait BodyStream {
     /// The length when known in advance: the driver sends `Content-Length`
@@ -127,6 +152,10 @@ pub enum Body<'h> {
     Owned(Vec<u8>),
     /// A region of an open file.
     File(FileRegion),
+    /// Bytes and file regions of known lengths, sent in order (a
+    /// `multipart/byteranges` answer): each region by sendfile on plain TCP and
+    /// in bounded chunks under TLS, so the length is known before the head.
+    Parts(Vec<BodyPart>),
     /// A body produced piece by piece.
     Stream(Box<dyn BodyStream + 'h>),
     /// No body; after the 101 head the connection becomes this tunnel.
@@ -141,6 +170,7 @@ impl Body<'_> {
             Body::Bytes(b) => Some(b.len() as u64),
             Body::Owned(b) => Some(b.len() as u64),
             Body::File(f) => Some(f.len),
+            Body::Parts(parts) => Some(parts.iter().map(BodyPart::len).sum()),
             Body::Stream(s) => s.known_len(),
         }
     }
@@ -158,6 +188,7 @@ impl fmt::Debug for Body<'_> {
             Body::Bytes(b) => write!(f, "Bytes({})", b.len()),
             Body::Owned(b) => write!(f, "Owned({})", b.len()),
             Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
+            Body::Parts(parts) => write!(f, "Parts({})", parts.len()),
             Body::Stream(s) => write!(f, "Stream({:?})", s.known_len()),
             Body::Tunnel(_) => f.write_str("Tunnel"),
         }

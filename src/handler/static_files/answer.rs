@@ -72,6 +72,7 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
                 content: f.content.clone(),
             }),
         ),
+        Reply::Multipart(m) => session.send_response(&head, m.body()),
         Reply::NotModified { .. } => session.send_response(&head, Body::Empty),
         Reply::Listing { .. }
         | Reply::Redirect { .. }

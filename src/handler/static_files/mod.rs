@@ -5,12 +5,13 @@
 //! TCP, read+write under TLS). Hostile paths are refused before touching the filesystem:
 //! the path is percent-decoded once, any `..` segment, NUL, backslash or encoded slash is a
 //! 400, and the opened file's real path must lie under the canonical root unless symlinks
-//! outside are allowed. Conditionals follow RFC 9110 §13.2.2 and ranges §14, restricted to
-//! a single byte range.
+//! outside are allowed. Conditionals follow RFC 9110 §13.2.2 and ranges §14: one range is
+//! a plain 206, several a bounded `multipart/byteranges` 206 (`range.rs`, `multipart.rs`).
 
 mod answer;
 mod autoindex;
 mod conditional;
+mod multipart;
 mod open_cache;
 mod path;
 mod range;
@@ -32,9 +33,11 @@ use rustix::io::Errno;
 use super::mime;
 use autoindex::listing;
 pub use autoindex::MAX_LISTING_ENTRIES;
+pub use multipart::MultipartReply;
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
 use path::{as_path, decode_segment, error_status, last_segment, location_for_dir, open};
+pub use range::MAX_RANGES;
 use reply::file_reply;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
 use values::InlineBuf;

@@ -1,7 +1,37 @@
-//! Byte ranges (RFC 9110 §14): one `bytes` range of a representation of known
-//! length; anything else is served whole.
+//! Byte ranges (RFC 9110 §14) of a representation of known length: one range
+//! is a plain 206, several a `multipart/byteranges` 206, within bounds that keep
+//! a hostile Range header from costing more than a plain GET.
+//!
+//! The bounds follow nginx (`max_ranges`, and its rule that ranges adding up to
+//! more than the file are not honoured) and what Apache settled on after
+//! CVE-2011-3192 (`MaxRanges 200`, `MaxRangeOverlaps 20`): a header with
+//! more than [`MAX_RANGES`] ranges, or whose satisfiable ranges add up to more
+//! bytes than the file holds (which only overlap can do), is ignored and the
+//! whole file is sent with 200. So a multipart body is never longer than the
+//! file plus [`MAX_RANGES`] part heads, whatever the header asks.
 
 use super::conditional::trim_ows;
+
+/// Most ranges honoured in one Range header; more, and the file is sent whole.
+/// Apache's default `MaxRanges` is 200 and nginx has no default bound; real
+/// clients (PDF viewers, download resumers, media players) ask for a handful.
+pub const MAX_RANGES: usize = 100;
+
+/// One satisfiable range, `first..=last`, within the representation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ByteSpan {
+    /// First byte offset.
+    pub first: u64,
+    /// Last byte offset, inclusive, below the length.
+    pub last: u64,
+}
+
+impl ByteSpan {
+    /// Bytes the span covers.
+    pub fn len(self) -> u64 {
+        self.last - self.first + 1
+    }
+}
 
 /// How a Range header applies to a representation of a given length.
 #[derive(Debug, PartialEq, Eq)]
@@ -10,13 +40,31 @@ pub(super) enum RangeOutcome {
     Full,
     /// Send 206 with bytes `first..=last`.
     Partial { first: u64, last: u64 },
+    /// Send 206 `multipart/byteranges` with these spans, in the order asked
+    /// (two up to [`MAX_RANGES`]; overlaps allowed as long as they add up to no
+    /// more than the file).
+    Multiple(Vec<ByteSpan>),
     /// Send 416.
     Unsatisfiable,
 }
 
-/// Parses one `bytes` range (RFC 9110 §14.1.2). Another unit, bad syntax, `last < first` and
-/// multiple ranges are ignored (200 full). Numbers saturate rather than overflow, so a huge
-/// first-pos is unsatisfiable and a huge last-pos or suffix covers the rest of the file.
+/// One range-spec of the list.
+enum RangeSpec {
+    /// Satisfiable: these bytes.
+    Span(ByteSpan),
+    /// Valid syntax that selects nothing (a first-pos past the end, a zero suffix).
+    Nothing,
+    /// A positive suffix of an empty representation: satisfiable per §14.1.1
+    /// yet not expressible as a 206, so the whole (empty) file is sent.
+    WholeEmpty,
+}
+
+/// Parses a `bytes` Range header (RFC 9110 §14.1.2). Another unit or bad syntax in
+/// any member (including `last < first`) ignores the header (200 full), as do more
+/// than [`MAX_RANGES`] members and satisfiable ranges adding up to more than
+/// `total`. No satisfiable member is a 416. Numbers saturate rather than overflow,
+/// so a huge first-pos is unsatisfiable and a huge last-pos or suffix covers the
+/// rest of the file. Allocates only for two or more satisfiable ranges.
 pub(super) fn parse_range(field: &[u8], total: u64) -> RangeOutcome {
     let field = trim_ows(field);
     let Some(eq) = field.iter().position(|&b| b == b'=') else {
@@ -25,49 +73,84 @@ pub(super) fn parse_range(field: &[u8], total: u64) -> RangeOutcome {
     if !field[..eq].eq_ignore_ascii_case(b"bytes") {
         return RangeOutcome::Full;
     }
-    let mut specs = field[eq + 1..]
+    let mut specs = 0usize;
+    let mut sum = 0u64;
+    let mut whole_empty = false;
+    let mut single: Option<ByteSpan> = None;
+    let mut many: Vec<ByteSpan> = Vec::new();
+    let members = field[eq + 1..]
         .split(|&b| b == b',')
         .map(trim_ows)
         .filter(|s| !s.is_empty());
-    let (Some(spec), None) = (specs.next(), specs.next()) else {
+    for member in members {
+        specs += 1;
+        if specs > MAX_RANGES {
+            return RangeOutcome::Full;
+        }
+        let span = match parse_spec(member, total) {
+            None => return RangeOutcome::Full,
+            Some(RangeSpec::Nothing) => continue,
+            Some(RangeSpec::WholeEmpty) => {
+                whole_empty = true;
+                continue;
+            }
+            Some(RangeSpec::Span(span)) => span,
+        };
+        sum = sum.saturating_add(span.len());
+        if sum > total {
+            return RangeOutcome::Full;
+        }
+        match single {
+            None => single = Some(span),
+            Some(first) => {
+                if many.is_empty() {
+                    many.push(first);
+                }
+                many.push(span);
+            }
+        }
+    }
+    if specs == 0 || whole_empty {
         return RangeOutcome::Full;
-    };
-    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
-        return RangeOutcome::Full;
-    };
+    }
+    match (single, many.len()) {
+        (None, _) => RangeOutcome::Unsatisfiable,
+        (Some(ByteSpan { first, last }), 0) => RangeOutcome::Partial { first, last },
+        _ => RangeOutcome::Multiple(many),
+    }
+}
+
+/// One `first-last`, `first-` or `-suffix` member; `None` for bad syntax.
+fn parse_spec(spec: &[u8], total: u64) -> Option<RangeSpec> {
+    let dash = spec.iter().position(|&b| b == b'-')?;
     let (first, last) = (&spec[..dash], &spec[dash + 1..]);
     if first.is_empty() {
-        let Some(suffix) = parse_digits(last) else {
-            return RangeOutcome::Full;
-        };
-        return match (suffix, total) {
-            (0, _) => RangeOutcome::Unsatisfiable,
-            // Satisfiable per §14.1.1 yet not expressible as a 206 of an empty file.
-            (_, 0) => RangeOutcome::Full,
-            _ => RangeOutcome::Partial {
+        let suffix = parse_digits(last)?;
+        return Some(match (suffix, total) {
+            (0, _) => RangeSpec::Nothing,
+            (_, 0) => RangeSpec::WholeEmpty,
+            _ => RangeSpec::Span(ByteSpan {
                 first: total - suffix.min(total),
                 last: total - 1,
-            },
-        };
+            }),
+        });
     }
-    let Some(first) = parse_digits(first) else {
-        return RangeOutcome::Full;
-    };
+    let first = parse_digits(first)?;
     let last = if last.is_empty() {
         u64::MAX
     } else {
         match parse_digits(last) {
             Some(last) if last >= first => last,
-            _ => return RangeOutcome::Full,
+            _ => return None,
         }
     };
     if first >= total {
-        return RangeOutcome::Unsatisfiable;
+        return Some(RangeSpec::Nothing);
     }
-    RangeOutcome::Partial {
+    Some(RangeSpec::Span(ByteSpan {
         first,
         last: last.min(total - 1),
-    }
+    }))
 }
 
 pub(super) fn parse_digits(digits: &[u8]) -> Option<u64> {
@@ -77,4 +160,87 @@ pub(super) fn parse_digits(digits: &[u8]) -> Option<u64> {
     Some(digits.iter().fold(0u64, |acc, &d| {
         acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RangeOutcome::*;
+    use super::*;
+
+    fn spans(list: &[(u64, u64)]) -> RangeOutcome {
+        Multiple(
+            list.iter()
+                .map(|&(first, last)| ByteSpan { first, last })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn several_ranges_keep_the_order_asked() {
+        assert_eq!(
+            parse_range(b"bytes=7-11, 0-4", 13),
+            spans(&[(7, 11), (0, 4)])
+        );
+        assert_eq!(
+            parse_range(b"bytes=-3,0-0,5-", 13),
+            spans(&[(10, 12), (0, 0), (5, 12)])
+        );
+    }
+
+    #[test]
+    fn unsatisfiable_members_are_dropped_and_none_left_is_416() {
+        assert_eq!(
+            parse_range(b"bytes=0-1,20-30,-0,4-5", 13),
+            spans(&[(0, 1), (4, 5)])
+        );
+        assert_eq!(
+            parse_range(b"bytes=0-1,20-30", 13),
+            Partial { first: 0, last: 1 },
+            "one satisfiable range left is a plain 206"
+        );
+        assert_eq!(parse_range(b"bytes=13-,20-30,-0", 13), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-,1-", 0), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-,-5", 0), Full);
+    }
+
+    #[test]
+    fn one_bad_member_ignores_the_whole_header() {
+        for field in [
+            &b"bytes=0-1,5-2"[..],
+            b"bytes=0-1,x",
+            b"bytes=0-1,-",
+            b"bytes=0-1,1 -2",
+        ] {
+            assert_eq!(parse_range(field, 13), Full, "{field:?}");
+        }
+    }
+
+    #[test]
+    fn more_than_max_ranges_is_served_whole() {
+        let total = 10_000;
+        let list = |n: usize| {
+            let members: Vec<String> = (0..n).map(|i| format!("{i}-{i}")).collect();
+            format!("bytes={}", members.join(","))
+        };
+        match parse_range(list(MAX_RANGES).as_bytes(), total) {
+            Multiple(v) => assert_eq!(v.len(), MAX_RANGES),
+            other => panic!("{MAX_RANGES} ranges are honoured, got {other:?}"),
+        }
+        assert_eq!(parse_range(list(MAX_RANGES + 1).as_bytes(), total), Full);
+        // Unsatisfiable members count too: parsing stops at the bound.
+        let mut field = list(MAX_RANGES).into_bytes();
+        field.extend_from_slice(b",99999-");
+        assert_eq!(parse_range(&field, total), Full);
+    }
+
+    #[test]
+    fn overlap_adding_up_to_more_than_the_file_is_served_whole() {
+        // Ranges may overlap while they add up to no more than the file.
+        assert_eq!(parse_range(b"bytes=0-5,3-8", 13), spans(&[(0, 5), (3, 8)]));
+        assert_eq!(parse_range(b"bytes=0-6,0-6", 13), Full);
+        assert_eq!(parse_range(b"bytes=0-,0-", 13), Full);
+        assert_eq!(parse_range(b"bytes=-13,0-0", 13), Full);
+        let huge = b"bytes=0-99999999999999999999999,-99999999999999999999999";
+        assert_eq!(parse_range(huge, 13), Full, "saturating sums still compare");
+    }
 }

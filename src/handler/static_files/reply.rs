@@ -5,6 +5,7 @@ use std::fs::File;
 use std::rc::Rc;
 
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
+use super::multipart::MultipartReply;
 use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};
@@ -38,6 +39,8 @@ pub struct StaticRequest<'a> {
 pub enum Reply {
     /// 200 or 206 with a region of an open file.
     File(FileReply),
+    /// 206 `multipart/byteranges` with several regions of an open file.
+    Multipart(MultipartReply),
     /// 304: the client's copy is current.
     NotModified {
         /// Validator the client should keep.
@@ -101,6 +104,7 @@ impl Reply {
     pub fn status(&self) -> u16 {
         match self {
             Reply::File(f) => f.status,
+            Reply::Multipart(_) => 206,
             Reply::NotModified { .. } => 304,
             Reply::Listing { .. } => 200,
             Reply::Redirect { .. } => 301,
@@ -114,6 +118,15 @@ impl Reply {
     pub fn headers(&self) -> Headers<'_> {
         match self {
             Reply::File(f) => f.headers(),
+            Reply::Multipart(m) => [
+                Some(("Content-Type", m.content_type())),
+                Some(("ETag", m.etag.as_bytes())),
+                Some(("Last-Modified", m.last_modified.as_bytes())),
+                None,
+                None,
+            ]
+            .into_iter()
+            .flatten(),
             Reply::NotModified {
                 etag,
                 last_modified,
@@ -201,6 +214,17 @@ pub(super) fn file_reply(
             last - first + 1,
             Some(ContentRange::satisfied(first, last, total)),
         ),
+        RangeOutcome::Multiple(spans) => {
+            return Reply::Multipart(MultipartReply::new(
+                file,
+                content,
+                spans,
+                total,
+                content_type,
+                etag,
+                last_modified,
+            ))
+        }
         RangeOutcome::Unsatisfiable => {
             return Reply::RangeNotSatisfiable {
                 total,

@@ -10,7 +10,7 @@ use tracing::debug;
 use super::{Answered, Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
 use crate::deadline::io_within;
 use crate::http::status::has_no_body;
-use crate::http::{Body, BodyStream, ResponseHead};
+use crate::http::{Body, BodyPart, BodyStream, FileRegion, ResponseHead};
 use crate::http1::parse::{Method, Version};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::server::transport::FILE_CHUNK;
@@ -114,6 +114,14 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 }
                 self.pending = Some(Body::File(region));
             }
+            Body::Parts(parts)
+                if length.is_some_and(|n| n <= INLINE_BODY_MAX as u64)
+                    && parts.iter().all(|p| in_memory(p).is_some()) =>
+            {
+                for part in &parts {
+                    out.extend_from_slice(in_memory(part).unwrap_or_default());
+                }
+            }
             other => self.pending = Some(other),
         }
     }
@@ -149,6 +157,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             }
             Body::Bytes(bytes) => self.send_bytes(bytes).await,
             Body::Owned(bytes) => self.send_bytes(&bytes).await,
+            Body::Parts(parts) => self.send_parts(parts).await,
             Body::Stream(stream) => self.send_stream(stream, answered).await,
             Body::Tunnel(tunnel) => {
                 if self.flush().await.is_err() {
@@ -162,6 +171,40 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             }
             Body::Empty => Ok(()),
         }
+    }
+
+    /// Sends parts in order: bytes and in-memory regions through the output
+    /// buffer (flushed at the high-water mark), other file regions by the
+    /// transport's file send, after flushing what precedes them.
+    async fn send_parts(&mut self, parts: Vec<BodyPart>) -> Result<(), Exit> {
+        for part in &parts {
+            if let Some(bytes) = in_memory(part) {
+                let b = self.bufs.as_mut().expect("buffers held while answering");
+                b.write.extend_from_slice(bytes);
+                if b.write.len() >= WRITE_HIGH_WATER && self.flush().await.is_err() {
+                    return Err(Exit::Broken);
+                }
+                continue;
+            }
+            let BodyPart::File(region) = part else {
+                continue;
+            };
+            if self.flush().await.is_err() {
+                return Err(Exit::Broken);
+            }
+            let write_timeout = self.ctx.config.http.write_timeout;
+            let r = self
+                .io
+                .send_file(&region.file, region.offset, region.len, write_timeout)
+                .await;
+            if let Err(e) = r {
+                debug!(peer = %self.peer, error = %e, "file part send failed");
+                return Err(Exit::Broken);
+            }
+            self.ctx.stats.bytes_out.add(region.len);
+            self.sent += region.len;
+        }
+        Ok(())
     }
 
     /// Writes bytes after the head, chunk by chunk, each under the write
@@ -243,4 +286,21 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         Ok(())
     }
+}
+
+/// The bytes of a part when they are already in memory: its own bytes, or a
+/// region of a file the open-file cache holds whole.
+fn in_memory(part: &BodyPart) -> Option<&[u8]> {
+    match part {
+        BodyPart::Owned(bytes) => Some(bytes),
+        BodyPart::File(region) => cached_region(region),
+    }
+}
+
+/// `content[offset..offset + len]` of a region whose file is held in memory.
+fn cached_region(region: &FileRegion) -> Option<&[u8]> {
+    let bytes = region.content.as_deref()?;
+    let start = usize::try_from(region.offset).ok()?;
+    let end = start.checked_add(usize::try_from(region.len).ok()?)?;
+    bytes.get(start..end)
 }
