@@ -58,11 +58,9 @@ impl AdminPages {
         }
         let path = req.path();
         if path == b"/metrics" {
-            return plain(
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                self.registry.render_prometheus(),
-            );
+            let mut text = self.registry.render_prometheus();
+            self.status.render_upstream_metrics(&mut text);
+            return plain(200, "text/plain; version=0.0.4; charset=utf-8", text);
         }
         self.status
             .answer(path, req.header("accept"))

@@ -9,3 +9,4 @@ pub mod log_limit;
 pub mod metrics;
 pub mod process;
 pub mod status;
+pub mod upstream_stats;

@@ -144,6 +144,8 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
             }
         };
         let addr = group.servers[server].addr;
+        // In flight on the server from here until the response is relayed.
+        let in_flight = InFlight::new(state, server, now);
 
         // Phase 3: rewrite the request. Retries happen only while the buffer
         // still holds the whole request.
@@ -172,6 +174,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
         let (mut up, reused) = match connect_upstream(group, state, server, fresh, now).await {
             Ok(c) => c,
             Err(e) => {
+                in_flight.attempt.failed(&e, true);
                 note_failure(group, state, server, &e);
                 let idempotent = info.idempotent();
                 if decide_retry(&mut budget, AttemptFailure::Connect, idempotent).retry
@@ -184,7 +187,6 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                 return Ok(Err(unanswered(e, Some(addr), request_end)));
             }
         };
-        let in_flight = InFlight::new(&state.servers[server].active);
 
         // Phase 5: send the head and body, watching for an early answer.
         conn.rpos = body_start;
@@ -237,6 +239,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
             .await
             {
                 Ok(()) => {
+                    in_flight.attempt.answered(bufs.resp.status);
                     state.record_success(server);
                     return Ok(Ok(Answered {
                         server,
@@ -271,6 +274,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
         let error =
             error.unwrap_or_else(|| ProxyError::upstream(ErrorKind::Reset, "exchange failed"));
         if decision.count_failure {
+            in_flight.attempt.failed(&error, false);
             note_failure(group, state, server, &error);
         }
         match decision.retry {

@@ -6,6 +6,7 @@ use super::upstream::{self, GroupState, UpstreamGroup};
 use super::{ErrorKind, ProxyError};
 use crate::deadline;
 use crate::http1::client::{connect_stream, ClientStream, ConnectFailure, ConnectStep};
+use crate::observe::upstream_stats::ServerAttempt;
 
 /// Opens a connection to server `i` (and its TLS session) within the connect timeout.
 pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<ClientStream, ProxyError> {
@@ -48,19 +49,30 @@ pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<ClientStream, Pr
     }
 }
 
-/// Counts a request as in flight on a server (least_conn) while alive.
-pub(super) struct InFlight<'a>(&'a std::cell::Cell<u32>);
+/// Counts a request as in flight on a server while alive: in this worker's
+/// count (least_conn) and in its per-server counters (`/metrics`, status page).
+pub(super) struct InFlight<'a> {
+    active: &'a std::cell::Cell<u32>,
+    /// The attempt in the per-server counters: ended with [`InFlight::answered`]
+    /// or [`InFlight::failed`].
+    pub(super) attempt: ServerAttempt<'a>,
+}
 
 impl<'a> InFlight<'a> {
-    pub(super) fn new(c: &'a std::cell::Cell<u32>) -> Self {
-        c.set(c.get() + 1);
-        InFlight(c)
+    /// An attempt on `server` starts at `now`.
+    pub(super) fn new(state: &'a GroupState, server: usize, now: std::time::Instant) -> Self {
+        let active = &state.servers[server].active;
+        active.set(active.get() + 1);
+        InFlight {
+            active,
+            attempt: ServerAttempt::start(state.counters.get(server), now),
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        self.active.set(self.active.get().saturating_sub(1));
     }
 }
 

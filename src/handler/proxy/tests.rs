@@ -80,6 +80,7 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         max_in_flight: 0,
         retry_after: "1".into(),
         socket: Default::default(),
+        counters: Default::default(),
     };
     ProxyRoute {
         group: Arc::new(group),

@@ -126,6 +126,9 @@ pub struct UpstreamGroup {
     pub retry_after: Box<str>,
     /// Kernel socket options of connections to the servers.
     pub socket: crate::sockopt::SocketOptions,
+    /// Per-server counters, one block per worker, for `/metrics` and the
+    /// status page; they live and die with this group.
+    pub counters: crate::observe::upstream_stats::GroupCounters,
 }
 
 impl UpstreamGroup {
@@ -162,6 +165,8 @@ pub struct GroupState {
     pub in_flight: Cell<u32>,
     /// This worker's share of `max_in_flight` (0: no limit).
     pub max_in_flight: u32,
+    /// This worker's per-server counters, parallel to [`UpstreamGroup::servers`].
+    pub counters: Arc<[crate::observe::upstream_stats::ServerCounters]>,
 }
 
 impl GroupState {
@@ -177,6 +182,7 @@ impl GroupState {
                 .collect(),
             pool: Pool::new(group.servers.len(), group.max_idle, group.idle_timeout),
             wrr: RefCell::new(SmoothWrr::new(group.servers.iter().map(|s| s.weight))),
+            counters: group.counters.register(group.servers.len()),
         }
     }
 
@@ -407,6 +413,7 @@ pub fn from_raw(
         )? as u32,
         retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
         socket,
+        counters: Default::default(),
     })
 }
 

@@ -20,6 +20,9 @@ pub struct CheckLog {
     /// Checks done so far (saturating), so unset bits of checks never made are
     /// not shown as failures.
     done: AtomicU32,
+    /// Checks passed and failed since the group was configured.
+    passed: AtomicU64,
+    failed: AtomicU64,
     /// Why the last failed check failed.
     last_failure: ArcSwapOption<String>,
 }
@@ -32,9 +35,23 @@ impl CheckLog {
         self.bits.store(bits, Ordering::Relaxed);
         let done = self.done.load(Ordering::Relaxed).saturating_add(1);
         self.done.store(done, Ordering::Relaxed);
+        let count = if result.is_ok() {
+            &self.passed
+        } else {
+            &self.failed
+        };
+        count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if let Err(why) = result {
             self.last_failure.store(Some(Arc::new(why.to_string())));
         }
+    }
+
+    /// Checks passed and failed so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.passed.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 
     /// Results oldest first (`true` passed), at most [`CHECKS_KEPT`] of them.
@@ -62,6 +79,7 @@ mod tests {
         log.record(Err("connection refused"));
         log.record(Ok(()));
         assert_eq!(log.recent(), [true, false, true]);
+        assert_eq!(log.counts(), (2, 1));
         assert_eq!(
             log.last_failure().as_deref().map(String::as_str),
             Some("connection refused")

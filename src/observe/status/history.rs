@@ -65,6 +65,8 @@ pub struct Recent {
     pub p99_ms: Vec<Option<f64>>,
     /// Per worker, by index.
     pub workers: Vec<WorkerRecent>,
+    /// Per upstream server, by group (filled by [`super::StatusState::sample`]).
+    pub upstreams: super::upstream_rates::UpstreamRecent,
 }
 
 /// Cumulative counters of one worker at one instant.
@@ -119,6 +121,8 @@ pub struct Sampler {
     errors: VecDeque<f64>,
     p99: VecDeque<Option<f64>>,
     per_worker: Vec<VecDeque<f64>>,
+    /// The upstream servers' previous readings.
+    pub upstreams: super::upstream_rates::UpstreamSampler,
 }
 
 fn push<T>(ring: &mut VecDeque<T>, cap: usize, v: T) {

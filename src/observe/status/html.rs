@@ -15,7 +15,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::history::WORKER_POINTS;
 use super::human;
-use super::snapshot::{ReloadRecord, Snapshot};
+use super::snapshot::{FailureCauses, ReloadRecord, Snapshot};
 
 /// The page around the rendered body.
 const PAGE: &str = include_str!("page.html");
@@ -495,10 +495,15 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 g.generation
             );
         }
-        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
+        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th>errors</th><th>errors by cause</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
         for (si, sv) in g.servers.iter().enumerate() {
             let p = |k: &str| format!("upstreams.{gi}.servers.{si}.{k}");
-            b.raw("<tr><td>");
+            let _ = write!(
+                b.out,
+                "<tr data-bad=\"{}\"{}><td>",
+                escape(&p("down")),
+                bad_class(sv.down)
+            );
             b.text(&sv.name);
             b.raw("</td><td><code>");
             b.text(&sv.address);
@@ -509,6 +514,52 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 sv.state,
                 escape(&p("state"))
             );
+            b.value(
+                "td",
+                &p("in_flight"),
+                "count",
+                &human::count(sv.in_flight as f64),
+            );
+            b.value(
+                "td",
+                &p("requests_per_s"),
+                "rate",
+                &human::rate(sv.requests_per_s),
+            );
+            b.value(
+                "td",
+                &p("requests"),
+                "count",
+                &human::count(sv.requests as f64),
+            );
+            b.value(
+                "td",
+                &p("responses.5xx"),
+                "count",
+                &human::count(sv.responses.server_error as f64),
+            );
+            b.value("td", &p("errors"), "count", &human::count(sv.errors as f64));
+            let _ = write!(
+                b.out,
+                "<td class=\"wrap\" data-v=\"{}\" data-f=\"causes\">{}</td>",
+                escape(&p("failures")),
+                escape(&causes_text(&sv.failures))
+            );
+            b.raw("<td>");
+            b.value(
+                "span",
+                &p("latency_p50_ms"),
+                "ms",
+                &human::millis(sv.latency_p50_ms),
+            );
+            b.raw(" / ");
+            b.value(
+                "span",
+                &p("latency_p99_ms"),
+                "ms",
+                &human::millis(sv.latency_p99_ms),
+            );
+            b.raw("</td>");
             b.checks(&p("checks"), &sv.checks);
             let _ = write!(
                 b.out,
@@ -521,6 +572,27 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
         b.raw("</tbody></table>");
     }
     b.raw("</section>");
+}
+
+/// Failed attempts by cause as the page shows them: `connect 2 · reset 1`,
+/// causes without failures left out, `-` without any (the script's `causes`).
+pub fn causes_text(f: &FailureCauses) -> String {
+    let parts: Vec<String> = [
+        ("connect", f.connect),
+        ("connect_timeout", f.connect_timeout),
+        ("reset", f.reset),
+        ("timeout", f.timeout),
+        ("bad_response", f.bad_response),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(name, n)| format!("{name} {}", human::count(*n as f64)))
+    .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" · ")
+    }
 }
 
 fn certificates(b: &mut Body, s: &Snapshot) {

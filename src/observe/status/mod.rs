@@ -15,6 +15,7 @@ pub mod html;
 pub mod human;
 pub mod json;
 pub mod snapshot;
+pub mod upstream_rates;
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -133,8 +134,9 @@ impl StatusState {
 
     /// Reads the workers' counters once into `sampler` and publishes the result.
     pub fn sample(&self, sampler: &mut Sampler, now: Instant) {
-        self.recent
-            .store(Arc::new(sampler.sample(&self.registry, now)));
+        let mut recent = sampler.sample(&self.registry, now);
+        recent.upstreams = sampler.upstreams.sample(&self.config.load(), now);
+        self.recent.store(Arc::new(recent));
     }
 
     /// Starts the thread that samples once a second; it ends when the state is
@@ -170,6 +172,17 @@ impl StatusState {
             &self.recent.load(),
             SystemTime::now(),
         )
+    }
+
+    /// Appends the per-server upstream metrics of the running configuration
+    /// to a Prometheus exposition. Groups of replaced configurations are left
+    /// out while they drain: their series would repeat the running ones'
+    /// labels; the status page shows them.
+    pub fn render_upstream_metrics(&self, out: &mut String) {
+        crate::observe::upstream_stats::render_prometheus(
+            out,
+            &self.config.load().current.upstreams,
+        );
     }
 
     /// The answer for `path` (`/status`, `/status.json`), choosing HTML or text

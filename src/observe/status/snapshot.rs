@@ -11,11 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::history::Recent;
+use super::upstream_rates::ServerRates;
 use super::ConfigView;
 use crate::config::Config;
 use crate::handler::proxy::balance::{Balance, HashKey};
 use crate::handler::proxy::upstream::{CheckKind, UpstreamGroup};
 use crate::observe::metrics::{Registry, WorkerStats};
+use crate::observe::upstream_stats::UpstreamFailure;
 
 /// Certificates closer to expiry than this are shown in red.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);
@@ -174,11 +176,69 @@ pub struct ServerView {
     /// `up`, `down` (its active health check fails) or `draining` (its group
     /// belongs to a replaced configuration).
     pub state: &'static str,
+    /// `state` is `down`, for the page to flag the row.
+    pub down: bool,
     /// Recent active check results, oldest first (`true` passed); empty
     /// without checks.
     pub checks: Vec<bool>,
     /// Why the last failed check failed.
     pub last_check_error: Option<String>,
+    /// Requests in flight on the server now, all workers together.
+    pub in_flight: u64,
+    /// Attempts sent since the configuration was loaded (a retried request
+    /// counts on every server tried).
+    pub requests: u64,
+    /// Final responses since then, by status class.
+    pub responses: ResponseClasses,
+    /// Failed attempts since then, every cause together (5xx responses are
+    /// answers, counted in `responses`).
+    pub errors: u64,
+    /// Failed attempts since then, by cause.
+    pub failures: FailureCauses,
+    /// Attempts per second over the last interval.
+    pub requests_per_s: f64,
+    /// Failed attempts per second over the last interval.
+    pub errors_per_s: f64,
+    /// Median time to the response head over the last interval, in
+    /// milliseconds; none without responses.
+    pub latency_p50_ms: Option<f64>,
+    /// 99th percentile of the same.
+    pub latency_p99_ms: Option<f64>,
+}
+
+/// Responses by status class.
+#[derive(Debug, Default, Serialize)]
+pub struct ResponseClasses {
+    /// Informational (a `101` upgrade).
+    #[serde(rename = "1xx")]
+    pub informational: u64,
+    /// Success.
+    #[serde(rename = "2xx")]
+    pub success: u64,
+    /// Redirects and not-modified.
+    #[serde(rename = "3xx")]
+    pub redirect: u64,
+    /// Client errors.
+    #[serde(rename = "4xx")]
+    pub client_error: u64,
+    /// Server errors.
+    #[serde(rename = "5xx")]
+    pub server_error: u64,
+}
+
+/// Failed attempts by cause (see [`UpstreamFailure`]).
+#[derive(Debug, Default, Serialize)]
+pub struct FailureCauses {
+    /// Refused, unreachable, or the TLS handshake failed.
+    pub connect: u64,
+    /// Connecting took longer than `connect_timeout`.
+    pub connect_timeout: u64,
+    /// Closed or reset before the response head.
+    pub reset: u64,
+    /// The response head did not come in time.
+    pub timeout: u64,
+    /// Not an HTTP/1.1 response.
+    pub bad_response: u64,
 }
 
 /// One certificate of a TLS listener.
@@ -265,7 +325,12 @@ fn balance_label(b: &Balance) -> String {
     }
 }
 
-fn group_view(g: &UpstreamGroup, generation: u64, draining: bool) -> GroupView {
+fn group_view(
+    g: &UpstreamGroup,
+    generation: u64,
+    draining: bool,
+    rates: Option<&Vec<ServerRates>>,
+) -> GroupView {
     let health_check = g.health_check.as_ref().map(|hc| {
         let what = match &hc.kind {
             CheckKind::Http(path) => format!("GET {path}"),
@@ -273,22 +338,54 @@ fn group_view(g: &UpstreamGroup, generation: u64, draining: bool) -> GroupView {
         };
         format!("{what} every {}", super::human::interval(hc.interval))
     });
+    let totals = g.counters.totals(g.servers.len());
     let servers = g
         .servers
         .iter()
-        .map(|s| ServerView {
-            name: s.authority.clone(),
-            address: s.addr.to_string(),
-            weight: s.weight,
-            state: if draining {
+        .zip(totals)
+        .enumerate()
+        .map(|(i, (s, t))| {
+            let state = if draining {
                 "draining"
             } else if s.actively_up() {
                 "up"
             } else {
                 "down"
-            },
-            checks: s.checks.recent(),
-            last_check_error: s.checks.last_failure().map(|e| e.to_string()),
+            };
+            let r = rates.and_then(|r| r.get(i)).copied().unwrap_or_default();
+            let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
+            let [c1, c2, c3, c4, c5] = t.responses;
+            let f = |cause: UpstreamFailure| t.failures[cause as usize];
+            ServerView {
+                name: s.authority.clone(),
+                address: s.addr.to_string(),
+                weight: s.weight,
+                state,
+                down: state == "down",
+                checks: s.checks.recent(),
+                last_check_error: s.checks.last_failure().map(|e| e.to_string()),
+                in_flight: t.in_flight,
+                requests: t.requests,
+                responses: ResponseClasses {
+                    informational: c1,
+                    success: c2,
+                    redirect: c3,
+                    client_error: c4,
+                    server_error: c5,
+                },
+                errors: t.failures_total(),
+                failures: FailureCauses {
+                    connect: f(UpstreamFailure::Connect),
+                    connect_timeout: f(UpstreamFailure::ConnectTimeout),
+                    reset: f(UpstreamFailure::Reset),
+                    timeout: f(UpstreamFailure::Timeout),
+                    bad_response: f(UpstreamFailure::BadResponse),
+                },
+                requests_per_s: round2(r.requests_per_s),
+                errors_per_s: round2(r.errors_per_s),
+                latency_p50_ms: ms(r.p50_ms),
+                latency_p99_ms: ms(r.p99_ms),
+            }
         })
         .collect();
     GroupView {
@@ -379,15 +476,17 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
     let mut upstreams: Vec<GroupView> = config
         .upstreams
         .iter()
-        .map(|g| group_view(g, view.generation, false))
+        .map(|g| {
+            let rates = recent.upstreams.get(&(view.generation, g.index));
+            group_view(g, view.generation, false, rates)
+        })
         .collect();
     for (generation, old) in &view.retired {
         if let Some(old) = old.upgrade() {
-            upstreams.extend(
-                old.upstreams
-                    .iter()
-                    .map(|g| group_view(g, *generation, true)),
-            );
+            upstreams.extend(old.upstreams.iter().map(|g| {
+                let rates = recent.upstreams.get(&(*generation, g.index));
+                group_view(g, *generation, true, rates)
+            }));
         }
     }
     let certificates = cert_views(config, now_unix as i64);
