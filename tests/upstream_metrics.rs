@@ -1,0 +1,282 @@
+//! Per-upstream-server counters end to end: a real `pier` with two workers in
+//! front of servers that answer, refuse connections, reset them, answer
+//! garbage and hang; the counters are read from the admin listener's
+//! `/metrics` and `/status.json`.
+
+mod common;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+use common::upstream::{ok, Reply, Upstream};
+use common::{get, Pier};
+use serde_json::Value;
+
+/// A free loopback port nothing listens on: connections to it are refused.
+fn closed_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A server that reads each request head and resets the connection (RST,
+/// not FIN) instead of answering. Runs until the test process ends.
+fn resetting_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+            drop(conn);
+        }
+    });
+    addr
+}
+
+/// Two workers (so the counters are summed over both), one group per kind
+/// of server, no retries and no passive marking down, so each request is
+/// exactly one attempt on its server.
+fn config(
+    good: SocketAddr,
+    dead: SocketAddr,
+    reset: SocketAddr,
+    bad: SocketAddr,
+    slow: SocketAddr,
+) -> String {
+    let mut text = String::from(
+        "[server]\nworkers = 2\n[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nlisten = \"127.0.0.1:0\"\n",
+    );
+    for (name, addr) in [
+        ("good", good),
+        ("dead", dead),
+        ("reset", reset),
+        ("bad", bad),
+        ("slow", slow),
+    ] {
+        text += &format!(
+            "[[upstream]]\nname = \"{name}\"\nservers = [{{ address = \"{addr}\" }}]\n\
+             retries = 0\nmax_fails = 0\nresponse_timeout = \"1500ms\"\n\
+             [[route]]\npath = \"/{name}\"\nhandler = \"proxy\"\nupstream = \"{name}\"\n"
+        );
+    }
+    text
+}
+
+fn req(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n")
+}
+
+fn metrics(admin: SocketAddr) -> String {
+    let r = get(admin, "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n");
+    assert_eq!(r.status, 200);
+    String::from_utf8(r.body).unwrap()
+}
+
+fn status(admin: SocketAddr) -> Value {
+    let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    assert_eq!(r.status, 200);
+    serde_json::from_slice(&r.body).expect("status.json is JSON")
+}
+
+/// The value of one sample line of the exposition, if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The one server of group `name` in `/status.json`.
+fn server<'a>(v: &'a Value, name: &str) -> &'a Value {
+    let g = v["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == name && g["draining"] == false)
+        .unwrap_or_else(|| panic!("no group {name} in {v}"));
+    &g["servers"][0]
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn per_server_counters_count_answers_failures_by_cause_and_requests_in_flight() {
+    let good = Upstream::start(|r| match r.target.as_str() {
+        "/good/fail" => Reply::Http(503, Vec::new(), b"busy".to_vec()),
+        _ => ok("fine"),
+    });
+    let bad = Upstream::start(|_| Reply::RawClose(b"HTTP/1.1 200 OK\nbare: lf\n\n".to_vec()));
+    let slow = Upstream::start(|_| Reply::Silent);
+    let (dead, reset) = (closed_port(), resetting_upstream());
+    let pier = Pier::with_config(&config(good.addr, dead, reset, bad.addr, slow.addr), &[]);
+    let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
+
+    for _ in 0..5 {
+        assert_eq!(get(addr, &req("/good")).status, 200);
+    }
+    assert_eq!(get(addr, &req("/good/fail")).status, 503);
+    assert_eq!(get(addr, &req("/dead")).status, 502);
+    assert_eq!(get(addr, &req("/dead")).status, 502);
+    assert_eq!(get(addr, &req("/reset")).status, 502);
+    assert_eq!(get(addr, &req("/bad")).status, 502);
+
+    // A request the server never answers is in flight until its timeout.
+    let hung = std::thread::spawn(move || get(addr, &req("/slow")).status);
+    let in_flight = "pier_upstream_server_in_flight{group=\"slow\",server=\"";
+    let slow_in_flight = format!("{in_flight}{}\"}}", slow.addr);
+    wait_until("the hung request to show in flight", || {
+        sample(&metrics(admin), &slow_in_flight) == Some(1.0)
+    });
+    let v = status(admin);
+    assert_eq!(server(&v, "slow")["in_flight"], 1);
+    assert_eq!(server(&v, "slow")["requests"], 1);
+    assert_eq!(server(&v, "good")["in_flight"], 0);
+    assert_eq!(hung.join().unwrap(), 504);
+
+    let text = metrics(admin);
+    let m =
+        |series: String| sample(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    let labels = |group: &str, addr: SocketAddr| format!("group=\"{group}\",server=\"{addr}\"");
+    let g = labels("good", good.addr);
+    assert_eq!(
+        m(format!("pier_upstream_server_requests_total{{{g}}}")),
+        6.0
+    );
+    assert_eq!(
+        m(format!(
+            "pier_upstream_server_responses_total{{{g},class=\"2xx\"}}"
+        )),
+        5.0
+    );
+    assert_eq!(
+        m(format!(
+            "pier_upstream_server_responses_total{{{g},class=\"5xx\"}}"
+        )),
+        1.0
+    );
+    assert_eq!(
+        m(format!("pier_upstream_server_latency_seconds_count{{{g}}}")),
+        6.0
+    );
+    assert_eq!(
+        m(format!(
+            "pier_upstream_server_latency_seconds_bucket{{{g},le=\"+Inf\"}}"
+        )),
+        6.0
+    );
+    assert_eq!(
+        m(format!(
+            "pier_upstream_server_errors_total{{{g},cause=\"reset\"}}"
+        )),
+        0.0
+    );
+    assert_eq!(m(format!("pier_upstream_server_up{{{g}}}")), 1.0);
+    assert_eq!(m(format!("pier_upstream_server_in_flight{{{g}}}")), 0.0);
+    for (group, addr, cause, n) in [
+        ("dead", dead, "connect", 2.0),
+        ("reset", reset, "reset", 1.0),
+        ("bad", bad.addr, "bad_response", 1.0),
+        ("slow", slow.addr, "timeout", 1.0),
+    ] {
+        let l = labels(group, addr);
+        assert_eq!(
+            m(format!("pier_upstream_server_requests_total{{{l}}}")),
+            n,
+            "{group}"
+        );
+        assert_eq!(
+            m(format!(
+                "pier_upstream_server_errors_total{{{l},cause=\"{cause}\"}}"
+            )),
+            n,
+            "{group}"
+        );
+        let other_causes: f64 = [
+            "connect",
+            "connect_timeout",
+            "reset",
+            "timeout",
+            "bad_response",
+        ]
+        .iter()
+        .filter(|&&c| c != cause)
+        .map(|c| {
+            m(format!(
+                "pier_upstream_server_errors_total{{{l},cause=\"{c}\"}}"
+            ))
+        })
+        .sum();
+        assert_eq!(other_causes, 0.0, "{group}: only {cause} counted");
+        assert_eq!(
+            m(format!("pier_upstream_server_latency_seconds_count{{{l}}}")),
+            0.0
+        );
+        assert_eq!(m(format!("pier_upstream_server_in_flight{{{l}}}")), 0.0);
+    }
+
+    let v = status(admin);
+    let s = server(&v, "good");
+    assert_eq!(s["requests"], 6);
+    assert_eq!(s["responses"]["2xx"], 5);
+    assert_eq!(s["responses"]["5xx"], 1);
+    assert_eq!(s["errors"], 0);
+    assert_eq!(s["state"], "up");
+    assert_eq!(server(&v, "dead")["failures"]["connect"], 2);
+    assert_eq!(server(&v, "dead")["errors"], 2);
+    assert_eq!(server(&v, "reset")["failures"]["reset"], 1);
+    assert_eq!(server(&v, "bad")["failures"]["bad_response"], 1);
+    assert_eq!(server(&v, "slow")["failures"]["timeout"], 1);
+    assert_eq!(server(&v, "slow")["in_flight"], 0);
+
+    // Rates and percentiles are those of the last sampled second: with
+    // traffic going on, they show it.
+    wait_until("a second with answers from the good server", || {
+        assert_eq!(get(addr, &req("/good")).status, 200);
+        let v = status(admin);
+        let s = server(&v, "good");
+        s["requests_per_s"].as_f64().unwrap() > 0.0 && s["latency_p99_ms"].as_f64().is_some()
+    });
+}
+
+#[test]
+fn a_reload_starts_the_servers_counters_again() {
+    let good = Upstream::start(|_| ok("fine"));
+    let (dead, reset) = (closed_port(), resetting_upstream());
+    let text = config(good.addr, dead, reset, closed_port(), closed_port());
+    let pier = Pier::with_config(&text, &[]);
+    let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
+    for _ in 0..3 {
+        assert_eq!(get(addr, &req("/good")).status, 200);
+    }
+    let series = format!(
+        "pier_upstream_server_requests_total{{group=\"good\",server=\"{}\"}}",
+        good.addr
+    );
+    assert_eq!(sample(&metrics(admin), &series), Some(3.0));
+
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reloaded");
+    // The running generation's group starts at zero and counts from there.
+    assert_eq!(sample(&metrics(admin), &series), Some(0.0));
+    assert_eq!(get(addr, &req("/good")).status, 200);
+    assert_eq!(sample(&metrics(admin), &series), Some(1.0));
+    let v = status(admin);
+    assert_eq!(v["generation"], 2);
+    assert_eq!(server(&v, "good")["requests"], 1);
+}
