@@ -1,7 +1,8 @@
 //! What one `/status.json` (and one HTML page) costs the admin thread with 64
 //! workers' worth of data: 64 workers with counters and a full minute of
 //! history, three minutes of process history, 8 upstream groups of 8 servers
-//! with 64 health-check results each, and two TLS listeners. The budget is
+//! with 64 health-check results and every worker's counters each (requests,
+//! responses, errors, latency), and two TLS listeners. The budget is
 //! 1 ms per JSON answer; the figures are printed, and the exit status is 1
 //! over budget.
 //!
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use pier::observe::metrics::{HandlerKind, Registry};
 use pier::observe::status::history::{Sampler, PROCESS_POINTS};
 use pier::observe::status::{html, json, StatusState};
+use pier::observe::upstream_stats::UpstreamFailure;
 
 const WORKERS: usize = 64;
 const GROUPS: usize = 8;
@@ -61,6 +63,17 @@ fn busy_state() -> StatusState {
             }
         }
     }
+    // Every worker's per-server counters, as after three minutes of traffic
+    // spread over every server of every group.
+    let blocks: Vec<Vec<_>> = config
+        .upstreams
+        .iter()
+        .map(|g| {
+            (0..WORKERS)
+                .map(|_| g.counters.register(g.servers.len()))
+                .collect()
+        })
+        .collect();
     let registry = Arc::new(Registry::new(WORKERS, Vec::new()));
     let listeners = vec![
         "http://127.0.0.1:8080".to_string(),
@@ -82,6 +95,24 @@ fn busy_state() -> StatusState {
             w.tls_resumed.add(2);
             w.bytes_in.add(12_345);
             w.bytes_out.add(1_234_567);
+        }
+        for (g, group) in blocks.iter().enumerate() {
+            for (i, block) in group.iter().enumerate() {
+                for (s, c) in block.iter().enumerate() {
+                    c.started();
+                    if (i + g + s + tick as usize) % 17 == 0 {
+                        c.failed(UpstreamFailure::Reset);
+                    } else {
+                        let status = if tick % 13 == 0 { 502 } else { 200 };
+                        c.answered(status, Duration::from_micros(300 + 97 * s as u64));
+                    }
+                    c.finished();
+                }
+                if tick == PROCESS_POINTS as u64 {
+                    // A few requests in flight at the end.
+                    block[i % SERVERS].started();
+                }
+            }
         }
         state.sample(&mut sampler, t0 + Duration::from_secs(tick));
     }
@@ -139,6 +170,14 @@ fn main() {
     report(
         "snapshot + HTML",
         &time(iterations / 4, || html::render(&state.snapshot()).len()),
+    );
+    report(
+        "/metrics",
+        &time(iterations / 4, || {
+            let mut text = state.registry.render_prometheus();
+            state.render_upstream_metrics(&mut text);
+            text.len()
+        }),
     );
     if json > BUDGET {
         println!("over budget: /status.json p50 {json:?} > {BUDGET:?}");

@@ -272,6 +272,10 @@ fn a_reload_starts_the_servers_counters_again() {
     pier.signal(rustix::process::Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
         .expect("reloaded");
+    // The admin side learns of the new configuration just after the log line.
+    wait_until("the status page to show the reload", || {
+        status(admin)["generation"] == 2
+    });
     // The running generation's group starts at zero and counts from there.
     assert_eq!(sample(&metrics(admin), &series), Some(0.0));
     assert_eq!(get(addr, &req("/good")).status, 200);

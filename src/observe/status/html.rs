@@ -694,6 +694,11 @@ mod tests {
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(!page.contains("<b>refused</b>"));
         assert!(page.contains("connect: &lt;b&gt;refused&lt;/b&gt; &amp; &quot;gone&quot;"));
+        // A server named `<script>` and an address holding markup stay text.
+        assert!(!page.contains("<script>alert(2)"));
+        assert!(page.contains("<td>&lt;script&gt;alert(2)&lt;/script&gt;</td>"));
+        assert!(!page.contains("<img"));
+        assert!(page.contains("<code>&lt;img src=x onerror=alert(3)&gt;</code>"));
         // The page's own script is the only one.
         assert_eq!(page.matches("<script").count(), 1);
     }
@@ -721,6 +726,37 @@ mod tests {
             "<td class=\"state down\" data-v=\"upstreams.0.servers.0.state\" data-f=\"state\">down</td>"
         ));
         assert!(page.contains("title=\"1 of the last 2 checks passed\""));
+        // The down server's row is flagged (red) and stays flagged by the script.
+        assert!(page.contains("<tr data-bad=\"upstreams.0.servers.0.down\" class=\"bad\">"));
+        assert!(page.contains("<tr data-bad=\"upstreams.0.servers.1.down\"><td>"));
+        let p = |k: &str| format!("data-v=\"upstreams.0.servers.1.{k}\"");
+        for cell in [
+            format!("<td {} data-f=\"count\">1</td>", p("in_flight")),
+            format!("<td {} data-f=\"rate\">1/s</td>", p("requests_per_s")),
+            format!("<td {} data-f=\"count\">7</td>", p("requests")),
+            format!("<td {} data-f=\"count\">1</td>", p("responses.5xx")),
+            format!("<td {} data-f=\"count\">2</td>", p("errors")),
+            format!(
+                "<td class=\"wrap\" {} data-f=\"causes\">connect 1 · reset 1</td>",
+                p("failures")
+            ),
+            format!("<span {} data-f=\"ms\">0.50 ms</span>", p("latency_p50_ms")),
+        ] {
+            assert!(page.contains(&cell), "{cell}");
+        }
+        // Every upstream row has a cell per column.
+        let section = page.split("<h2>Upstreams</h2>").nth(1).unwrap();
+        let table = &section[..section.find("</table>").unwrap()];
+        let columns = table.matches("<th>").count();
+        for row in table
+            .split("<tbody>")
+            .nth(1)
+            .unwrap()
+            .split("</tr>")
+            .filter(|r| r.contains("<td"))
+        {
+            assert_eq!(row.matches("<td").count(), columns, "{row}");
+        }
         assert!(page.contains("<i class=\"ok\"></i><i class=\"no\"></i></td>"));
         assert!(page.contains("localhost, 127.0.0.1, ::1"));
         assert!(page.contains("No cache zones"));

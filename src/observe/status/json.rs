@@ -21,6 +21,7 @@ pub(crate) mod tests {
     use super::super::StatusState;
     use super::Snapshot;
     use crate::observe::metrics::{HandlerKind, Registry};
+    use crate::observe::upstream_stats::UpstreamFailure;
 
     /// A running-looking state: two workers with traffic, a TLS listener, and
     /// an upstream group with one server failing its checks.
@@ -50,6 +51,24 @@ pub(crate) mod tests {
         g.servers[0]
             .active_up
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        // Two workers' counters for the group: the second server answered
+        // three times (one 5xx) and failed twice; one request is in flight.
+        let blocks = [
+            g.counters.register(g.servers.len()),
+            g.counters.register(g.servers.len()),
+        ];
+        for (status, ms) in [(200, 2), (200, 3), (503, 40)] {
+            blocks[0][1].started();
+            blocks[0][1].answered(status, Duration::from_millis(ms));
+            blocks[0][1].finished();
+        }
+        blocks[1][1].started();
+        blocks[1][1].failed(UpstreamFailure::Reset);
+        blocks[1][1].finished();
+        blocks[1][1].started();
+        blocks[1][1].failed(UpstreamFailure::Connect);
+        blocks[1][1].finished();
+        blocks[1][1].started();
         let registry = Arc::new(Registry::new(2, vec![]));
         let state = StatusState::new(
             registry.clone(),
@@ -73,6 +92,9 @@ pub(crate) mod tests {
         registry.workers[1].tls_full.add(2);
         registry.workers[1].tls_resumed.add(1);
         registry.workers[0].request_duration(0, 200, Duration::from_micros(500));
+        blocks[0][1].started();
+        blocks[0][1].answered(200, Duration::from_micros(800));
+        blocks[0][1].finished();
         state.sample(&mut sampler, t0 + Duration::from_secs(1));
         state
     }
@@ -83,6 +105,8 @@ pub(crate) mod tests {
     pub(crate) fn snapshot_with_markup() -> Snapshot {
         let mut snapshot = state_with_traffic().snapshot();
         snapshot.upstreams[0].name = "<script>alert(1)</script>".into();
+        snapshot.upstreams[0].servers[0].name = "<script>alert(2)</script>".into();
+        snapshot.upstreams[0].servers[0].address = "<img src=x onerror=alert(3)>".into();
         snapshot
     }
 
@@ -128,6 +152,26 @@ pub(crate) mod tests {
             "connect: <b>refused</b> & \"gone\""
         );
         assert_eq!(group["servers"][1]["state"], "up");
+        assert_eq!(group["servers"][0]["name"], "<script>alert(2)</script>");
+        assert_eq!(group["servers"][0]["down"], true);
+        let up = &group["servers"][1];
+        assert_eq!(up["down"], false);
+        // Counters summed over both workers' blocks.
+        assert_eq!(up["requests"], 7);
+        assert_eq!(up["in_flight"], 1);
+        assert_eq!(up["responses"]["2xx"], 3);
+        assert_eq!(up["responses"]["5xx"], 1);
+        assert_eq!(up["errors"], 2);
+        assert_eq!(up["failures"]["reset"], 1);
+        assert_eq!(up["failures"]["connect"], 1);
+        assert_eq!(up["failures"]["timeout"], 0);
+        // Rates of the sampled second: one attempt, answered in 0.8 ms.
+        assert_eq!(up["requests_per_s"], 1.0);
+        assert_eq!(up["errors_per_s"], 0.0);
+        assert_eq!(up["latency_p50_ms"], 0.5);
+        assert_eq!(up["latency_p99_ms"], 0.99);
+        assert_eq!(group["servers"][0]["requests"], 0);
+        assert!(group["servers"][0]["latency_p50_ms"].is_null());
         assert_eq!(group["servers"][1]["weight"], 3);
         let cert = &v["certificates"][0];
         assert_eq!(cert["names"][0], "localhost");
