@@ -9,9 +9,9 @@
 //! request (the socket stays registered for input and output once, and a short
 //! read means drained), a share of `epoll_wait`, and no scheduler: an event
 //! carries the connection's index, and the connection's state is a slot in a
-//! vector. Parsing and accounting are the same as the general engine's
-//! ([`super::http`]): the shared response codec, the same `Slot` counts and the
-//! same error kinds. TLS, `--rate` and `--new-conn` go through the general
+//! vector. Parsing and accounting are the general (tokio) engine's, from
+//! [`super::http_conn`]: the shared response codec, the same `Slot` counts and
+//! the same error kinds. TLS, `--rate` and `--new-conn` go through the general
 //! engine, where the handshake or the timer dominates anyway.
 
 use std::io;
@@ -24,7 +24,7 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use tokio::time::Instant;
 
-use super::http::{ConnState, Slot, Step, ThreadCtx, MAX_CONNECT_FAILURES};
+use super::http_conn::{ConnState, Slot, Step, ThreadCtx, MAX_CONNECT_FAILURES};
 use super::io::classify;
 use super::stats::ErrorKind;
 

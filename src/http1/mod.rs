@@ -17,7 +17,7 @@ mod authority;
 pub mod body;
 pub mod client;
 pub mod framing;
-mod grammar;
+pub(crate) mod grammar;
 pub mod parse;
 pub mod request_error;
 pub mod response;
