@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod deadline;
 pub mod echo;
+pub mod filter;
 pub mod handler;
 pub mod http;
 pub mod http1;

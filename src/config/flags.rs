@@ -167,6 +167,7 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
             upstream: Some(flag(name)),
             ..RawProxy::default()
         })),
+        filters: Default::default(),
     })];
     Ok(())
 }

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::filter;
 use crate::handler::proxy::configure as proxy_configure;
 use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::handler::{respond_configure, static_configure};
@@ -595,12 +596,19 @@ fn validate_route(
             p.get_ref().clone()
         }
     };
+    let upstream_rules =
+        filter::configure::upstream_request_rules(loc, key, &raw.filters, raw.handler.get_ref())?;
     let handler: BoxedHandler = match raw.handler.get_ref() {
         RawHandler::Static(s) => Box::new(static_configure::build(loc, key, r.span(), s)?),
         RawHandler::Respond(s) => Box::new(respond_configure::build(loc, key, r.span(), s)?),
-        RawHandler::Proxy(p) => Box::new(proxy_configure::build(loc, key, r.span(), p, upstreams)?),
+        RawHandler::Proxy(p) => {
+            let mut proxy = proxy_configure::build(loc, key, r.span(), p, upstreams)?;
+            proxy.request_rules = upstream_rules;
+            Box::new(proxy)
+        }
     };
-    Ok((host, path, handler))
+    let filters = filter::configure::route_filters(loc, key, &raw.filters, raw.handler.get_ref())?;
+    Ok((host, path, filter::wrap(handler, filters)))
 }
 
 #[cfg(test)]

@@ -201,6 +201,46 @@ pub struct RawRoute {
     pub path: Option<Spanned<String>>,
     /// The `handler` key and the keys of that handler; the span is the `handler` value's.
     pub handler: Spanned<RawHandler>,
+    /// The filters around the handler, whatever the handler.
+    pub filters: RawRouteFilters,
+}
+
+/// Route keys that apply whatever the handler: the filters around it
+/// (`src/filter/`), each read into its own field.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteFilters {
+    /// Fields set, added and removed on the route's responses.
+    pub response_headers: Option<Spanned<RawHeaderRules>>,
+    /// Fields set, added and removed on the request sent upstream (proxy routes).
+    pub request_headers: Option<Spanned<RawHeaderRules>>,
+}
+
+/// The keys of [`RawRouteFilters`], which a route reads apart from its handler's.
+pub const ROUTE_FILTER_KEYS: &[&str] = &["response_headers", "request_headers"];
+
+/// `response_headers = { ... }` or `request_headers = { ... }` of a route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHeaderRules {
+    /// Name -> value: every field of the name is replaced by this one.
+    pub set: Option<BTreeMap<String, Spanned<RawFieldValues>>>,
+    /// Name -> value (or list of values): sent beside fields of the same name.
+    pub add: Option<BTreeMap<String, Spanned<RawFieldValues>>>,
+    /// Names of fields dropped.
+    pub remove: Option<Vec<Spanned<String>>>,
+    /// Error answers (4xx, 5xx) get the rules too.
+    pub always: Option<bool>,
+}
+
+/// One value, or several (`add` sends one field per value).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawFieldValues {
+    /// One field.
+    One(String),
+    /// A field per element.
+    Many(Vec<String>),
 }
 
 /// A route's handler, tagged by its `handler` key; each handler's keys are its own
@@ -249,8 +289,12 @@ impl RawRoute {
         let (common, own): (DeTable<'i>, DeTable<'i>) = table
             .into_iter()
             .partition(|(k, _)| matches!(k.get_ref().as_ref(), "host" | "path" | "handler"));
+        let (filters, own): (DeTable<'i>, DeTable<'i>) = own
+            .into_iter()
+            .partition(|(k, _)| ROUTE_FILTER_KEYS.contains(&k.get_ref().as_ref()));
         let table_of = |t: DeTable<'i>| Spanned::new(span.clone(), DeValue::Table(t));
         let m = RawRouteMatch::deserialize(table_of(common).into_deserializer())?;
+        let filters = RawRouteFilters::deserialize(table_of(filters).into_deserializer())?;
         let Some(handler) = m.handler else {
             // A misspelt `handler` is the likely cause: point at it.
             if let Some((k, _)) = own
@@ -290,6 +334,7 @@ impl RawRoute {
                 host: m.host,
                 path: m.path,
                 handler: Spanned::new(handler.span(), raw),
+                filters,
             },
         ))
     }
@@ -405,6 +450,10 @@ pub struct RawStatic {
     pub allow_symlinks_outside: Option<bool>,
     /// How long a worker reuses an opened file before opening its path again.
     pub open_file_cache_valid: Option<Spanned<RawDuration>>,
+    /// `Cache-Control` sent with files, listings and redirects.
+    pub cache_control: Option<Spanned<String>>,
+    /// `Expires` (now plus this) sent with files, listings and redirects.
+    pub expires: Option<Spanned<RawDuration>>,
 }
 
 /// The keys of a `respond` route.

@@ -9,11 +9,13 @@
 //! or a response filter (compression) touches no driver.
 
 pub mod request;
+pub mod request_id;
 pub mod response;
 pub mod session;
 pub mod status;
 
 pub use request::{RequestView, TlsFacts};
+pub use request_id::RequestId;
 pub use response::{
     Body, BodyPart, BodyStream, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo,
 };

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use super::request::RequestView;
+use super::request_id::RequestId;
 use super::response::{Body, ResponseHead};
 use crate::worker::WorkerCtx;
 
@@ -65,6 +66,10 @@ pub trait Session<'h> {
 
     /// Whether a response was given already.
     fn responded(&self) -> bool;
+
+    /// This request's identifier: one per request, made on first use, the
+    /// same for every filter, handler and upstream request that shows it.
+    fn request_id(&self) -> &RequestId;
 
     /// The HTTP/1 connection itself, for a handler that still drives it
     /// directly (the proxy, until it reads and writes through this interface).

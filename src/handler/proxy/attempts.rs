@@ -162,6 +162,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                     addr: conn.peer,
                     secure: D::SECURE,
                     subject: conn.io.peer_subject(),
+                    request_id: &conn.request_id,
                 },
                 info,
             );

@@ -96,5 +96,6 @@ pub fn build(
         preserve_host: raw.preserve_host.unwrap_or(true),
         client_addr_header: header_name(&raw.client_addr_header, "client_addr_header")?,
         client_cert_header: header_name(&raw.client_cert_header, "client_cert_header")?,
+        request_rules: None,
     })
 }

@@ -90,6 +90,8 @@ pub struct ProxyRoute {
     pub client_addr_header: Option<Box<str>>,
     /// Header set to the client certificate's subject; incoming copies are removed.
     pub client_cert_header: Option<Box<str>>,
+    /// The route's `request_headers` rules for the request sent upstream.
+    pub request_rules: Option<crate::filter::headers::HeaderRules>,
 }
 
 /// A worker's proxy state: one [`GroupState`] per upstream group, plus reusable buffers.

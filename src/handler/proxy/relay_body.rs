@@ -83,6 +83,9 @@ pub(super) async fn relay_response<D: Downstream>(
             ConnectionHeader::choose(keep_alive, info.version),
             keep_length,
             false,
+            conn.response_filters
+                .as_deref()
+                .map(|f| (f, &conn.request_id)),
         );
     }
 

@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use super::fields::{ConnectionOptions, Field, FieldCopy};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
+use crate::http::{RequestId, RequestView, TlsFacts};
 use crate::http1::client::request::{end_head, write_framing, write_request_start};
 use crate::http1::parse::{RequestHead, TargetForm};
 
@@ -19,6 +20,8 @@ pub(super) struct Client<'a> {
     pub(super) secure: bool,
     /// Subject of the verified client certificate (mTLS), if one was presented.
     pub(super) subject: Option<&'a str>,
+    /// The request's identifier, for `{request_id}` in the route's request rules.
+    pub(super) request_id: &'a RequestId,
 }
 
 /// Phase 3: encodes the upstream request head. Host first (the client's, or the
@@ -38,6 +41,7 @@ pub(super) fn encode_request_head(
         addr: peer,
         secure,
         subject,
+        request_id,
     } = client;
     let (path, query) = if head.target_form == TargetForm::Absolute {
         (head.path(req), head.query(req))
@@ -69,6 +73,9 @@ pub(super) fn encode_request_head(
             _ => false,
         };
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
+            continue;
+        }
+        if route.request_rules.as_ref().is_some_and(|r| r.drops(name)) {
             continue;
         }
         copy.field(out, req, h);
@@ -136,6 +143,10 @@ pub(super) fn encode_request_head(
         out.extend_from_slice(b": ");
         out.extend_from_slice(subject.as_bytes());
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some(rules) = &route.request_rules {
+        let tls = secure.then(TlsFacts::default);
+        rules.write_fields(&RequestView::http1(head, req, peer, tls), request_id, out);
     }
     if info.upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");

@@ -3,6 +3,9 @@
 
 use super::fields::{ConnectionOptions, Field, FieldCopy};
 use super::request_info::RequestInfo;
+use crate::filter::legacy_proxy::ProxiedRequest;
+use crate::filter::HeadEdit;
+use crate::http::RequestId;
 use crate::http1::parse::Method;
 use crate::http1::response::ResponseHead;
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
@@ -23,9 +26,35 @@ pub(super) fn encode_response_head(
     connection: ConnectionHeader,
     keep_length: bool,
     upgrade: bool,
+    filters: Option<(&ProxiedRequest<'_>, &RequestId)>,
 ) {
     write::write_head_start(out, resp.status, date, framing, connection);
     let options = ConnectionOptions::gather(|| resp.headers(buf));
+    if let Some((filters, id)) = filters {
+        // The route's response filters edit the fields the client would get.
+        let mut edit = HeadEdit::from_head(&crate::http::ResponseHead::new(resp.status, &[]));
+        for &h in resp.header_spans() {
+            let name = h.name.get(buf);
+            let keep = match Field::of(name) {
+                Field::ContentLength => keep_length,
+                Field::Date | Field::Server => false,
+                field if field.is_hop_by_hop() => false,
+                _ => !options.names(name),
+            };
+            if let (true, Ok(name)) = (keep, std::str::from_utf8(name)) {
+                edit.push(name, h.value.get(buf));
+            }
+        }
+        filters.filter(id, &mut edit);
+        for (name, value) in edit.fields() {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        return;
+    }
     let mut copy = FieldCopy::default();
     for &h in resp.header_spans() {
         let name = h.name.get(buf);

@@ -89,6 +89,7 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         preserve_host,
         client_addr_header: Some("X-Real-IP".into()),
         client_cert_header: None,
+        request_rules: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn rewrite(raw: &[u8], r: &ProxyRoute) -> String {
         addr: "192.0.2.7:5555".parse().unwrap(),
         secure: false,
         subject: None,
+        request_id: &crate::http::RequestId::default(),
     };
     rewrite_for(raw, r, client)
 }
@@ -194,6 +196,7 @@ fn client_cert_header_carries_the_verified_subject_only() {
         addr: "192.0.2.7:5555".parse().unwrap(),
         secure: true,
         subject: Some("CN=client,O=Example"),
+        request_id: &crate::http::RequestId::default(),
     };
     let out = rewrite_for(raw, &r, client);
     assert_eq!(out.matches("X-Client-Subject").count(), 1, "{out}");
@@ -369,6 +372,7 @@ fn encode_response_as(raw: &[u8], framing: BodyFraming, upgrade: bool) -> String
         ConnectionHeader::Omit,
         false,
         upgrade,
+        None,
     );
     String::from_utf8(out).unwrap()
 }

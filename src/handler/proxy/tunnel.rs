@@ -33,6 +33,7 @@ pub(super) async fn tunnel<D: Downstream>(
             ConnectionHeader::Omit,
             false,
             true,
+            None,
         );
         // Bytes the upstream sent right after its head belong to the new protocol.
         b.write.extend_from_slice(&up_read[resp.head_len..]);

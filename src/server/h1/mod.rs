@@ -77,6 +77,10 @@ pub struct Http1Conn<'a, D> {
     logged: Option<Box<log::LoggedRequest>>,
     /// The answer to the current request, once the handler gave one.
     answer: Option<Answered>,
+    /// The current request's identifier, made only if something shows it.
+    pub(crate) request_id: crate::http::RequestId,
+    /// The route's response filters, for the proxy, which writes its head itself.
+    pub(crate) response_filters: Option<Box<crate::filter::legacy_proxy::ProxiedRequest<'a>>>,
     /// The request body being read through the session.
     body: BodyReader,
     /// The body still to send after the head, which is in the output buffer.
@@ -112,6 +116,8 @@ pub async fn serve_http1<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr
         linger_on_close: false,
         logged: None,
         answer: None,
+        request_id: crate::http::RequestId::default(),
+        response_filters: None,
         body: BodyReader::default(),
         pending: None,
         outcome: None,
@@ -298,6 +304,8 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let body_kind = b.head.body;
         // `pending` is always taken by the previous answer.
         self.answer = None;
+        self.request_id.reset();
+        self.response_filters = None;
         self.body.start(
             body_kind,
             b.head.expect_continue,

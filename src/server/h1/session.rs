@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use tokio::time::Sleep;
 
 use super::{Downstream, Http1Conn};
+use crate::filter::legacy_proxy::ProxiedRequest;
 use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session};
 use crate::http1::body::{BodyDecoder, BodyError};
 use crate::http1::parse::BodyKind;
@@ -22,6 +23,17 @@ pub enum LegacyHttp1<'s, 'a> {
     Plain(&'s mut Http1Conn<'a, Plain>),
     /// TLS.
     Tls(&'s mut Http1Conn<'a, Tls>),
+}
+
+impl<'a> LegacyHttp1<'_, 'a> {
+    /// Gives the connection the route's response filters, which the proxy
+    /// runs over the head it writes itself.
+    pub fn set_response_filters(&mut self, f: Option<Box<ProxiedRequest<'a>>>) {
+        match self {
+            LegacyHttp1::Plain(c) => c.response_filters = f,
+            LegacyHttp1::Tls(c) => c.response_filters = f,
+        }
+    }
 }
 
 /// Request body state: the body's bytes are decoded in place, just past the
@@ -241,6 +253,10 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
 
     fn responded(&self) -> bool {
         self.answer.is_some()
+    }
+
+    fn request_id(&self) -> &crate::http::RequestId {
+        &self.request_id
     }
 
     fn legacy_http1(&mut self) -> Option<LegacyHttp1<'_, 'a>> {

@@ -1,0 +1,61 @@
+//! `cache_control` and `expires` of static routes: how long clients and caches
+//! may keep what the route serves, as nginx's `expires` and `add_header
+//! Cache-Control` say it. Sent on the answers that carry or confirm content
+//! (2xx and 3xx, 304 included), never on errors.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{HeadEdit, RouteFilter};
+use crate::handler::static_files::HttpDateValue;
+use crate::http::{RequestId, RequestView};
+
+/// A static route's caching fields.
+#[derive(Debug)]
+pub struct CacheFields {
+    /// `Cache-Control` as configured, or `max-age=` from `expires`.
+    cache_control: Option<Box<[u8]>>,
+    /// `Expires` is now plus this.
+    expires: Option<Duration>,
+}
+
+impl CacheFields {
+    /// `cache_control` sent as written; `expires` sends `Expires` (and, when
+    /// `cache_control` is not given, `Cache-Control: max-age=` the same time).
+    pub fn new(cache_control: Option<String>, expires: Option<Duration>) -> Self {
+        let cache_control = cache_control
+            .map(String::into_bytes)
+            .or_else(|| expires.map(|d| format!("max-age={}", d.as_secs()).into_bytes()))
+            .map(Vec::into_boxed_slice);
+        CacheFields {
+            cache_control,
+            expires,
+        }
+    }
+}
+
+impl RouteFilter for CacheFields {
+    fn edits_response(&self) -> bool {
+        true
+    }
+
+    fn response_filter<'a>(&'a self, _: &RequestView<'_>, _: &RequestId, head: &mut HeadEdit<'a>) {
+        if !(200..=399).contains(&head.status) {
+            return;
+        }
+        if let Some(cc) = &self.cache_control {
+            head.retain(|n| !n.eq_ignore_ascii_case("cache-control"));
+            head.push("Cache-Control", cc);
+        }
+        if let Some(d) = self.expires {
+            let at = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .saturating_add(d);
+            head.retain(|n| !n.eq_ignore_ascii_case("expires"));
+            head.push_owned(
+                "Expires",
+                HttpDateValue::from_unix_secs(at.as_secs()).as_bytes(),
+            );
+        }
+    }
+}

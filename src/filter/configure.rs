@@ -1,0 +1,219 @@
+//! Second configuration stage of the route filters: the route-level keys
+//! (`response_headers`, `request_headers`) checked and built into filters,
+//! each error naming the file, the line and the key.
+
+use toml::Spanned;
+
+use super::cache::CacheFields;
+use super::headers::{HeaderRules, ResponseHeaders, DRIVER_FIELDS};
+use super::placeholder::Template;
+use super::BoxedFilter;
+use crate::config::error::{ConfigError, Locator};
+use crate::config::raw::{RawFieldValues, RawHandler, RawHeaderRules, RawRouteFilters, RawStatic};
+use crate::config::value::parse_duration;
+
+/// The filters of one route, in the order they run; `key` names the route
+/// (`route[2]`).
+pub fn route_filters(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &RawRouteFilters,
+    handler: &RawHandler,
+) -> Result<Vec<BoxedFilter>, ConfigError> {
+    let mut filters: Vec<BoxedFilter> = Vec::new();
+    if let RawHandler::Static(s) = handler {
+        if let Some(cache) = cache_fields(loc, key, s)? {
+            filters.push(Box::new(cache));
+        }
+    }
+    if let Some(rules) = &raw.response_headers {
+        let rules = header_rules(loc, &format!("{key}.response_headers"), rules)?;
+        if !rules.is_empty() {
+            filters.push(Box::new(ResponseHeaders(rules)));
+        }
+    }
+    Ok(filters)
+}
+
+/// `cache_control` and `expires` of a static route.
+fn cache_fields(
+    loc: &Locator<'_>,
+    key: &str,
+    s: &RawStatic,
+) -> Result<Option<CacheFields>, ConfigError> {
+    let cache_control = match &s.cache_control {
+        None => None,
+        Some(v) => {
+            let text = v.get_ref().trim();
+            if text.is_empty() || text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(loc.error(
+                    v.span(),
+                    &format!("{key}.cache_control"),
+                    "a Cache-Control value such as \"public, max-age=3600\"",
+                ));
+            }
+            Some(text.to_string())
+        }
+    };
+    let expires = match &s.expires {
+        None => None,
+        Some(d) => Some(
+            parse_duration(d.get_ref())
+                .map_err(|m| loc.error(d.span(), &format!("{key}.expires"), m))?,
+        ),
+    };
+    if cache_control.is_none() && expires.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(CacheFields::new(cache_control, expires)))
+}
+
+/// The rules for the request a proxy route sends upstream; an error on a
+/// route of another handler, which sends no request anywhere.
+pub fn upstream_request_rules(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &RawRouteFilters,
+    handler: &RawHandler,
+) -> Result<Option<HeaderRules>, ConfigError> {
+    let Some(rules) = &raw.request_headers else {
+        return Ok(None);
+    };
+    let key = format!("{key}.request_headers");
+    if !matches!(handler, RawHandler::Proxy(_)) {
+        return Err(loc.error(
+            rules.span(),
+            &key,
+            format!(
+                "only a proxy route sends a request upstream; this route's handler is `{}` \
+                 (response_headers edits what the client gets)",
+                handler.name()
+            ),
+        ));
+    }
+    if rules.get_ref().always.is_some() {
+        return Err(loc.error(
+            rules.span(),
+            &format!("{key}.always"),
+            "`always` is about responses; request rules apply to every request",
+        ));
+    }
+    let rules = header_rules_for(loc, &key, rules, true)?;
+    Ok((!rules.is_empty()).then_some(rules))
+}
+
+/// One `response_headers` / `request_headers` table: names checked, values
+/// compiled.
+pub fn header_rules(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &Spanned<RawHeaderRules>,
+) -> Result<HeaderRules, ConfigError> {
+    header_rules_for(loc, key, raw, false)
+}
+
+/// [`header_rules`] for responses, or for the request sent `upstream`,
+/// where `Host` is the proxy's.
+fn header_rules_for(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &Spanned<RawHeaderRules>,
+    upstream: bool,
+) -> Result<HeaderRules, ConfigError> {
+    let check_name = |key: &str, span, name: &str| {
+        if upstream && name.eq_ignore_ascii_case("host") {
+            return Err(loc.error(
+                span,
+                key,
+                "the proxy sets Host itself; use `preserve_host` to send the client's",
+            ));
+        }
+        check_name(loc, key, span, name)
+    };
+    let r = raw.get_ref();
+    let mut remove = Vec::new();
+    for name in r.remove.iter().flatten() {
+        check_name(&format!("{key}.remove"), name.span(), name.get_ref())?;
+        remove.push(name.get_ref().clone());
+    }
+    let mut set = Vec::new();
+    for (name, value) in r.set.iter().flatten() {
+        let at = format!("{key}.set.{name}");
+        check_name(&at, value.span(), name)?;
+        let RawFieldValues::One(text) = value.get_ref() else {
+            return Err(loc.error(
+                value.span(),
+                &at,
+                "`set` sends one field: give one value, or use `add` for several",
+            ));
+        };
+        set.push((name.clone(), template(loc, &at, value.span(), text)?));
+    }
+    let mut add = Vec::new();
+    for (name, value) in r.add.iter().flatten() {
+        let at = format!("{key}.add.{name}");
+        check_name(&at, value.span(), name)?;
+        let texts = match value.get_ref() {
+            RawFieldValues::One(t) => std::slice::from_ref(t),
+            RawFieldValues::Many(list) => list.as_slice(),
+        };
+        for text in texts {
+            add.push((name.clone(), template(loc, &at, value.span(), text)?));
+        }
+    }
+    if let Some(name) = set
+        .iter()
+        .map(|(n, _)| n)
+        .find(|n| remove.iter().any(|r: &String| r.eq_ignore_ascii_case(n)))
+    {
+        return Err(loc.error(
+            raw.span(),
+            &format!("{key}.set.{name}"),
+            format!("{name} is both set and removed"),
+        ));
+    }
+    Ok(HeaderRules::new(
+        remove,
+        set,
+        add,
+        r.always.unwrap_or(false),
+    ))
+}
+
+fn check_name(
+    loc: &Locator<'_>,
+    key: &str,
+    span: std::ops::Range<usize>,
+    name: &str,
+) -> Result<(), ConfigError> {
+    if !is_token(name) {
+        return Err(loc.error(span, key, format!("{name:?} is not a header field name")));
+    }
+    if DRIVER_FIELDS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(loc.error(
+            span,
+            key,
+            format!("{name} is written by the server itself and cannot be changed by a rule"),
+        ));
+    }
+    Ok(())
+}
+
+fn template(
+    loc: &Locator<'_>,
+    key: &str,
+    span: std::ops::Range<usize>,
+    text: &str,
+) -> Result<Template, ConfigError> {
+    if text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Err(loc.error(span, key, "control characters in a header value"));
+    }
+    Template::compile(text).map_err(|m| loc.error(span, key, m))
+}
+
+/// RFC 9110 token: what a header field name is made of.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

@@ -1,0 +1,229 @@
+//! Header rules: fields a route sets, adds or removes on its responses (HSTS,
+//! Cache-Control, CSP, CORS) and, on proxy routes, on the request sent
+//! upstream. Names are checked and values compiled into [`Template`]s when the
+//! configuration loads; a response is edited through [`HeadEdit`], which
+//! borrows every unchanged field and copies only expanded placeholders.
+//!
+//! Which responses: like nginx's `add_header`, success and redirect answers
+//! (2xx, 3xx, 304 included, so caches revalidating keep `Cache-Control`) get
+//! the rules; error answers (4xx, 5xx) get them only with `always = true`, as
+//! `add_header ... always` does.
+
+use std::fmt;
+
+use super::placeholder::Template;
+use super::{HeadEdit, RouteFilter};
+use crate::http::{RequestId, RequestView};
+
+/// Field names the rules may not touch, on either side: framing and
+/// connection management belong to the driver (and the proxy), and `Date` and
+/// `Server` are written by the driver on every answer.
+pub const DRIVER_FIELDS: [&str; 10] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+    "date",
+    "server",
+];
+
+/// One route's rules for one direction.
+#[derive(Default)]
+pub struct HeaderRules {
+    /// Names removed (lowercase).
+    remove: Box<[Box<str>]>,
+    /// Names replaced: every field of the name is dropped, then this one sent.
+    set: Box<[(Box<str>, Template)]>,
+    /// Fields sent in addition to any of the same name.
+    add: Box<[(Box<str>, Template)]>,
+    /// Error answers (4xx, 5xx) too.
+    always: bool,
+}
+
+impl fmt::Debug for HeaderRules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeaderRules")
+            .field("remove", &self.remove)
+            .field("set", &self.set.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("add", &self.add.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("always", &self.always)
+            .finish()
+    }
+}
+
+impl HeaderRules {
+    /// Rules from checked parts: names are tokens outside [`DRIVER_FIELDS`].
+    pub fn new(
+        remove: Vec<String>,
+        set: Vec<(String, Template)>,
+        add: Vec<(String, Template)>,
+        always: bool,
+    ) -> Self {
+        HeaderRules {
+            remove: remove
+                .into_iter()
+                .map(|n| n.to_ascii_lowercase().into())
+                .collect(),
+            set: set.into_iter().map(|(n, t)| (n.into(), t)).collect(),
+            add: add.into_iter().map(|(n, t)| (n.into(), t)).collect(),
+            always,
+        }
+    }
+
+    /// Whether the rules do nothing.
+    pub fn is_empty(&self) -> bool {
+        self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()
+    }
+
+    /// Whether an answer with `status` gets the rules.
+    pub fn applies_to(&self, status: u16) -> bool {
+        match status {
+            200..=399 => true,
+            400..=599 => self.always,
+            _ => false,
+        }
+    }
+
+    /// Whether a field called `name` is removed or replaced by the rules.
+    pub fn drops(&self, name: &[u8]) -> bool {
+        self.remove
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+            || self
+                .set
+                .iter()
+                .any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+    }
+
+    /// Edits a response head: removals, then replacements, then additions.
+    /// A field whose template expands to nothing is not sent.
+    pub fn apply<'a>(&'a self, req: &RequestView<'_>, id: &RequestId, head: &mut HeadEdit<'a>) {
+        head.retain(|name| !self.drops(name.as_bytes()));
+        for (name, template) in self.set.iter().chain(self.add.iter()) {
+            head.push_template(name, template, req, id);
+        }
+    }
+
+    /// Appends the set and added fields as HTTP/1 field lines, for a head the
+    /// proxy encodes itself (the request sent upstream).
+    pub fn write_fields(&self, req: &RequestView<'_>, id: &RequestId, out: &mut Vec<u8>) {
+        for (name, template) in self.set.iter().chain(self.add.iter()) {
+            let mark = out.len();
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            let value_at = out.len();
+            match template.as_literal() {
+                Some(v) => out.extend_from_slice(v),
+                None => template.expand(req, id, out),
+            }
+            if out.len() == value_at {
+                out.truncate(mark);
+            } else {
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+}
+
+/// The response side of a route's header rules, as a route filter.
+#[derive(Debug)]
+pub struct ResponseHeaders(pub HeaderRules);
+
+impl RouteFilter for ResponseHeaders {
+    fn edits_response(&self) -> bool {
+        true
+    }
+
+    fn response_filter<'a>(
+        &'a self,
+        req: &RequestView<'_>,
+        id: &RequestId,
+        head: &mut HeadEdit<'a>,
+    ) {
+        if self.0.applies_to(head.status) {
+            self.0.apply(req, id, head);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::ResponseHead;
+    use crate::http1::parse::{parse_request, Limits, Parsed, RequestHead};
+
+    fn rules(always: bool) -> HeaderRules {
+        let t = |s: &str| Template::compile(s).unwrap();
+        HeaderRules::new(
+            vec!["X-Powered-By".into()],
+            vec![
+                ("Cache-Control".into(), t("no-store")),
+                ("X-Seen".into(), t("{path}")),
+            ],
+            vec![
+                ("Link".into(), t("</a.css>; rel=preload")),
+                ("X-Empty".into(), t("{query}")),
+            ],
+            always,
+        )
+    }
+
+    fn edited(r: &HeaderRules, status: u16) -> Vec<(String, String)> {
+        let raw = b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n";
+        let mut req_head = RequestHead::default();
+        assert!(matches!(
+            parse_request(raw, &Limits::default(), &mut req_head),
+            Ok(Parsed::Complete)
+        ));
+        let req = RequestView::http1(&req_head, raw, "127.0.0.1:1".parse().unwrap(), None);
+        let fields: [(&str, &[u8]); 4] = [
+            ("Content-Type", b"text/html"),
+            ("cache-control", b"max-age=60"),
+            ("x-powered-by", b"php"),
+            ("Link", b"</b.js>; rel=preload"),
+        ];
+        let head = ResponseHead::new(status, &fields);
+        let mut edit = HeadEdit::from_head(&head);
+        if r.applies_to(status) {
+            r.apply(&req, &RequestId::default(), &mut edit);
+        }
+        edit.fields()
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn set_replaces_add_appends_remove_drops_and_empty_expansions_are_not_sent() {
+        assert_eq!(
+            edited(&rules(false), 200),
+            pairs(&[
+                ("Content-Type", "text/html"),
+                ("Link", "</b.js>; rel=preload"),
+                ("Cache-Control", "no-store"),
+                ("X-Seen", "/p"),
+                ("Link", "</a.css>; rel=preload"),
+            ])
+        );
+    }
+
+    #[test]
+    fn errors_get_the_rules_only_with_always() {
+        let untouched = edited(&rules(false), 404);
+        assert!(untouched.iter().any(|(n, _)| n == "x-powered-by"));
+        let touched = edited(&rules(true), 404);
+        assert!(!touched.iter().any(|(n, _)| n == "x-powered-by"));
+        assert!(rules(false).applies_to(304));
+        assert!(!rules(true).applies_to(101));
+    }
+}

@@ -1,0 +1,292 @@
+//! Route filters: what runs around a route's handler, whatever the handler
+//! and whatever the protocol. A route with filters gets its handler wrapped in
+//! [`Filtered`], which hands the handler a session of its own: request filters
+//! run before the handler (and may answer instead of it: a 403, a 401, a 429),
+//! response filters edit every head given to the session (header rules), the
+//! filters' own answers included. Both sides go through [`Session`] only, so an
+//! HTTP/2 driver gets the filters without knowing they exist.
+//!
+//! A route without filters is not wrapped at all: it costs nothing. A route
+//! with filters costs one allocation for the wrapped answer, plus one buffer
+//! for the edited head when a response filter applies.
+
+pub mod cache;
+pub mod configure;
+pub mod headers;
+pub mod legacy_proxy;
+pub mod placeholder;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::handler::{BoxedHandler, Handler};
+use crate::http::RequestId;
+use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Served, Session};
+use crate::observe::metrics::HandlerKind;
+use crate::worker::WorkerCtx;
+use placeholder::Template;
+
+/// What a request filter decided.
+pub enum Verdict<'s> {
+    /// Go on to the next filter, then the handler.
+    Continue,
+    /// The filter answered through the session; the handler does not run.
+    Answered,
+    /// The filter must wait (a password hash checked off the event loop):
+    /// the future says whether to go on (`true`) or that it answered.
+    Pending(Pin<Box<dyn Future<Output = bool> + 's>>),
+}
+
+/// A filter a route runs around its handler. Built once from the
+/// configuration and shared by every worker, like handlers.
+pub trait RouteFilter: fmt::Debug + Send + Sync {
+    /// Before the handler: let the request through, or answer it.
+    fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
+        let _ = session;
+        Verdict::Continue
+    }
+
+    /// Whether [`RouteFilter::response_filter`] does anything, so routes whose
+    /// filters only look at requests do not edit heads.
+    fn edits_response(&self) -> bool {
+        false
+    }
+
+    /// Edits a response head before the session sends it. `id` is the
+    /// request's identifier, the same for every filter.
+    fn response_filter<'a>(
+        &'a self,
+        req: &RequestView<'_>,
+        id: &RequestId,
+        head: &mut HeadEdit<'a>,
+    ) {
+        let _ = (req, id, head);
+    }
+}
+
+/// A filter as a route holds it.
+pub type BoxedFilter = Box<dyn RouteFilter>;
+
+/// Wraps `handler` in its route's filters; with none, the handler as it is.
+pub fn wrap(handler: BoxedHandler, filters: Vec<BoxedFilter>) -> BoxedHandler {
+    if filters.is_empty() {
+        return handler;
+    }
+    let edits_response = filters.iter().any(|f| f.edits_response());
+    Box::new(Filtered {
+        handler,
+        filters: filters.into(),
+        edits_response,
+    })
+}
+
+/// A handler with its route's filters around it.
+#[derive(Debug)]
+pub struct Filtered {
+    handler: BoxedHandler,
+    filters: Box<[BoxedFilter]>,
+    edits_response: bool,
+}
+
+impl Filtered {
+    /// The handler the filters wrap.
+    pub fn inner(&self) -> &dyn Handler {
+        &*self.handler
+    }
+}
+
+impl Handler for Filtered {
+    fn kind(&self) -> HandlerKind {
+        self.handler.kind()
+    }
+
+    fn reads_body(&self) -> bool {
+        self.handler.reads_body()
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        Served::Pending(Box::pin(async move {
+            let mut filtered = FilteringSession {
+                inner: session,
+                filters: &self.filters,
+                edits_response: self.edits_response,
+            };
+            for filter in self.filters.iter() {
+                let go_on = match filter.request_filter(&mut filtered) {
+                    Verdict::Continue => true,
+                    Verdict::Answered => false,
+                    Verdict::Pending(wait) => wait.await,
+                };
+                if !go_on || filtered.responded() {
+                    return;
+                }
+            }
+            match self.handler.serve(&mut filtered) {
+                Served::Done => {}
+                Served::Pending(answer) => answer.await,
+            };
+        }))
+    }
+}
+
+/// The session a filtered handler answers through: the driver's, with the
+/// response filters applied to every head.
+struct FilteringSession<'s, 'h> {
+    inner: &'s mut dyn Session<'h>,
+    filters: &'h [BoxedFilter],
+    edits_response: bool,
+}
+
+impl<'h> Session<'h> for FilteringSession<'_, 'h> {
+    fn request(&self) -> RequestView<'_> {
+        self.inner.request()
+    }
+
+    fn worker(&self) -> &WorkerCtx {
+        self.inner.worker()
+    }
+
+    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
+        self.inner.poll_body(cx)
+    }
+
+    fn body_chunk(&self) -> &[u8] {
+        self.inner.body_chunk()
+    }
+
+    fn consume_body(&mut self, n: usize) {
+        self.inner.consume_body(n)
+    }
+
+    fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'h>) {
+        if !self.edits_response || self.inner.responded() {
+            return self.inner.send_response(head, body);
+        }
+        let mut edit = HeadEdit::from_head(head);
+        {
+            let req = self.inner.request();
+            let id = self.inner.request_id();
+            for filter in self.filters {
+                filter.response_filter(&req, id, &mut edit);
+            }
+        }
+        let fields = edit.fields();
+        self.inner
+            .send_response(&ResponseHead::new(edit.status, &fields), body);
+    }
+
+    fn responded(&self) -> bool {
+        self.inner.responded()
+    }
+
+    fn request_id(&self) -> &RequestId {
+        self.inner.request_id()
+    }
+
+    fn legacy_http1(&mut self) -> Option<crate::server::h1::LegacyHttp1<'_, 'h>> {
+        let proxied = self.edits_response.then(|| {
+            Box::new(legacy_proxy::ProxiedRequest::new(
+                self.filters,
+                &self.inner.request(),
+            ))
+        });
+        let mut legacy = self.inner.legacy_http1()?;
+        legacy.set_response_filters(proxied);
+        Some(legacy)
+    }
+}
+
+/// Where an edited field's value is.
+#[derive(Debug, Clone, Copy)]
+enum FieldValue<'a> {
+    /// Unchanged, or configuration bytes.
+    Borrowed(&'a [u8]),
+    /// Expanded for this request: `scratch[start..end]`.
+    Scratch(usize, usize),
+}
+
+/// A response head being edited by response filters: the status and the
+/// fields in order, borrowed where unchanged.
+pub struct HeadEdit<'a> {
+    /// The status sent; filters read it to decide whether they apply.
+    pub status: u16,
+    fields: Vec<(&'a str, FieldValue<'a>)>,
+    scratch: Vec<u8>,
+}
+
+impl<'a> HeadEdit<'a> {
+    /// Every field of `head`, computed and configured, in the order it would be sent.
+    pub fn from_head(head: &ResponseHead<'a>) -> Self {
+        let mut fields = Vec::with_capacity(head.fields.len() + head.configured.len() + 4);
+        fields.extend(head.all_fields().map(|(n, v)| (n, FieldValue::Borrowed(v))));
+        HeadEdit {
+            status: head.status,
+            fields,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Keeps only the fields whose name passes `keep`.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.fields.retain(|(n, _)| keep(n));
+    }
+
+    /// Whether a field called `name` (any case) is present.
+    pub fn contains(&self, name: &str) -> bool {
+        self.fields
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// Appends a field.
+    pub fn push(&mut self, name: &'a str, value: &'a [u8]) {
+        self.fields.push((name, FieldValue::Borrowed(value)));
+    }
+
+    /// Appends a field whose value is made for this response (copied).
+    pub fn push_owned(&mut self, name: &'a str, value: &[u8]) {
+        let start = self.scratch.len();
+        self.scratch.extend_from_slice(value);
+        self.fields
+            .push((name, FieldValue::Scratch(start, self.scratch.len())));
+    }
+
+    /// Appends a field whose value is `template` expanded for `req`; nothing
+    /// when it expands to nothing.
+    pub fn push_template(
+        &mut self,
+        name: &'a str,
+        template: &'a Template,
+        req: &RequestView<'_>,
+        id: &RequestId,
+    ) {
+        if let Some(v) = template.as_literal() {
+            if !v.is_empty() {
+                self.push(name, v);
+            }
+            return;
+        }
+        let start = self.scratch.len();
+        template.expand(req, id, &mut self.scratch);
+        if self.scratch.len() > start {
+            self.fields
+                .push((name, FieldValue::Scratch(start, self.scratch.len())));
+        }
+    }
+
+    /// The fields as a head takes them.
+    pub fn fields(&self) -> Vec<(&str, &[u8])> {
+        self.fields
+            .iter()
+            .map(|&(n, v)| {
+                let value: &[u8] = match v {
+                    FieldValue::Borrowed(b) => b,
+                    FieldValue::Scratch(s, e) => &self.scratch[s..e],
+                };
+                (n, value)
+            })
+            .collect()
+    }
+}
