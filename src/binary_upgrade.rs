@@ -226,7 +226,7 @@ pub struct Pending {
 }
 
 /// Starts `exe args` and sends it `listeners` (whose listener, socket) and `admin`.
-pub fn spawn(
+pub fn spawn_successor(
     exe: &Path,
     args: &[std::ffi::OsString],
     listeners: &[(ListenerKey, TcpListener)],

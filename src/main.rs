@@ -12,7 +12,7 @@ fn main() {
         Command::Check(args) => pier::runtime::check(args),
         Command::Echo(args) => pier::echo::run(args),
         Command::Bench(args) => pier::bench::run(args),
-        Command::Tunnel(args) => pier::runtime::tunnel(args),
+        Command::Tunnel(args) => pier::runtime::run_tunnel(args),
         Command::Upgrade(args) => pier::runtime::binary_upgrade(args),
     };
     if let Err(err) = result {

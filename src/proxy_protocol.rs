@@ -23,19 +23,19 @@ const TLV_AUTHORITY: u8 = 0x02;
 
 /// Protocol version to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
+pub enum ProxyVersion {
     /// Human-readable line.
     V1,
     /// Binary, with TLVs (ALPN, SNI).
     V2,
 }
 
-impl Version {
+impl ProxyVersion {
     /// Parses `v1` or `v2`.
-    pub fn parse(s: &str) -> Result<Version, String> {
+    pub fn parse(s: &str) -> Result<ProxyVersion, String> {
         match s {
-            "v1" | "1" => Ok(Version::V1),
-            "v2" | "2" => Ok(Version::V2),
+            "v1" | "1" => Ok(ProxyVersion::V1),
+            "v2" | "2" => Ok(ProxyVersion::V2),
             _ => Err(format!(
                 "unknown PROXY protocol version {s:?}; expected \"v1\" or \"v2\""
             )),
@@ -59,7 +59,7 @@ pub struct Header {
 
 /// Result of a parse attempt that did not fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Parsed {
+pub enum ProxyParsed {
     /// Not enough bytes yet; nothing seen so far is wrong.
     Partial,
     /// A whole header of this many bytes.
@@ -91,31 +91,31 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Parses a v1 or v2 header at the start of `buf`.
-pub fn parse(buf: &[u8]) -> Result<Parsed, Error> {
+pub fn parse_proxy_header(buf: &[u8]) -> Result<ProxyParsed, Error> {
     let n = buf.len().min(V2_SIGNATURE.len());
     if buf[..n] == V2_SIGNATURE[..n] {
         if n < V2_SIGNATURE.len() {
-            return Ok(Parsed::Partial);
+            return Ok(ProxyParsed::Partial);
         }
         return parse_v2(buf);
     }
     let n = buf.len().min(6);
     if buf[..n] == b"PROXY "[..n] {
         if n < 6 {
-            return Ok(Parsed::Partial);
+            return Ok(ProxyParsed::Partial);
         }
         return parse_v1(buf);
     }
     Err(Error::Missing)
 }
 
-fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
+fn parse_v1(buf: &[u8]) -> Result<ProxyParsed, Error> {
     let window = &buf[..buf.len().min(V1_MAX)];
     let Some(lf) = window.iter().position(|&b| b == b'\n') else {
         return if buf.len() >= V1_MAX {
             Err(Error::BadV1)
         } else {
-            Ok(Parsed::Partial)
+            Ok(ProxyParsed::Partial)
         };
     };
     if lf == 0 || window[lf - 1] != b'\r' {
@@ -169,12 +169,12 @@ fn parse_v1(buf: &[u8]) -> Result<Parsed, Error> {
         }
         _ => return Err(Error::BadV1),
     };
-    Ok(Parsed::Complete(header, lf + 1))
+    Ok(ProxyParsed::Complete(header, lf + 1))
 }
 
-fn parse_v2(buf: &[u8]) -> Result<Parsed, Error> {
+fn parse_v2(buf: &[u8]) -> Result<ProxyParsed, Error> {
     if buf.len() < 16 {
-        return Ok(Parsed::Partial);
+        return Ok(ProxyParsed::Partial);
     }
     let ver_cmd = buf[12];
     let family = buf[13];
@@ -191,7 +191,7 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, Error> {
         return Err(Error::BadV2);
     }
     if buf.len() < 16 + len {
-        return Ok(Parsed::Partial);
+        return Ok(ProxyParsed::Partial);
     }
     let body = &buf[16..16 + len];
     let (addrs, rest): (Option<(SocketAddr, SocketAddr)>, &[u8]) = match family {
@@ -267,7 +267,7 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, Error> {
         }
         tlvs = &tlvs[3 + n..];
     }
-    Ok(Parsed::Complete(header, 16 + len))
+    Ok(ProxyParsed::Complete(header, 16 + len))
 }
 
 /// Appends a v1 line for a connection from `src` to `dst` (`UNKNOWN` when the
@@ -370,8 +370,8 @@ mod tests {
         let dst: SocketAddr = "[2001:db8::1]:443".parse().unwrap();
         let mut out = Vec::new();
         encode_v2(&mut out, src, dst, None, None);
-        match parse(&out) {
-            Ok(Parsed::Complete(h, n)) => {
+        match parse_proxy_header(&out) {
+            Ok(ProxyParsed::Complete(h, n)) => {
                 assert_eq!(n, out.len());
                 assert_eq!(h.source, Some(src));
                 assert_eq!(h.destination, Some(dst));
@@ -381,8 +381,8 @@ mod tests {
         out.clear();
         encode_v1(&mut out, "192.0.2.7:4242".parse().unwrap(), dst);
         assert!(out.starts_with(b"PROXY TCP6 ::ffff:192.0.2.7 2001:db8::1 4242 443"));
-        match parse(&out) {
-            Ok(Parsed::Complete(h, _)) => assert_eq!(h.source.map(|a| a.port()), Some(4242)),
+        match parse_proxy_header(&out) {
+            Ok(ProxyParsed::Complete(h, _)) => assert_eq!(h.source.map(|a| a.port()), Some(4242)),
             other => panic!("{other:?}"),
         }
     }
@@ -397,8 +397,8 @@ mod tests {
         encode_v1(&mut out, sa("192.0.2.1:5000"), sa("198.51.100.2:443"));
         assert_eq!(out, b"PROXY TCP4 192.0.2.1 198.51.100.2 5000 443\r\n");
         out.extend_from_slice(b"GET / HTTP/1.1\r\n");
-        let Ok(Parsed::Complete(h, n)) = parse(&out) else {
-            panic!("{:?}", parse(&out))
+        let Ok(ProxyParsed::Complete(h, n)) = parse_proxy_header(&out) else {
+            panic!("{:?}", parse_proxy_header(&out))
         };
         assert_eq!(h.source, Some(sa("192.0.2.1:5000")));
         assert_eq!(h.destination, Some(sa("198.51.100.2:443")));
@@ -408,7 +408,7 @@ mod tests {
         encode_v1(&mut out, sa("[2001:db8::1]:1"), sa("[2001:db8::2]:2"));
         assert_eq!(out, b"PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n");
         assert!(
-            matches!(parse(&out), Ok(Parsed::Complete(h, _)) if h.source == Some(sa("[2001:db8::1]:1")))
+            matches!(parse_proxy_header(&out), Ok(ProxyParsed::Complete(h, _)) if h.source == Some(sa("[2001:db8::1]:1")))
         );
     }
 
@@ -416,11 +416,15 @@ mod tests {
     fn v1_partial_unknown_and_errors() {
         let line = b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n";
         for cut in 0..line.len() {
-            assert_eq!(parse(&line[..cut]), Ok(Parsed::Partial), "cut {cut}");
+            assert_eq!(
+                parse_proxy_header(&line[..cut]),
+                Ok(ProxyParsed::Partial),
+                "cut {cut}"
+            );
         }
         assert!(matches!(
-            parse(b"PROXY UNKNOWN\r\n"),
-            Ok(Parsed::Complete(Header { source: None, .. }, 15))
+            parse_proxy_header(b"PROXY UNKNOWN\r\n"),
+            Ok(ProxyParsed::Complete(Header { source: None, .. }, 15))
         ));
         let bad: &[&[u8]] = &[
             b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\n",
@@ -435,16 +439,19 @@ mod tests {
         ];
         for b in bad {
             assert_eq!(
-                parse(b),
+                parse_proxy_header(b),
                 Err(Error::BadV1),
                 "{:?}",
                 String::from_utf8_lossy(b)
             );
         }
         let long = [b"PROXY ".as_slice(), &[b'x'; 120]].concat();
-        assert_eq!(parse(&long), Err(Error::BadV1));
-        assert_eq!(parse(b"GET / HTTP/1.1\r\n"), Err(Error::Missing));
-        assert_eq!(parse(b"\x16\x03\x01"), Err(Error::Missing));
+        assert_eq!(parse_proxy_header(&long), Err(Error::BadV1));
+        assert_eq!(
+            parse_proxy_header(b"GET / HTTP/1.1\r\n"),
+            Err(Error::Missing)
+        );
+        assert_eq!(parse_proxy_header(b"\x16\x03\x01"), Err(Error::Missing));
     }
 
     #[test]
@@ -459,7 +466,7 @@ mod tests {
         );
         let total = out.len();
         out.extend_from_slice(b"payload");
-        let Ok(Parsed::Complete(h, n)) = parse(&out) else {
+        let Ok(ProxyParsed::Complete(h, n)) = parse_proxy_header(&out) else {
             panic!()
         };
         assert_eq!(n, total);
@@ -468,14 +475,18 @@ mod tests {
         assert_eq!(h.alpn.as_deref(), Some(&b"h2"[..]));
         assert_eq!(h.authority.as_deref(), Some(&b"example.com"[..]));
         for cut in 0..total {
-            assert_eq!(parse(&out[..cut]), Ok(Parsed::Partial), "cut {cut}");
+            assert_eq!(
+                parse_proxy_header(&out[..cut]),
+                Ok(ProxyParsed::Partial),
+                "cut {cut}"
+            );
         }
 
         let mut out = Vec::new();
         encode_v2(&mut out, sa("[2001:db8::1]:7"), sa("[::1]:8"), None, None);
         assert_eq!(out.len(), 16 + 36);
         assert!(
-            matches!(parse(&out), Ok(Parsed::Complete(h, 52)) if h.source == Some(sa("[2001:db8::1]:7")))
+            matches!(parse_proxy_header(&out), Ok(ProxyParsed::Complete(h, 52)) if h.source == Some(sa("[2001:db8::1]:7")))
         );
         // Mapped addresses go out as IPv4.
         let mut out = Vec::new();
@@ -493,26 +504,29 @@ mod tests {
     fn v2_local_and_errors() {
         let mut local = V2_SIGNATURE.to_vec();
         local.extend_from_slice(&[0x20, 0x00, 0x00, 0x00]);
-        assert_eq!(parse(&local), Ok(Parsed::Complete(Header::default(), 16)));
+        assert_eq!(
+            parse_proxy_header(&local),
+            Ok(ProxyParsed::Complete(Header::default(), 16))
+        );
 
         let mut good = Vec::new();
         encode_v2(&mut good, sa("1.2.3.4:1"), sa("5.6.7.8:2"), None, None);
         let mut bad_version = good.clone();
         bad_version[12] = 0x11;
-        assert_eq!(parse(&bad_version), Err(Error::BadV2));
+        assert_eq!(parse_proxy_header(&bad_version), Err(Error::BadV2));
         let mut bad_cmd = good.clone();
         bad_cmd[12] = 0x22;
-        assert_eq!(parse(&bad_cmd), Err(Error::BadV2));
+        assert_eq!(parse_proxy_header(&bad_cmd), Err(Error::BadV2));
         let mut short = good.clone();
         short[15] = 4; // claims 4 bytes for an IPv4 block of 12
         short.truncate(20);
-        assert_eq!(parse(&short), Err(Error::BadV2));
+        assert_eq!(parse_proxy_header(&short), Err(Error::BadV2));
         let mut bad_tlv = good.clone();
         bad_tlv[15] += 3;
         bad_tlv.extend_from_slice(&[0x01, 0x00, 0x09]);
-        assert_eq!(parse(&bad_tlv), Err(Error::BadV2));
+        assert_eq!(parse_proxy_header(&bad_tlv), Err(Error::BadV2));
         let mut huge = good;
         huge[14] = 0xff;
-        assert_eq!(parse(&huge), Err(Error::BadV2));
+        assert_eq!(parse_proxy_header(&huge), Err(Error::BadV2));
     }
 }

@@ -59,7 +59,7 @@ pub fn run_server(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `pier tunnel`: a TLS terminator (or plain TCP forwarder) built from flags.
-pub fn tunnel(args: TunnelArgs) -> anyhow::Result<()> {
+pub fn run_tunnel(args: TunnelArgs) -> anyhow::Result<()> {
     crate::logging::init(args.log_format);
     let pid_file = args.pid_file.clone();
     run(Source::Tunnel(args), pid_file)
@@ -150,7 +150,7 @@ fn scheme(lc: &ListenerConfig) -> &'static str {
 }
 
 /// What the signal loop needs to reload and upgrade.
-struct Server {
+struct ServerProcess {
     source: Source,
     config: Arc<Config>,
     /// A copy of every worker's listening socket by configured address: what a
@@ -236,7 +236,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
             state
                 .start_sampler()
                 .context("cannot start the status sampler")?;
-            admin::spawn(listener, registry.clone(), state.clone())
+            admin::spawn_admin(listener, registry.clone(), state.clone())
                 .context("cannot start the admin listener")?;
             status = Some(state);
             bound.to_string()
@@ -244,9 +244,9 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         None => "off".to_string(),
     };
     raise_nofile_limit(config.max_connections);
-    crate::handler::proxy::health::spawn(&config.upstreams)
+    crate::handler::proxy::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
-    crate::tls::acme::spawn(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
+    crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
         .context("cannot start ACME certificate management")?;
     let access_log = match &config.access_log {
         Some(c) => Some(
@@ -314,7 +314,7 @@ fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
         notify_systemd("READY=1");
     }
 
-    let mut server = Server {
+    let mut server = ServerProcess {
         source,
         config,
         sockets,
@@ -389,8 +389,8 @@ fn keep_session_tickets(next: &mut config::ListenerConfig, old: &config::Listene
     }
 }
 
-impl Server {
-    /// SIGHUP: reloads (see [`Server::apply_reload`]) and tells the status page
+impl ServerProcess {
+    /// SIGHUP: reloads (see [`ServerProcess::apply_reload`]) and tells the status page
     /// how it went.
     fn reload(&mut self) {
         let outcome = self.apply_reload();
@@ -503,11 +503,11 @@ impl Server {
         self.registry
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
-        if let Err(e) = crate::handler::proxy::health::spawn(&next.upstreams) {
+        if let Err(e) = crate::handler::proxy::health::spawn_health_checks(&next.upstreams) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }
         if let Err(e) =
-            crate::tls::acme::spawn(next.listeners.iter().filter_map(|l| l.tls.as_ref()))
+            crate::tls::acme::spawn_renewals(next.listeners.iter().filter_map(|l| l.tls.as_ref()))
         {
             warn!(error = %e, "cannot start ACME certificate management of the reloaded configuration");
         }
@@ -597,7 +597,7 @@ impl Server {
     /// SIGUSR2: starts the new binary with the listening sockets.
     fn start_upgrade(&self) -> std::io::Result<binary_upgrade::Pending> {
         info!(binary = %self.exe.display(), "binary upgrade: starting the new process");
-        binary_upgrade::spawn(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
+        binary_upgrade::spawn_successor(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
     }
 }
 
@@ -645,7 +645,7 @@ impl Signals {
 fn wait_for_signal(
     rt: &tokio::runtime::Runtime,
     signals: Signals,
-    server: &mut Server,
+    server: &mut ServerProcess,
 ) -> anyhow::Result<Exit> {
     let Signals {
         mut term,

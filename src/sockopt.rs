@@ -128,7 +128,7 @@ const MAX_KEEPALIVE_SECS: u64 = 32767;
 
 /// Second stage of `socket = { ... }`: every value checked against `side`, with
 /// errors naming the file, line and key (`{key}.send_buffer`, ...).
-pub fn from_raw(
+pub fn options_from_raw(
     loc: &Locator<'_>,
     key: &str,
     raw: Option<&Spanned<RawSocketOptions>>,
@@ -470,7 +470,7 @@ pub fn log_listener(listener: &dyn std::fmt::Display, opts: &SocketOptions, sock
 /// Opens a TCP connection to an upstream server with the group's options: set
 /// before `connect`, so the buffers take part in the handshake's window scale
 /// and the source address is the one asked for.
-pub async fn connect_upstream(
+pub async fn connect_with_options(
     addr: SocketAddr,
     opts: &SocketOptions,
 ) -> io::Result<tokio::net::TcpStream> {
@@ -669,7 +669,7 @@ mod tests {
             ..SocketOptions::default()
         };
         let stream = rt
-            .block_on(connect_upstream(l.local_addr().unwrap(), &o))
+            .block_on(connect_with_options(l.local_addr().unwrap(), &o))
             .unwrap();
         let (_, peer) = l.accept().unwrap();
         assert_eq!(peer.ip(), "127.0.0.2".parse::<IpAddr>().unwrap());

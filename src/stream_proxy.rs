@@ -27,7 +27,7 @@ use crate::config::TcpForward;
 use crate::deadline;
 use crate::handler::proxy::balance::{self, hash64, Balance, HashKey};
 use crate::handler::proxy::{connect, ErrorKind};
-use crate::proxy_protocol::{self, Version};
+use crate::proxy_protocol::{self, ProxyVersion};
 use crate::worker::WorkerCtx;
 
 /// Buffer per direction of a relayed stream when it starts: one TLS record.
@@ -201,15 +201,15 @@ pub async fn receive_proxy_header(
             if n == 0 {
                 return Err("connection closed before a PROXY header".to_string());
             }
-            match proxy_protocol::parse(&buf[..n]) {
-                Ok(proxy_protocol::Parsed::Complete(h, len)) => {
+            match proxy_protocol::parse_proxy_header(&buf[..n]) {
+                Ok(proxy_protocol::ProxyParsed::Complete(h, len)) => {
                     let mut sink = vec![0u8; len];
                     tokio::io::AsyncReadExt::read_exact(stream, &mut sink)
                         .await
                         .map_err(|e| e.to_string())?;
                     return Ok(h.source);
                 }
-                Ok(proxy_protocol::Parsed::Partial) => {
+                Ok(proxy_protocol::ProxyParsed::Partial) => {
                     if n == buf.len() {
                         // A v2 header with TLVs longer than the first buffer.
                         if buf.len() >= proxy_protocol::V2_MAX {
@@ -297,8 +297,8 @@ pub async fn serve<S>(
     if let Some(version) = fwd.send_proxy_protocol {
         let mut header = Vec::with_capacity(64);
         match version {
-            Version::V1 => proxy_protocol::encode_v1(&mut header, peer, local),
-            Version::V2 => {
+            ProxyVersion::V1 => proxy_protocol::encode_v1(&mut header, peer, local),
+            ProxyVersion::V2 => {
                 let info = tls.unwrap_or_default();
                 proxy_protocol::encode_v2(
                     &mut header,

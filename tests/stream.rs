@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::tls::{connect_tls, recording_client, seen_subject, verifying_client, Pki};
 use common::upstream::{ok, Upstream};
 use common::{connect, which, Pier, Reader};
-use pier::proxy_protocol::{self, Header, Parsed};
+use pier::proxy_protocol::{self, Header, ProxyParsed};
 
 /// A TCP echo server that optionally expects a PROXY header first (recording
 /// it), echoes every byte, and after the client half-closes writes `bye` and closes.
@@ -36,13 +36,13 @@ impl Echo {
                     let mut chunk = [0u8; 65536];
                     if expect_proxy {
                         loop {
-                            match proxy_protocol::parse(&buf) {
-                                Ok(Parsed::Complete(h, n)) => {
+                            match proxy_protocol::parse_proxy_header(&buf) {
+                                Ok(ProxyParsed::Complete(h, n)) => {
                                     seen.lock().unwrap().push(h);
                                     buf.drain(..n);
                                     break;
                                 }
-                                Ok(Parsed::Partial) => {}
+                                Ok(ProxyParsed::Partial) => {}
                                 Err(_) => return,
                             }
                             match s.read(&mut chunk) {

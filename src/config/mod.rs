@@ -89,7 +89,7 @@ pub struct TcpForward {
     /// Where streams go.
     pub group: Arc<UpstreamGroup>,
     /// PROXY protocol header sent to the upstream first, if any.
-    pub send_proxy_protocol: Option<proxy_protocol::Version>,
+    pub send_proxy_protocol: Option<proxy_protocol::ProxyVersion>,
     /// A stream idle this long in both directions is closed.
     pub idle_timeout: Duration,
 }
@@ -519,7 +519,7 @@ fn validate_listener(
             let send_proxy_protocol = match &raw.proxy_protocol {
                 None => None,
                 Some(v) => Some(
-                    proxy_protocol::Version::parse(v.get_ref())
+                    proxy_protocol::ProxyVersion::parse(v.get_ref())
                         .map_err(|m| loc.error(v.span(), &format!("{key}.proxy_protocol"), m))?,
                 ),
             };
@@ -549,7 +549,7 @@ fn validate_listener(
         tls,
         accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
         tcp,
-        socket: crate::sockopt::from_raw(
+        socket: crate::sockopt::options_from_raw(
             loc,
             &format!("{key}.socket"),
             raw.socket.as_ref(),

@@ -122,7 +122,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
 }
 
 /// Starts the admin thread on an already bound listener.
-pub fn spawn(
+pub fn spawn_admin(
     listener: StdListener,
     registry: Arc<Registry>,
     status: Arc<StatusState>,

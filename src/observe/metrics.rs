@@ -577,7 +577,7 @@ impl Registry {
             env!("CARGO_PKG_VERSION")
         );
         crate::observe::process::render_process(&mut out);
-        out.push_str(&crate::tls::acme::metrics::render());
+        out.push_str(&crate::tls::acme::metrics::render_acme_metrics());
         out
     }
 

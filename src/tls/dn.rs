@@ -120,7 +120,7 @@ fn attribute_value(oid: &[u8], tag: u8, value: &[u8], der: &[u8]) -> String {
         _ => None,
     };
     match text {
-        Some(t) if attribute_name(oid).is_some() => escape(&t),
+        Some(t) if attribute_name(oid).is_some() => escape_dn_value(&t),
         _ => {
             let mut s = String::from("#");
             for b in der {
@@ -131,7 +131,7 @@ fn attribute_value(oid: &[u8], tag: u8, value: &[u8], der: &[u8]) -> String {
     }
 }
 
-fn escape(v: &str) -> String {
+fn escape_dn_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     let last = v.chars().count().saturating_sub(1);
     for (i, c) in v.chars().enumerate() {

@@ -315,7 +315,10 @@ pub fn not_after_unix(cert: &CertificateDer<'_>) -> Option<i64> {
 }
 
 /// Reads every file of `spec` and builds the rustls config.
-fn build(spec: &TlsSpec, ticketer: Option<&Arc<Ticketer>>) -> Result<Built, LoadError> {
+fn build_listener_config(
+    spec: &TlsSpec,
+    ticketer: Option<&Arc<Ticketer>>,
+) -> Result<Built, LoadError> {
     let entries = match &spec.certs {
         CertSource::Acme(_) => Vec::new(),
         CertSource::Generated(key) => vec![SniEntry {
@@ -434,7 +437,7 @@ impl TlsListener {
         } else {
             None
         };
-        let built = build(&spec, ticketer.as_ref())?;
+        let built = build_listener_config(&spec, ticketer.as_ref())?;
         Ok((
             TlsListener {
                 spec,

@@ -136,7 +136,7 @@ impl fmt::Debug for Ticketer {
     }
 }
 
-fn unix_now() -> u64 {
+fn unix_now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -145,7 +145,7 @@ fn unix_now() -> u64 {
 impl Ticketer {
     /// A ticketer whose keys change every `rotation`.
     pub fn new(secret: TicketSecret, rotation: Duration) -> Ticketer {
-        Self::with_clock(secret, rotation, unix_now)
+        Self::with_clock(secret, rotation, unix_now_secs)
     }
 
     fn with_clock(secret: TicketSecret, rotation: Duration, clock: fn() -> u64) -> Ticketer {

@@ -20,7 +20,7 @@ use crate::http1::{Limits, Method};
 /// Starts the checker thread if any group has `health_check`. Each check ends
 /// once its group is gone (a reload replaced the configuration and the last
 /// connection using the old one closed), and the thread with the last of them.
-pub fn spawn(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<()> {
+pub fn spawn_health_checks(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<()> {
     let groups: Vec<Arc<UpstreamGroup>> = upstreams
         .iter()
         .filter(|g| g.health_check.is_some())

@@ -344,7 +344,7 @@ pub fn from_raw(
         Some(h) => Some(health_check(loc, &format!("{key}.health_check"), h)?),
     };
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
-    let socket = crate::sockopt::from_raw(
+    let socket = crate::sockopt::options_from_raw(
         loc,
         &format!("{key}.socket"),
         raw.socket.as_ref(),

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::sockopt::{connect_upstream, SocketOptions};
+use crate::sockopt::{connect_with_options, SocketOptions};
 
 /// A connection to a server, plain or TLS.
 pub enum ClientStream {
@@ -52,7 +52,7 @@ pub async fn connect_stream(
     opts: &SocketOptions,
     tls: Option<(TlsConnector, ServerName<'static>)>,
 ) -> Result<ClientStream, ConnectFailure> {
-    let tcp = connect_upstream(addr, opts)
+    let tcp = connect_with_options(addr, opts)
         .await
         .map_err(|error| ConnectFailure {
             step: ConnectStep::Tcp,

@@ -30,7 +30,7 @@ const CA_LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 const ORDER_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// The certificate this task serves and when it is due.
-struct Served {
+struct CurrentCert {
     fingerprint: String,
     renew_at: SystemTime,
     leaf: rustls::pki_types::CertificateDer<'static>,
@@ -41,7 +41,7 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
     let state = StateDir::new(&spec.state_dir);
     let kt = spec.key_type;
     let lock_path = state.lock_path(&name, kt);
-    let mut served: Option<Served> = None;
+    let mut served: Option<CurrentCert> = None;
     let mut failures = 0u32;
     let mut waiting_logged = false;
     let mut account: Option<instant_acme::Account> = None;
@@ -68,7 +68,7 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
                     metrics::set_expiry(&name, s.not_after);
                     let renew_at = renewal_time(&spec, &state, &mut account, &s).await;
                     info!(name, expires = %httpdate::fmt_http_date(s.not_after), renew_at = %httpdate::fmt_http_date(renew_at), sha256 = %s.fingerprint, "ACME certificate loaded from the state directory");
-                    served = Some(Served {
+                    served = Some(CurrentCert {
                         fingerprint: s.fingerprint.clone(),
                         renew_at,
                         leaf: s.key.cert[0].clone(),
@@ -179,7 +179,7 @@ pub async fn manage_name(spec: Arc<AcmeSpec>, certs: Weak<AcmeCerts>, name: Stri
                     "{}",
                     if renewing { "ACME certificate renewed" } else { "ACME certificate issued" }
                 );
-                served = Some(Served {
+                served = Some(CurrentCert {
                     fingerprint: s.fingerprint,
                     renew_at,
                     leaf: s.key.cert[0].clone(),

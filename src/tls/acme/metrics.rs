@@ -44,7 +44,7 @@ pub fn count_failure(cause: &'static str) {
 }
 
 /// The Prometheus text of the ACME metrics (empty when ACME never ran).
-pub fn render() -> String {
+pub fn render_acme_metrics() -> String {
     with(|s| {
         let mut out = String::new();
         if s.expiry.is_empty() && s.orders.is_empty() && s.failures.is_empty() {

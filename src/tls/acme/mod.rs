@@ -77,7 +77,9 @@ impl AcmeListener {
 /// Starts the ACME thread for the TLS listeners (of one configuration) that use
 /// ACME (none: nothing starts). Called at start and after every reload; the tasks
 /// of a replaced configuration end on their own.
-pub fn spawn<'a>(tls: impl Iterator<Item = &'a super::ListenerTls>) -> std::io::Result<()> {
+pub fn spawn_renewals<'a>(
+    tls: impl Iterator<Item = &'a super::ListenerTls>,
+) -> std::io::Result<()> {
     let listeners: Vec<AcmeListener> = tls.filter_map(|t| t.listener.acme().cloned()).collect();
     let mut dirs: Vec<_> = listeners.iter().map(|l| l.spec.state_dir.clone()).collect();
     dirs.sort();
