@@ -284,3 +284,58 @@ fn a_reload_starts_the_servers_counters_again() {
     assert_eq!(v["generation"], 2);
     assert_eq!(server(&v, "good")["requests"], 1);
 }
+
+#[test]
+fn a_server_every_worker_keeps_out_after_failures_shows_down() {
+    let good = Upstream::start(|_| ok("fine"));
+    let dead = closed_port();
+    let text = format!(
+        "[server]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"pair\"\nservers = [{{ address = \"{dead}\" }}, {{ address = \"{}\" }}]\n\
+         retries = 1\nmax_fails = 1\nfail_timeout = \"60s\"\n\
+         [[route]]\npath = \"/\"\nhandler = \"proxy\"\nupstream = \"pair\"\n",
+        good.addr
+    );
+    let pier = Pier::with_config(&text, &[]);
+    let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
+    // Round robin tries the dead server once; the refused attempt goes on
+    // to the good one, and the dead one is kept out for a minute.
+    for _ in 0..4 {
+        assert_eq!(get(addr, &req("/")).status, 200);
+    }
+    let text = metrics(admin);
+    let m =
+        |series: String| sample(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    let d = format!("group=\"pair\",server=\"{dead}\"");
+    let g = format!("group=\"pair\",server=\"{}\"", good.addr);
+    assert_eq!(
+        m(format!("pier_upstream_server_marked_down_workers{{{d}}}")),
+        1.0
+    );
+    assert_eq!(m(format!("pier_upstream_server_up{{{d}}}")), 0.0);
+    assert_eq!(
+        m(format!("pier_upstream_server_requests_total{{{d}}}")),
+        1.0
+    );
+    assert_eq!(
+        m(format!(
+            "pier_upstream_server_errors_total{{{d},cause=\"connect\"}}"
+        )),
+        1.0
+    );
+    assert_eq!(
+        m(format!("pier_upstream_server_marked_down_workers{{{g}}}")),
+        0.0
+    );
+    assert_eq!(m(format!("pier_upstream_server_up{{{g}}}")), 1.0);
+    assert_eq!(
+        m(format!("pier_upstream_server_requests_total{{{g}}}")),
+        4.0
+    );
+    let v = status(admin);
+    let servers = &v["upstreams"][0]["servers"];
+    assert_eq!(servers[0]["state"], "down");
+    assert_eq!(servers[0]["down"], true);
+    assert_eq!(servers[0]["marked_down_workers"], 1);
+    assert_eq!(servers[1]["state"], "up");
+}

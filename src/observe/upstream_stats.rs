@@ -13,7 +13,7 @@
 //! finish, then go with it.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -86,9 +86,33 @@ pub struct ServerCounters {
     failures: [Counter; UpstreamFailure::ALL.len()],
     latency: [Counter; BUCKETS],
     latency_sum_us: Counter,
+    /// Until when this worker keeps the server out after `max_fails`
+    /// failures, as [`epoch_ms`]; 0 when it does not.
+    marked_down_until: Counter,
+}
+
+/// Milliseconds from the first call in the process to `t`, plus one, so 0
+/// can mean "never". Workers and the admin thread compare instants this way
+/// through a plain integer.
+fn epoch_ms(t: Instant) -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(t.saturating_duration_since(epoch).as_millis())
+        .unwrap_or(u64::MAX - 1)
+        .saturating_add(1)
 }
 
 impl ServerCounters {
+    /// Passive health took the server out in this worker until `until`.
+    pub fn marked_down(&self, until: Instant) {
+        self.marked_down_until.set(epoch_ms(until));
+    }
+
+    /// The server answered: this worker gives it requests again.
+    pub fn marked_up(&self) {
+        self.marked_down_until.set(0);
+    }
+
     /// An attempt on the server starts: one more request, one more in flight.
     #[inline]
     pub fn started(&self) {
@@ -140,6 +164,8 @@ pub struct ServerTotals {
     pub latency: [u64; BUCKETS],
     /// Sum of those times, microseconds.
     pub latency_sum_us: u64,
+    /// Workers keeping the server out now after `max_fails` failures.
+    pub marked_down_workers: u64,
 }
 
 impl ServerTotals {
@@ -148,8 +174,9 @@ impl ServerTotals {
         self.failures.iter().sum()
     }
 
-    fn add(&mut self, c: &ServerCounters) {
+    fn add(&mut self, c: &ServerCounters, now_ms: u64) {
         self.in_flight += c.in_flight.get();
+        self.marked_down_workers += u64::from(c.marked_down_until.get() > now_ms);
         self.requests += c.requests.get();
         for (t, c) in self.responses.iter_mut().zip(&c.responses) {
             *t += c.get();
@@ -197,9 +224,10 @@ impl GroupCounters {
     /// Each of `servers` servers' counters summed over the workers.
     pub fn totals(&self, servers: usize) -> Vec<ServerTotals> {
         let mut out = vec![ServerTotals::default(); servers];
+        let now_ms = epoch_ms(Instant::now());
         for block in self.blocks.load().iter() {
             for (t, c) in out.iter_mut().zip(block.iter()) {
-                t.add(c);
+                t.add(c, now_ms);
             }
         }
         out
@@ -256,9 +284,15 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Appends the per-server metrics of `groups` (the running configuration's)
-/// to a Prometheus text exposition.
-pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>]) {
+/// Whether a server is down: its active check fails, or every one of
+/// `workers` workers keeps it out after `max_fails` failures.
+pub fn server_down(actively_up: bool, t: &ServerTotals, workers: usize) -> bool {
+    !actively_up || t.marked_down_workers >= workers.max(1) as u64
+}
+
+/// Appends the per-server metrics of `groups` (the running configuration's,
+/// served by `workers` workers) to a Prometheus text exposition.
+pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], workers: usize) {
     struct Row {
         labels: String,
         up: bool,
@@ -277,7 +311,7 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>]) {
                     label(&g.name),
                     label(&s.authority)
                 ),
-                up: s.actively_up(),
+                up: !server_down(s.actively_up(), &t, workers),
                 totals: t,
                 checks_passed,
                 checks_failed,
@@ -293,10 +327,24 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>]) {
         out,
         name,
         "gauge",
-        "1 while the server passes its active health check (or has none), else 0.",
+        "0 while the server fails its active health check or every worker keeps it out after max_fails failures, else 1.",
     );
     for r in &rows {
         let _ = writeln!(out, "{name}{{{}}} {}", r.labels, u8::from(r.up));
+    }
+    let name = "pier_upstream_server_marked_down_workers";
+    head(
+        out,
+        name,
+        "gauge",
+        "Workers keeping the server out now after max_fails failures (passive health, per worker).",
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{name}{{{}}} {}",
+            r.labels, r.totals.marked_down_workers
+        );
     }
     let name = "pier_upstream_server_in_flight";
     head(out, name, "gauge", "Requests in flight on the server now.");
@@ -465,7 +513,7 @@ mod tests {
         c.answered(200, Duration::from_millis(30));
         c.answered(200, Duration::from_secs(30));
         let mut t = ServerTotals::default();
-        t.add(&c);
+        t.add(&c, epoch_ms(Instant::now()));
         assert_eq!(t.latency[0], 1);
         assert_eq!(t.latency[5], 1, "30 ms is in (25 ms, 50 ms]");
         assert_eq!(t.latency[LATENCY_BOUNDS.len()], 1);

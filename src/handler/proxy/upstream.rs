@@ -217,6 +217,9 @@ impl GroupState {
             && s.down_until.get().is_none()
         {
             s.down_until.set(Some(now + group.fail_timeout));
+            if let Some(c) = self.counters.get(i) {
+                c.marked_down(now + group.fail_timeout);
+            }
             return true;
         }
         false
@@ -226,7 +229,11 @@ impl GroupState {
     /// if it was marked down and tried because every server was.
     pub fn record_success(&self, i: usize) {
         self.servers[i].fails.set(0);
-        self.servers[i].down_until.set(None);
+        if self.servers[i].down_until.take().is_some() {
+            if let Some(c) = self.counters.get(i) {
+                c.marked_up();
+            }
+        }
     }
 
     /// Counts one more request in flight to the group while the guard lives, or

@@ -495,7 +495,7 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 g.generation
             );
         }
-        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th>errors</th><th>errors by cause</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
+        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th title=\"workers keeping the server out after max_fails failures\">marked down in</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th>errors</th><th>errors by cause</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
         for (si, sv) in g.servers.iter().enumerate() {
             let p = |k: &str| format!("upstreams.{gi}.servers.{si}.{k}");
             let _ = write!(
@@ -513,6 +513,12 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 "<td class=\"state {0}\" data-v=\"{1}\" data-f=\"state\">{0}</td>",
                 sv.state,
                 escape(&p("state"))
+            );
+            b.value(
+                "td",
+                &p("marked_down_workers"),
+                "workers",
+                &workers_text(sv.marked_down_workers),
             );
             b.value(
                 "td",
@@ -572,6 +578,16 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
         b.raw("</tbody></table>");
     }
     b.raw("</section>");
+}
+
+/// How many workers keep a server out: `-` for none, `1 worker`, `3 workers`
+/// (the script's `workers`).
+pub fn workers_text(n: u64) -> String {
+    match n {
+        0 => "-".into(),
+        1 => "1 worker".into(),
+        n => format!("{n} workers"),
+    }
 }
 
 /// Failed attempts by cause as the page shows them: `connect 2 · reset 1`,
@@ -747,7 +763,7 @@ mod tests {
         // Every upstream row has a cell per column.
         let section = page.split("<h2>Upstreams</h2>").nth(1).unwrap();
         let table = &section[..section.find("</table>").unwrap()];
-        let columns = table.matches("<th>").count();
+        let columns = table.matches("</th>").count();
         for row in table
             .split("<tbody>")
             .nth(1)

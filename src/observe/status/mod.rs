@@ -179,9 +179,11 @@ impl StatusState {
     /// out while they drain: their series would repeat the running ones'
     /// labels; the status page shows them.
     pub fn render_upstream_metrics(&self, out: &mut String) {
+        let view = self.config.load();
         crate::observe::upstream_stats::render_prometheus(
             out,
-            &self.config.load().current.upstreams,
+            &view.current.upstreams,
+            view.current.workers,
         );
     }
 

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::handler::proxy::balance::{Balance, HashKey};
 use crate::handler::proxy::upstream::{CheckKind, UpstreamGroup};
 use crate::observe::metrics::{Registry, WorkerStats};
-use crate::observe::upstream_stats::UpstreamFailure;
+use crate::observe::upstream_stats::{server_down, UpstreamFailure};
 
 /// Certificates closer to expiry than this are shown in red.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);
@@ -173,11 +173,15 @@ pub struct ServerView {
     pub address: String,
     /// Relative share of requests.
     pub weight: u32,
-    /// `up`, `down` (its active health check fails) or `draining` (its group
-    /// belongs to a replaced configuration).
+    /// `up`, `down` (its active health check fails, or every worker keeps it
+    /// out after `max_fails` failures) or `draining` (its group belongs to a
+    /// replaced configuration).
     pub state: &'static str,
     /// `state` is `down`, for the page to flag the row.
     pub down: bool,
+    /// Workers keeping the server out now after `max_fails` failures
+    /// (passive health is each worker's own).
+    pub marked_down_workers: u64,
     /// Recent active check results, oldest first (`true` passed); empty
     /// without checks.
     pub checks: Vec<bool>,
@@ -330,6 +334,7 @@ fn group_view(
     generation: u64,
     draining: bool,
     rates: Option<&Vec<ServerRates>>,
+    workers: usize,
 ) -> GroupView {
     let health_check = g.health_check.as_ref().map(|hc| {
         let what = match &hc.kind {
@@ -347,10 +352,10 @@ fn group_view(
         .map(|(i, (s, t))| {
             let state = if draining {
                 "draining"
-            } else if s.actively_up() {
-                "up"
-            } else {
+            } else if server_down(s.actively_up(), &t, workers) {
                 "down"
+            } else {
+                "up"
             };
             let r = rates.and_then(|r| r.get(i)).copied().unwrap_or_default();
             let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
@@ -362,6 +367,7 @@ fn group_view(
                 weight: s.weight,
                 state,
                 down: state == "down",
+                marked_down_workers: t.marked_down_workers,
                 checks: s.checks.recent(),
                 last_check_error: s.checks.last_failure().map(|e| e.to_string()),
                 in_flight: t.in_flight,
@@ -478,14 +484,14 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
         .iter()
         .map(|g| {
             let rates = recent.upstreams.get(&(view.generation, g.index));
-            group_view(g, view.generation, false, rates)
+            group_view(g, view.generation, false, rates, config.workers)
         })
         .collect();
     for (generation, old) in &view.retired {
         if let Some(old) = old.upgrade() {
             upstreams.extend(old.upstreams.iter().map(|g| {
                 let rates = recent.upstreams.get(&(*generation, g.index));
-                group_view(g, *generation, true, rates)
+                group_view(g, *generation, true, rates, config.workers)
             }));
         }
     }
