@@ -607,10 +607,11 @@ fn sweeps_write_csv_and_svg() {
             ("second", "3")
         ]
     );
+    // Each target's throughput line, and its p50 and p99 lines beside them.
     check_svg(
         &dir.path().join("http.svg"),
-        2,
-        &["first", "second", "connections"],
+        6,
+        &["first", "second p99", "connections"],
     );
 
     let echo = echo_server(true);

@@ -1,9 +1,12 @@
 //! The charts of a sweep, as SVG line charts (plotters' SVG backend only: no
-//! fonts or bitmaps to ship), and the CSV they are drawn from.
+//! fonts or bitmaps to ship), one or several panels side by side on a linear or
+//! logarithmic x axis, and the CSV they are drawn from.
 
 use std::path::Path;
 
 use anyhow::{anyhow, Context};
+use plotters::coord::combinators::BindKeyPoints;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 
 /// One line of a chart.
@@ -15,6 +18,27 @@ pub struct Series {
     pub points: Vec<(i64, f64)>,
 }
 
+/// How the x axis maps values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XScale {
+    /// Even steps (threads).
+    Linear,
+    /// Each factor of ten the same width: concurrency swept as 1, 10, 100, 1000
+    /// spreads out instead of crowding the low end.
+    Log,
+}
+
+/// One chart of a figure: its title, y axis and lines.
+#[derive(Clone, Copy, Debug)]
+pub struct Panel<'a> {
+    /// Caption above the chart.
+    pub title: &'a str,
+    /// Y axis description.
+    pub y_label: &'a str,
+    /// The lines; a label ending in " p99" gets triangle markers, others circles.
+    pub series: &'a [Series],
+}
+
 /// Draws `series` as lines with markers on integer x (threads, connections,
 /// depth) against y from zero, with a legend, into an SVG file.
 pub fn line_chart(
@@ -24,66 +48,166 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series],
 ) -> anyhow::Result<()> {
-    let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-    let (xmin, xmax) = xs.fold((i64::MAX, i64::MIN), |(a, b), x| (a.min(x), b.max(x)));
-    let (xmin, xmax) = if xmin > xmax {
-        (0, 1)
-    } else if xmin == xmax {
-        (xmin - 1, xmax + 1)
-    } else {
-        (xmin, xmax)
+    let panel = Panel {
+        title,
+        y_label,
+        series,
     };
-    let ymax = series
+    panels_chart(path, x_label, XScale::Linear, &[panel])
+}
+
+/// Draws `panels` side by side in one SVG file, sharing the x axis description
+/// and scale (throughput beside latency, against the same concurrency).
+pub fn panels_chart(
+    path: &Path,
+    x_label: &str,
+    scale: XScale,
+    panels: &[Panel<'_>],
+) -> anyhow::Result<()> {
+    let xs = panels
+        .iter()
+        .flat_map(|p| p.series.iter())
+        .flat_map(|s| s.points.iter().map(|p| p.0));
+    let (xmin, xmax) = xs.fold((i64::MAX, i64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+    let mut distinct: Vec<i64> = panels
+        .iter()
+        .flat_map(|p| p.series.iter())
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let width = 960 * panels.len().max(1) as u32;
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let areas = root.split_evenly((1, panels.len().max(1)));
+        for (area, panel) in areas.iter().zip(panels) {
+            match scale {
+                XScale::Linear => {
+                    let (lo, hi) = if xmin > xmax {
+                        (0, 1)
+                    } else if xmin == xmax {
+                        (xmin - 1, xmax + 1)
+                    } else {
+                        (xmin, xmax)
+                    };
+                    let labels = distinct.len().max(12);
+                    draw_panel(area, panel, x_label, lo..hi, labels, |x| x, &|x| {
+                        x.to_string()
+                    })?;
+                }
+                XScale::Log => {
+                    // Positive x only; a margin of a quarter decade each side
+                    // keeps the end markers off the frame.
+                    let lo = if xmin > xmax { 1.0 } else { xmin.max(1) as f64 };
+                    let hi = if xmin > xmax {
+                        10.0
+                    } else {
+                        xmax.max(1) as f64
+                    };
+                    // Ticks at the values swept, not only at powers of ten.
+                    let ticks = distinct.iter().map(|&x| x as f64).collect();
+                    let range = (lo / 1.8..hi * 1.8).log_scale().with_key_points(ticks);
+                    let format = |x: &f64| format!("{x:.0}");
+                    draw_panel(area, panel, x_label, range, 12, |x| x as f64, &format)?;
+                }
+            }
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+}
+
+/// One panel on `area`: mesh, lines with markers, legend. `to_x` maps a
+/// point's x into the axis' value type.
+fn draw_panel<X, V>(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    panel: &Panel<'_>,
+    x_label: &str,
+    x_spec: X,
+    x_labels: usize,
+    to_x: fn(i64) -> V,
+    x_format: &dyn Fn(&V) -> String,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    X: AsRangedCoord<Value = V>,
+    X::CoordDescType: ValueFormatter<V>,
+    V: Clone + 'static,
+{
+    let ymax = panel
+        .series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .filter(|y| y.is_finite())
         .fold(0.0f64, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
-    let mut distinct: Vec<i64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 24))
-            .margin(20)
-            .x_label_area_size(50)
-            .y_label_area_size(90)
-            .build_cartesian_2d(xmin..xmax, 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_labels(distinct.len().max(12))
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .draw()?;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let mut points = s.points.clone();
-            points.sort_by_key(|p| p.0);
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                .label(s.label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    let mut chart = ChartBuilder::on(area)
+        .caption(panel.title, ("sans-serif", 24))
+        .margin(20)
+        .x_label_area_size(50)
+        .y_label_area_size(90)
+        .build_cartesian_2d(x_spec, 0f64..ymax)?;
+    let decimals = if ymax < 10.0 { 2 } else { 0 };
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(panel.y_label)
+        .x_labels(x_labels)
+        .x_label_formatter(x_format)
+        .y_label_formatter(&|y| format!("{y:.decimals$}"))
+        .draw()?;
+    // A target keeps its colour across panels: its p50 and p99 share the
+    // colour of its throughput line.
+    let mut targets: Vec<&str> = Vec::new();
+    for s in panel.series {
+        let t = target_of(&s.label);
+        if !targets.contains(&t) {
+            targets.push(t);
         }
+    }
+    for s in panel.series {
+        let t = target_of(&s.label);
+        let colour_index = targets.iter().position(|&x| x == t).unwrap_or(0);
+        let color = Palette99::pick(colour_index).to_rgba();
+        let mut points = s.points.clone();
+        points.sort_by_key(|p| p.0);
+        let points: Vec<(V, f64)> = points.into_iter().map(|(x, y)| (to_x(x), y)).collect();
         chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-        root.present()?;
-        Ok(())
-    };
-    draw().map_err(|e| anyhow!("cannot draw {}: {e}", path.display()))
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        if s.label.ends_with(" p99") {
+            chart.draw_series(
+                points
+                    .iter()
+                    .map(|p| TriangleMarker::new(p.clone(), 6, color.filled())),
+            )?;
+        } else {
+            chart.draw_series(
+                points
+                    .iter()
+                    .map(|p| Circle::new(p.clone(), 4, color.filled())),
+            )?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()?;
+    Ok(())
+}
+
+/// A label without its " p50" or " p99" suffix: the target the line belongs to.
+fn target_of(label: &str) -> &str {
+    label
+        .strip_suffix(" p50")
+        .or_else(|| label.strip_suffix(" p99"))
+        .unwrap_or(label)
 }
 
 /// Writes a CSV file: a header line, then one line per row; fields with a

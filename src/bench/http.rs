@@ -19,13 +19,14 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
+use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use super::io::{self, Tls};
-use super::stats::{human_bytes, human_us, round2, round3, ErrorKind, Stats};
+use super::stats::{human_bytes, human_us, round2, round3, ErrorKind, Percentiles, Stats};
 use super::{progress, ProgressTotal};
 use crate::deadline;
 use crate::http1::client::ClientStream;
@@ -86,6 +87,8 @@ impl HttpReport {
             "errors": s.errors.to_json(),
             "bytes": { "read": s.bytes_read, "written": s.bytes_written },
             "read_bytes_per_s": round2(self.read_bytes_per_s()),
+            "connect_us": per_connection_json(&s.connect),
+            "first_byte_us": per_connection_json(&s.first_byte),
         });
         if plan.tls.is_some() {
             v["tls"] = json!({ "handshakes": s.handshakes, "resumed": s.resumed });
@@ -131,7 +134,9 @@ impl HttpReport {
              \x20 latency   p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {}, stdev {})\n\
              \x20 status    {}\n\
              \x20 errors    {}\n\
-             \x20 transfer  read {}, written {}; {}/s read\n",
+             \x20 transfer  read {}, written {}; {}/s read\n\
+             \x20 connect   {}\n\
+             \x20 1st byte  {}\n",
             plan.target.url(),
             plan.threads,
             plan.connections,
@@ -155,6 +160,8 @@ impl HttpReport {
             human_bytes(s.bytes_read),
             human_bytes(s.bytes_written),
             human_bytes(self.read_bytes_per_s() as u64),
+            per_connection_text(&s.connect),
+            per_connection_text(&s.first_byte),
         );
         if plan.tls.is_some() {
             out.push_str(&format!(
@@ -164,6 +171,31 @@ impl HttpReport {
         }
         out
     }
+}
+
+/// A per-connection histogram (connect time, time to first byte) as JSON: the
+/// latency percentiles plus how many connections it counts.
+fn per_connection_json(h: &Histogram<u64>) -> Value {
+    let mut v = Percentiles::of(h).to_json();
+    v["count"] = json!(h.len());
+    v
+}
+
+/// A per-connection histogram as one report line, h2load's figures in wrk's style.
+fn per_connection_text(h: &Histogram<u64>) -> String {
+    if h.is_empty() {
+        return "none".to_string();
+    }
+    let p = Percentiles::of(h);
+    format!(
+        "p50 {}  p99 {}  max {}  (mean {}, {} connection{})",
+        human_us(p.p50),
+        human_us(p.p99),
+        human_us(p.max),
+        human_us(p.mean.round() as u64),
+        h.len(),
+        if h.len() == 1 { "" } else { "s" }
+    )
 }
 
 /// Runs the plan: checks the target answers a connection (and handshake), then
@@ -429,12 +461,14 @@ async fn run_slot(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             };
         }
         slot.busy_since.set(Some(Instant::now()));
+        conn.connect_started(Instant::now());
         let connected = io::connect(plan.target.addr, ctx.tls.as_ref()).await;
         let mut transport = match connected {
             Ok(c) => {
                 failures = 0;
+                let mut st = ctx.stats.borrow_mut();
+                conn.connected(&mut st, Instant::now());
                 if ctx.tls.is_some() {
-                    let mut st = ctx.stats.borrow_mut();
                     st.handshakes += 1;
                     st.resumed += u64::from(c.resumed);
                 }
@@ -594,6 +628,7 @@ async fn exchange(
         let step = {
             let mut stats = ctx.stats.borrow_mut();
             stats.bytes_read += n as u64;
+            st.bytes_arrived(&mut stats, now);
             let step = st.parse(plan.method, &mut stats, now, slot);
             if was_full && slot.in_flight.get() < depth {
                 free_since = now;

@@ -112,6 +112,11 @@ pub(super) struct ConnState {
     keep_alive: bool,
     /// Latency origin of each request in flight, oldest first.
     pub(super) sent: VecDeque<Instant>,
+    /// When the current TCP connection's connect started: the origin of its
+    /// connect time and its time to first byte.
+    connect_start: Option<Instant>,
+    /// Connected, and no response byte read yet.
+    awaiting_first_byte: bool,
 }
 
 impl ConnState {
@@ -124,6 +129,30 @@ impl ConnState {
             status: 0,
             keep_alive: true,
             sent: VecDeque::with_capacity(depth),
+            connect_start: None,
+            awaiting_first_byte: false,
+        }
+    }
+
+    /// A connect starts at `at`.
+    pub(super) fn connect_started(&mut self, at: Instant) {
+        self.connect_start = Some(at);
+        self.awaiting_first_byte = false;
+    }
+
+    /// The connection became usable at `at` (with TLS: handshake done).
+    pub(super) fn connected(&mut self, stats: &mut Stats, at: Instant) {
+        if let Some(start) = self.connect_start {
+            stats.record_connect(at.saturating_duration_since(start));
+            self.awaiting_first_byte = true;
+        }
+    }
+
+    /// Bytes arrived at `at`: the first of a connection give its time to first byte.
+    pub(super) fn bytes_arrived(&mut self, stats: &mut Stats, at: Instant) {
+        if let (true, Some(start)) = (self.awaiting_first_byte, self.connect_start) {
+            self.awaiting_first_byte = false;
+            stats.record_first_byte(at.saturating_duration_since(start));
         }
     }
 

@@ -184,6 +184,7 @@ impl Loop<'_> {
             Ok(fd) => {
                 c.fd = Some(fd);
                 c.connecting = true;
+                c.st.connect_started(Instant::now());
                 slot.busy_since.set(Some(Instant::now()));
             }
             Err(e) => self.connect_failed(i, io::Error::from(e)),
@@ -244,6 +245,7 @@ impl Loop<'_> {
                     c.connecting = false;
                     c.failures = 0;
                     c.st.reset();
+                    c.st.connected(&mut self.ctx.stats.borrow_mut(), Instant::now());
                     if let Some(slot) = self.slots.get(i) {
                         slot.busy_since.set(None);
                     }
@@ -301,6 +303,7 @@ impl Loop<'_> {
             let step = {
                 let mut stats = ctx.stats.borrow_mut();
                 stats.bytes_read += n as u64;
+                c.st.bytes_arrived(&mut stats, t);
                 let step = c.st.parse(ctx.plan.method, &mut stats, t, slot);
                 ctx.progress.store(
                     stats.requests + stats.errors.total(),

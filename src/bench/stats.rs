@@ -1,5 +1,6 @@
 //! What a run counts: latencies in an HdrHistogram (so p99.9 and max are exact to
-//! three significant digits, not averaged away), responses by status, errors by
+//! three significant digits, not averaged away), connect times and times to the
+//! first byte per connection as h2load counts them, responses by status, errors by
 //! kind, bytes. Each client thread owns one [`Stats`] and touches nothing shared;
 //! the threads' copies are merged once at the end.
 
@@ -133,6 +134,12 @@ impl fmt::Display for Errors {
 pub struct Stats {
     /// Response latency in microseconds.
     pub latency: Histogram<u64>,
+    /// Per connection, microseconds from the start of the connect until it is
+    /// usable (TCP connected and, with TLS, the handshake done).
+    pub connect: Histogram<u64>,
+    /// Per connection, microseconds from the start of the connect to the first
+    /// response byte read, h2load's "time to 1st byte".
+    pub first_byte: Histogram<u64>,
     /// Responses by status code (index = status, 100..=999).
     pub status: Vec<u64>,
     /// Responses completed (any status).
@@ -158,13 +165,15 @@ impl Default for Stats {
 impl Stats {
     /// Empty counts.
     pub fn new() -> Stats {
-        let latency = match Histogram::new_with_bounds(1, MAX_LATENCY_US, 3) {
+        let histogram = || match Histogram::new_with_bounds(1, MAX_LATENCY_US, 3) {
             Ok(h) => h,
             // Constant bounds, valid for every input: not reachable.
             Err(e) => unreachable!("histogram bounds: {e}"),
         };
         Stats {
-            latency,
+            latency: histogram(),
+            connect: histogram(),
+            first_byte: histogram(),
             status: vec![0; 1000],
             requests: 0,
             errors: Errors::default(),
@@ -186,14 +195,21 @@ impl Stats {
         self.requests += 1;
     }
 
+    /// Counts one connection made, `took` after its connect started.
+    pub fn record_connect(&mut self, took: Duration) {
+        record_us(&mut self.connect, took);
+    }
+
+    /// Counts one connection's first response byte, `took` after its connect started.
+    pub fn record_first_byte(&mut self, took: Duration) {
+        record_us(&mut self.first_byte, took);
+    }
+
     /// Adds another thread's counts to these.
     pub fn merge(&mut self, other: &Stats) {
-        if self.latency.add(&other.latency).is_err() {
-            for v in other.latency.iter_recorded() {
-                self.latency
-                    .saturating_record_n(v.value_iterated_to(), v.count_at_value());
-            }
-        }
+        merge_histogram(&mut self.latency, &other.latency);
+        merge_histogram(&mut self.connect, &other.connect);
+        merge_histogram(&mut self.first_byte, &other.first_byte);
         for (a, b) in self.status.iter_mut().zip(&other.status) {
             *a += b;
         }
@@ -216,18 +232,19 @@ impl Stats {
 
     /// The percentiles every report shows.
     pub fn percentiles(&self) -> Percentiles {
-        let h = &self.latency;
-        if h.is_empty() {
-            return Percentiles::default();
-        }
-        Percentiles {
-            p50: h.value_at_quantile(0.50),
-            p90: h.value_at_quantile(0.90),
-            p99: h.value_at_quantile(0.99),
-            p999: h.value_at_quantile(0.999),
-            max: h.max(),
-            mean: h.mean(),
-            stdev: h.stdev(),
+        Percentiles::of(&self.latency)
+    }
+}
+
+fn record_us(h: &mut Histogram<u64>, took: Duration) {
+    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    h.saturating_record(us.clamp(1, MAX_LATENCY_US));
+}
+
+fn merge_histogram(into: &mut Histogram<u64>, other: &Histogram<u64>) {
+    if into.add(other).is_err() {
+        for v in other.iter_recorded() {
+            into.saturating_record_n(v.value_iterated_to(), v.count_at_value());
         }
     }
 }
@@ -252,6 +269,22 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// The summary of one histogram of microseconds; all zero when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+        }
+    }
+
     /// As the `latency_us` JSON object.
     pub fn to_json(&self) -> Value {
         json!({
@@ -320,7 +353,13 @@ mod tests {
         b.bytes_read = 5;
         b.handshakes = 2;
         b.resumed = 1;
+        a.record_connect(Duration::from_micros(300));
+        b.record_connect(Duration::from_micros(500));
+        b.record_first_byte(Duration::from_millis(2));
         a.merge(&b);
+        assert_eq!((a.connect.len(), a.first_byte.len()), (2, 1));
+        assert_eq!(Percentiles::of(&a.connect).max, 500);
+        assert_eq!(Percentiles::of(&a.first_byte).p50, 2000);
         assert_eq!(a.requests, 102);
         assert_eq!(a.latency.len(), 102);
         assert_eq!(a.statuses().collect::<Vec<_>>(), vec![(200, 101), (404, 1)]);

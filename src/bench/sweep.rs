@@ -1,8 +1,9 @@
 //! `pier bench sweep`: the classic scalability experiments as one command. Runs
 //! a matrix of `http` or `tls-stream` runs one after another, prints a line per
 //! run, and writes every figure to `PREFIX.csv` and the chart to `PREFIX.svg`:
-//! requests/s against connections (or depth) with one line per target, or
-//! bandwidth against threads with one line per connection count.
+//! requests/s and, beside it, p50 and p99 latency against connections (or depth,
+//! on a logarithmic axis) with one line per target, or bandwidth against threads
+//! with one line per connection count.
 //!
 //! Every run of the matrix is validated before the first one starts, so a typo
 //! in the last target does not waste the others.
@@ -12,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::args::{SweepArgs, SweepCommand, SweepHttpArgs, SweepStreamArgs};
-use super::chart::{line_chart, write_csv, Series};
+use super::chart::{line_chart, panels_chart, write_csv, Panel, Series, XScale};
 use super::http::{self, HttpPlan};
-use super::stats::human_us;
+use super::stats::{human_us, Percentiles};
 use super::tls_stream::{self, StreamPlan};
 use super::UsageError;
 
@@ -82,9 +83,12 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
         "p99_9_us",
         "max_us",
         "errors",
+        "connect_p50_us",
+        "first_byte_p50_us",
     ];
     let mut rows = Vec::new();
     let mut series: Vec<Series> = Vec::new();
+    let mut latency: Vec<Series> = Vec::new();
     for (name, c, d, plan) in &runs {
         let report = http::run(plan, show_progress)?;
         let p = report.stats.percentiles();
@@ -109,6 +113,8 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
             p.p999.to_string(),
             p.max.to_string(),
             report.stats.errors.total().to_string(),
+            Percentiles::of(&report.stats.connect).p50.to_string(),
+            Percentiles::of(&report.stats.first_byte).p50.to_string(),
         ]);
         let label = if several_depths {
             format!("{name} depth {d}")
@@ -116,13 +122,9 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
             name.clone()
         };
         let x = if by_depth { *d } else { *c } as i64;
-        match series.iter_mut().find(|s| s.label == label) {
-            Some(s) => s.points.push((x, rps)),
-            None => series.push(Series {
-                label,
-                points: vec![(x, rps)],
-            }),
-        }
+        add_point(&mut latency, format!("{label} p50"), x, p.p50 as f64 / 1e3);
+        add_point(&mut latency, format!("{label} p99"), x, p.p99 as f64 / 1e3);
+        add_point(&mut series, label, x, rps);
     }
     let csv = with_ext(&a.out, "csv");
     let svg = with_ext(&a.out, "svg");
@@ -132,15 +134,38 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
     } else {
         "connections"
     };
-    line_chart(
+    let throughput_title = format!("Requests/s against {x_label}");
+    let latency_title = format!("Latency (p50, p99) against {x_label}");
+    panels_chart(
         &svg,
-        &format!("Requests/s against {x_label}"),
-        x_label,
-        "requests/s",
-        &series,
+        &format!("{x_label} (log scale)"),
+        XScale::Log,
+        &[
+            Panel {
+                title: &throughput_title,
+                y_label: "requests/s",
+                series: &series,
+            },
+            Panel {
+                title: &latency_title,
+                y_label: "latency (ms)",
+                series: &latency,
+            },
+        ],
     )?;
     println!("wrote {} and {}", csv.display(), svg.display());
     Ok(())
+}
+
+/// Adds (x, y) to the line labelled `label`, starting it if it is new.
+fn add_point(series: &mut Vec<Series>, label: String, x: i64, y: f64) {
+    match series.iter_mut().find(|s| s.label == label) {
+        Some(s) => s.points.push((x, y)),
+        None => series.push(Series {
+            label,
+            points: vec![(x, y)],
+        }),
+    }
 }
 
 fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> {
