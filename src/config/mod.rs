@@ -19,9 +19,10 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use crate::filter;
+use crate::handler::mime_table::{self, MimeTable};
 use crate::handler::proxy::configure as proxy_configure;
 use crate::handler::proxy::upstream::{self, UpstreamGroup};
-use crate::handler::{respond_configure, static_configure};
+use crate::handler::{redirect_configure, respond_configure, static_configure};
 use crate::http1::parse::Limits;
 use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::proxy_protocol;
@@ -333,6 +334,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         }
     }
 
+    let mime = Arc::new(validate_mime(&loc, raw.mime.as_ref())?);
     let mut routes = RouteTable::default();
     routes.insert_pre_route(crate::handler::acme_challenge::AcmeChallenge::pre_route());
     let http_listeners = listeners.iter().any(|l| l.tcp.is_none());
@@ -341,7 +343,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     }
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -371,6 +373,36 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         admin,
         access_log,
     })
+}
+
+/// `[mime]`: extensions and the Content-Type each gets, ahead of the built-in table.
+fn validate_mime(
+    loc: &Locator<'_>,
+    raw: Option<&Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+) -> Result<MimeTable, ConfigError> {
+    let mut entries = Vec::new();
+    for (ext, ty) in raw.map(|m| m.get_ref().iter()).into_iter().flatten() {
+        let bare = ext.trim_start_matches('.');
+        if bare.is_empty() || bare.len() > 32 || bare.contains(['/', '.']) || !bare.is_ascii() {
+            return Err(loc.error(
+                ty.span(),
+                &format!("mime.{ext}"),
+                "not a file extension (such as \"wasm\" or \".glb\")",
+            ));
+        }
+        if !mime_table::is_media_type(ty.get_ref()) {
+            return Err(loc.error(
+                ty.span(),
+                &format!("mime.{ext}"),
+                format!(
+                    "{:?} is not a media type such as \"model/gltf-binary\"",
+                    ty.get_ref()
+                ),
+            ));
+        }
+        entries.push((bare.to_string(), ty.get_ref().clone()));
+    }
+    Ok(MimeTable::new().with_entries(entries))
 }
 
 /// `[access_log]`: the target must be named; format, buffer and interval have defaults.
@@ -563,6 +595,7 @@ fn validate_route(
     key: &str,
     r: &Spanned<RawRoute>,
     upstreams: &[Arc<UpstreamGroup>],
+    mime: &Arc<MimeTable>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
@@ -599,8 +632,9 @@ fn validate_route(
     let upstream_rules =
         filter::configure::upstream_request_rules(loc, key, &raw.filters, raw.handler.get_ref())?;
     let handler: BoxedHandler = match raw.handler.get_ref() {
-        RawHandler::Static(s) => Box::new(static_configure::build(loc, key, r.span(), s)?),
+        RawHandler::Static(s) => Box::new(static_configure::build(loc, key, r.span(), s, mime)?),
         RawHandler::Respond(s) => Box::new(respond_configure::build(loc, key, r.span(), s)?),
+        RawHandler::Redirect(s) => Box::new(redirect_configure::build(loc, key, r.span(), s)?),
         RawHandler::Proxy(p) => {
             let mut proxy = proxy_configure::build(loc, key, r.span(), p, upstreams)?;
             proxy.request_rules = upstream_rules;

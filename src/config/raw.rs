@@ -37,6 +37,8 @@ pub struct RawConfig {
     pub admin: Option<Spanned<RawAdmin>>,
     /// `[access_log]`: one line per answered request (off when absent).
     pub access_log: Option<Spanned<RawAccessLog>>,
+    /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
+    pub mime: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
 }
 
 /// `[access_log]`.
@@ -253,6 +255,8 @@ pub enum RawHandler {
     Respond(RawRespond),
     /// `handler = "proxy"`.
     Proxy(RawProxy),
+    /// `handler = "redirect"`.
+    Redirect(RawRedirect),
 }
 
 impl RawHandler {
@@ -262,6 +266,7 @@ impl RawHandler {
             RawHandler::Static(_) => "static",
             RawHandler::Respond(_) => "respond",
             RawHandler::Proxy(_) => "proxy",
+            RawHandler::Redirect(_) => "redirect",
         }
     }
 }
@@ -276,7 +281,7 @@ struct RawRouteMatch {
 }
 
 /// Handlers a route may name, for the error that lists them.
-const HANDLERS: &str = "\"static\", \"respond\" or \"proxy\"";
+const HANDLERS: &str = "\"static\", \"respond\", \"proxy\" or \"redirect\"";
 
 impl RawRoute {
     /// Reads one `[[route]]` element: the match keys, then the keys of the handler
@@ -348,6 +353,7 @@ impl RawHandler {
             "static" => RawStatic::deserialize(own).map(RawHandler::Static),
             "respond" => RawRespond::deserialize(own).map(RawHandler::Respond),
             "proxy" => RawProxy::deserialize(own).map(RawHandler::Proxy),
+            "redirect" => RawRedirect::deserialize(own).map(RawHandler::Redirect),
             _ => return None,
         })
     }
@@ -364,14 +370,16 @@ fn foreign_key(handler: &str, own: &DeTable<'_>, e: toml::de::Error) -> RouteErr
         return RouteError::Toml(e);
     };
     let alone: DeTable<'_> = std::iter::once((key.clone(), value.clone())).collect();
-    let owner = ["static", "respond", "proxy"].into_iter().find(|other| {
-        *other != handler
-            && RawHandler::read(
-                other,
-                Spanned::new(value.span(), DeValue::Table(alone.clone())),
-            )
-            .is_some_and(|r| r.is_ok())
-    });
+    let owner = ["static", "respond", "proxy", "redirect"]
+        .into_iter()
+        .find(|other| {
+            *other != handler
+                && RawHandler::read(
+                    other,
+                    Spanned::new(value.span(), DeValue::Table(alone.clone())),
+                )
+                .is_some_and(|r| r.is_ok())
+        });
     match owner {
         Some(owner) => RouteError::Key {
             message: format!(
@@ -452,6 +460,14 @@ pub struct RawStatic {
     pub open_file_cache_valid: Option<Spanned<RawDuration>>,
     /// `Cache-Control` sent with files, listings and redirects.
     pub cache_control: Option<Spanned<String>>,
+    /// Serve dot-files (paths with a segment starting with `.`).
+    pub allow_hidden: Option<bool>,
+    /// Paths tried in order (`{path}` is the request's); the last one answers.
+    pub try_files: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Status -> page under the root sent with it.
+    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// `html` (default; JSON to `Accept: application/json`) or `json`.
+    pub autoindex_format: Option<Spanned<String>>,
     /// `Expires` (now plus this) sent with files, listings and redirects.
     pub expires: Option<Spanned<RawDuration>>,
 }
@@ -466,6 +482,16 @@ pub struct RawRespond {
     pub body: Option<Spanned<String>>,
     /// Extra header fields.
     pub headers: Option<Spanned<BTreeMap<String, String>>>,
+}
+
+/// The keys of a `redirect` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedirect {
+    /// 301, 302 (default), 303, 307 or 308.
+    pub status: Option<Spanned<i64>>,
+    /// The `Location` template, e.g. `https://{host}{uri}`.
+    pub location: Option<Spanned<String>>,
 }
 
 /// The keys of a `proxy` route.

@@ -294,9 +294,9 @@ fn a_key_of_another_handler_is_reported_at_its_own_line() {
 fn route_level_errors_name_the_route_and_key() {
     let e = check(&format!("{LISTENER}[[route]]\npath = \"/\"\n")).unwrap_err();
     assert_eq!((e.line, e.key.as_str()), (3, "route[1].handler"), "{e}");
-    let e = check(&format!("{LISTENER}[[route]]\nhandler = \"redirect\"\n")).unwrap_err();
+    let e = check(&format!("{LISTENER}[[route]]\nhandler = \"fastcgi\"\n")).unwrap_err();
     assert_eq!((e.line, e.key.as_str()), (4, "route[1].handler"), "{e}");
-    assert!(e.message.contains("unknown handler \"redirect\""), "{e}");
+    assert!(e.message.contains("unknown handler \"fastcgi\""), "{e}");
     let e = check(&format!("route = 3\n{LISTENER}")).unwrap_err();
     assert_eq!(e.key, "route", "{e}");
     let e = check(&format!(

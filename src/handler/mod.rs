@@ -5,8 +5,11 @@
 
 pub mod acme_challenge;
 pub mod mime;
+pub mod mime_table;
 pub mod proxy;
 mod proxy_entry;
+pub mod redirect;
+pub mod redirect_configure;
 pub mod respond;
 pub mod respond_configure;
 pub mod static_configure;

@@ -3,12 +3,14 @@
 //! handler as h2o keeps each configurator beside its handler.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawStatic;
 use crate::config::value::parse_duration;
 
-use super::static_files::StaticFiles;
+use super::mime_table::MimeTable;
+use super::static_files::{StaticFiles, StaticRules};
 
 /// Builds a `static` route's handler; `key` names the route (`route[2]`) and
 /// `span` its table, for keys that are missing.
@@ -17,6 +19,7 @@ pub fn build(
     key: &str,
     span: Range<usize>,
     raw: &RawStatic,
+    mime: &Arc<MimeTable>,
 ) -> Result<StaticFiles, ConfigError> {
     let Some(root) = &raw.root else {
         return Err(loc.error(span, &format!("{key}.root"), "a static route needs `root`"));
@@ -51,6 +54,7 @@ pub fn build(
             format!("{:?}: {e}", root.get_ref()),
         )
     })?;
+    let files = files.with_rules(rules(loc, key, raw, mime)?);
     Ok(match &raw.open_file_cache_valid {
         None => files,
         Some(d) => {
@@ -58,5 +62,88 @@ pub fn build(
                 .map_err(|m| loc.error(d.span(), &format!("{key}.open_file_cache_valid"), m))?;
             files.with_cache_valid(valid)
         }
+    })
+}
+
+/// `allow_hidden`, `try_files`, `error_pages` and `autoindex_format`.
+fn rules(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &RawStatic,
+    mime: &Arc<MimeTable>,
+) -> Result<StaticRules, ConfigError> {
+    let mut try_files = Vec::new();
+    if let Some(list) = &raw.try_files {
+        if list.get_ref().is_empty() {
+            return Err(loc.error(
+                list.span(),
+                &format!("{key}.try_files"),
+                "list at least one path, e.g. [\"{path}\", \"/index.html\"]",
+            ));
+        }
+        for entry in list.get_ref() {
+            let text = entry.get_ref();
+            let rest = text.replace("{path}", "");
+            if !(text.starts_with('/') || text.starts_with("{path}"))
+                || rest.contains(['{', '}', '?', '#'])
+                || text.bytes().any(|b| b <= 0x20 || b == 0x7f)
+            {
+                return Err(loc.error(
+                    entry.span(),
+                    &format!("{key}.try_files"),
+                    format!(
+                        "{text:?} is not a path under the root: start with \"/\" or \"{{path}}\" \
+                         ({{path}} is the only placeholder)"
+                    ),
+                ));
+            }
+            try_files.push(text.as_str().into());
+        }
+    }
+    let mut error_pages = Vec::new();
+    if let Some(pages) = &raw.error_pages {
+        for (status, page) in pages.get_ref() {
+            let at = format!("{key}.error_pages.{status}");
+            let code = match status.parse::<u16>() {
+                Ok(c) if (400..=599).contains(&c) => c,
+                _ => {
+                    return Err(loc.error(
+                        page.span(),
+                        &at,
+                        format!("{status:?} is not an error status (400-599)"),
+                    ))
+                }
+            };
+            let path = page.get_ref();
+            if !path.starts_with('/') || path.bytes().any(|b| b <= 0x20 || b == 0x7f) {
+                return Err(loc.error(
+                    page.span(),
+                    &at,
+                    format!("{path:?} is not a path under the root, e.g. \"/404.html\""),
+                ));
+            }
+            error_pages.push((code, path.as_bytes().into()));
+        }
+    }
+    let autoindex_json = match raw.autoindex_format.as_ref() {
+        None => false,
+        Some(f) => match f.get_ref().as_str() {
+            "html" => false,
+            "json" => true,
+            other => {
+                return Err(loc.error(
+                    f.span(),
+                    &format!("{key}.autoindex_format"),
+                    format!("unknown format {other:?}; use \"html\" or \"json\""),
+                ))
+            }
+        },
+    };
+    Ok(StaticRules {
+        allow_hidden: raw.allow_hidden.unwrap_or(false),
+        try_files: try_files.into(),
+        error_pages: error_pages.into(),
+        autoindex_json,
+        mime: mime.clone(),
     })
 }

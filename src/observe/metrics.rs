@@ -46,6 +46,8 @@ pub enum HandlerKind {
     Static,
     /// A `proxy` route (including the proxy's own 502/503/504 answers).
     Proxy,
+    /// A `redirect` route.
+    Redirect,
     /// No route matched (404).
     NoRoute,
     /// The connection driver refused the request before or instead of a handler
@@ -55,10 +57,11 @@ pub enum HandlerKind {
 
 impl HandlerKind {
     /// Every kind, in label order.
-    pub const ALL: [HandlerKind; 5] = [
+    pub const ALL: [HandlerKind; 6] = [
         HandlerKind::Respond,
         HandlerKind::Static,
         HandlerKind::Proxy,
+        HandlerKind::Redirect,
         HandlerKind::NoRoute,
         HandlerKind::Error,
     ];
@@ -69,6 +72,7 @@ impl HandlerKind {
             HandlerKind::Respond => "respond",
             HandlerKind::Static => "static",
             HandlerKind::Proxy => "proxy",
+            HandlerKind::Redirect => "redirect",
             HandlerKind::NoRoute => "none",
             HandlerKind::Error => "error",
         }
@@ -196,7 +200,7 @@ pub struct WorkerStats {
     pub shedding: Counter,
     /// Downstream connections open now (a gauge).
     pub open: Counter,
-    requests: [[Counter; 5]; 5],
+    requests: [[Counter; 5]; HandlerKind::ALL.len()],
     /// HTTP bytes read from downstream (after TLS decryption).
     pub bytes_in: Counter,
     /// HTTP bytes written to downstream (before TLS encryption).

@@ -8,7 +8,7 @@ use crate::http1::parse::Method;
 use crate::observe::metrics::HandlerKind;
 
 use super::super::Handler;
-use super::reply::LISTING_CONTENT_TYPE;
+use super::reply::{JSON_LISTING_CONTENT_TYPE, LISTING_CONTENT_TYPE};
 use super::{Reply, StaticFiles, StaticRequest};
 
 /// `Content-Type` of status pages.
@@ -20,10 +20,10 @@ impl Handler for StaticFiles {
     }
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        let reply = {
+        let mut reply = {
             let req = session.request();
             let method = req.method();
-            self.serve(&StaticRequest {
+            self.decide(&StaticRequest {
                 is_head: method == Method::Head,
                 method_allowed: matches!(method, Method::Get | Method::Head),
                 path: req.path(),
@@ -32,8 +32,17 @@ impl Handler for StaticFiles {
                 range: req.header("range"),
                 if_range: req.header("if-range"),
                 open_files: Some(&session.worker().open_files),
+                listing_json: req
+                    .header("accept")
+                    .is_some_and(|a| contains_ignore_case(a, b"application/json")),
             })
         };
+        // The slash is added, the query kept, as nginx does.
+        if let (Reply::Redirect { location }, Some(query)) = (&mut reply, session.request().query())
+        {
+            location.push(b'?');
+            location.extend_from_slice(query);
+        }
         give(session, reply);
         Served::Done
     }
@@ -43,7 +52,19 @@ impl Handler for StaticFiles {
 fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
     let status = reply.status();
     if let Reply::Listing { body } = reply {
-        let fields = [("Content-Type", LISTING_CONTENT_TYPE.as_bytes())];
+        // The same URL answers JSON to `Accept: application/json`.
+        let fields = [
+            ("Content-Type", LISTING_CONTENT_TYPE.as_bytes()),
+            ("Vary", b"Accept".as_slice()),
+        ];
+        session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
+        return;
+    }
+    if let Reply::ListingJson { body } = reply {
+        let fields = [
+            ("Content-Type", JSON_LISTING_CONTENT_TYPE.as_bytes()),
+            ("Vary", b"Accept".as_slice()),
+        ];
         session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
         return;
     }
@@ -75,8 +96,15 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
         Reply::Multipart(m) => session.send_response(&head, m.body()),
         Reply::NotModified { .. } => session.send_response(&head, Body::Empty),
         Reply::Listing { .. }
+        | Reply::ListingJson { .. }
         | Reply::Redirect { .. }
         | Reply::RangeNotSatisfiable { .. }
         | Reply::Error(_) => session.send_response(&head, Body::Bytes(status_text(status))),
     }
+}
+
+/// Whether `hay` contains `needle`, ASCII case-insensitively.
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
 }

@@ -43,16 +43,18 @@ fn push_details(out: &mut Vec<u8>, name_width: usize, meta: Option<&fs::Metadata
     out.extend_from_slice(format!("{date:<29} {size:>12}").trim_end().as_bytes());
 }
 
-/// Autoindex page: directories first, then files, each by name bytes, with the
-/// date and size of each (as `python -m http.server`, Caddy's browse and nginx's
-/// autoindex show). Dot-files are left out
-/// (as nginx does) and at most [`MAX_LISTING_ENTRIES`] entries are read.
-pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
+/// One listed entry: (is a file, name bytes, metadata through symlinks).
+pub(super) type Entry = (bool, Vec<u8>, Option<fs::Metadata>);
+
+/// The entries of `dir` to list, directories first, then files, each by name
+/// bytes; dot-files left out; whether the listing stopped at
+/// [`MAX_LISTING_ENTRIES`]; the status to answer when it cannot be read.
+pub(super) fn read_entries(dir: &Path) -> Result<(Vec<Entry>, bool), u16> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) => return Reply::Error(error_status(&e)),
+        Err(e) => return Err(error_status(&e)),
     };
-    let mut names: Vec<(bool, Vec<u8>, Option<fs::Metadata>)> = Vec::new();
+    let mut names: Vec<Entry> = Vec::new();
     let mut truncated = false;
     for (seen, entry) in entries.enumerate() {
         if seen == MAX_LISTING_ENTRIES {
@@ -73,7 +75,18 @@ pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
         names.push((!is_dir, name, meta));
     }
     names.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    Ok((names, truncated))
+}
 
+/// Autoindex page: directories first, then files, each by name bytes, with the
+/// date and size of each (as `python -m http.server`, Caddy's browse and nginx's
+/// autoindex show). Dot-files are left out
+/// (as nginx does) and at most [`MAX_LISTING_ENTRIES`] entries are read.
+pub(super) fn listing(dir: &Path, relative: &[u8]) -> Reply {
+    let (names, truncated) = match read_entries(dir) {
+        Ok(read) => read,
+        Err(status) => return Reply::Error(status),
+    };
     let mut title = String::from_utf8_lossy(relative).into_owned();
     title.push('/');
     let mut body = Vec::with_capacity(

@@ -10,12 +10,14 @@
 
 mod answer;
 mod autoindex;
+mod autoindex_json;
 mod conditional;
 mod multipart;
 mod open_cache;
 mod path;
 mod range;
 mod reply;
+mod rules;
 #[cfg(test)]
 mod tests;
 mod values;
@@ -30,9 +32,9 @@ use std::time::Duration;
 
 use rustix::io::Errno;
 
-use super::mime;
 use autoindex::listing;
 pub use autoindex::MAX_LISTING_ENTRIES;
+use autoindex_json::listing_json;
 pub use multipart::MultipartReply;
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
@@ -40,6 +42,7 @@ use path::{as_path, decode_segment, error_status, last_segment, location_for_dir
 pub use range::MAX_RANGES;
 use reply::file_reply;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
+pub use rules::StaticRules;
 use values::InlineBuf;
 pub use values::{ContentRange, ETag, HttpDateValue};
 
@@ -63,6 +66,8 @@ pub struct StaticFiles {
     id: u64,
     /// How long a cached open file is trusted before its path is opened again.
     cache_valid: Duration,
+    /// Hidden files, fallbacks, error pages, listing format, content types.
+    rules: StaticRules,
 }
 
 impl StaticFiles {
@@ -107,6 +112,7 @@ impl StaticFiles {
             allow_symlinks_outside,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             cache_valid: DEFAULT_CACHE_VALID,
+            rules: StaticRules::default(),
         })
     }
 
@@ -138,13 +144,16 @@ impl StaticFiles {
         let mut out =
             Vec::with_capacity(self.root_prefix.len() + raw.len() + self.max_index_len + 2);
         out.extend_from_slice(&self.root_prefix);
-        for segment in rest.split(|&b| b == b'/') {
+        for (i, segment) in rest.split(|&b| b == b'/').enumerate() {
             let mark = out.len();
             out.push(b'/');
             decode_segment(segment, &mut out)?;
             match &out[mark + 1..] {
                 b"" | b"." => out.truncate(mark),
                 b".." => return Err(400),
+                name if !self.rules.allow_hidden && rules::is_hidden(name, i == 0) => {
+                    return Err(404)
+                }
                 _ => {}
             }
         }
@@ -159,7 +168,7 @@ impl StaticFiles {
     fn serve_path(&self, req: &StaticRequest<'_>, path: &[u8]) -> Reply {
         let name = last_segment(path);
         if let Some(opened) = self.cached(req.open_files, path) {
-            return file_reply(req, opened, mime::for_file_name(name));
+            return file_reply(req, opened, self.rules.mime.for_file_name(name));
         }
         let fs_path = as_path(path);
         let (file, meta) = match open(fs_path) {
@@ -178,7 +187,7 @@ impl StaticFiles {
             return Reply::Error(404);
         }
         let opened = self.remember(req.open_files, path, file, &meta);
-        file_reply(req, opened, mime::for_file_name(name))
+        file_reply(req, opened, self.rules.mime.for_file_name(name))
     }
 
     /// A path ending in `/`: the first index file that exists, else a listing or 404.
@@ -192,7 +201,7 @@ impl StaticFiles {
             path.push(b'/');
             path.extend_from_slice(name.as_bytes());
             if let Some(opened) = self.cached(req.open_files, &path) {
-                return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
+                return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
             }
             let fs_path = as_path(&path);
             match open(fs_path) {
@@ -204,7 +213,7 @@ impl StaticFiles {
                         return Reply::Error(404);
                     }
                     let opened = self.remember(req.open_files, &path, file, &meta);
-                    return file_reply(req, opened, mime::for_file_name(name.as_bytes()));
+                    return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,
                 Err(e) => return Reply::Error(error_status(&e)),
@@ -223,7 +232,17 @@ impl StaticFiles {
             return Reply::Error(404);
         }
         drop(dir);
+        if req.listing_json || self.rules.autoindex_json {
+            return listing_json(fs_path);
+        }
         listing(fs_path, self.relative(&path))
+    }
+
+    /// Sets the route's rules (hidden files, fallbacks, error pages, listing
+    /// format, content types).
+    pub fn with_rules(mut self, rules: StaticRules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// Sets how long an opened file is reused before its path is opened again

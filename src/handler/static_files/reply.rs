@@ -13,6 +13,9 @@ use super::values::{ContentRange, ETag, HttpDateValue};
 /// Content-Type of an autoindex page.
 pub(super) const LISTING_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
+/// Content-Type of a JSON listing.
+pub(super) const JSON_LISTING_CONTENT_TYPE: &str = "application/json";
+
 /// The parts of a downstream request this handler reads, borrowed from the parsed head.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StaticRequest<'a> {
@@ -32,6 +35,8 @@ pub struct StaticRequest<'a> {
     pub if_range: Option<&'a [u8]>,
     /// The worker's open-file cache for this configuration; `None` opens every time.
     pub open_files: Option<&'a OpenFileCache>,
+    /// A directory listing is wanted as JSON (`Accept: application/json`).
+    pub listing_json: bool,
 }
 
 /// What the driver should answer; each variant maps to one status code.
@@ -51,6 +56,11 @@ pub enum Reply {
     /// 200 autoindex page, `text/html; charset=utf-8`.
     Listing {
         /// Complete HTML document.
+        body: Vec<u8>,
+    },
+    /// 200 autoindex as JSON, `application/json`.
+    ListingJson {
+        /// The JSON array.
         body: Vec<u8>,
     },
     /// 301 for a directory requested without its trailing slash, like nginx.
@@ -106,7 +116,7 @@ impl Reply {
             Reply::File(f) => f.status,
             Reply::Multipart(_) => 206,
             Reply::NotModified { .. } => 304,
-            Reply::Listing { .. } => 200,
+            Reply::Listing { .. } | Reply::ListingJson { .. } => 200,
             Reply::Redirect { .. } => 301,
             Reply::RangeNotSatisfiable { .. } => 416,
             Reply::Error(status) => *status,
@@ -140,6 +150,9 @@ impl Reply {
             .into_iter()
             .flatten(),
             Reply::Listing { .. } => only(("Content-Type", LISTING_CONTENT_TYPE.as_bytes())),
+            Reply::ListingJson { .. } => {
+                only(("Content-Type", JSON_LISTING_CONTENT_TYPE.as_bytes()))
+            }
             Reply::Redirect { location } => only(("Location", location.as_slice())),
             Reply::RangeNotSatisfiable { content_range, .. } => {
                 only(("Content-Range", content_range.as_bytes()))

@@ -328,7 +328,13 @@ fn root_given_through_a_symlink_is_canonicalised() {
 #[test]
 fn filesystem_root_serves_absolute_paths() {
     let fx = Fixture::new();
-    let s = StaticFiles::new(Path::new("/"), vec![], false, false).unwrap();
+    // The temporary directory's name starts with a dot.
+    let s = StaticFiles::new(Path::new("/"), vec![], false, false)
+        .unwrap()
+        .with_rules(StaticRules {
+            allow_hidden: true,
+            ..StaticRules::default()
+        });
     let www = fs::canonicalize(fx.root()).unwrap();
     let path = format!("{}/hello.txt", www.display());
     assert_eq!(status(&s.serve(&get(&path))), 200);
@@ -1040,4 +1046,59 @@ fn parse_range_table() {
     assert_eq!(parse_range(b"bytes=1-0", 5), Full);
     assert_eq!(parse_range(b"bytes==0-1", 5), Full);
     assert_eq!(parse_range(b"bytes=0--1", 5), Full);
+}
+
+#[test]
+fn dot_segments_are_hidden_unless_allowed_except_well_known_first() {
+    let fx = Fixture::new();
+    fs::write(fx.root().join(".env"), "s").unwrap();
+    fs::create_dir_all(fx.root().join(".well-known/x")).unwrap();
+    fs::write(fx.root().join(".well-known/x/t.txt"), "t").unwrap();
+    let s = StaticFiles::new(&fx.root(), vec![], false, false).unwrap();
+    assert_eq!(status(&s.serve(&get("/.env"))), 404);
+    assert_eq!(status(&s.serve(&get("/%2Eenv"))), 404);
+    assert_eq!(status(&s.serve(&get("/.well-known/x/t.txt"))), 200);
+    assert_eq!(status(&s.serve(&get("/x/.well-known/t.txt"))), 404);
+    assert_eq!(
+        status(&s.serve(&get("/../.env"))),
+        400,
+        "traversal stays a 400"
+    );
+    let open = s.with_rules(StaticRules {
+        allow_hidden: true,
+        ..StaticRules::default()
+    });
+    assert_eq!(status(&open.serve(&get("/.env"))), 200);
+}
+
+#[test]
+fn try_files_falls_back_in_order_and_error_pages_keep_the_status() {
+    let fx = Fixture::new();
+    fs::write(fx.root().join("app.html"), "app").unwrap();
+    fs::write(fx.root().join("oops.html"), "oops").unwrap();
+    let s = StaticFiles::new(&fx.root(), vec![], false, false)
+        .unwrap()
+        .with_rules(StaticRules {
+            try_files: vec!["{path}".into(), "{path}.html".into(), "/app.html".into()].into(),
+            error_pages: vec![(404, b"/oops.html"[..].into())].into(),
+            ..StaticRules::default()
+        });
+    let body_len = |r: Reply| match r {
+        Reply::File(f) => (f.status, f.len),
+        other => (other.status(), 0),
+    };
+    assert_eq!(body_len(s.decide(&get("/hello.txt"))).0, 200);
+    assert_eq!(body_len(s.decide(&get("/oops"))), (200, 4), "{{path}}.html");
+    assert_eq!(
+        body_len(s.decide(&get("/any/where"))),
+        (200, 3),
+        "the fallback"
+    );
+    let plain = StaticFiles::new(&fx.root(), vec![], false, false)
+        .unwrap()
+        .with_rules(StaticRules {
+            error_pages: vec![(404, b"/oops.html"[..].into())].into(),
+            ..StaticRules::default()
+        });
+    assert_eq!(body_len(plain.decide(&get("/missing"))), (404, 4));
 }

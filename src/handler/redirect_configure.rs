@@ -1,0 +1,56 @@
+//! Second configuration stage of the `redirect` handler: the status checked
+//! and the `location` template compiled, beside the handler.
+
+use std::ops::Range;
+
+use crate::config::error::{ConfigError, Locator};
+use crate::config::raw::RawRedirect;
+use crate::filter::placeholder::Template;
+
+use super::redirect::Redirect;
+
+/// Redirect statuses: moved permanently or temporarily, the method kept
+/// (307, 308) or turned into GET (301, 302 as browsers do, 303).
+const REDIRECT_STATUSES: [i64; 5] = [301, 302, 303, 307, 308];
+
+/// Builds a `redirect` route's handler; `key` names the route (`route[2]`)
+/// and `span` its table, for a missing `location`.
+pub fn build(
+    loc: &Locator<'_>,
+    key: &str,
+    span: Range<usize>,
+    raw: &RawRedirect,
+) -> Result<Redirect, ConfigError> {
+    let status = match &raw.status {
+        None => 302,
+        Some(s) if REDIRECT_STATUSES.contains(s.get_ref()) => *s.get_ref() as u16,
+        Some(s) => {
+            return Err(loc.error(
+                s.span(),
+                &format!("{key}.status"),
+                format!(
+                    "{} is not a redirect status; use 301, 302, 303, 307 or 308",
+                    s.get_ref()
+                ),
+            ))
+        }
+    };
+    let Some(location) = &raw.location else {
+        return Err(loc.error(
+            span,
+            &format!("{key}.location"),
+            "a redirect route needs `location`, e.g. \"https://{host}{uri}\"",
+        ));
+    };
+    let at = format!("{key}.location");
+    let text = location.get_ref();
+    if text.is_empty() || text.bytes().any(|b| b <= 0x20 || b == 0x7f) {
+        return Err(loc.error(
+            location.span(),
+            &at,
+            "a URL without spaces or control characters, e.g. \"https://{host}{uri}\"",
+        ));
+    }
+    let template = Template::compile(text).map_err(|m| loc.error(location.span(), &at, m))?;
+    Ok(Redirect::new(status, template))
+}
