@@ -27,6 +27,7 @@ use crate::config::TcpForward;
 use crate::deadline;
 use crate::handler::proxy::balance::{self, hash64, Balance, HashKey};
 use crate::handler::proxy::{connect, ErrorKind};
+use crate::observe::upstream_stats::ServerAttempt;
 use crate::proxy_protocol::{self, ProxyVersion};
 use crate::worker::WorkerCtx;
 
@@ -270,15 +271,18 @@ pub async fn serve<S>(
     };
     let mut tried = Vec::new();
     let mut retries_left = group.retries;
-    let (server, mut upstream) = loop {
+    // The attempt counts in the server's counters (in flight until the stream ends).
+    let (server, mut upstream, _attempt) = loop {
         let now = std::time::Instant::now();
         let Some(server) = balance::pick(group, state, key, &tried, now) else {
             crate::warn_limited!(group = %group.name, %peer, "tcp: no server is up");
             return;
         };
+        let attempt = ServerAttempt::start(state.counters.get(server), now);
         match connect(group, server).await {
-            Ok(s) => break (server, s),
+            Ok(s) => break (server, s, attempt),
             Err(e) => {
+                attempt.failed(&e, true);
                 let addr = group.servers[server].addr;
                 if state.record_failure(group, server, now) {
                     warn!(upstream = %addr, group = %group.name, "upstream marked down");

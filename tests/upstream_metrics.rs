@@ -339,3 +339,65 @@ fn a_server_every_worker_keeps_out_after_failures_shows_down() {
     assert_eq!(servers[0]["marked_down_workers"], 1);
     assert_eq!(servers[1]["state"], "up");
 }
+
+/// A server that echoes what it reads until the client half-closes.
+fn echo_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut reader = conn.try_clone().unwrap();
+                let _ = std::io::copy(&mut reader, &mut conn);
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors() {
+    use std::io::Write;
+    let (echo, dead) = (echo_upstream(), closed_port());
+    let text = format!(
+        "[server]\nworkers = 2\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+         [[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"echo\"\n\
+         [[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"dead\"\n\
+         [[upstream]]\nname = \"echo\"\nservers = [{{ address = \"{echo}\" }}]\n\
+         [[upstream]]\nname = \"dead\"\nservers = [{{ address = \"{dead}\" }}]\nretries = 0\n"
+    );
+    let pier = Pier::with_config(&text, &[]);
+    let admin = pier.admin.expect("admin listener");
+    let e = format!("group=\"echo\",server=\"{echo}\"");
+    let in_flight = format!("pier_upstream_server_in_flight{{{e}}}");
+
+    let mut stream = std::net::TcpStream::connect(pier.streams[0]).unwrap();
+    stream.write_all(b"ping").unwrap();
+    let mut back = [0u8; 4];
+    stream.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"ping");
+    let text = metrics(admin);
+    assert_eq!(sample(&text, &in_flight), Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            &format!("pier_upstream_server_requests_total{{{e}}}")
+        ),
+        Some(1.0)
+    );
+    drop(stream);
+    wait_until("the stream to end", || {
+        sample(&metrics(admin), &in_flight) == Some(0.0)
+    });
+
+    // A stream to a server that refuses is closed, and counted as a connect error.
+    let mut refused = std::net::TcpStream::connect(pier.streams[1]).unwrap();
+    let _ = refused.read(&mut [0u8; 1]);
+    let d = format!("group=\"dead\",server=\"{dead}\"");
+    let errors = format!("pier_upstream_server_errors_total{{{d},cause=\"connect\"}}");
+    wait_until("the refused connect to count", || {
+        sample(&metrics(admin), &errors) == Some(1.0)
+    });
+    assert_eq!(server(&status(admin), "dead")["failures"]["connect"], 1);
+}
