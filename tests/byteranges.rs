@@ -332,3 +332,37 @@ fn curl_reads_multipart_over_http_and_https() {
         assert!(all[head_end..] == want[..], "{url}: body differs");
     }
 }
+
+#[test]
+fn pipelined_multipart_answers_stay_in_order() {
+    let pier = server();
+    let small = b"0123456789".to_vec();
+    let large = pattern(1_000_000);
+    std::fs::write(pier.root().join("p.txt"), &small).unwrap();
+    std::fs::write(pier.root().join("p.bin"), &large).unwrap();
+    // One write: a multipart answer sent part by part after its head, one
+    // built whole in the output buffer, then a plain answer.
+    let mut burst = range_request("GET", "/p.bin", "bytes=0-299999,-300000", "");
+    burst.push_str(&range_request("GET", "/p.txt", "bytes=0-0,9-9", ""));
+    burst.push_str("GET /p.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(burst.as_bytes());
+    let first = r.response(false).unwrap();
+    assert_eq!(first.status, 206);
+    let b = boundary(&first);
+    let want = expected_body(
+        &large,
+        &[(0, 299_999), (700_000, 999_999)],
+        &b,
+        "application/octet-stream",
+    );
+    assert!(first.body == want, "first answer differs");
+    let second = r.response(false).unwrap();
+    let b = boundary(&second);
+    assert_eq!(
+        second.body,
+        expected_body(&small, &[(0, 0), (9, 9)], &b, "text/plain; charset=utf-8")
+    );
+    let third = r.response(false).unwrap();
+    assert_eq!((third.status, third.body), (200, small));
+}
