@@ -353,3 +353,41 @@ fn bad_rules_are_config_errors_naming_file_line_and_key() {
         "static",
     );
 }
+
+#[test]
+fn the_proxy_s_own_errors_get_the_rules_with_always_only() {
+    // A port nothing listens on: every request is the proxy's own 502.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let config = format!(
+        r#"
+[[listener]]
+listen = "127.0.0.1:0"
+
+[[upstream]]
+name = "gone"
+servers = [{{ address = "{addr}" }}]
+
+[[route]]
+path = "/always/"
+handler = "proxy"
+upstream = "gone"
+response_headers = {{ always = true, set = {{ "Strict-Transport-Security" = "max-age=60" }} }}
+
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "gone"
+response_headers = {{ set = {{ "Strict-Transport-Security" = "max-age=60" }} }}
+"#
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let r = get(pier.addr(), "GET /always/x HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("strict-transport-security"), Some("max-age=60"));
+    assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+    let r = get(pier.addr(), "GET /x HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("strict-transport-security"), None);
+}

@@ -33,6 +33,19 @@ impl<'h> ProxiedRequest<'h> {
         }
     }
 
+    /// Runs the response filters over the proxy's own answer with `status`
+    /// and `fields` (a 502, a 503 with `Retry-After`): the fields to send.
+    pub fn own_answer<'a>(
+        &'a self,
+        id: &RequestId,
+        status: u16,
+        fields: &'a [(&'a str, &'a [u8])],
+    ) -> HeadEdit<'a> {
+        let mut edit = HeadEdit::from_head(&crate::http::ResponseHead::new(status, fields));
+        self.filter(id, &mut edit);
+        edit
+    }
+
     /// Runs the response filters over `edit`.
     pub fn filter<'a>(&'a self, id: &RequestId, edit: &mut HeadEdit<'a>) {
         let tls = self.secure.then(TlsFacts::default);

@@ -172,6 +172,12 @@ impl<'h> Session<'h> for FilteringSession<'_, 'h> {
                 filter.response_filter(&req, id, &mut edit);
             }
         }
+        // Heads with a usual number of fields are handed over from the stack.
+        let mut inline: [(&str, &[u8]); INLINE_FIELDS] = [("", &[]); INLINE_FIELDS];
+        if let Some(n) = edit.fill(&mut inline) {
+            let head = ResponseHead::new(edit.status, &inline[..n]);
+            return self.inner.send_response(&head, body);
+        }
         let fields = edit.fields();
         self.inner
             .send_response(&ResponseHead::new(edit.status, &fields), body);
@@ -197,6 +203,9 @@ impl<'h> Session<'h> for FilteringSession<'_, 'h> {
         Some(legacy)
     }
 }
+
+/// Fields an edited head hands over without allocating.
+const INLINE_FIELDS: usize = 24;
 
 /// Where an edited field's value is.
 #[derive(Debug, Clone, Copy)]
@@ -276,17 +285,30 @@ impl<'a> HeadEdit<'a> {
         }
     }
 
+    fn value(&self, v: FieldValue<'a>) -> &[u8] {
+        match v {
+            FieldValue::Borrowed(b) => b,
+            FieldValue::Scratch(s, e) => &self.scratch[s..e],
+        }
+    }
+
     /// The fields as a head takes them.
     pub fn fields(&self) -> Vec<(&str, &[u8])> {
         self.fields
             .iter()
-            .map(|&(n, v)| {
-                let value: &[u8] = match v {
-                    FieldValue::Borrowed(b) => b,
-                    FieldValue::Scratch(s, e) => &self.scratch[s..e],
-                };
-                (n, value)
-            })
+            .map(|&(n, v)| (n, self.value(v)))
             .collect()
+    }
+
+    /// Writes the fields into `out` and returns how many, or `None` when
+    /// they do not fit.
+    pub fn fill<'b>(&'b self, out: &mut [(&'b str, &'b [u8])]) -> Option<usize> {
+        if self.fields.len() > out.len() {
+            return None;
+        }
+        for (slot, &(n, v)) in out.iter_mut().zip(&self.fields) {
+            *slot = (n, self.value(v));
+        }
+        Some(self.fields.len())
     }
 }

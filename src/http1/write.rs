@@ -377,17 +377,17 @@ pub fn write_head_block(
 
 /// A complete response whose body is the status as text (`404 Not Found\n`),
 /// for handler answers that keep the connection open. HEAD gets the head only.
-pub fn write_status_body<'v>(
+pub fn write_status_body<'n, 'v>(
     out: &mut Vec<u8>,
     status: u16,
     date: &[u8],
     connection: ConnectionHeader,
-    fields: impl IntoIterator<Item = (&'static str, &'v [u8])>,
+    fields: impl IntoIterator<Item = (&'n str, &'v [u8])>,
     is_head: bool,
 ) {
     let reason = reason_phrase(status).as_bytes();
     let body_len = 3 + 1 + reason.len() + 1;
-    let text: [(&'static str, &'v [u8]); 1] = [("Content-Type", b"text/plain; charset=utf-8")];
+    let text: [(&'n str, &'v [u8]); 1] = [("Content-Type", b"text/plain; charset=utf-8")];
     write_head_fields(
         out,
         status,

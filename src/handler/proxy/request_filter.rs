@@ -68,14 +68,32 @@ pub(super) fn refuse_busy<D: Downstream>(
     let keep_alive = info.keep_alive && complete && !ctx.draining.get();
     let b = conn.bufs.as_mut().expect("buffers held while handling");
     let mut date = ctx.date.borrow_mut();
-    write::write_status_body(
-        &mut b.write,
-        503,
-        date.get(),
-        ConnectionHeader::choose(keep_alive, info.version),
-        [("Retry-After", group.retry_after.as_bytes())],
-        info.method == Method::Head,
-    );
+    let retry_after = [("Retry-After", group.retry_after.as_bytes())];
+    // The route's response filters see the proxy's own answers too.
+    let edited = conn
+        .response_filters
+        .as_deref()
+        .map(|f| f.own_answer(&conn.request_id, 503, &retry_after));
+    let connection = ConnectionHeader::choose(keep_alive, info.version);
+    let is_head = info.method == Method::Head;
+    match &edited {
+        Some(e) => write::write_status_body(
+            &mut b.write,
+            503,
+            date.get(),
+            connection,
+            e.fields(),
+            is_head,
+        ),
+        None => write::write_status_body(
+            &mut b.write,
+            503,
+            date.get(),
+            connection,
+            retry_after,
+            is_head,
+        ),
+    }
     keep_alive
 }
 

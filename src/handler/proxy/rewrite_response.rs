@@ -96,12 +96,17 @@ pub(super) fn finish_with_error<D: Downstream>(
     let connection = ConnectionHeader::choose(keep_alive, info.version);
     let b = conn.bufs.as_mut().expect("buffers held while handling");
     let mut date = ctx.date.borrow_mut();
+    // The route's response filters see the proxy's own answers too.
+    let edited = conn
+        .response_filters
+        .as_deref()
+        .map(|f| f.own_answer(&conn.request_id, status, &[]));
     write::write_status_body(
         &mut b.write,
         status,
         date.get(),
         connection,
-        std::iter::empty(),
+        edited.as_ref().map(HeadEdit::fields).unwrap_or_default(),
         info.method == Method::Head,
     );
     Ok(keep_alive)
