@@ -48,7 +48,7 @@ pub struct HttpCommon {
     #[arg(short, long, default_value_t = 1)]
     pub threads: usize,
     /// How long to run (`10s`, `500ms`, `2m`); default 10s unless `-n` is given.
-    #[arg(short, long, value_parser = parse_duration)]
+    #[arg(short, long, value_parser = parse_duration_arg)]
     pub duration: Option<Duration>,
     /// Stop after exactly this many requests (completed plus failed).
     #[arg(short = 'n', long = "requests", value_name = "N")]
@@ -76,7 +76,7 @@ pub struct HttpCommon {
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
     /// Longest a connection may wait without progress (connect, handshake, response).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
     /// TLS client settings (https URLs).
     #[command(flatten)]
@@ -125,7 +125,7 @@ pub struct StreamArgs {
     #[arg(long)]
     pub plain: bool,
     /// Longest a connection may wait without progress.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
     /// TLS client settings.
     #[command(flatten)]
@@ -193,7 +193,7 @@ pub struct SweepStreamArgs {
     #[arg(long)]
     pub plain: bool,
     /// Longest a connection may wait without progress.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
     /// TLS client settings.
     #[command(flatten)]
@@ -204,7 +204,7 @@ pub struct SweepStreamArgs {
 }
 
 /// Parses `250ms`, `10s`, `2m`, `1h` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -266,14 +266,14 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("1e99").is_err());
+        assert_eq!(parse_duration_arg("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration_arg("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration_arg("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration_arg("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration_arg("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration_arg("0s").is_err());
+        assert!(parse_duration_arg("ten").is_err());
+        assert!(parse_duration_arg("5 parsecs").is_err());
+        assert!(parse_duration_arg("1e99").is_err());
     }
 }

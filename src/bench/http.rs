@@ -25,13 +25,13 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, Instant};
 
-use super::io::{self, Tls};
-use super::stats::{human_bytes, human_us, round2, round3, ErrorKind, Percentiles, Stats};
+use super::io::{self, ThreadTls};
+use super::stats::{human_bytes, human_us, round2, round3, FailureKind, Percentiles, Stats};
 use super::{progress, ProgressTotal};
 use crate::deadline;
 use crate::http1::client::ClientStream;
 
-use super::http_conn::{ConnState, Slot, Step, ThreadCtx, MAX_CONNECT_FAILURES};
+use super::http_conn::{ConnState, ParseStep, Slot, ThreadCtx, MAX_CONNECT_FAILURES};
 pub use super::http_plan::{encode_request, parse_header_arg, HttpPlan, Schedule};
 
 /// Result of an HTTP run.
@@ -201,7 +201,7 @@ fn per_connection_text(h: &Histogram<u64>) -> String {
 /// Runs the plan: checks the target answers a connection (and handshake), then
 /// starts the client threads together and waits for them.
 pub fn run(plan: &Arc<HttpPlan>, show_progress: bool) -> anyhow::Result<HttpReport> {
-    preflight(plan)?;
+    http_preflight(plan)?;
     let threads = plan.threads.max(1);
     let barrier = Arc::new(Barrier::new(threads + 1));
     let start_at: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
@@ -218,7 +218,7 @@ pub fn run(plan: &Arc<HttpPlan>, show_progress: bool) -> anyhow::Result<HttpRepo
         let (plan, barrier, start_at) = (plan.clone(), barrier.clone(), start_at.clone());
         let h = std::thread::Builder::new()
             .name(format!("pier-bench-{t}"))
-            .spawn(move || client_thread(plan, indices, barrier, start_at, counter))
+            .spawn(move || http_client_thread(plan, indices, barrier, start_at, counter))
             .context("cannot start a client thread")?;
         handles.push(h);
     }
@@ -249,12 +249,12 @@ pub fn run(plan: &Arc<HttpPlan>, show_progress: bool) -> anyhow::Result<HttpRepo
 
 /// One connection and handshake before the run, so an unreachable target or a
 /// certificate problem is one clear error instead of a report full of failures.
-fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
+fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let tls = match &plan.tls {
-        Some(t) => Some(Tls::new(
+        Some(t) => Some(ThreadTls::new(
             t.config().map_err(|e| anyhow!(e))?,
             t.server_name.clone(),
         )),
@@ -265,7 +265,7 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
     rt.block_on(async {
         match deadline::within(
             plan.timeout.max(Duration::from_secs(1)),
-            io::connect(addr, tls.as_ref()),
+            io::dial(addr, tls.as_ref()),
         )
         .await
         {
@@ -273,7 +273,7 @@ fn preflight(plan: &HttpPlan) -> anyhow::Result<()> {
                 "cannot connect to {url} ({addr}): no answer within {:?}",
                 plan.timeout.max(Duration::from_secs(1))
             ),
-            Ok(Err(e)) if e.kind == ErrorKind::Tls => {
+            Ok(Err(e)) if e.kind == FailureKind::Tls => {
                 bail!(
                     "TLS handshake with {url} ({addr}) failed: {}{}",
                     crate::tls::error_text::describe_io_error(&e.error),
@@ -301,7 +301,7 @@ fn untrusted_hint(error: &str) -> &'static str {
     }
 }
 
-type ThreadResult = Result<(Stats, Instant), String>;
+type HttpThreadResult = Result<(Stats, Instant), String>;
 
 /// How a client thread drives its connections.
 enum Engine {
@@ -311,13 +311,13 @@ enum Engine {
     Tokio(tokio::runtime::Runtime),
 }
 
-fn client_thread(
+fn http_client_thread(
     plan: Arc<HttpPlan>,
     indices: std::ops::Range<usize>,
     barrier: Arc<Barrier>,
     start_at: Arc<OnceLock<Instant>>,
     progress: Arc<AtomicU64>,
-) -> ThreadResult {
+) -> HttpThreadResult {
     // Everything that can fail is prepared before the barrier, and the barrier
     // is always reached, so one failing thread cannot hang the others.
     let fast = plan.tls.is_none() && plan.rate.is_none() && !plan.new_conn;
@@ -334,7 +334,7 @@ fn client_thread(
     let tls = plan
         .tls
         .as_ref()
-        .map(|t| t.config().map(|c| Tls::new(c, t.server_name.clone())))
+        .map(|t| t.config().map(|c| ThreadTls::new(c, t.server_name.clone())))
         .transpose();
     barrier.wait();
     let (engine, tls) = (engine?, tls?);
@@ -431,7 +431,7 @@ async fn drive(ctx: Rc<ThreadCtx>, slots: Vec<Rc<Slot>>) -> Instant {
                 slot.take(1);
                 slot.in_flight.set(1);
             }
-            slot.fail(&ctx, ErrorKind::Timeout);
+            slot.fail(&ctx, FailureKind::Timeout);
             *task = (slot.remaining.get() > 0).then(|| spawn(slot));
         }
         if !live {
@@ -462,7 +462,7 @@ async fn run_slot(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
         }
         slot.busy_since.set(Some(Instant::now()));
         conn.connect_started(Instant::now());
-        let connected = io::connect(plan.target.addr, ctx.tls.as_ref()).await;
+        let connected = io::dial(plan.target.addr, ctx.tls.as_ref()).await;
         let mut transport = match connected {
             Ok(c) => {
                 failures = 0;
@@ -621,7 +621,7 @@ async fn exchange(
             if st.ends_at_close() {
                 st.complete(&mut ctx.stats.borrow_mut(), now, slot);
             }
-            slot.fail(ctx, ErrorKind::Closed);
+            slot.fail(ctx, FailureKind::Closed);
             return;
         }
         let was_full = slot.in_flight.get() >= depth;
@@ -638,12 +638,12 @@ async fn exchange(
             step
         };
         match step {
-            Step::More => {
+            ParseStep::More => {
                 slot.busy_since
                     .set((slot.in_flight.get() > 0).then_some(now));
             }
-            Step::Close => {
-                slot.fail(ctx, ErrorKind::Closed);
+            ParseStep::Close => {
+                slot.fail(ctx, FailureKind::Closed);
                 if plan.new_conn {
                     // Let the server close first, so TIME_WAIT stays on its side.
                     st.make_room();
@@ -651,8 +651,8 @@ async fn exchange(
                 }
                 return;
             }
-            Step::Malformed => {
-                slot.fail(ctx, ErrorKind::Malformed);
+            ParseStep::Malformed => {
+                slot.fail(ctx, FailureKind::Malformed);
                 return;
             }
         }
@@ -801,7 +801,7 @@ HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
         let (mut st, slot) = state_with(3, bytes);
         let mut stats = Stats::new();
         let step = st.parse(Method::Get, &mut stats, Instant::now(), &slot);
-        assert_eq!(step, Step::More);
+        assert_eq!(step, ParseStep::More);
         assert_eq!(stats.requests, 3);
         assert_eq!(
             stats.statuses().collect::<Vec<_>>(),
@@ -820,13 +820,13 @@ HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
             let mut stats = Stats::new();
             assert_eq!(
                 st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-                Step::More
+                ParseStep::More
             );
             st.make_room();
             st.buf.extend_from_slice(&bytes[cut..]);
             assert_eq!(
                 st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-                Step::More
+                ParseStep::More
             );
             assert_eq!(stats.requests, 2, "cut {cut}");
         }
@@ -841,20 +841,20 @@ HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
         let mut stats = Stats::new();
         assert_eq!(
             st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-            Step::Close
+            ParseStep::Close
         );
         assert_eq!((stats.requests, slot.in_flight.get()), (1, 1));
 
         let (mut st, slot) = state_with(1, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
         assert_eq!(
             st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-            Step::Malformed
+            ParseStep::Malformed
         );
 
         let (mut st, slot) = state_with(1, b"HTTP/1.1 2xx OK\r\n\r\n");
         assert_eq!(
             st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-            Step::Malformed
+            ParseStep::Malformed
         );
         let (mut st, slot) = state_with(
             1,
@@ -862,7 +862,7 @@ HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
         );
         assert_eq!(
             st.parse(Method::Get, &mut stats, Instant::now(), &slot),
-            Step::Malformed
+            ParseStep::Malformed
         );
 
         // HEAD: the Content-Length describes a body that is not sent.
@@ -870,7 +870,7 @@ HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
         let mut stats = Stats::new();
         assert_eq!(
             st.parse(Method::Head, &mut stats, Instant::now(), &slot),
-            Step::More
+            ParseStep::More
         );
         assert_eq!(stats.requests, 1);
     }

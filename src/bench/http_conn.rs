@@ -12,8 +12,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::http_plan::{HttpPlan, Schedule};
-use super::io::Tls;
-use super::stats::{ErrorKind, Stats};
+use super::io::ThreadTls;
+use super::stats::{FailureKind, Stats};
 use crate::http1::body::BodyDecoder;
 use crate::http1::client::parse_final_head;
 use crate::http1::parse::{BodyKind, Limits, Method};
@@ -33,7 +33,7 @@ pub(super) const MAX_CONNECT_FAILURES: u32 = 3;
 /// State of one client thread, shared by its connections (never across threads).
 pub(super) struct ThreadCtx {
     pub(super) plan: Arc<HttpPlan>,
-    pub(super) tls: Option<Tls>,
+    pub(super) tls: Option<ThreadTls>,
     pub(super) stats: RefCell<Stats>,
     pub(super) deadline: Option<Instant>,
     pub(super) progress: Arc<AtomicU64>,
@@ -69,7 +69,7 @@ impl Slot {
     }
 
     /// Counts everything in flight as failed with `kind`.
-    pub(super) fn fail(&self, ctx: &ThreadCtx, kind: ErrorKind) {
+    pub(super) fn fail(&self, ctx: &ThreadCtx, kind: FailureKind) {
         let n = self.in_flight.replace(0);
         if n > 0 {
             ctx.stats.borrow_mut().errors.add(kind, n);
@@ -93,7 +93,7 @@ enum Phase {
 
 /// What one parse pass over the read buffer found.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
+pub(super) enum ParseStep {
     /// Every complete response counted; more bytes are needed.
     More,
     /// A response said the connection ends after it.
@@ -185,20 +185,20 @@ impl ConnState {
         stats: &mut Stats,
         now: Instant,
         slot: &Slot,
-    ) -> Step {
+    ) -> ParseStep {
         let step = loop {
             let avail = self.buf.get(self.pos..).unwrap_or(&[]);
             let body_done = match &mut self.phase {
                 Phase::Head => {
                     if avail.is_empty() {
-                        break Step::More;
+                        break ParseStep::More;
                     }
                     let Ok(found) = parse_final_head(avail, &LIMITS, method, &mut self.head) else {
-                        break Step::Malformed;
+                        break ParseStep::Malformed;
                     };
                     self.pos += found.interim;
                     if !found.complete {
-                        break Step::More;
+                        break ParseStep::More;
                     }
                     self.pos += self.head.head_len;
                     let status = self.head.status;
@@ -225,32 +225,32 @@ impl ConnState {
                     self.pos += take as usize;
                     *rem -= take;
                     if *rem > 0 {
-                        break Step::More;
+                        break ParseStep::More;
                     }
                     true
                 }
                 Phase::Chunked(dec) => match dec.decode(avail) {
-                    Err(_) => break Step::Malformed,
+                    Err(_) => break ParseStep::Malformed,
                     Ok(d) => {
                         self.pos += d.consumed;
                         if !d.done {
-                            break Step::More;
+                            break ParseStep::More;
                         }
                         true
                     }
                 },
                 Phase::UntilClose => {
                     self.pos = self.buf.len();
-                    break Step::More;
+                    break ParseStep::More;
                 }
             };
             if body_done {
                 self.phase = Phase::Head;
                 if !self.complete(stats, now, slot) {
-                    break Step::Malformed;
+                    break ParseStep::Malformed;
                 }
                 if !self.keep_alive {
-                    break Step::Close;
+                    break ParseStep::Close;
                 }
             }
         };

@@ -24,9 +24,9 @@ use rustix::io::Errno;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use tokio::time::Instant;
 
-use super::http_conn::{ConnState, Slot, Step, ThreadCtx, MAX_CONNECT_FAILURES};
+use super::http_conn::{ConnState, ParseStep, Slot, ThreadCtx, MAX_CONNECT_FAILURES};
 use super::io::classify;
-use super::stats::ErrorKind;
+use super::stats::FailureKind;
 
 /// Events taken per `epoll_wait`.
 const EVENTS: usize = 1024;
@@ -204,7 +204,7 @@ impl Loop<'_> {
             .stats
             .borrow_mut()
             .errors
-            .add(ErrorKind::Connect, 1);
+            .add(FailureKind::Connect, 1);
         c.failures += 1;
         if self.ctx.plan.requests.is_some() && c.failures >= MAX_CONNECT_FAILURES {
             let rest = slot.remaining.get();
@@ -213,7 +213,7 @@ impl Loop<'_> {
                 .stats
                 .borrow_mut()
                 .errors
-                .add(ErrorKind::Connect, rest);
+                .add(FailureKind::Connect, rest);
         }
         if slot.remaining.get() == 0 {
             if !c.done {
@@ -226,7 +226,7 @@ impl Loop<'_> {
     }
 
     /// Ends connection `i` after `kind` (what was in flight fails) and opens the next.
-    fn fail(&mut self, i: usize, kind: ErrorKind) {
+    fn fail(&mut self, i: usize, kind: FailureKind) {
         if let (Some(c), Some(slot)) = (self.conns.get_mut(i), self.slots.get(i)) {
             slot.fail(self.ctx, kind);
             close(c);
@@ -298,7 +298,7 @@ impl Loop<'_> {
                 if c.st.ends_at_close() {
                     c.st.complete(&mut ctx.stats.borrow_mut(), t, slot);
                 }
-                return self.fail(i, ErrorKind::Closed);
+                return self.fail(i, FailureKind::Closed);
             }
             let step = {
                 let mut stats = ctx.stats.borrow_mut();
@@ -312,9 +312,9 @@ impl Loop<'_> {
                 step
             };
             match step {
-                Step::More => {}
-                Step::Close => return self.fail(i, ErrorKind::Closed),
-                Step::Malformed => return self.fail(i, ErrorKind::Malformed),
+                ParseStep::More => {}
+                ParseStep::Close => return self.fail(i, FailureKind::Closed),
+                ParseStep::Malformed => return self.fail(i, FailureKind::Malformed),
             }
             if n < room {
                 break; // a short read drained the socket; the next edge will say when
@@ -401,7 +401,7 @@ impl Loop<'_> {
                 slot.take(1);
                 slot.in_flight.set(1);
             }
-            self.fail(i, ErrorKind::Timeout);
+            self.fail(i, FailureKind::Timeout);
         }
     }
 }

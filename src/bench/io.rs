@@ -13,21 +13,21 @@ use tokio_rustls::TlsConnector;
 use crate::http1::client::{connect_stream, ClientStream, ConnectStep};
 use crate::sockopt::SocketOptions;
 
-use super::stats::ErrorKind;
+use super::stats::FailureKind;
 
 /// TLS settings of one client thread.
 #[derive(Clone)]
-pub struct Tls {
+pub struct ThreadTls {
     /// Connector over this thread's client config.
     pub connector: TlsConnector,
     /// SNI and verification name.
     pub server_name: ServerName<'static>,
 }
 
-impl Tls {
+impl ThreadTls {
     /// Connector for one thread's config.
-    pub fn new(config: Arc<rustls::ClientConfig>, server_name: ServerName<'static>) -> Tls {
-        Tls {
+    pub fn new(config: Arc<rustls::ClientConfig>, server_name: ServerName<'static>) -> ThreadTls {
+        ThreadTls {
             connector: TlsConnector::from(config),
             server_name,
         }
@@ -37,8 +37,8 @@ impl Tls {
 /// A connection attempt that failed, and at which step.
 #[derive(Debug)]
 pub struct ConnectError {
-    /// [`ErrorKind::Connect`] or [`ErrorKind::Tls`].
-    pub kind: ErrorKind,
+    /// [`FailureKind::Connect`] or [`FailureKind::Tls`].
+    pub kind: FailureKind,
     /// The cause.
     pub error: io::Error,
 }
@@ -53,7 +53,7 @@ pub struct Connected {
 
 /// Connects to `addr` through the shared client transport, and runs the TLS
 /// handshake if `tls` is set.
-pub async fn connect(addr: SocketAddr, tls: Option<&Tls>) -> Result<Connected, ConnectError> {
+pub async fn dial(addr: SocketAddr, tls: Option<&ThreadTls>) -> Result<Connected, ConnectError> {
     let tls = tls.map(|t| (t.connector.clone(), t.server_name.clone()));
     match connect_stream(addr, &SocketOptions::default(), tls).await {
         Ok(transport) => Ok(Connected {
@@ -62,8 +62,8 @@ pub async fn connect(addr: SocketAddr, tls: Option<&Tls>) -> Result<Connected, C
         }),
         Err(e) => Err(ConnectError {
             kind: match e.step {
-                ConnectStep::Tcp => ErrorKind::Connect,
-                ConnectStep::Tls => ErrorKind::Tls,
+                ConnectStep::Tcp => FailureKind::Connect,
+                ConnectStep::Tls => FailureKind::Tls,
             },
             error: e.error,
         }),
@@ -82,11 +82,11 @@ pub async fn read_available(io: &mut ClientStream, buf: &mut Vec<u8>) -> io::Res
 }
 
 /// How an IO error on an established connection is counted.
-pub fn classify(e: &io::Error) -> ErrorKind {
+pub fn classify(e: &io::Error) -> FailureKind {
     match e.kind() {
-        io::ErrorKind::TimedOut => ErrorKind::Timeout,
-        io::ErrorKind::UnexpectedEof => ErrorKind::Closed,
-        io::ErrorKind::InvalidData => ErrorKind::Tls,
-        _ => ErrorKind::Reset,
+        io::ErrorKind::TimedOut => FailureKind::Timeout,
+        io::ErrorKind::UnexpectedEof => FailureKind::Closed,
+        io::ErrorKind::InvalidData => FailureKind::Tls,
+        _ => FailureKind::Reset,
     }
 }

@@ -44,7 +44,7 @@ impl std::error::Error for UsageError {}
 /// Runs `pier bench ...`; reports go to stdout, progress to stderr.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let show_progress = std::io::stderr().is_terminal();
-    raise_nofile_limit();
+    raise_open_file_limit();
     match args.command {
         BenchCommand::Http(a) => {
             let plan = Arc::new(http::HttpPlan::from_args(&a).map_err(UsageError)?);
@@ -78,7 +78,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Every connection is a descriptor; thousands of them need the hard limit.
-fn raise_nofile_limit() {
+fn raise_open_file_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let lim = getrlimit(Resource::Nofile);
     if lim.current < lim.maximum {

@@ -16,7 +16,7 @@ const MAX_LATENCY_US: u64 = 3_600_000_000;
 
 /// Why a request (or a connection attempt) failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
+pub enum FailureKind {
     /// TCP connect refused or failed.
     Connect,
     /// TLS handshake failed (certificate, protocol).
@@ -31,16 +31,16 @@ pub enum ErrorKind {
     Malformed,
 }
 
-impl ErrorKind {
+impl FailureKind {
     /// What happened, as a sentence a user can act on.
     pub fn explain(self) -> &'static str {
         match self {
-            ErrorKind::Connect => "connecting failed (refused, or no route to the server)",
-            ErrorKind::Tls => "the TLS handshake failed",
-            ErrorKind::Timeout => "the server did not answer within --timeout",
-            ErrorKind::Reset => "the server reset the connection",
-            ErrorKind::Closed => "the server closed the connection before answering",
-            ErrorKind::Malformed => "the answer was not a valid HTTP/1.1 response",
+            FailureKind::Connect => "connecting failed (refused, or no route to the server)",
+            FailureKind::Tls => "the TLS handshake failed",
+            FailureKind::Timeout => "the server did not answer within --timeout",
+            FailureKind::Reset => "the server reset the connection",
+            FailureKind::Closed => "the server closed the connection before answering",
+            FailureKind::Malformed => "the answer was not a valid HTTP/1.1 response",
         }
     }
 }
@@ -48,32 +48,32 @@ impl ErrorKind {
 /// Error counts by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Errors {
-    /// See [`ErrorKind::Connect`].
+    /// See [`FailureKind::Connect`].
     pub connect: u64,
-    /// See [`ErrorKind::Tls`].
+    /// See [`FailureKind::Tls`].
     pub tls: u64,
-    /// See [`ErrorKind::Timeout`].
+    /// See [`FailureKind::Timeout`].
     pub timeout: u64,
-    /// See [`ErrorKind::Reset`].
+    /// See [`FailureKind::Reset`].
     pub reset: u64,
-    /// See [`ErrorKind::Closed`].
+    /// See [`FailureKind::Closed`].
     pub closed: u64,
-    /// See [`ErrorKind::Malformed`].
+    /// See [`FailureKind::Malformed`].
     pub malformed: u64,
     /// The kind of the first error counted, to explain a run without a response.
-    pub first: Option<ErrorKind>,
+    pub first: Option<FailureKind>,
 }
 
 impl Errors {
     /// Adds `n` errors of `kind`.
-    pub fn add(&mut self, kind: ErrorKind, n: u64) {
+    pub fn add(&mut self, kind: FailureKind, n: u64) {
         let slot = match kind {
-            ErrorKind::Connect => &mut self.connect,
-            ErrorKind::Tls => &mut self.tls,
-            ErrorKind::Timeout => &mut self.timeout,
-            ErrorKind::Reset => &mut self.reset,
-            ErrorKind::Closed => &mut self.closed,
-            ErrorKind::Malformed => &mut self.malformed,
+            FailureKind::Connect => &mut self.connect,
+            FailureKind::Tls => &mut self.tls,
+            FailureKind::Timeout => &mut self.timeout,
+            FailureKind::Reset => &mut self.reset,
+            FailureKind::Closed => &mut self.closed,
+            FailureKind::Malformed => &mut self.malformed,
         };
         *slot += n;
         if n > 0 && self.first.is_none() {
@@ -347,8 +347,8 @@ mod tests {
         }
         b.record(404, Duration::from_millis(5));
         b.record(200, Duration::from_secs(2));
-        b.errors.add(ErrorKind::Timeout, 3);
-        b.errors.add(ErrorKind::Closed, 1);
+        b.errors.add(FailureKind::Timeout, 3);
+        b.errors.add(FailureKind::Closed, 1);
         a.bytes_read = 10;
         b.bytes_read = 5;
         b.handshakes = 2;
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn json_has_every_error_kind_and_percentile() {
         let mut e = Errors::default();
-        e.add(ErrorKind::Malformed, 2);
+        e.add(FailureKind::Malformed, 2);
         let j = e.to_json();
         for k in ["connect", "tls", "timeout", "reset", "closed", "malformed"] {
             assert!(j.get(k).is_some(), "{k}");

@@ -29,7 +29,7 @@ pub fn run(args: SweepArgs, show_progress: bool) -> anyhow::Result<()> {
 
 /// `NAME=URL` or `URL` (named after the URL without its scheme, so two paths on
 /// one server are two lines of the chart, not one).
-pub fn parse_target(text: &str) -> (String, String) {
+pub fn parse_sweep_target(text: &str) -> (String, String) {
     match (text.find('='), text.find("://")) {
         (Some(eq), Some(scheme)) if eq < scheme => {
             let (name, url) = text.split_at(eq);
@@ -56,7 +56,7 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
     }
     let mut runs = Vec::new();
     for t in &a.targets {
-        let (name, url) = parse_target(t);
+        let (name, url) = parse_sweep_target(t);
         for &c in &a.connections {
             for &d in &a.depth {
                 let plan = HttpPlan::new(&url, c, d, &a.common, Duration::from_secs(5))
@@ -252,20 +252,23 @@ mod tests {
     #[test]
     fn targets_may_be_named() {
         assert_eq!(
-            parse_target("nginx=http://127.0.0.1:8080/?a=b"),
+            parse_sweep_target("nginx=http://127.0.0.1:8080/?a=b"),
             ("nginx".into(), "http://127.0.0.1:8080/?a=b".into())
         );
         assert_eq!(
-            parse_target("http://127.0.0.1:8080/?a=b"),
+            parse_sweep_target("http://127.0.0.1:8080/?a=b"),
             (
                 "127.0.0.1:8080/?a=b".into(),
                 "http://127.0.0.1:8080/?a=b".into()
             )
         );
         // Same host and port, two paths: two labels, so two lines in the chart.
-        assert_eq!(parse_target("http://127.0.0.1:8080/").0, "127.0.0.1:8080");
         assert_eq!(
-            parse_target("http://127.0.0.1:8080/big").0,
+            parse_sweep_target("http://127.0.0.1:8080/").0,
+            "127.0.0.1:8080"
+        );
+        assert_eq!(
+            parse_sweep_target("http://127.0.0.1:8080/big").0,
             "127.0.0.1:8080/big"
         );
         assert_eq!(

@@ -25,7 +25,7 @@ impl HttpTarget {
     /// Parses and resolves `url`.
     pub fn parse(url: &str) -> Result<HttpTarget, String> {
         let parts = parse_url(url)?;
-        let addr = resolve(&parts.host, parts.port)?;
+        let addr = resolve_host(&parts.host, parts.port)?;
         Ok(HttpTarget { addr, ..parts })
     }
 
@@ -52,7 +52,7 @@ impl HostPort {
     pub fn parse(text: &str) -> Result<HostPort, String> {
         let (host, port) = split_host_port(text)?;
         let port = port.ok_or_else(|| format!("{text:?}: missing port; write HOST:PORT"))?;
-        let addr = resolve(&host, port)?;
+        let addr = resolve_host(&host, port)?;
         Ok(HostPort { host, port, addr })
     }
 }
@@ -163,7 +163,7 @@ fn split_host_port(text: &str) -> Result<(String, Option<u16>), String> {
 }
 
 /// Resolves once; the first address wins, as wrk does.
-pub fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+pub fn resolve_host(host: &str, port: u16) -> Result<SocketAddr, String> {
     (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?

@@ -23,8 +23,8 @@ use tokio::time::Instant;
 
 use super::args::{StreamArgs, TlsArgs};
 use super::client_tls::ClientTls;
-use super::io::{self, Tls};
-use super::stats::{round2, round3, ErrorKind, Errors};
+use super::io::{self, ThreadTls};
+use super::stats::{round2, round3, Errors, FailureKind};
 use super::target::HostPort;
 use super::{progress, ProgressTotal};
 use crate::deadline;
@@ -117,7 +117,7 @@ struct ConnResult {
     received: u64,
     /// From the first byte written to the last byte read, if it finished.
     transfer: Option<Duration>,
-    error: Option<ErrorKind>,
+    error: Option<FailureKind>,
 }
 
 /// Result of a tls-stream run.
@@ -223,7 +223,7 @@ impl StreamReport {
 
 /// Runs the plan: one connection first to fail fast, then every thread at once.
 pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<StreamReport> {
-    preflight(plan)?;
+    stream_preflight(plan)?;
     let threads = plan.threads.max(1);
     let barrier = Arc::new(Barrier::new(threads + 1));
     let mut handles = Vec::with_capacity(threads);
@@ -235,7 +235,7 @@ pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<Stream
         let (plan, barrier) = (plan.clone(), barrier.clone());
         let h = std::thread::Builder::new()
             .name(format!("pier-bench-{t}"))
-            .spawn(move || client_thread(plan, n, barrier, counter))
+            .spawn(move || stream_client_thread(plan, n, barrier, counter))
             .context("cannot start a client thread")?;
         handles.push(h);
     }
@@ -287,14 +287,14 @@ pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<Stream
     Ok(report)
 }
 
-fn thread_tls(plan: &StreamPlan) -> Result<Option<Tls>, String> {
+fn thread_tls(plan: &StreamPlan) -> Result<Option<ThreadTls>, String> {
     plan.tls
         .as_ref()
-        .map(|t| t.config().map(|c| Tls::new(c, t.server_name.clone())))
+        .map(|t| t.config().map(|c| ThreadTls::new(c, t.server_name.clone())))
         .transpose()
 }
 
-fn preflight(plan: &StreamPlan) -> anyhow::Result<()> {
+fn stream_preflight(plan: &StreamPlan) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -302,9 +302,9 @@ fn preflight(plan: &StreamPlan) -> anyhow::Result<()> {
     let addr = plan.target.addr;
     let wait = plan.timeout.max(Duration::from_secs(1));
     rt.block_on(async {
-        match deadline::within(wait, io::connect(addr, tls.as_ref())).await {
+        match deadline::within(wait, io::dial(addr, tls.as_ref())).await {
             Err(_) => bail!("cannot connect to {addr}: no answer within {wait:?}"),
-            Ok(Err(e)) if e.kind == ErrorKind::Tls => {
+            Ok(Err(e)) if e.kind == FailureKind::Tls => {
                 bail!("TLS handshake with {addr} failed: {}", e.error)
             }
             Ok(Err(e)) => bail!("cannot connect to {addr}: {}", e.error),
@@ -316,14 +316,14 @@ fn preflight(plan: &StreamPlan) -> anyhow::Result<()> {
     })
 }
 
-type ThreadResult = Result<(Vec<ConnResult>, Instant), String>;
+type StreamThreadResult = Result<(Vec<ConnResult>, Instant), String>;
 
-fn client_thread(
+fn stream_client_thread(
     plan: Arc<StreamPlan>,
     connections: usize,
     barrier: Arc<Barrier>,
     counter: Arc<AtomicU64>,
-) -> ThreadResult {
+) -> StreamThreadResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -346,7 +346,7 @@ fn client_thread(
         let mut results = Vec::with_capacity(tasks.len());
         for t in tasks {
             results.push(t.await.unwrap_or(ConnResult {
-                error: Some(ErrorKind::Reset),
+                error: Some(FailureKind::Reset),
                 ..ConnResult::default()
             }));
         }
@@ -357,14 +357,14 @@ fn client_thread(
 
 async fn one_connection(
     plan: &StreamPlan,
-    tls: Option<&Tls>,
+    tls: Option<&ThreadTls>,
     message: &[u8],
     counter: &AtomicU64,
 ) -> ConnResult {
-    let connected = match deadline::within(plan.timeout, io::connect(plan.target.addr, tls)).await {
+    let connected = match deadline::within(plan.timeout, io::dial(plan.target.addr, tls)).await {
         Err(_) => {
             return ConnResult {
-                error: Some(ErrorKind::Timeout),
+                error: Some(FailureKind::Timeout),
                 ..ConnResult::default()
             }
         }
@@ -379,17 +379,17 @@ async fn one_connection(
     match connected.transport {
         ClientStream::Plain(tcp) => {
             let (r, w) = tcp.into_split();
-            echo(plan, r, w, message, counter).await
+            echo_messages(plan, r, w, message, counter).await
         }
         ClientStream::Tls(stream) => {
             let (r, w) = tokio::io::split(*stream);
-            echo(plan, r, w, message, counter).await
+            echo_messages(plan, r, w, message, counter).await
         }
     }
 }
 
 /// Writes every message and reads every byte back, concurrently.
-async fn echo<R, W>(
+async fn echo_messages<R, W>(
     plan: &StreamPlan,
     mut r: R,
     mut w: W,
@@ -406,14 +406,14 @@ where
         let mut sent = 0u64;
         for _ in 0..plan.messages {
             match deadline::within(plan.timeout, w.write_all(message)).await {
-                Err(_) => return (sent, Some(ErrorKind::Timeout)),
+                Err(_) => return (sent, Some(FailureKind::Timeout)),
                 Ok(Err(e)) => return (sent, Some(io::classify(&e))),
                 Ok(Ok(())) => sent += message.len() as u64,
             }
         }
         match deadline::within(plan.timeout, w.flush()).await {
             Ok(Ok(())) => (sent, None),
-            Err(_) => (sent, Some(ErrorKind::Timeout)),
+            Err(_) => (sent, Some(FailureKind::Timeout)),
             Ok(Err(e)) => (sent, Some(io::classify(&e))),
         }
     };
@@ -426,10 +426,10 @@ where
                 .min(READ_CHUNK);
             let chunk = buf.get_mut(..want).unwrap_or(&mut []);
             match deadline::within(plan.timeout, r.read(chunk)).await {
-                Err(_) => return (received, Some(ErrorKind::Timeout)),
-                Ok(Ok(0)) => return (received, Some(ErrorKind::Closed)),
+                Err(_) => return (received, Some(FailureKind::Timeout)),
+                Ok(Ok(0)) => return (received, Some(FailureKind::Closed)),
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return (received, Some(ErrorKind::Closed))
+                    return (received, Some(FailureKind::Closed))
                 }
                 Ok(Err(e)) => return (received, Some(io::classify(&e))),
                 Ok(Ok(n)) => {
