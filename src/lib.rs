@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod deadline;
 pub mod echo;
+pub mod file_io;
 pub mod filter;
 pub mod handler;
 pub mod http;

@@ -18,6 +18,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::file_io::{FileIoPool, FileIoSettings};
 use crate::filter;
 use crate::handler::mime_table::{self, MimeTable};
 use crate::handler::proxy::configure as proxy_configure;
@@ -121,6 +122,9 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// The access log; `None` when off (the default), which costs one branch per request.
     pub access_log: Option<AccessLogConfig>,
+    /// The blocking pool that file work which would wait on a disk runs on,
+    /// shared by all workers.
+    pub file_io: FileIoPool,
 }
 
 impl Config {
@@ -238,6 +242,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         0..=100_000_000,
         0,
     )? as usize;
+    let file_io = validate_file_io(&loc, &raw.server)?;
 
     let d = HttpConfig::default();
     let h = &raw.http;
@@ -372,6 +377,45 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         upstreams,
         admin,
         access_log,
+        file_io: FileIoPool::new(file_io),
+    })
+}
+
+/// `[server]` `file_io_threads`, `file_io_queue` and `file_io_timeout`.
+fn validate_file_io(
+    loc: &Locator<'_>,
+    server: &raw::RawServer,
+) -> Result<FileIoSettings, ConfigError> {
+    let d = FileIoSettings::default();
+    let timeout = duration(
+        loc,
+        &server.file_io_timeout,
+        "server.file_io_timeout",
+        d.timeout,
+    )?;
+    if let (Some(v), true) = (&server.file_io_timeout, timeout.is_zero()) {
+        return Err(loc.error(
+            v.span(),
+            "server.file_io_timeout",
+            "the file IO timeout must be longer than zero",
+        ));
+    }
+    Ok(FileIoSettings {
+        threads: int(
+            loc,
+            &server.file_io_threads,
+            "server.file_io_threads",
+            1..=1024,
+            d.threads as i64,
+        )? as usize,
+        queue: int(
+            loc,
+            &server.file_io_queue,
+            "server.file_io_queue",
+            1..=1_000_000,
+            d.queue as i64,
+        )? as usize,
+        timeout,
     })
 }
 

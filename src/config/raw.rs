@@ -77,6 +77,12 @@ pub struct RawServer {
     pub drain_timeout: Option<Spanned<RawDuration>>,
     /// Open connections allowed across all workers; 0 or absent means no limit.
     pub max_connections: Option<Spanned<i64>>,
+    /// Threads of the blocking pool for file work that would wait on a disk.
+    pub file_io_threads: Option<Spanned<i64>>,
+    /// File jobs that may wait for a pool thread before connections wait.
+    pub file_io_queue: Option<Spanned<i64>>,
+    /// Longest wait for one file operation before its response ends.
+    pub file_io_timeout: Option<Spanned<RawDuration>>,
 }
 
 /// `[http]`.

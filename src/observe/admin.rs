@@ -118,6 +118,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         upstreams: Vec::new(),
         admin: None,
         access_log: None,
+        file_io: Default::default(),
     }
 }
 

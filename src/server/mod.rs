@@ -2,5 +2,6 @@
 //! driver turns requests into [`crate::http::Session`]s for the handlers and
 //! their answers back into bytes; handlers never import a driver.
 
+mod file_region;
 pub mod h1;
 pub mod transport;

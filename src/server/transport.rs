@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -34,14 +33,20 @@ pub trait Downstream {
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
     /// Writes all of `data`.
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
-    /// Sends `len` bytes of `file` from `offset`.
+    /// Whether [`Downstream::send_file`] sends without copying (sendfile);
+    /// otherwise file bytes are read into a buffer and written.
+    const ZERO_COPY_FILES: bool = false;
+    /// Sends `len` bytes of `file` from `offset`, pages the caller found in the
+    /// page cache, without copying them; only when [`Downstream::ZERO_COPY_FILES`].
     async fn send_file(
         &mut self,
-        file: &File,
-        offset: u64,
-        len: u64,
-        write_timeout: Duration,
-    ) -> io::Result<()>;
+        _file: &File,
+        _offset: u64,
+        _len: u64,
+        _write_timeout: Duration,
+    ) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
     /// Closes the sending side (FIN, or close_notify then FIN).
     async fn shutdown(&mut self);
 
@@ -86,6 +91,7 @@ impl Plain {
 
 impl Downstream for Plain {
     const SECURE: bool = false;
+    const ZERO_COPY_FILES: bool = true;
     type Io = TcpStream;
 
     fn io_mut(&mut self) -> &mut TcpStream {
@@ -149,7 +155,8 @@ impl Downstream for Plain {
                         "file shrank while being sent",
                     ))
                 }
-                Ok(_) => tokio::task::yield_now().await,
+                // The caller yields between chunks; a partial send just tries again.
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     io_within(write_timeout, "write timeout", self.stream.writable()).await?;
                 }
@@ -241,31 +248,6 @@ impl Downstream for Tls {
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
         self.stream.write_all(data).await?;
         self.stream.flush().await
-    }
-
-    async fn send_file(
-        &mut self,
-        file: &File,
-        offset: u64,
-        len: u64,
-        write_timeout: Duration,
-    ) -> io::Result<()> {
-        let mut chunk = vec![0u8; FILE_CHUNK.min(len) as usize];
-        let mut pos = offset;
-        let end = offset + len;
-        while pos < end {
-            let want = (end - pos).min(chunk.len() as u64) as usize;
-            let n = file.read_at(&mut chunk[..want], pos)?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while being sent",
-                ));
-            }
-            io_within(write_timeout, "write timeout", self.write_all(&chunk[..n])).await?;
-            pos += n as u64;
-        }
-        Ok(())
     }
 
     async fn shutdown(&mut self) {

@@ -9,7 +9,7 @@ use crate::observe::metrics::HandlerKind;
 
 use super::super::Handler;
 use super::reply::{JSON_LISTING_CONTENT_TYPE, LISTING_CONTENT_TYPE};
-use super::{Reply, StaticFiles, StaticRequest};
+use super::{OpenedOffLoop, Reply, StaticFiles, StaticRequest};
 
 /// `Content-Type` of status pages.
 const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
@@ -20,32 +20,60 @@ impl Handler for StaticFiles {
     }
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        let mut reply = {
-            let req = session.request();
-            let method = req.method();
-            self.decide(&StaticRequest {
-                is_head: method == Method::Head,
-                method_allowed: matches!(method, Method::Get | Method::Head),
-                path: req.path(),
-                if_none_match: req.header("if-none-match"),
-                if_modified_since: req.header("if-modified-since"),
-                range: req.header("range"),
-                if_range: req.header("if-range"),
-                open_files: Some(&session.worker().open_files),
-                listing_json: req
-                    .header("accept")
-                    .is_some_and(|a| contains_ignore_case(a, b"application/json")),
-            })
+        let reply = {
+            let opened = OpenedOffLoop::default();
+            self.decide(&static_request(&*session, &opened))
         };
-        // The slash is added, the query kept, as nginx does.
-        if let (Reply::Redirect { location }, Some(query)) = (&mut reply, session.request().query())
-        {
-            location.push(b'?');
-            location.extend_from_slice(query);
-        }
-        give(session, reply);
-        Served::Done
+        let Reply::Blocked(work) = reply else {
+            let reply = with_query(&*session, reply);
+            give(session, reply);
+            return Served::Done;
+        };
+        Served::Pending(Box::pin(async move {
+            let config = session.worker().config.clone();
+            let reply = self
+                .finish_off_loop(
+                    &config.file_io,
+                    |opened| self.decide(&static_request(&*session, opened)),
+                    work,
+                )
+                .await;
+            let reply = with_query(&*session, reply);
+            give(session, reply);
+        }))
     }
+}
+
+/// What the static handler reads of the request, borrowed from the session.
+fn static_request<'r>(
+    session: &'r dyn Session<'_>,
+    off_loop: &'r OpenedOffLoop,
+) -> StaticRequest<'r> {
+    let req = session.request();
+    let method = req.method();
+    StaticRequest {
+        is_head: method == Method::Head,
+        method_allowed: matches!(method, Method::Get | Method::Head),
+        path: req.path(),
+        if_none_match: req.header("if-none-match"),
+        if_modified_since: req.header("if-modified-since"),
+        range: req.header("range"),
+        if_range: req.header("if-range"),
+        open_files: Some(&session.worker().open_files),
+        listing_json: req
+            .header("accept")
+            .is_some_and(|a| contains_ignore_case(a, b"application/json")),
+        off_loop: Some(off_loop),
+    }
+}
+
+/// The slash is added, the query kept, as nginx does.
+fn with_query(session: &dyn Session<'_>, mut reply: Reply) -> Reply {
+    if let (Reply::Redirect { location }, Some(query)) = (&mut reply, session.request().query()) {
+        location.push(b'?');
+        location.extend_from_slice(query);
+    }
+    reply
 }
 
 /// Hands a reply to the session; up to five fields, collected on the stack.
@@ -72,7 +100,10 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
     let mut n = 0;
     let text = matches!(
         reply,
-        Reply::Redirect { .. } | Reply::RangeNotSatisfiable { .. } | Reply::Error(_)
+        Reply::Redirect { .. }
+            | Reply::RangeNotSatisfiable { .. }
+            | Reply::Error(_)
+            | Reply::Blocked(_)
     );
     if text {
         fields[0] = ("Content-Type", TEXT_PLAIN);
@@ -99,7 +130,8 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
         | Reply::ListingJson { .. }
         | Reply::Redirect { .. }
         | Reply::RangeNotSatisfiable { .. }
-        | Reply::Error(_) => session.send_response(&head, Body::Bytes(status_text(status))),
+        | Reply::Error(_)
+        | Reply::Blocked(_) => session.send_response(&head, Body::Bytes(status_text(status))),
     }
 }
 

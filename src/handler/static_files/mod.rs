@@ -13,6 +13,7 @@ mod autoindex;
 mod autoindex_json;
 mod conditional;
 mod multipart;
+mod off_loop;
 mod open_cache;
 mod path;
 mod range;
@@ -22,7 +23,7 @@ mod rules;
 mod tests;
 mod values;
 
-use std::fs::{self, File};
+use std::fs::{self, File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -36,9 +37,12 @@ use autoindex::listing;
 pub use autoindex::MAX_LISTING_ENTRIES;
 use autoindex_json::listing_json;
 pub use multipart::MultipartReply;
+pub use off_loop::{OffLoop, OpenedOffLoop};
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
-use path::{as_path, decode_segment, error_status, last_segment, location_for_dir, open};
+use path::{
+    as_path, decode_segment, error_status, last_segment, location_for_dir, open, open_inline,
+};
 pub use range::MAX_RANGES;
 use reply::file_reply;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
@@ -116,7 +120,9 @@ impl StaticFiles {
         })
     }
 
-    /// Decides the reply for one request and opens the file it names.
+    /// Decides the reply for one request and opens the file it names, unless
+    /// that would wait on a disk on an event loop: then the reply is
+    /// [`Reply::Blocked`] with the work to do off the loop before deciding again.
     pub fn serve(&self, req: &StaticRequest<'_>) -> Reply {
         if !req.method_allowed {
             return Reply::Error(405);
@@ -171,9 +177,9 @@ impl StaticFiles {
             return file_reply(req, opened, self.rules.mime.for_file_name(name));
         }
         let fs_path = as_path(path);
-        let (file, meta) = match open(fs_path) {
+        let (file, meta) = match self.open_for(req, path) {
             Ok(opened) => opened,
-            Err(e) => return Reply::Error(error_status(&e)),
+            Err(e) => return open_failed(&e, path),
         };
         if !self.inside_root(&file, fs_path) {
             return Reply::Error(404);
@@ -204,7 +210,7 @@ impl StaticFiles {
                 return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
             }
             let fs_path = as_path(&path);
-            match open(fs_path) {
+            match self.open_for(req, &path) {
                 Ok((file, meta)) => {
                     if !meta.is_file() {
                         continue;
@@ -216,7 +222,7 @@ impl StaticFiles {
                     return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,
-                Err(e) => return Reply::Error(error_status(&e)),
+                Err(e) => return open_failed(&e, &path),
             }
         }
         path.truncate(dir_len);
@@ -224,18 +230,39 @@ impl StaticFiles {
             return Reply::Error(404);
         }
         let fs_path = as_path(&path);
-        let (dir, meta) = match open(fs_path) {
+        let (dir, meta) = match self.open_for(req, &path) {
             Ok(opened) => opened,
-            Err(e) => return Reply::Error(error_status(&e)),
+            Err(e) => return open_failed(&e, &path),
         };
         if !self.inside_root(&dir, fs_path) || !meta.is_dir() {
             return Reply::Error(404);
         }
         drop(dir);
+        if req.off_loop.is_some() {
+            // Reading every entry's metadata may wait on the disk: always off the loop.
+            return Reply::Blocked(OffLoop::Listing {
+                relative: self.relative(&path).to_vec(),
+                json: req.listing_json || self.rules.autoindex_json,
+                dir: path,
+            });
+        }
         if req.listing_json || self.rules.autoindex_json {
             return listing_json(fs_path);
         }
         listing(fs_path, self.relative(&path))
+    }
+
+    /// Opens `path` for this request. On an event loop, the result of opening
+    /// it off the loop if that was done, else inline when that needs no disk;
+    /// elsewhere, simply opens it.
+    fn open_for(&self, req: &StaticRequest<'_>, path: &[u8]) -> io::Result<(File, Metadata)> {
+        let Some(off_loop) = req.off_loop else {
+            return open(as_path(path));
+        };
+        if let Some(opened) = off_loop.take(path) {
+            return opened;
+        }
+        open_inline(as_path(path))
     }
 
     /// Sets the route's rules (hidden files, fallbacks, error pages, listing
@@ -272,5 +299,15 @@ impl StaticFiles {
             },
         };
         real.starts_with(&self.root)
+    }
+}
+
+/// The reply to a failed open: the work to redo off the loop when the open
+/// would have waited, else the error's status.
+fn open_failed(e: &io::Error, path: &[u8]) -> Reply {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        Reply::Blocked(OffLoop::Open(path.to_vec()))
+    } else {
+        Reply::Error(error_status(e))
     }
 }

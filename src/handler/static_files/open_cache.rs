@@ -9,13 +9,14 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use super::values::MAX_HTTP_DATE_SECS;
 use super::StaticFiles;
+use crate::file_io::residency::read_cached;
 
 /// A regular file that passed the root check, with what its headers need.
 #[derive(Clone, Debug)]
@@ -97,8 +98,10 @@ impl StaticFiles {
             return opened;
         };
         if opened.size <= CACHED_CONTENT_MAX {
+            // Only from the page cache: a cold file is kept without its bytes,
+            // and the driver reads them off the loop.
             let mut buf = vec![0u8; opened.size as usize];
-            if opened.file.read_exact_at(&mut buf, 0).is_ok() {
+            if matches!(read_cached(&opened.file, &mut buf, 0), Some(Ok(n)) if n == buf.len()) {
                 opened.content = Some(buf.into());
             }
         }

@@ -2,14 +2,14 @@
 //! refusing what could escape the root, and the errors an open maps to.
 
 use std::ffi::OsStr;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use rustix::fs::OFlags;
 use rustix::io::Errno;
+
+use crate::file_io::residency::{open_blocking, open_cached};
 
 /// Appends one percent-decoded segment; NUL, `/` and `\` (raw or encoded) and broken escapes
 /// are a 400. Other bytes, including non-UTF-8, are kept as the file name's bytes.
@@ -60,14 +60,18 @@ pub(super) fn last_segment(path: &[u8]) -> &[u8] {
     }
 }
 
-/// Opens without blocking on a FIFO and without acquiring a controlling terminal; the
-/// non-blocking flag has no effect on reads of a regular file.
+/// Opens and reads the metadata where waiting is allowed (a pool thread);
+/// never waits for a FIFO's writer nor acquires a controlling terminal.
 pub(super) fn open(path: &Path) -> io::Result<(File, Metadata)> {
-    let flags = (OFlags::NONBLOCK | OFlags::NOCTTY).bits();
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(i32::try_from(flags).unwrap_or(0))
-        .open(path)?;
+    let file = open_blocking(path)?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
+}
+
+/// Opens and reads the metadata on the event loop when the path resolves
+/// from cached dentries; `Err(WouldBlock)` when the open must go off the loop.
+pub(super) fn open_inline(path: &Path) -> io::Result<(File, Metadata)> {
+    let file = open_cached(path)?;
     let meta = file.metadata()?;
     Ok((file, meta))
 }

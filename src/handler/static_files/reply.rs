@@ -6,6 +6,7 @@ use std::rc::Rc;
 
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
 use super::multipart::MultipartReply;
+use super::off_loop::{OffLoop, OpenedOffLoop};
 use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};
@@ -37,6 +38,11 @@ pub struct StaticRequest<'a> {
     pub open_files: Option<&'a OpenFileCache>,
     /// A directory listing is wanted as JSON (`Accept: application/json`).
     pub listing_json: bool,
+    /// `Some` on an event loop: an open that would wait on a disk makes the
+    /// reply [`Reply::Blocked`] and files already opened off the loop are taken
+    /// from here, and listings are always `Blocked`. `None` where waiting is
+    /// allowed (tools, tests): opens and listings happen inline.
+    pub off_loop: Option<&'a OpenedOffLoop>,
 }
 
 /// What the driver should answer; each variant maps to one status code.
@@ -77,6 +83,8 @@ pub enum Reply {
     },
     /// 400, 403, 404, 405 (carries `Allow` in [`Reply::headers`]) or 500; the driver picks the body.
     Error(u16),
+    /// Not decided yet: this file work must be done off the event loop first.
+    Blocked(OffLoop),
 }
 
 /// An open file and the region to send, with the validators for the response head.
@@ -120,6 +128,7 @@ impl Reply {
             Reply::Redirect { .. } => 301,
             Reply::RangeNotSatisfiable { .. } => 416,
             Reply::Error(status) => *status,
+            Reply::Blocked(_) => 503,
         }
     }
 
@@ -158,7 +167,9 @@ impl Reply {
                 only(("Content-Range", content_range.as_bytes()))
             }
             Reply::Error(405) => only(("Allow", b"GET, HEAD")),
-            Reply::Error(_) => [None, None, None, None, None].into_iter().flatten(),
+            Reply::Error(_) | Reply::Blocked(_) => {
+                [None, None, None, None, None].into_iter().flatten()
+            }
         }
     }
 }

@@ -97,6 +97,7 @@ impl StaticFiles {
             method_allowed: true,
             path: page,
             open_files: req.open_files,
+            off_loop: req.off_loop,
             ..StaticRequest::default()
         };
         match self.serve(&page_req) {
@@ -104,6 +105,8 @@ impl StaticFiles {
                 f.status = status;
                 Reply::File(f)
             }
+            // The page is opened off the loop, then the request decided again.
+            blocked @ Reply::Blocked(_) => blocked,
             _ => Reply::Error(status),
         }
     }

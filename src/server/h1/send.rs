@@ -2,17 +2,18 @@
 //! bodies copied behind it (pipelined answers leave in one write), large ones
 //! sent after it by sendfile, in bounded chunks, or piece by piece from a stream.
 
-use std::os::unix::fs::FileExt;
 use std::task::Poll;
 
 use tracing::debug;
 
 use super::{Answered, Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
 use crate::deadline::io_within;
+use crate::file_io::residency::read_cached;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion, ResponseHead};
 use crate::http1::parse::{Method, Version};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
+use crate::server::file_region::send_file_region;
 use crate::server::transport::FILE_CHUNK;
 
 /// Files up to this size are copied into the output buffer (one write with the head,
@@ -101,15 +102,13 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 if region.len <= INLINE_FILE_MAX {
                     let start = out.len();
                     out.resize(start + region.len as usize, 0);
-                    if region
-                        .file
-                        .read_exact_at(&mut out[start..], region.offset)
-                        .is_ok()
-                    {
+                    let read = read_cached(&region.file, &mut out[start..], region.offset);
+                    if matches!(read, Some(Ok(n)) if n as u64 == region.len) {
                         return;
                     }
-                    // Shrunk since it was opened: send what is left, which
-                    // breaks the promised length and so closes the connection.
+                    // Not all in the page cache (read off the loop), or shrunk
+                    // since it was opened (what is left is sent, which breaks
+                    // the promised length and so closes the connection).
                     out.truncate(start);
                 }
                 self.pending = Some(Body::File(region));
@@ -143,10 +142,15 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 if self.flush().await.is_err() {
                     return Err(Exit::Broken);
                 }
-                let r = self
-                    .io
-                    .send_file(&region.file, region.offset, region.len, write_timeout)
-                    .await;
+                let r = send_file_region(
+                    &mut self.io,
+                    &self.ctx.config.file_io,
+                    &region.file,
+                    region.offset,
+                    region.len,
+                    write_timeout,
+                )
+                .await;
                 if let Err(e) = r {
                     debug!(peer = %self.peer, error = %e, "file send failed");
                     return Err(Exit::Broken);
@@ -174,8 +178,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
     }
 
     /// Sends parts in order: bytes and in-memory regions through the output
-    /// buffer (flushed at the high-water mark), other file regions by the
-    /// transport's file send, after flushing what precedes them.
+    /// buffer (flushed at the high-water mark), other file regions as file
+    /// bodies are sent (inline when cached, else read off the loop), after
+    /// flushing what precedes them.
     async fn send_parts(&mut self, parts: Vec<BodyPart>) -> Result<(), Exit> {
         for part in &parts {
             if let Some(bytes) = in_memory(part) {
@@ -193,10 +198,15 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 return Err(Exit::Broken);
             }
             let write_timeout = self.ctx.config.http.write_timeout;
-            let r = self
-                .io
-                .send_file(&region.file, region.offset, region.len, write_timeout)
-                .await;
+            let r = send_file_region(
+                &mut self.io,
+                &self.ctx.config.file_io,
+                &region.file,
+                region.offset,
+                region.len,
+                write_timeout,
+            )
+            .await;
             if let Err(e) = r {
                 debug!(peer = %self.peer, error = %e, "file part send failed");
                 return Err(Exit::Broken);

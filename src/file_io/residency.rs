@@ -1,0 +1,190 @@
+//! The hot/cold decision: whether file work can be done on the event loop
+//! without waiting for a disk, found out without waiting.
+//!
+//! Reads ask the kernel for page-cache data only (`preadv2` with `RWF_NOWAIT`,
+//! Linux 4.14): a hot read costs what a plain `pread` costs, and a cold one
+//! fails at once with `EAGAIN` instead of sleeping. A residency check
+//! (`mincore`) would need the file mapped, which safe code cannot do, and
+//! `cachestat` (Linux 6.5) has no safe binding yet; `RWF_NOWAIT` needs neither.
+//! tmpfs and ramfs cannot answer `RWF_NOWAIT`; their pages are memory, so
+//! they are read inline.
+//! Opens resolve the path from the dentry cache only (`openat2` with
+//! `RESOLVE_CACHED`, Linux 5.12). Where the kernel or the file system cannot
+//! say, the answer is "cold", so the work goes to the blocking pool: slower
+//! for a hot file there, never a stalled worker.
+
+use std::fs::File;
+use std::io::{self, IoSliceMut};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
+use rustix::io::{Errno, ReadWriteFlags};
+
+/// Set once `openat2` with `RESOLVE_CACHED` turned out unsupported (an older
+/// kernel, or a seccomp filter): every uncached open then goes to the pool.
+static NO_CACHED_OPEN: AtomicBool = AtomicBool::new(false);
+
+/// Reads into `buf` at `offset` only what the page cache holds. `Ok(0)` is end
+/// of file; `None` means the first byte is not cached (or the file system
+/// cannot tell), so the read must be done off the loop. A short count means
+/// the bytes after it are not cached.
+pub fn read_cached(file: &File, buf: &mut [u8], offset: u64) -> Option<io::Result<usize>> {
+    match rustix::io::preadv2(
+        file,
+        &mut [IoSliceMut::new(buf)],
+        offset,
+        ReadWriteFlags::NOWAIT,
+    ) {
+        Ok(n) => Some(Ok(n)),
+        // tmpfs and ramfs cannot say, but their pages are memory: read them.
+        Err(Errno::OPNOTSUPP) if memory_backed(file) => {
+            Some(rustix::io::pread(file, buf, offset).map_err(Into::into))
+        }
+        Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => None,
+        Err(e) => Some(Err(e.into())),
+    }
+}
+
+/// `TMPFS_MAGIC` and `RAMFS_MAGIC` from `linux/magic.h`.
+const MEMORY_FS_MAGIC: [i64; 2] = [0x0102_1994, 0x8584_58f6];
+
+/// Whether `file` lies on a file system kept in memory, where a read never
+/// waits for a disk (swap aside).
+fn memory_backed(file: &File) -> bool {
+    // `f_type` is an i64 on x86_64 and narrower on some other targets.
+    #[allow(clippy::useless_conversion)]
+    let is_memory = |f_type| MEMORY_FS_MAGIC.contains(&i64::from(f_type));
+    rustix::fs::fstatfs(file).is_ok_and(|st| is_memory(st.f_type))
+}
+
+/// Whether `len` bytes of `file` from `offset` look resident, for a zero-copy
+/// send that cannot itself refuse to wait: the first and the last byte of the
+/// region are probed (two one-byte reads). Readahead fills the cache in
+/// contiguous windows, so a region cached at both ends is, in practice, cached
+/// throughout. A region that reaches past the end of the file is "not
+/// resident": the read off the loop finds the truncation and reports it.
+pub fn looks_resident(file: &File, offset: u64, len: u64) -> bool {
+    if len == 0 {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    let probe = |at: u64, byte: &mut [u8; 1]| matches!(read_cached(file, byte, at), Some(Ok(1)));
+    probe(offset, &mut byte) && (len == 1 || probe(offset + len - 1, &mut byte))
+}
+
+/// Opens `path` read-only (non-blocking, so a FIFO does not wait for a
+/// writer, and without acquiring a terminal) if that needs no disk: the path
+/// must resolve from cached dentries. `Err(WouldBlock)` sends the open to the
+/// pool, as does a lease holder that must be asked to let go first.
+pub fn open_cached(path: &Path) -> io::Result<File> {
+    if NO_CACHED_OPEN.load(Ordering::Relaxed) {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    match rustix::fs::openat2(CWD, path, flags, Mode::empty(), ResolveFlags::CACHED) {
+        Ok(fd) => Ok(File::from(fd)),
+        // `EPERM` may be a seccomp filter that does not know `openat2`, or a
+        // security module's answer: the pool's plain open tells which.
+        Err(Errno::AGAIN | Errno::PERM) => Err(io::ErrorKind::WouldBlock.into()),
+        Err(Errno::NOSYS | Errno::INVAL) => {
+            NO_CACHED_OPEN.store(true, Ordering::Relaxed);
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens `path` read-only on a pool thread, where waiting is allowed: first
+/// non-blocking (a FIFO must not hold the thread), then, if a lease holder is
+/// being asked to let go, blocking until it has.
+pub fn open_blocking(path: &Path) -> io::Result<File> {
+    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
+    match rustix::fs::open(path, flags | OFlags::NONBLOCK, Mode::empty()) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(Errno::AGAIN) => Ok(File::from(rustix::fs::open(path, flags, Mode::empty())?)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn cached_read_returns_the_bytes_of_a_just_written_file() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"hello world").unwrap();
+        let file = File::open(f.path()).unwrap();
+        let mut buf = [0u8; 32];
+        // A file system without RWF_NOWAIT answers "cold", never wrong bytes.
+        if let Some(r) = read_cached(&file, &mut buf, 6) {
+            assert_eq!(r.unwrap(), 5);
+            assert_eq!(&buf[..5], b"world");
+        }
+        assert!(matches!(
+            read_cached(&file, &mut buf, 11),
+            Some(Ok(0)) | None
+        ));
+    }
+
+    #[test]
+    fn memory_file_systems_are_read_inline() {
+        let Ok(mut f) = tempfile::NamedTempFile::new_in("/dev/shm") else {
+            return;
+        };
+        f.write_all(b"in memory").unwrap();
+        let file = File::open(f.path()).unwrap();
+        let mut buf = [0u8; 16];
+        let n = read_cached(&file, &mut buf, 3)
+            .expect("tmpfs is hot")
+            .unwrap();
+        assert_eq!(&buf[..n], b"memory");
+        assert!(looks_resident(&file, 0, 9));
+    }
+
+    #[test]
+    fn a_region_past_the_end_is_not_resident() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let file = File::open(f.path()).unwrap();
+        assert!(!looks_resident(&file, 5, 10));
+        assert!(looks_resident(&file, 0, 0));
+    }
+
+    #[test]
+    fn evicted_pages_are_cold() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        f.as_file().sync_all().unwrap();
+        let file = File::open(f.path()).unwrap();
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        let mut buf = [0u8; 4096];
+        // Eviction is advice: a kernel may keep the pages, but a page it
+        // reports resident must read back right.
+        match read_cached(&file, &mut buf, 512 * 1024) {
+            None => assert!(!looks_resident(&file, 512 * 1024, 4096)),
+            Some(r) => assert!(r.unwrap() > 0 && buf[0] == 7),
+        }
+    }
+
+    #[test]
+    fn cached_open_finds_a_known_path_and_reports_a_missing_one() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        match open_cached(f.path()) {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::WouldBlock),
+        }
+        let missing = f.path().with_extension("missing");
+        match open_cached(&missing) {
+            Err(e) => assert!(matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::WouldBlock
+            )),
+            Ok(_) => panic!("opened a file that does not exist"),
+        }
+        assert!(open_blocking(&missing).is_err());
+        assert!(open_blocking(f.path()).is_ok());
+    }
+}
