@@ -233,6 +233,52 @@ mod tests {
         assert_eq!(parse_range(&field, total), Full);
     }
 
+    /// Whatever the header, what is honoured stays within the bounds: at most
+    /// `MAX_RANGES` spans, each inside the file, adding up to no more than it.
+    #[test]
+    fn no_header_gets_past_the_bounds() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut multiparts = 0;
+        for _ in 0..20_000 {
+            let total = next(3) * next(5000);
+            let members = 1 + next(150);
+            // Spans sized so that a fair share of headers fit the file.
+            let width = 1 + 2 * total / (members + 1);
+            let wild = next(4) == 0;
+            let mut field = String::from("bytes=");
+            for i in 0..members {
+                if i > 0 {
+                    field.push(',');
+                }
+                let (a, w) = (next(total + 20), next(width));
+                // One header in four may hold open-ended and reversed members.
+                match if wild { next(50) } else { 2 + next(48) } {
+                    0 => field.push_str(&format!("{a}-")),
+                    1 => field.push_str(&format!("{}-{a}", a + 1 + w)),
+                    2..=9 => field.push_str(&format!("-{w}")),
+                    _ => field.push_str(&format!("{a}-{}", a + w)),
+                }
+            }
+            match parse_range(field.as_bytes(), total) {
+                Multiple(v) => {
+                    multiparts += 1;
+                    assert!((2..=MAX_RANGES).contains(&v.len()), "{field}");
+                    assert!(v.iter().all(|s| s.first <= s.last && s.last < total));
+                    assert!(v.iter().map(|s| s.len()).sum::<u64>() <= total, "{field}");
+                }
+                Partial { first, last } => assert!(first <= last && last < total, "{field}"),
+                Full | Unsatisfiable => {}
+            }
+        }
+        assert!(multiparts > 2_000, "too few headers honoured: {multiparts}");
+    }
+
     #[test]
     fn overlap_adding_up_to_more_than_the_file_is_served_whole() {
         // Ranges may overlap while they add up to no more than the file.
