@@ -151,6 +151,12 @@ fn status_json_holds_the_figures_and_parses_with_python() {
     assert_eq!(group["servers"][1]["state"], "down");
     assert_eq!(group["servers"][1]["address"], r.dead.to_string());
     assert!(group["servers"][1]["last_check_error"].is_string());
+    // Every proxied request reached the live server and was answered.
+    assert_eq!(group["servers"][0]["requests"], PROXIED);
+    assert_eq!(group["servers"][0]["responses"]["2xx"], PROXIED);
+    assert_eq!(group["servers"][0]["in_flight"], 0);
+    assert_eq!(group["servers"][1]["requests"], 0);
+    assert_eq!(group["servers"][1]["down"], true);
     assert_eq!(v["certificates"][0]["names"][0], "localhost");
 
     let Some(python) = which("python3") else {
@@ -210,7 +216,7 @@ fn curl_gets_text_and_a_browser_accept_gets_the_html_page() {
     assert!(html.contains(&format!(
         "data-v=\"total.requests\" data-f=\"count\">{total}<"
     )));
-    assert!(html.contains(&format!("<code>{}</code>", r.dead)));
+    assert!(html.contains(&format!("<td>{}</td>", r.dead)));
     assert!(html.contains(
         "<td class=\"state down\" data-v=\"upstreams.0.servers.1.state\" data-f=\"state\">down</td>"
     ));
@@ -280,13 +286,19 @@ fn headless_chromium_renders_the_live_page_with_the_figures_and_the_down_server(
     assert!(dom.contains(&format!(
         "data-v=\"total.tls.full\" data-f=\"count\">{TLS_REQUESTS}<"
     )));
-    assert!(dom.contains(&format!("<code>{}</code>", r.dead)));
+    assert!(dom.contains(&format!("<td>{}</td>", r.dead)));
     assert!(dom.contains(
         "<td class=\"state down\" data-v=\"upstreams.0.servers.1.state\" data-f=\"state\">down</td>"
     ));
     assert!(dom.contains(
         "<td class=\"state up\" data-v=\"upstreams.0.servers.0.state\" data-f=\"state\">up</td>"
     ));
+    // The down server's row is red; the live one shows its requests.
+    assert!(dom.contains("<tr data-bad=\"upstreams.0.servers.1.down\" class=\"bad\">"));
+    assert!(dom.contains(&format!(
+        "data-v=\"upstreams.0.servers.0.requests\" data-f=\"count\">{PROXIED}<"
+    )));
+    assert!(dom.contains("data-v=\"upstreams.0.servers.1.failures\" data-f=\"causes\">-<"));
     // The script drew the failed checks of the dead server and the charts.
     assert!(dom.contains("<i class=\"no\"></i>"));
     assert!(dom.contains(" checks passed\""));

@@ -495,7 +495,7 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 g.generation
             );
         }
-        b.raw("</small></h3><table class=\"grid\"><thead><tr><th>server</th><th>address</th><th>weight</th><th>state</th><th title=\"workers keeping the server out after max_fails failures\">marked down in</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th>errors</th><th>errors by cause</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
+        b.raw("</small></h3><div class=\"scroll\"><table class=\"grid\"><thead><tr><th>server</th><th>weight</th><th>state</th><th title=\"workers keeping the server out after max_fails failures\">kept out by</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th title=\"failed attempts by cause\">errors</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
         for (si, sv) in g.servers.iter().enumerate() {
             let p = |k: &str| format!("upstreams.{gi}.servers.{si}.{k}");
             let _ = write!(
@@ -505,9 +505,13 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 bad_class(sv.down)
             );
             b.text(&sv.name);
-            b.raw("</td><td><code>");
-            b.text(&sv.address);
-            let _ = write!(b.out, "</code></td><td>{}</td>", sv.weight);
+            // The address connected to, when the name is not already it.
+            if sv.address != sv.name {
+                b.raw(" <code class=\"addr\">");
+                b.text(&sv.address);
+                b.raw("</code>");
+            }
+            let _ = write!(b.out, "</td><td>{}</td>", sv.weight);
             let _ = write!(
                 b.out,
                 "<td class=\"state {0}\" data-v=\"{1}\" data-f=\"state\">{0}</td>",
@@ -544,10 +548,9 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
                 "count",
                 &human::count(sv.responses.server_error as f64),
             );
-            b.value("td", &p("errors"), "count", &human::count(sv.errors as f64));
             let _ = write!(
                 b.out,
-                "<td class=\"wrap\" data-v=\"{}\" data-f=\"causes\">{}</td>",
+                "<td class=\"causes\" data-v=\"{}\" data-f=\"causes\">{}</td>",
                 escape(&p("failures")),
                 escape(&causes_text(&sv.failures))
             );
@@ -575,7 +578,7 @@ fn upstreams(b: &mut Body, s: &Snapshot) {
             );
             b.raw("</tr>");
         }
-        b.raw("</tbody></table>");
+        b.raw("</tbody></table></div>");
     }
     b.raw("</section>");
 }
@@ -712,9 +715,8 @@ mod tests {
         assert!(page.contains("connect: &lt;b&gt;refused&lt;/b&gt; &amp; &quot;gone&quot;"));
         // A server named `<script>` and an address holding markup stay text.
         assert!(!page.contains("<script>alert(2)"));
-        assert!(page.contains("<td>&lt;script&gt;alert(2)&lt;/script&gt;</td>"));
+        assert!(page.contains("<td>&lt;script&gt;alert(2)&lt;/script&gt; <code class=\"addr\">&lt;img src=x onerror=alert(3)&gt;</code></td>"));
         assert!(!page.contains("<img"));
-        assert!(page.contains("<code>&lt;img src=x onerror=alert(3)&gt;</code>"));
         // The page's own script is the only one.
         assert_eq!(page.matches("<script").count(), 1);
     }
@@ -751,9 +753,8 @@ mod tests {
             format!("<td {} data-f=\"rate\">1/s</td>", p("requests_per_s")),
             format!("<td {} data-f=\"count\">7</td>", p("requests")),
             format!("<td {} data-f=\"count\">1</td>", p("responses.5xx")),
-            format!("<td {} data-f=\"count\">2</td>", p("errors")),
             format!(
-                "<td class=\"wrap\" {} data-f=\"causes\">connect 1 · reset 1</td>",
+                "<td class=\"causes\" {} data-f=\"causes\">connect 1 · reset 1</td>",
                 p("failures")
             ),
             format!("<span {} data-f=\"ms\">0.50 ms</span>", p("latency_p50_ms")),
