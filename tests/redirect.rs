@@ -54,7 +54,7 @@ fn http_to_https_keeps_host_path_and_query() {
         Some("https://example.com/a/b%20c?x=1&y=%2F")
     );
     // A HEAD gets the same head without a body; a POST keeps its 308.
-    let r = get(pier.addr(), "HEAD /x HTTP/1.1\r\nHost: h\r\n\r\n");
+    let r = get(pier.addr(), "HEAD /x HTTP/1.1\r\nHost: H\r\n\r\n");
     assert_eq!((r.status, r.header("location")), (308, Some("https://h/x")));
     assert!(r.body.is_empty());
     let r = get(

@@ -245,6 +245,15 @@ fn listings_come_as_json_on_request_or_by_configuration() {
 
     let r = get_host(&pier, "t", "/list/a.glb", "");
     assert_eq!(r.header("content-type"), Some("model/gltf-binary"));
+
+    let (client, _) = recording_client(true);
+    let mut s = connect_tls(pier.https[0], "localhost", &client).unwrap();
+    let req = "GET /list/ HTTP/1.1\r\nHost: t\r\nAccept: application/json, */*\r\n\r\n";
+    let r = tls_request(&mut s, req).unwrap();
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.body, json.body);
+    let r = tls_get(&mut s, "/list/a.glb").unwrap();
+    assert_eq!(r.header("content-type"), Some("model/gltf-binary"));
 }
 
 fn check_error(route_keys: &str, top: &str, want_line: usize, want_key: &str, want_text: &str) {

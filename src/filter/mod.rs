@@ -312,3 +312,25 @@ impl<'a> HeadEdit<'a> {
         Some(self.fields.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::respond::Respond;
+
+    #[test]
+    fn a_route_without_filters_keeps_its_handler_unwrapped() {
+        let bare = wrap(Box::new(Respond::new(200, Vec::new(), &[])), Vec::new());
+        assert!(format!("{bare:?}").starts_with("Respond"), "{bare:?}");
+        let rules = headers::HeaderRules::new(vec!["x-a".into()], Vec::new(), Vec::new(), false);
+        let filtered = wrap(
+            Box::new(Respond::new(200, Vec::new(), &[])),
+            vec![Box::new(headers::ResponseHeaders(rules))],
+        );
+        assert!(
+            format!("{filtered:?}").starts_with("Filtered"),
+            "{filtered:?}"
+        );
+        assert_eq!(filtered.kind(), HandlerKind::Respond);
+    }
+}

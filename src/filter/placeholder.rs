@@ -10,7 +10,7 @@ use crate::http::{RequestId, RequestView};
 /// A value taken from the request when a template is expanded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placeholder {
-    /// Host name the client asked for, without the port.
+    /// Host name the client asked for, without the port, in lowercase.
     Host,
     /// Path as sent, still percent-encoded, without the query.
     Path,
@@ -134,7 +134,8 @@ impl Template {
 /// Appends the value of one placeholder.
 pub fn push_value(p: Placeholder, req: &RequestView<'_>, id: &RequestId, out: &mut Vec<u8>) {
     match p {
-        Placeholder::Host => out.extend_from_slice(host_of(req)),
+        // Host names are case-insensitive; the lowercase form, as nginx's $host.
+        Placeholder::Host => out.extend(host_of(req).iter().map(u8::to_ascii_lowercase)),
         Placeholder::Path => out.extend_from_slice(req.path()),
         Placeholder::Uri => {
             out.extend_from_slice(req.path());
@@ -193,7 +194,7 @@ mod tests {
         let raw = b"GET /a/b%20c?x=1&y HTTP/1.1\r\nHost: Example.com:8080\r\n\r\n";
         assert_eq!(
             expand("https://{host}{uri}", raw, false),
-            "https://Example.com/a/b%20c?x=1&y"
+            "https://example.com/a/b%20c?x=1&y"
         );
         assert_eq!(expand("{path}|{query}", raw, false), "/a/b%20c|x=1&y");
         assert_eq!(
