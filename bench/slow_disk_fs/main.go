@@ -1,0 +1,101 @@
+// slowdiskfs mounts a directory through FUSE with a fixed delay before every
+// read, standing in for a busy disk or a network mount in bench/slow_disk.
+//
+// usage: slowdiskfs [-delay 5ms] [-direct-io] SOURCE MOUNTPOINT
+//
+// Each file open drops the kernel's cached pages of that file (FUSE's default
+// without keep_cache), so every download starts cold; with -direct-io nothing
+// is cached at all. It runs until SIGINT or
+// SIGTERM, then unmounts.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+var (
+	delay    time.Duration
+	directIO bool
+)
+
+// slowNode is a loopback node whose opened files wait before each read.
+type slowNode struct {
+	fs.LoopbackNode
+}
+
+var _ = (fs.NodeOpener)((*slowNode)(nil))
+
+func (n *slowNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, fuseFlags, errno := n.LoopbackNode.Open(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	if directIO {
+		fuseFlags |= fuse.FOPEN_DIRECT_IO
+	}
+	return &slowFile{FileHandle: fh}, fuseFlags, 0
+}
+
+// slowFile delays every read by the configured amount, then reads through.
+type slowFile struct {
+	fs.FileHandle
+}
+
+var _ = (fs.FileReader)((*slowFile)(nil))
+
+func (f *slowFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	time.Sleep(delay)
+	return f.FileHandle.(fs.FileReader).Read(ctx, dest, off)
+}
+
+func main() {
+	flag.DurationVar(&delay, "delay", 5*time.Millisecond, "wait before every read")
+	flag.BoolVar(&directIO, "direct-io", false, "bypass the page cache: every read reaches the delay")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: slowdiskfs [-delay 5ms] [-direct-io] SOURCE MOUNTPOINT")
+		os.Exit(2)
+	}
+	source, mountpoint := flag.Arg(0), flag.Arg(1)
+	root := &fs.LoopbackRoot{Path: source}
+	root.NewNode = func(rootData *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
+		return &slowNode{LoopbackNode: fs.LoopbackNode{RootData: rootData}}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(source, &st); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	root.Dev = uint64(st.Dev)
+	rootNode := root.NewNode(root, nil, "", &st)
+	root.RootNode = rootNode
+	server, err := fs.Mount(mountpoint, rootNode, &fs.Options{
+		MountOptions: fuse.MountOptions{
+			FsName:      "slowdisk",
+			Name:        "slowdisk",
+			DirectMount: true,
+			AllowOther:  true,
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mount:", err)
+		os.Exit(1)
+	}
+	fmt.Println("mounted")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		server.Unmount()
+	}()
+	server.Wait()
+}
