@@ -346,9 +346,14 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.route.is_empty() && http_listeners {
         return Err(loc.error(0..0, "route", "no [[route]] configured"));
     }
+    let client = crate::handler::access::configure::client_address(
+        &loc,
+        &raw.http.trusted_proxies,
+        &raw.http.client_address_header,
+    )?;
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime, &client)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -640,6 +645,7 @@ fn validate_route(
     r: &Spanned<RawRoute>,
     upstreams: &[Arc<UpstreamGroup>],
     mime: &Arc<MimeTable>,
+    client: &Arc<crate::handler::access::client_address::ClientAddress>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
@@ -685,7 +691,15 @@ fn validate_route(
             Box::new(proxy)
         }
     };
-    let filters = filter::configure::route_filters(loc, key, &raw.filters, raw.handler.get_ref())?;
+    // Access checks first: a refused request costs no more than the check.
+    let mut filters =
+        crate::handler::access::configure::access_filters(loc, key, &raw.filters, client)?;
+    filters.extend(filter::configure::route_filters(
+        loc,
+        key,
+        &raw.filters,
+        raw.handler.get_ref(),
+    )?);
     Ok((host, path, filter::wrap(handler, filters)))
 }
 

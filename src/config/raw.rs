@@ -12,6 +12,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 pub use super::value::{RawDuration, RawSize};
+pub use crate::handler::access::configure::{RawBasicAuth, RawRateLimit};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -105,6 +106,10 @@ pub struct RawHttp {
     pub max_uri_bytes: Option<Spanned<i64>>,
     /// Request body limit (413 beyond).
     pub max_body_bytes: Option<Spanned<i64>>,
+    /// Proxies whose `client_address_header` names the client (access checks).
+    pub trusted_proxies: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The header trusted proxies put the client address in.
+    pub client_address_header: Option<Spanned<String>>,
 }
 
 /// One `[[listener]]`.
@@ -222,10 +227,25 @@ pub struct RawRouteFilters {
     pub response_headers: Option<Spanned<RawHeaderRules>>,
     /// Fields set, added and removed on the request sent upstream (proxy routes).
     pub request_headers: Option<Spanned<RawHeaderRules>>,
+    /// Addresses and networks answered (access control).
+    pub allow: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Addresses and networks refused with 403.
+    pub deny: Option<Spanned<Vec<Spanned<String>>>>,
+    /// HTTP basic authentication from an htpasswd file.
+    pub basic_auth: Option<Spanned<RawBasicAuth>>,
+    /// Requests per second per client.
+    pub rate_limit: Option<Spanned<RawRateLimit>>,
 }
 
 /// The keys of [`RawRouteFilters`], which a route reads apart from its handler's.
-pub const ROUTE_FILTER_KEYS: &[&str] = &["response_headers", "request_headers"];
+pub const ROUTE_FILTER_KEYS: &[&str] = &[
+    "response_headers",
+    "request_headers",
+    "allow",
+    "deny",
+    "basic_auth",
+    "rate_limit",
+];
 
 /// `response_headers = { ... }` or `request_headers = { ... }` of a route.
 #[derive(Debug, Default, Deserialize)]
@@ -670,6 +690,9 @@ impl RawConfig {
         for r in &mut self.route {
             if let RawHandler::Static(s) = r.get_mut().handler.get_mut() {
                 fix_opt(&mut s.root);
+            }
+            if let Some(auth) = r.get_mut().filters.basic_auth.as_mut() {
+                fix(&mut auth.get_mut().htpasswd);
             }
         }
         if let Some(a) = self.access_log.as_mut() {

@@ -377,3 +377,24 @@ fn a_misspelt_handler_key_is_named() {
     assert_eq!((e.line, e.key.as_str()), (4, "route[1].handlr"), "{e}");
     assert!(e.message.contains("did you mean `handler`?"), "{e}");
 }
+
+#[test]
+fn a_relative_htpasswd_is_read_beside_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash_with_salt("pw", 4, [5u8; 16])
+        .unwrap()
+        .to_string();
+    std::fs::write(dir.path().join("users"), format!("alice:{hash}\n")).unwrap();
+    let path = dir.path().join("pier.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{LISTENER}[[route]]\nhandler = \"respond\"\nbasic_auth = {{ htpasswd = \"users\" }}\n"
+        ),
+    )
+    .unwrap();
+    load_file(&path).unwrap();
+    let e = load_str("t.toml", &std::fs::read_to_string(&path).unwrap()).unwrap_err();
+    assert_eq!(e.key, "route[1].basic_auth.htpasswd", "{e}");
+    assert!(e.message.starts_with("cannot read users"), "{e}");
+}

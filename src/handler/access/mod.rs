@@ -1,0 +1,55 @@
+//! Access control of a route, as route filters (`src/filter/`) that run
+//! before its handler: `allow` / `deny` address rules (403), `rate_limit`
+//! (429 with `Retry-After`) and `basic_auth` (401 with `WWW-Authenticate`),
+//! in that order. Each is built from the route's keys by [`configure`] and
+//! shared by the workers; the rate limit's and the authentication's state
+//! live in them, lock-free, and go with their configuration generation on a
+//! reload.
+
+pub mod address;
+pub mod basic_auth;
+pub mod client_address;
+pub mod configure;
+pub mod hash_pool;
+pub mod rate_limit;
+
+use std::borrow::Cow;
+
+use crate::http::{Body, ResponseHead, Session};
+
+/// A check's answer that stops the request: its status and the one field that
+/// tells the client what to do (`WWW-Authenticate`, `Retry-After`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal<'h> {
+    /// 401, 403, 429 or 503.
+    pub status: u16,
+    /// A field sent with the status page, borrowed from the configuration when
+    /// it is fixed (a realm) or built for this answer (a delay).
+    pub field: Option<(&'static str, Cow<'h, [u8]>)>,
+}
+
+impl Refusal<'_> {
+    /// A refusal with no field of its own (403).
+    pub fn status(status: u16) -> Self {
+        Refusal {
+            status,
+            field: None,
+        }
+    }
+
+    /// Answers the request with the status page and the field, through the
+    /// route's filtering session (so header rules with `always` apply to it).
+    pub fn answer<'h>(&self, session: &mut dyn Session<'h>) {
+        let text = crate::http::status::status_text(self.status);
+        let content_type: (&str, &[u8]) = ("Content-Type", b"text/plain; charset=utf-8");
+        let with_field;
+        let fields: &[(&str, &[u8])] = match &self.field {
+            Some((name, value)) => {
+                with_field = [content_type, (name, &**value)];
+                &with_field
+            }
+            None => std::slice::from_ref(&content_type),
+        };
+        session.send_response(&ResponseHead::new(self.status, fields), Body::Bytes(text));
+    }
+}

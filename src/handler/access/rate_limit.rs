@@ -1,0 +1,315 @@
+//! `rate_limit`: requests per second with a burst, per client address (or per
+//! value of a named header), answered with 429 and `Retry-After` past it.
+//!
+//! # Design: one atomic GCRA cell per key, in a fixed table shared by workers
+//!
+//! The limit must hold for a client however its connections spread over the
+//! workers, so every worker must see the same count for a key; and it must
+//! cost no lock shared between workers. Giving each worker a share of the rate
+//! that it rebalances is accurate only for clients that stay long enough to be
+//! rebalanced, and wrong for a burst that lands on one worker. Instead each
+//! key's whole state is one `u64`, the theoretical arrival time of GCRA
+//! (the generic cell rate algorithm, the leaky bucket as a meter): a request at
+//! `now` is allowed when `max(tat, now) - now <= tolerance`, and then moves
+//! `tat` one emission interval later. That update is a single compare-and-swap,
+//! so workers answering the same client at once each see and move the same
+//! cell: the limit is exact across workers, and workers answering different
+//! clients touch different cache lines. A refused request writes nothing.
+//!
+//! The table is allocated once, at its configured size, and never grows:
+//! `max_keys` slots in buckets of four (one cache line), the bucket chosen by
+//! a keyed SipHash of the key (random per table, so clients cannot aim their
+//! keys at one bucket). A new key takes an empty slot of its bucket, or one
+//! whose `tat` has passed (such a key is indistinguishable from a new one), or
+//! else the slot with the earliest `tat`: the client that owes least is
+//! forgotten first, so a flood of new addresses evicts its own entries before
+//! it evicts a client held at its limit. Memory is 16 bytes a slot whatever the
+//! traffic.
+//!
+//! Approximations, all on the side of letting a request through: two keys
+//! whose 64-bit keyed hashes are equal share a cell; when a slot changes hands,
+//! a worker that matched the old key a moment earlier may move the new key's
+//! cell once; a bucket contended past a few retries lets the request through.
+//! The table belongs to the configuration generation: a reload starts it anew.
+
+use std::borrow::Cow;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use std::collections::hash_map::RandomState;
+
+use super::client_address::ClientAddress;
+use super::Refusal;
+use crate::filter::{RouteFilter, Verdict};
+use crate::http::Session;
+
+/// Slots per bucket: 4 × 16 bytes, one cache line.
+const WAYS: usize = 4;
+
+/// What requests are counted by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateKey {
+    /// The client address (after the PROXY protocol and trusted proxies).
+    ClientAddress,
+    /// The value of this request header; requests without it are counted by
+    /// client address, so leaving it out gains nothing.
+    Header(Box<str>),
+}
+
+/// A route's limit: its settings and its table.
+#[derive(Debug)]
+pub struct RateLimit {
+    key: RateKey,
+    client: Arc<ClientAddress>,
+    table: GcraTable,
+}
+
+impl RateLimit {
+    /// `per_request` is the emission interval (one second over the rate);
+    /// `burst` requests may arrive at once; `max_keys` bounds the table.
+    pub fn new(
+        key: RateKey,
+        client: Arc<ClientAddress>,
+        per_request: Duration,
+        burst: u32,
+        max_keys: usize,
+    ) -> Self {
+        RateLimit {
+            key,
+            client,
+            table: GcraTable::new(per_request, burst, max_keys),
+        }
+    }
+}
+
+impl RouteFilter for RateLimit {
+    fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
+        let key = {
+            let request = session.request();
+            let mut h = self.table.hasher.build_hasher();
+            match &self.key {
+                RateKey::Header(name) => match request.header(name) {
+                    Some(value) => {
+                        1u8.hash(&mut h);
+                        value.hash(&mut h);
+                    }
+                    None => hash_addr(&mut h, self.client.of(&request)),
+                },
+                RateKey::ClientAddress => hash_addr(&mut h, self.client.of(&request)),
+            }
+            h.finish()
+        };
+        match self.table.acquire(key, self.table.now()) {
+            Ok(()) => Verdict::Continue,
+            Err(wait) => {
+                // Whole seconds (RFC 9110), rounded up, at least one.
+                let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
+                Refusal {
+                    status: 429,
+                    field: Some(("Retry-After", Cow::Owned(secs.to_string().into_bytes()))),
+                }
+                .answer(session);
+                Verdict::Answered
+            }
+        }
+    }
+}
+
+fn hash_addr(h: &mut impl Hasher, addr: IpAddr) {
+    0u8.hash(h);
+    addr.hash(h);
+}
+
+/// One key's state: the keyed hash that owns the slot (0: free) and its
+/// theoretical arrival time in nanoseconds since the table's epoch.
+#[derive(Debug, Default)]
+struct Slot {
+    key: AtomicU64,
+    tat: AtomicU64,
+}
+
+/// One cache line of slots.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Bucket {
+    slots: [Slot; WAYS],
+}
+
+/// The fixed-size table of GCRA cells.
+#[derive(Debug)]
+struct GcraTable {
+    buckets: Box<[Bucket]>,
+    hasher: RandomState,
+    epoch: Instant,
+    /// Nanoseconds between two requests at the steady rate.
+    interval: u64,
+    /// How far ahead of now `tat` may be for a request to pass: (burst - 1)
+    /// intervals, so `burst` requests pass at once.
+    tolerance: u64,
+}
+
+impl GcraTable {
+    fn new(per_request: Duration, burst: u32, max_keys: usize) -> Self {
+        let buckets = max_keys.div_ceil(WAYS).next_power_of_two().max(1);
+        let interval = (per_request.as_nanos() as u64).max(1);
+        GcraTable {
+            buckets: (0..buckets).map(|_| Bucket::default()).collect(),
+            hasher: RandomState::new(),
+            epoch: Instant::now(),
+            interval,
+            tolerance: interval.saturating_mul(u64::from(burst.max(1) - 1)),
+        }
+    }
+
+    /// Nanoseconds since the epoch, never 0 so a fresh slot reads as passed.
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    /// Counts one request of `key` at `now`, or says how long until one would pass.
+    fn acquire(&self, key: u64, now: u64) -> Result<(), Duration> {
+        let key = key.max(1);
+        let bucket = &self.buckets[(key as usize) & (self.buckets.len() - 1)];
+        for _ in 0..4 {
+            if let Some(slot) = bucket
+                .slots
+                .iter()
+                .find(|s| s.key.load(Ordering::Relaxed) == key)
+            {
+                return self.meter(&slot.tat, now);
+            }
+            // A new key: a free slot, one whose time has passed, or the one
+            // that owes least.
+            let victim = bucket
+                .slots
+                .iter()
+                .min_by_key(|s| match s.key.load(Ordering::Relaxed) {
+                    0 => 0,
+                    _ => s.tat.load(Ordering::Relaxed).max(1),
+                })
+                .expect("a bucket has slots");
+            let old = victim.key.load(Ordering::Relaxed);
+            if old == key {
+                continue;
+            }
+            if victim
+                .key
+                .compare_exchange(old, key, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // The first request of a key always passes.
+                victim.tat.store(now + self.interval, Ordering::Release);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// GCRA on one cell: one compare-and-swap when the request passes.
+    fn meter(&self, cell: &AtomicU64, now: u64) -> Result<(), Duration> {
+        let mut seen = cell.load(Ordering::Acquire);
+        loop {
+            let tat = seen.max(now);
+            let ahead = tat - now;
+            if ahead > self.tolerance {
+                return Err(Duration::from_nanos(ahead - self.tolerance));
+            }
+            match cell.compare_exchange_weak(
+                seen,
+                tat + self.interval,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(current) => seen = current,
+            }
+        }
+    }
+
+    /// Keys holding a slot, for tests.
+    #[cfg(test)]
+    fn occupied(&self) -> usize {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.slots.iter())
+            .filter(|s| s.key.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn table(per_request_ms: u64, burst: u32, max_keys: usize) -> GcraTable {
+        GcraTable::new(Duration::from_millis(per_request_ms), burst, max_keys)
+    }
+
+    #[test]
+    fn a_burst_passes_at_once_then_the_rate_holds() {
+        // 10 per second, burst 3.
+        let t = table(100, 3, 64);
+        let start = 1_000 * MS;
+        for _ in 0..3 {
+            assert_eq!(t.acquire(7, start), Ok(()));
+        }
+        let wait = t.acquire(7, start).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(100));
+        // One interval later exactly one more passes.
+        assert_eq!(t.acquire(7, start + 100 * MS), Ok(()));
+        assert!(t.acquire(7, start + 100 * MS).is_err());
+        // Another key has its own cell.
+        assert_eq!(t.acquire(8, start), Ok(()));
+    }
+
+    #[test]
+    fn the_long_run_count_is_rate_times_time_plus_burst() {
+        // 100 per second, burst 5, offered 400 per second for 10 s.
+        let t = table(10, 5, 64);
+        let passed = (0..4000u64)
+            .filter(|i| t.acquire(42, 1 + i * 2_500_000).is_ok())
+            .count();
+        // 10 s × 100/s + 5, give or take the last interval.
+        assert!((1004..=1006).contains(&passed), "{passed}");
+    }
+
+    #[test]
+    fn a_flood_of_keys_stays_in_the_table_and_spares_a_held_client() {
+        let t = table(1000, 2, 64);
+        let slots = t.buckets.len() * WAYS;
+        assert_eq!(slots, 64);
+        let now = 1_000 * MS;
+        let held = 0xdead_beef_u64;
+        assert!(t.acquire(held, now).is_ok());
+        assert!(t.acquire(held, now).is_ok());
+        assert!(t.acquire(held, now).is_err());
+        for k in 1..100_000u64 {
+            let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            assert!(t.acquire(key, now + k).is_ok(), "a new key passes");
+        }
+        assert!(t.occupied() <= slots);
+        // The flood evicted its own entries, which owe less than the held client.
+        assert!(t.acquire(held, now + 100_000).is_err());
+    }
+
+    #[test]
+    fn workers_at_once_share_one_count() {
+        use std::sync::Arc;
+        // 1 per hour, burst 100: exactly 100 pass however many threads try.
+        let t = Arc::new(table(3_600_000, 100, 64));
+        let now = t.now();
+        let passed: usize = (0..4)
+            .map(|_| {
+                let t = Arc::clone(&t);
+                std::thread::spawn(move || (0..1000).filter(|_| t.acquire(5, now).is_ok()).count())
+            })
+            .map(|h| h.join().unwrap())
+            .sum();
+        assert_eq!(passed, 100);
+    }
+}
