@@ -33,9 +33,9 @@ REFERENCE_SERVERS = [FLOOR, BASELINE]
 # The templates and command line a server uses when it is not its own name.
 SERVER_KIND = {BASELINE: "pier"}
 FLOOR_SOURCE = BENCH / "floor.c"
-ALL_WORKLOADS = ["fixed", "static", "https", "https-bulk", "handshake", "proxy", "tls-small",
-                 "tls-bulk"]
-WORKLOAD_PATH = {"fixed": "/", "static": "/hello.txt", "https": "/hello",
+ALL_WORKLOADS = ["fixed", "guarded", "static", "https", "https-bulk", "handshake", "proxy",
+                 "tls-small", "tls-bulk"]
+WORKLOAD_PATH = {"fixed": "/", "guarded": "/", "static": "/hello.txt", "https": "/hello",
                  "https-bulk": "/big.bin", "handshake": "/hello", "proxy": "/", "tls-small": "/",
                  "tls-bulk": "/big.bin"}
 # TLS workloads share one peer template per server (`<server>-https.<ext>`) and an
@@ -52,6 +52,9 @@ ORIGIN_CPU = {"proxy": "1", "tls-small": "0", "tls-bulk": "0"}
 # when a listed server cannot run).
 WORKLOAD_SERVERS = {
     "fixed": ["pier", "floor", "nginx", "h2o", "lighttpd", "haproxy"],
+    # The fixed route with three header rules, an allow list and a rate limit that
+    # is not hit: Pier against its own `fixed` row, no peer.
+    "guarded": ["pier"],
     "static": ["pier", "floor", "nginx", "h2o", "lighttpd"],
     "https": ["pier", "nginx", "h2o", "haproxy"],
     "https-bulk": ["pier", "nginx", "h2o", "haproxy"],
