@@ -103,3 +103,58 @@ fn rates(now: &ServerTotals, earlier: &ServerTotals, secs: f64) -> ServerRates {
         p99_ms: quantile_ms(&latency, &LATENCY_BOUNDS, 0.99),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use serde_json::Value;
+
+    use super::super::history::Sampler;
+    use super::super::json;
+
+    #[test]
+    fn a_reloaded_group_takes_no_rate_from_the_group_it_replaced() {
+        let state = json::tests::state_with_traffic();
+        let old = state.snapshot();
+        assert_eq!(old.upstreams[0].servers[1].requests_per_s, 1.0);
+        let config = crate::config::load_str(
+            "next.toml",
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:1\" }, { address = \"127.0.0.1:2\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n",
+        )
+        .unwrap();
+        let config = Arc::new(config);
+        let fresh = config.upstreams[0].counters.register(2);
+        // The sampler has read the replaced group (7 requests on server 1)
+        // when the reload comes.
+        let mut sampler = Sampler::default();
+        let t0 = Instant::now();
+        state.sample(&mut sampler, t0);
+        state.reloaded(config, Vec::new());
+        for _ in 0..3 {
+            fresh[1].started();
+            fresh[1].answered(200, Duration::from_millis(3));
+            fresh[1].finished();
+        }
+        // Its first reading has nothing of its own to compare with: no rate
+        // yet (and none made from the replaced group's 7).
+        state.sample(&mut sampler, t0 + Duration::from_secs(1));
+        let v: Value = serde_json::from_str(&json::render(&state.snapshot())).unwrap();
+        let running = &v["upstreams"][0];
+        assert_eq!(running["generation"], 2);
+        assert_eq!(running["servers"][1]["requests"], 3, "fresh counters");
+        assert_eq!(running["servers"][1]["requests_per_s"], 0.0);
+        for _ in 0..2 {
+            fresh[1].started();
+            fresh[1].answered(200, Duration::from_millis(3));
+            fresh[1].finished();
+        }
+        state.sample(&mut sampler, t0 + Duration::from_secs(2));
+        let v: Value = serde_json::from_str(&json::render(&state.snapshot())).unwrap();
+        let server = &v["upstreams"][0]["servers"][1];
+        assert_eq!(server["requests_per_s"], 2.0);
+        let p50 = server["latency_p50_ms"].as_f64().unwrap();
+        assert!(p50 > 2.5 && p50 <= 5.0, "{p50}");
+    }
+}
