@@ -228,7 +228,8 @@ pub struct HeadEdit<'a> {
 impl<'a> HeadEdit<'a> {
     /// Every field of `head`, computed and configured, in the order it would be sent.
     pub fn from_head(head: &ResponseHead<'a>) -> Self {
-        let mut fields = Vec::with_capacity(head.fields.len() + head.configured.len() + 4);
+        let configured = head.configured.map_or(0, |b| b.fields().len());
+        let mut fields = Vec::with_capacity(head.fields.len() + configured + 4);
         fields.extend(head.all_fields().map(|(n, v)| (n, FieldValue::Borrowed(v))));
         HeadEdit {
             status: head.status,

@@ -1,8 +1,8 @@
 //! `respond`: a fixed status, header fields and body from the config — health
-//! checks and benchmarks. The fields are validated once at start; each answer
-//! borrows them and the body, so it costs no allocation.
+//! checks and benchmarks. The fields are validated and encoded once at start;
+//! each answer borrows them and the body, so it costs no allocation.
 
-use crate::http::{Body, OwnedField, ResponseHead, Served, Session};
+use crate::http::{Body, FieldBlock, OwnedField, ResponseHead, Served, Session};
 use crate::observe::metrics::HandlerKind;
 
 use super::Handler;
@@ -12,7 +12,7 @@ use super::Handler;
 pub struct Respond {
     status: u16,
     body: Box<[u8]>,
-    fields: Box<[OwnedField]>,
+    fields: FieldBlock,
 }
 
 impl Respond {
@@ -21,10 +21,12 @@ impl Respond {
         Respond {
             status,
             body: body.into_boxed_slice(),
-            fields: headers
-                .iter()
-                .map(|(name, value)| OwnedField::new(name, value.as_bytes()))
-                .collect(),
+            fields: FieldBlock::new(
+                headers
+                    .iter()
+                    .map(|(name, value)| OwnedField::new(name, value.as_bytes()))
+                    .collect(),
+            ),
         }
     }
 
@@ -48,7 +50,7 @@ impl Handler for Respond {
         let head = ResponseHead {
             status: self.status,
             fields: &[],
-            configured: &self.fields,
+            configured: Some(&self.fields),
         };
         let body = if self.body.is_empty() {
             Body::Empty

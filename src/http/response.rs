@@ -32,6 +32,43 @@ impl OwnedField {
     }
 }
 
+/// Header fields fixed by configuration (a `respond` route's headers), with
+/// their HTTP/1 encoding made once when the configuration is built: the HTTP/1
+/// driver copies the `Name: value` lines in one go per response, while a driver
+/// of another protocol reads the same fields one by one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldBlock {
+    fields: Box<[OwnedField]>,
+    http1: Box<[u8]>,
+}
+
+impl FieldBlock {
+    /// Encodes `fields`, whose names and values the caller validated.
+    pub fn new(fields: Vec<OwnedField>) -> Self {
+        let mut http1 = Vec::new();
+        for f in &fields {
+            http1.extend_from_slice(f.name.as_bytes());
+            http1.extend_from_slice(b": ");
+            http1.extend_from_slice(&f.value);
+            http1.extend_from_slice(b"\r\n");
+        }
+        FieldBlock {
+            fields: fields.into_boxed_slice(),
+            http1: http1.into_boxed_slice(),
+        }
+    }
+
+    /// The fields, in the order they are sent.
+    pub fn fields(&self) -> &[OwnedField] {
+        &self.fields
+    }
+
+    /// The fields as HTTP/1 header lines, each ending in CRLF.
+    pub fn http1_lines(&self) -> &[u8] {
+        &self.http1
+    }
+}
+
 /// Status and fields of a response. `Date`, `Server`, the length or
 /// transfer-coding fields and `Connection` are the driver's and must not be set.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +79,7 @@ pub struct ResponseHead<'a> {
     /// borrowed from the handler's stack: building a head allocates nothing.
     pub fields: &'a [(&'a str, &'a [u8])],
     /// Fields fixed by configuration, written after `fields`.
-    pub configured: &'a [OwnedField],
+    pub configured: Option<&'a FieldBlock>,
 }
 
 impl<'a> ResponseHead<'a> {
@@ -51,13 +88,13 @@ impl<'a> ResponseHead<'a> {
         ResponseHead {
             status,
             fields,
-            configured: &[],
+            configured: None,
         }
     }
 
     /// Every field in the order it is sent.
     pub fn all_fields(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
-        let configured = self.configured;
+        let configured = self.configured.map_or(&[][..], FieldBlock::fields);
         self.fields
             .iter()
             .copied()
@@ -192,5 +229,30 @@ impl fmt::Debug for Body<'_> {
             Body::Stream(s) => write!(f, "Stream({:?})", s.known_len()),
             Body::Tunnel(_) => f.write_str("Tunnel"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_block_is_encoded_once_and_still_read_as_fields() {
+        let block = FieldBlock::new(vec![
+            OwnedField::new("Content-Type", b"text/plain"),
+            OwnedField::new("X-One", b"1"),
+        ]);
+        assert_eq!(
+            block.http1_lines(),
+            b"Content-Type: text/plain\r\nX-One: 1\r\n"
+        );
+        let head = ResponseHead {
+            status: 200,
+            fields: &[("ETag", b"\"a\"")],
+            configured: Some(&block),
+        };
+        let names: Vec<&str> = head.all_fields().map(|(n, _)| n).collect();
+        assert_eq!(names, ["ETag", "Content-Type", "X-One"]);
+        assert!(FieldBlock::default().http1_lines().is_empty());
     }
 }

@@ -33,6 +33,13 @@ pub trait Downstream {
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
     /// Writes all of `data`.
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Writes what the socket takes at once, without waiting, and returns how
+    /// much: most writes finish here, with no future and no timer. A transport
+    /// that must also flush buffered records (TLS) writes nothing (`Ok(0)`) and
+    /// leaves it all to [`Downstream::write_all`].
+    fn write_now(&mut self, _data: &[u8]) -> io::Result<usize> {
+        Ok(0)
+    }
     /// Whether [`Downstream::send_file`] sends without copying (sendfile);
     /// otherwise file bytes are read into a buffer and written.
     const ZERO_COPY_FILES: bool = false;
@@ -131,6 +138,13 @@ impl Downstream for Plain {
             }
         }
         Ok(())
+    }
+
+    fn write_now(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self.stream.try_write(data) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            r => r,
+        }
     }
 
     async fn send_file(

@@ -179,12 +179,18 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         self.note_log_head();
         let b = self.bufs.as_mut().expect("checked above");
-        let r = io_within(
-            self.ctx.config.http.write_timeout,
-            "write timeout",
-            self.io.write_all(&b.write),
-        )
-        .await;
+        let r = match self.io.write_now(&b.write) {
+            Ok(n) if n == b.write.len() => Ok(()),
+            Ok(n) => {
+                io_within(
+                    self.ctx.config.http.write_timeout,
+                    "write timeout",
+                    self.io.write_all(&b.write[n..]),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         if r.is_ok() {
             self.ctx.stats.bytes_out.add(b.write.len() as u64);
             self.sent += b.write.len() as u64;

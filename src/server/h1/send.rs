@@ -61,11 +61,14 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             framing,
             connection,
         );
-        for (name, value) in head.all_fields() {
+        for &(name, value) in head.fields {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
             out.extend_from_slice(value);
             out.extend_from_slice(b"\r\n");
+        }
+        if let Some(block) = head.configured {
+            out.extend_from_slice(block.http1_lines());
         }
         out.extend_from_slice(b"\r\n");
         self.status = status;

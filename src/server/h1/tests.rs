@@ -105,6 +105,10 @@ impl Handler for Pieces {
     }
 }
 
+/// Body size of the `/big` route: under the size copied behind the head, so
+/// many pipelined answers pile up in the output buffer.
+const BIG_BODY: usize = 60_000;
+
 /// Serves one connection with these routes and runs `client` against it.
 fn with_server<F, Fut>(client: F)
 where
@@ -113,8 +117,13 @@ where
 {
     let mut config = crate::config::load_str(
         "test.toml",
-        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nmax_body_bytes = 64\n\
-         [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",
+        &format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nmax_body_bytes = 64\n\
+             [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
+             headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
+             [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
+            "x".repeat(BIG_BODY)
+        ),
     )
     .expect("a valid config");
     config
@@ -274,5 +283,45 @@ fn a_stream_without_length_to_http10_is_delimited_by_close() {
             "{text}"
         );
         assert!(text.ends_with("\r\n\r\nonetwosix"), "{text}");
+    });
+}
+
+#[test]
+fn configured_fields_follow_the_head_of_every_answer_get_and_head_alike() {
+    with_server(|mut s| async move {
+        s.write_all(
+            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+              HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let text = read_to_close(&mut s).await;
+        let at = 1 + text[1..].find("HTTP/1.1 200 OK\r\n").expect("two answers");
+        let (first, second) = text.split_at(at);
+        for head in [first, second] {
+            assert!(head.contains("\r\nX-One: 1\r\n"), "{text}");
+            assert!(head.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
+            assert!(head.contains("\r\nContent-Length: 4\r\n"), "{text}");
+        }
+        assert!(first.ends_with("\r\n\r\nroot"), "{text}");
+        assert!(second.contains("\r\nConnection: close\r\n"), "{text}");
+        assert!(!second.contains("root"), "HEAD got a body: {text}");
+    });
+}
+
+#[test]
+fn pipelined_answers_larger_than_the_socket_takes_at_once_all_arrive() {
+    const REQUESTS: usize = 200;
+    with_server(|mut s| async move {
+        let mut requests = b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n".repeat(REQUESTS - 1);
+        requests.extend_from_slice(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(&requests).await.unwrap();
+        // Not reading yet: the server's writes fill the socket and wait.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), REQUESTS);
+        assert_eq!(text.matches('x').count(), REQUESTS * BIG_BODY);
     });
 }
