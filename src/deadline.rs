@@ -7,13 +7,22 @@
 //! configured limit, unless a fixed instant was given) and the timer raced against it.
 //! A deadline that spans several waits (a response head read in pieces, a request
 //! head over several packets) keeps the instant fixed at its first wait.
+//!
+//! Two helpers keep the per-request cost of time down on a busy connection, as
+//! nginx's cached time does: a [`WakeClock`] reads the clock once per wake-up
+//! of the worker's work and serves every later use in it (request start and
+//! duration, the `Date` field, the next idle deadline), and a [`RollingDeadline`]
+//! keeps one timer armed across the waits of a connection, moving its deadline
+//! with a store instead of a timer insertion and removal per request.
 
+use std::cell::Cell;
 use std::future::{poll_fn, Future};
 use std::io;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// The deadline passed before the work it bounded finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +133,82 @@ pub async fn io_within<T>(
     Deadline::after(limit).run_io(what, fut).await
 }
 
+/// The time of the current wake-up, read from the clock at its first use and
+/// served from memory until [`WakeClock::woke`] says the work waited. Whoever
+/// resumes after a wait that may have suspended calls `woke` before using it
+/// again; within one synchronous stretch (a read's worth of requests answered)
+/// every use sees the same instant, so a request answered without waiting
+/// lasts zero by this clock, as by nginx's.
+#[derive(Debug, Default)]
+pub struct WakeClock {
+    now: Cell<Option<Instant>>,
+}
+
+impl WakeClock {
+    /// The time of this wake-up.
+    #[inline]
+    pub fn now(&self) -> Instant {
+        match self.now.get() {
+            Some(t) => t,
+            None => {
+                let t = Instant::now();
+                self.now.set(Some(t));
+                t
+            }
+        }
+    }
+
+    /// The work waited: the next use reads the clock again.
+    #[inline]
+    pub fn woke(&self) {
+        self.now.set(None);
+    }
+
+    /// Awaits `fut`, forgetting the time each time `fut` is resumed after a
+    /// wait, so what it reads of this clock is never older than its wake-up.
+    pub async fn track<F: Future>(&self, fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        let mut first = true;
+        poll_fn(|cx| {
+            if !std::mem::take(&mut first) {
+                self.woke();
+            }
+            fut.as_mut().poll(cx)
+        })
+        .await
+    }
+}
+
+/// A deadline for waits that recur on one connection with a limit that starts
+/// again each time (the keep-alive idle time): one timer stays armed across
+/// them. Each wait states its own instant; the timer is moved only when it is
+/// later than that instant, or when it fires before it (then at most once per
+/// limit), never per wait.
+#[derive(Debug, Default)]
+pub struct RollingDeadline {
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl RollingDeadline {
+    /// Ready once `at` has passed; otherwise arranges for `cx` to be woken then.
+    pub fn poll_passed(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        if sleep.deadline() > at {
+            sleep.as_mut().reset(at);
+        }
+        loop {
+            std::task::ready!(sleep.as_mut().poll(cx));
+            if sleep.deadline() >= at {
+                return Poll::Ready(());
+            }
+            // Armed for an earlier wait's deadline: move on to this one.
+            sleep.as_mut().reset(at);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +306,57 @@ mod tests {
         std::thread::sleep(Duration::from_millis(6));
         assert_eq!(d.remaining(), Duration::ZERO);
         assert!(d.passed());
+    }
+
+    #[test]
+    fn the_wake_clock_reads_once_until_told_the_work_waited() {
+        runtime().block_on(async {
+            let clock = WakeClock::default();
+            let first = clock.now();
+            std::thread::sleep(Duration::from_millis(2));
+            assert_eq!(clock.now(), first, "read twice within one wake-up");
+            clock.woke();
+            assert!(clock.now() >= first + Duration::from_millis(2));
+        });
+    }
+
+    #[test]
+    fn a_tracked_future_sees_the_time_of_its_own_wake_up() {
+        runtime().block_on(async {
+            let clock = WakeClock::default();
+            let before = clock.now();
+            let seen = clock
+                .track(async {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    clock.now()
+                })
+                .await;
+            assert!(
+                seen >= before + Duration::from_millis(5),
+                "a stale time after a wait"
+            );
+        });
+    }
+
+    #[test]
+    fn a_rolling_deadline_passes_at_the_instant_of_the_wait() {
+        runtime().block_on(async {
+            let mut d = RollingDeadline::default();
+            let start = Instant::now();
+            // A first wait arms the timer early; a later wait with a later
+            // instant must not pass at the earlier one.
+            let early = start + Duration::from_millis(10);
+            let r = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, early))).await;
+            assert!(r.is_pending());
+            let later = start + Duration::from_millis(40);
+            poll_fn(|cx| d.poll_passed(cx, later)).await;
+            assert!(Instant::now() >= later);
+            // An instant before the armed one moves the timer back.
+            let sooner = Instant::now() + Duration::from_millis(5);
+            let far = Instant::now() + Duration::from_secs(3600);
+            let _ = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, far))).await;
+            poll_fn(|cx| d.poll_passed(cx, sooner)).await;
+            assert!(Instant::now() >= sooner && Instant::now() < far);
+        });
     }
 }

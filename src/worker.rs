@@ -89,6 +89,9 @@ pub struct WorkerShared {
     pub id: usize,
     /// Cached `Date` value.
     pub date: RefCell<DateCache>,
+    /// The time of the current wake-up, for the HTTP/1 driver's request
+    /// timing, `Date` and idle deadlines.
+    pub clock: crate::deadline::WakeClock,
     pool: RefCell<Vec<ConnBuffers>>,
     /// Open connections, of every generation.
     pub active: Cell<usize>,
@@ -113,6 +116,7 @@ impl WorkerShared {
         Rc::new(WorkerShared {
             id,
             date: RefCell::new(DateCache::default()),
+            clock: Default::default(),
             pool: RefCell::new(Vec::new()),
             active: Cell::new(0),
             stopping: Cell::new(false),

@@ -5,7 +5,7 @@
 //! only: no `format!`, no intermediate strings, so writing a head costs a few
 //! copies into a buffer that the connection reuses.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Interim response sent before reading a body the client is waiting to send.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -59,11 +59,14 @@ impl ConnectionHeader {
 }
 
 /// Per-thread cache of the `Date` header value, reformatted only when the
-/// second changes (one `clock_gettime` per call, no formatting in between).
+/// second changes (one `clock_gettime` per [`DateCache::get`], none per
+/// [`DateCache::get_at`] within the second, no formatting in between).
 #[derive(Clone, Debug)]
 pub struct DateCache {
     secs: u64,
     value: [u8; DATE_LEN],
+    /// Monotonic instant by which the wall clock's second has surely changed.
+    until: Option<tokio::time::Instant>,
 }
 
 impl Default for DateCache {
@@ -72,6 +75,7 @@ impl Default for DateCache {
             // Not a reachable second (it is clamped), so the first get formats.
             secs: u64::MAX,
             value: [b' '; DATE_LEN],
+            until: None,
         }
     }
 }
@@ -86,13 +90,36 @@ impl DateCache {
     pub fn get(&mut self) -> &[u8] {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-            .min(MAX_DATE_SECS);
-        if now != self.secs {
-            self.secs = now;
-            self.value = format_http_date(now);
-        }
+            .unwrap_or_default();
+        self.set(now);
         &self.value
+    }
+
+    /// The time at the monotonic instant `now` (a clock read already made, no
+    /// later than the present) as an IMF-fixdate: the wall clock is read only
+    /// when `now` may be in a new second, about once a second.
+    #[inline]
+    pub fn get_at(&mut self, now: tokio::time::Instant) -> &[u8] {
+        if self.until.is_some_and(|until| now < until) {
+            return &self.value;
+        }
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.set(wall);
+        // `now` is no later than the wall clock's reading, so this is no later
+        // than the instant its second ends: never a stale second.
+        self.until =
+            Some(now + Duration::from_nanos(u64::from(1_000_000_000 - wall.subsec_nanos())));
+        &self.value
+    }
+
+    fn set(&mut self, wall: Duration) {
+        let secs = wall.as_secs().min(MAX_DATE_SECS);
+        if secs != self.secs {
+            self.secs = secs;
+            self.value = format_http_date(secs);
+        }
     }
 }
 
@@ -407,6 +434,33 @@ pub fn write_status_body<'n, 'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_date_at_an_instant_is_the_wall_clock_second_and_kept_until_it_ends() {
+        let wall = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        let mut cache = DateCache::new();
+        let now = tokio::time::Instant::now();
+        let before = wall();
+        let got = String::from_utf8(cache.get_at(now).to_vec()).unwrap();
+        let after = wall();
+        assert!(got == date(before) || got == date(after), "{got}");
+        let until = cache.until.expect("the end of the second is kept");
+        assert!(until > now && until <= now + Duration::from_secs(1));
+        // Within the second the cache answers; past it, the wall clock is read.
+        cache.value = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+        assert_eq!(cache.get_at(now), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        cache.secs = 0;
+        let later = String::from_utf8(cache.get_at(until).to_vec()).unwrap();
+        assert!(
+            later == date(wall()) || later == date(wall() - 1),
+            "{later}"
+        );
+    }
 
     fn date(secs: u64) -> String {
         String::from_utf8(format_http_date(secs).to_vec()).unwrap()

@@ -14,10 +14,13 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::sync::futures::Notified;
 use tracing::debug;
 
 use crate::handler::Handler;
@@ -28,7 +31,7 @@ use crate::observe::metrics::{HandlerKind, ROUTE_NONE};
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
 pub use super::transport::Downstream;
-use crate::deadline::io_within;
+use crate::deadline::{io_within, Deadline, RollingDeadline};
 use session::BodyReader;
 pub use session::LegacyHttp1;
 
@@ -88,6 +91,11 @@ pub struct Http1Conn<'a, D> {
     /// Set by a handler driving this connection directly (the proxy, until it
     /// moves onto the session): whether the connection stays open, or how it ends.
     pub(crate) outcome: Option<Result<bool, Exit>>,
+    /// The idle deadline between requests, one timer for the connection's life.
+    idle: RollingDeadline,
+    /// Waits for the worker's drain between requests; registered at the first
+    /// keep-alive wait and kept, so later waits do not register again.
+    drain: Option<Pin<Box<Notified<'a>>>>,
 }
 
 /// What the driver decided when the head was written.
@@ -121,7 +129,11 @@ pub async fn serve_http1<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr
         body: BodyReader::default(),
         pending: None,
         outcome: None,
+        idle: RollingDeadline::default(),
+        drain: None,
     };
+    // A new wake-up of this task (after the accept or the TLS handshake).
+    ctx.clock.woke();
     let exit = conn.run().await;
     match exit {
         Exit::Done => {
@@ -182,12 +194,14 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let r = match self.io.write_now(&b.write) {
             Ok(n) if n == b.write.len() => Ok(()),
             Ok(n) => {
-                io_within(
+                let r = io_within(
                     self.ctx.config.http.write_timeout,
                     "write timeout",
                     self.io.write_all(&b.write[n..]),
                 )
-                .await
+                .await;
+                self.ctx.clock.woke();
+                r
             }
             Err(e) => Err(e),
         };
@@ -200,7 +214,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
     }
 
     /// Reads more input, keeping unconsumed bytes and leaving room for at least a few KiB.
-    async fn read_more(&mut self, deadline: Instant) -> Result<usize, Exit> {
+    async fn read_more(&mut self, deadline: &mut Deadline) -> Result<usize, Exit> {
         let b = self.bufs.as_mut().expect("buffers held while reading");
         if self.rpos > 0 {
             b.read.drain(..self.rpos);
@@ -209,7 +223,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         if b.read.capacity() - b.read.len() < 2048 {
             b.read.reserve(READ_BUF);
         }
-        match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+        let r = deadline.run(self.io.read_into(&mut b.read)).await;
+        self.ctx.clock.woke();
+        match r {
             Ok(Ok(n)) => {
                 self.ctx.stats.bytes_in.add(n as u64);
                 Ok(n)
@@ -220,8 +236,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
     }
 
     async fn run(&mut self) -> Exit {
-        let http = &self.ctx.config.http;
-        let accepted = Instant::now();
+        let ctx = self.ctx;
+        let http = &ctx.config.http;
+        let accepted = ctx.clock.now();
         loop {
             // Idle between requests: give the buffers back and wait for bytes.
             if self.unread() == 0 {
@@ -235,30 +252,52 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 // A drain closes connections between requests, not before the
                 // first: its client has reused nothing and would not retry. That
                 // first request waits at most `header_read_timeout`.
-                if self.requests > 0 && self.ctx.draining.get() {
+                if self.requests > 0 && ctx.draining.get() {
                     return Exit::Done;
                 }
-                let idle = if self.requests == 0 {
-                    http.header_read_timeout
+                // The idle limit runs from this wake-up: the clock read that
+                // timed the last request serves, and the timer stays armed.
+                let idle_until = if self.requests == 0 {
+                    accepted + http.header_read_timeout
                 } else {
-                    http.keepalive_timeout
+                    if self.drain.is_none() {
+                        let mut drain = Box::pin(ctx.drain_signal.notified());
+                        drain.as_mut().enable();
+                        self.drain = Some(drain);
+                    }
+                    ctx.clock.now() + http.keepalive_timeout
                 };
-                tokio::select! {
-                    biased;
-                    r = timeout(idle, self.io.readable()) => match r {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return Exit::Broken,
-                        Err(_) => return Exit::Done,
-                    },
-                    _ = self.ctx.draining(), if self.requests > 0 => return Exit::Done,
+                let readable = self.io.readable();
+                let mut readable = std::pin::pin!(readable);
+                let (idle, drain) = (&mut self.idle, &mut self.drain);
+                // Readable first: a drain or the idle limit closes only a
+                // connection with nothing to read.
+                let woken = poll_fn(|cx| {
+                    if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+                        return Poll::Ready(r.map_err(|_| Exit::Broken));
+                    }
+                    if let Some(d) = drain.as_mut() {
+                        if d.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(Err(Exit::Done));
+                        }
+                    }
+                    idle.poll_passed(cx, idle_until).map(|()| Err(Exit::Done))
+                })
+                .await;
+                ctx.clock.woke();
+                if let Err(e) = woken {
+                    return e;
                 }
-                self.bufs = Some(self.ctx.take_buffers());
+                self.bufs = Some(ctx.take_buffers());
             }
             // The head deadline starts with the connection for its first request, and
             // with the first incomplete read for later ones; a head that is already
             // buffered whole needs no clock read at all.
-            let mut head_deadline =
-                (self.requests == 0).then(|| accepted + http.header_read_timeout);
+            let mut head_deadline = if self.requests == 0 {
+                Deadline::at(accepted + http.header_read_timeout)
+            } else {
+                Deadline::after(http.header_read_timeout)
+            };
             // Read until a whole head is buffered.
             loop {
                 let b = self.bufs.as_mut().expect("buffers held while parsing");
@@ -269,9 +308,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                             return Exit::Broken;
                         }
                         let had = self.unread();
-                        let deadline = *head_deadline
-                            .get_or_insert_with(|| Instant::now() + http.header_read_timeout);
-                        match self.read_more(deadline).await {
+                        match self.read_more(&mut head_deadline).await {
                             Ok(0) => return Exit::Done,
                             Ok(_) => {}
                             Err(Exit::Reject(408)) if had == 0 => return Exit::Done,
@@ -380,16 +417,22 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             self.linger_on_close = true;
         }
         if let Some(body) = self.pending.take() {
-            self.send_body(body, answered).await?;
+            let r = self.send_body(body, answered).await;
+            ctx.clock.woke();
+            r?;
         }
         Ok(keep_alive)
     }
 
     /// Lets `handler` answer through this connection's session.
     async fn serve_with(&mut self, handler: &'a dyn Handler) {
+        let clock = &self.ctx.clock;
         match handler.serve(self) {
             Served::Done => {}
-            Served::Pending(fut) => fut.await,
+            Served::Pending(fut) => {
+                clock.track(fut).await;
+                clock.woke();
+            }
         }
     }
 
@@ -402,7 +445,11 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             BodyKind::Length(n) if n > self.ctx.config.http.max_body_bytes => {
                 Err(Exit::Reject(413))
             }
-            _ => self.discard_body().await.map_err(body_exit),
+            _ => {
+                let r = self.discard_body().await.map_err(body_exit);
+                self.ctx.clock.woke();
+                r
+            }
         }
     }
 
@@ -419,12 +466,12 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
     /// moment so the peer sees the response rather than a reset.
     async fn linger(&mut self) {
         let Some(b) = self.bufs.as_mut() else { return };
-        let deadline = Instant::now() + LINGER_TIME;
+        let mut deadline = Deadline::after(LINGER_TIME);
         let mut seen = 0;
         while seen < LINGER_BYTES {
             b.read.clear();
             b.read.reserve(READ_BUF);
-            match timeout_at(deadline, self.io.read_into(&mut b.read)).await {
+            match deadline.run(self.io.read_into(&mut b.read)).await {
                 Ok(Ok(n)) if n > 0 => seen += n,
                 _ => break,
             }

@@ -57,7 +57,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         write::write_head_start(
             out,
             status,
-            self.ctx.date.borrow_mut().get(),
+            self.ctx.date.borrow_mut().get_at(self.ctx.clock.now()),
             framing,
             connection,
         );

@@ -118,7 +118,8 @@ where
     let mut config = crate::config::load_str(
         "test.toml",
         &format!(
-            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nmax_body_bytes = 64\n\
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+             [http]\nmax_body_bytes = 64\nkeepalive_timeout = \"300ms\"\n\
              [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
              headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
              [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
@@ -323,5 +324,81 @@ fn pipelined_answers_larger_than_the_socket_takes_at_once_all_arrive() {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), REQUESTS);
         assert_eq!(text.matches('x').count(), REQUESTS * BIG_BODY);
+    });
+}
+
+/// Reads one answer to `GET /` (its body is `root`).
+async fn read_root_answer(stream: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    while !out.ends_with(b"\r\n\r\nroot") {
+        let mut buf = [0u8; 1024];
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&out));
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn the_idle_limit_runs_from_the_last_request_not_the_first() {
+    use std::time::{Duration, Instant};
+    with_server(|mut s| async move {
+        // Five requests 200 ms apart: over the 300 ms keep-alive limit in all,
+        // under it between any two.
+        for _ in 0..5 {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            read_root_answer(&mut s).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        read_root_answer(&mut s).await;
+        let idle_from = Instant::now();
+        assert_eq!(read_to_close(&mut s).await, "");
+        let idle = idle_from.elapsed();
+        assert!(
+            idle >= Duration::from_millis(250) && idle < Duration::from_secs(3),
+            "closed after {idle:?} idle"
+        );
+    });
+}
+
+#[test]
+fn an_answer_given_after_a_wait_carries_the_date_of_its_sending() {
+    use crate::http1::write::format_http_date;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let wall = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    with_server(|mut s| async move {
+        // A request answered at once first, so the worker's time is cached.
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        read_root_answer(&mut s).await;
+        let started = wall();
+        s.write_all(
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        s.write_all(b"abc").await.unwrap();
+        let text = read_to_close(&mut s).await;
+        let ended = wall();
+        let date = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Date: "))
+            .expect("a Date field");
+        assert!(
+            (started + 1..=ended).any(|t| format_http_date(t) == date.as_bytes()),
+            "Date {date} is not from after the wait ({started}..={ended})"
+        );
     });
 }
