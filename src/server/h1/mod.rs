@@ -91,8 +91,9 @@ pub struct Http1Conn<'a, D> {
     /// Set by a handler driving this connection directly (the proxy, until it
     /// moves onto the session): whether the connection stays open, or how it ends.
     pub(crate) outcome: Option<Result<bool, Exit>>,
-    /// The idle deadline between requests, one timer for the connection's life.
-    idle: RollingDeadline,
+    /// The idle deadline between requests, and the body read timeout while a
+    /// request body waits: one timer for the connection's life.
+    pub(super) idle: RollingDeadline,
     /// Waits for the worker's drain between requests; registered at the first
     /// keep-alive wait and kept, so later waits do not register again.
     drain: Option<Pin<Box<Notified<'a>>>>,

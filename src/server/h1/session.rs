@@ -2,11 +2,9 @@
 //! the request body read in place from the connection's buffer, and the
 //! response head encoded into the output buffer.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::time::Sleep;
+use tokio::time::Instant;
 
 use super::{Downstream, Http1Conn};
 use crate::filter::legacy_proxy::ProxiedRequest;
@@ -53,8 +51,10 @@ pub(super) struct BodyReader {
     done: bool,
     /// Why reading failed, for the driver to answer.
     pub(super) error: Option<BodyReadError>,
-    /// The body read timeout, armed only while a read waits.
-    sleep: Option<Pin<Box<Sleep>>>,
+    /// When the read that waits now started waiting: the body read timeout
+    /// runs from there (on the connection's idle timer, which is not in use
+    /// while a request is answered).
+    stalled_since: Option<Instant>,
 }
 
 impl BodyReader {
@@ -81,7 +81,7 @@ impl BodyReader {
         self.decoder = Some(BodyDecoder::new(kind).with_max_body(max));
         self.done = false;
         self.continued = !expect_continue;
-        self.sleep = None;
+        self.stalled_since = None;
     }
 
     /// Whether the whole body was read.
@@ -189,16 +189,15 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 }
                 Poll::Ready(Ok(n)) => {
                     self.ctx.stats.bytes_in.add(n as u64);
-                    self.body.sleep = None;
+                    self.body.stalled_since = None;
                 }
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(BodyReadError::Closed)),
                 Poll::Pending => {
                     let limit = self.ctx.config.http.body_read_timeout;
-                    let sleep = self
-                        .body
-                        .sleep
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                    if sleep.as_mut().poll(cx).is_ready() {
+                    // A read that waits is the slow path: the clock is read
+                    // as it starts waiting, not taken from the wake-up.
+                    let since = *self.body.stalled_since.get_or_insert_with(Instant::now);
+                    if self.idle.poll_passed(cx, since + limit).is_ready() {
                         return Poll::Ready(Err(BodyReadError::Timeout));
                     }
                     return Poll::Pending;

@@ -120,6 +120,7 @@ where
         &format!(
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n\
              [http]\nmax_body_bytes = 64\nkeepalive_timeout = \"300ms\"\n\
+             body_read_timeout = \"300ms\"\n\
              [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
              headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
              [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
@@ -384,12 +385,15 @@ fn an_answer_given_after_a_wait_carries_the_date_of_its_sending() {
         read_root_answer(&mut s).await;
         let started = wall();
         s.write_all(
-            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n",
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
         )
         .await
         .unwrap();
-        tokio::time::sleep(Duration::from_millis(1100)).await;
-        s.write_all(b"abc").await.unwrap();
+        // 1.25 s in all, each gap under the body read timeout.
+        for byte in b"abcde" {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            s.write_all(&[*byte]).await.unwrap();
+        }
         let text = read_to_close(&mut s).await;
         let ended = wall();
         let date = text
@@ -400,5 +404,38 @@ fn an_answer_given_after_a_wait_carries_the_date_of_its_sending() {
             (started + 1..=ended).any(|t| format_http_date(t) == date.as_bytes()),
             "Date {date} is not from after the wait ({started}..={ended})"
         );
+    });
+}
+
+#[test]
+fn a_slow_but_steady_body_is_read_whole_by_a_handler_or_the_driver() {
+    use std::time::Duration;
+    with_server(|mut s| async move {
+        // To a handler reading the body, then to one that does not (the
+        // driver drops it): each byte 150 ms apart, 750 ms in all, over the
+        // 300 ms body read timeout in all but never between two bytes.
+        for (target, answer) in [("/echo", "abcde"), ("/", "root")] {
+            let head = format!("POST {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
+            s.write_all(head.as_bytes()).await.unwrap();
+            for byte in b"abcde" {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                s.write_all(&[*byte]).await.unwrap();
+            }
+            let mut out = Vec::new();
+            while !out.ends_with(answer.as_bytes()) {
+                let mut buf = [0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&out));
+                out.extend_from_slice(&buf[..n]);
+            }
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        }
+        // A stall past the timeout still ends it.
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nab")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
     });
 }
