@@ -17,7 +17,6 @@ pub mod status;
 pub use request::{RequestView, TlsFacts};
 pub use request_id::RequestId;
 pub use response::{
-    Body, BodyPart, BodyStream, FieldBlock, FileRegion, OwnedField, ResponseHead, Tunnel,
-    TunnelIo,
+    Body, BodyPart, BodyStream, FieldBlock, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo,
 };
 pub use session::{BodyReadError, Served, Session, SessionExt};

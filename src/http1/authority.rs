@@ -33,6 +33,36 @@ pub(crate) fn split_authority(a: &[u8], port_required: bool) -> Option<(usize, O
     }
 }
 
+/// The bytes a reg-name holds besides `%` (RFC 3986 unreserved and sub-delims),
+/// as a table: every request's `Host` is checked against it.
+const REG_NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            );
+        i += 1;
+    }
+    table
+};
+
 /// reg-name / IPv4address: unreserved, sub-delims and well-formed pct-encoding.
 fn valid_reg_name(host: &[u8]) -> bool {
     let mut i = 0;
@@ -44,7 +74,7 @@ fn valid_reg_name(host: &[u8]) -> bool {
             }
             continue;
         }
-        if !(b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b)) {
+        if !REG_NAME_BYTES[usize::from(b)] {
             return false;
         }
         i += 1;
@@ -66,5 +96,20 @@ fn valid_ip_literal(inner: &[u8]) -> bool {
         Some(_) => inner
             .iter()
             .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.'),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_holds_exactly_the_reg_name_bytes_of_rfc_3986() {
+        for b in 0..=255u8 {
+            let allowed = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b);
+            assert_eq!(valid_reg_name(&[b'a', b, b'z']), allowed, "byte {b:#04x}");
+        }
+        assert!(valid_reg_name(b"ex%41mple.test"));
+        assert!(!valid_reg_name(b"ex%4"));
     }
 }
