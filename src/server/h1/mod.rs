@@ -302,7 +302,13 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             // Read until a whole head is buffered.
             loop {
                 let b = self.bufs.as_mut().expect("buffers held while parsing");
-                match parse_request(&b.read[self.rpos..], &http.limits, &mut b.head) {
+                // Nothing buffered (a wake-up for a new request): read before parsing.
+                let parsed = if b.read.len() == self.rpos {
+                    Ok(Parsed::Partial)
+                } else {
+                    parse_request(&b.read[self.rpos..], &http.limits, &mut b.head)
+                };
+                match parsed {
                     Ok(Parsed::Complete) => break,
                     Ok(Parsed::Partial) => {
                         if self.flush().await.is_err() {
