@@ -196,6 +196,15 @@ fn an_open_that_hangs_past_the_timeout_is_a_503_and_frees_its_thread() {
     assert!(String::from_utf8_lossy(&r.body).contains("entry.txt"));
 }
 
+/// Threads of the file IO pool in process `pid`; they start on first use.
+fn pool_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "pier-file-io")
+        .count()
+}
+
 #[test]
 fn cold_file_pages_are_read_off_the_loop_and_sent_whole() {
     let pier = pier("30s");
@@ -203,6 +212,20 @@ fn cold_file_pages_are_read_off_the_loop_and_sent_whole() {
     let big = pattern(3 * 1024 * 1024 + 123);
     let path = root.join("cold.bin");
     std::fs::write(&path, &big).unwrap();
+    // Hot files, large and small, never touch the pool.
+    std::fs::write(root.join("hot.txt"), b"hot").unwrap();
+    for target in ["/hot.txt", "/hot.txt", "/cold.bin"] {
+        let r = get(
+            pier.addr(),
+            &format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(
+        pool_threads(pier.pid()),
+        0,
+        "a hot file went through the pool"
+    );
     let evict = || {
         let f = std::fs::File::open(&path).unwrap();
         f.sync_all().unwrap();
@@ -215,6 +238,10 @@ fn cold_file_pages_are_read_off_the_loop_and_sent_whole() {
     );
     assert_eq!(r.status, 200);
     assert!(r.body == big, "the cold file arrives intact");
+    assert!(
+        pool_threads(pier.pid()) > 0,
+        "the cold file went through the pool"
+    );
 
     evict();
     let r = get(

@@ -58,19 +58,49 @@ fn memory_backed(file: &File) -> bool {
     rustix::fs::fstatfs(file).is_ok_and(|st| is_memory(st.f_type))
 }
 
+/// What the page cache holds of a file region, as far as the kernel can say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residency {
+    /// Cached: a send from the event loop will not wait for the disk.
+    Hot,
+    /// Not cached, and the file system can tell: reading it once off the loop
+    /// brings it in.
+    Cold,
+    /// The file system cannot tell (FUSE, some network file systems), or the
+    /// region reaches past the end of the file: read it off the loop.
+    Unknown,
+}
+
 /// Whether `len` bytes of `file` from `offset` look resident, for a zero-copy
 /// send that cannot itself refuse to wait: the first and the last byte of the
 /// region are probed (two one-byte reads). Readahead fills the cache in
 /// contiguous windows, so a region cached at both ends is, in practice, cached
-/// throughout. A region that reaches past the end of the file is "not
-/// resident": the read off the loop finds the truncation and reports it.
-pub fn looks_resident(file: &File, offset: u64, len: u64) -> bool {
+/// throughout.
+pub fn probe(file: &File, offset: u64, len: u64) -> Residency {
     if len == 0 {
-        return true;
+        return Residency::Hot;
     }
     let mut byte = [0u8; 1];
-    let probe = |at: u64, byte: &mut [u8; 1]| matches!(read_cached(file, byte, at), Some(Ok(1)));
-    probe(offset, &mut byte) && (len == 1 || probe(offset + len - 1, &mut byte))
+    let at = |at: u64, byte: &mut [u8; 1]| match rustix::io::preadv2(
+        file,
+        &mut [IoSliceMut::new(byte)],
+        at,
+        ReadWriteFlags::NOWAIT,
+    ) {
+        Ok(1) => Residency::Hot,
+        Err(Errno::AGAIN) => Residency::Cold,
+        Err(Errno::OPNOTSUPP) if memory_backed(file) => Residency::Hot,
+        _ => Residency::Unknown,
+    };
+    match at(offset, &mut byte) {
+        Residency::Hot if len > 1 => at(offset + len - 1, &mut byte),
+        first => first,
+    }
+}
+
+/// [`probe`] as a yes or no.
+pub fn looks_resident(file: &File, offset: u64, len: u64) -> bool {
+    probe(file, offset, len) == Residency::Hot
 }
 
 /// Opens `path` read-only (non-blocking, so a FIFO does not wait for a
@@ -149,8 +179,9 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(b"0123456789").unwrap();
         let file = File::open(f.path()).unwrap();
-        assert!(!looks_resident(&file, 5, 10));
+        assert_eq!(probe(&file, 5, 10), Residency::Unknown);
         assert!(looks_resident(&file, 0, 0));
+        assert!(looks_resident(&file, 0, 10));
     }
 
     #[test]
@@ -164,7 +195,7 @@ mod tests {
         // Eviction is advice: a kernel may keep the pages, but a page it
         // reports resident must read back right.
         match read_cached(&file, &mut buf, 512 * 1024) {
-            None => assert!(!looks_resident(&file, 512 * 1024, 4096)),
+            None => assert_eq!(probe(&file, 512 * 1024, 4096), Residency::Cold),
             Some(r) => assert!(r.unwrap() > 0 && buf[0] == 7),
         }
     }
