@@ -165,11 +165,13 @@ fn main() {
     );
     let json = report(
         "snapshot + JSON",
-        &time(iterations, || json::render(&state.snapshot()).len()),
+        &time(iterations, || json::render_json(&state.snapshot()).len()),
     );
     report(
         "snapshot + HTML",
-        &time(iterations / 4, || html::render(&state.snapshot()).len()),
+        &time(iterations / 4, || {
+            html::render_html(&state.snapshot()).len()
+        }),
     );
     report(
         "/metrics",

@@ -243,7 +243,7 @@ pub struct TlsInfo {
 }
 
 /// Forwards one accepted stream to the listener's upstream group.
-pub async fn serve<S>(
+pub async fn relay_stream<S>(
     ctx: &WorkerCtx,
     fwd: &TcpForward,
     mut downstream: S,

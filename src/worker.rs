@@ -665,7 +665,7 @@ async fn serve_accepted(
     let local = stream.local_addr().unwrap_or(lc.addr);
     let Some(acceptor) = acceptor else {
         match &lc.tcp {
-            Some(fwd) => stream_proxy::serve(ctx, fwd, stream, peer, local, None).await,
+            Some(fwd) => stream_proxy::relay_stream(ctx, fwd, stream, peer, local, None).await,
             None => serve_http1(Plain::new(stream), ctx, peer).await,
         }
         return;
@@ -706,7 +706,7 @@ async fn serve_accepted(
                     alpn: session.alpn_protocol().map(<[u8]>::to_vec),
                     sni: session.server_name().map(str::to_string),
                 };
-                stream_proxy::serve(ctx, fwd, tls, peer, local, Some(info)).await
+                stream_proxy::relay_stream(ctx, fwd, tls, peer, local, Some(info)).await
             }
             None => {
                 let tls = Tls::new(tls);

@@ -682,11 +682,17 @@ fn validate_route(
     let upstream_rules =
         filter::configure::upstream_request_rules(loc, key, &raw.filters, raw.handler.get_ref())?;
     let handler: BoxedHandler = match raw.handler.get_ref() {
-        RawHandler::Static(s) => Box::new(static_configure::build(loc, key, r.span(), s, mime)?),
-        RawHandler::Respond(s) => Box::new(respond_configure::build(loc, key, r.span(), s)?),
-        RawHandler::Redirect(s) => Box::new(redirect_configure::build(loc, key, r.span(), s)?),
+        RawHandler::Static(s) => {
+            Box::new(static_configure::build_static(loc, key, r.span(), s, mime)?)
+        }
+        RawHandler::Respond(s) => {
+            Box::new(respond_configure::build_respond(loc, key, r.span(), s)?)
+        }
+        RawHandler::Redirect(s) => {
+            Box::new(redirect_configure::build_redirect(loc, key, r.span(), s)?)
+        }
         RawHandler::Proxy(p) => {
-            let mut proxy = proxy_configure::build(loc, key, r.span(), p, upstreams)?;
+            let mut proxy = proxy_configure::build_proxy(loc, key, r.span(), p, upstreams)?;
             proxy.request_rules = upstream_rules;
             Box::new(proxy)
         }

@@ -11,6 +11,7 @@ use super::BoxedFilter;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawFieldValues, RawHandler, RawHeaderRules, RawRouteFilters, RawStatic};
 use crate::config::value::parse_duration;
+use crate::http1::grammar::is_token;
 
 /// The filters of one route, in the order they run; `key` names the route
 /// (`route[2]`).
@@ -209,11 +210,4 @@ fn template(
         return Err(loc.error(span, key, "control characters in a header value"));
     }
     Template::compile(text).map_err(|m| loc.error(span, key, m))
-}
-
-/// RFC 9110 token: what a header field name is made of.
-pub fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }

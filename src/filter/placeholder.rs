@@ -135,7 +135,7 @@ impl Template {
 pub fn push_value(p: Placeholder, req: &RequestView<'_>, id: &RequestId, out: &mut Vec<u8>) {
     match p {
         // Host names are case-insensitive; the lowercase form, as nginx's $host.
-        Placeholder::Host => out.extend(host_of(req).iter().map(u8::to_ascii_lowercase)),
+        Placeholder::Host => out.extend(host_or_sni(req).iter().map(u8::to_ascii_lowercase)),
         Placeholder::Path => out.extend_from_slice(req.path()),
         Placeholder::Uri => {
             out.extend_from_slice(req.path());
@@ -159,7 +159,7 @@ pub fn push_value(p: Placeholder, req: &RequestView<'_>, id: &RequestId, out: &m
 
 /// The host name without the port: the `Host` field's (or the absolute
 /// target's), else the TLS server name, else empty.
-fn host_of<'a>(req: &RequestView<'a>) -> &'a [u8] {
+fn host_or_sni<'a>(req: &RequestView<'a>) -> &'a [u8] {
     match req.host_name().filter(|h| !h.is_empty()) {
         Some(h) => h,
         None => req

@@ -25,10 +25,10 @@ impl Handler for ProxyRoute {
         Served::Pending(Box::pin(async move {
             match session.legacy_http1() {
                 Some(LegacyHttp1::Plain(conn)) => {
-                    conn.outcome = Some(proxy::serve(conn, self).await);
+                    conn.outcome = Some(proxy::forward(conn, self).await);
                 }
                 Some(LegacyHttp1::Tls(conn)) => {
-                    conn.outcome = Some(proxy::serve(conn, self).await);
+                    conn.outcome = Some(proxy::forward(conn, self).await);
                 }
                 None => {
                     let fields = [("Content-Type", b"text/plain; charset=utf-8".as_slice())];

@@ -15,7 +15,7 @@ const REDIRECT_STATUSES: [i64; 5] = [301, 302, 303, 307, 308];
 
 /// Builds a `redirect` route's handler; `key` names the route (`route[2]`)
 /// and `span` its table, for a missing `location`.
-pub fn build(
+pub fn build_redirect(
     loc: &Locator<'_>,
     key: &str,
     span: Range<usize>,

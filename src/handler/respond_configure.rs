@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawRespond;
+use crate::http1::grammar::is_token;
 
 use super::respond::Respond;
 
@@ -12,7 +13,7 @@ use super::respond::Respond;
 const RESERVED: [&str; 4] = ["content-length", "transfer-encoding", "connection", "date"];
 
 /// Builds a `respond` route's handler; `key` names the route (`route[2]`).
-pub fn build(
+pub fn build_respond(
     loc: &Locator<'_>,
     key: &str,
     _span: Range<usize>,
@@ -64,11 +65,4 @@ pub fn build(
         }
     }
     Ok(Respond::new(status, body, &headers))
-}
-
-/// RFC 9110 token: what a header field name is made of.
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }

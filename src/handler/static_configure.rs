@@ -14,7 +14,7 @@ use super::static_files::{StaticFiles, StaticRules};
 
 /// Builds a `static` route's handler; `key` names the route (`route[2]`) and
 /// `span` its table, for keys that are missing.
-pub fn build(
+pub fn build_static(
     loc: &Locator<'_>,
     key: &str,
     span: Range<usize>,

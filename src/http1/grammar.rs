@@ -67,3 +67,8 @@ const TCHAR: [bool; 256] = {
 pub(crate) fn is_tchar(b: u8) -> bool {
     TCHAR[usize::from(b)]
 }
+
+/// RFC 9110 token: one or more tchars (a field name, a method, a coding).
+pub(crate) fn is_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(is_tchar)
+}

@@ -14,7 +14,7 @@ use crate::config::raw::RawProxy;
 
 /// Builds a `proxy` route from its raw keys; `key` names the route (`route[2]`)
 /// and `span` its table, for keys that are missing.
-pub fn build(
+pub fn build_proxy(
     loc: &Locator<'_>,
     key: &str,
     span: Range<usize>,

@@ -2,26 +2,9 @@
 //! `Connection` fields (which make further fields hop-by-hop), and the copy of
 //! forwarded field lines in runs. Shared by the two rewrite phases.
 
+use crate::http1::grammar::list_elements;
 use crate::http1::parse::HeaderSpan;
 use crate::http1::response::eq_lowercase;
-
-/// Non-empty elements of a comma-separated list, OWS trimmed.
-pub(super) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|&b| b == b',')
-        .map(|e| {
-            let start = e
-                .iter()
-                .position(|&b| b != b' ' && b != b'\t')
-                .unwrap_or(e.len());
-            let end = e
-                .iter()
-                .rposition(|&b| b != b' ' && b != b'\t')
-                .map_or(start, |i| i + 1);
-            &e[start..end.max(start)]
-        })
-        .filter(|e| !e.is_empty())
-}
 
 /// A field name the proxy treats specially, recognised with one switch on the
 /// length and at most two comparisons, so a head is classified in one pass.

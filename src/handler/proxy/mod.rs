@@ -169,7 +169,7 @@ impl ProxyWorker {
 
 /// Serves a request routed to a proxy: the phases in order. Returns whether the
 /// downstream connection stays open.
-pub(crate) async fn serve<D: Downstream>(
+pub(crate) async fn forward<D: Downstream>(
     conn: &mut Http1Conn<'_, D>,
     route: &ProxyRoute,
 ) -> Result<bool, Exit> {

@@ -1,7 +1,7 @@
 //! What every phase needs to know about the downstream request, read once
 //! from its head.
 
-use super::fields::list_elements;
+use crate::http1::grammar::list_elements;
 use crate::http1::parse::{BodyKind, Method, RequestHead, Version};
 
 /// What the phases need to know about the downstream request once its head is consumed.

@@ -44,17 +44,17 @@ fn push_details(out: &mut Vec<u8>, name_width: usize, meta: Option<&fs::Metadata
 }
 
 /// One listed entry: (is a file, name bytes, metadata through symlinks).
-pub(super) type Entry = (bool, Vec<u8>, Option<fs::Metadata>);
+pub(super) type ListingEntry = (bool, Vec<u8>, Option<fs::Metadata>);
 
 /// The entries of `dir` to list, directories first, then files, each by name
 /// bytes; dot-files left out; whether the listing stopped at
 /// [`MAX_LISTING_ENTRIES`]; the status to answer when it cannot be read.
-pub(super) fn read_entries(dir: &Path) -> Result<(Vec<Entry>, bool), u16> {
+pub(super) fn read_entries(dir: &Path) -> Result<(Vec<ListingEntry>, bool), u16> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => return Err(error_status(&e)),
     };
-    let mut names: Vec<Entry> = Vec::new();
+    let mut names: Vec<ListingEntry> = Vec::new();
     let mut truncated = false;
     for (seen, entry) in entries.enumerate() {
         if seen == MAX_LISTING_ENTRIES {

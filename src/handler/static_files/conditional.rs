@@ -4,16 +4,7 @@
 use std::time::UNIX_EPOCH;
 
 use super::values::ETag;
-
-pub(super) fn trim_ows(mut v: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = v {
-        v = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = v {
-        v = rest;
-    }
-    v
-}
+use crate::http1::grammar::trim_ows;
 
 /// If-None-Match evaluates to false (so 304) when `*` or any listed tag matches weakly.
 /// A malformed list stops at the malformed member: what was read so far decides.

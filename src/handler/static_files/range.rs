@@ -10,7 +10,7 @@
 //! whole file is sent with 200. So a multipart body is never longer than the
 //! file plus [`MAX_RANGES`] part heads, whatever the header asks.
 
-use super::conditional::trim_ows;
+use crate::http1::grammar::trim_ows;
 
 /// Most ranges honoured in one Range header; more, and the file is sent whole.
 /// Apache's default `MaxRanges` is 200 and nginx has no default bound; real

@@ -107,8 +107,8 @@ fn reload_text(r: Option<&ReloadRecord>) -> String {
 fn expires_text(secs: Option<i64>) -> String {
     match secs {
         None => "-".into(),
-        Some(s) if s < 0 => format!("expired {} ago", human::duration(s.unsigned_abs())),
-        Some(s) => format!("in {}", human::duration(s as u64)),
+        Some(s) if s < 0 => format!("expired {} ago", human::seconds(s.unsigned_abs())),
+        Some(s) => format!("in {}", human::seconds(s as u64)),
     }
 }
 
@@ -134,11 +134,11 @@ pub fn chart_points(values: &[f64], capacity: usize) -> String {
 }
 
 /// Writes the body of the page.
-struct Body {
+struct Page {
     out: String,
 }
 
-impl Body {
+impl Page {
     fn raw(&mut self, s: &str) {
         self.out.push_str(s);
     }
@@ -197,20 +197,20 @@ fn bad_class(bad: bool) -> &'static str {
     }
 }
 
-fn tile(b: &mut Body, title: &str, path: &str, f: &str, shown: &str) {
+fn tile(b: &mut Page, title: &str, path: &str, f: &str, shown: &str) {
     b.raw("<div class=\"tile\"><h2>");
     b.text(title);
     b.raw("</h2>");
     b.value("div", path, f, shown);
 }
 
-fn header(b: &mut Body, s: &Snapshot) {
+fn header(b: &mut Page, s: &Snapshot) {
     b.raw("<header><h1>pier ");
     b.value("span", "version", "text", s.version);
     b.raw("</h1><p class=\"meta\">PID ");
     b.value("span", "pid", "text", &s.pid.to_string());
     b.raw(" · up ");
-    b.value("span", "uptime_s", "dur", &human::duration(s.uptime_s));
+    b.value("span", "uptime_s", "dur", &human::seconds(s.uptime_s));
     b.raw(" · configuration generation ");
     b.value("span", "generation", "text", &s.generation.to_string());
     b.raw(" from <code>");
@@ -240,7 +240,7 @@ fn header(b: &mut Body, s: &Snapshot) {
     b.raw("</p></header>");
 }
 
-fn overview(b: &mut Body, s: &Snapshot) {
+fn overview(b: &mut Page, s: &Snapshot) {
     let t = &s.total;
     let h = &s.history;
     let open: Vec<f64> = h.open.iter().map(|&v| v as f64).collect();
@@ -379,7 +379,7 @@ fn paused(n: u64) -> String {
     }
 }
 
-fn workers(b: &mut Body, s: &Snapshot) {
+fn workers(b: &mut Page, s: &Snapshot) {
     b.raw("<section><h2>Workers</h2><table class=\"grid\"><thead><tr><th>#</th><th>open</th><th>accepted</th><th>accepts</th><th>requests</th><th>last minute</th><th>errors</th><th>p50</th><th>p99</th><th>answered</th><th>TLS full / resumed / failed</th><th>received / sent</th><th>accepting</th></tr></thead><tbody>");
     for (i, w) in s.workers.iter().enumerate() {
         let p = |k: &str| format!("workers.{i}.{k}");
@@ -474,7 +474,7 @@ fn shed(v: u64) -> &'static str {
     }
 }
 
-fn upstreams(b: &mut Body, s: &Snapshot) {
+fn upstreams(b: &mut Page, s: &Snapshot) {
     b.raw("<section><h2>Upstreams</h2>");
     if s.upstreams.is_empty() {
         b.raw("<p class=\"empty\">No upstream groups configured.</p>");
@@ -614,7 +614,7 @@ pub fn causes_text(f: &FailureCauses) -> String {
     }
 }
 
-fn certificates(b: &mut Body, s: &Snapshot) {
+fn certificates(b: &mut Page, s: &Snapshot) {
     b.raw("<section><h2>Certificates</h2>");
     if s.certificates.is_empty() {
         b.raw("<p class=\"empty\">No TLS listeners.</p></section>");
@@ -665,8 +665,8 @@ fn certificates(b: &mut Body, s: &Snapshot) {
 }
 
 /// The whole page for a snapshot.
-pub fn render(s: &Snapshot) -> String {
-    let mut b = Body {
+pub fn render_html(s: &Snapshot) -> String {
+    let mut b = Page {
         out: String::with_capacity(16 * 1024 + s.workers.len() * 1500),
     };
     let _ = write!(
@@ -705,7 +705,7 @@ mod tests {
 
     #[test]
     fn an_upstream_named_script_stays_text_and_so_do_error_texts() {
-        let page = render(&super::super::json::tests::snapshot_with_markup());
+        let page = render_html(&super::super::json::tests::snapshot_with_markup());
         assert!(
             !page.contains("<script>alert"),
             "unescaped name in the page"
@@ -724,7 +724,7 @@ mod tests {
     #[test]
     fn the_rendered_table_holds_the_figures_and_the_down_server() {
         let state = super::super::json::tests::state_with_traffic();
-        let page = render(&state.snapshot());
+        let page = render_html(&state.snapshot());
         assert!(page.contains("<div data-v=\"total.requests_per_s\" data-f=\"rate\">32/s</div>"));
         assert!(page.contains("<td data-v=\"workers.1.shedding\" data-f=\"shed\">paused</td>"));
         // Every worker row has a cell per column.

@@ -56,7 +56,7 @@ pub fn bytes(n: u64) -> String {
 
 /// A span of whole seconds in its two largest units: `42 s`, `5 m 3 s`,
 /// `3 h 4 m`, `2 d 3 h`, `3 y 12 d` (a year being 365 days).
-pub fn duration(secs: u64) -> String {
+pub fn seconds(secs: u64) -> String {
     let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     if d >= 365 {
         format!("{} y {} d", d / 365, d % 365)
@@ -133,11 +133,11 @@ mod tests {
 
     #[test]
     fn durations_show_their_two_largest_units() {
-        assert_eq!(duration(42), "42 s");
-        assert_eq!(duration(303), "5 m 3 s");
-        assert_eq!(duration(3 * 3600 + 4 * 60 + 5), "3 h 4 m");
-        assert_eq!(duration(2 * 86400 + 3 * 3600 + 59), "2 d 3 h");
-        assert_eq!(duration(800 * 86400), "2 y 70 d");
+        assert_eq!(seconds(42), "42 s");
+        assert_eq!(seconds(303), "5 m 3 s");
+        assert_eq!(seconds(3 * 3600 + 4 * 60 + 5), "3 h 4 m");
+        assert_eq!(seconds(2 * 86400 + 3 * 3600 + 59), "2 d 3 h");
+        assert_eq!(seconds(800 * 86400), "2 y 70 d");
     }
 
     #[test]

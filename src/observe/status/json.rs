@@ -4,7 +4,7 @@
 use super::snapshot::Snapshot;
 
 /// The JSON text of a snapshot.
-pub fn render(snapshot: &Snapshot) -> String {
+pub fn render_json(snapshot: &Snapshot) -> String {
     // A snapshot is plain data (strings, numbers, vectors): serializing it
     // cannot fail, and a failure would be a bug worth an empty object, not a panic.
     serde_json::to_string(snapshot).unwrap_or_else(|_| "{}".into())
@@ -112,7 +112,7 @@ pub(crate) mod tests {
 
     #[test]
     fn status_json_has_process_workers_upstreams_and_certificates() {
-        let v: Value = serde_json::from_str(&super::render(&snapshot_with_markup())).unwrap();
+        let v: Value = serde_json::from_str(&super::render_json(&snapshot_with_markup())).unwrap();
         assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(v["generation"], 1);
         assert!(v["last_reload"].is_null());
@@ -190,7 +190,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         state.reloaded(Arc::new(next), vec!["http://127.0.0.1:9".into()]);
-        let v: Value = serde_json::from_str(&super::render(&state.snapshot())).unwrap();
+        let v: Value = serde_json::from_str(&super::render_json(&state.snapshot())).unwrap();
         assert_eq!(v["generation"], 2);
         assert_eq!(v["last_reload"]["ok"], true);
         assert_eq!(v["listeners"], serde_json::json!(["http://127.0.0.1:9"]));
@@ -200,7 +200,7 @@ pub(crate) mod tests {
         let layout = v["layout"].as_str().unwrap().to_string();
         drop(old);
         state.reload_failed("next.toml:3: route[0].handler: unknown handler".into());
-        let v: Value = serde_json::from_str(&super::render(&state.snapshot())).unwrap();
+        let v: Value = serde_json::from_str(&super::render_json(&state.snapshot())).unwrap();
         assert_eq!(v["generation"], 2);
         assert_eq!(v["last_reload"]["ok"], false);
         assert_eq!(
@@ -240,13 +240,13 @@ mod acme_tests {
         );
         let config = Arc::new(crate::config::load_str("acme.toml", &text).expect("config"));
         let state = StatusState::new(Arc::new(Registry::new(1, vec![])), config, vec![]);
-        let v: Value = serde_json::from_str(&super::render(&state.snapshot())).unwrap();
+        let v: Value = serde_json::from_str(&super::render_json(&state.snapshot())).unwrap();
         let cert = &v["certificates"][0];
         assert_eq!(cert["names"], serde_json::json!(["a.example"]));
         assert_eq!(cert["acme"], true);
         assert!(cert["not_after_unix"].is_null());
         assert_eq!(cert["expiring"], false);
-        let page = super::super::html::render(&state.snapshot());
+        let page = super::super::html::render_html(&state.snapshot());
         assert!(page.contains("a.example <small>(ACME, not issued yet)</small>"));
     }
 }

@@ -196,7 +196,7 @@ impl StatusState {
                 status: 200,
                 content_type: "application/json",
                 headers: vec![no_store, ("x-content-type-options", "nosniff".into())],
-                body: json::render(&self.snapshot()),
+                body: json::render_json(&self.snapshot()),
             }),
             b"/status" | b"/" if accept.is_some_and(wants_html) => Some(StatusResponse {
                 status: 200,
@@ -205,7 +205,7 @@ impl StatusState {
                     .into_iter()
                     .chain([no_store, ("vary", "Accept".into())])
                     .collect(),
-                body: html::render(&self.snapshot()),
+                body: html::render_html(&self.snapshot()),
             }),
             b"/status" | b"/" => Some(StatusResponse {
                 status: 200,

@@ -267,7 +267,7 @@ pub struct CertView {
 }
 
 /// Rounds a rate for the JSON: two decimals are more than a person reads.
-fn round2(v: f64) -> f64 {
+fn two_decimals(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
@@ -292,9 +292,9 @@ fn worker_view(id: Option<usize>, w: &WorkerStats) -> WorkerView {
 }
 
 fn set_rates(v: &mut WorkerView, r: &super::history::Rates) {
-    v.accept_per_s = round2(r.accept_per_s);
-    v.requests_per_s = round2(r.requests_per_s);
-    v.errors_per_s = round2(r.errors_per_s);
+    v.accept_per_s = two_decimals(r.accept_per_s);
+    v.requests_per_s = two_decimals(r.requests_per_s);
+    v.errors_per_s = two_decimals(r.errors_per_s);
     let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
     v.latency_p50_ms = ms(r.p50_ms);
     v.latency_p99_ms = ms(r.p99_ms);
@@ -387,8 +387,8 @@ fn group_view(
                     timeout: f(UpstreamFailure::Timeout),
                     bad_response: f(UpstreamFailure::BadResponse),
                 },
-                requests_per_s: round2(r.requests_per_s),
-                errors_per_s: round2(r.errors_per_s),
+                requests_per_s: two_decimals(r.requests_per_s),
+                errors_per_s: two_decimals(r.errors_per_s),
                 latency_p50_ms: ms(r.p50_ms),
                 latency_p99_ms: ms(r.p99_ms),
             }
@@ -472,7 +472,7 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
         let mut v = worker_view(Some(i), w);
         if let Some(r) = recent.workers.get(i) {
             set_rates(&mut v, &r.now);
-            v.chart = r.requests_per_s.iter().map(|&x| round2(x)).collect();
+            v.chart = r.requests_per_s.iter().map(|&x| two_decimals(x)).collect();
         }
         add(&mut total, &v);
         workers.push(v);
@@ -522,13 +522,25 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
         layout,
         total,
         history: HistoryView {
-            interval_s: round2(recent.interval_s),
+            interval_s: two_decimals(recent.interval_s),
             capacity: super::history::PROCESS_POINTS,
             open: recent.open.clone(),
-            accept_per_s: recent.accept_per_s.iter().map(|&x| round2(x)).collect(),
-            requests_per_s: recent.requests_per_s.iter().map(|&x| round2(x)).collect(),
-            errors_per_s: recent.errors_per_s.iter().map(|&x| round2(x)).collect(),
-            p99_ms: recent.p99_ms.iter().map(|x| x.map(round2)).collect(),
+            accept_per_s: recent
+                .accept_per_s
+                .iter()
+                .map(|&x| two_decimals(x))
+                .collect(),
+            requests_per_s: recent
+                .requests_per_s
+                .iter()
+                .map(|&x| two_decimals(x))
+                .collect(),
+            errors_per_s: recent
+                .errors_per_s
+                .iter()
+                .map(|&x| two_decimals(x))
+                .collect(),
+            p99_ms: recent.p99_ms.iter().map(|x| x.map(two_decimals)).collect(),
         },
         workers,
         upstreams,
