@@ -140,7 +140,7 @@ mod tests {
         // Its first reading has nothing of its own to compare with: no rate
         // yet (and none made from the replaced group's 7).
         state.sample(&mut sampler, t0 + Duration::from_secs(1));
-        let v: Value = serde_json::from_str(&json::render(&state.snapshot())).unwrap();
+        let v: Value = serde_json::from_str(&json::render_json(&state.snapshot())).unwrap();
         let running = &v["upstreams"][0];
         assert_eq!(running["generation"], 2);
         assert_eq!(running["servers"][1]["requests"], 3, "fresh counters");
@@ -151,7 +151,7 @@ mod tests {
             fresh[1].finished();
         }
         state.sample(&mut sampler, t0 + Duration::from_secs(2));
-        let v: Value = serde_json::from_str(&json::render(&state.snapshot())).unwrap();
+        let v: Value = serde_json::from_str(&json::render_json(&state.snapshot())).unwrap();
         let server = &v["upstreams"][0]["servers"][1];
         assert_eq!(server["requests_per_s"], 2.0);
         let p50 = server["latency_p50_ms"].as_f64().unwrap();
