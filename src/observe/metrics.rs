@@ -187,6 +187,8 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub const LATENCY_BOUNDS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
+/// `LATENCY_BOUNDS[0]` as a duration.
+const FIRST_LATENCY_BOUND: Duration = Duration::from_millis(1);
 
 /// The counters of one worker.
 #[derive(Default, Debug)]
@@ -309,6 +311,12 @@ impl WorkerStats {
             route.min(ROUTE_OTHER)
         };
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        // Most answers take under the first bound (1 ms): no float, no search.
+        if elapsed < FIRST_LATENCY_BOUND {
+            self.durations.buckets[slot][class][0].add(1);
+            self.durations.sum_us[slot][class].add(u64::from(elapsed.subsec_micros()));
+            return;
+        }
         let secs = elapsed.as_secs_f64();
         let i = LATENCY_BOUNDS
             .iter()
@@ -679,6 +687,25 @@ mod tests {
         assert!(text.contains(&format!("{d}_count{{route=\"other\",class=\"2xx\"}} 2\n")));
         assert!(!text.contains(&format!("{d}_count{{route=\"/\",class=\"5xx\"}}")));
         assert!(text.contains("pier_build_info{version=\""));
+    }
+
+    #[test]
+    fn durations_around_the_first_bound_land_in_their_buckets_and_sum() {
+        let r = Registry::new(1, vec![]);
+        r.routes.store(Arc::new(vec!["/".into()]));
+        for us in [0, 999, 1000, 1001] {
+            r.workers[0].request_duration(0, 200, Duration::from_micros(us));
+        }
+        let text = r.render_prometheus();
+        let d = "pier_request_duration_seconds";
+        for (le, n) in [("0.001", 3), ("0.0025", 4)] {
+            let line = format!("{d}_bucket{{route=\"/\",class=\"2xx\",le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line}{text}");
+        }
+        assert!(
+            text.contains(&format!("{d}_sum{{route=\"/\",class=\"2xx\"}} 0.003\n")),
+            "{text}"
+        );
     }
 
     #[test]
