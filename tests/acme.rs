@@ -410,10 +410,11 @@ fn two_instances_sharing_a_state_directory_order_once() {
         .filter(|l| l.contains("ACME certificate issued") && l.contains("one.pier.test"))
         .count();
     assert_eq!(issued_one, 1, "A: {a_lines:#?}\nB: {b_lines:#?}");
+    let pebble_log = pebble.log();
     assert_eq!(
-        pebble.log().matches("POST /order-plz").count(),
+        pebble_log.matches("POST /order-plz").count(),
         2,
-        "one order per name"
+        "one order per name\nA: {a_lines:#?}\nB: {b_lines:#?}\npebble:\n{pebble_log}"
     );
     let fa = served(a.https[0], "one.pier.test").unwrap().0;
     let fb = served(b.https[0], "one.pier.test").unwrap().0;
