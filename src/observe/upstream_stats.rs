@@ -303,14 +303,20 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
     let mut rows = Vec::new();
     for g in groups {
         let totals = g.counters.totals(g.servers.len());
-        for (s, t) in g.servers.iter().zip(totals) {
+        for (i, (s, t)) in g.servers.iter().zip(totals).enumerate() {
             let (checks_passed, checks_failed) = s.checks.counts();
+            // A server listed twice in a group gets `#2` on its second
+            // entry: two series with one label set would spoil the scrape.
+            let nth = g.servers[..i]
+                .iter()
+                .filter(|o| o.authority == s.authority)
+                .count();
+            let server = match nth {
+                0 => label(&s.authority),
+                n => format!("{}#{}", label(&s.authority), n + 1),
+            };
             rows.push(Row {
-                labels: format!(
-                    "group=\"{}\",server=\"{}\"",
-                    label(&g.name),
-                    label(&s.authority)
-                ),
+                labels: format!("group=\"{}\",server=\"{server}\"", label(&g.name)),
                 up: !server_down(s.actively_up(), &t, workers),
                 totals: t,
                 checks_passed,
@@ -504,6 +510,34 @@ mod tests {
         assert_eq!(t[1].failures[UpstreamFailure::Reset as usize], 1);
         assert_eq!(t[1].failures[UpstreamFailure::Connect as usize], 1);
         assert_eq!(t[1].responses, [0; 5]);
+    }
+
+    #[test]
+    fn a_server_listed_twice_gets_distinct_series() {
+        let config = crate::config::load_str(
+            "t.toml",
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\\\"b\"\nservers = [{ address = \"127.0.0.1:9\" }, { address = \"127.0.0.1:9\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"a\\\"b\"\n",
+        );
+        // Group names are letters, digits and `-_.`: the quote is refused.
+        assert!(config.is_err());
+        let config = crate::config::load_str(
+            "t.toml",
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nservers = [{ address = \"127.0.0.1:9\" }, { address = \"127.0.0.1:9\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"a\"\n",
+        )
+        .unwrap();
+        let block = config.upstreams[0].counters.register(2);
+        block[1].started();
+        let mut out = String::new();
+        render_prometheus(&mut out, &config.upstreams, 1);
+        let r = "pier_upstream_server_requests_total";
+        assert!(
+            out.contains(&format!("{r}{{group=\"a\",server=\"127.0.0.1:9\"}} 0\n")),
+            "{out}"
+        );
+        assert!(out.contains(&format!("{r}{{group=\"a\",server=\"127.0.0.1:9#2\"}} 1\n")));
+        assert!(out.contains("pier_upstream_server_up{group=\"a\",server=\"127.0.0.1:9\"} 1\n"));
+        assert!(out
+            .contains("pier_upstream_server_in_flight{group=\"a\",server=\"127.0.0.1:9#2\"} 1\n"));
     }
 
     #[test]
