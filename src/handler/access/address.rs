@@ -58,7 +58,7 @@ impl AddressRules {
 
 impl RouteFilter for AddressRules {
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
-        if self.allows(self.client.of(&session.request())) {
+        if self.allows(self.client.client_of(&session.request())) {
             Verdict::Continue
         } else {
             Refusal::status(403).answer(session);

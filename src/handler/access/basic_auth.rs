@@ -186,7 +186,7 @@ impl BasicAuth {
         u64::from_le_bytes(first).max(1)
     }
 
-    fn millis(&self) -> u64 {
+    fn since_epoch_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 
@@ -197,13 +197,13 @@ impl BasicAuth {
     fn is_remembered(&self, tag: u64) -> bool {
         let slot = self.slot(tag);
         slot.tag.load(Ordering::Acquire) == tag
-            && slot.until.load(Ordering::Acquire) > self.millis()
+            && slot.until.load(Ordering::Acquire) > self.since_epoch_ms()
     }
 
     fn remember(&self, tag: u64) {
         let slot = self.slot(tag);
         slot.until.store(
-            self.millis() + VERIFIED_FOR.as_millis() as u64,
+            self.since_epoch_ms() + VERIFIED_FOR.as_millis() as u64,
             Ordering::Release,
         );
         slot.tag.store(tag, Ordering::Release);

@@ -33,7 +33,7 @@ impl ClientAddress {
     }
 
     /// The client address of `request`, IPv4-mapped addresses as IPv4.
-    pub fn of(&self, request: &RequestView<'_>) -> IpAddr {
+    pub fn client_of(&self, request: &RequestView<'_>) -> IpAddr {
         let peer = request.peer().ip().to_canonical();
         if self.trusted.is_empty() || !self.is_trusted(peer) {
             return peer;
@@ -82,7 +82,7 @@ mod tests {
     use super::*;
     use crate::http1::parse::{parse_request, Limits, Parsed, RequestHead};
 
-    fn client_of(resolver: &ClientAddress, peer: &str, head: &str) -> IpAddr {
+    fn resolved(resolver: &ClientAddress, peer: &str, head: &str) -> IpAddr {
         let mut parsed = RequestHead::default();
         let buf = head.as_bytes();
         assert!(matches!(
@@ -90,7 +90,7 @@ mod tests {
             Ok(Parsed::Complete)
         ));
         let view = RequestView::http1(&parsed, buf, peer.parse().unwrap(), None);
-        resolver.of(&view)
+        resolver.client_of(&view)
     }
 
     fn ip(s: &str) -> IpAddr {
@@ -108,40 +108,40 @@ mod tests {
         );
         let get = |xff: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{xff}\r\n");
         // Through two trusted proxies: the address before them.
-        let c = client_of(
+        let c = resolved(
             &r,
             "127.0.0.1:1",
             &get("X-Forwarded-For: 6.6.6.6, 203.0.113.9, 10.1.1.1\r\n"),
         );
         assert_eq!(c, ip("203.0.113.9"));
         // Lines are one list, the last line last.
-        let c = client_of(
+        let c = resolved(
             &r,
             "127.0.0.1:1",
             &get("X-Forwarded-For: 203.0.113.9\r\nx-forwarded-for: 10.2.2.2\r\n"),
         );
         assert_eq!(c, ip("203.0.113.9"));
         // Ports and brackets are read; a malformed entry stops the walk.
-        let c = client_of(
+        let c = resolved(
             &r,
             "127.0.0.1:1",
             &get("X-Forwarded-For: [2001:db8::7]:443, 10.0.0.3:80\r\n"),
         );
         assert_eq!(c, ip("2001:db8::7"));
-        let c = client_of(
+        let c = resolved(
             &r,
             "127.0.0.1:1",
             &get("X-Forwarded-For: bogus, 10.0.0.3\r\n"),
         );
         assert_eq!(c, ip("10.0.0.3"));
         // No header: the proxy itself.
-        assert_eq!(client_of(&r, "127.0.0.1:1", &get("")), ip("127.0.0.1"));
+        assert_eq!(resolved(&r, "127.0.0.1:1", &get("")), ip("127.0.0.1"));
         // An untrusted connection cannot name its own address.
-        let c = client_of(&r, "192.0.2.1:1", &get("X-Forwarded-For: 10.9.9.9\r\n"));
+        let c = resolved(&r, "192.0.2.1:1", &get("X-Forwarded-For: 10.9.9.9\r\n"));
         assert_eq!(c, ip("192.0.2.1"));
         // Nothing trusted: the header is never read.
         let none = ClientAddress::default();
-        let c = client_of(&none, "127.0.0.1:1", &get("X-Forwarded-For: 1.2.3.4\r\n"));
+        let c = resolved(&none, "127.0.0.1:1", &get("X-Forwarded-For: 1.2.3.4\r\n"));
         assert_eq!(c, ip("127.0.0.1"));
     }
 }

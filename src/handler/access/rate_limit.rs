@@ -96,9 +96,9 @@ impl RouteFilter for RateLimit {
                         1u8.hash(&mut h);
                         value.hash(&mut h);
                     }
-                    None => hash_addr(&mut h, self.client.of(&request)),
+                    None => hash_addr(&mut h, self.client.client_of(&request)),
                 },
-                RateKey::ClientAddress => hash_addr(&mut h, self.client.of(&request)),
+                RateKey::ClientAddress => hash_addr(&mut h, self.client.client_of(&request)),
             }
             h.finish()
         };
@@ -126,7 +126,7 @@ fn hash_addr(h: &mut impl Hasher, addr: IpAddr) {
 /// One key's state: the keyed hash that owns the slot (0: free) and its
 /// theoretical arrival time in nanoseconds since the table's epoch.
 #[derive(Debug, Default)]
-struct Slot {
+struct GcraSlot {
     key: AtomicU64,
     tat: AtomicU64,
 }
@@ -134,14 +134,14 @@ struct Slot {
 /// One cache line of slots.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct Bucket {
-    slots: [Slot; WAYS],
+struct GcraBucket {
+    slots: [GcraSlot; WAYS],
 }
 
 /// The fixed-size table of GCRA cells.
 #[derive(Debug)]
 struct GcraTable {
-    buckets: Box<[Bucket]>,
+    buckets: Box<[GcraBucket]>,
     hasher: RandomState,
     epoch: Instant,
     /// Nanoseconds between two requests at the steady rate.
@@ -156,7 +156,7 @@ impl GcraTable {
         let buckets = max_keys.div_ceil(WAYS).next_power_of_two().max(1);
         let interval = (per_request.as_nanos() as u64).max(1);
         GcraTable {
-            buckets: (0..buckets).map(|_| Bucket::default()).collect(),
+            buckets: (0..buckets).map(|_| GcraBucket::default()).collect(),
             hasher: RandomState::new(),
             epoch: Instant::now(),
             interval,
