@@ -1,6 +1,8 @@
 //! The `host[:port]` grammar of RFC 3986 (without userinfo), shared by the
 //! Host header and the absolute and authority forms of the request target.
 
+use super::grammar::alnum_and;
+
 /// Splits `host[:port]` (RFC 3986 authority without userinfo) and validates it.
 /// Returns the host length and the port digits if a `:` was present. An empty
 /// input is valid (an empty Host header); an empty host before a port is not.
@@ -35,33 +37,7 @@ pub(crate) fn split_authority(a: &[u8], port_required: bool) -> Option<(usize, O
 
 /// The bytes a reg-name holds besides `%` (RFC 3986 unreserved and sub-delims),
 /// as a table: every request's `Host` is checked against it.
-const REG_NAME_BYTES: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        table[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            );
-        i += 1;
-    }
-    table
-};
+const REG_NAME_BYTES: [bool; 256] = alnum_and(b"-._~!$&'()*+,;=");
 
 /// reg-name / IPv4address: unreserved, sub-delims and well-formed pct-encoding.
 fn valid_reg_name(host: &[u8]) -> bool {

@@ -34,34 +34,25 @@ pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
     s
 }
 
-/// Lookup table behind [`is_tchar`], built at compile time.
-const TCHAR: [bool; 256] = {
-    let mut t = [false; 256];
+/// A byte-class table built at compile time: ASCII letters and digits plus
+/// `extra`, so a check per byte is one load.
+pub(crate) const fn alnum_and(extra: &[u8]) -> [bool; 256] {
+    let mut table = [false; 256];
     let mut i = 0;
     while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
+        table[i] = (i as u8).is_ascii_alphanumeric();
         i += 1;
     }
-    t
-};
+    let mut j = 0;
+    while j < extra.len() {
+        table[extra[j] as usize] = true;
+        j += 1;
+    }
+    table
+}
+
+/// Lookup table behind [`is_tchar`].
+const TCHAR: [bool; 256] = alnum_and(b"!#$%&'*+-.^_`|~");
 
 /// RFC 9110 tchar: the bytes allowed in a token (method, field name, coding).
 pub(crate) fn is_tchar(b: u8) -> bool {

@@ -547,3 +547,11 @@ impl fmt::Debug for ListenerTls {
             .finish()
     }
 }
+
+/// A certificate and key for one name, generated for unit tests.
+#[cfg(test)]
+pub(crate) fn test_certified_key(name: &str) -> Arc<CertifiedKey> {
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let der = PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
+    Arc::new(CertifiedKey::from_der(vec![ck.cert.der().clone()], der, &provider()).unwrap())
+}

@@ -126,14 +126,7 @@ impl ResolvesServerCert for SniResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(name: &str) -> Arc<CertifiedKey> {
-        let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
-        let der =
-            rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
-        let provider = crate::tls::provider();
-        Arc::new(CertifiedKey::from_der(vec![ck.cert.der().clone()], der, &provider).unwrap())
-    }
+    use crate::tls::test_certified_key as key;
 
     fn entry(names: &[&str], default: bool) -> (SniEntry, Arc<CertifiedKey>) {
         let k = key(names.first().copied().unwrap_or("x"));

@@ -166,16 +166,7 @@ impl ResolvesServerCert for AcmeResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(name: &str) -> Arc<CertifiedKey> {
-        let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
-        let der =
-            rustls::pki_types::PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
-        Arc::new(
-            CertifiedKey::from_der(vec![ck.cert.der().clone()], der, &crate::tls::provider())
-                .unwrap(),
-        )
-    }
+    use crate::tls::test_certified_key as key;
 
     #[test]
     fn names_without_a_certificate_get_none_and_installs_replace() {
