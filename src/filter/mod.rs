@@ -7,11 +7,13 @@
 //! HTTP/2 driver gets the filters without knowing they exist.
 //!
 //! A route without filters is not wrapped at all: it costs nothing. A route
-//! with filters costs one allocation for the wrapped answer, plus one buffer
-//! for the edited head when a response filter applies.
+//! with filters costs one allocation for the wrapped answer, and one buffer
+//! when a response filter puts a value made for the request (a placeholder,
+//! `Expires`) in the head; the edited head itself is on the stack.
 
 pub mod cache;
 pub mod configure;
+mod head_edit;
 pub mod headers;
 pub mod legacy_proxy;
 pub mod placeholder;
@@ -26,7 +28,8 @@ use crate::http::RequestId;
 use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Served, Session};
 use crate::observe::metrics::HandlerKind;
 use crate::worker::WorkerCtx;
-use placeholder::Template;
+pub use head_edit::HeadEdit;
+use head_edit::INLINE_FIELDS;
 
 /// What a request filter decided.
 pub enum Verdict<'s> {
@@ -201,116 +204,6 @@ impl<'h> Session<'h> for FilteringSession<'_, 'h> {
         let mut legacy = self.inner.legacy_http1()?;
         legacy.set_response_filters(proxied);
         Some(legacy)
-    }
-}
-
-/// Fields an edited head hands over without allocating.
-const INLINE_FIELDS: usize = 24;
-
-/// Where an edited field's value is.
-#[derive(Debug, Clone, Copy)]
-enum FieldValue<'a> {
-    /// Unchanged, or configuration bytes.
-    Borrowed(&'a [u8]),
-    /// Expanded for this request: `scratch[start..end]`.
-    Scratch(usize, usize),
-}
-
-/// A response head being edited by response filters: the status and the
-/// fields in order, borrowed where unchanged.
-pub struct HeadEdit<'a> {
-    /// The status sent; filters read it to decide whether they apply.
-    pub status: u16,
-    fields: Vec<(&'a str, FieldValue<'a>)>,
-    scratch: Vec<u8>,
-}
-
-impl<'a> HeadEdit<'a> {
-    /// Every field of `head`, computed and configured, in the order it would be sent.
-    pub fn from_head(head: &ResponseHead<'a>) -> Self {
-        let configured = head.configured.map_or(0, |b| b.fields().len());
-        let mut fields = Vec::with_capacity(head.fields.len() + configured + 4);
-        fields.extend(head.all_fields().map(|(n, v)| (n, FieldValue::Borrowed(v))));
-        HeadEdit {
-            status: head.status,
-            fields,
-            scratch: Vec::new(),
-        }
-    }
-
-    /// Keeps only the fields whose name passes `keep`.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.fields.retain(|(n, _)| keep(n));
-    }
-
-    /// Whether a field called `name` (any case) is present.
-    pub fn contains(&self, name: &str) -> bool {
-        self.fields
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case(name))
-    }
-
-    /// Appends a field.
-    pub fn push(&mut self, name: &'a str, value: &'a [u8]) {
-        self.fields.push((name, FieldValue::Borrowed(value)));
-    }
-
-    /// Appends a field whose value is made for this response (copied).
-    pub fn push_owned(&mut self, name: &'a str, value: &[u8]) {
-        let start = self.scratch.len();
-        self.scratch.extend_from_slice(value);
-        self.fields
-            .push((name, FieldValue::Scratch(start, self.scratch.len())));
-    }
-
-    /// Appends a field whose value is `template` expanded for `req`; nothing
-    /// when it expands to nothing.
-    pub fn push_template(
-        &mut self,
-        name: &'a str,
-        template: &'a Template,
-        req: &RequestView<'_>,
-        id: &RequestId,
-    ) {
-        if let Some(v) = template.as_literal() {
-            if !v.is_empty() {
-                self.push(name, v);
-            }
-            return;
-        }
-        let start = self.scratch.len();
-        template.expand(req, id, &mut self.scratch);
-        if self.scratch.len() > start {
-            self.fields
-                .push((name, FieldValue::Scratch(start, self.scratch.len())));
-        }
-    }
-
-    fn value(&self, v: FieldValue<'a>) -> &[u8] {
-        match v {
-            FieldValue::Borrowed(b) => b,
-            FieldValue::Scratch(s, e) => &self.scratch[s..e],
-        }
-    }
-
-    /// The fields as a head takes them.
-    pub fn fields(&self) -> Vec<(&str, &[u8])> {
-        self.fields
-            .iter()
-            .map(|&(n, v)| (n, self.value(v)))
-            .collect()
-    }
-
-    /// Writes the fields into `out` and returns how many, or `None` when
-    /// they do not fit.
-    pub fn fill<'b>(&'b self, out: &mut [(&'b str, &'b [u8])]) -> Option<usize> {
-        if self.fields.len() > out.len() {
-            return None;
-        }
-        for (slot, &(n, v)) in out.iter_mut().zip(&self.fields) {
-            *slot = (n, self.value(v));
-        }
-        Some(self.fields.len())
     }
 }
 
