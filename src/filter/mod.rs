@@ -15,7 +15,6 @@ pub mod cache;
 pub mod configure;
 mod head_edit;
 pub mod headers;
-pub mod legacy_proxy;
 pub mod placeholder;
 
 use std::fmt;
@@ -147,7 +146,7 @@ impl<'h> Session<'h> for FilteringSession<'_, 'h> {
         self.inner.request()
     }
 
-    fn worker(&self) -> &WorkerCtx {
+    fn worker(&self) -> &'h WorkerCtx {
         self.inner.worker()
     }
 
@@ -194,16 +193,24 @@ impl<'h> Session<'h> for FilteringSession<'_, 'h> {
         self.inner.request_id()
     }
 
-    fn legacy_http1(&mut self) -> Option<crate::server::h1::LegacyHttp1<'_, 'h>> {
-        let proxied = self.edits_response.then(|| {
-            Box::new(legacy_proxy::ProxiedRequest::new(
-                self.filters,
-                &self.inner.request(),
-            ))
-        });
-        let mut legacy = self.inner.legacy_http1()?;
-        legacy.set_response_filters(proxied);
-        Some(legacy)
+    fn poll_write_body(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.inner.poll_write_body(cx, data)
+    }
+
+    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.inner.poll_flush_body(cx)
+    }
+
+    fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
+        self.inner.finish_body(trailers)
+    }
+
+    fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
+        self.inner.note_upstream(addr, elapsed)
     }
 }
 

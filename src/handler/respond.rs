@@ -51,6 +51,7 @@ impl Handler for Respond {
             status: self.status,
             fields: &[],
             configured: Some(&self.fields),
+            field_lines: &[],
         };
         let body = if self.body.is_empty() {
             Body::Empty

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use crate::http1::parse::{Method, RequestHead, Version};
+use crate::http1::parse::{BodyKind, Method, RequestHead, Version};
 
 /// TLS facts of the connection a request came on, for handlers and logs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -120,6 +120,15 @@ impl<'a> RequestView<'a> {
     pub fn version(&self) -> Version {
         match self.source {
             HeadSource::Http1 { head, .. } => head.version,
+        }
+    }
+
+    /// How the request body is delimited: none, a known length, or unknown
+    /// until it ends (`Chunked`: HTTP/1 chunks, or an HTTP/2 stream without a
+    /// content-length). A handler that forwards the body frames it from this.
+    pub fn body_kind(&self) -> BodyKind {
+        match self.source {
+            HeadSource::Http1 { head, .. } => head.body,
         }
     }
 

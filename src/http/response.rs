@@ -80,6 +80,11 @@ pub struct ResponseHead<'a> {
     pub fields: &'a [(&'a str, &'a [u8])],
     /// Fields fixed by configuration, written after `fields`.
     pub configured: Option<&'a FieldBlock>,
+    /// More fields as `name: value\r\n` lines, validated by whoever built them
+    /// (a proxied head's end-to-end fields, copied in runs as they came):
+    /// written last. An HTTP/1 driver copies the block as it is; other
+    /// protocols read it through [`ResponseHead::all_fields`].
+    pub field_lines: &'a [u8],
 }
 
 impl<'a> ResponseHead<'a> {
@@ -89,17 +94,39 @@ impl<'a> ResponseHead<'a> {
             status,
             fields,
             configured: None,
+            field_lines: &[],
         }
     }
 
-    /// Every field in the order it is sent.
+    /// Every field in the order it is sent, `field_lines` split into fields.
     pub fn all_fields(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
         let configured = self.configured.map_or(&[][..], FieldBlock::fields);
         self.fields
             .iter()
             .copied()
             .chain(configured.iter().map(|f| (&*f.name, &*f.value)))
+            .chain(split_field_lines(self.field_lines))
     }
+}
+
+/// The fields of a block of `name: value\r\n` lines; a line that is not one
+/// (no colon, a name that is not text) is skipped.
+pub fn split_field_lines(block: &[u8]) -> impl Iterator<Item = (&str, &[u8])> {
+    block.split(|&b| b == b'\n').filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let name = std::str::from_utf8(&line[..colon]).ok()?;
+        let value = &line[colon + 1..];
+        let start = value
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(value.len());
+        let end = value
+            .iter()
+            .rposition(|&b| b != b' ' && b != b'\t')
+            .map_or(start, |i| i + 1);
+        Some((name, &value[start..end.max(start)]))
+    })
 }
 
 /// A region of an open file: the driver sends it by sendfile on plain TCP and in
@@ -195,6 +222,12 @@ pub enum Body<'h> {
     Parts(Vec<BodyPart>),
     /// A body produced piece by piece.
     Stream(Box<dyn BodyStream + 'h>),
+    /// A body the handler pushes itself after the head, through
+    /// [`crate::http::Session::poll_write_body`] and
+    /// [`crate::http::Session::finish_body`], with this length when it is known.
+    /// Nothing is allocated for it: the driver frames each piece as it comes
+    /// (a relayed upstream body goes out as it is read).
+    Push(Option<u64>),
     /// No body; after the 101 head the connection becomes this tunnel.
     Tunnel(Box<dyn Tunnel + 'h>),
 }
@@ -209,6 +242,7 @@ impl Body<'_> {
             Body::File(f) => Some(f.len),
             Body::Parts(parts) => Some(parts.iter().map(BodyPart::len).sum()),
             Body::Stream(s) => s.known_len(),
+            Body::Push(len) => *len,
         }
     }
 
@@ -227,6 +261,7 @@ impl fmt::Debug for Body<'_> {
             Body::File(r) => write!(f, "File({}+{})", r.offset, r.len),
             Body::Parts(parts) => write!(f, "Parts({})", parts.len()),
             Body::Stream(s) => write!(f, "Stream({:?})", s.known_len()),
+            Body::Push(len) => write!(f, "Push({len:?})"),
             Body::Tunnel(_) => f.write_str("Tunnel"),
         }
     }
@@ -250,9 +285,31 @@ mod tests {
             status: 200,
             fields: &[("ETag", b"\"a\"")],
             configured: Some(&block),
+            field_lines: &[],
         };
         let names: Vec<&str> = head.all_fields().map(|(n, _)| n).collect();
         assert_eq!(names, ["ETag", "Content-Type", "X-One"]);
         assert!(FieldBlock::default().http1_lines().is_empty());
+    }
+
+    #[test]
+    fn field_lines_are_read_as_fields_after_the_others() {
+        let fields = [("Content-Type", b"text/plain".as_slice())];
+        let head = ResponseHead {
+            status: 200,
+            fields: &fields,
+            configured: None,
+            field_lines: b"ETag: \"x\"\r\nX-Empty:\r\nX-Pad:  a b \t\r\nnot a field\r\n",
+        };
+        let all: Vec<_> = head.all_fields().collect();
+        assert_eq!(
+            all,
+            [
+                ("Content-Type", &b"text/plain"[..]),
+                ("ETag", b"\"x\""),
+                ("X-Empty", b""),
+                ("X-Pad", b"a b"),
+            ]
+        );
     }
 }

@@ -5,8 +5,10 @@
 //! driver over HTTP/2 streams can implement it without a runtime of its own.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use super::request::RequestView;
 use super::request_id::RequestId;
@@ -44,8 +46,9 @@ pub trait Session<'h> {
     fn request(&self) -> RequestView<'_>;
 
     /// The worker's state for the configuration this request is served under
-    /// (caches, pools, counters).
-    fn worker(&self) -> &WorkerCtx;
+    /// (caches, pools, counters). It outlives the request, so a handler may
+    /// hold it (an admission, a pool) while it reads and writes the session.
+    fn worker(&self) -> &'h WorkerCtx;
 
     /// Waits until request body bytes are available and returns how many
     /// [`Session::body_chunk`] holds; `Ok(0)` once the body is complete. The
@@ -71,12 +74,32 @@ pub trait Session<'h> {
     /// same for every filter, handler and upstream request that shows it.
     fn request_id(&self) -> &RequestId;
 
-    /// The HTTP/1 connection itself, for a handler that still drives it
-    /// directly (the proxy, until it reads and writes through this interface).
-    /// Drivers of other protocols return `None`.
-    fn legacy_http1(&mut self) -> Option<crate::server::h1::LegacyHttp1<'_, 'h>> {
-        None
-    }
+    /// Takes the next piece of a [`Body::Push`] body and returns how much of
+    /// `data` it took (call again with the rest). The driver frames it (a
+    /// chunk, or bytes counted against the promised length), drops it for
+    /// `HEAD`, and waits only when its output is full, so a handler relays a
+    /// body without holding more than a buffer. Each wait is bounded by the
+    /// driver's write timeout.
+    fn poll_write_body(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>>;
+
+    /// Sends what the driver holds of a [`Body::Push`] body; a handler calls
+    /// it before it waits for more of the body, so a slow source's bytes are
+    /// not held back.
+    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
+
+    /// Ends a [`Body::Push`] body, with trailer fields sent where the framing
+    /// carries them (HTTP/1.1 chunked, HTTP/2). A pushed body never finished,
+    /// or shorter than its promised length, ends the connection (HTTP/1) or
+    /// resets the stream (HTTP/2): the client must not take it for whole.
+    fn finish_body(&mut self, trailers: &[(&str, &[u8])]);
+
+    /// Records the upstream server that answered (or failed) and the time to
+    /// its response head, for the access log.
+    fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration);
 }
 
 /// `async` conveniences over the poll methods.
@@ -85,6 +108,21 @@ pub trait SessionExt<'h>: Session<'h> {
     /// Waits for request body bytes; see [`Session::poll_body`].
     async fn fill_body(&mut self) -> Result<usize, BodyReadError> {
         std::future::poll_fn(|cx| self.poll_body(cx)).await
+    }
+
+    /// Hands `data` to a [`Body::Push`] body whole; see
+    /// [`Session::poll_write_body`].
+    async fn write_body(&mut self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            let n = std::future::poll_fn(|cx| self.poll_write_body(cx, data)).await?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Sends what is held of a pushed body; see [`Session::poll_flush_body`].
+    async fn flush_body(&mut self) -> std::io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_flush_body(cx)).await
     }
 
     /// Reads and drops the rest of the request body.

@@ -25,6 +25,7 @@ pub mod span;
 pub mod write;
 
 pub use body::{BodyDecoder, BodyError, Decoded};
+pub(crate) use grammar::parse_content_length;
 pub use parse::{
     parse_request, BodyKind, HeaderSpan, Limits, Method, Parsed, RequestError, RequestHead, Span,
     TargetForm, Version,

@@ -11,7 +11,6 @@ use crate::deadline::io_within;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::h1::{Http1Conn, LegacyHttp1};
 use crate::http::TlsFacts;
 use crate::tls::stream::ReadAhead;
 
@@ -66,12 +65,6 @@ pub trait Downstream {
 
     /// Writes some of `data` (and flushes what the transport buffers).
     fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
-
-    /// The connection as the transport's own type, for a handler that still
-    /// drives the HTTP/1 connection directly.
-    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a>
-    where
-        Self: Sized;
 
     /// Subject (RFC 4514) of the verified client certificate, if one was presented.
     fn peer_subject(&self) -> Option<&str> {
@@ -202,10 +195,6 @@ impl Downstream for Plain {
     fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         std::pin::Pin::new(&mut self.stream).poll_write(cx, data)
     }
-
-    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a> {
-        LegacyHttp1::Plain(conn)
-    }
 }
 
 /// TLS over TCP (rustls), reading ahead several records per `read`.
@@ -292,10 +281,6 @@ impl Downstream for Tls {
         // go with the next write.
         let _ = s.poll_flush(cx);
         Poll::Ready(Ok(n))
-    }
-
-    fn legacy_http1<'s, 'a>(conn: &'s mut Http1Conn<'a, Self>) -> LegacyHttp1<'s, 'a> {
-        LegacyHttp1::Tls(conn)
     }
 
     fn peer_subject(&self) -> Option<&str> {

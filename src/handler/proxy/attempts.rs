@@ -10,18 +10,16 @@ use tracing::debug;
 use super::choose_upstream::{balance_key, choose_upstream};
 use super::connect::{connect_upstream, InFlight};
 use super::log::note_failure;
-use super::request_filter::decoder_for;
 use super::request_info::RequestInfo;
 use super::response_head::read_response_head;
 use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 use super::rewrite_request::{encode_request_head, Client};
-use super::send::{send_request, Answer, SendError};
+use super::send::{send_request, Answer, BodySend, SendError};
 use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
-use crate::http1::body::BodyDecoder;
+use crate::http::Session;
 use crate::http1::client::ClientStream;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ResponseHead;
-use crate::server::h1::{Downstream, Exit, Http1Conn};
 
 /// The buffers of one exchange, taken from the worker and given back after it.
 pub struct ExchangeBufs {
@@ -69,8 +67,6 @@ pub struct Answered<'a> {
     pub(super) in_flight: InFlight<'a>,
     /// The whole request was sent (not cut short by an early answer).
     pub(super) complete: bool,
-    /// The request body's decoder, where sending left it.
-    pub(super) decoder: BodyDecoder,
 }
 
 /// No upstream answered: the error the client gets.
@@ -79,50 +75,34 @@ pub struct Unanswered {
     pub(super) error: ProxyError,
     /// The server it went wrong on, if one was chosen.
     pub(super) addr: Option<SocketAddr>,
-    /// Where the request ended in the read buffer, when it was consumed whole
-    /// (the connection can then stay open).
-    pub(super) request_end: Option<usize>,
 }
+
+/// The client failed (or sent a bad body) while the request was sent: the
+/// exchange is over, and the driver answers for the client's fault.
+pub struct DownstreamFailed;
 
 /// Runs phases 2 to 6 until an upstream answers or the retry policy gives up.
 /// `Err` when the client failed (or sent a bad body): the exchange is over.
-pub(super) async fn run_attempts<'a, D: Downstream>(
-    conn: &mut Http1Conn<'a, D>,
+pub(super) async fn run_attempts<'h>(
+    session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
     started: std::time::Instant,
     bufs: &mut ExchangeBufs,
-) -> Result<Result<Answered<'a>, Unanswered>, Exit> {
-    let ctx = conn.ctx;
+    body: &mut BodySend,
+) -> Result<Result<Answered<'h>, Unanswered>, DownstreamFailed> {
+    let ctx = session.worker();
     let http = &ctx.config.http;
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
-    let head_start = conn.rpos;
-    let (key, body_start) = {
-        let b = conn.bufs.as_ref().expect("buffers held while handling");
-        (
-            balance_key(group, &b.head, &b.read[head_start..], conn.peer),
-            head_start + b.head.head_len,
-        )
-    };
+    let key = balance_key(group, &session.request());
     // The rewrite depends on the server only when Host is replaced, so the head is
     // encoded once, and again for another server only in that case.
     let mut encoded_for = None;
-    let decoder_start = decoder_for(info, http);
     let mut tried: Vec<usize> = Vec::new();
     let mut budget = RetryBudget::new(group.retries);
     let mut fresh_only = false;
-    let mut continued = !info.expect_continue;
-    // Where the request ended in the buffer once it was sent whole.
-    let mut request_end: Option<usize> = None;
-    let unanswered = |error, addr, request_end: Option<usize>| Unanswered {
-        error,
-        addr,
-        request_end: match info.body {
-            BodyKind::None => Some(body_start),
-            _ => request_end,
-        },
-    };
+    let unanswered = |error, addr| Unanswered { error, addr };
 
     // The first attempt reuses the start time: one clock read fewer per request.
     let mut first_attempt = Some(started);
@@ -140,7 +120,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                     Some((e, addr)) => (e, Some(addr)),
                     None => (e, None),
                 };
-                return Ok(Err(unanswered(e, addr, request_end)));
+                return Ok(Err(unanswered(e, addr)));
             }
         };
         let addr = group.servers[server].addr;
@@ -151,18 +131,17 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
         // still holds the whole request.
         if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
             bufs.up_head.clear();
-            let b = conn.bufs.as_ref().expect("buffers held while handling");
+            let view = session.request();
             encode_request_head(
                 &mut bufs.up_head,
-                &b.head,
-                &b.read[head_start..],
+                &view,
                 route,
                 &group.servers[server].authority,
                 Client {
-                    addr: conn.peer,
-                    secure: D::SECURE,
-                    subject: conn.io.peer_subject(),
-                    request_id: &conn.request_id,
+                    addr: view.peer(),
+                    secure: view.is_secure(),
+                    subject: view.tls().and_then(|t| t.client_subject),
+                    request_id: session.request_id(),
                 },
                 info,
             );
@@ -185,23 +164,19 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                     last_failure = Some((e, addr));
                     continue;
                 }
-                return Ok(Err(unanswered(e, Some(addr), request_end)));
+                return Ok(Err(unanswered(e, Some(addr))));
             }
         };
 
         // Phase 5: send the head and body, watching for an early answer.
-        conn.rpos = body_start;
-        let mut decoder = decoder_start.clone();
         bufs.up_read.clear();
         let mut interim = false;
         let sent = send_request(
-            conn,
+            session,
             &mut up,
             &bufs.up_head,
             &mut bufs.out,
-            &mut decoder,
-            info,
-            &mut continued,
+            body,
             group.read_timeout,
             Answer {
                 buf: &mut bufs.up_read,
@@ -217,12 +192,9 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
         // closed without taking the whole body: either way its answer is read.
         let (replayable, complete, write_error) = match sent {
             Ok(s) => (s.replayable, !s.answered_early, None),
-            Err(SendError::Downstream(exit)) => return Err(exit),
+            Err(SendError::Downstream) => return Err(DownstreamFailed),
             Err(SendError::Upstream(e, replayable)) => (replayable, false, Some(e)),
         };
-        if complete {
-            request_end = Some(conn.rpos);
-        }
 
         // Phase 6: the response head, unless the write timed out.
         let write = write_error.as_ref().map(|e| e.kind);
@@ -247,7 +219,6 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                         up,
                         in_flight,
                         complete,
-                        decoder,
                     }));
                 }
                 Err(h) => (Some((h.error.kind, h.nothing_received)), Some(h.error)),
@@ -287,7 +258,7 @@ pub(super) async fn run_attempts<'a, D: Downstream>(
                 tried.push(server);
                 last_failure = Some((error, addr));
             }
-            Retry::GiveUp => return Ok(Err(unanswered(error, Some(addr), request_end))),
+            Retry::GiveUp => return Ok(Err(unanswered(error, Some(addr)))),
         }
     }
 }

@@ -1,34 +1,29 @@
 //! Phase 2, choosing the upstream: the request's hash key (for `balance =
 //! "hash"`) and the pick among the servers that are up ([`super::balance`]).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use super::balance::{self, hash64, Balance, HashKey};
 use super::upstream::{GroupState, UpstreamGroup};
 use super::{ErrorKind, ProxyError};
-use crate::http1::parse::RequestHead;
+use crate::http::RequestView;
 
 /// The balancing key of a request (for `balance = "hash"`).
-pub(super) fn hash_key(key: &HashKey, head: &RequestHead, req: &[u8], peer: SocketAddr) -> u64 {
+pub(super) fn hash_key(key: &HashKey, request: &RequestView<'_>) -> u64 {
     match key {
-        HashKey::ClientIp => match peer.ip() {
+        HashKey::ClientIp => match request.peer().ip() {
             IpAddr::V4(v4) => hash64(&v4.octets()),
             IpAddr::V6(v6) => hash64(&v6.octets()),
         },
-        HashKey::Path => hash64(head.path(req)),
-        HashKey::Header(name) => hash64(head.header(req, name).unwrap_or(b"")),
+        HashKey::Path => hash64(request.path()),
+        HashKey::Header(name) => hash64(request.header(name).unwrap_or(b"")),
     }
 }
 
 /// The balancing key of a request: 0 unless the group balances by hash.
-pub(super) fn balance_key(
-    group: &UpstreamGroup,
-    head: &RequestHead,
-    req: &[u8],
-    peer: SocketAddr,
-) -> u64 {
+pub(super) fn balance_key(group: &UpstreamGroup, request: &RequestView<'_>) -> u64 {
     match &group.balance {
-        Balance::Hash(k) => hash_key(k, head, req, peer),
+        Balance::Hash(k) => hash_key(k, request),
         _ => 0,
     }
 }

@@ -1,5 +1,6 @@
-//! Phase 10, logging: statistics, the access log's status and upstream
-//! fields, failures with the upstream address, and passive health.
+//! Phase 10, logging: statistics, the access log's upstream fields, failures
+//! with the upstream address, and passive health. The request's own count and
+//! status are the driver's.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -8,8 +9,7 @@ use tracing::warn;
 
 use super::upstream::{GroupState, UpstreamGroup};
 use super::ProxyError;
-use crate::observe::metrics::HandlerKind;
-use crate::server::h1::{Downstream, Http1Conn};
+use crate::http::Session;
 
 /// Counts a failure against a server's passive health, logging when it goes down.
 pub(super) fn note_failure(
@@ -32,42 +32,39 @@ pub(super) fn note_failure(
 
 /// Phase 10 for a request no upstream answered: counts it, fills the access
 /// log's upstream fields, logs the failure; returns the status to answer with.
-pub(super) fn log_failure<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
+pub(super) fn log_failure(
+    session: &mut dyn Session<'_>,
     group: &UpstreamGroup,
     error: &ProxyError,
     addr: Option<SocketAddr>,
     started: Instant,
 ) -> u16 {
-    conn.ctx.stats.upstream_errors.add(1);
+    session.worker().stats.upstream_errors.add(1);
     let status = error.status();
-    conn.upstream = addr.map(|a| (a, started.elapsed()));
+    let peer = session.request().peer();
     match addr {
         Some(a) => {
-            crate::warn_limited!(upstream = %a, group = %group.name, peer = %conn.peer, status, error = %error, "proxy error")
+            session.note_upstream(a, started.elapsed());
+            crate::warn_limited!(upstream = %a, group = %group.name, peer = %peer, status, error = %error, "proxy error")
         }
         None => {
-            crate::warn_limited!(group = %group.name, peer = %conn.peer, status, error = %error, "proxy error")
+            crate::warn_limited!(group = %group.name, peer = %peer, status, error = %error, "proxy error")
         }
     }
     status
 }
 
-/// Phase 10 for an answered request, taken when its head came: counts it and
-/// fills the access log's status and upstream fields. Returns when the head came.
-pub(super) fn log_response<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
+/// Phase 10 for an answered request, taken when its head came: counts its
+/// latency and fills the access log's upstream fields. Returns when the head came.
+pub(super) fn log_response(
+    session: &mut dyn Session<'_>,
     group: &UpstreamGroup,
     server: usize,
-    status: u16,
     started: Instant,
 ) -> Instant {
-    let ctx = conn.ctx;
     let head_at = Instant::now();
     let elapsed = head_at.saturating_duration_since(started);
-    ctx.stats.upstream_latency(elapsed);
-    ctx.stats.request(HandlerKind::Proxy, status);
-    conn.status = status;
-    conn.upstream = Some((group.servers[server].addr, elapsed));
+    session.worker().stats.upstream_latency(elapsed);
+    session.note_upstream(group.servers[server].addr, elapsed);
     head_at
 }

@@ -53,17 +53,18 @@ use std::sync::Arc;
 use tracing::debug;
 
 use crate::config::Config;
+use crate::http::Session;
 use crate::http1::response::ResponseHead;
-use crate::server::h1::{Downstream, Exit, Http1Conn};
 use crate::worker::READ_BUF;
 use attempts::{run_attempts, ExchangeBufs};
 pub use connect::connect;
 pub use error::{ErrorKind, ProxyError, Side};
 use log::{log_failure, log_response};
 use relay_body::relay_response;
-use request_filter::{consume_buffered_body, filter_request, refuse_busy};
+use request_filter::{filter_request, refuse_busy, take_buffered_body};
 use request_info::RequestInfo;
-use rewrite_response::finish_with_error;
+use rewrite_response::answer_error;
+use send::BodySend;
 use upstream::{GroupState, UpstreamGroup};
 
 /// Which forwarding fields a route adds.
@@ -167,68 +168,52 @@ impl ProxyWorker {
     }
 }
 
-/// Serves a request routed to a proxy: the phases in order. Returns whether the
-/// downstream connection stays open.
-pub(crate) async fn forward<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
-    route: &ProxyRoute,
-) -> Result<bool, Exit> {
-    let ctx = conn.ctx;
-    let http = &ctx.config.http;
+/// Serves a request routed to a proxy: the phases in order, through the
+/// session alone (the driver frames, keeps alive and logs).
+pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &ProxyRoute) {
+    let ctx = session.worker();
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
-    let b = conn.bufs.as_ref().expect("buffers held while handling");
-    let info = RequestInfo::new(&b.head, &b.read[conn.rpos..]);
+    let info = RequestInfo::new(&session.request());
     let started = std::time::Instant::now();
 
     // Phase 1: request filter. The admission is held until the response is
-    // relayed: the request is in flight until then.
-    filter_request(&info, http)?;
-    let Some(_admission) = state.admit() else {
-        return Ok(refuse_busy(conn, &info, group));
+    // relayed (or the tunnel closes): the request is in flight until then.
+    if !filter_request(session, &info) {
+        return;
+    }
+    let Some(admission) = state.admit() else {
+        refuse_busy(session, &info, group);
+        return;
     };
 
     // Phases 2 to 6, repeated as the retry policy says.
     let mut bufs = ExchangeBufs::take(&ctx.proxy, info.body);
-    let result = run_attempts(conn, route, &info, started, &mut bufs).await;
+    let mut body = BodySend::new(info.body);
+    let result = run_attempts(session, route, &info, started, &mut bufs, &mut body).await;
 
     // Phases 7 to 10.
     ctx.stats.upstream_requests.add(1);
-    let outcome = match result {
-        Err(exit) => Err(exit),
+    match result {
+        // The client failed: the driver answers for it.
+        Err(_) => {}
         Ok(Err(failed)) => {
-            let status = log_failure(conn, group, &failed.error, failed.addr, started);
-            finish_with_error(conn, &info, status, failed.request_end)
+            let status = log_failure(session, group, &failed.error, failed.addr, started);
+            answer_error(session, status);
         }
-        Ok(Ok(mut answered)) => {
-            let head_at = log_response(conn, group, answered.server, bufs.resp.status, started);
-            let mut info = info;
-            if !answered.complete && !consume_buffered_body(conn, &mut answered.decoder) {
+        Ok(Ok(answered)) => {
+            let head_at = log_response(session, group, answered.server, started);
+            if !answered.complete && !take_buffered_body(session, &info, body.waited) {
                 // The upstream answered before the whole body came (nginx does the
                 // same): the answer is relayed, and since the rest of the body is
-                // unread, the client's framing is in doubt and its connection
-                // closes after the answer.
-                debug!(upstream = %group.servers[answered.server].addr, peer = %conn.peer, status = bufs.resp.status, "upstream answered before the whole request body");
-                info.keep_alive = false;
-                conn.linger_on_close = true;
+                // unread, the driver closes the client's connection after it.
+                debug!(upstream = %group.servers[answered.server].addr, peer = %session.request().peer(), status = bufs.resp.status, "upstream answered before the whole request body");
             }
-            let relayed = relay_response(
-                conn,
-                route,
-                &info,
-                answered.server,
-                answered.up,
-                &mut bufs.up_read,
-                &bufs.resp,
-                answered.complete,
-                head_at,
+            relay_response(
+                session, route, &info, answered, &mut bufs, head_at, admission,
             )
             .await;
-            // No longer in flight on the server (least_conn).
-            drop(answered.in_flight);
-            relayed
         }
-    };
+    }
     bufs.give_back(&ctx.proxy);
-    outcome
 }

@@ -1,93 +1,91 @@
-//! Phase 8, relaying the response body: decoded from the upstream's framing,
-//! re-framed for the client, with backpressure; the upstream connection goes
-//! back to the pool when the exchange ended cleanly.
+//! Phase 8, relaying the response body: the head goes to the session, then the
+//! body is decoded from the upstream's framing and pushed piece by piece (the
+//! driver frames it for the client), with backpressure; the upstream
+//! connection goes back to the pool when the exchange ended cleanly.
 
+use std::time::Instant;
+
+use super::attempts::{Answered, ExchangeBufs};
 use super::request_info::RequestInfo;
-use super::rewrite_response::encode_response_head;
-use super::tunnel::tunnel;
+use super::rewrite_response::encode_response_fields;
+use super::tunnel::UpgradeTunnel;
+use super::upstream::GroupAdmission;
 use super::ProxyRoute;
 use crate::deadline;
+use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::body::BodyDecoder;
-use crate::http1::client::ClientStream;
-use crate::http1::parse::{BodyKind, Method, Version};
-use crate::http1::response::{ResponseBody, ResponseHead};
-use crate::http1::write::{self, BodyFraming, ConnectionHeader};
-use crate::server::h1::{Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
-
-/// Response data at least this large is written straight from the upstream buffer.
-pub(super) const DIRECT_WRITE_MIN: usize = 16 * 1024;
+use crate::http1::parse::{BodyKind, Method};
+use crate::http1::parse_content_length;
+use crate::http1::response::ResponseBody;
 
 /// Upstream read buffer capacity while streaming a body.
 pub(super) const UPSTREAM_READ_BUF: usize = 32 * 1024;
 
-/// Phases 6-8: writes the downstream head, streams the body, returns the
-/// upstream connection to the pool when the exchange ended cleanly.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn relay_response<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
+/// Phases 7 and 8: answers with the upstream's head, streams the body, and
+/// returns the upstream connection to the pool when the exchange ended
+/// cleanly. A body cut short is left unfinished: the driver then ends the
+/// connection, so the client cannot take it for whole.
+pub(super) async fn relay_response<'h>(
+    session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
-    server: usize,
-    mut up: ClientStream,
-    up_read: &mut Vec<u8>,
-    resp: &ResponseHead,
-    request_complete: bool,
-    head_at: std::time::Instant,
-) -> Result<bool, Exit> {
-    let ctx = conn.ctx;
+    mut answered: Answered<'h>,
+    bufs: &mut ExchangeBufs,
+    head_at: Instant,
+    admission: GroupAdmission<'h>,
+) {
+    let ctx = session.worker();
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
+    let server = answered.server;
     let addr = group.servers[server].addr;
+    let resp = &bufs.resp;
+    let up_read = &mut bufs.up_read;
+    let fields = &mut bufs.up_head;
+    fields.clear();
 
     if resp.status == 101 {
-        return tunnel(conn, group, server, up, up_read, resp).await;
+        encode_response_fields(fields, resp, up_read, false, true);
+        let head = ResponseHead {
+            status: 101,
+            fields: &[],
+            configured: None,
+            field_lines: fields,
+        };
+        let tunnel = UpgradeTunnel {
+            up: answered.up,
+            from_upstream: up_read[resp.head_len..].to_vec(),
+            idle: group.read_timeout,
+            addr,
+            _admission: admission,
+            _in_flight: answered.in_flight,
+        };
+        session.send_response(&head, Body::Tunnel(Box::new(tunnel)));
+        return;
     }
 
-    let http11 = info.version == Version::Http11;
-    let (framing, mut decoder, chunked_out) = match resp.body {
-        ResponseBody::None => (BodyFraming::None, None, false),
-        ResponseBody::Length(n) => (
-            BodyFraming::Length(n),
-            Some(BodyDecoder::new(BodyKind::Length(n))),
-            false,
+    let (len, mut decoder) = match resp.body {
+        // HEAD: the length the upstream gave is the client's too.
+        ResponseBody::None if info.method == Method::Head => (
+            resp.header(up_read, "content-length")
+                .and_then(parse_content_length),
+            None,
         ),
-        ResponseBody::Chunked if http11 => (
-            BodyFraming::Chunked,
-            Some(BodyDecoder::new(BodyKind::Chunked)),
-            true,
-        ),
-        ResponseBody::Chunked => (
-            BodyFraming::None,
-            Some(BodyDecoder::new(BodyKind::Chunked)),
-            false,
-        ),
-        ResponseBody::UntilClose if http11 => {
-            (BodyFraming::Chunked, Some(BodyDecoder::until_close()), true)
-        }
-        ResponseBody::UntilClose => (BodyFraming::None, Some(BodyDecoder::until_close()), false),
+        ResponseBody::None => (Some(0), None),
+        ResponseBody::Length(n) => (Some(n), Some(BodyDecoder::new(BodyKind::Length(n)))),
+        ResponseBody::Chunked => (None, Some(BodyDecoder::new(BodyKind::Chunked))),
+        ResponseBody::UntilClose => (None, Some(BodyDecoder::until_close())),
     };
-    // Without a length or chunks, only closing can end the body for this client.
-    let delimited = framing != BodyFraming::None || resp.body == ResponseBody::None;
-    let keep_alive = info.keep_alive && delimited && !ctx.draining.get();
-    let keep_length =
-        resp.body == ResponseBody::None && (info.method == Method::Head || resp.status == 304);
-    {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        let mut date = ctx.date.borrow_mut();
-        encode_response_head(
-            &mut b.write,
-            resp,
-            up_read,
-            date.get(),
-            framing,
-            ConnectionHeader::choose(keep_alive, info.version),
-            keep_length,
-            false,
-            conn.response_filters
-                .as_deref()
-                .map(|f| (f, &conn.request_id)),
-        );
-    }
+    // A 304's Content-Length describes the body it stands for: kept as sent.
+    let keep_length = resp.body == ResponseBody::None && resp.status == 304;
+    encode_response_fields(fields, resp, up_read, keep_length, false);
+    let head = ResponseHead {
+        status: resp.status,
+        fields: &[],
+        configured: None,
+        field_lines: fields,
+    };
+    session.send_response(&head, Body::Push(len));
 
     let mut pos = resp.head_len;
     let mut clean = true;
@@ -100,12 +98,12 @@ pub(super) async fn relay_response<D: Downstream>(
                 Ok(s) => s,
                 Err(e) => {
                     crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream response body malformed");
-                    return Err(Exit::Broken);
+                    return;
                 }
             };
             pos += step.consumed;
-            if !step.data.is_empty() {
-                emit(conn, step.data, chunked_out).await?;
+            if !step.data.is_empty() && session.write_body(step.data).await.is_err() {
+                return;
             }
             if step.done {
                 break;
@@ -126,87 +124,39 @@ pub(super) async fn relay_response<D: Downstream>(
             }
             // Backpressure: nothing more is read from the upstream until the
             // client has taken what is pending.
-            if conn.flush().await.is_err() {
-                return Err(Exit::Broken);
+            if session.flush_body().await.is_err() {
+                return;
             }
             read_more = true;
-            match deadline::within(group.read_timeout, up.read_into(up_read)).await {
+            match deadline::within(group.read_timeout, answered.up.read_into(up_read)).await {
                 Ok(Ok(0)) => {
                     if decoder.finish().is_ok() {
                         clean = false;
                         break;
                     }
                     crate::warn_limited!(upstream = %addr, group = %group.name, "upstream closed inside the response body");
-                    return Err(Exit::Broken);
+                    return;
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
                     crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
-                    return Err(Exit::Broken);
+                    return;
                 }
                 Err(_) => {
                     crate::warn_limited!(upstream = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
-                    return Err(Exit::Broken);
+                    return;
                 }
             }
         }
     }
-    if chunked_out {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        b.write.extend_from_slice(write::LAST_CHUNK);
-    }
+    session.finish_body(&[]);
+    drop(admission);
     // A request cut short by an early answer leaves the upstream connection
     // mid-message: it is not reused. Nor is one of a draining configuration,
     // whose pools are no longer swept.
-    let draining = conn.ctx.draining.get();
-    if clean && request_complete && resp.keep_alive && pos >= up_read.len() && !draining {
-        let idle_since = if read_more {
-            std::time::Instant::now()
-        } else {
-            head_at
-        };
-        state.pool.checkin(server, up, idle_since);
+    let draining = ctx.draining.get();
+    if clean && answered.complete && resp.keep_alive && pos >= up_read.len() && !draining {
+        let idle_since = if read_more { Instant::now() } else { head_at };
+        state.pool.checkin(server, answered.up, idle_since);
     }
-    Ok(keep_alive)
-}
-
-/// Sends response body bytes downstream: through the output buffer when small,
-/// straight from the upstream buffer when large (no copy).
-pub(super) async fn emit<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
-    data: &[u8],
-    chunked: bool,
-) -> Result<(), Exit> {
-    let write_timeout = conn.ctx.config.http.write_timeout;
-    let b = conn.bufs.as_mut().expect("buffers held while proxying");
-    if data.len() < DIRECT_WRITE_MIN || b.write.len() + data.len() <= WRITE_HIGH_WATER {
-        if chunked {
-            write::write_chunk(&mut b.write, data);
-        } else {
-            b.write.extend_from_slice(data);
-        }
-        if b.write.len() >= WRITE_HIGH_WATER && conn.flush().await.is_err() {
-            return Err(Exit::Broken);
-        }
-        return Ok(());
-    }
-    if chunked {
-        write::write_chunk_size(&mut b.write, data.len());
-    }
-    if conn.flush().await.is_err() {
-        return Err(Exit::Broken);
-    }
-    if deadline::io_within(write_timeout, "write timeout", conn.io.write_all(data))
-        .await
-        .is_err()
-    {
-        return Err(Exit::Broken);
-    }
-    conn.ctx.stats.bytes_out.add(data.len() as u64);
-    conn.sent += data.len() as u64;
-    if chunked {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        b.write.extend_from_slice(b"\r\n");
-    }
-    Ok(())
 }

@@ -1,112 +1,86 @@
 //! Phase 1, the request filter: the limits a request must meet, and the 503 of
 //! a request refused at the group's `max_in_flight`.
 
+use std::task::{Context, Poll, Waker};
+
 use tracing::debug;
 
 use super::request_info::RequestInfo;
-
+use super::rewrite_response::answer_status;
 use super::upstream::UpstreamGroup;
-use crate::config::HttpConfig;
-use crate::http1::body::BodyDecoder;
+use crate::http::Session;
 use crate::http1::parse::{BodyKind, Method};
-use crate::http1::write::{self, ConnectionHeader};
-use crate::observe::metrics::HandlerKind;
-use crate::server::h1::{Downstream, Exit, Http1Conn};
 
-/// The decoder of a request's body, bounded by `max_body_bytes`.
-pub(super) fn decoder_for(info: &RequestInfo, http: &HttpConfig) -> BodyDecoder {
-    BodyDecoder::new(info.body).with_max_body(http.max_body_bytes)
-}
+/// Request body bytes dropped at most by [`take_buffered_body`]: a body that
+/// is still streaming in is not read to its end on the worker's loop.
+const TAKE_BUFFERED_MAX: usize = 64 * 1024;
 
-/// Runs `decoder` over the body bytes already buffered from `conn.rpos`; true,
-/// with `conn.rpos` past the body, when they hold the rest of it.
-pub(super) fn consume_buffered_body<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
-    decoder: &mut BodyDecoder,
+/// Takes the rest of the request body from the session as far as it is
+/// already here (at most [`TAKE_BUFFERED_MAX`]), without waiting; true when
+/// that was all of it (the connection can then carry another request). The
+/// client is never invited to send a body it holds back for `100 Continue`
+/// (`waited`: the invitation went out already).
+pub(super) fn take_buffered_body(
+    session: &mut dyn Session<'_>,
+    info: &RequestInfo,
+    waited: bool,
 ) -> bool {
-    let Some(b) = conn.bufs.as_ref() else {
+    if info.body == BodyKind::None {
+        return true;
+    }
+    if info.expect_continue && !waited {
         return false;
-    };
-    loop {
-        if decoder.is_done() {
-            return true;
-        }
-        let Ok(step) = decoder.decode(&b.read[conn.rpos..]) else {
-            return false;
-        };
-        conn.rpos += step.consumed;
-        if step.done {
-            return true;
-        }
-        if step.consumed == 0 || conn.rpos >= b.read.len() {
-            return false;
+    }
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut taken = 0;
+    while taken <= TAKE_BUFFERED_MAX {
+        match session.poll_body(&mut cx) {
+            Poll::Ready(Ok(0)) => return true,
+            Poll::Ready(Ok(n)) => {
+                session.consume_body(n);
+                taken += n;
+            }
+            Poll::Ready(Err(_)) | Poll::Pending => return false,
         }
     }
+    false
 }
 
 /// Answers 503 with `Retry-After` when this worker's share of the group's
-/// `max_in_flight` is taken, without touching an upstream. The connection stays
-/// open when the request's body (if any) is already buffered whole, which is
-/// then dropped; otherwise it closes after the answer.
-pub(super) fn refuse_busy<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
+/// `max_in_flight` is taken, without touching an upstream. The request's body
+/// is dropped when it is already buffered whole (the connection then stays
+/// open); otherwise the driver closes after the answer.
+pub(super) fn refuse_busy(
+    session: &mut dyn Session<'_>,
     info: &RequestInfo,
     group: &UpstreamGroup,
-) -> bool {
-    let ctx = conn.ctx;
-    let mut decoder = decoder_for(info, &ctx.config.http);
-    ctx.stats.upstream_rejected.add(1);
-    ctx.stats.request(HandlerKind::Proxy, 503);
-    conn.status = 503;
-    debug!(group = %group.name, peer = %conn.peer, "max_in_flight reached: 503");
-    let b = conn.bufs.as_ref().expect("buffers held while handling");
-    conn.rpos += b.head.head_len;
-    let complete = consume_buffered_body(conn, &mut decoder);
-    if !complete {
-        conn.linger_on_close = true;
-    }
-    let keep_alive = info.keep_alive && complete && !ctx.draining.get();
-    let b = conn.bufs.as_mut().expect("buffers held while handling");
-    let mut date = ctx.date.borrow_mut();
-    let retry_after = [("Retry-After", group.retry_after.as_bytes())];
-    // The route's response filters see the proxy's own answers too.
-    let edited = conn
-        .response_filters
-        .as_deref()
-        .map(|f| f.own_answer(&conn.request_id, 503, &retry_after));
-    let connection = ConnectionHeader::choose(keep_alive, info.version);
-    let is_head = info.method == Method::Head;
-    match &edited {
-        Some(e) => write::write_status_body(
-            &mut b.write,
-            503,
-            date.get(),
-            connection,
-            e.fields(),
-            is_head,
-        ),
-        None => write::write_status_body(
-            &mut b.write,
-            503,
-            date.get(),
-            connection,
-            retry_after,
-            is_head,
-        ),
-    }
-    keep_alive
+) {
+    session.worker().stats.upstream_rejected.add(1);
+    debug!(group = %group.name, peer = %session.request().peer(), "max_in_flight reached: 503");
+    take_buffered_body(session, info, false);
+    answer_status(
+        session,
+        503,
+        &[("Retry-After", group.retry_after.as_bytes())],
+    );
 }
 
-/// Phase 1: refuses what cannot be proxied: a body declared larger than
-/// `max_body_bytes` (413), and CONNECT (405: this is not a forward proxy).
-pub(super) fn filter_request(info: &RequestInfo, http: &HttpConfig) -> Result<(), Exit> {
+/// Phase 1: refuses what cannot be proxied; false when the request was
+/// refused. A body declared larger than `max_body_bytes` is the driver's 413
+/// (its body reader refuses it at once), CONNECT a 405: this is not a
+/// forward proxy.
+pub(super) fn filter_request(session: &mut dyn Session<'_>, info: &RequestInfo) -> bool {
     if let BodyKind::Length(n) = info.body {
-        if n > http.max_body_bytes {
-            return Err(Exit::Reject(413));
+        if n > session.worker().config.http.max_body_bytes {
+            let mut cx = Context::from_waker(Waker::noop());
+            // Refused before a byte is read; the driver answers 413 and closes.
+            let _ = session.poll_body(&mut cx);
+            return false;
         }
     }
     if info.method == Method::Connect {
-        return Err(Exit::Reject(405));
+        answer_status(session, 405, &[]);
+        return false;
     }
-    Ok(())
+    true
 }

@@ -1,15 +1,14 @@
 //! What every phase needs to know about the downstream request, read once
-//! from its head.
+//! from its head through the session's view.
 
+use crate::http::RequestView;
 use crate::http1::grammar::list_elements;
-use crate::http1::parse::{BodyKind, Method, RequestHead, Version};
+use crate::http1::parse::{BodyKind, Method, Version};
 
-/// What the phases need to know about the downstream request once its head is consumed.
+/// What the phases need to know about the downstream request.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RequestInfo {
     pub(super) method: Method,
-    pub(super) version: Version,
-    pub(super) keep_alive: bool,
     pub(super) body: BodyKind,
     pub(super) expect_continue: bool,
     /// `Connection: upgrade` with an `Upgrade` field on a GET.
@@ -17,20 +16,24 @@ pub(super) struct RequestInfo {
 }
 
 impl RequestInfo {
-    pub(super) fn new(head: &RequestHead, req: &[u8]) -> Self {
-        let upgrade = head.method == Method::Get
-            && head.version == Version::Http11
-            && head.header(req, "upgrade").is_some()
-            && head
-                .headers(req)
+    pub(super) fn new(request: &RequestView<'_>) -> Self {
+        let method = request.method();
+        let version = request.version();
+        let upgrade = method == Method::Get
+            && version == Version::Http11
+            && request.header("upgrade").is_some()
+            && request
+                .headers()
                 .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
                 .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
+        let body = request.body_kind();
         RequestInfo {
-            method: head.method,
-            version: head.version,
-            keep_alive: head.keep_alive,
-            body: head.body,
-            expect_continue: head.expect_continue,
+            method,
+            body,
+            expect_continue: body != BodyKind::None
+                && request
+                    .header("expect")
+                    .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
             upgrade,
         }
     }

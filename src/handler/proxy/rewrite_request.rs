@@ -4,12 +4,11 @@
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-use super::fields::{ConnectionOptions, Field, FieldCopy};
+use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
-use crate::http::{RequestId, RequestView, TlsFacts};
-use crate::http1::client::request::{end_head, write_framing, write_request_start};
-use crate::http1::parse::{RequestHead, TargetForm};
+use crate::http::{RequestId, RequestView};
+use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
 
 /// The downstream client as the forwarding fields describe it.
 #[derive(Debug, Clone, Copy)]
@@ -30,8 +29,7 @@ pub(super) struct Client<'a> {
 /// exactly one framing field.
 pub(super) fn encode_request_head(
     out: &mut Vec<u8>,
-    head: &RequestHead,
-    req: &[u8],
+    request: &RequestView<'_>,
     route: &ProxyRoute,
     server_authority: &str,
     client: Client<'_>,
@@ -43,19 +41,22 @@ pub(super) fn encode_request_head(
         subject,
         request_id,
     } = client;
-    let (path, query) = if head.target_form == TargetForm::Absolute {
-        (head.path(req), head.query(req))
+    // An absolute-form target (`http://host/path`) goes on as its path and
+    // query; origin-form and `*` as they came.
+    let target = request.target();
+    let (path, query) = if target.first() == Some(&b'/') || target == b"*" {
+        (target, None)
     } else {
-        (head.target(req), None)
+        (request.path(), request.query())
     };
-    let client_host = head.host(req).filter(|h| !h.is_empty());
+    let client_host = request.authority().filter(|h| !h.is_empty());
     let host = match client_host {
         Some(h) if route.preserve_host => h,
         _ => server_authority.as_bytes(),
     };
-    write_request_start(out, head.method_token(req), path, query, host);
+    write_request_start(out, request.method_token(), path, query, host);
 
-    let options = ConnectionOptions::gather(|| head.headers(req));
+    let options = ConnectionOptions::gather(|| request.headers());
     let fw = route.forwarding;
     let configured = |name: &[u8]| {
         [&route.client_addr_header, &route.client_cert_header]
@@ -63,9 +64,7 @@ pub(super) fn encode_request_head(
             .flatten()
             .any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
     };
-    let mut copy = FieldCopy::default();
-    for &h in head.header_spans() {
-        let name = h.name.get(req);
+    for (name, value) in request.headers() {
         let field = Field::of(name);
         let replaced = match field {
             Field::Host | Field::Expect => true,
@@ -78,14 +77,13 @@ pub(super) fn encode_request_head(
         if route.request_rules.as_ref().is_some_and(|r| r.drops(name)) {
             continue;
         }
-        copy.field(out, req, h);
+        write_field(out, name, value);
     }
-    copy.finish(out, req);
 
     let ip = peer.ip();
     if fw.x_forwarded {
         out.extend_from_slice(b"X-Forwarded-For: ");
-        for (name, value) in head.headers(req) {
+        for (name, value) in request.headers() {
             if name.len() == 15
                 && !value.is_empty()
                 && Field::of(name) == Field::XForwardedFor
@@ -145,12 +143,11 @@ pub(super) fn encode_request_head(
         out.extend_from_slice(b"\r\n");
     }
     if let Some(rules) = &route.request_rules {
-        let tls = secure.then(TlsFacts::default);
-        rules.write_fields(&RequestView::http1(head, req, peer, tls), request_id, out);
+        rules.write_fields(request, request_id, out);
     }
     if info.upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
-        out.extend_from_slice(head.header(req, "upgrade").unwrap_or(b""));
+        out.extend_from_slice(request.header("upgrade").unwrap_or(b""));
         out.extend_from_slice(b"\r\n");
     }
     write_framing(out, info.body);

@@ -1,60 +1,23 @@
-//! Phase 7, rewriting the downstream response: the head the client gets from
-//! the upstream's, and the answer when no upstream answered.
+//! Phase 7, rewriting the downstream response: the fields the client gets from
+//! the upstream's head, and the answer when no upstream answered.
 
 use super::fields::{ConnectionOptions, Field, FieldCopy};
-use super::request_info::RequestInfo;
-use crate::filter::legacy_proxy::ProxiedRequest;
-use crate::filter::HeadEdit;
-use crate::http::RequestId;
-use crate::http1::parse::Method;
-use crate::http1::response::ResponseHead;
-use crate::http1::write::{self, BodyFraming, ConnectionHeader};
-use crate::observe::metrics::HandlerKind;
-use crate::server::h1::{Downstream, Exit, Http1Conn};
+use crate::http::{Body, ResponseHead, Session};
+use crate::http1::response::ResponseHead as UpstreamHead;
 
-/// Phase 6: the downstream response head from the upstream one. Our `Server`,
-/// `Date`, framing and `Connection`; the upstream's other end-to-end fields.
-/// `keep_length` passes the upstream's Content-Length through (HEAD and 304,
-/// where it describes a body that is not sent).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn encode_response_head(
+/// Phase 7: the upstream's end-to-end fields as `name: value\r\n` lines, for
+/// [`ResponseHead::field_lines`]: its `Date`, `Server`, framing and
+/// hop-by-hop fields are dropped (the driver writes its own). `keep_length`
+/// passes the upstream's Content-Length through (a 304, whose Content-Length
+/// describes a body that is not sent); `upgrade` keeps `Upgrade` (a 101).
+pub(super) fn encode_response_fields(
     out: &mut Vec<u8>,
-    resp: &ResponseHead,
+    resp: &UpstreamHead,
     buf: &[u8],
-    date: &[u8],
-    framing: BodyFraming,
-    connection: ConnectionHeader,
     keep_length: bool,
     upgrade: bool,
-    filters: Option<(&ProxiedRequest<'_>, &RequestId)>,
 ) {
-    write::write_head_start(out, resp.status, date, framing, connection);
     let options = ConnectionOptions::gather(|| resp.headers(buf));
-    if let Some((filters, id)) = filters {
-        // The route's response filters edit the fields the client would get.
-        let mut edit = HeadEdit::from_head(&crate::http::ResponseHead::new(resp.status, &[]));
-        for &h in resp.header_spans() {
-            let name = h.name.get(buf);
-            let keep = match Field::of(name) {
-                Field::ContentLength => keep_length,
-                Field::Date | Field::Server => false,
-                field if field.is_hop_by_hop() => false,
-                _ => !options.names(name),
-            };
-            if let (true, Ok(name)) = (keep, std::str::from_utf8(name)) {
-                edit.push(name, h.value.get(buf));
-            }
-        }
-        filters.filter(id, &mut edit);
-        for (name, value) in edit.fields() {
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
-        return;
-    }
     let mut copy = FieldCopy::default();
     for &h in resp.header_spans() {
         let name = h.name.get(buf);
@@ -70,44 +33,24 @@ pub(super) fn encode_response_head(
         }
     }
     copy.finish(out, buf);
-    if upgrade {
-        out.extend_from_slice(b"Connection: upgrade\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
-/// After a failure before any response byte was sent downstream: answer with
-/// `status`, keeping the connection only if the whole request was consumed
-/// (`request_end` is where it ended), since otherwise its framing is in doubt.
-pub(super) fn finish_with_error<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
-    info: &RequestInfo,
-    status: u16,
-    request_end: Option<usize>,
-) -> Result<bool, Exit> {
-    let ctx = conn.ctx;
-    let Some(end) = request_end else {
-        return Err(Exit::Reject(status));
-    };
-    conn.rpos = end;
-    ctx.stats.request(HandlerKind::Proxy, status);
-    conn.status = status;
-    let keep_alive = info.keep_alive && !ctx.draining.get();
-    let connection = ConnectionHeader::choose(keep_alive, info.version);
-    let b = conn.bufs.as_mut().expect("buffers held while handling");
-    let mut date = ctx.date.borrow_mut();
-    // The route's response filters see the proxy's own answers too.
-    let edited = conn
-        .response_filters
-        .as_deref()
-        .map(|f| f.own_answer(&conn.request_id, status, &[]));
-    write::write_status_body(
-        &mut b.write,
-        status,
-        date.get(),
-        connection,
-        edited.as_ref().map(HeadEdit::fields).unwrap_or_default(),
-        info.method == Method::Head,
+/// After a failure before any response byte was sent downstream: answers with
+/// `status`. The driver keeps the connection only if the request was read
+/// whole, since otherwise its framing is in doubt.
+pub(super) fn answer_error(session: &mut dyn Session<'_>, status: u16) {
+    answer_status(session, status, &[]);
+}
+
+/// Answers with the status as a text body (`502 Bad Gateway\n`) and `extra` fields.
+pub(super) fn answer_status(session: &mut dyn Session<'_>, status: u16, extra: &[(&str, &[u8])]) {
+    let mut fields: [(&str, &[u8]); 2] = [("Content-Type", b"text/plain; charset=utf-8"); 2];
+    let n = 1 + extra.len().min(1);
+    if let Some(&f) = extra.first() {
+        fields[1] = f;
+    }
+    session.send_response(
+        &ResponseHead::new(status, &fields[..n]),
+        Body::Bytes(crate::http::status::status_text(status)),
     );
-    Ok(keep_alive)
 }

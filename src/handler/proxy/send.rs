@@ -3,20 +3,18 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::task::{ready, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 
-use super::request_info::RequestInfo;
 use super::{ErrorKind, ProxyError};
-use crate::deadline::{self, Deadline, DeadlinePassed};
-use crate::http1::body::BodyDecoder;
+use crate::deadline::{Deadline, DeadlinePassed};
+use crate::http::Session;
 use crate::http1::client::{parse_final_head, ClientStream};
 use crate::http1::parse::{BodyKind, Method};
 use crate::http1::response::ResponseHead;
 use crate::http1::write;
-use crate::server::h1::{Downstream, Exit, Http1Conn};
 use crate::worker::READ_BUF;
 
 /// Request body bytes gathered before a write to the upstream.
@@ -24,8 +22,9 @@ pub(super) const SEND_HIGH_WATER: usize = 64 * 1024;
 
 /// How sending a request failed.
 pub(super) enum SendError {
-    /// The client failed (or sent a bad body); the exchange is over.
-    Downstream(Exit),
+    /// The client failed (or sent a bad body): the exchange is over, and the
+    /// driver answers for the client's fault.
+    Downstream,
     /// The upstream failed while the request was being written; true when the
     /// whole request is still in the buffer and could be sent again.
     Upstream(ProxyError, bool),
@@ -79,111 +78,176 @@ impl Answer<'_> {
     }
 }
 
+/// The request body on its way to the upstream, kept across attempts: what
+/// was taken from the session is framed for the upstream into the exchange's
+/// output buffer behind the head, and stays there while it may be sent again.
+pub(super) struct BodySend {
+    /// Chunked framing toward the upstream (the body's length is not known).
+    chunked: bool,
+    /// Where the body starts in the output buffer (behind the head).
+    body_at: usize,
+    /// The output buffer still holds every body byte taken from the session.
+    kept: bool,
+    /// A read of the body had to wait: the client was told to go on (`100
+    /// Continue`), and the body no longer came from what was buffered.
+    pub(super) waited: bool,
+    /// The whole body was taken from the session.
+    pub(super) done: bool,
+}
+
+impl BodySend {
+    /// For a request whose body is delimited as `kind`.
+    pub(super) fn new(kind: BodyKind) -> Self {
+        BodySend {
+            chunked: kind == BodyKind::Chunked,
+            body_at: 0,
+            kept: true,
+            waited: false,
+            done: kind == BodyKind::None,
+        }
+    }
+}
+
+/// What taking body bytes from the session without waiting came to.
+enum Gathered {
+    /// The output buffer reached its high-water mark.
+    Full,
+    /// The whole body is framed in the output buffer.
+    Done,
+    /// The session has nothing more buffered.
+    WouldWait,
+    /// The client failed (the driver answers for it).
+    Failed,
+}
+
+/// Takes what the session has buffered of the body, framed into `out`, without
+/// waiting for the client.
+fn gather_body(
+    session: &mut dyn Session<'_>,
+    cx: &mut Context<'_>,
+    out: &mut Vec<u8>,
+    body: &mut BodySend,
+) -> Gathered {
+    loop {
+        match session.poll_body(cx) {
+            Poll::Ready(Ok(0)) => {
+                body.done = true;
+                if body.chunked {
+                    out.extend_from_slice(write::LAST_CHUNK);
+                }
+                return Gathered::Done;
+            }
+            Poll::Ready(Ok(n)) => {
+                let chunk = session.body_chunk();
+                if body.chunked {
+                    write::write_chunk(out, chunk);
+                } else {
+                    out.extend_from_slice(chunk);
+                }
+                session.consume_body(n);
+                if out.len() >= SEND_HIGH_WATER {
+                    return Gathered::Full;
+                }
+            }
+            Poll::Ready(Err(_)) => return Gathered::Failed,
+            Poll::Pending => {
+                body.waited = true;
+                return Gathered::WouldWait;
+            }
+        }
+    }
+}
+
 /// Phase 5: writes the upstream head and streams the request body, re-framed
-/// (chunked stays chunked, re-encoded; a length stays that length). Body bytes
-/// already buffered go with the head in one write. While a body is being sent
-/// the upstream is watched: once it answers (or closes), sending stops and its
+/// (a body of unknown length chunked, a length kept). Body bytes already
+/// buffered go with the head in one write. While a body is being sent the
+/// upstream is watched: once it answers (or closes), sending stops and its
 /// bytes are in `answer`, as nginx stops sending a body the upstream answered.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn send_request<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
+pub(super) async fn send_request(
+    session: &mut dyn Session<'_>,
     up: &mut ClientStream,
     up_head: &[u8],
     out: &mut Vec<u8>,
-    decoder: &mut BodyDecoder,
-    info: &RequestInfo,
-    continued: &mut bool,
+    body: &mut BodySend,
     idle: Duration,
     mut answer: Answer<'_>,
 ) -> Result<Sent, SendError> {
-    let http = &conn.ctx.config.http;
-    let chunked = info.body == BodyKind::Chunked;
     // Without a body the head goes in one write, straight from where it was
     // encoded, and there is nothing to stop.
-    if info.body == BodyKind::None {
+    if body.done && body.body_at == 0 {
         write_upstream(up, up_head, idle, true, None).await?;
         return Ok(Sent {
             replayable: true,
             answered_early: false,
         });
     }
-    out.clear();
-    out.extend_from_slice(up_head);
-    let mut replayable = true;
+    if !body.kept {
+        // Part of the body is gone: it cannot go to another connection.
+        return Err(SendError::Upstream(
+            ProxyError::upstream(ErrorKind::Reset, "request body already streamed"),
+            false,
+        ));
+    }
+    // The head for this server in front of what is kept of the body (all of
+    // it taken so far).
+    out.splice(..body.body_at, up_head.iter().copied());
+    body.body_at = up_head.len();
+    let mut written = 0;
+    let replayable = |body: &BodySend| body.kept && !body.waited;
     macro_rules! write_out {
         () => {
-            let answered = write_upstream(up, out, idle, replayable, Some(&mut answer)).await;
-            out.clear();
-            if answered? {
+            let answered =
+                write_pending(up, out, &mut written, idle, replayable(body), &mut answer).await?;
+            if answered {
                 return Ok(Sent {
-                    replayable,
+                    replayable: replayable(body),
                     answered_early: true,
                 });
             }
         };
     }
     loop {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        if !decoder.is_done() {
-            let step = decoder
-                .decode(&b.read[conn.rpos..])
-                .map_err(|e| SendError::Downstream(Exit::Reject(e.status())))?;
-            if chunked {
-                write::write_chunk(out, step.data);
-            } else {
-                out.extend_from_slice(step.data);
+        let gathered = if body.done {
+            Gathered::Done
+        } else {
+            poll_fn(|cx| Poll::Ready(gather_body(session, cx, out, body))).await
+        };
+        match gathered {
+            Gathered::Done => {
+                write_out!();
+                return Ok(Sent {
+                    replayable: replayable(body),
+                    answered_early: false,
+                });
             }
-            conn.rpos += step.consumed;
-            if step.done && chunked {
-                out.extend_from_slice(write::LAST_CHUNK);
-            }
-            if !step.done && step.consumed > 0 && conn.rpos < b.read.len() {
-                if out.len() >= SEND_HIGH_WATER {
-                    write_out!();
-                }
+            Gathered::Failed => return Err(SendError::Downstream),
+            Gathered::Full => {
+                write_out!();
+                out.clear();
+                written = 0;
+                body.kept = false;
                 continue;
             }
+            Gathered::WouldWait => {}
         }
-        if decoder.is_done() {
-            write_out!();
-            return Ok(Sent {
-                replayable,
-                answered_early: false,
-            });
-        }
-        // The buffered body is used up: pass on what we have, then wait for more.
-        if !out.is_empty() {
-            write_out!();
-        }
-        if !*continued {
-            *continued = true;
-            b.write.extend_from_slice(write::CONTINUE);
-            if conn.flush().await.is_err() {
-                return Err(SendError::Downstream(Exit::Broken));
-            }
-        }
-        replayable = false;
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        if conn.rpos > 0 {
-            b.read.drain(..conn.rpos);
-            conn.rpos = 0;
-        }
-        if b.read.capacity() - b.read.len() < 2048 {
-            b.read.reserve(READ_BUF);
-        }
+        // What the session had is used up: pass it on, then wait for more.
+        write_out!();
         answer.reserve();
-        // Waiting for the client, the upstream may answer first (readiness only:
-        // no system call unless it sent something).
-        let read = tokio::select! {
-            biased;
-            r = up.read_into(answer.buf) => Err(r),
-            r = deadline::within(http.body_read_timeout, conn.io.read_into(&mut b.read)) => Ok(r),
-        };
+        // Waiting for the client, the upstream may answer first (readiness
+        // only: no system call unless it sent something). The body read
+        // timeout is the session's.
+        let read = poll_fn(|cx| {
+            if let Poll::Ready(r) = up.poll_read_into(cx, answer.buf) {
+                return Poll::Ready(Err(r));
+            }
+            session.poll_body(cx).map(Ok)
+        })
+        .await;
         match read {
             Err(Ok(n)) => {
                 if n == 0 || answer.is_final() {
                     return Ok(Sent {
-                        replayable,
+                        replayable: replayable(body),
                         answered_early: true,
                     });
                 }
@@ -191,14 +255,31 @@ pub(super) async fn send_request<D: Downstream>(
             Err(Err(e)) => {
                 return Err(SendError::Upstream(
                     ProxyError::upstream(ErrorKind::Reset, e),
-                    replayable,
+                    replayable(body),
                 ))
             }
-            Ok(Ok(Ok(0)) | Ok(Err(_))) => return Err(SendError::Downstream(Exit::Broken)),
-            Ok(Ok(Ok(n))) => conn.ctx.stats.bytes_in.add(n as u64),
-            Ok(Err(_)) => return Err(SendError::Downstream(Exit::Reject(408))),
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(SendError::Downstream),
         }
     }
+}
+
+/// Writes what of `out` is not written yet (from `written`), watching for an
+/// early answer; true when the upstream answered (or closed) first.
+async fn write_pending(
+    up: &mut ClientStream,
+    out: &[u8],
+    written: &mut usize,
+    idle: Duration,
+    replayable: bool,
+    answer: &mut Answer<'_>,
+) -> Result<bool, SendError> {
+    if *written >= out.len() {
+        return Ok(false);
+    }
+    let r = write_upstream(up, &out[*written..], idle, replayable, Some(answer)).await;
+    *written = out.len();
+    r
 }
 
 /// Writes `out` to the upstream. With `watch`, stops early (returning true)

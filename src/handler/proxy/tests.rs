@@ -8,14 +8,15 @@ use super::balance::Balance;
 use super::fields::{ConnectionOptions, Field, FieldCopy};
 use super::request_info::RequestInfo;
 use super::rewrite_request::{encode_request_head, Client};
-use super::rewrite_response::encode_response_head;
+use super::rewrite_response::encode_response_fields;
 use super::send::Answer;
 use super::upstream::UpstreamGroup;
 use super::{ErrorKind, Forwarding, ProxyError, ProxyRoute, Side};
+use crate::http::RequestView;
 use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
 use crate::http1::response::parse_response;
 use crate::http1::response::ResponseHead;
-use crate::http1::write::{BodyFraming, ConnectionHeader};
+use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
 
 /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
@@ -109,9 +110,10 @@ fn rewrite_for(raw: &[u8], r: &ProxyRoute, client: Client<'_>) -> String {
         parse_request(raw, &Limits::default(), &mut head),
         Ok(Parsed::Complete)
     );
-    let info = RequestInfo::new(&head, raw);
+    let view = RequestView::http1(&head, raw, client.addr, None);
+    let info = RequestInfo::new(&view);
     let mut out = Vec::new();
-    encode_request_head(&mut out, &head, raw, r, "10.0.0.9:3000", client, &info);
+    encode_request_head(&mut out, &view, r, "10.0.0.9:3000", client, &info);
     String::from_utf8(out).unwrap()
 }
 
@@ -355,7 +357,8 @@ fn encode_response(raw: &[u8]) -> String {
     encode_response_as(raw, BodyFraming::None, false)
 }
 
-/// Parses `raw` as an upstream response head and encodes it for the client.
+/// Parses `raw` as an upstream response head and encodes it for the client,
+/// the status line, framing and `Connection` as the HTTP/1 driver writes them.
 fn encode_response_as(raw: &[u8], framing: BodyFraming, upgrade: bool) -> String {
     let mut resp = ResponseHead::new();
     assert_eq!(
@@ -363,17 +366,20 @@ fn encode_response_as(raw: &[u8], framing: BodyFraming, upgrade: bool) -> String
         Ok(Parsed::Complete)
     );
     let mut out = Vec::new();
-    encode_response_head(
+    let connection = if upgrade {
+        ConnectionHeader::Upgrade
+    } else {
+        ConnectionHeader::Omit
+    };
+    write::write_head_start(
         &mut out,
-        &resp,
-        raw,
+        resp.status,
         b"Thu, 01 Jan 1970 00:00:00 GMT",
         framing,
-        ConnectionHeader::Omit,
-        false,
-        upgrade,
-        None,
+        connection,
     );
+    encode_response_fields(&mut out, &resp, raw, false, upgrade);
+    out.extend_from_slice(b"\r\n");
     String::from_utf8(out).unwrap()
 }
 

@@ -1,57 +1,57 @@
-//! Phase 9, the tunnel after a 101: the head goes to the client, then bytes
-//! both ways until either side closes.
+//! Phase 9, the tunnel after a 101: the proxy answers with the 101 head and a
+//! [`Tunnel`] body, the session's upgrade handoff. Once the head is out the
+//! driver hands over the raw downstream stream and the bytes the client sent
+//! past its request; this relays bytes both ways until either side closes.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
 use tracing::debug;
 
-use super::rewrite_response::encode_response_head;
-use super::upstream::UpstreamGroup;
+use super::connect::InFlight;
+use super::upstream::GroupAdmission;
+use crate::http::{Tunnel, TunnelIo};
 use crate::http1::client::ClientStream;
-use crate::http1::response::ResponseHead;
-use crate::http1::write::{BodyFraming, ConnectionHeader};
-use crate::server::h1::{Downstream, Exit, Http1Conn};
 
-/// After a 101: forwards the head, then relays bytes both ways until either
-/// side closes or the group's read timeout passes with no traffic.
-pub(super) async fn tunnel<D: Downstream>(
-    conn: &mut Http1Conn<'_, D>,
-    group: &UpstreamGroup,
-    server: usize,
-    mut up: ClientStream,
-    up_read: &[u8],
-    resp: &ResponseHead,
-) -> Result<bool, Exit> {
-    let ctx = conn.ctx;
+/// An upgraded upstream connection waiting for the downstream one. It holds
+/// the request's admission and in-flight count: an open tunnel is in flight.
+pub(super) struct UpgradeTunnel<'h> {
+    pub(super) up: ClientStream,
+    /// What the upstream sent right after its 101 head: the new protocol's
+    /// first bytes, for the client.
+    pub(super) from_upstream: Vec<u8>,
+    /// The group's read timeout: the tunnel closes after this long idle.
+    pub(super) idle: Duration,
+    pub(super) addr: std::net::SocketAddr,
+    pub(super) _admission: GroupAdmission<'h>,
+    pub(super) _in_flight: InFlight<'h>,
+}
+
+impl Tunnel for UpgradeTunnel<'_> {
+    fn run<'a>(
+        self: Box<Self>,
+        mut downstream: &'a mut dyn TunnelIo,
+        early: Vec<u8>,
+    ) -> Pin<Box<dyn Future<Output = ()> + 'a>>
+    where
+        Self: 'a,
     {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        let mut date = ctx.date.borrow_mut();
-        encode_response_head(
-            &mut b.write,
-            resp,
-            up_read,
-            date.get(),
-            BodyFraming::None,
-            ConnectionHeader::Omit,
-            false,
-            true,
-            None,
-        );
-        // Bytes the upstream sent right after its head belong to the new protocol.
-        b.write.extend_from_slice(&up_read[resp.head_len..]);
+        Box::pin(async move {
+            let mut t = *self;
+            if !t.from_upstream.is_empty()
+                && (downstream.write_all(&t.from_upstream).await.is_err()
+                    || downstream.flush().await.is_err())
+            {
+                return;
+            }
+            // Bytes the client sent after its request belong to the new protocol too.
+            if !early.is_empty() && t.up.write_all(&early).await.is_err() {
+                return;
+            }
+            let r = crate::stream_proxy::relay(&mut downstream, &mut t.up, t.idle).await;
+            debug!(upstream = %t.addr, result = ?r, "upgraded connection ended");
+        })
     }
-    if conn.flush().await.is_err() {
-        return Err(Exit::Broken);
-    }
-    // Bytes the client sent after its request, likewise.
-    let early = {
-        let b = conn.bufs.as_mut().expect("buffers held while proxying");
-        let early = b.read[conn.rpos..].to_vec();
-        conn.rpos = b.read.len();
-        early
-    };
-    if !early.is_empty() && up.write_all(&early).await.is_err() {
-        return Err(Exit::Broken);
-    }
-    let r = crate::stream_proxy::relay(conn.io.io_mut(), &mut up, group.read_timeout).await;
-    debug!(upstream = %group.servers[server].addr, result = ?r, "upgraded connection ended");
-    Err(Exit::Broken)
 }

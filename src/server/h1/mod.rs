@@ -9,6 +9,7 @@
 //! costs little more than its socket.
 
 mod log;
+mod push;
 mod send;
 mod session;
 #[cfg(test)]
@@ -32,8 +33,8 @@ use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
 pub use super::transport::Downstream;
 use crate::deadline::{io_within, Deadline, RollingDeadline};
+use push::PushState;
 use session::BodyReader;
-pub use session::LegacyHttp1;
 
 /// Output is flushed once this much is pending, bounding memory under pipelining floods.
 pub(crate) const WRITE_HIGH_WATER: usize = 64 * 1024;
@@ -82,21 +83,18 @@ pub struct Http1Conn<'a, D> {
     answer: Option<Answered>,
     /// The current request's identifier, made only if something shows it.
     pub(crate) request_id: crate::http::RequestId,
-    /// The route's response filters, for the proxy, which writes its head itself.
-    pub(crate) response_filters: Option<Box<crate::filter::legacy_proxy::ProxiedRequest<'a>>>,
     /// The request body being read through the session.
     body: BodyReader,
     /// The body still to send after the head, which is in the output buffer.
     pending: Option<Body<'a>>,
-    /// Set by a handler driving this connection directly (the proxy, until it
-    /// moves onto the session): whether the connection stays open, or how it ends.
-    pub(crate) outcome: Option<Result<bool, Exit>>,
     /// The idle deadline between requests, and the body read timeout while a
     /// request body waits: one timer for the connection's life.
     pub(super) idle: RollingDeadline,
     /// Waits for the worker's drain between requests; registered at the first
     /// keep-alive wait and kept, so later waits do not register again.
     drain: Option<Pin<Box<Notified<'a>>>>,
+    /// A body the handler pushes piece by piece.
+    push: PushState,
 }
 
 /// What the driver decided when the head was written.
@@ -126,12 +124,11 @@ pub async fn serve_http1<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr
         logged: None,
         answer: None,
         request_id: crate::http::RequestId::default(),
-        response_filters: None,
         body: BodyReader::default(),
         pending: None,
-        outcome: None,
         idle: RollingDeadline::default(),
         drain: None,
+        push: PushState::default(),
     };
     // A new wake-up of this task (after the accept or the TLS handshake).
     ctx.clock.woke();
@@ -355,7 +352,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         // `pending` is always taken by the previous answer.
         self.answer = None;
         self.request_id.reset();
-        self.response_filters = None;
         self.body.start(
             body_kind,
             b.head.expect_continue,
@@ -370,9 +366,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             let req = &b.read[self.rpos..self.rpos + head_len];
             if let Some(pre) = ctx.config.routes.pre_route(D::SECURE, b.head.path(req)) {
                 self.serve_with(pre).await;
-                if let Some(outcome) = self.outcome.take() {
-                    return outcome;
-                }
                 kind = self.answer.is_some().then(|| pre.kind());
             }
         }
@@ -400,10 +393,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                             self.discard_request_body(body_kind).await?;
                         }
                         self.serve_with(handler).await;
-                        if let Some(outcome) = self.outcome.take() {
-                            // The handler drove the connection itself and counted its request.
-                            return outcome;
-                        }
                         handler.kind()
                     }
                 }
@@ -417,6 +406,11 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             self.send_status(500);
         }
         ctx.stats.request(kind, self.status);
+        if self.push.end() {
+            // A pushed body left short: the client must not take it for whole.
+            debug!(peer = %self.peer, "pushed response body left unfinished");
+            return Err(Exit::Broken);
+        }
         let answered = self.answer.expect("an answer was given");
         let body_done = self.body.finish(&mut self.rpos);
         let keep_alive = answered.keep_alive && body_done;

@@ -70,6 +70,8 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         if let Some(block) = head.configured {
             out.extend_from_slice(block.http1_lines());
         }
+        // Already `name: value\r\n` lines: copied as they are.
+        out.extend_from_slice(head.field_lines);
         out.extend_from_slice(b"\r\n");
         self.status = status;
         self.answer = Some(Answered {
@@ -81,12 +83,16 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             self.pending = Some(body);
             return;
         }
+        if let Body::Push(_) = body {
+            self.push.start(is_head || bodiless);
+            return;
+        }
         if is_head || bodiless {
             return;
         }
         match body {
             Body::Bytes(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(bytes),
-            Body::Empty | Body::Tunnel(_) => {}
+            Body::Empty | Body::Tunnel(_) | Body::Push(_) => {}
             Body::Owned(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(&bytes),
             Body::File(region) => {
                 if let Some(bytes) = region.content.as_deref() {
@@ -176,7 +182,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 tunnel.run(self.io.io_mut(), early).await;
                 Err(Exit::Done)
             }
-            Body::Empty => Ok(()),
+            Body::Empty | Body::Push(_) => Ok(()),
         }
     }
 

@@ -7,32 +7,10 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 
 use super::{Downstream, Http1Conn};
-use crate::filter::legacy_proxy::ProxiedRequest;
 use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session};
 use crate::http1::body::{BodyDecoder, BodyError};
 use crate::http1::parse::BodyKind;
-use crate::server::transport::{Plain, Tls};
 use crate::worker::{WorkerCtx, READ_BUF};
-
-/// A handler that still drives the HTTP/1 connection itself (the proxy, until
-/// it reads and writes through the session): the connection, by transport.
-pub enum LegacyHttp1<'s, 'a> {
-    /// Plain TCP.
-    Plain(&'s mut Http1Conn<'a, Plain>),
-    /// TLS.
-    Tls(&'s mut Http1Conn<'a, Tls>),
-}
-
-impl<'a> LegacyHttp1<'_, 'a> {
-    /// Gives the connection the route's response filters, which the proxy
-    /// runs over the head it writes itself.
-    pub fn set_response_filters(&mut self, f: Option<Box<ProxiedRequest<'a>>>) {
-        match self {
-            LegacyHttp1::Plain(c) => c.response_filters = f,
-            LegacyHttp1::Tls(c) => c.response_filters = f,
-        }
-    }
-}
 
 /// Request body state: the body's bytes are decoded in place, just past the
 /// head, and dropped from the buffer once the handler has used them, so the
@@ -107,7 +85,7 @@ fn read_error(e: BodyError) -> BodyReadError {
 
 impl<'a, D: Downstream> Http1Conn<'a, D> {
     /// Writes what the output buffer holds without waiting past readiness.
-    fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    pub(super) fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         self.note_log_head();
         let Some(b) = self.bufs.as_mut() else {
             return Poll::Ready(Ok(()));
@@ -159,7 +137,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             if step.consumed > 0 || step.done {
                 continue;
             }
-            if !r.continued {
+            // Once a final answer is given the client is not invited to send
+            // the body (RFC 9110 §10.1.1): it is read only if it comes anyway.
+            if !r.continued && self.answer.is_none() {
                 r.continued = true;
                 b.write.extend_from_slice(crate::http1::write::CONTINUE);
             }
@@ -218,7 +198,7 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         )
     }
 
-    fn worker(&self) -> &WorkerCtx {
+    fn worker(&self) -> &'a WorkerCtx {
         self.ctx
     }
 
@@ -258,7 +238,26 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         &self.request_id
     }
 
-    fn legacy_http1(&mut self) -> Option<LegacyHttp1<'_, 'a>> {
-        Some(D::legacy_http1(self))
+    fn poll_write_body(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.poll_push(cx, data)
+    }
+
+    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.push.drop {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_flush_timed(cx)
+    }
+
+    fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
+        self.finish_push(trailers);
+    }
+
+    fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
+        self.upstream = Some((addr, elapsed));
     }
 }

@@ -109,6 +109,43 @@ impl Handler for Pieces {
 /// many pipelined answers pile up in the output buffer.
 const BIG_BODY: usize = 60_000;
 
+/// Pushes its body through the session: `pieces` of `piece` bytes each, with
+/// the length declared or not, finished or left short.
+#[derive(Debug)]
+struct Pushed {
+    known: bool,
+    pieces: usize,
+    piece: usize,
+    finish: bool,
+}
+
+impl Handler for Pushed {
+    fn kind(&self) -> HandlerKind {
+        HandlerKind::Respond
+    }
+
+    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        Served::Pending(Box::pin(async move {
+            let len = (self.pieces * self.piece) as u64;
+            let head = ResponseHead {
+                status: 200,
+                fields: &[],
+                configured: None,
+                field_lines: b"X-From: upstream\r\nX-Two: 2\r\n",
+            };
+            session.send_response(&head, Body::Push(self.known.then_some(len)));
+            for i in 0..self.pieces {
+                let piece = vec![b'a' + (i % 26) as u8; self.piece];
+                session.write_body(&piece).await.unwrap();
+                session.flush_body().await.unwrap();
+            }
+            if self.finish {
+                session.finish_body(&[("x-pieces", b"3")]);
+            }
+        }))
+    }
+}
+
 /// Serves one connection with these routes and runs `client` against it.
 fn with_server<F, Fut>(client: F)
 where
@@ -140,6 +177,23 @@ where
         .routes
         .insert(None, "/sized".into(), Box::new(Pieces { known: true }))
         .unwrap();
+    let pushed = [
+        ("/push-chunked", false, 3, 20_000, true),
+        ("/push-sized", true, 2, 5, true),
+        ("/push-short", true, 2, 5, false),
+    ];
+    for (path, known, pieces, piece, finish) in pushed {
+        let handler = Pushed {
+            known,
+            pieces,
+            piece,
+            finish,
+        };
+        config
+            .routes
+            .insert(None, path.into(), Box::new(handler))
+            .unwrap();
+    }
     let ctx = crate::worker::standalone_ctx(config, Default::default());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -437,5 +491,76 @@ fn a_slow_but_steady_body_is_read_whole_by_a_handler_or_the_driver() {
             .unwrap();
         let text = read_to_close(&mut s).await;
         assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+    });
+}
+
+/// Decodes a chunked body, returning its bytes and what follows the last chunk.
+fn dechunk(mut body: &str) -> (String, String) {
+    let mut data = String::new();
+    loop {
+        let line_end = body.find("\r\n").unwrap();
+        let size = usize::from_str_radix(&body[..line_end], 16).unwrap();
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return (data, body.to_string());
+        }
+        data.push_str(&body[..size]);
+        assert_eq!(&body[size..size + 2], "\r\n");
+        body = &body[size + 2..];
+    }
+}
+
+#[test]
+fn a_pushed_body_without_length_goes_chunked_large_pieces_included() {
+    with_server(|mut s| async move {
+        s.write_all(b"GET /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
+        assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+        assert!(
+            head.ends_with("X-From: upstream\r\nX-Two: 2\r\n\r\n"),
+            "{head}"
+        );
+        let (data, trailer) = dechunk(body);
+        let want: String = ["a", "b", "c"].iter().map(|c| c.repeat(20_000)).collect();
+        assert!(data == want, "{} bytes decoded", data.len());
+        assert_eq!(trailer, "x-pieces: 3\r\n\r\n");
+    });
+}
+
+#[test]
+fn a_pushed_body_of_known_length_stays_open_and_head_gets_the_length_only() {
+    with_server(|mut s| async move {
+        s.write_all(
+            b"GET /push-sized HTTP/1.1\r\nHost: x\r\n\r\n\
+              HEAD /push-sized HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let text = read_to_close(&mut s).await;
+        let (first, second) = text.split_at(text.find("aaaaabbbbb").unwrap() + 10);
+        assert!(first.contains("Content-Length: 10\r\n"), "{first}");
+        assert!(!first.contains("chunked"), "{first}");
+        assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
+        assert!(second.contains("Content-Length: 10\r\n"), "{second}");
+        assert!(second.ends_with("X-Two: 2\r\n\r\n"), "{second}");
+    });
+}
+
+#[test]
+fn a_pushed_body_left_short_closes_the_connection() {
+    with_server(|mut s| async move {
+        s.write_all(
+            b"GET /push-short HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.contains("Content-Length: 10\r\n"), "{text}");
+        // Never finished: the client must not see another response after it.
+        assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
+        assert!(!text.contains("root"), "{text}");
     });
 }
