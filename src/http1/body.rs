@@ -108,14 +108,14 @@ impl std::error::Error for BodyError {}
 /// Resumable body decoder: feed it input, advance by `consumed`, repeat until `done`.
 #[derive(Clone, Debug)]
 pub struct BodyDecoder {
-    state: State,
+    state: DecodeState,
     /// Body bytes accepted so far, for the optional limit.
     total: u64,
     max_body: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum State {
+enum DecodeState {
     Length { remaining: u64 },
     Chunked(Chunked),
     UntilClose,
@@ -177,9 +177,9 @@ impl BodyDecoder {
     /// Decoder for a request body framed as the head said.
     pub fn new(kind: BodyKind) -> Self {
         let state = match kind {
-            BodyKind::None | BodyKind::Length(0) => State::Done,
-            BodyKind::Length(n) => State::Length { remaining: n },
-            BodyKind::Chunked => State::Chunked(Chunked {
+            BodyKind::None | BodyKind::Length(0) => DecodeState::Done,
+            BodyKind::Length(n) => DecodeState::Length { remaining: n },
+            BodyKind::Chunked => DecodeState::Chunked(Chunked {
                 step: Step::SizeStart,
                 size: 0,
                 digits: 0,
@@ -199,7 +199,7 @@ impl BodyDecoder {
     /// (RFC 9112 §6.3 rule 8); it is never `done`, see [`Self::finish`].
     pub fn until_close() -> Self {
         BodyDecoder {
-            state: State::UntilClose,
+            state: DecodeState::UntilClose,
             total: 0,
             max_body: u64::MAX,
         }
@@ -210,9 +210,9 @@ impl BodyDecoder {
     /// any data, and a chunk as soon as its size line is read.
     pub fn with_max_body(mut self, max: u64) -> Self {
         self.max_body = max;
-        if let State::Length { remaining } = self.state {
+        if let DecodeState::Length { remaining } = self.state {
             if remaining > max {
-                self.state = State::Failed(BodyError::TooLarge);
+                self.state = DecodeState::Failed(BodyError::TooLarge);
             }
         }
         self
@@ -220,7 +220,7 @@ impl BodyDecoder {
 
     /// Whether the whole body has been seen.
     pub fn is_done(&self) -> bool {
-        self.state == State::Done
+        self.state == DecodeState::Done
     }
 
     /// Body bytes decoded so far.
@@ -232,8 +232,8 @@ impl BodyDecoder {
     /// close), [`BodyError::Incomplete`] if it was cut short.
     pub fn finish(&self) -> Result<(), BodyError> {
         match &self.state {
-            State::Done | State::UntilClose => Ok(()),
-            State::Failed(e) => Err(*e),
+            DecodeState::Done | DecodeState::UntilClose => Ok(()),
+            DecodeState::Failed(e) => Err(*e),
             _ => Err(BodyError::Incomplete),
         }
     }
@@ -247,7 +247,7 @@ impl BodyDecoder {
     /// before the offending byte); from then on every call returns that error.
     pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, BodyError> {
         let result = match &mut self.state {
-            State::Done => (
+            DecodeState::Done => (
                 Decoded {
                     consumed: 0,
                     data: &[],
@@ -255,14 +255,14 @@ impl BodyDecoder {
                 },
                 None,
             ),
-            State::Failed(e) => return Err(*e),
-            State::Length { remaining } => {
+            DecodeState::Failed(e) => return Err(*e),
+            DecodeState::Length { remaining } => {
                 let n = clamp(*remaining, input.len());
                 *remaining -= n as u64;
                 let done = *remaining == 0;
                 self.total += n as u64;
                 if done {
-                    self.state = State::Done;
+                    self.state = DecodeState::Done;
                 }
                 let decoded = Decoded {
                     consumed: n,
@@ -271,7 +271,7 @@ impl BodyDecoder {
                 };
                 (decoded, None)
             }
-            State::UntilClose => {
+            DecodeState::UntilClose => {
                 // Hand out the bytes up to the limit, so the outcome does not
                 // depend on how the input was split; the error comes next call.
                 let allowed = clamp(self.max_body.saturating_sub(self.total), input.len());
@@ -288,10 +288,10 @@ impl BodyDecoder {
                     (decoded, None)
                 }
             }
-            State::Chunked(c) => {
+            DecodeState::Chunked(c) => {
                 let (decoded, error) = c.decode(input, &mut self.total, self.max_body);
                 if decoded.done {
-                    self.state = State::Done;
+                    self.state = DecodeState::Done;
                 }
                 (decoded, error)
             }
@@ -299,7 +299,7 @@ impl BodyDecoder {
         match result {
             (decoded, None) => Ok(decoded),
             (decoded, Some(e)) => {
-                self.state = State::Failed(e);
+                self.state = DecodeState::Failed(e);
                 // Body bytes found before the fault are still delivered, as
                 // they would have been had the input arrived in pieces.
                 if decoded.data.is_empty() {
