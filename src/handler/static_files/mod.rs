@@ -14,6 +14,7 @@ mod autoindex_json;
 mod conditional;
 mod multipart;
 mod off_loop;
+mod off_loop_work;
 mod open_cache;
 mod path;
 mod range;
@@ -37,7 +38,7 @@ use autoindex::listing;
 pub use autoindex::MAX_LISTING_ENTRIES;
 use autoindex_json::listing_json;
 pub use multipart::MultipartReply;
-pub use off_loop::{OffLoop, OpenedOffLoop};
+pub use off_loop_work::{OffLoop, OpenedOffLoop};
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
 use path::{

@@ -8,36 +8,13 @@
 //! pages, redirects, the root check, conditionals, ranges) exists once,
 //! whichever thread opened.
 
-use std::cell::RefCell;
-use std::fs::{File, Metadata};
-use std::io;
-
 use super::autoindex::listing;
 use super::autoindex_json::listing_json;
+use super::off_loop_work::{OffLoop, OpenResult, OpenedOffLoop};
 use super::path::{as_path, open};
 use super::reply::Reply;
 use super::StaticFiles;
 use crate::file_io::FileIoPool;
-
-/// Work a request is waiting for; runs on any thread.
-#[derive(Debug)]
-pub enum OffLoop {
-    /// Open this resolved path (and read its metadata).
-    Open(Vec<u8>),
-    /// List this directory (already checked to lie under the root);
-    /// `relative` is its path as the page titles it.
-    Listing {
-        /// Resolved path of the directory.
-        dir: Vec<u8>,
-        /// Normalised request path of the directory.
-        relative: Vec<u8>,
-        /// As JSON rather than HTML.
-        json: bool,
-    },
-}
-
-/// An open file with its metadata, or why it could not be opened.
-type OpenResult = io::Result<(File, Metadata)>;
 
 /// What the work found; sent back from a pool thread.
 enum OffLoopDone {
@@ -74,28 +51,6 @@ impl OffLoop {
     }
 }
 
-/// Files opened off the loop for one request, by resolved path, each taken
-/// by the decision that asked for it.
-#[derive(Default)]
-pub struct OpenedOffLoop {
-    opened: RefCell<Vec<(Vec<u8>, OpenResult)>>,
-}
-
-impl std::fmt::Debug for OpenedOffLoop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OpenedOffLoop({} paths)", self.opened.borrow().len())
-    }
-}
-
-impl OpenedOffLoop {
-    /// The result of opening `path` off the loop, if it was.
-    pub(super) fn take(&self, path: &[u8]) -> Option<OpenResult> {
-        let mut opened = self.opened.borrow_mut();
-        let i = opened.iter().position(|(p, _)| p == path)?;
-        Some(opened.swap_remove(i).1)
-    }
-}
-
 /// Rounds of off-loop work one request may need beyond its index files and
 /// `try_files` entries: the path itself, the directory for a listing, the
 /// listing, an error page.
@@ -121,7 +76,7 @@ impl StaticFiles {
             match done {
                 OffLoopDone::Listed(listed) => return listed_reply(listed),
                 OffLoopDone::Opened(path, result) => {
-                    opened.opened.borrow_mut().push((path, result));
+                    opened.push(path, result);
                     match request(&opened) {
                         Reply::Blocked(next) => work = next,
                         reply => return reply,

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
 use super::multipart::MultipartReply;
-use super::off_loop::{OffLoop, OpenedOffLoop};
+use super::off_loop_work::{OffLoop, OpenedOffLoop};
 use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};

@@ -14,6 +14,7 @@ pub mod history;
 pub mod html;
 pub mod human;
 pub mod json;
+pub mod quantile;
 pub mod snapshot;
 pub mod upstream_rates;
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::history::quantile_ms;
+use super::quantile::quantile_ms;
 use super::ConfigView;
 use crate::handler::proxy::upstream::UpstreamGroup;
 use crate::observe::metrics::LATENCY_BOUNDS;
