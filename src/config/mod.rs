@@ -694,6 +694,12 @@ fn validate_route(
         RawHandler::Proxy(p) => {
             let mut proxy = proxy_configure::build_proxy(loc, key, r.span(), p, upstreams)?;
             proxy.request_rules = upstream_rules;
+            proxy.error_pages = crate::handler::proxy::error_page::build_error_pages(
+                loc,
+                key,
+                p.error_pages.as_ref(),
+                mime,
+            )?;
             Box::new(proxy)
         }
     };

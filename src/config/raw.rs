@@ -536,6 +536,8 @@ pub struct RawProxy {
     pub client_addr_header: Option<Spanned<String>>,
     /// Header carrying the client certificate subject (incoming copies removed).
     pub client_cert_header: Option<Spanned<String>>,
+    /// Status -> file sent instead of an upstream 5xx or Pier's own 502/503/504.
+    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
 }
 
 /// One `[[upstream]]`: a named group of servers and how to use them.
@@ -688,8 +690,18 @@ impl RawConfig {
             }
         }
         for r in &mut self.route {
-            if let RawHandler::Static(s) = r.get_mut().handler.get_mut() {
-                fix_opt(&mut s.root);
+            match r.get_mut().handler.get_mut() {
+                RawHandler::Static(s) => fix_opt(&mut s.root),
+                RawHandler::Proxy(p) => {
+                    for page in p
+                        .error_pages
+                        .iter_mut()
+                        .flat_map(|t| t.get_mut().values_mut())
+                    {
+                        fix(page);
+                    }
+                }
+                _ => {}
             }
             if let Some(auth) = r.get_mut().filters.basic_auth.as_mut() {
                 fix(&mut auth.get_mut().htpasswd);

@@ -65,6 +65,24 @@ pub fn build_static(
     })
 }
 
+/// The status of an `error_pages` entry (static and proxy routes alike): an
+/// error status, 400-599; `at` names the entry and `span` is its value's.
+pub(crate) fn error_page_status(
+    loc: &Locator<'_>,
+    at: &str,
+    status: &str,
+    span: std::ops::Range<usize>,
+) -> Result<u16, ConfigError> {
+    match status.parse::<u16>() {
+        Ok(c) if (400..=599).contains(&c) => Ok(c),
+        _ => Err(loc.error(
+            span,
+            at,
+            format!("{status:?} is not an error status (400-599)"),
+        )),
+    }
+}
+
 /// `allow_hidden`, `try_files`, `error_pages` and `autoindex_format`.
 fn rules(
     loc: &Locator<'_>,
@@ -104,16 +122,7 @@ fn rules(
     if let Some(pages) = &raw.error_pages {
         for (status, page) in pages.get_ref() {
             let at = format!("{key}.error_pages.{status}");
-            let code = match status.parse::<u16>() {
-                Ok(c) if (400..=599).contains(&c) => c,
-                _ => {
-                    return Err(loc.error(
-                        page.span(),
-                        &at,
-                        format!("{status:?} is not an error status (400-599)"),
-                    ))
-                }
-            };
+            let code = error_page_status(loc, &at, status, page.span())?;
             let path = page.get_ref();
             if !path.starts_with('/') || path.bytes().any(|b| b <= 0x20 || b == 0x7f) {
                 return Err(loc.error(

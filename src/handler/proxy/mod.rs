@@ -30,6 +30,7 @@ pub mod choose_upstream;
 pub mod configure;
 pub mod connect;
 pub mod error;
+pub mod error_page;
 pub mod fields;
 pub mod health;
 pub mod log;
@@ -59,11 +60,12 @@ use crate::worker::READ_BUF;
 use attempts::{run_attempts, ExchangeBufs};
 pub use connect::connect;
 pub use error::{ErrorKind, ProxyError, Side};
+use error_page::{answer_with_page, body_fully_read};
 use log::{log_failure, log_response};
 use relay_body::relay_response;
+use relay_body::release_upstream;
 use request_filter::{filter_request, refuse_busy, take_buffered_body};
 use request_info::RequestInfo;
-use rewrite_response::answer_error;
 use send::BodySend;
 use upstream::{GroupState, UpstreamGroup};
 
@@ -93,6 +95,8 @@ pub struct ProxyRoute {
     pub client_cert_header: Option<Box<str>>,
     /// The route's `request_headers` rules for the request sent upstream.
     pub request_rules: Option<crate::filter::headers::HeaderRules>,
+    /// Pages sent instead of upstream 5xx answers and Pier's own 502/503/504.
+    pub error_pages: error_page::ProxyErrorPages,
 }
 
 /// A worker's proxy state: one [`GroupState`] per upstream group, plus reusable buffers.
@@ -170,7 +174,7 @@ impl ProxyWorker {
 
 /// Serves a request routed to a proxy: the phases in order, through the
 /// session alone (the driver frames, keeps alive and logs).
-pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &ProxyRoute) {
+pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyRoute) {
     let ctx = session.worker();
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
@@ -179,11 +183,11 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &ProxyRout
 
     // Phase 1: request filter. The admission is held until the response is
     // relayed (or the tunnel closes): the request is in flight until then.
-    if !filter_request(session, &info) {
+    if !filter_request(session, &info, route) {
         return;
     }
     let Some(admission) = state.admit() else {
-        refuse_busy(session, &info, group);
+        refuse_busy(session, &info, route);
         return;
     };
 
@@ -199,7 +203,7 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &ProxyRout
         Err(_) => {}
         Ok(Err(failed)) => {
             let status = log_failure(session, group, &failed.error, failed.addr, started);
-            answer_error(session, status);
+            answer_with_page(session, &route.error_pages, status, None);
         }
         Ok(Ok(answered)) => {
             let head_at = log_response(session, group, answered.server, started);
@@ -208,6 +212,15 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &ProxyRout
                 // same): the answer is relayed, and since the rest of the body is
                 // unread, the driver closes the client's connection after it.
                 debug!(upstream = %group.servers[answered.server].addr, peer = %session.request().peer(), status = bufs.resp.status, "upstream answered before the whole request body");
+            }
+            if route.error_pages.intercepts(bufs.resp.status) {
+                // The upstream's body is replaced, never relayed.
+                let reusable = body_fully_read(&bufs);
+                answer_with_page(session, &route.error_pages, bufs.resp.status, None);
+                drop(admission);
+                release_upstream(session, route, answered, &bufs, head_at, reusable);
+                bufs.give_back(&ctx.proxy);
+                return;
             }
             relay_response(
                 session, route, &info, answered, &mut bufs, head_at, admission,

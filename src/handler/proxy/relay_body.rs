@@ -34,9 +34,7 @@ pub(super) async fn relay_response<'h>(
     head_at: Instant,
     admission: GroupAdmission<'h>,
 ) {
-    let ctx = session.worker();
     let group = &*route.group;
-    let state = &ctx.proxy.groups[group.index];
     let server = answered.server;
     let addr = group.servers[server].addr;
     let resp = &bufs.resp;
@@ -151,12 +149,27 @@ pub(super) async fn relay_response<'h>(
     }
     session.finish_body(&[]);
     drop(admission);
-    // A request cut short by an early answer leaves the upstream connection
-    // mid-message: it is not reused. Nor is one of a draining configuration,
-    // whose pools are no longer swept.
-    let draining = ctx.draining.get();
-    if clean && answered.complete && resp.keep_alive && pos >= up_read.len() && !draining {
-        let idle_since = if read_more { Instant::now() } else { head_at };
-        state.pool.checkin(server, answered.up, idle_since);
+    let idle_since = if read_more { Instant::now() } else { head_at };
+    let at_end = clean && pos >= up_read.len();
+    release_upstream(session, route, answered, bufs, idle_since, at_end);
+}
+
+/// Returns the upstream connection to the pool when its exchange ended
+/// cleanly: `at_end` says the response was read to its end and nothing
+/// follows it. A request cut short by an early answer leaves the connection
+/// mid-message: it is not reused. Nor is one of a draining configuration,
+/// whose pools are no longer swept.
+pub(super) fn release_upstream(
+    session: &mut dyn Session<'_>,
+    route: &ProxyRoute,
+    answered: Answered<'_>,
+    bufs: &ExchangeBufs,
+    idle_since: Instant,
+    at_end: bool,
+) {
+    let ctx = session.worker();
+    let state = &ctx.proxy.groups[route.group.index];
+    if at_end && answered.complete && bufs.resp.keep_alive && !ctx.draining.get() {
+        state.pool.checkin(answered.server, answered.up, idle_since);
     }
 }

@@ -5,9 +5,9 @@ use std::task::{Context, Poll, Waker};
 
 use tracing::debug;
 
+use super::error_page::answer_with_page;
 use super::request_info::RequestInfo;
-use super::rewrite_response::answer_status;
-use super::upstream::UpstreamGroup;
+use super::ProxyRoute;
 use crate::http::Session;
 use crate::http1::parse::{BodyKind, Method};
 
@@ -50,18 +50,20 @@ pub(super) fn take_buffered_body(
 /// `max_in_flight` is taken, without touching an upstream. The request's body
 /// is dropped when it is already buffered whole (the connection then stays
 /// open); otherwise the driver closes after the answer.
-pub(super) fn refuse_busy(
-    session: &mut dyn Session<'_>,
+pub(super) fn refuse_busy<'h>(
+    session: &mut dyn Session<'h>,
     info: &RequestInfo,
-    group: &UpstreamGroup,
+    route: &'h ProxyRoute,
 ) {
+    let group = &*route.group;
     session.worker().stats.upstream_rejected.add(1);
     debug!(group = %group.name, peer = %session.request().peer(), "max_in_flight reached: 503");
     take_buffered_body(session, info, false);
-    answer_status(
+    answer_with_page(
         session,
+        &route.error_pages,
         503,
-        &[("Retry-After", group.retry_after.as_bytes())],
+        Some(("Retry-After", group.retry_after.as_bytes())),
     );
 }
 
@@ -69,7 +71,11 @@ pub(super) fn refuse_busy(
 /// refused. A body declared larger than `max_body_bytes` is the driver's 413
 /// (its body reader refuses it at once), CONNECT a 405: this is not a
 /// forward proxy.
-pub(super) fn filter_request(session: &mut dyn Session<'_>, info: &RequestInfo) -> bool {
+pub(super) fn filter_request<'h>(
+    session: &mut dyn Session<'h>,
+    info: &RequestInfo,
+    route: &'h ProxyRoute,
+) -> bool {
     if let BodyKind::Length(n) = info.body {
         if n > session.worker().config.http.max_body_bytes {
             let mut cx = Context::from_waker(Waker::noop());
@@ -79,7 +85,7 @@ pub(super) fn filter_request(session: &mut dyn Session<'_>, info: &RequestInfo) 
         }
     }
     if info.method == Method::Connect {
-        answer_status(session, 405, &[]);
+        answer_with_page(session, &route.error_pages, 405, None);
         return false;
     }
     true

@@ -91,6 +91,7 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         client_addr_header: Some("X-Real-IP".into()),
         client_cert_header: None,
         request_rules: None,
+        error_pages: Default::default(),
     }
 }
 
