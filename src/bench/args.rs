@@ -114,6 +114,18 @@ pub struct StreamArgs {
     /// Connections in total, spread over the threads.
     #[arg(short, long, default_value_t = 1)]
     pub connections: usize,
+    /// What each connection sends, and how.
+    #[command(flatten)]
+    pub load: StreamLoad,
+    /// Print one JSON object on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The echo load of `tls-stream` and `sweep tls-stream`, one set of flags for
+/// both so a sweep's run is the same run `tls-stream` makes.
+#[derive(Debug, Args, Clone)]
+pub struct StreamLoad {
     /// Messages each connection sends (and reads back). No short form: `-m` is
     /// the method in `bench http`, as in oha, and keeps that one meaning.
     #[arg(long, default_value_t = 1000)]
@@ -130,9 +142,6 @@ pub struct StreamArgs {
     /// TLS client settings.
     #[command(flatten)]
     pub tls: TlsArgs,
-    /// Print one JSON object on stdout instead of the text report.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// Flags of `pier bench sweep`.
@@ -183,21 +192,9 @@ pub struct SweepStreamArgs {
     /// Connection counts to run, comma-separated.
     #[arg(short, long, value_delimiter = ',', default_value = "1,10,100")]
     pub connections: Vec<usize>,
-    /// Messages each connection sends (no short form, as in `tls-stream`).
-    #[arg(long, default_value_t = 1000)]
-    pub messages: u64,
-    /// Bytes per message.
-    #[arg(short, long, default_value_t = 16384)]
-    pub size: usize,
-    /// Plain TCP instead of TLS.
-    #[arg(long)]
-    pub plain: bool,
-    /// Longest a connection may wait without progress.
-    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
-    pub timeout: Duration,
-    /// TLS client settings.
+    /// What each connection sends, and how (the same in every run).
     #[command(flatten)]
-    pub tls: TlsArgs,
+    pub load: StreamLoad,
     /// Output prefix: writes PREFIX.csv and PREFIX.svg.
     #[arg(short, long, default_value = "sweep-tls-stream")]
     pub out: PathBuf,

@@ -9,13 +9,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::Resumption;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::RootCertStore;
 
 use super::args::TlsArgs;
+use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
 /// Where system trust anchors usually live on Linux.
 const SYSTEM_BUNDLES: [&str; 3] = [
@@ -86,7 +86,10 @@ impl ClientTls {
         let mut cfg = match &self.trust {
             Trust::Anything => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnything { provider }))
+                .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(
+                    provider,
+                    HandshakeSignatures::Unchecked,
+                )))
                 .with_no_client_auth(),
             Trust::Roots(roots) => builder
                 .with_root_certificates(roots.clone())
@@ -113,51 +116,6 @@ fn load_roots(path: &Path) -> Result<RootCertStore, String> {
         return Err(format!("{}: no usable certificate found", path.display()));
     }
     Ok(roots)
-}
-
-/// `--insecure`: the chain, the name and the handshake signature are all
-/// accepted unchecked, so the client spends nothing on them and a benchmark
-/// measures the server.
-#[derive(Debug)]
-struct AcceptAnything {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for AcceptAnything {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        _message: &[u8],
-        _cert: &CertificateDer<'_>,
-        _dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[cfg(test)]

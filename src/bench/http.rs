@@ -27,7 +27,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use super::io::{self, ThreadTls};
 use super::stats::{human_bytes, human_us, round2, round3, FailureKind, Percentiles, Stats};
-use super::{progress, ProgressTotal};
+use super::{join_client_threads, progress, ProgressTotal};
 use crate::deadline;
 use crate::http1::client::ClientStream;
 
@@ -46,19 +46,19 @@ pub struct HttpReport {
 impl HttpReport {
     /// Completed responses per second of wall time.
     pub fn requests_per_s(&self) -> f64 {
-        let s = self.elapsed.as_secs_f64();
-        if s > 0.0 {
-            self.stats.requests as f64 / s
-        } else {
-            0.0
-        }
+        self.per_second(self.stats.requests)
     }
 
     /// Bytes read per second of wall time (the transfer rate h2load and oha show).
     pub fn read_bytes_per_s(&self) -> f64 {
+        self.per_second(self.stats.bytes_read)
+    }
+
+    /// `count` over the run's wall time; 0 for a run that took no time.
+    fn per_second(&self, count: u64) -> f64 {
         let s = self.elapsed.as_secs_f64();
         if s > 0.0 {
-            self.stats.bytes_read as f64 / s
+            count as f64 / s
         } else {
             0.0
         }
@@ -231,15 +231,10 @@ pub fn run(plan: &Arc<HttpPlan>, show_progress: bool) -> anyhow::Result<HttpRepo
         (None, None) => ProgressTotal::Count(0),
     };
     progress::wait(&handles, &counters, start, total, show_progress, "requests");
+    let (per_thread, end) = join_client_threads(handles, start)?;
     let mut stats = Stats::new();
-    let mut end = start;
-    for h in handles {
-        let (s, e) = h
-            .join()
-            .map_err(|_| anyhow!("a client thread panicked"))?
-            .map_err(|e| anyhow!(e))?;
-        stats.merge(&s);
-        end = end.max(e);
+    for s in &per_thread {
+        stats.merge(s);
     }
     Ok(HttpReport {
         stats,

@@ -92,6 +92,25 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Joins a run's client threads. Each ends with what it counted and the instant
+/// it finished; the run ends with the last of them (`start` if none finished).
+fn join_client_threads<T>(
+    handles: Vec<std::thread::JoinHandle<Result<(T, tokio::time::Instant), String>>>,
+    start: tokio::time::Instant,
+) -> anyhow::Result<(Vec<T>, tokio::time::Instant)> {
+    let mut counted = Vec::with_capacity(handles.len());
+    let mut end = start;
+    for h in handles {
+        let (c, e) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))?
+            .map_err(|e| anyhow::anyhow!(e))?;
+        counted.push(c);
+        end = end.max(e);
+    }
+    Ok((counted, end))
+}
+
 /// What a progress bar counts toward.
 #[derive(Clone, Copy, Debug)]
 pub enum ProgressTotal {

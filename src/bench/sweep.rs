@@ -177,10 +177,7 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
     let mut runs = Vec::new();
     for &c in &a.connections {
         for &t in &a.threads {
-            let plan = StreamPlan::new(
-                &a.target, t, c, a.messages, a.size, a.plain, a.timeout, &a.tls,
-            )
-            .map_err(UsageError)?;
+            let plan = StreamPlan::new(&a.target, t, c, &a.load).map_err(UsageError)?;
             runs.push((t, c, Arc::new(plan)));
         }
     }
@@ -211,8 +208,8 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
         rows.push(vec![
             t.to_string(),
             c.to_string(),
-            a.messages.to_string(),
-            a.size.to_string(),
+            a.load.messages.to_string(),
+            a.load.size.to_string(),
             report.bytes_sent.to_string(),
             report.bytes_received.to_string(),
             format!("{:.3}", report.elapsed.as_secs_f64()),
@@ -222,18 +219,12 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
             report.errors.total().to_string(),
         ]);
         let label = format!("{c} connection{}", if *c == 1 { "" } else { "s" });
-        match series.iter_mut().find(|s| s.label == label) {
-            Some(s) => s.points.push((*t as i64, mbps)),
-            None => series.push(Series {
-                label,
-                points: vec![(*t as i64, mbps)],
-            }),
-        }
+        add_point(&mut series, label, *t as i64, mbps);
     }
     let csv = with_ext(&a.out, "csv");
     let svg = with_ext(&a.out, "svg");
     write_csv(&csv, &header, &rows)?;
-    let kind = if a.plain { "TCP" } else { "TLS" };
+    let kind = if a.load.plain { "TCP" } else { "TLS" };
     line_chart(
         &svg,
         &format!("{kind} echo bandwidth against threads"),

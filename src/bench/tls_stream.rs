@@ -21,12 +21,12 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::args::{StreamArgs, TlsArgs};
+use super::args::{StreamArgs, StreamLoad};
 use super::client_tls::ClientTls;
 use super::io::{self, ThreadTls};
 use super::stats::{round2, round3, Errors, FailureKind};
 use super::target::HostPort;
-use super::{progress, ProgressTotal};
+use super::{join_client_threads, progress, ProgressTotal};
 use crate::deadline;
 use crate::http1::client::ClientStream;
 
@@ -54,18 +54,20 @@ pub struct StreamPlan {
 
 impl StreamPlan {
     /// Validates one run's settings.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         target: &str,
         threads: usize,
         connections: usize,
-        messages: u64,
-        size: usize,
-        plain: bool,
-        timeout: Duration,
-        tls: &TlsArgs,
+        load: &StreamLoad,
     ) -> Result<StreamPlan, String> {
         let target = HostPort::parse(target)?;
+        let StreamLoad {
+            messages,
+            size,
+            plain,
+            timeout,
+            ref tls,
+        } = *load;
         if threads == 0 || connections == 0 || messages == 0 || size == 0 {
             return Err(
                 "--threads, --connections, --messages and --size must be at least 1".into(),
@@ -92,16 +94,7 @@ impl StreamPlan {
 
     /// The plan of `pier bench tls-stream`.
     pub fn from_args(a: &StreamArgs) -> Result<StreamPlan, String> {
-        StreamPlan::new(
-            &a.target,
-            a.threads,
-            a.connections,
-            a.messages,
-            a.size,
-            a.plain,
-            a.timeout,
-            &a.tls,
-        )
+        StreamPlan::new(&a.target, a.threads, a.connections, &a.load)
     }
 
     /// Bytes each connection sends (and expects back).
@@ -261,13 +254,8 @@ pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<Stream
         per_connection_s: Vec::new(),
         errors: Errors::default(),
     };
-    let mut end = start;
-    for h in handles {
-        let (results, e) = h
-            .join()
-            .map_err(|_| anyhow!("a client thread panicked"))?
-            .map_err(|e| anyhow!(e))?;
-        end = end.max(e);
+    let (per_thread, end) = join_client_threads(handles, start)?;
+    for results in per_thread {
         for r in results {
             report.bytes_sent += r.sent;
             report.bytes_received += r.received;

@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::observe::exposition::{family_head, latency_histogram};
+use crate::observe::latency::{latency_bucket, whole_micros, LATENCY_BOUNDS};
+
 /// One monotonic counter (or gauge) with a single writer.
 #[derive(Default, Debug)]
 pub struct Counter(AtomicU64);
@@ -183,12 +186,72 @@ impl Default for RouteDurations {
 /// Status classes `1xx` to `5xx`.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-/// Upper bounds (seconds) of the upstream latency buckets; one more bucket is `+Inf`.
-pub const LATENCY_BOUNDS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+/// A `/metrics` family that is one [`WorkerStats`] counter summed over the
+/// workers: name, type, help, and the counter.
+type SummedFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&WorkerStats) -> &Counter,
+);
+
+/// The summed families, in the order `/metrics` shows them.
+const SUMMED_FAMILIES: [SummedFamily; 9] = [
+    (
+        "pier_connections_open",
+        "gauge",
+        "Downstream connections open now.",
+        |w| &w.open,
+    ),
+    (
+        "pier_connections_accepted_total",
+        "counter",
+        "Downstream connections accepted.",
+        |w| &w.accepted,
+    ),
+    (
+        "pier_connections_shed_total",
+        "counter",
+        "Times accepting paused at max_connections (new connections wait in the kernel backlog).",
+        |w| &w.shed,
+    ),
+    (
+        "pier_received_bytes_total",
+        "counter",
+        "HTTP bytes read from downstream clients.",
+        |w| &w.bytes_in,
+    ),
+    (
+        "pier_sent_bytes_total",
+        "counter",
+        "HTTP bytes written to downstream clients.",
+        |w| &w.bytes_out,
+    ),
+    (
+        "pier_upstream_requests_total",
+        "counter",
+        "Proxied requests sent towards an upstream.",
+        |w| &w.upstream_requests,
+    ),
+    (
+        "pier_upstream_errors_total",
+        "counter",
+        "Proxied requests that failed on the upstream side.",
+        |w| &w.upstream_errors,
+    ),
+    (
+        "pier_upstream_rejected_total",
+        "counter",
+        "Proxied requests and tcp streams refused at an upstream group's max_in_flight.",
+        |w| &w.upstream_rejected,
+    ),
+    (
+        "pier_log_lines_dropped_total",
+        "counter",
+        "Access-log lines dropped because the writer fell behind.",
+        |w| &w.log_dropped,
+    ),
 ];
-/// `LATENCY_BOUNDS[0]` as a duration.
-const FIRST_LATENCY_BOUND: Duration = Duration::from_millis(1);
 
 /// The counters of one worker.
 #[derive(Default, Debug)]
@@ -311,32 +374,14 @@ impl WorkerStats {
             route.min(ROUTE_OTHER)
         };
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
-        // Most answers take under the first bound (1 ms): no float, no search.
-        if elapsed < FIRST_LATENCY_BOUND {
-            self.durations.buckets[slot][class][0].add(1);
-            self.durations.sum_us[slot][class].add(u64::from(elapsed.subsec_micros()));
-            return;
-        }
-        let secs = elapsed.as_secs_f64();
-        let i = LATENCY_BOUNDS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(LATENCY_BOUNDS.len());
-        self.durations.buckets[slot][class][i].add(1);
-        self.durations.sum_us[slot][class]
-            .add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+        self.durations.buckets[slot][class][latency_bucket(elapsed)].add(1);
+        self.durations.sum_us[slot][class].add(whole_micros(elapsed));
     }
 
     /// Records how long an upstream took to send its response head.
     pub fn upstream_latency(&self, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        let i = LATENCY_BOUNDS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(LATENCY_BOUNDS.len());
-        self.latency_buckets[i].add(1);
-        self.latency_sum_us
-            .add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+        self.latency_buckets[latency_bucket(elapsed)].add(1);
+        self.latency_sum_us.add(whole_micros(elapsed));
     }
 }
 
@@ -377,11 +422,12 @@ impl Registry {
 
     fn render_durations(&self, out: &mut String) {
         let name = "pier_request_duration_seconds";
-        let _ = writeln!(
+        family_head(
             out,
-            "# HELP {name} Time from a request's complete head to its response written, by route and status class."
+            name,
+            "histogram",
+            "Time from a request's complete head to its response written, by route and status class.",
         );
-        let _ = writeln!(out, "# TYPE {name} histogram");
         let routes = self.routes.load();
         for slot in 0..ROUTE_SLOTS + 2 {
             for (c, class) in CLASSES.iter().enumerate() {
@@ -394,15 +440,9 @@ impl Registry {
                 }
                 let route = prom_escape(&self.route_label(slot, &routes));
                 let labels = format!("route=\"{route}\",class=\"{class}\"");
-                let mut cumulative = 0;
-                for (i, bound) in LATENCY_BOUNDS.iter().enumerate() {
-                    cumulative += count(i);
-                    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
-                }
-                let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
+                let buckets: Vec<u64> = (0..=LATENCY_BOUNDS.len()).map(count).collect();
                 let sum_us = self.sum(|w| w.durations.sum_us[slot][c].get());
-                let _ = writeln!(out, "{name}_sum{{{labels}}} {}", sum_us as f64 / 1e6);
-                let _ = writeln!(out, "{name}_count{{{labels}}} {total}");
+                latency_histogram(out, name, &labels, &buckets, sum_us);
             }
         }
     }
@@ -415,8 +455,7 @@ impl Registry {
     pub fn render_prometheus(&self) -> String {
         let mut out = String::with_capacity(4096);
         let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
+            family_head(&mut out, name, kind, help);
             for (labels, v) in samples {
                 let _ = writeln!(out, "{name}{labels} {v}");
             }
@@ -434,24 +473,9 @@ impl Registry {
             "Seconds since the process started serving.",
             &one(self.started.elapsed().as_secs()),
         );
-        metric(
-            "pier_connections_open",
-            "gauge",
-            "Downstream connections open now.",
-            &one(self.sum(|w| w.open.get())),
-        );
-        metric(
-            "pier_connections_accepted_total",
-            "counter",
-            "Downstream connections accepted.",
-            &one(self.sum(|w| w.accepted.get())),
-        );
-        metric(
-            "pier_connections_shed_total",
-            "counter",
-            "Times accepting paused at max_connections (new connections wait in the kernel backlog).",
-            &one(self.sum(|w| w.shed.get())),
-        );
+        for (name, kind, help, counter) in SUMMED_FAMILIES {
+            metric(name, kind, help, &one(self.sum(|w| counter(w).get())));
+        }
         let mut requests = Vec::new();
         for h in HandlerKind::ALL {
             for (c, class) in CLASSES.iter().enumerate() {
@@ -467,18 +491,6 @@ impl Registry {
             "counter",
             "Requests answered, by handler and status class.",
             &requests,
-        );
-        metric(
-            "pier_received_bytes_total",
-            "counter",
-            "HTTP bytes read from downstream clients.",
-            &one(self.sum(|w| w.bytes_in.get())),
-        );
-        metric(
-            "pier_sent_bytes_total",
-            "counter",
-            "HTTP bytes written to downstream clients.",
-            &one(self.sum(|w| w.bytes_out.get())),
         );
         metric(
             "pier_tls_handshakes_total",
@@ -526,63 +538,25 @@ impl Registry {
             "Failed downstream TLS handshakes, by cause.",
             &failures,
         );
-        metric(
-            "pier_upstream_requests_total",
-            "counter",
-            "Proxied requests sent towards an upstream.",
-            &one(self.sum(|w| w.upstream_requests.get())),
+        let name = "pier_upstream_latency_seconds";
+        family_head(
+            &mut out,
+            name,
+            "histogram",
+            "Time from sending a request upstream to its response head.",
         );
-        metric(
-            "pier_upstream_errors_total",
-            "counter",
-            "Proxied requests that failed on the upstream side.",
-            &one(self.sum(|w| w.upstream_errors.get())),
-        );
-        metric(
-            "pier_upstream_rejected_total",
-            "counter",
-            "Proxied requests and tcp streams refused at an upstream group's max_in_flight.",
-            &one(self.sum(|w| w.upstream_rejected.get())),
-        );
-        let mut buckets = Vec::new();
-        let mut cumulative = 0u64;
-        for (i, bound) in LATENCY_BOUNDS.iter().enumerate() {
-            cumulative += self.sum(|w| w.latency_buckets[i].get());
-            buckets.push((format!("_bucket{{le=\"{bound}\"}}"), cumulative));
-        }
-        cumulative += self.sum(|w| w.latency_buckets[LATENCY_BOUNDS.len()].get());
-        buckets.push(("_bucket{le=\"+Inf\"}".into(), cumulative));
-        let _ = writeln!(
-            out,
-            "# HELP pier_upstream_latency_seconds Time from sending a request upstream to its response head."
-        );
-        let _ = writeln!(out, "# TYPE pier_upstream_latency_seconds histogram");
-        for (suffix, v) in &buckets {
-            let _ = writeln!(out, "pier_upstream_latency_seconds{suffix} {v}");
-        }
+        let buckets: Vec<u64> = (0..=LATENCY_BOUNDS.len())
+            .map(|i| self.sum(|w| w.latency_buckets[i].get()))
+            .collect();
         let sum_us = self.sum(|w| w.latency_sum_us.get());
-        let _ = writeln!(
-            out,
-            "pier_upstream_latency_seconds_sum {}",
-            sum_us as f64 / 1e6
-        );
-        let _ = writeln!(out, "pier_upstream_latency_seconds_count {cumulative}");
-        let mut metric = |name: &str, help: &str, v: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {v}");
-        };
-        metric(
-            "pier_log_lines_dropped_total",
-            "Access-log lines dropped because the writer fell behind.",
-            self.sum(|w| w.log_dropped.get()),
-        );
+        latency_histogram(&mut out, name, "", &buckets, sum_us);
         self.render_durations(&mut out);
-        let _ = writeln!(
-            out,
-            "# HELP pier_build_info The running build: its version as the label, value 1."
+        family_head(
+            &mut out,
+            "pier_build_info",
+            "gauge",
+            "The running build: its version as the label, value 1.",
         );
-        let _ = writeln!(out, "# TYPE pier_build_info gauge");
         let _ = writeln!(
             out,
             "pier_build_info{{version=\"{}\"}} 1",

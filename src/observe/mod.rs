@@ -5,6 +5,8 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod exposition;
+pub mod latency;
 pub mod log_limit;
 pub mod metrics;
 pub mod process;

@@ -4,13 +4,14 @@
 
 use std::fmt::Write as _;
 
+use crate::observe::exposition::family_head;
+
 /// Appends `process_open_fds`, `process_max_fds`, `process_resident_memory_bytes`,
 /// `process_virtual_memory_bytes`, `process_cpu_seconds_total` and
 /// `process_start_time_seconds`; a value `/proc` does not give is left out.
 pub fn render_process(out: &mut String) {
     let mut gauge = |name: &str, kind: &str, help: &str, v: f64| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+        family_head(out, name, kind, help);
         let _ = writeln!(out, "{name} {v}");
     };
     if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {

@@ -20,7 +20,9 @@ use arc_swap::ArcSwap;
 
 use crate::handler::proxy::error::{ErrorKind, ProxyError};
 use crate::handler::proxy::upstream::UpstreamGroup;
-use crate::observe::metrics::{Counter, LATENCY_BOUNDS};
+use crate::observe::exposition::{family_head, latency_histogram};
+use crate::observe::latency::{latency_bucket, whole_micros, LATENCY_BOUNDS};
+use crate::observe::metrics::Counter;
 
 /// Why an attempt on a server failed: the `cause` label, a fixed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,14 +134,8 @@ impl ServerCounters {
     pub fn answered(&self, status: u16, elapsed: Duration) {
         let class = usize::from((status / 100).clamp(1, 5)) - 1;
         self.responses[class].add(1);
-        let secs = elapsed.as_secs_f64();
-        let i = LATENCY_BOUNDS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(LATENCY_BOUNDS.len());
-        self.latency[i].add(1);
-        self.latency_sum_us
-            .add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+        self.latency[latency_bucket(elapsed)].add(1);
+        self.latency_sum_us.add(whole_micros(elapsed));
     }
 
     /// The attempt failed for `cause`.
@@ -324,51 +320,42 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
             });
         }
     }
-    fn head(out: &mut String, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-    }
-    let name = "pier_upstream_server_up";
-    head(
-        out,
-        name,
-        "gauge",
-        "0 while the server fails its active health check or every worker keeps it out after max_fails failures, else 1.",
-    );
-    for r in &rows {
-        let _ = writeln!(out, "{name}{{{}}} {}", r.labels, u8::from(r.up));
-    }
-    let name = "pier_upstream_server_marked_down_workers";
-    head(
-        out,
-        name,
-        "gauge",
-        "Workers keeping the server out now after max_fails failures (passive health, per worker).",
-    );
-    for r in &rows {
-        let _ = writeln!(
-            out,
-            "{name}{{{}}} {}",
-            r.labels, r.totals.marked_down_workers
-        );
-    }
-    let name = "pier_upstream_server_in_flight";
-    head(out, name, "gauge", "Requests in flight on the server now.");
-    for r in &rows {
-        let _ = writeln!(out, "{name}{{{}}} {}", r.labels, r.totals.in_flight);
-    }
-    let name = "pier_upstream_server_requests_total";
-    head(
-        out,
-        name,
-        "counter",
-        "Attempts sent to the server; a retried request counts on every server tried.",
-    );
-    for r in &rows {
-        let _ = writeln!(out, "{name}{{{}}} {}", r.labels, r.totals.requests);
+    /// The families with one value per server row: name, type, help, value.
+    type RowFamily = (&'static str, &'static str, &'static str, fn(&Row) -> u64);
+    const ROW_FAMILIES: [RowFamily; 4] = [
+        (
+            "pier_upstream_server_up",
+            "gauge",
+            "0 while the server fails its active health check or every worker keeps it out after max_fails failures, else 1.",
+            |r| u64::from(r.up),
+        ),
+        (
+            "pier_upstream_server_marked_down_workers",
+            "gauge",
+            "Workers keeping the server out now after max_fails failures (passive health, per worker).",
+            |r| r.totals.marked_down_workers,
+        ),
+        (
+            "pier_upstream_server_in_flight",
+            "gauge",
+            "Requests in flight on the server now.",
+            |r| r.totals.in_flight,
+        ),
+        (
+            "pier_upstream_server_requests_total",
+            "counter",
+            "Attempts sent to the server; a retried request counts on every server tried.",
+            |r| r.totals.requests,
+        ),
+    ];
+    for (name, kind, help, value) in ROW_FAMILIES {
+        family_head(out, name, kind, help);
+        for r in &rows {
+            let _ = writeln!(out, "{name}{{{}}} {}", r.labels, value(r));
+        }
     }
     let name = "pier_upstream_server_responses_total";
-    head(
+    family_head(
         out,
         name,
         "counter",
@@ -380,7 +367,7 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
         }
     }
     let name = "pier_upstream_server_errors_total";
-    head(
+    family_head(
         out,
         name,
         "counter",
@@ -397,38 +384,18 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
         }
     }
     let name = "pier_upstream_server_latency_seconds";
-    head(
+    family_head(
         out,
         name,
         "histogram",
         "Time from the start of an attempt on the server (connecting included) to its response head.",
     );
     for r in &rows {
-        let mut cumulative = 0;
-        for (bound, v) in LATENCY_BOUNDS.iter().zip(r.totals.latency) {
-            cumulative += v;
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{},le=\"{bound}\"}} {cumulative}",
-                r.labels
-            );
-        }
-        cumulative += r.totals.latency[LATENCY_BOUNDS.len()];
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{},le=\"+Inf\"}} {cumulative}",
-            r.labels
-        );
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{}}} {}",
-            r.labels,
-            r.totals.latency_sum_us as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{{{}}} {cumulative}", r.labels);
+        let t = &r.totals;
+        latency_histogram(out, name, &r.labels, &t.latency, t.latency_sum_us);
     }
     let name = "pier_upstream_server_health_checks_total";
-    head(
+    family_head(
         out,
         name,
         "counter",

@@ -10,6 +10,7 @@
 //! lock-free structures. Nothing takes a process-wide lock per handshake.
 
 pub mod acme;
+pub mod any_server_cert;
 pub mod dn;
 pub mod error_text;
 mod listener_config;

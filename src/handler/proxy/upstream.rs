@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use toml::Spanned;
 
 use super::balance::{Balance, HashKey, Ring, SmoothWrr};
@@ -22,6 +22,7 @@ use super::pool::Pool;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawHealthCheck, RawUpstream, RawUpstreamTls};
 use crate::config::value::{duration, int};
+use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
 /// One server of a group.
 #[derive(Debug)]
@@ -495,9 +496,14 @@ fn upstream_tls(
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     } else {
+        // `verify = false`, for upstreams on a trusted network: any certificate,
+        // but a real handshake.
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(crate::tls::provider())))
+            .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(
+                crate::tls::provider(),
+                HandshakeSignatures::Checked,
+            )))
             .with_no_client_auth()
     };
     Ok(UpstreamTls {
@@ -508,56 +514,6 @@ fn upstream_tls(
 
 /// Debian's bundle of the system's trusted CAs, used when `ca` is not given.
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// `verify = false`: accepts any certificate (signatures are still checked, so
-/// the handshake is a real one). For upstreams on a trusted network only.
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
 
 fn health_check(
     loc: &Locator<'_>,

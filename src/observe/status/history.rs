@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::quantile::quantile_ms;
-use crate::observe::metrics::{Registry, WorkerStats, LATENCY_BOUNDS};
+use crate::observe::latency::LATENCY_BOUNDS;
+use crate::observe::metrics::{Registry, WorkerStats};
 
 /// Request-duration buckets of one worker (see [`WorkerStats::duration_buckets`]).
 type Buckets = [u64; LATENCY_BOUNDS.len() + 1];

@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::quantile::quantile_ms;
 use super::ConfigView;
 use crate::handler::proxy::upstream::UpstreamGroup;
-use crate::observe::metrics::LATENCY_BOUNDS;
+use crate::observe::latency::LATENCY_BOUNDS;
 use crate::observe::upstream_stats::ServerTotals;
 
 /// A group: its configuration generation and its index in that configuration.
