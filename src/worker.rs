@@ -616,8 +616,12 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
     let lc = &now.lc;
     if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
         // The common case, kept free of the steps below.
+        let trusted = lc
+            .client_address
+            .trusts_any()
+            .then(|| lc.client_address.clone());
         tokio::task::spawn_local(async move {
-            serve_http1(Plain::new(stream), &ctx, peer).await;
+            serve_http1(Plain::new(stream), &ctx, peer, trusted.as_deref()).await;
             drop(guard);
         });
         return;
@@ -651,7 +655,13 @@ async fn serve_accepted(
     // client has sent no request yet and would see its first one fail. Both are
     // bounded by `handshake_timeout`, and the request that follows is answered
     // with `Connection: close`.
-    if lc.accept_proxy_protocol {
+    let trusted = lc
+        .client_address
+        .trusts_any()
+        .then_some(&*lc.client_address);
+    // From a peer the listener does not trust, no PROXY header is expected:
+    // what it sends is read as HTTP (or TLS) from its first byte.
+    if lc.accept_proxy_protocol && lc.client_address.accepts_proxy_header_from(peer.ip()) {
         let header = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout).await;
         match header {
             Ok(Some(source)) => peer = source,
@@ -666,7 +676,7 @@ async fn serve_accepted(
     let Some(acceptor) = acceptor else {
         match &lc.tcp {
             Some(fwd) => stream_proxy::relay_stream(ctx, fwd, stream, peer, local, None).await,
-            None => serve_http1(Plain::new(stream), ctx, peer).await,
+            None => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
         }
         return;
     };
@@ -713,7 +723,7 @@ async fn serve_accepted(
                 if let Some(subject) = tls.peer_subject() {
                     debug!(%peer, subject, "TLS client certificate verified");
                 }
-                serve_http1(tls, ctx, peer).await
+                serve_http1(tls, ctx, peer, trusted).await
             }
         },
         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),

@@ -24,6 +24,7 @@ use crate::handler::mime_table::{self, MimeTable};
 use crate::handler::proxy::configure as proxy_configure;
 use crate::handler::proxy::upstream::{self, UpstreamGroup};
 use crate::handler::{redirect_configure, respond_configure, static_configure};
+use crate::http::client_address::ClientAddress;
 use crate::http1::parse::Limits;
 use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::proxy_protocol;
@@ -76,9 +77,13 @@ pub struct ListenerConfig {
     pub backlog: u32,
     /// TLS termination, if any.
     pub tls: Option<ListenerTls>,
-    /// A PROXY protocol header (v1 or v2) must open every connection; its source
-    /// address becomes the client address.
+    /// A PROXY protocol header (v1 or v2) must open every connection (from a
+    /// trusted proxy, when `client_address` lists any); its source address
+    /// becomes the client address.
     pub accept_proxy_protocol: bool,
+    /// The proxies trusted to report the client address (PROXY header,
+    /// `X-Forwarded-For`, `Forwarded`): the listener's, or `[http]`'s.
+    pub client_address: Arc<ClientAddress>,
     /// Stream forwarding instead of HTTP, for `kind = "tcp"`.
     pub tcp: Option<TcpForward>,
     /// Kernel socket options, set on every worker's listening socket.
@@ -320,10 +325,16 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.listener.is_empty() {
         return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
     }
+    let client = crate::handler::access::configure::client_address(
+        &loc,
+        "http",
+        &raw.http.trusted_proxies,
+        &raw.http.client_address_header,
+    )?;
     let mut listeners = Vec::new();
     for (i, l) in raw.listener.iter().enumerate() {
         let key = format!("listener[{}]", i + 1);
-        listeners.push(validate_listener(&loc, &key, l, &upstreams)?);
+        listeners.push(validate_listener(&loc, &key, l, &upstreams, &client)?);
     }
     for (i, a) in listeners.iter().enumerate() {
         if listeners[..i]
@@ -346,14 +357,9 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.route.is_empty() && http_listeners {
         return Err(loc.error(0..0, "route", "no [[route]] configured"));
     }
-    let client = crate::handler::access::configure::client_address(
-        &loc,
-        &raw.http.trusted_proxies,
-        &raw.http.client_address_header,
-    )?;
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime, &client)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -542,8 +548,20 @@ fn validate_listener(
     key: &str,
     l: &Spanned<RawListener>,
     upstreams: &[Arc<UpstreamGroup>],
+    server_client: &Arc<ClientAddress>,
 ) -> Result<ListenerConfig, ConfigError> {
     let raw = l.get_ref();
+    // The listener's own trusted proxies, else the server's.
+    let client_address = if raw.trusted_proxies.is_some() || raw.client_address_header.is_some() {
+        crate::handler::access::configure::client_address(
+            loc,
+            key,
+            &raw.trusted_proxies,
+            &raw.client_address_header,
+        )?
+    } else {
+        server_client.clone()
+    };
     let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
         loc.error(
             raw.listen.span(),
@@ -629,6 +647,7 @@ fn validate_listener(
         backlog,
         tls,
         accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
+        client_address,
         tcp,
         socket: crate::sockopt::options_from_raw(
             loc,
@@ -645,7 +664,6 @@ fn validate_route(
     r: &Spanned<RawRoute>,
     upstreams: &[Arc<UpstreamGroup>],
     mime: &Arc<MimeTable>,
-    client: &Arc<crate::handler::access::client_address::ClientAddress>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
@@ -704,8 +722,7 @@ fn validate_route(
         }
     };
     // Access checks first: a refused request costs no more than the check.
-    let mut filters =
-        crate::handler::access::configure::access_filters(loc, key, &raw.filters, client)?;
+    let mut filters = crate::handler::access::configure::access_filters(loc, key, &raw.filters)?;
     filters.extend(filter::configure::route_filters(
         loc,
         key,

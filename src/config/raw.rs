@@ -106,7 +106,7 @@ pub struct RawHttp {
     pub max_uri_bytes: Option<Spanned<i64>>,
     /// Request body limit (413 beyond).
     pub max_body_bytes: Option<Spanned<i64>>,
-    /// Proxies whose `client_address_header` names the client (access checks).
+    /// Proxies trusted to report the client address (PROXY header, `client_address_header`).
     pub trusted_proxies: Option<Spanned<Vec<Spanned<String>>>>,
     /// The header trusted proxies put the client address in.
     pub client_address_header: Option<Spanned<String>>,
@@ -134,6 +134,11 @@ pub struct RawListener {
     pub accept_proxy_protocol: Option<bool>,
     /// Kernel socket options (buffers, keepalive, deferred accept, ...).
     pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
+    /// This listener's proxies trusted to report the client address (instead
+    /// of `[http]`'s).
+    pub trusted_proxies: Option<Spanned<Vec<Spanned<String>>>>,
+    /// The header this listener's trusted proxies put the client address in.
+    pub client_address_header: Option<Spanned<String>>,
 }
 
 /// A listener with every key absent and an empty address, for flags to fill in.
@@ -149,6 +154,8 @@ impl Default for RawListener {
             idle_timeout: None,
             accept_proxy_protocol: None,
             socket: None,
+            trusted_proxies: None,
+            client_address_header: None,
         }
     }
 }

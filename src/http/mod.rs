@@ -8,6 +8,7 @@
 //! So a handler never sees HTTP/1 bytes, and a new handler (a redirect, a cache)
 //! or a response filter (compression) touches no driver.
 
+pub mod client_address;
 pub mod request;
 pub mod request_id;
 pub mod response;

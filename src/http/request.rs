@@ -1,7 +1,8 @@
 //! What a handler can see of a request head, whichever protocol carried it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use super::client_address::ClientAddress;
 use crate::http1::parse::{BodyKind, Method, RequestHead, Version};
 
 /// TLS facts of the connection a request came on, for handlers and logs.
@@ -35,6 +36,8 @@ pub struct RequestView<'a> {
     source: HeadSource<'a>,
     peer: SocketAddr,
     tls: Option<TlsFacts<'a>>,
+    /// Which proxies the listener trusts to name the client; none: the peer is.
+    client_address: Option<&'a ClientAddress>,
 }
 
 impl<'a> RequestView<'a> {
@@ -49,6 +52,28 @@ impl<'a> RequestView<'a> {
             source: HeadSource::Http1 { head, buf },
             peer,
             tls,
+            client_address: None,
+        }
+    }
+
+    /// The view with the listener's trusted proxies, which [`Self::client`]
+    /// consults.
+    pub fn with_client_address(mut self, resolver: &'a ClientAddress) -> Self {
+        self.client_address = Some(resolver);
+        self
+    }
+
+    /// The client's address: the peer's, or the one a trusted proxy reported
+    /// ([`ClientAddress`]). Access rules, rate limits and the log use it.
+    pub fn client(&self) -> IpAddr {
+        self.client_socket().ip()
+    }
+
+    /// The client's address and port (port 0 when a proxy gave none).
+    pub fn client_socket(&self) -> SocketAddr {
+        match self.client_address {
+            Some(r) if r.trusts_any() => r.client_socket_of(self),
+            _ => SocketAddr::new(self.peer.ip().to_canonical(), self.peer.port()),
         }
     }
 

@@ -145,7 +145,7 @@ pub fn spawn_admin(
                     let _ = stream.set_nodelay(true);
                     let ctx = ctx.clone();
                     tokio::task::spawn_local(async move {
-                        serve_http1(Plain::new(stream), &ctx, peer).await;
+                        serve_http1(Plain::new(stream), &ctx, peer, None).await;
                     });
                 }
                 Err(e) => {

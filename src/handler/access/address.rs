@@ -2,14 +2,13 @@
 //! `allow` and `deny` do it: the rules are tried in the order written and the
 //! first that matches decides (403 for a deny). The client address is the one
 //! the access log shows (after the PROXY protocol on listeners that take it),
-//! or the one a trusted proxy forwarded (see [`ClientAddress`]).
+//! or the one a trusted proxy forwarded
+//! (see [`crate::http::client_address`]).
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::client_address::ClientAddress;
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
 use crate::http::Session;
@@ -27,7 +26,6 @@ pub struct AddressRule {
 #[derive(Debug)]
 pub struct AddressRules {
     rules: Box<[AddressRule]>,
-    client: Arc<ClientAddress>,
     /// Taken when no rule matches: a route with an `allow` list refuses the
     /// rest (nginx's `allow ...; deny all;` written once); a route with only
     /// `deny` lets the rest through.
@@ -35,12 +33,11 @@ pub struct AddressRules {
 }
 
 impl AddressRules {
-    /// Rules in the order they are tried, against the address `client` finds.
-    pub fn new(rules: Vec<AddressRule>, client: Arc<ClientAddress>) -> Self {
+    /// Rules in the order they are tried, against the request's client address.
+    pub fn new(rules: Vec<AddressRule>) -> Self {
         let otherwise_allow = !rules.iter().any(|r| r.allow);
         AddressRules {
             rules: rules.into_boxed_slice(),
-            client,
             otherwise_allow,
         }
     }
@@ -58,7 +55,7 @@ impl AddressRules {
 
 impl RouteFilter for AddressRules {
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
-        if self.allows(self.client.client_of(&session.request())) {
+        if self.allows(session.request().client()) {
             Verdict::Continue
         } else {
             Refusal::status(403).answer(session);
@@ -101,7 +98,6 @@ mod tests {
                     allow: *allow,
                 })
                 .collect(),
-            Arc::default(),
         )
     }
 

@@ -11,12 +11,12 @@ use toml::Spanned;
 
 use super::address::{parse_address_entry, AddressRule, AddressRules};
 use super::basic_auth::{parse_htpasswd, BasicAuth};
-use super::client_address::ClientAddress;
 use super::rate_limit::{RateKey, RateLimit};
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawRouteFilters;
 use crate::config::value::read_named_file;
 use crate::filter::BoxedFilter;
+use crate::http::client_address::ClientAddress;
 
 /// Largest htpasswd file read.
 const MAX_HTPASSWD: u64 = 16 * 1024 * 1024;
@@ -59,16 +59,19 @@ pub enum RawRate {
     Text(String),
 }
 
-/// The client address resolver from `[http]`'s `trusted_proxies` and
-/// `client_address_header`, shared by every route's checks.
+/// The client address resolver from `trusted_proxies` and
+/// `client_address_header` of `[http]` (`at` is `http`) or of a listener
+/// (`at` is `listener[N]`), which the access log, access rules and rate
+/// limits of the listener's requests consult.
 pub fn client_address(
     loc: &Locator<'_>,
+    at: &str,
     trusted: &Option<Spanned<Vec<Spanned<String>>>>,
     header: &Option<Spanned<String>>,
 ) -> Result<Arc<ClientAddress>, ConfigError> {
     let mut nets = Vec::new();
     for (i, entry) in trusted.iter().flat_map(|t| t.get_ref().iter()).enumerate() {
-        let key = format!("http.trusted_proxies[{}]", i + 1);
+        let key = format!("{at}.trusted_proxies[{}]", i + 1);
         match parse_address_entry(entry.get_ref()) {
             Ok(Some(net)) => nets.push(net),
             Ok(None) => {
@@ -92,7 +95,7 @@ pub fn client_address(
             {
                 return Err(loc.error(
                     h.span(),
-                    "http.client_address_header",
+                    &format!("{at}.client_address_header"),
                     format!("{v:?} is not a header name"),
                 ));
             }
@@ -105,19 +108,18 @@ pub fn client_address(
 /// Builds the route's checks in the order they run: address rules first (no
 /// state, cheapest), then the rate limit (so password guessing is throttled
 /// before it costs a hash), then basic authentication.
-/// `client` finds the client address (trusted proxies, `[http]`).
+/// Each judges the request's client address (trusted proxies: the listener's).
 pub fn access_filters(
     loc: &Locator<'_>,
     key: &str,
     raw: &RawRouteFilters,
-    client: &Arc<ClientAddress>,
 ) -> Result<Vec<BoxedFilter>, ConfigError> {
     let mut filters: Vec<BoxedFilter> = Vec::new();
     if let Some(rules) = address_rules(loc, key, raw)? {
-        filters.push(Box::new(AddressRules::new(rules, Arc::clone(client))));
+        filters.push(Box::new(AddressRules::new(rules)));
     }
     if let Some(r) = &raw.rate_limit {
-        let limit = rate_limit(loc, &format!("{key}.rate_limit"), r, client)?;
+        let limit = rate_limit(loc, &format!("{key}.rate_limit"), r)?;
         filters.push(Box::new(limit));
     }
     if let Some(b) = &raw.basic_auth {
@@ -157,7 +159,6 @@ fn rate_limit(
     loc: &Locator<'_>,
     key: &str,
     raw: &Spanned<RawRateLimit>,
-    client: &Arc<ClientAddress>,
 ) -> Result<RateLimit, ConfigError> {
     let r = raw.get_ref();
     let per_second = parse_rate(r.rate.get_ref())
@@ -195,7 +196,6 @@ fn rate_limit(
     };
     Ok(RateLimit::new(
         rate_key,
-        Arc::clone(client),
         per_request,
         burst,
         max_keys as usize,

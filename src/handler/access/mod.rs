@@ -8,7 +8,6 @@
 
 pub mod address;
 pub mod basic_auth;
-pub mod client_address;
 pub mod configure;
 pub mod hash_pool;
 pub mod rate_limit;

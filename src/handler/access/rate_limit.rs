@@ -36,12 +36,10 @@ use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::collections::hash_map::RandomState;
 
-use super::client_address::ClientAddress;
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
 use crate::http::Session;
@@ -63,23 +61,15 @@ pub enum RateKey {
 #[derive(Debug)]
 pub struct RateLimit {
     key: RateKey,
-    client: Arc<ClientAddress>,
     table: GcraTable,
 }
 
 impl RateLimit {
     /// `per_request` is the emission interval (one second over the rate);
     /// `burst` requests may arrive at once; `max_keys` bounds the table.
-    pub fn new(
-        key: RateKey,
-        client: Arc<ClientAddress>,
-        per_request: Duration,
-        burst: u32,
-        max_keys: usize,
-    ) -> Self {
+    pub fn new(key: RateKey, per_request: Duration, burst: u32, max_keys: usize) -> Self {
         RateLimit {
             key,
-            client,
             table: GcraTable::new(per_request, burst, max_keys),
         }
     }
@@ -96,9 +86,9 @@ impl RouteFilter for RateLimit {
                         1u8.hash(&mut h);
                         value.hash(&mut h);
                     }
-                    None => hash_addr(&mut h, self.client.client_of(&request)),
+                    None => hash_addr(&mut h, request.client()),
                 },
-                RateKey::ClientAddress => hash_addr(&mut h, self.client.client_of(&request)),
+                RateKey::ClientAddress => hash_addr(&mut h, request.client()),
             }
             h.finish()
         };

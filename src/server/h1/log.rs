@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Downstream, Exit, Http1Conn};
+use crate::http::RequestView;
 use crate::http1::parse::Version;
 use crate::observe::access_log::{Entry, TlsFields, WorkerLog};
 use crate::observe::metrics::ROUTE_NONE;
@@ -31,6 +32,8 @@ pub(super) struct LoggedRequest {
     user_agent: Vec<u8>,
     has_referer: bool,
     has_user_agent: bool,
+    /// The client address a trusted proxy reported, read with the head.
+    client: Option<std::net::SocketAddr>,
 }
 
 /// Finds where the response head of the logged request ends in the output not
@@ -116,6 +119,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
         l.user_agent.clear();
         l.has_referer = false;
         l.has_user_agent = false;
+        l.client = None;
         self.status = 0;
         self.upstream = None;
         l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
@@ -139,6 +143,10 @@ impl<D: Downstream> Http1Conn<'_, D> {
             l.user_agent.extend_from_slice(v);
             l.has_user_agent = true;
         }
+        if let Some(trusted) = self.client_address {
+            let view = RequestView::http1(&b.head, req, self.peer, None);
+            l.client = Some(trusted.client_socket_of(&view));
+        }
     }
 
     /// Formats the line of the request begun by `begin_log`.
@@ -157,7 +165,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
         );
         let pending = self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
         log.record(&Entry {
-            client: self.peer,
+            client: l.client.unwrap_or(self.peer),
             method: &l.method,
             target: &l.target,
             protocol: l.protocol,

@@ -25,6 +25,7 @@ use tokio::sync::futures::Notified;
 use tracing::debug;
 
 use crate::handler::Handler;
+use crate::http::client_address::ClientAddress;
 use crate::http::{Body, BodyReadError, Served, Session, SessionExt};
 use crate::http1::parse::{parse_request, BodyKind, Parsed};
 use crate::http1::write;
@@ -60,6 +61,9 @@ pub struct Http1Conn<'a, D> {
     pub(crate) ctx: &'a WorkerCtx,
     /// Client address (after PROXY protocol, when the listener accepts it).
     pub(crate) peer: SocketAddr,
+    /// The listener's trusted proxies, when it has any: requests from them
+    /// may name the client address ([`crate::http::RequestView::client`]).
+    pub(crate) client_address: Option<&'a ClientAddress>,
     pub(crate) bufs: Option<ConnBuffers>,
     /// Start of unconsumed input in `bufs.read`.
     pub(crate) rpos: usize,
@@ -108,11 +112,17 @@ struct Answered {
 }
 
 /// Serves one downstream HTTP/1 connection until it closes.
-pub async fn serve_http1<D: Downstream>(io: D, ctx: &WorkerCtx, peer: SocketAddr) {
+pub async fn serve_http1<'a, D: Downstream>(
+    io: D,
+    ctx: &'a WorkerCtx,
+    peer: SocketAddr,
+    client_address: Option<&'a ClientAddress>,
+) {
     let mut conn = Http1Conn {
         io,
         ctx,
         peer,
+        client_address,
         bufs: None,
         rpos: 0,
         requests: 0,

@@ -190,12 +190,16 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
 impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
     fn request(&self) -> RequestView<'_> {
         let b = self.bufs.as_ref().expect("buffers held while handling");
-        RequestView::http1(
+        let view = RequestView::http1(
             &b.head,
             &b.read[self.rpos..],
             self.peer,
             self.io.tls_facts(),
-        )
+        );
+        match self.client_address {
+            Some(trusted) => view.with_client_address(trusted),
+            None => view,
+        }
     }
 
     fn worker(&self) -> &'a WorkerCtx {

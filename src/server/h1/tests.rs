@@ -205,7 +205,7 @@ where
         let addr = listener.local_addr().unwrap();
         let server = tokio::task::spawn_local(async move {
             let (stream, peer) = listener.accept().await.unwrap();
-            serve_http1(Plain::new(stream), &ctx, peer).await;
+            serve_http1(Plain::new(stream), &ctx, peer, None).await;
         });
         client(TcpStream::connect(addr).await.unwrap()).await;
         server.await.unwrap();
