@@ -91,8 +91,11 @@ pub trait Session<'h> {
     /// not held back.
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
 
-    /// Ends a [`Body::Push`] body, with trailer fields sent where the framing
-    /// carries them (HTTP/1.1 chunked, HTTP/2). A pushed body never finished,
+    /// Ends a [`Body::Push`] body, with trailer fields: the one way a handler
+    /// sends response trailers (a relayed gRPC status). They go where the
+    /// framing carries them (HTTP/1.1 chunked: after the last chunk; HTTP/2: a
+    /// HEADERS frame ending the stream) and are dropped otherwise (a known
+    /// length, HTTP/1.0, `HEAD`). A pushed body never finished,
     /// or shorter than its promised length, ends the connection (HTTP/1) or
     /// resets the stream (HTTP/2): the client must not take it for whole.
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]);

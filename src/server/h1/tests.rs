@@ -564,3 +564,39 @@ fn a_pushed_body_left_short_closes_the_connection() {
         assert!(!text.contains("root"), "{text}");
     });
 }
+
+#[test]
+fn trailers_go_only_where_the_framing_carries_them() {
+    // HTTP/1.0 gets the pushed body delimited by close: no place for trailers.
+    with_server(|mut s| async move {
+        s.write_all(b"GET /push-chunked HTTP/1.0\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
+        assert!(!head.contains("chunked"), "{head}");
+        assert_eq!(body.len(), 60_000);
+        assert!(!text.contains("x-pieces"));
+    });
+    // A known length: the trailers are dropped, the connection stays usable.
+    with_server(|mut s| async move {
+        s.write_all(
+            b"GET /push-sized HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(!text.contains("x-pieces"), "{text}");
+        assert!(text.ends_with("root"), "{text}");
+    });
+    // HEAD: neither body nor trailers.
+    with_server(|mut s| async move {
+        s.write_all(b"HEAD /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let text = read_to_close(&mut s).await;
+        assert!(text.ends_with("X-Two: 2\r\n\r\n"), "{text}");
+        assert!(!text.contains("x-pieces"), "{text}");
+    });
+}
