@@ -33,7 +33,10 @@ pub use crate::tls::ListenerTls;
 pub use error::{ConfigError, Locator};
 pub use flags::Overrides;
 use raw::{RawAccessLog, RawAdmin, RawConfig, RawHandler, RawListener, RawRoute, RouteError};
-pub use value::{duration, int, parse_duration, parse_size, read_named_file, MAX_PEM_FILE};
+pub use value::{
+    duration, int, is_host_name, parse_duration, parse_size, read_named_file, unknown_choice,
+    MAX_PEM_FILE,
+};
 
 /// The configuration used when `pier serve` runs without `--config`.
 pub const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
@@ -601,20 +604,14 @@ fn validate_listener(
             None
         }
         Some("tcp") => {
-            let Some(name) = &raw.upstream else {
-                return Err(loc.error(
-                    l.span(),
-                    &format!("{key}.upstream"),
-                    "a tcp listener needs `upstream`",
-                ));
-            };
-            let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
-                return Err(loc.error(
-                    name.span(),
-                    &format!("{key}.upstream"),
-                    format!("no [[upstream]] named {:?}", name.get_ref()),
-                ));
-            };
+            let group = proxy_configure::upstream_named(
+                loc,
+                key,
+                l.span(),
+                &raw.upstream,
+                "a tcp listener",
+                upstreams,
+            )?;
             let send_proxy_protocol = match &raw.proxy_protocol {
                 None => None,
                 Some(v) => Some(
@@ -628,18 +625,19 @@ fn validate_listener(
                     .map_err(|m| loc.error(d.span(), &format!("{key}.idle_timeout"), m))?,
             };
             Some(TcpForward {
-                group: group.clone(),
+                group,
                 send_proxy_protocol,
                 idle_timeout,
             })
         }
-        Some(other) => {
-            let k = raw.kind.as_ref().expect("matched Some");
-            return Err(loc.error(
-                k.span(),
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.kind,
                 &format!("{key}.kind"),
-                format!("unknown listener kind {other:?}; expected \"http\" or \"tcp\""),
-            ));
+                "listener kind",
+                &["http", "tcp"],
+            ))
         }
     };
     Ok(ListenerConfig {
@@ -670,11 +668,7 @@ fn validate_route(
         None => None,
         Some(h) => {
             let v = h.get_ref().trim().to_ascii_lowercase();
-            if v.is_empty()
-                || !v
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
-            {
+            if !is_host_name(&v) {
                 return Err(loc.error(
                     h.span(),
                     &format!("{key}.host"),

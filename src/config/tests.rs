@@ -398,3 +398,53 @@ fn a_relative_htpasswd_is_read_beside_the_config_file() {
     assert_eq!(e.key, "route[1].basic_auth.htpasswd", "{e}");
     assert!(e.message.starts_with("cannot read users"), "{e}");
 }
+
+#[test]
+fn unknown_choices_name_the_value_and_every_choice_on_their_key() {
+    let upstream = "[[upstream]]\nname = \"u\"\nservers = [{ address = \"127.0.0.1:2\" }]\n";
+    let route = "[[route]]\nhandler = \"proxy\"\nupstream = \"u\"\n";
+    let cases = [
+        (
+            format!("[[listener]]\nlisten = \"127.0.0.1:1\"\nkind = \"udp\"\n{upstream}{route}"),
+            (3, "listener[1].kind"),
+            "unknown listener kind \"udp\"; expected \"http\" or \"tcp\"",
+        ),
+        (
+            format!(
+                "[[listener]]\nlisten = \"127.0.0.1:1\"\n{upstream}balance = \"random\"\n{route}"
+            ),
+            (6, "upstream[1].balance"),
+            "unknown balance \"random\"; expected \"round_robin\", \"least_conn\" or \"hash\"",
+        ),
+        (
+            format!(
+                "[[listener]]\nlisten = \"127.0.0.1:1\"\n{upstream}{route}forwarded = \"all\"\n"
+            ),
+            (9, "route[1].forwarded"),
+            "unknown value \"all\"; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\"",
+        ),
+    ];
+    for (text, at, message) in cases {
+        let e = check(&text).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), at, "{e}");
+        assert_eq!(e.message, message);
+    }
+}
+
+#[test]
+fn a_missing_or_unknown_upstream_is_named_for_routes_and_tcp_listeners() {
+    let upstream = "[[upstream]]\nname = \"u\"\nservers = [{ address = \"127.0.0.1:2\" }]\n";
+    let route = "[[route]]\nhandler = \"respond\"\n";
+    let e = check(&format!(
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\nkind = \"tcp\"\n{upstream}{route}"
+    ))
+    .unwrap_err();
+    assert_eq!(e.key, "listener[1].upstream", "{e}");
+    assert_eq!(e.message, "a tcp listener needs `upstream`");
+    let e = check(&format!(
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\n{upstream}[[route]]\nhandler = \"proxy\"\nupstream = \"v\"\n"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (8, "route[1].upstream"), "{e}");
+    assert_eq!(e.message, "no [[upstream]] named \"v\"");
+}

@@ -116,6 +116,42 @@ pub fn int(
     Ok(n)
 }
 
+/// Letters, digits, `-`, `.` and `_`, and not empty: the host names a route's
+/// `host` and a certificate's `names` take (one rule, so a name a route
+/// matches is a name a certificate can be chosen for).
+pub fn is_host_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+}
+
+/// The error for a text setting that is none of `choices`: names the value and
+/// every choice (`unknown balance "x"; expected "a", "b" or "c"`). `what` is the
+/// setting as the message calls it.
+pub fn unknown_choice(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<String>>,
+    key: &str,
+    what: &str,
+    choices: &[&str],
+) -> ConfigError {
+    let (span, text) = v
+        .as_ref()
+        .map_or((0..0, ""), |v| (v.span(), v.get_ref().as_str()));
+    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+    let expected = match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    loc.error(
+        span,
+        key,
+        format!("unknown {what} {text:?}; expected {expected}"),
+    )
+}
+
 /// Largest certificate chain, key or CA bundle a configuration may name (the
 /// system CA bundle is about 200 KiB).
 pub const MAX_PEM_FILE: u64 = 8 << 20;

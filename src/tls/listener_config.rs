@@ -13,7 +13,7 @@ use super::{
 };
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawCertificate, RawTls};
-use crate::config::value::{int, parse_duration};
+use crate::config::value::{int, is_host_name, parse_duration};
 
 /// Sessions remembered per worker for clients that resume without tickets. Each
 /// worker owns its cache, so no lock is shared between workers.
@@ -123,12 +123,7 @@ pub fn listener_tls(
             Some(n) => {
                 for name in n.get_ref() {
                     let bare = name.strip_prefix("*.").unwrap_or(name);
-                    if bare.is_empty()
-                        || bare.contains('*')
-                        || !bare
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
-                    {
+                    if bare.contains('*') || !is_host_name(bare) {
                         return Err(loc.error(
                             n.span(),
                             &format!("{prefix}.names"),

@@ -11,6 +11,34 @@ use super::upstream::UpstreamGroup;
 use super::{Forwarding, ProxyRoute};
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawProxy;
+use crate::config::value::unknown_choice;
+
+/// The group the `upstream` key of a listener or route (`key`, its table at
+/// `span`) names; `needed_by` says who needs the key when it is missing.
+pub fn upstream_named(
+    loc: &Locator<'_>,
+    key: &str,
+    span: Range<usize>,
+    name: &Option<Spanned<String>>,
+    needed_by: &str,
+    upstreams: &[Arc<UpstreamGroup>],
+) -> Result<Arc<UpstreamGroup>, ConfigError> {
+    let Some(name) = name else {
+        return Err(loc.error(
+            span,
+            &format!("{key}.upstream"),
+            format!("{needed_by} needs `upstream`"),
+        ));
+    };
+    match upstreams.iter().find(|g| g.name == *name.get_ref()) {
+        Some(group) => Ok(group.clone()),
+        None => Err(loc.error(
+            name.span(),
+            &format!("{key}.upstream"),
+            format!("no [[upstream]] named {:?}", name.get_ref()),
+        )),
+    }
+}
 
 /// Builds a `proxy` route from its raw keys; `key` names the route (`route[2]`)
 /// and `span` its table, for keys that are missing.
@@ -21,20 +49,7 @@ pub fn build_proxy(
     raw: &RawProxy,
     upstreams: &[Arc<UpstreamGroup>],
 ) -> Result<ProxyRoute, ConfigError> {
-    let Some(name) = &raw.upstream else {
-        return Err(loc.error(
-            span,
-            &format!("{key}.upstream"),
-            "a proxy route needs `upstream`",
-        ));
-    };
-    let Some(group) = upstreams.iter().find(|g| g.name == *name.get_ref()) else {
-        return Err(loc.error(
-            name.span(),
-            &format!("{key}.upstream"),
-            format!("no [[upstream]] named {:?}", name.get_ref()),
-        ));
-    };
+    let group = upstream_named(loc, key, span, &raw.upstream, "a proxy route", upstreams)?;
     let forwarding = match raw.forwarded.as_ref().map(|f| f.get_ref().as_str()) {
         None | Some("x-forwarded") => Forwarding {
             x_forwarded: true,
@@ -52,13 +67,14 @@ pub fn build_proxy(
             x_forwarded: false,
             forwarded: false,
         },
-        Some(other) => {
-            let f = raw.forwarded.as_ref().expect("matched Some");
-            return Err(loc.error(
-                f.span(),
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.forwarded,
                 &format!("{key}.forwarded"),
-                format!("unknown value {other:?}; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\""),
-            ));
+                "value",
+                &["x-forwarded", "forwarded", "both", "none"],
+            ))
         }
     };
     let header_name =
@@ -90,7 +106,7 @@ pub fn build_proxy(
             Ok(Some(v.clone().into_boxed_str()))
         };
     Ok(ProxyRoute {
-        group: group.clone(),
+        group,
         forwarding,
         via: raw.via.unwrap_or(true),
         preserve_host: raw.preserve_host.unwrap_or(true),

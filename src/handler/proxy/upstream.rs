@@ -21,7 +21,7 @@ use super::balance::{Balance, HashKey, Ring, SmoothWrr};
 use super::pool::Pool;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawHealthCheck, RawUpstream, RawUpstreamTls};
-use crate::config::value::{duration, int};
+use crate::config::value::{duration, int, unknown_choice};
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
 /// One server of a group.
@@ -324,13 +324,14 @@ pub fn from_raw(
                 .map_err(|m| loc.error(k.span(), &format!("{key}.hash_key"), m))?;
             Balance::Hash(hk)
         }
-        Some(other) => {
-            let b = raw.balance.as_ref().expect("matched Some");
-            return Err(loc.error(
-                b.span(),
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.balance,
                 &format!("{key}.balance"),
-                format!("unknown balance {other:?}; expected \"round_robin\", \"least_conn\" or \"hash\""),
-            ));
+                "balance",
+                &["round_robin", "least_conn", "hash"],
+            ))
         }
     };
     if let (Some(k), false) = (&raw.hash_key, matches!(balance, Balance::Hash(_))) {
@@ -543,13 +544,14 @@ fn health_check(
             }
             CheckKind::Tcp
         }
-        Some(other) => {
-            let k = raw.kind.as_ref().expect("matched Some");
-            return Err(loc.error(
-                k.span(),
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.kind,
                 &format!("{key}.kind"),
-                format!("unknown check kind {other:?}; expected \"http\" or \"tcp\""),
-            ));
+                "check kind",
+                &["http", "tcp"],
+            ))
         }
     };
     let interval = duration(
