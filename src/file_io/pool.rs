@@ -13,6 +13,11 @@
 //! gives up after the timeout, and a thread still busy past it stops counting
 //! against the pool, so a replacement may start (up to a fixed cap of stuck
 //! threads). Threads start on first use and end with the pool.
+//!
+//! Read-ahead jobs (pages a download will want next, read in parallel so a
+//! slow disk's latency is paid once per window instead of once per chunk)
+//! nobody waits for: they queue apart, run only while no caller's job waits,
+//! and take at most half the threads, so opens and sends always find one.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -22,6 +27,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Notify};
 use tracing::warn;
 
+use super::pool_metrics::{self, PoolCounters, PoolGauges};
 use crate::deadline::Deadline;
 
 /// Sizes of the pool, from `[server]` `file_io_threads`, `file_io_queue` and
@@ -81,6 +87,10 @@ const STUCK_PER_THREAD: usize = 4;
 
 struct State {
     queue: VecDeque<Job>,
+    /// Read-ahead jobs, run when `queue` is empty.
+    background: VecDeque<Job>,
+    /// Read-ahead jobs running now.
+    background_running: usize,
     /// Each live thread by id, with when the caller of its current job
     /// started waiting (`None` while idle).
     busy_since: Vec<(u64, Option<Instant>)>,
@@ -93,6 +103,12 @@ struct State {
 }
 
 impl State {
+    /// Queued jobs a thread may take now.
+    fn runnable(&self, background_limit: usize) -> usize {
+        let room = background_limit.saturating_sub(self.background_running);
+        self.queue.len() + self.background.len().min(room)
+    }
+
     fn mark(&mut self, id: u64, since: Option<Instant>) {
         if let Some(entry) = self.busy_since.iter_mut().find(|(i, _)| *i == id) {
             entry.1 = since;
@@ -107,6 +123,7 @@ struct Shared {
     work: Condvar,
     /// Wakes a connection waiting for room in the queue.
     room: Notify,
+    counters: PoolCounters,
 }
 
 /// The process's blocking pool for one configuration generation: held by the
@@ -142,6 +159,8 @@ impl FileIoPool {
                 settings,
                 state: Mutex::new(State {
                     queue: VecDeque::new(),
+                    background: VecDeque::new(),
+                    background_running: 0,
                     busy_since: Vec::new(),
                     next_id: 0,
                     idle: 0,
@@ -149,6 +168,7 @@ impl FileIoPool {
                 }),
                 work: Condvar::new(),
                 room: Notify::new(),
+                counters: PoolCounters::default(),
             }),
         }
     }
@@ -167,8 +187,11 @@ impl FileIoPool {
         R: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
+        let since = Instant::now();
+        let counters = &self.shared.counters;
+        PoolCounters::add(&counters.jobs, 1);
         let job = Job {
-            since: Instant::now(),
+            since,
             work: Box::new(move || {
                 let _ = tx.send(job());
             }),
@@ -181,9 +204,11 @@ impl FileIoPool {
                 rx.await.map_err(|_| FileIoError::Unavailable)
             })
             .await;
+        PoolCounters::add(&counters.wait_us, since.elapsed().as_micros() as u64);
         match answered {
             Ok(r) => r,
             Err(_) => {
+                PoolCounters::add(&counters.timeouts, 1);
                 warn!(
                     timeout = ?self.shared.settings.timeout,
                     "a file operation did not finish in time; its response ends"
@@ -199,9 +224,57 @@ impl FileIoPool {
         }
     }
 
+    /// Queues read-ahead work nobody waits for: it runs when no caller's job
+    /// is queued, on at most half the threads, and is dropped (it is only
+    /// advice) when the pool is busy or closed.
+    pub fn run_readahead(&self, job: impl FnOnce() + Send + 'static) {
+        let counters = &self.shared.counters;
+        let mut st = self.shared.lock();
+        let full = st.background.len() >= self.shared.settings.queue;
+        if st.closed || full || self.shared.background_limit() == 0 {
+            PoolCounters::add(&counters.readahead_dropped, 1);
+            return;
+        }
+        PoolCounters::add(&counters.readahead_jobs, 1);
+        st.background.push_back(Job {
+            since: Instant::now(),
+            work: Box::new(job),
+        });
+        let _ = self.shared.wake_or_start(st);
+    }
+
+    /// The pool's gauges now.
+    pub fn gauges(&self) -> PoolGauges {
+        let st = self.shared.lock();
+        let now = Instant::now();
+        let timeout = self.shared.settings.timeout;
+        PoolGauges {
+            queued: st.queue.len() + st.background.len(),
+            threads: st.busy_since.len(),
+            busy: st.busy_since.iter().filter(|(_, b)| b.is_some()).count(),
+            stuck: st
+                .busy_since
+                .iter()
+                .filter(|(_, b)| b.is_some_and(|t| now.duration_since(t) >= timeout))
+                .count(),
+        }
+    }
+
+    /// Appends the pool's gauges and counters to a Prometheus exposition.
+    pub fn render_prometheus(&self, out: &mut String) {
+        let s = self.shared.settings;
+        pool_metrics::render(
+            out,
+            &self.shared.counters,
+            self.gauges(),
+            (s.threads, s.queue),
+        );
+    }
+
     /// Queues `job`, waiting while the queue is full.
     async fn submit(&self, job: Job) -> Result<(), FileIoError> {
         let mut job = Some(job);
+        let mut counted = false;
         loop {
             let room = self.shared.room.notified();
             let mut room = std::pin::pin!(room);
@@ -216,6 +289,10 @@ impl FileIoPool {
                     return self.shared.wake_or_start(st);
                 }
             }
+            if !counted {
+                counted = true;
+                PoolCounters::add(&self.shared.counters.queue_full_waits, 1);
+            }
             room.await;
         }
     }
@@ -227,6 +304,7 @@ impl Drop for FileIoPool {
         st.closed = true;
         // Queued jobs are dropped: their waiters see the pool gone.
         st.queue.clear();
+        st.background.clear();
         drop(st);
         self.shared.work.notify_all();
         self.shared.room.notify_waiters();
@@ -234,6 +312,12 @@ impl Drop for FileIoPool {
 }
 
 impl Shared {
+    /// Read-ahead jobs that may run at once: half the threads (none for a
+    /// pool of one thread, which opens and sends must have to themselves).
+    fn background_limit(&self) -> usize {
+        self.settings.threads / 2
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A job runs outside the lock, so a poisoned lock only means a panic in
         // this file's short critical sections; the state is still consistent.
@@ -243,7 +327,7 @@ impl Shared {
     /// Wakes an idle thread when there are more idle threads than unclaimed
     /// jobs, or else starts one when fewer than `threads` are live and not stuck.
     fn wake_or_start(self: &Arc<Self>, mut st: MutexGuard<'_, State>) -> Result<(), FileIoError> {
-        if st.queue.len() <= st.idle {
+        if st.runnable(self.background_limit()) <= st.idle {
             drop(st);
             self.work.notify_one();
             return Ok(());
@@ -275,6 +359,7 @@ impl Shared {
             st.busy_since.retain(|(i, _)| *i != id);
             if st.busy_since.is_empty() {
                 st.queue.clear();
+                st.background.clear();
                 return Err(FileIoError::Unavailable);
             }
         }
@@ -295,6 +380,18 @@ impl Shared {
                 st = self.lock();
                 st.mark(id, None);
                 continue;
+            }
+            if st.background_running < self.background_limit() {
+                if let Some(job) = st.background.pop_front() {
+                    st.mark(id, Some(job.since));
+                    st.background_running += 1;
+                    drop(st);
+                    (job.work)();
+                    st = self.lock();
+                    st.background_running -= 1;
+                    st.mark(id, None);
+                    continue;
+                }
             }
             if st.closed || st.busy_since.len() > self.settings.threads {
                 st.busy_since.retain(|(i, _)| *i != id);
@@ -423,6 +520,118 @@ mod tests {
         });
         assert_eq!(p.shared.lock().busy_since.len(), 1 + STUCK_PER_THREAD);
         drop(releases);
+    }
+
+    fn render(p: &FileIoPool) -> String {
+        let mut text = String::new();
+        p.render_prometheus(&mut text);
+        text
+    }
+
+    #[test]
+    fn counters_and_gauges_show_jobs_queue_and_waits() {
+        let p = pool(1, 1, Duration::from_secs(10));
+        let (release, hold) = held();
+        let started = Arc::new(AtomicUsize::new(0));
+        let started_in_job = started.clone();
+        on_worker(async {
+            assert_eq!(p.run(|| 1).await, Ok(1));
+            let first = submit(&p, move || {
+                started_in_job.store(1, Ordering::SeqCst);
+                hold()
+            });
+            while started.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let queued = submit(&p, || 2);
+            let waiting = submit(&p, || 3);
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let g = p.gauges();
+            assert_eq!((g.threads, g.busy, g.queued, g.stuck), (1, 1, 1, 0));
+            release.send(()).unwrap();
+            assert_eq!(first.await.unwrap(), Ok(()));
+            assert_eq!(queued.await.unwrap(), Ok(2));
+            assert_eq!(waiting.await.unwrap(), Ok(3));
+        });
+        let text = render(&p);
+        for line in [
+            "pier_file_io_jobs_total 4\n",
+            "pier_file_io_timeouts_total 0\n",
+            "pier_file_io_queue_full_waits_total 1\n",
+            "pier_file_io_threads_limit 1\n",
+            "pier_file_io_queue_limit 1\n",
+            "# TYPE pier_file_io_queue_depth gauge\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+        let waited: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("pier_file_io_wait_seconds_total "))
+            .and_then(|v| v.parse().ok())
+            .expect("a wait sum");
+        assert!(waited >= 0.3, "three jobs waited 150 ms each: {waited}");
+    }
+
+    #[test]
+    fn a_timed_out_job_is_counted_and_its_thread_shown_stuck() {
+        let p = pool(1, 4, Duration::from_millis(100));
+        let (release, hold) = held();
+        on_worker(async {
+            assert_eq!(p.run(hold).await, Err(FileIoError::TimedOut));
+        });
+        let g = p.gauges();
+        assert_eq!((g.threads, g.busy, g.stuck), (1, 1, 1));
+        assert!(render(&p).contains("pier_file_io_timeouts_total 1\n"));
+        release.send(()).unwrap();
+    }
+
+    #[test]
+    fn read_ahead_waits_for_callers_jobs_and_takes_half_the_threads() {
+        let p = pool(4, 16, Duration::from_secs(10));
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Arc::new(Mutex::new(gate));
+        for _ in 0..6 {
+            let (running, most, gate) = (running.clone(), most.clone(), gate.clone());
+            p.run_readahead(move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let _ = gate.lock().unwrap().recv();
+                running.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(running.load(Ordering::SeqCst), 2, "half of four threads");
+        on_worker(async {
+            // Read-ahead holds two threads; a caller's job still runs at once.
+            let t = Instant::now();
+            assert_eq!(p.run(|| 5).await, Ok(5));
+            assert!(t.elapsed() < Duration::from_secs(2));
+        });
+        drop(release);
+        for _ in 0..100 {
+            if p.gauges().queued == 0 && running.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(p.gauges().queued, 0, "every read-ahead job ran");
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        let text = render(&p);
+        assert!(
+            text.contains("pier_file_io_readahead_jobs_total 6\n"),
+            "{text}"
+        );
+
+        // A pool of one thread keeps it for callers: read-ahead is dropped.
+        let single = pool(1, 16, Duration::from_secs(10));
+        single.run_readahead(|| {});
+        let text = render(&single);
+        assert!(
+            text.contains("pier_file_io_readahead_dropped_total 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

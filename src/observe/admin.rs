@@ -60,6 +60,7 @@ impl AdminPages {
         if path == b"/metrics" {
             let mut text = self.registry.render_prometheus();
             self.status.render_upstream_metrics(&mut text);
+            self.status.render_file_io_metrics(&mut text);
             return plain(200, "text/plain; version=0.0.4; charset=utf-8", text);
         }
         self.status

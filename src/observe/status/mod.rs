@@ -188,6 +188,12 @@ impl StatusState {
         );
     }
 
+    /// Appends the running configuration's file IO pool gauges and counters
+    /// to a Prometheus exposition.
+    pub fn render_file_io_metrics(&self, out: &mut String) {
+        self.config.load().current.file_io.render_prometheus(out);
+    }
+
     /// The answer for `path` (`/status`, `/status.json`), choosing HTML or text
     /// for `/status` by the request's `Accept` field; `None` for other paths.
     pub fn answer(&self, path: &[u8], accept: Option<&[u8]>) -> Option<StatusResponse> {
