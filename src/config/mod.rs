@@ -716,7 +716,9 @@ fn validate_route(
         }
     };
     // Access checks first: a refused request costs no more than the check.
-    let mut filters = crate::handler::access::configure::access_filters(loc, key, &raw.filters)?;
+    let route = (host.clone(), path.clone());
+    let mut filters =
+        crate::handler::access::configure::access_filters(loc, key, route, &raw.filters)?;
     filters.extend(filter::configure::route_filters(
         loc,
         key,

@@ -12,6 +12,7 @@ use toml::Spanned;
 use super::address::{parse_address_entry, AddressRule, AddressRules};
 use super::basic_auth::{parse_htpasswd, BasicAuth};
 use super::rate_limit::{RateKey, RateLimit};
+use super::rate_reload::RateRule;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawRouteFilters;
 use crate::config::value::read_named_file;
@@ -109,9 +110,12 @@ pub fn client_address(
 /// state, cheapest), then the rate limit (so password guessing is throttled
 /// before it costs a hash), then basic authentication.
 /// Each judges the request's client address (trusted proxies: the listener's).
+/// `route` is the route's host and path, which tell its rate limit apart
+/// from others' across a reload.
 pub fn access_filters(
     loc: &Locator<'_>,
     key: &str,
+    route: (Option<String>, String),
     raw: &RawRouteFilters,
 ) -> Result<Vec<BoxedFilter>, ConfigError> {
     let mut filters: Vec<BoxedFilter> = Vec::new();
@@ -119,7 +123,7 @@ pub fn access_filters(
         filters.push(Box::new(AddressRules::new(rules)));
     }
     if let Some(r) = &raw.rate_limit {
-        let limit = rate_limit(loc, &format!("{key}.rate_limit"), r)?;
+        let limit = rate_limit(loc, &format!("{key}.rate_limit"), route, r)?;
         filters.push(Box::new(limit));
     }
     if let Some(b) = &raw.basic_auth {
@@ -158,6 +162,7 @@ fn address_rules(
 fn rate_limit(
     loc: &Locator<'_>,
     key: &str,
+    route: (Option<String>, String),
     raw: &Spanned<RawRateLimit>,
 ) -> Result<RateLimit, ConfigError> {
     let r = raw.get_ref();
@@ -194,12 +199,13 @@ fn rate_limit(
             ))
         }
     };
-    Ok(RateLimit::new(
-        rate_key,
+    Ok(RateLimit::new(&RateRule {
+        route,
+        key: rate_key,
         per_request,
         burst,
-        max_keys as usize,
-    ))
+        max_keys: max_keys as usize,
+    }))
 }
 
 /// Requests per second from `10`, `0.5`, `"10/s"`, `"600/m"`, `"100/h"`.

@@ -3,14 +3,15 @@
 //! (429 with `Retry-After`) and `basic_auth` (401 with `WWW-Authenticate`),
 //! in that order. Each is built from the route's keys by [`configure`] and
 //! shared by the workers; the rate limit's and the authentication's state
-//! live in them, lock-free, and go with their configuration generation on a
-//! reload.
+//! live in them, lock-free; a reload keeps the rate limits' counts of rules
+//! it finds unchanged, and the rest goes with its configuration generation.
 
 pub mod address;
 pub mod basic_auth;
 pub mod configure;
 pub mod hash_pool;
 pub mod rate_limit;
+pub mod rate_reload;
 
 use std::borrow::Cow;
 

@@ -30,16 +30,18 @@
 //! whose 64-bit keyed hashes are equal share a cell; when a slot changes hands,
 //! a worker that matched the old key a moment earlier may move the new key's
 //! cell once; a bucket contended past a few retries lets the request through.
-//! The table belongs to the configuration generation: a reload starts it anew.
+//! A reload keeps the table of a rule it finds unchanged ([`super::rate_reload`]).
 
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::collections::hash_map::RandomState;
 
+use super::rate_reload::{table_for, RateRule};
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
 use crate::http::Session;
@@ -61,16 +63,17 @@ pub enum RateKey {
 #[derive(Debug)]
 pub struct RateLimit {
     key: RateKey,
-    table: GcraTable,
+    table: Arc<GcraTable>,
 }
 
 impl RateLimit {
-    /// `per_request` is the emission interval (one second over the rate);
-    /// `burst` requests may arrive at once; `max_keys` bounds the table.
-    pub fn new(key: RateKey, per_request: Duration, burst: u32, max_keys: usize) -> Self {
+    /// The limit of `rule`: its emission interval (one second over the
+    /// rate), `burst` requests at once, `max_keys` bounding the table; with
+    /// the running table when a reload finds the rule unchanged.
+    pub fn new(rule: &RateRule) -> Self {
         RateLimit {
-            key,
-            table: GcraTable::new(per_request, burst, max_keys),
+            key: rule.key.clone(),
+            table: table_for(rule),
         }
     }
 }
@@ -130,7 +133,7 @@ struct GcraBucket {
 
 /// The fixed-size table of GCRA cells.
 #[derive(Debug)]
-struct GcraTable {
+pub(super) struct GcraTable {
     buckets: Box<[GcraBucket]>,
     hasher: RandomState,
     epoch: Instant,
@@ -142,7 +145,7 @@ struct GcraTable {
 }
 
 impl GcraTable {
-    fn new(per_request: Duration, burst: u32, max_keys: usize) -> Self {
+    pub(super) fn new(per_request: Duration, burst: u32, max_keys: usize) -> Self {
         let buckets = max_keys.div_ceil(WAYS).next_power_of_two().max(1);
         let interval = (per_request.as_nanos() as u64).max(1);
         GcraTable {
