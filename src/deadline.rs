@@ -81,6 +81,19 @@ impl Deadline {
         self.remaining().is_zero()
     }
 
+    /// Joins `thread` from outside any runtime, unless the deadline passes
+    /// first: then the thread is left running and this returns false.
+    pub fn join_thread<T>(&mut self, thread: std::thread::JoinHandle<T>) -> bool {
+        while !thread.is_finished() {
+            if self.passed() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = thread.join();
+        true
+    }
+
     /// Awaits `fut`, or gives up with [`DeadlinePassed`] at the deadline. `fut` is
     /// polled once before any timer is armed; while waiting it is polled once per
     /// wake-up.

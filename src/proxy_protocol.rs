@@ -195,45 +195,20 @@ fn parse_v2(buf: &[u8]) -> Result<ProxyParsed, Error> {
     }
     let body = &buf[16..16 + len];
     let (addrs, rest): (Option<(SocketAddr, SocketAddr)>, &[u8]) = match family {
-        // TCP or UDP over IPv4.
+        // TCP or UDP over IPv4, then over IPv6.
         0x11 | 0x12 => {
-            if body.len() < 12 {
-                return Err(Error::BadV2);
-            }
-            let ip = |o: usize| {
-                IpAddr::V4(Ipv4Addr::new(
-                    body[o],
-                    body[o + 1],
-                    body[o + 2],
-                    body[o + 3],
-                ))
-            };
-            let port = |o: usize| u16::from_be_bytes([body[o], body[o + 1]]);
-            (
-                Some((
-                    SocketAddr::new(ip(0), port(8)),
-                    SocketAddr::new(ip(4), port(10)),
-                )),
-                &body[12..],
-            )
+            let (pair, rest) = v2_address_pair(body, 4, |a| {
+                IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
+            })?;
+            (Some(pair), rest)
         }
         0x21 | 0x22 => {
-            if body.len() < 36 {
-                return Err(Error::BadV2);
-            }
-            let ip = |o: usize| {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&body[o..o + 16]);
-                IpAddr::V6(Ipv6Addr::from(a))
-            };
-            let port = |o: usize| u16::from_be_bytes([body[o], body[o + 1]]);
-            (
-                Some((
-                    SocketAddr::new(ip(0), port(32)),
-                    SocketAddr::new(ip(16), port(34)),
-                )),
-                &body[36..],
-            )
+            let (pair, rest) = v2_address_pair(body, 16, |a| {
+                let mut octets = [0u8; 16];
+                octets.copy_from_slice(a);
+                IpAddr::V6(Ipv6Addr::from(octets))
+            })?;
+            (Some(pair), rest)
         }
         // Unix sockets: 216 bytes of paths, which say nothing useful here.
         0x31 | 0x32 => {
@@ -268,6 +243,24 @@ fn parse_v2(buf: &[u8]) -> Result<ProxyParsed, Error> {
         tlvs = &tlvs[3 + n..];
     }
     Ok(ProxyParsed::Complete(header, 16 + len))
+}
+
+/// The address block of a v2 header: source and destination addresses of
+/// `len` bytes each (made into addresses by `ip`), then their ports; returns
+/// the pair and what follows the block.
+fn v2_address_pair(
+    body: &[u8],
+    len: usize,
+    ip: impl Fn(&[u8]) -> IpAddr,
+) -> Result<((SocketAddr, SocketAddr), &[u8]), Error> {
+    let end = 2 * len + 4;
+    if body.len() < end {
+        return Err(Error::BadV2);
+    }
+    let port = |o: usize| u16::from_be_bytes([body[o], body[o + 1]]);
+    let src = SocketAddr::new(ip(&body[..len]), port(2 * len));
+    let dst = SocketAddr::new(ip(&body[len..2 * len]), port(2 * len + 2));
+    Ok(((src, dst), &body[end..]))
 }
 
 /// Appends a v1 line for a connection from `src` to `dst` (`UNKNOWN` when the

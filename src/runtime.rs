@@ -606,14 +606,10 @@ impl ServerProcess {
 fn join_within(handles: Vec<std::thread::JoinHandle<()>>, config: &Config) {
     let mut deadline = Deadline::after(config.drain_timeout + Duration::from_secs(1));
     for h in handles {
-        while !h.is_finished() {
-            if deadline.passed() {
-                warn!("drain deadline passed; force-closing");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if !deadline.join_thread(h) {
+            warn!("drain deadline passed; force-closing");
+            return;
         }
-        let _ = h.join();
     }
 }
 

@@ -160,13 +160,7 @@ impl WorkerShared {
 
     /// Resolves once the worker stops.
     async fn stopped(&self) {
-        let notified = self.stop_signal.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.stopping.get() {
-            return;
-        }
-        notified.await;
+        flag_raised(&self.stopping, &self.stop_signal).await;
     }
 
     /// Returns at once below the connection limit; at it, waits until the count
@@ -237,16 +231,23 @@ impl Deref for WorkerCtx {
     }
 }
 
+/// Resolves once `flag` is set; whoever sets it notifies `signal`'s waiters.
+/// The wait registers before the flag is read, so a flag set in between
+/// cannot be missed.
+async fn flag_raised(flag: &Cell<bool>, signal: &Notify) {
+    let notified = signal.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if flag.get() {
+        return;
+    }
+    notified.await;
+}
+
 impl WorkerCtx {
     /// Resolves once this generation drains (shutdown or replaced by a reload).
     pub async fn draining(&self) {
-        let notified = self.drain_signal.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if self.draining.get() {
-            return;
-        }
-        notified.await;
+        flag_raised(&self.draining, &self.drain_signal).await;
     }
 
     fn start_draining(&self) {

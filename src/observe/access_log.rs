@@ -134,15 +134,9 @@ impl AccessLog {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.wake_writer();
         let Some(h) = self.writer.take() else { return };
-        let mut deadline = crate::deadline::Deadline::after(FINISH_WAIT);
-        while !h.is_finished() {
-            if deadline.passed() {
-                warn!("access log writer is stuck; exiting without its last lines");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        if !crate::deadline::Deadline::after(FINISH_WAIT).join_thread(h) {
+            warn!("access log writer is stuck; exiting without its last lines");
         }
-        let _ = h.join();
     }
 }
 

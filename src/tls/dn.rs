@@ -8,21 +8,9 @@
 /// specific first, as RFC 4514 prescribes.
 pub fn format_name(name: &[u8]) -> Option<String> {
     let mut rdns = Vec::new();
-    let mut rest = name;
-    while !rest.is_empty() {
-        let (tag, body, after) = read_tlv(rest)?;
-        if tag != 0x31 {
-            return None;
-        }
-        rest = after;
+    for set in elements(name, 0x31)? {
         let mut parts = Vec::new();
-        let mut set = body;
-        while !set.is_empty() {
-            let (tag, atv, after) = read_tlv(set)?;
-            if tag != 0x30 {
-                return None;
-            }
-            set = after;
+        for atv in elements(set, 0x30)? {
             let (tag, oid, after) = read_tlv(atv)?;
             if tag != 0x06 {
                 return None;
@@ -40,6 +28,22 @@ pub fn format_name(name: &[u8]) -> Option<String> {
     }
     rdns.reverse();
     Some(rdns.join(","))
+}
+
+/// The contents of each element of a DER SEQUENCE or SET body, all of which
+/// must carry `tag` (a SET of RDNs, a SEQUENCE per attribute).
+fn elements(body: &[u8], tag: u8) -> Option<Vec<&[u8]>> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let (t, contents, after) = read_tlv(rest)?;
+        if t != tag {
+            return None;
+        }
+        out.push(contents);
+        rest = after;
+    }
+    Some(out)
 }
 
 /// Reads one DER tag-length-value; returns (tag, contents, remainder).
