@@ -503,6 +503,9 @@ pub struct RawStatic {
     pub autoindex_format: Option<Spanned<String>>,
     /// `Expires` (now plus this) sent with files, listings and redirects.
     pub expires: Option<Spanned<RawDuration>>,
+    /// Codings whose precompressed siblings (`file.br`, `file.zst`,
+    /// `file.gz`) are served, in the order preferred on equal weights.
+    pub precompressed: Option<Vec<Spanned<String>>>,
 }
 
 /// The keys of a `respond` route.

@@ -448,3 +448,20 @@ fn a_missing_or_unknown_upstream_is_named_for_routes_and_tcp_listeners() {
     assert_eq!((e.line, e.key.as_str()), (8, "route[1].upstream"), "{e}");
     assert_eq!(e.message, "no [[upstream]] named \"v\"");
 }
+
+#[test]
+fn precompressed_names_only_codings_pier_serves_once_each() {
+    let route = |list: &str| {
+        format!("{LISTENER}[[route]]\nhandler = \"static\"\nroot = \"/\"\nprecompressed = {list}\n")
+    };
+    assert!(check(&route("[\"br\", \"zstd\", \"gzip\"]")).is_ok());
+    let e = check(&route("[\"br\", \"deflate\"]")).unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (6, "route[1].precompressed"),
+        "{e}"
+    );
+    assert!(e.message.contains("\"deflate\" is not a coding"), "{e}");
+    let e = check(&route("[\"gzip\", \"gzip\"]")).unwrap_err();
+    assert!(e.message.contains("listed twice"), "{e}");
+}

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawStatic;
 use crate::config::value::parse_duration;
+use crate::http::content_coding::Coding;
 
 use super::mime_table::MimeTable;
 use super::static_files::{StaticFiles, StaticRules};
@@ -83,7 +84,8 @@ pub(crate) fn error_page_status(
     }
 }
 
-/// `allow_hidden`, `try_files`, `error_pages` and `autoindex_format`.
+/// `allow_hidden`, `try_files`, `error_pages`, `autoindex_format` and
+/// `precompressed`.
 fn rules(
     loc: &Locator<'_>,
     key: &str,
@@ -148,8 +150,31 @@ fn rules(
             }
         },
     };
+    let mut precompressed = Vec::new();
+    for name in raw.precompressed.iter().flatten() {
+        let at = format!("{key}.precompressed");
+        let Some(coding) = Coding::from_name(name.get_ref()) else {
+            return Err(loc.error(
+                name.span(),
+                &at,
+                format!(
+                    "{:?} is not a coding Pier serves; use \"br\", \"zstd\" or \"gzip\"",
+                    name.get_ref()
+                ),
+            ));
+        };
+        if precompressed.contains(&coding) {
+            return Err(loc.error(
+                name.span(),
+                &at,
+                format!("{:?} is listed twice", name.get_ref()),
+            ));
+        }
+        precompressed.push(coding);
+    }
     Ok(StaticRules {
         allow_hidden: raw.allow_hidden.unwrap_or(false),
+        precompressed: precompressed.into(),
         try_files: try_files.into(),
         error_pages: error_pages.into(),
         autoindex_json,

@@ -9,6 +9,7 @@
 //! or a response filter (compression) touches no driver.
 
 pub mod client_address;
+pub mod content_coding;
 pub mod request;
 pub mod request_id;
 pub mod response;

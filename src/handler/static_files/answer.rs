@@ -22,11 +22,11 @@ impl Handler for StaticFiles {
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         let reply = {
             let opened = OpenedOffLoop::default();
-            self.decide(&static_request(&*session, &opened))
+            self.decide(&self.static_request(&*session, &opened))
         };
         let Reply::Blocked(work) = reply else {
             let reply = with_query(&*session, reply);
-            give(session, reply);
+            give(session, reply, self.varies_by_coding());
             return Served::Done;
         };
         Served::Pending(Box::pin(async move {
@@ -34,17 +34,32 @@ impl Handler for StaticFiles {
             let reply = self
                 .finish_off_loop(
                     &config.file_io,
-                    |opened| self.decide(&static_request(&*session, opened)),
+                    |opened| self.decide(&self.static_request(&*session, opened)),
                     work,
                 )
                 .await;
             let reply = with_query(&*session, reply);
-            give(session, reply);
+            give(session, reply, self.varies_by_coding());
         }))
     }
 }
 
-/// What the static handler reads of the request, borrowed from the session.
+impl StaticFiles {
+    /// What the static handler reads of the request, borrowed from the session.
+    fn static_request<'r>(
+        &self,
+        session: &'r dyn Session<'_>,
+        off_loop: &'r OpenedOffLoop,
+    ) -> StaticRequest<'r> {
+        let mut req = static_request(session, off_loop);
+        if self.varies_by_coding() {
+            req.accept_encoding = session.request().header("accept-encoding");
+        }
+        req
+    }
+}
+
+/// What every static route reads of the request, borrowed from the session.
 fn static_request<'r>(
     session: &'r dyn Session<'_>,
     off_loop: &'r OpenedOffLoop,
@@ -64,6 +79,8 @@ fn static_request<'r>(
             .header("accept")
             .is_some_and(|a| contains_ignore_case(a, b"application/json")),
         off_loop: Some(off_loop),
+        accept_encoding: None,
+        coding: None,
     }
 }
 
@@ -76,8 +93,10 @@ fn with_query(session: &dyn Session<'_>, mut reply: Reply) -> Reply {
     reply
 }
 
-/// Hands a reply to the session; up to five fields, collected on the stack.
-fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
+/// Hands a reply to the session; up to seven fields, collected on the stack.
+/// `vary_coding`: the route serves precompressed files, so what it sends
+/// depends on `Accept-Encoding`.
+fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
     let status = reply.status();
     if let Reply::Listing { body } = reply {
         // The same URL answers JSON to `Accept: application/json`.
@@ -96,7 +115,7 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
         session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
         return;
     }
-    let mut fields: [(&str, &[u8]); 6] = [("", &[]); 6];
+    let mut fields: [(&str, &[u8]); 8] = [("", &[]); 8];
     let mut n = 0;
     let text = matches!(
         reply,
@@ -111,6 +130,14 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply) {
     }
     for field in reply.headers() {
         fields[n] = field;
+        n += 1;
+    }
+    if let Some(coding) = reply.content_coding() {
+        fields[n] = ("Content-Encoding", coding.token().as_bytes());
+        n += 1;
+    }
+    if vary_coding && matches!(status, 200 | 206 | 304) {
+        fields[n] = ("Vary", b"Accept-Encoding");
         n += 1;
     }
     let head = ResponseHead::new(status, &fields[..n]);

@@ -17,6 +17,7 @@ mod off_loop;
 mod off_loop_work;
 mod open_cache;
 mod path;
+mod precompressed;
 mod range;
 mod reply;
 mod rules;
@@ -45,7 +46,6 @@ use path::{
     as_path, decode_segment, error_status, last_segment, location_for_dir, open, open_inline,
 };
 pub use range::MAX_RANGES;
-use reply::file_reply;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
 pub use rules::StaticRules;
 use values::InlineBuf;
@@ -175,7 +175,7 @@ impl StaticFiles {
     fn serve_path(&self, req: &StaticRequest<'_>, path: &[u8]) -> Reply {
         let name = last_segment(path);
         if let Some(opened) = self.cached(req.open_files, path) {
-            return file_reply(req, opened, self.rules.mime.for_file_name(name));
+            return self.file_or_sibling(req, path, opened, self.rules.mime.for_file_name(name));
         }
         let fs_path = as_path(path);
         let (file, meta) = match self.open_for(req, path) {
@@ -194,7 +194,7 @@ impl StaticFiles {
             return Reply::Error(404);
         }
         let opened = self.remember(req.open_files, path, file, &meta);
-        file_reply(req, opened, self.rules.mime.for_file_name(name))
+        self.file_or_sibling(req, path, opened, self.rules.mime.for_file_name(name))
     }
 
     /// A path ending in `/`: the first index file that exists, else a listing or 404.
@@ -208,7 +208,8 @@ impl StaticFiles {
             path.push(b'/');
             path.extend_from_slice(name.as_bytes());
             if let Some(opened) = self.cached(req.open_files, &path) {
-                return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
+                let content_type = self.rules.mime.for_file_name(name.as_bytes());
+                return self.file_or_sibling(req, &path, opened, content_type);
             }
             let fs_path = as_path(&path);
             match self.open_for(req, &path) {
@@ -220,7 +221,8 @@ impl StaticFiles {
                         return Reply::Error(404);
                     }
                     let opened = self.remember(req.open_files, &path, file, &meta);
-                    return file_reply(req, opened, self.rules.mime.for_file_name(name.as_bytes()));
+                    let content_type = self.rules.mime.for_file_name(name.as_bytes());
+                    return self.file_or_sibling(req, &path, opened, content_type);
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,
                 Err(e) => return open_failed(&e, &path),

@@ -10,6 +10,7 @@ use super::off_loop_work::{OffLoop, OpenedOffLoop};
 use super::open_cache::{OpenFileCache, OpenedFile};
 use super::range::{parse_range, RangeOutcome};
 use super::values::{ContentRange, ETag, HttpDateValue};
+use crate::http::content_coding::Coding;
 
 /// Content-Type of an autoindex page.
 pub(super) const LISTING_CONTENT_TYPE: &str = "text/html; charset=utf-8";
@@ -43,6 +44,10 @@ pub struct StaticRequest<'a> {
     /// from here, and listings are always `Blocked`. `None` where waiting is
     /// allowed (tools, tests): opens and listings happen inline.
     pub off_loop: Option<&'a OpenedOffLoop>,
+    /// `Accept-Encoding`, read only on routes with precompressed files.
+    pub accept_encoding: Option<&'a [u8]>,
+    /// The file being answered is this coding's precompressed sibling.
+    pub coding: Option<Coding>,
 }
 
 /// What the driver should answer; each variant maps to one status code.
@@ -111,6 +116,8 @@ pub struct FileReply {
     pub last_modified: HttpDateValue,
     /// `bytes first-last/total` for a 206.
     pub content_range: Option<ContentRange>,
+    /// The file is a precompressed sibling in this coding.
+    pub coding: Option<Coding>,
 }
 
 /// Header name/value pairs for a reply, with no allocation.
@@ -207,7 +214,7 @@ pub(super) fn file_reply(
         mtime,
         content,
     } = opened;
-    let etag = ETag::new(mtime, total);
+    let etag = ETag::new(mtime, total).for_coding(req.coding);
     let last_modified = HttpDateValue::from_unix_secs(mtime);
 
     let not_modified = match (req.if_none_match, req.if_modified_since) {
@@ -267,5 +274,6 @@ pub(super) fn file_reply(
         etag,
         last_modified,
         content_range,
+        coding: req.coding,
     })
 }

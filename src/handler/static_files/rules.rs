@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::reply::{Reply, StaticRequest};
 use super::StaticFiles;
 use crate::handler::mime_table::MimeTable;
+use crate::http::content_coding::Coding;
 
 /// A static route's rules; the default is what a route without them gets.
 #[derive(Debug)]
@@ -24,6 +25,9 @@ pub struct StaticRules {
     pub autoindex_json: bool,
     /// Content types by extension.
     pub mime: Arc<MimeTable>,
+    /// Codings whose precompressed siblings are served, preferred in this
+    /// order on equal weights; empty: none are looked for.
+    pub precompressed: Box<[Coding]>,
 }
 
 impl Default for StaticRules {
@@ -34,6 +38,7 @@ impl Default for StaticRules {
             error_pages: Box::default(),
             autoindex_json: false,
             mime: Arc::new(MimeTable::new()),
+            precompressed: Box::default(),
         }
     }
 }

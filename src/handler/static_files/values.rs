@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::http::content_coding::Coding;
+
 /// Last second representable as an IMF-fixdate (9999-12-31T23:59:59Z); httpdate panics past it.
 pub(super) const MAX_HTTP_DATE_SECS: u64 = 253_402_300_799;
 
@@ -93,6 +95,26 @@ impl ETag {
         b.push_hex(size);
         b.push(b"\"");
         ETag(b)
+    }
+
+    /// The tag of a precompressed sibling: its own tag with the coding
+    /// added (`"<mtime>-<size>-br"`), so no two encodings ever share one.
+    pub fn for_coding(self, coding: Option<Coding>) -> Self {
+        let Some(coding) = coding else {
+            return self;
+        };
+        let mut b = InlineBuf::new();
+        b.push(self.opaque_with_quote());
+        b.push(b"-");
+        b.push(coding.token().as_bytes());
+        b.push(b"\"");
+        ETag(b)
+    }
+
+    /// The value without its closing quote.
+    fn opaque_with_quote(&self) -> &[u8] {
+        let b = self.as_bytes();
+        &b[..b.len() - 1]
     }
 
     /// The header value, quotes included.
