@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pier::http1::{parse_response, Limits, Method, Parsed, ResponseHead};
+use pier::http1::{parse_response, Limits, Method, Parsed, ParsedResponseHead};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&cfg, input)) = data.split_first() else {
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         1 => Method::Head,
         _ => Method::Connect,
     };
-    let mut head = ResponseHead::new();
+    let mut head = ParsedResponseHead::new();
     if parse_response(input, &Limits::default(), method, &mut head) == Ok(Parsed::Complete) {
         assert!(head.head_len <= input.len());
         assert!(input[..head.head_len].ends_with(b"\r\n\r\n"));

@@ -17,7 +17,7 @@ use super::stats::{FailureKind, Stats};
 use crate::http1::body::BodyDecoder;
 use crate::http1::client::parse_final_head;
 use crate::http1::parse::{BodyKind, Limits, Method};
-use crate::http1::response::{ResponseBody, ResponseHead};
+use crate::http1::response::{ParsedResponseHead, ResponseBody};
 
 /// Read buffer per connection; grows only for a response head that does not fit.
 const READ_BUF: usize = 16 * 1024;
@@ -106,7 +106,7 @@ pub(super) enum ParseStep {
 pub(super) struct ConnState {
     pub(super) buf: Vec<u8>,
     pos: usize,
-    head: ResponseHead,
+    head: ParsedResponseHead,
     phase: Phase,
     status: u16,
     keep_alive: bool,
@@ -124,7 +124,7 @@ impl ConnState {
         ConnState {
             buf: Vec::with_capacity(READ_BUF),
             pos: 0,
-            head: ResponseHead::new(),
+            head: ParsedResponseHead::new(),
             phase: Phase::Head,
             status: 0,
             keep_alive: true,

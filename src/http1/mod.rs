@@ -30,7 +30,7 @@ pub use parse::{
     parse_request, BodyKind, HeaderSpan, Limits, Method, Parsed, RequestError, RequestHead, Span,
     TargetForm, Version,
 };
-pub use response::{parse_response, ResponseBody, ResponseError, ResponseHead};
+pub use response::{parse_response, ParsedResponseHead, ResponseBody, ResponseError};
 pub use write::{
     format_http_date, reason_phrase, write_chunk, write_error, write_head, write_head_with,
     BodyFraming, ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,

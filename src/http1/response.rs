@@ -93,7 +93,7 @@ pub enum ResponseBody {
 
 /// A parsed response head: owned, reusable, spans into the caller's buffer.
 #[derive(Clone, Debug)]
-pub struct ResponseHead {
+pub struct ParsedResponseHead {
     /// Status code, 100..=999.
     pub status: u16,
     /// Protocol version of the response.
@@ -108,9 +108,9 @@ pub struct ResponseHead {
     headers: Vec<HeaderSpan>,
 }
 
-impl Default for ResponseHead {
+impl Default for ParsedResponseHead {
     fn default() -> Self {
-        ResponseHead {
+        ParsedResponseHead {
             status: 0,
             version: Version::Http11,
             head_len: 0,
@@ -122,7 +122,7 @@ impl Default for ResponseHead {
     }
 }
 
-impl ResponseHead {
+impl ParsedResponseHead {
     /// An empty head; the header vector is reused across parses.
     pub fn new() -> Self {
         Self::default()
@@ -213,13 +213,13 @@ pub fn parse_response(
     buf: &[u8],
     limits: &Limits,
     method: Method,
-    head: &mut ResponseHead,
+    head: &mut ParsedResponseHead,
 ) -> Result<Parsed, ResponseError> {
     let mut headers = std::mem::take(&mut head.headers);
     headers.clear();
-    *head = ResponseHead {
+    *head = ParsedResponseHead {
         headers,
-        ..ResponseHead::default()
+        ..ParsedResponseHead::default()
     };
     let window_len = buf.len().min(limits.max_head_bytes).min(u32::MAX as usize);
     let window = buf.get(..window_len).unwrap_or(buf);
@@ -370,15 +370,15 @@ fn coding_syntax_ok(element: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn parse_for(method: Method, raw: &[u8]) -> Result<ResponseHead, ResponseError> {
-        let mut head = ResponseHead::new();
+    fn parse_for(method: Method, raw: &[u8]) -> Result<ParsedResponseHead, ResponseError> {
+        let mut head = ParsedResponseHead::new();
         match parse_response(raw, &Limits::default(), method, &mut head)? {
             Parsed::Complete => Ok(head),
             Parsed::Partial => panic!("partial: {:?}", String::from_utf8_lossy(raw)),
         }
     }
 
-    fn parse(raw: &[u8]) -> Result<ResponseHead, ResponseError> {
+    fn parse(raw: &[u8]) -> Result<ParsedResponseHead, ResponseError> {
         parse_for(Method::Get, raw)
     }
 
@@ -439,7 +439,7 @@ mod tests {
     fn partial_at_every_prefix_then_too_large() {
         let raw = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
         for cut in 0..raw.len() {
-            let mut head = ResponseHead::new();
+            let mut head = ParsedResponseHead::new();
             assert_eq!(
                 parse_response(&raw[..cut], &Limits::default(), Method::Get, &mut head),
                 Ok(Parsed::Partial),
@@ -450,7 +450,7 @@ mod tests {
             max_head_bytes: 20,
             ..Limits::default()
         };
-        let mut head = ResponseHead::new();
+        let mut head = ParsedResponseHead::new();
         assert_eq!(
             parse_response(raw, &limits, Method::Get, &mut head),
             Err(ResponseError::HeadTooLarge)

@@ -19,7 +19,7 @@ use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
 use crate::http::Session;
 use crate::http1::client::ClientStream;
 use crate::http1::parse::BodyKind;
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 
 /// The buffers of one exchange, taken from the worker and given back after it.
 pub struct ExchangeBufs {
@@ -30,7 +30,7 @@ pub struct ExchangeBufs {
     /// Request body bytes gathered for a write; empty for a request without one.
     pub(super) out: Vec<u8>,
     /// The parsed upstream response head.
-    pub(super) resp: ResponseHead,
+    pub(super) resp: ParsedResponseHead,
 }
 
 impl ExchangeBufs {

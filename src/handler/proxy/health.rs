@@ -14,7 +14,7 @@ use super::upstream::{CheckKind, UpstreamGroup};
 use crate::deadline;
 use crate::http1::client::parse_final_head;
 use crate::http1::client::request::{end_head, write_field, write_request_start};
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 use crate::http1::{Limits, Method};
 
 /// Starts the checker thread if any group has `health_check`. Each check ends
@@ -108,7 +108,7 @@ async fn probe(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), 
         .await
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::with_capacity(4096);
-    let mut head = ResponseHead::new();
+    let mut head = ParsedResponseHead::new();
     loop {
         let found = parse_final_head(&buf, &Limits::default(), Method::Get, &mut head)
             .map_err(|e| e.to_string())?;

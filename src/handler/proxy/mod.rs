@@ -55,7 +55,7 @@ use tracing::debug;
 
 use crate::config::Config;
 use crate::http::Session;
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 use crate::worker::READ_BUF;
 use attempts::{run_attempts, ExchangeBufs};
 pub use connect::connect;
@@ -104,7 +104,7 @@ pub struct ProxyWorker {
     /// Indexed by [`UpstreamGroup::index`].
     pub groups: Vec<GroupState>,
     bufs: RefCell<Vec<Vec<u8>>>,
-    heads: RefCell<Vec<ResponseHead>>,
+    heads: RefCell<Vec<ParsedResponseHead>>,
 }
 
 /// Buffers kept for reuse per worker.
@@ -144,11 +144,11 @@ impl ProxyWorker {
         }
     }
 
-    fn take_head(&self) -> ResponseHead {
+    fn take_head(&self) -> ParsedResponseHead {
         self.heads.borrow_mut().pop().unwrap_or_default()
     }
 
-    fn give_head(&self, h: ResponseHead) {
+    fn give_head(&self, h: ParsedResponseHead) {
         let mut heads = self.heads.borrow_mut();
         if heads.len() < POOLED_BUFS {
             heads.push(h);

@@ -6,7 +6,7 @@ use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
 use crate::deadline::Deadline;
 use crate::http1::client::{parse_final_head, ClientStream};
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 use crate::worker::READ_BUF;
 
 /// How reading a response head failed.
@@ -21,7 +21,7 @@ pub(super) struct HeadError {
 pub(super) async fn read_response_head(
     up: &mut ClientStream,
     buf: &mut Vec<u8>,
-    resp: &mut ResponseHead,
+    resp: &mut ParsedResponseHead,
     info: &RequestInfo,
     group: &UpstreamGroup,
     http: &crate::config::HttpConfig,

@@ -2,7 +2,7 @@
 //! the upstream's head, and the answer when no upstream answered.
 
 use super::fields::{ConnectionOptions, Field, FieldCopy};
-use crate::http1::response::ResponseHead as UpstreamHead;
+use crate::http1::response::ParsedResponseHead;
 
 /// Phase 7: the upstream's end-to-end fields as `name: value\r\n` lines, for
 /// [`ResponseHead::field_lines`]: its `Date`, `Server`, framing and
@@ -11,7 +11,7 @@ use crate::http1::response::ResponseHead as UpstreamHead;
 /// describes a body that is not sent); `upgrade` keeps `Upgrade` (a 101).
 pub(super) fn encode_response_fields(
     out: &mut Vec<u8>,
-    resp: &UpstreamHead,
+    resp: &ParsedResponseHead,
     buf: &[u8],
     keep_length: bool,
     upgrade: bool,

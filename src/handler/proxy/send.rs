@@ -13,7 +13,7 @@ use crate::deadline::{Deadline, DeadlinePassed};
 use crate::http::Session;
 use crate::http1::client::{parse_final_head, ClientStream};
 use crate::http1::parse::{BodyKind, Method};
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 use crate::http1::write;
 use crate::worker::READ_BUF;
 
@@ -45,7 +45,7 @@ pub(super) struct Answer<'a> {
     /// The upstream read buffer (the response head is parsed from it later).
     pub(super) buf: &'a mut Vec<u8>,
     /// Scratch for telling a final head from an interim 1xx one.
-    pub(super) head: &'a mut ResponseHead,
+    pub(super) head: &'a mut ParsedResponseHead,
     /// The request's method (a response to HEAD has no body).
     pub(super) method: Method,
     /// Head limits, as for any upstream response.

@@ -15,14 +15,14 @@ use super::{ErrorKind, Forwarding, ProxyError, ProxyRoute, Side};
 use crate::http::RequestView;
 use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
 use crate::http1::response::parse_response;
-use crate::http1::response::ResponseHead;
+use crate::http1::response::ParsedResponseHead;
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::Parsed;
 
 /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
 /// each made the answer final, and whether an interim head was seen.
 fn watch_answer(chunks: &[&[u8]]) -> (Vec<bool>, bool) {
-    let (mut buf, mut head, mut interim) = (Vec::new(), ResponseHead::new(), false);
+    let (mut buf, mut head, mut interim) = (Vec::new(), ParsedResponseHead::new(), false);
     let limits = Limits::default();
     let mut answer = Answer {
         buf: &mut buf,
@@ -361,7 +361,7 @@ fn encode_response(raw: &[u8]) -> String {
 /// Parses `raw` as an upstream response head and encodes it for the client,
 /// the status line, framing and `Connection` as the HTTP/1 driver writes them.
 fn encode_response_as(raw: &[u8], framing: BodyFraming, upgrade: bool) -> String {
-    let mut resp = ResponseHead::new();
+    let mut resp = ParsedResponseHead::new();
     assert_eq!(
         parse_response(raw, &Limits::default(), Method::Get, &mut resp),
         Ok(Parsed::Complete)

@@ -7,7 +7,7 @@
 
 use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{BodyKind, Limits, Method, Parsed};
-use crate::http1::response::{parse_response, ResponseBody, ResponseError, ResponseHead};
+use crate::http1::response::{parse_response, ParsedResponseHead, ResponseBody, ResponseError};
 
 /// Where the final response head stands at the start of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub fn parse_final_head(
     buf: &[u8],
     limits: &Limits,
     method: Method,
-    head: &mut ResponseHead,
+    head: &mut ParsedResponseHead,
 ) -> Result<FinalHead, ResponseError> {
     let mut interim = 0;
     loop {
@@ -73,8 +73,8 @@ pub fn body_decoder(body: ResponseBody) -> Option<BodyDecoder> {
 mod tests {
     use super::*;
 
-    fn scan(buf: &[u8], method: Method) -> (Result<FinalHead, ResponseError>, ResponseHead) {
-        let mut head = ResponseHead::new();
+    fn scan(buf: &[u8], method: Method) -> (Result<FinalHead, ResponseError>, ParsedResponseHead) {
+        let mut head = ParsedResponseHead::new();
         let r = parse_final_head(buf, &Limits::default(), method, &mut head);
         (r, head)
     }
