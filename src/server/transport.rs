@@ -53,8 +53,11 @@ pub trait Downstream {
     ) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
-    /// Closes the sending side (FIN, or close_notify then FIN).
-    async fn shutdown(&mut self);
+    /// Closes the sending side (FIN, or close_notify then FIN); a peer gone
+    /// meanwhile is no error worth reporting.
+    async fn shutdown(&mut self) {
+        let _ = self.io_mut().shutdown().await;
+    }
 
     /// Appends what is available to `buf` without waiting; `Ok(0)` at end of stream.
     fn poll_read_into(
@@ -173,10 +176,6 @@ impl Downstream for Plain {
         Ok(())
     }
 
-    async fn shutdown(&mut self) {
-        let _ = self.stream.shutdown().await;
-    }
-
     fn poll_read_into(
         &mut self,
         cx: &mut Context<'_>,
@@ -251,10 +250,6 @@ impl Downstream for Tls {
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
         self.stream.write_all(data).await?;
         self.stream.flush().await
-    }
-
-    async fn shutdown(&mut self) {
-        let _ = self.stream.shutdown().await;
     }
 
     fn poll_read_into(

@@ -157,6 +157,27 @@ impl Page {
         );
     }
 
+    /// A count, shown as [`human::count`] prints it and as the page's `count`
+    /// format refreshes it.
+    fn count(&mut self, tag: &str, path: &str, n: u64) {
+        self.value(tag, path, "count", &human::count(n as f64));
+    }
+
+    /// A per-second rate ([`human::rate`], the page's `rate` format).
+    fn rate(&mut self, tag: &str, path: &str, per_s: f64) {
+        self.value(tag, path, "rate", &human::rate(per_s));
+    }
+
+    /// Milliseconds, `-` when unknown ([`human::millis`], the `ms` format).
+    fn millis(&mut self, tag: &str, path: &str, ms: Option<f64>) {
+        self.value(tag, path, "ms", &human::millis(ms));
+    }
+
+    /// A byte count in binary units ([`human::bytes`], the `bytes` format).
+    fn bytes(&mut self, tag: &str, path: &str, n: u64) {
+        self.value(tag, path, "bytes", &human::bytes(n));
+    }
+
     fn chart(&mut self, path: &str, values: &[f64], capacity: usize, class: &str) {
         let _ = write!(
             self.out,
@@ -195,6 +216,27 @@ fn bad_class(bad: bool) -> &'static str {
     } else {
         ""
     }
+}
+
+/// A tile headed by a per-second rate of the totals (`total.{name}`), with the
+/// chart of its history (`history.{name}`) below; `class` styles the chart.
+fn rate_tile(
+    b: &mut Page,
+    title: &str,
+    name: &str,
+    now: f64,
+    history: &[f64],
+    capacity: usize,
+    class: &str,
+) {
+    tile(
+        b,
+        title,
+        &format!("total.{name}"),
+        "rate",
+        &human::rate(now),
+    );
+    b.chart(&format!("history.{name}"), history, capacity, class);
 }
 
 fn tile(b: &mut Page, title: &str, path: &str, f: &str, shown: &str) {
@@ -254,58 +296,46 @@ fn overview(b: &mut Page, s: &Snapshot) {
     );
     b.chart("history.open", &open, h.capacity, "");
     b.raw("<p>accepted ");
-    b.value(
-        "span",
-        "total.accepted",
-        "count",
-        &human::count(t.accepted as f64),
-    );
+    b.count("span", "total.accepted", t.accepted);
     b.raw("</p></div>");
 
-    tile(
+    rate_tile(
         b,
         "Accepts",
-        "total.accept_per_s",
-        "rate",
-        &human::rate(t.accept_per_s),
+        "accept_per_s",
+        t.accept_per_s,
+        &h.accept_per_s,
+        h.capacity,
+        "",
     );
-    b.chart("history.accept_per_s", &h.accept_per_s, h.capacity, "");
     b.raw("<p>shedding ");
     b.value("span", "total.shedding", "paused", &paused(t.shedding));
     b.raw(", paused ");
-    b.value(
-        "span",
-        "total.shed_total",
-        "count",
-        &human::count(t.shed_total as f64),
-    );
+    b.count("span", "total.shed_total", t.shed_total);
     b.raw(" times</p></div>");
 
-    tile(
+    rate_tile(
         b,
         "Requests",
-        "total.requests_per_s",
-        "rate",
-        &human::rate(t.requests_per_s),
+        "requests_per_s",
+        t.requests_per_s,
+        &h.requests_per_s,
+        h.capacity,
+        "",
     );
-    b.chart("history.requests_per_s", &h.requests_per_s, h.capacity, "");
     b.raw("<p>");
-    b.value(
-        "span",
-        "total.requests",
-        "count",
-        &human::count(t.requests as f64),
-    );
+    b.count("span", "total.requests", t.requests);
     b.raw(" answered</p></div>");
 
-    tile(
+    rate_tile(
         b,
         "Errors",
-        "total.errors_per_s",
-        "rate",
-        &human::rate(t.errors_per_s),
+        "errors_per_s",
+        t.errors_per_s,
+        &h.errors_per_s,
+        h.capacity,
+        "err",
     );
-    b.chart("history.errors_per_s", &h.errors_per_s, h.capacity, "err");
     b.raw("<p>");
     b.value(
         "span",
@@ -314,60 +344,30 @@ fn overview(b: &mut Page, s: &Snapshot) {
         &human::percent(t.error_ratio),
     );
     b.raw(" of requests, ");
-    b.value(
-        "span",
-        "total.errors",
-        "count",
-        &human::count(t.errors as f64),
-    );
+    b.count("span", "total.errors", t.errors);
     b.raw(" in all</p></div>");
 
     b.raw("<div class=\"tile\"><h2>Latency, last second</h2><table class=\"kv\"><tr><th>p50</th>");
-    b.value(
-        "td",
-        "total.latency_p50_ms",
-        "ms",
-        &human::millis(t.latency_p50_ms),
-    );
+    b.millis("td", "total.latency_p50_ms", t.latency_p50_ms);
     b.raw("</tr><tr><th>p99</th>");
-    b.value(
-        "td",
-        "total.latency_p99_ms",
-        "ms",
-        &human::millis(t.latency_p99_ms),
-    );
+    b.millis("td", "total.latency_p99_ms", t.latency_p99_ms);
     b.raw("</tr></table>");
     let p99: Vec<f64> = h.p99_ms.iter().map(|v| v.unwrap_or(0.0)).collect();
     b.chart("history.p99_ms", &p99, h.capacity, "");
     b.raw("<p>p99 per second; request head to response written</p></div>");
 
     b.raw("<div class=\"tile\"><h2>TLS handshakes</h2><table class=\"kv\"><tr><th>full</th>");
-    b.value(
-        "td",
-        "total.tls.full",
-        "count",
-        &human::count(t.tls.full as f64),
-    );
+    b.count("td", "total.tls.full", t.tls.full);
     b.raw("</tr><tr><th>resumed</th>");
-    b.value(
-        "td",
-        "total.tls.resumed",
-        "count",
-        &human::count(t.tls.resumed as f64),
-    );
+    b.count("td", "total.tls.resumed", t.tls.resumed);
     b.raw("</tr><tr><th>failed</th>");
-    b.value(
-        "td",
-        "total.tls.failed",
-        "count",
-        &human::count(t.tls.failed as f64),
-    );
+    b.count("td", "total.tls.failed", t.tls.failed);
     b.raw("</tr></table></div>");
 
     b.raw("<div class=\"tile\"><h2>Traffic</h2><table class=\"kv\"><tr><th>received</th>");
-    b.value("td", "total.bytes_in", "bytes", &human::bytes(t.bytes_in));
+    b.bytes("td", "total.bytes_in", t.bytes_in);
     b.raw("</tr><tr><th>sent</th>");
-    b.value("td", "total.bytes_out", "bytes", &human::bytes(t.bytes_out));
+    b.bytes("td", "total.bytes_out", t.bytes_out);
     b.raw("</tr></table></div></section>");
 }
 
@@ -388,77 +388,27 @@ fn workers(b: &mut Page, s: &Snapshot) {
             "<tr data-bad=\"workers.{i}.shedding\"{}><td>{i}</td>",
             bad_class(w.shedding > 0)
         );
-        b.value("td", &p("open"), "count", &human::count(w.open as f64));
-        b.value(
-            "td",
-            &p("accepted"),
-            "count",
-            &human::count(w.accepted as f64),
-        );
-        b.value(
-            "td",
-            &p("accept_per_s"),
-            "rate",
-            &human::rate(w.accept_per_s),
-        );
-        b.value(
-            "td",
-            &p("requests_per_s"),
-            "rate",
-            &human::rate(w.requests_per_s),
-        );
+        b.count("td", &p("open"), w.open);
+        b.count("td", &p("accepted"), w.accepted);
+        b.rate("td", &p("accept_per_s"), w.accept_per_s);
+        b.rate("td", &p("requests_per_s"), w.requests_per_s);
         b.raw("<td>");
         b.chart(&p("chart"), &w.chart, WORKER_POINTS, "small");
         b.raw("</td>");
-        b.value(
-            "td",
-            &p("errors_per_s"),
-            "rate",
-            &human::rate(w.errors_per_s),
-        );
-        b.value(
-            "td",
-            &p("latency_p50_ms"),
-            "ms",
-            &human::millis(w.latency_p50_ms),
-        );
-        b.value(
-            "td",
-            &p("latency_p99_ms"),
-            "ms",
-            &human::millis(w.latency_p99_ms),
-        );
-        b.value(
-            "td",
-            &p("requests"),
-            "count",
-            &human::count(w.requests as f64),
-        );
+        b.rate("td", &p("errors_per_s"), w.errors_per_s);
+        b.millis("td", &p("latency_p50_ms"), w.latency_p50_ms);
+        b.millis("td", &p("latency_p99_ms"), w.latency_p99_ms);
+        b.count("td", &p("requests"), w.requests);
         b.raw("<td>");
-        b.value(
-            "span",
-            &p("tls.full"),
-            "count",
-            &human::count(w.tls.full as f64),
-        );
+        b.count("span", &p("tls.full"), w.tls.full);
         b.raw(" / ");
-        b.value(
-            "span",
-            &p("tls.resumed"),
-            "count",
-            &human::count(w.tls.resumed as f64),
-        );
+        b.count("span", &p("tls.resumed"), w.tls.resumed);
         b.raw(" / ");
-        b.value(
-            "span",
-            &p("tls.failed"),
-            "count",
-            &human::count(w.tls.failed as f64),
-        );
+        b.count("span", &p("tls.failed"), w.tls.failed);
         b.raw("</td><td>");
-        b.value("span", &p("bytes_in"), "bytes", &human::bytes(w.bytes_in));
+        b.bytes("span", &p("bytes_in"), w.bytes_in);
         b.raw(" / ");
-        b.value("span", &p("bytes_out"), "bytes", &human::bytes(w.bytes_out));
+        b.bytes("span", &p("bytes_out"), w.bytes_out);
         b.raw("</td>");
         b.value("td", &p("shedding"), "shed", shed(w.shedding));
         b.raw("</tr>");
@@ -524,30 +474,10 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 "workers",
                 &workers_text(sv.marked_down_workers),
             );
-            b.value(
-                "td",
-                &p("in_flight"),
-                "count",
-                &human::count(sv.in_flight as f64),
-            );
-            b.value(
-                "td",
-                &p("requests_per_s"),
-                "rate",
-                &human::rate(sv.requests_per_s),
-            );
-            b.value(
-                "td",
-                &p("requests"),
-                "count",
-                &human::count(sv.requests as f64),
-            );
-            b.value(
-                "td",
-                &p("responses.5xx"),
-                "count",
-                &human::count(sv.responses.server_error as f64),
-            );
+            b.count("td", &p("in_flight"), sv.in_flight);
+            b.rate("td", &p("requests_per_s"), sv.requests_per_s);
+            b.count("td", &p("requests"), sv.requests);
+            b.count("td", &p("responses.5xx"), sv.responses.server_error);
             let _ = write!(
                 b.out,
                 "<td class=\"causes\" data-v=\"{}\" data-f=\"causes\">{}</td>",
@@ -555,19 +485,9 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 escape(&causes_text(&sv.failures))
             );
             b.raw("<td>");
-            b.value(
-                "span",
-                &p("latency_p50_ms"),
-                "ms",
-                &human::millis(sv.latency_p50_ms),
-            );
+            b.millis("span", &p("latency_p50_ms"), sv.latency_p50_ms);
             b.raw(" / ");
-            b.value(
-                "span",
-                &p("latency_p99_ms"),
-                "ms",
-                &human::millis(sv.latency_p99_ms),
-            );
+            b.millis("span", &p("latency_p99_ms"), sv.latency_p99_ms);
             b.raw("</td>");
             b.checks(&p("checks"), &sv.checks);
             let _ = write!(
