@@ -30,6 +30,7 @@ use crate::http1::write::DateCache;
 use crate::observe::access_log::{self, WorkerLog};
 use crate::observe::metrics::{TlsFailure, WorkerStats};
 use crate::server::h1::serve_http1;
+use crate::server::h2::serve_h2;
 use crate::server::transport::{Downstream, Plain, Tls};
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
@@ -615,7 +616,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
     let guard = ActiveGuard::new(shared.clone());
     let ctx = now.ctx.clone();
     let lc = &now.lc;
-    if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol {
+    if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol && !lc.http2 {
         // The common case, kept free of the steps below.
         let trusted = lc
             .client_address
@@ -642,7 +643,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
 /// connection was accepted, so its client (or balancer) expects an answer, and
 /// both steps are bounded by the handshake timeout.
 async fn serve_accepted(
-    ctx: &WorkerCtx,
+    ctx: &Rc<WorkerCtx>,
     lc: &ListenerConfig,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     mut stream: tokio::net::TcpStream,
@@ -677,6 +678,15 @@ async fn serve_accepted(
     let Some(acceptor) = acceptor else {
         match &lc.tcp {
             Some(fwd) => stream_proxy::relay_stream(ctx, fwd, stream, peer, local, None).await,
+            None if lc.http2 && h2_preface_follows(&stream, handshake_timeout).await => {
+                serve_h2(
+                    Plain::new(stream),
+                    ctx.clone(),
+                    peer,
+                    trusted.map(|_| lc.client_address.clone()),
+                )
+                .await
+            }
             None => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
         }
         return;
@@ -720,16 +730,52 @@ async fn serve_accepted(
                 stream_proxy::relay_stream(ctx, fwd, tls, peer, local, Some(info)).await
             }
             None => {
+                let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                 let tls = Tls::new(tls);
                 if let Some(subject) = tls.peer_subject() {
                     debug!(%peer, subject, "TLS client certificate verified");
                 }
-                serve_http1(tls, ctx, peer, trusted).await
+                if h2 {
+                    serve_h2(
+                        tls,
+                        ctx.clone(),
+                        peer,
+                        trusted.map(|_| lc.client_address.clone()),
+                    )
+                    .await
+                } else {
+                    serve_http1(tls, ctx, peer, trusted).await
+                }
             }
         },
         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => debug!(%peer, "TLS handshake timed out"),
     }
+}
+
+/// Whether a plain connection opens with the HTTP/2 connection preface (prior
+/// knowledge) rather than an HTTP/1 request: looked at without consuming, as
+/// far as the first bytes tell them apart, within `limit`.
+async fn h2_preface_follows(stream: &TcpStream, limit: Duration) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let mut buf = [0u8; PREFACE.len()];
+    let peek = async {
+        loop {
+            let n = match stream.peek(&mut buf).await {
+                Ok(n) if n > 0 => n,
+                _ => return false,
+            };
+            if buf[..n] != PREFACE[..n] {
+                return false;
+            }
+            if n == PREFACE.len() {
+                return true;
+            }
+            // A preface split across segments: wait for the rest.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    deadline::within(limit, peek).await.unwrap_or(false)
 }
 
 /// Counts a finished handshake as full, resumed or failed (a timeout is a failure).

@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod flags;
+pub mod http2;
 pub mod raw;
 pub mod value;
 
@@ -32,6 +33,7 @@ use crate::route::{BoxedHandler, RouteTable};
 pub use crate::tls::ListenerTls;
 pub use error::{ConfigError, Locator};
 pub use flags::Overrides;
+pub use http2::Http2Config;
 use raw::{RawAccessLog, RawAdmin, RawConfig, RawHandler, RawListener, RawRoute, RouteError};
 pub use value::{
     duration, int, is_host_name, parse_duration, parse_size, read_named_file, unknown_choice,
@@ -91,6 +93,9 @@ pub struct ListenerConfig {
     pub tcp: Option<TcpForward>,
     /// Kernel socket options, set on every worker's listening socket.
     pub socket: crate::sockopt::SocketOptions,
+    /// Plain TCP takes HTTP/2 with prior knowledge (`http2 = true`); on TLS,
+    /// whether ALPN offers `h2`.
+    pub http2: bool,
 }
 
 /// A `kind = "tcp"` listener's forwarding settings.
@@ -120,6 +125,8 @@ pub struct Config {
     pub max_connections: usize,
     /// HTTP settings.
     pub http: HttpConfig,
+    /// HTTP/2 limits.
+    pub http2: Http2Config,
     /// Listeners.
     pub listeners: Vec<ListenerConfig>,
     /// Routes.
@@ -386,6 +393,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         drain_timeout,
         max_connections,
         http,
+        http2: http2::validate_http2(&loc, &raw.http2)?,
         listeners,
         routes,
         upstreams,
@@ -579,9 +587,19 @@ fn validate_listener(
         1..=65535,
         4096,
     )? as u32;
+    let alpn = listener_alpn(loc, key, raw)?;
+    let http2 = match &raw.tls {
+        None => raw.http2.unwrap_or(false),
+        Some(_) => alpn.iter().any(|p| p == b"h2"),
+    };
     let tls = match &raw.tls {
         None => None,
-        Some(t) => Some(crate::tls::listener_tls(loc, &format!("{key}.tls"), t)?),
+        Some(t) => Some(crate::tls::listener_tls(
+            loc,
+            &format!("{key}.tls"),
+            t,
+            alpn,
+        )?),
     };
     let tcp = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
         None | Some("http") => {
@@ -653,7 +671,74 @@ fn validate_listener(
             raw.socket.as_ref(),
             crate::sockopt::SocketSide::Listener(addr),
         )?,
+        http2,
     })
+}
+
+/// The protocols a listener's ALPN offers: `alpn` as written (`h2` and
+/// `http/1.1`, in the order of preference), else both on an HTTP listener and
+/// `http/1.1` alone on a tcp one (its upstream's protocol is unknown).
+/// `http2 = true` is for plain listeners, where there is no ALPN.
+fn listener_alpn(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &RawListener,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    let tcp = raw.kind.as_ref().is_some_and(|k| k.get_ref() == "tcp");
+    if let (Some(_), Some(http2)) = (&raw.tls, raw.http2) {
+        let span = raw.tls.as_ref().map_or(0..0, |t| t.span());
+        return Err(loc.error(
+            span,
+            &format!("{key}.http2"),
+            format!("a TLS listener offers HTTP/2 by ALPN: use alpn instead of http2 = {http2}"),
+        ));
+    }
+    if tcp && raw.http2 == Some(true) {
+        return Err(loc.error(
+            raw.listen.span(),
+            &format!("{key}.http2"),
+            "a tcp listener forwards streams; it does not speak HTTP/2",
+        ));
+    }
+    let Some(list) = &raw.alpn else {
+        return Ok(if tcp {
+            vec![b"http/1.1".to_vec()]
+        } else {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        });
+    };
+    if raw.tls.is_none() {
+        return Err(loc.error(
+            list.span(),
+            &format!("{key}.alpn"),
+            "ALPN is a TLS extension: this listener has no tls table (use http2 = true for HTTP/2 over plain TCP)",
+        ));
+    }
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for p in list.get_ref() {
+        let name = p.get_ref().as_str();
+        let allowed = match name {
+            "h2" => !tcp,
+            "http/1.1" => true,
+            _ => false,
+        };
+        if !allowed || out.iter().any(|o| o == name.as_bytes()) {
+            return Err(loc.error(
+                p.span(),
+                &format!("{key}.alpn"),
+                format!("{name:?} cannot be offered here: use \"h2\" and \"http/1.1\", each once (\"h2\" on HTTP listeners only)"),
+            ));
+        }
+        out.push(name.as_bytes().to_vec());
+    }
+    if out.is_empty() {
+        return Err(loc.error(
+            list.span(),
+            &format!("{key}.alpn"),
+            "offers no protocol: list \"h2\", \"http/1.1\" or both",
+        ));
+    }
+    Ok(out)
 }
 
 fn validate_route(

@@ -24,6 +24,9 @@ pub struct RawConfig {
     /// `[http]`: HTTP/1.1 limits and timeouts.
     #[serde(default)]
     pub http: RawHttp,
+    /// `[http2]`: HTTP/2 limits.
+    #[serde(default)]
+    pub http2: super::http2::RawHttp2,
     /// `[[listener]]`: sockets to accept on.
     #[serde(default)]
     pub listener: Vec<Spanned<RawListener>>,
@@ -139,6 +142,10 @@ pub struct RawListener {
     pub trusted_proxies: Option<Spanned<Vec<Spanned<String>>>>,
     /// The header this listener's trusted proxies put the client address in.
     pub client_address_header: Option<Spanned<String>>,
+    /// TLS: protocols offered by ALPN, in order of preference.
+    pub alpn: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Plain TCP: take HTTP/2 with prior knowledge beside HTTP/1.
+    pub http2: Option<bool>,
 }
 
 /// A listener with every key absent and an empty address, for flags to fill in.
@@ -156,6 +163,8 @@ impl Default for RawListener {
             socket: None,
             trusted_proxies: None,
             client_address_header: None,
+            alpn: None,
+            http2: None,
         }
     }
 }

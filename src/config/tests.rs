@@ -465,3 +465,43 @@ fn precompressed_names_only_codings_pier_serves_once_each() {
     let e = check(&route("[\"gzip\", \"gzip\"]")).unwrap_err();
     assert!(e.message.contains("listed twice"), "{e}");
 }
+
+#[test]
+fn http2_settings_alpn_and_prior_knowledge_are_validated_with_their_line() {
+    let route = "[[route]]\nhandler = \"respond\"\n";
+    let ok = check(&format!(
+        "[http2]\nmax_concurrent_streams = 16\nidle_timeout = \"2s\"\n\
+         [[listener]]\nlisten = \"127.0.0.1:1\"\nhttp2 = true\n\
+         [[listener]]\nlisten = \"127.0.0.1:2\"\ntls = {{ self_signed = true }}\n\
+         [[listener]]\nlisten = \"127.0.0.1:3\"\nalpn = [\"http/1.1\"]\ntls = {{ self_signed = true }}\n{route}"
+    ))
+    .unwrap();
+    assert_eq!(ok.http2.max_concurrent_streams, 16);
+    assert_eq!(ok.http2.idle_timeout, Duration::from_secs(2));
+    assert_eq!(
+        ok.http2.max_client_resets,
+        Http2Config::default().max_client_resets
+    );
+    let h2: Vec<bool> = ok.listeners.iter().map(|l| l.http2).collect();
+    assert_eq!(h2, [true, true, false]);
+
+    let e = check(&format!(
+        "[http2]\nmax_concurrent_streams = 0\n[[listener]]\nlisten = \"127.0.0.1:1\"\n{route}"
+    ))
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (2, "http2.max_concurrent_streams")
+    );
+    let e = check(&format!(
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\nalpn = [\"h2\"]\n{route}"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (3, "listener[1].alpn"));
+    let e = check(&format!(
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\ntls = {{ self_signed = true }}\nalpn = [\"h2\", \"spdy/3\"]\n{route}"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (4, "listener[1].alpn"));
+    assert!(e.to_string().contains("spdy/3"), "{e}");
+}

@@ -223,8 +223,10 @@ pub struct Entry<'a> {
     pub method: &'a [u8],
     /// Request target as sent.
     pub target: &'a [u8],
-    /// `HTTP/1.1` or `HTTP/1.0`.
+    /// `HTTP/1.1`, `HTTP/1.0` or `HTTP/2.0`.
     pub protocol: &'a str,
+    /// The HTTP/2 stream the request came on.
+    pub stream: Option<u32>,
     /// Status sent.
     pub status: u16,
     /// Body bytes sent downstream for this response, without the head (as
@@ -409,6 +411,10 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     }
     out.push(b' ');
     push_ms(out, e.duration);
+    // HTTP/2 lines name their stream; HTTP/1 lines keep nginx's layout.
+    if let Some(id) = e.stream {
+        let _ = write!(out, " stream={id}");
+    }
     out.push(b'\n');
 }
 
@@ -450,6 +456,9 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     json_opt(out, "method", parsed.then_some(e.method));
     json_opt(out, "target", parsed.then_some(e.target));
     json_opt(out, "protocol", parsed.then_some(e.protocol.as_bytes()));
+    if let Some(id) = e.stream {
+        let _ = write!(out, ",\"stream\":{id}");
+    }
     let _ = write!(
         out,
         ",\"status\":{},\"bytes\":{},\"duration_ms\":",
@@ -496,6 +505,7 @@ mod tests {
             method: b"GET",
             target: b"/a\"b",
             protocol: "HTTP/1.1",
+            stream: None,
             status: 200,
             body_bytes: 13,
             duration: Duration::from_micros(1500),

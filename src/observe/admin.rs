@@ -114,6 +114,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
             keepalive_timeout: REQUEST_TIMEOUT,
             ..HttpConfig::default()
         },
+        http2: Default::default(),
         listeners: Vec::new(),
         routes,
         upstreams: Vec::new(),

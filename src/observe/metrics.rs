@@ -292,9 +292,56 @@ pub struct WorkerStats {
     /// Failed handshakes by [`TlsFailure`].
     tls_failures: [Counter; 7],
     durations: RouteDurations,
+    /// HTTP/2 streams being answered now (a gauge).
+    pub h2_streams_open: Counter,
+    /// HTTP/2 connection and stream events by [`H2Event`].
+    h2_events: [Counter; H2Event::ALL.len()],
+}
+
+/// What the HTTP/2 driver counts: requests and connections by protocol, the
+/// GOAWAYs it sends and streams reset by cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H2Event {
+    /// A connection that spoke HTTP/2.
+    Connection,
+    /// A request answered over HTTP/2.
+    Request,
+    /// A GOAWAY sent (drain, idle, max requests, a flood).
+    Goaway,
+    /// A stream reset by the client before its answer.
+    ClientReset,
+    /// A connection closed for too many client resets (rapid reset).
+    ResetFlood,
+    /// A stream reset because the client took no data for the write timeout.
+    WriteTimeout,
+    /// A stream reset because its answer could not be sent whole.
+    ServerReset,
+}
+
+impl H2Event {
+    /// Every event, in counter order.
+    pub const ALL: [H2Event; 7] = [
+        H2Event::Connection,
+        H2Event::Request,
+        H2Event::Goaway,
+        H2Event::ClientReset,
+        H2Event::ResetFlood,
+        H2Event::WriteTimeout,
+        H2Event::ServerReset,
+    ];
 }
 
 impl WorkerStats {
+    /// Counts an HTTP/2 event.
+    pub fn h2_event(&self, event: H2Event) {
+        self.h2_events[event as usize].add(1);
+    }
+
+    /// How many times `event` happened on this worker.
+    pub fn h2_count(&self, event: H2Event) -> u64 {
+        self.h2_events[event as usize].get()
+    }
+
     /// Counts one answered request.
     #[inline]
     pub fn request(&self, handler: HandlerKind, status: u16) {
@@ -537,6 +584,50 @@ impl Registry {
             "counter",
             "Failed downstream TLS handshakes, by cause.",
             &failures,
+        );
+        metric(
+            "pier_http2_connections_total",
+            "counter",
+            "Downstream connections that spoke HTTP/2.",
+            &one(self.sum(|w| w.h2_count(H2Event::Connection))),
+        );
+        metric(
+            "pier_http2_requests_total",
+            "counter",
+            "Requests answered over HTTP/2 (pier_requests_total counts every protocol).",
+            &one(self.sum(|w| w.h2_count(H2Event::Request))),
+        );
+        metric(
+            "pier_http2_streams_open",
+            "gauge",
+            "HTTP/2 streams being answered now.",
+            &one(self.sum(|w| w.h2_streams_open.get())),
+        );
+        metric(
+            "pier_http2_goaways_sent_total",
+            "counter",
+            "HTTP/2 GOAWAY frames sent (drain, idle, max_requests, floods).",
+            &one(self.sum(|w| w.h2_count(H2Event::Goaway))),
+        );
+        let resets: Vec<(String, u64)> = [
+            ("client", H2Event::ClientReset),
+            ("client_flood", H2Event::ResetFlood),
+            ("write_timeout", H2Event::WriteTimeout),
+            ("server", H2Event::ServerReset),
+        ]
+        .iter()
+        .map(|&(cause, e)| {
+            (
+                format!("{{cause=\"{cause}\"}}"),
+                self.sum(|w| w.h2_count(e)),
+            )
+        })
+        .collect();
+        metric(
+            "pier_http2_resets_total",
+            "counter",
+            "HTTP/2 streams reset, by cause (client_flood counts connections closed for it).",
+            &resets,
         );
         let name = "pier_upstream_latency_seconds";
         family_head(

@@ -4,4 +4,5 @@
 
 mod file_region;
 pub mod h1;
+pub mod h2;
 pub mod transport;

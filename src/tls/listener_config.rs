@@ -31,6 +31,7 @@ pub fn listener_tls(
     loc: &Locator<'_>,
     key: &str,
     t: &Spanned<RawTls>,
+    alpn: Vec<Vec<u8>>,
 ) -> Result<ListenerTls, ConfigError> {
     let raw = t.get_ref();
     let handshake_timeout = match &raw.handshake_timeout {
@@ -199,6 +200,7 @@ pub fn listener_tls(
         (CertSource::Files(files), origin)
     };
     let spec = TlsSpec {
+        alpn,
         certs,
         sni_required,
         client_ca: raw.client_ca.as_ref().map(spanned_path),

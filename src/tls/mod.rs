@@ -176,6 +176,8 @@ pub enum CertSource {
 /// A TLS listener's validated settings: everything needed to (re)build its config.
 #[derive(Clone)]
 pub struct TlsSpec {
+    /// Protocols offered by ALPN, in order of preference.
+    pub alpn: Vec<Vec<u8>>,
     /// Certificates.
     pub certs: CertSource,
     /// Reject handshakes without SNI or with a name no certificate covers.
@@ -387,7 +389,7 @@ fn build_listener_config(
         .map_err(|e| LoadError::new(TlsSetting::Cert, e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = spec.alpn.clone();
     if matches!(spec.certs, CertSource::Acme(_)) {
         // Chosen only by validation handshakes, which offer nothing else.
         config.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());

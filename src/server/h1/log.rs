@@ -169,6 +169,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
             method: &l.method,
             target: &l.target,
             protocol: l.protocol,
+            stream: None,
             status: self.status,
             body_bytes: (self.sent + pending).saturating_sub(l.head_end),
             duration: l.started.map_or(Duration::ZERO, |t| {

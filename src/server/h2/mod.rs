@@ -1,0 +1,499 @@
+//! The HTTP/2 driver for a downstream connection (TLS with ALPN `h2`, or plain
+//! TCP with prior knowledge), on the `h2` crate: a second driver of the
+//! [`Session`] seam, so every handler serves HTTP/2 as it serves HTTP/1.
+//!
+//! The connection task drives h2 (reading frames, writing what the streams
+//! queued) and owns the connection's limits: the idle timeout, the request
+//! count, the budget of streams the client resets before their answer
+//! (rapid reset), a write stall, and the GOAWAY of a drain. Each stream runs
+//! as a task of its own on the worker's runtime, so a slow handler delays no
+//! other stream; the tasks end with the connection. The protocol's own
+//! floods (CONTINUATION, empty DATA, resets before accept, PING and SETTINGS
+//! acks never read: h2 stops reading while an ack waits) are bounded by h2 as
+//! configured from `[http2]`.
+//!
+//! [`Session`]: crate::http::Session
+
+mod request;
+mod send;
+mod stream;
+
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::handler::Handler;
+use crate::http::client_address::ClientAddress;
+use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
+use crate::http1::parse::{BodyKind, RequestHead};
+use crate::observe::access_log::{Entry, TlsFields};
+use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
+use crate::server::transport::Downstream;
+use crate::worker::WorkerCtx;
+use stream::H2Stream;
+
+/// What a request view needs of the connection's TLS session, copied once so
+/// streams do not borrow the transport h2 owns.
+#[derive(Default)]
+pub(crate) struct ConnFacts {
+    secure: bool,
+    version: Option<&'static str>,
+    cipher: Option<&'static str>,
+    sni: Option<Box<str>>,
+    client_subject: Option<Box<str>>,
+    /// The listener's trusted proxies, when it has any.
+    client_address: Option<Arc<ClientAddress>>,
+}
+
+/// What the connection task and its streams share.
+pub(crate) struct ConnState {
+    /// Streams being answered.
+    active: Cell<usize>,
+    /// When the last stream ended (or the connection began).
+    idle_since: Cell<Instant>,
+    /// Streams the client reset before their answer was complete.
+    client_resets: Cell<u32>,
+    /// Since when the socket has refused output.
+    stalled_since: Cell<Option<Instant>>,
+    /// Tells the connection task to look at the above again.
+    wake: Notify,
+}
+
+/// The transport as h2 sees it, noting when writes stall (for the
+/// connection's write timeout) and counting bytes.
+struct Watched<'c, T> {
+    io: T,
+    state: Rc<ConnState>,
+    ctx: &'c WorkerCtx,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.ctx.stats.bytes_in.add(n as u64);
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Watched<'_, T> {
+    fn note<R>(&self, r: Poll<R>) -> Poll<R> {
+        match r {
+            Poll::Pending => {
+                if self.state.stalled_since.get().is_none() {
+                    self.state.stalled_since.set(Some(Instant::now()));
+                    self.state.wake.notify_one();
+                }
+            }
+            Poll::Ready(_) => self.state.stalled_since.set(None),
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.ctx.stats.bytes_out.add(n as u64);
+        }
+        self.note(r)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            self.ctx.stats.bytes_out.add(n as u64);
+        }
+        self.note(r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.note(r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Counts a stream as open until dropped (its task may be aborted).
+struct StreamGuard(Rc<ConnState>, Rc<WorkerCtx>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let n = self.0.active.get() - 1;
+        self.0.active.set(n);
+        self.1
+            .stats
+            .h2_streams_open
+            .set(self.1.stats.h2_streams_open.get().saturating_sub(1));
+        if n == 0 {
+            self.0.idle_since.set(Instant::now());
+            self.0.wake.notify_one();
+        }
+    }
+}
+
+/// Serves one downstream HTTP/2 connection until it closes.
+pub async fn serve_h2<D: Downstream>(
+    mut io: D,
+    ctx: Rc<WorkerCtx>,
+    peer: SocketAddr,
+    client_address: Option<Arc<ClientAddress>>,
+) {
+    let facts = Rc::new(match io.tls_facts() {
+        Some(t) => ConnFacts {
+            secure: true,
+            version: t.version,
+            cipher: t.cipher,
+            sni: t.sni.map(Into::into),
+            client_subject: t.client_subject.map(Into::into),
+            client_address,
+        },
+        None => ConnFacts {
+            client_address,
+            ..ConnFacts::default()
+        },
+    });
+    let state = Rc::new(ConnState {
+        active: Cell::new(0),
+        idle_since: Cell::new(Instant::now()),
+        client_resets: Cell::new(0),
+        stalled_since: Cell::new(None),
+        wake: Notify::new(),
+    });
+    let cfg = &ctx.config.http2;
+    let http = &ctx.config.http;
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(cfg.max_concurrent_streams)
+        .initial_window_size(cfg.initial_stream_window)
+        .initial_connection_window_size(cfg.initial_connection_window)
+        .max_frame_size(cfg.max_frame_size)
+        .max_header_list_size(http.limits.max_head_bytes as u32)
+        .header_table_size(cfg.header_table_size)
+        .max_send_buffer_size(cfg.max_send_buffer)
+        .max_pending_accept_reset_streams(cfg.max_pending_resets)
+        .max_local_error_reset_streams(Some(cfg.max_error_resets));
+    let watched = Watched {
+        io: io.io_mut(),
+        state: state.clone(),
+        ctx: &ctx,
+    };
+    let started = Instant::now();
+    let mut conn = match tokio::time::timeout(
+        http.header_read_timeout,
+        builder.handshake::<_, Bytes>(watched),
+    )
+    .await
+    {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            debug!(%peer, error = %e, "HTTP/2 preface refused");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "HTTP/2 preface timed out");
+            return;
+        }
+    };
+    ctx.stats.h2_event(H2Event::Connection);
+    let mut streams = JoinSet::new();
+    let mut requests = 0u64;
+    let mut goaway = false;
+    let mut calmed = false;
+    loop {
+        // The one deadline of the connection: idle with no stream, or a
+        // write that stalls.
+        let mut deadline = started + Duration::from_secs(1 << 30);
+        if state.active.get() == 0 {
+            let limit = if requests == 0 {
+                http.header_read_timeout
+            } else {
+                cfg.idle_timeout
+            };
+            deadline = deadline.min(state.idle_since.get() + limit);
+        }
+        if let Some(since) = state.stalled_since.get() {
+            deadline = deadline.min(since + http.write_timeout);
+        }
+        tokio::select! {
+            biased;
+            () = ctx.draining(), if !goaway => {
+                debug!(%peer, "draining: HTTP/2 GOAWAY");
+                conn.graceful_shutdown();
+                ctx.stats.h2_event(H2Event::Goaway);
+                goaway = true;
+            }
+            () = state.wake.notified() => {
+                if !calmed && state.client_resets.get() > cfg.max_client_resets {
+                    debug!(%peer, "too many streams reset by the client: GOAWAY");
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    ctx.stats.h2_event(H2Event::Goaway);
+                    ctx.stats.h2_event(H2Event::ResetFlood);
+                    calmed = true;
+                    goaway = true;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if state.stalled_since.get().is_some_and(|s| s + http.write_timeout <= Instant::now()) {
+                    debug!(%peer, "HTTP/2 connection write timeout");
+                    break;
+                }
+                if state.active.get() == 0 {
+                    if goaway {
+                        break;
+                    }
+                    debug!(%peer, "HTTP/2 connection idle: GOAWAY");
+                    conn.graceful_shutdown();
+                    ctx.stats.h2_event(H2Event::Goaway);
+                    goaway = true;
+                    state.idle_since.set(Instant::now());
+                }
+            }
+            accepted = conn.accept() => match accepted {
+                Some(Ok((req, respond))) => {
+                    requests += 1;
+                    if requests >= cfg.max_requests && !goaway {
+                        conn.graceful_shutdown();
+                        ctx.stats.h2_event(H2Event::Goaway);
+                        goaway = true;
+                    }
+                    state.active.set(state.active.get() + 1);
+                    ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);
+                    let guard = StreamGuard(state.clone(), ctx.clone());
+                    let (ctx, state, facts) = (ctx.clone(), state.clone(), facts.clone());
+                    streams.spawn_local(async move {
+                        let _guard = guard;
+                        let (parts, recv) = req.into_parts();
+                        run_stream(&ctx, state, facts, peer, parts, recv, respond).await;
+                    });
+                }
+                Some(Err(e)) => {
+                    debug!(%peer, error = %e, "HTTP/2 connection error");
+                    if e.is_go_away() || e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+                        ctx.stats.h2_event(H2Event::Goaway);
+                    }
+                    break;
+                }
+                None => break,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+        }
+    }
+    // The last frames (a GOAWAY) go out if the socket takes them at once.
+    let _ = futures_poll_closed(&mut conn).await;
+    streams.abort_all();
+}
+
+/// Lets h2 write what it holds for a moment before the connection closes.
+async fn futures_poll_closed<T: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut h2::server::Connection<T, Bytes>,
+) -> Result<(), tokio::time::error::Elapsed> {
+    tokio::time::timeout(
+        Duration::from_millis(100),
+        std::future::poll_fn(|cx| conn.poll_closed(cx).map(|_| ())),
+    )
+    .await
+}
+
+/// Serves one stream: its head checked and routed, its handler run beside a
+/// watch for the client's reset, its body sent, its log line written.
+async fn run_stream(
+    ctx: &WorkerCtx,
+    state: Rc<ConnState>,
+    facts: Rc<ConnFacts>,
+    peer: SocketAddr,
+    parts: http::request::Parts,
+    recv: RecvStream,
+    respond: SendResponse<Bytes>,
+) {
+    ctx.clock.woke();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let mut head = RequestHead::default();
+    let parsed = request::read_h2_head(
+        &parts,
+        recv.is_end_stream(),
+        &ctx.config.http.limits,
+        &mut buf,
+        &mut head,
+    );
+    drop(parts);
+    let mut s = H2Stream::new(ctx, facts, peer, buf, head, recv, respond);
+    let mut route_slot = ROUTE_NONE;
+    let kind = match parsed {
+        Err(status) => {
+            send_status(&mut s, status);
+            HandlerKind::Error
+        }
+        Ok(()) => match route_and_serve(&mut s, &mut route_slot).await {
+            Some(kind) => kind,
+            None => {
+                // Reset by the client before its answer.
+                ctx.stats.h2_event(H2Event::ClientReset);
+                state.client_resets.set(state.client_resets.get() + 1);
+                state.wake.notify_one();
+                return;
+            }
+        },
+    };
+    ctx.clock.woke();
+    if s.status == 0 {
+        match s.body_error {
+            Some(BodyReadError::TooLarge) => send_status(&mut s, 413),
+            Some(BodyReadError::Malformed) => send_status(&mut s, 400),
+            Some(BodyReadError::Timeout) => send_status(&mut s, 408),
+            Some(BodyReadError::Closed) => {
+                s.reset(h2::Reason::CANCEL);
+                return;
+            }
+            None => {
+                debug!(%peer, "handler gave no answer");
+                send_status(&mut s, 500);
+            }
+        }
+    }
+    ctx.stats.request(kind, s.status);
+    if s.push.active && !s.push.finished {
+        debug!(%peer, stream = s.stream_id, "pushed response body left unfinished");
+        s.reset(h2::Reason::INTERNAL_ERROR);
+        ctx.stats.h2_event(H2Event::ServerReset);
+    } else if let Err(e) = s.send_pending().await {
+        debug!(%peer, stream = s.stream_id, error = %e, "HTTP/2 response body not sent whole");
+        let reason = if e.kind() == io::ErrorKind::TimedOut {
+            ctx.stats.h2_event(H2Event::WriteTimeout);
+            h2::Reason::CANCEL
+        } else {
+            ctx.stats.h2_event(H2Event::ServerReset);
+            h2::Reason::INTERNAL_ERROR
+        };
+        s.reset(reason);
+    }
+    let took = started.elapsed();
+    ctx.stats.request_duration(route_slot, s.status, took);
+    ctx.stats.h2_event(H2Event::Request);
+    if let Some(log) = &ctx.access_log {
+        let view = s.request();
+        let f = &s.facts;
+        log.record(&Entry {
+            client: view.client_socket(),
+            method: view.method_token(),
+            target: view.target(),
+            protocol: "HTTP/2.0",
+            stream: Some(s.stream_id),
+            status: s.status,
+            body_bytes: s.sent,
+            duration: took,
+            referer: view.header("referer"),
+            user_agent: view.header("user-agent"),
+            tls: f.secure.then(|| TlsFields {
+                version: f.version,
+                cipher: f.cipher,
+                sni: f.sni.as_deref(),
+            }),
+            upstream: s.upstream.map(|u| u.0),
+            upstream_time: s.upstream.map(|u| u.1),
+        });
+    }
+}
+
+/// Routes the request and lets its handler answer; `None` when the client
+/// reset the stream first (the handler's work is dropped with it).
+async fn route_and_serve<'a>(s: &mut H2Stream<'a>, route_slot: &mut usize) -> Option<HandlerKind> {
+    let ctx = s.ctx;
+    let routes = &ctx.config.routes;
+    if s.head.body == BodyKind::None && routes.has_pre_routes() {
+        if let Some(pre) = routes.pre_route(s.facts.secure, s.head.path(&s.buf)) {
+            if !serve_watched(s, pre).await {
+                return None;
+            }
+            if s.status != 0 {
+                return Some(pre.kind());
+            }
+        }
+    }
+    let route = routes.find_route(s.head.host_name(&s.buf), s.head.path(&s.buf));
+    *route_slot = route.map_or(ROUTE_NONE, |r| r.index);
+    let Some(route) = route else {
+        send_status(s, 404);
+        return Some(HandlerKind::NoRoute);
+    };
+    if let BodyKind::Length(n) = s.head.body {
+        if n > ctx.config.http.max_body_bytes {
+            send_status(s, 413);
+            return Some(route.handler.kind());
+        }
+    }
+    let handler: &'a dyn Handler = &*route.handler;
+    if !serve_watched(s, handler).await {
+        return None;
+    }
+    Some(handler.kind())
+}
+
+/// Runs `handler` on the stream until it is done; false if the client reset
+/// the stream before the answer was complete.
+async fn serve_watched<'a>(s: &mut H2Stream<'a>, handler: &'a dyn Handler) -> bool {
+    let out = s.out.clone();
+    let Served::Pending(mut fut) = handler.serve(s) else {
+        return true;
+    };
+    let mut watching = true;
+    std::future::poll_fn(|cx| {
+        if fut.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        if watching {
+            match out.borrow_mut().respond.poll_reset(cx) {
+                Poll::Ready(Ok(_)) => return Poll::Ready(false),
+                Poll::Ready(Err(_)) => watching = false,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Answers with the status page of `status`.
+fn send_status(s: &mut H2Stream<'_>, status: u16) {
+    let fields = [("content-type", b"text/plain; charset=utf-8".as_slice())];
+    s.send_response(
+        &ResponseHead::new(status, &fields),
+        Body::Bytes(crate::http::status::status_text(status)),
+    );
+}

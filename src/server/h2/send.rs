@@ -1,0 +1,160 @@
+//! Response bodies over HTTP/2: every piece is sized to the capacity h2
+//! grants (the client's stream and connection windows, capped by the
+//! per-stream send buffer), so a client that reads slowly holds at most that
+//! much of the server's memory, and a file is read a bounded chunk at a time
+//! only once the client can take it (from the page cache on the loop, else on
+//! the file pool). Each wait for the window is bounded by the write timeout.
+
+use std::fs::File;
+use std::future::poll_fn;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::stream::H2Stream;
+use crate::file_io::residency::read_cached;
+use crate::http::{Body, BodyPart, BodyStream, FileRegion};
+
+/// Largest read of a file for one DATA send.
+const FILE_READ_MAX: usize = 64 * 1024;
+
+impl<'a> H2Stream<'a> {
+    /// Sends the body kept by `send_response`, then ends the stream; an error
+    /// leaves the stream to be reset.
+    pub(super) async fn send_pending(&mut self) -> io::Result<()> {
+        let Some(body) = self.pending.take() else {
+            return Ok(());
+        };
+        match body {
+            Body::Empty | Body::Push(_) | Body::Tunnel(_) => self.end_body(&[]),
+            Body::Bytes(bytes) => self.send_slice(bytes, true).await,
+            Body::Owned(bytes) => self.send_owned(Bytes::from(bytes), true).await,
+            Body::File(region) => self.send_region(&region, true).await,
+            Body::Parts(parts) => {
+                let last = parts.len().saturating_sub(1);
+                for (i, part) in parts.iter().enumerate() {
+                    match part {
+                        BodyPart::Owned(b) => self.send_slice(b, i == last).await?,
+                        BodyPart::File(r) => self.send_region(r, i == last).await?,
+                    }
+                }
+                if parts.is_empty() {
+                    self.end_body(&[])?;
+                }
+                Ok(())
+            }
+            Body::Stream(stream) => self.send_stream(stream).await,
+        }
+    }
+
+    /// Sends bytes owned elsewhere, copying one granted piece at a time.
+    async fn send_slice(&mut self, mut data: &[u8], end: bool) -> io::Result<()> {
+        if data.is_empty() {
+            return if end { self.end_body(&[]) } else { Ok(()) };
+        }
+        while !data.is_empty() {
+            let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
+            let (piece, rest) = data.split_at(n);
+            data = rest;
+            self.send_data(Bytes::copy_from_slice(piece), end && data.is_empty())?;
+        }
+        Ok(())
+    }
+
+    /// Sends bytes built for this request without copying them.
+    async fn send_owned(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+        if data.is_empty() {
+            return if end { self.end_body(&[]) } else { Ok(()) };
+        }
+        while !data.is_empty() {
+            let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
+            let piece = data.split_to(n);
+            self.send_data(piece, end && data.is_empty())?;
+        }
+        Ok(())
+    }
+
+    /// Sends a file region, reading each chunk only once the window has room.
+    async fn send_region(&mut self, region: &FileRegion, end: bool) -> io::Result<()> {
+        if let Some(bytes) = cached_region(region) {
+            return self.send_slice(bytes, end).await;
+        }
+        if region.len == 0 {
+            return if end { self.end_body(&[]) } else { Ok(()) };
+        }
+        let stop = region.offset + region.len;
+        let mut pos = region.offset;
+        let mut shared: Option<Arc<File>> = None;
+        while pos < stop {
+            let want = ((stop - pos) as usize).min(FILE_READ_MAX);
+            let n = poll_fn(|cx| self.poll_send_capacity(cx, want)).await?;
+            let mut buf = vec![0u8; n];
+            let read = match read_cached(&region.file, &mut buf, pos) {
+                Some(r) => r?,
+                None => {
+                    let f = match &shared {
+                        Some(f) => f.clone(),
+                        None => shared.insert(Arc::new(region.file.try_clone()?)).clone(),
+                    };
+                    let (back, r) = self
+                        .ctx
+                        .config
+                        .file_io
+                        .run(move || {
+                            let r = f.read_at(&mut buf, pos);
+                            (buf, r)
+                        })
+                        .await
+                        .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e.to_string()))?;
+                    buf = back;
+                    r?
+                }
+            };
+            if read == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shrank while being sent",
+                ));
+            }
+            buf.truncate(read);
+            pos += read as u64;
+            self.send_data(Bytes::from(buf), end && pos == stop)?;
+        }
+        Ok(())
+    }
+
+    /// Pulls a stream's pieces and sends each, then its trailers.
+    async fn send_stream(&mut self, mut stream: Box<dyn BodyStream + 'a>) -> io::Result<()> {
+        let mut total = 0u64;
+        loop {
+            let mut piece = Vec::new();
+            let more = poll_fn(|cx| stream.poll_chunk(cx, &mut piece)).await?;
+            total += piece.len() as u64;
+            if !piece.is_empty() {
+                self.send_owned(Bytes::from(piece), false).await?;
+            }
+            if !more {
+                break;
+            }
+        }
+        if self.length.is_some_and(|n| n != total) {
+            return Err(io::Error::other("response body stream broke its length"));
+        }
+        let trailers: Vec<(&str, &[u8])> = stream
+            .trailers()
+            .iter()
+            .map(|f| (&*f.name, &*f.value))
+            .collect();
+        self.end_body(&trailers)
+    }
+}
+
+/// `content[offset..offset + len]` of a region whose file is held in memory.
+fn cached_region(region: &FileRegion) -> Option<&[u8]> {
+    let bytes = region.content.as_deref()?;
+    let start = usize::try_from(region.offset).ok()?;
+    let end = start.checked_add(usize::try_from(region.len).ok()?)?;
+    bytes.get(start..end)
+}
