@@ -10,6 +10,7 @@
 
 pub mod client_address;
 pub mod content_coding;
+pub mod date;
 pub mod request;
 pub mod request_id;
 pub mod response;

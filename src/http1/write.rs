@@ -7,6 +7,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::http::date::civil_from_days;
+
 /// Interim response sent before reading a body the client is waiting to send.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -146,22 +148,6 @@ pub fn format_http_date(secs: u64) -> [u8; DATE_LEN] {
     out[20..22].copy_from_slice(&two(rem / 60 % 60));
     out[23..25].copy_from_slice(&two(rem % 60));
     out
-}
-
-/// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic
-/// Gregorian; Howard Hinnant's `civil_from_days` restricted to non-negative days.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shift the epoch to 0000-03-01 so leap days fall at the end of a year.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 pub use crate::http::status::reason_phrase;

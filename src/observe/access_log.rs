@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crossbeam_queue::ArrayQueue;
 use tracing::warn;
 
+use crate::http::date::civil_from_days;
 use crate::observe::metrics::WorkerStats;
 
 /// Full buffers that may wait for the writer, per worker: enough to ride out a
@@ -261,7 +262,7 @@ impl Clock {
             return;
         }
         self.secs = secs;
-        let (y, m, d) = civil_from_days((secs / 86400) as i64);
+        let (y, m, d) = civil_from_days(secs / 86400);
         let (hh, mm, ss) = (secs % 86400 / 3600, secs % 3600 / 60, secs % 60);
         const MONTHS: [&str; 12] = [
             "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -272,19 +273,6 @@ impl Clock {
         );
         self.iso = format!("{y}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z");
     }
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// A worker's side of the log: its buffer, and the hand-off that never waits.
