@@ -553,19 +553,13 @@ mod tests {
     #[test]
     fn errors_name_the_line_and_key() {
         let e = opts("tcp_nodelay = false\nsend_buffer = \"12 parsecs\"\n", v4()).unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (5, "listener[1].socket.send_buffer")
-        );
+        e.assert_at(5, "listener[1].socket.send_buffer");
         let e = opts("recv_buffer = 10\n", v4()).unwrap_err();
         assert!(e.message.contains("out of range"), "{e}");
         let e = opts("keepalive_count = 500\n", v4()).unwrap_err();
         assert_eq!(e.key, "listener[1].socket.keepalive_count");
         let e = opts("keepalive = false\nkeepalive_idle = \"30s\"\n", v4()).unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (5, "listener[1].socket.keepalive_idle")
-        );
+        e.assert_at(5, "listener[1].socket.keepalive_idle");
         let e = opts("ipv6_only = false\n", v4()).unwrap_err();
         assert!(e.message.contains("IPv4"), "{e}");
         let e = opts("bind = \"127.0.0.2\"\n", v4()).unwrap_err();

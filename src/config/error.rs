@@ -24,6 +24,15 @@ pub struct ConfigError {
     pub message: String,
 }
 
+#[cfg(test)]
+impl ConfigError {
+    /// For tests: asserts that the error is reported at `line` on `key`.
+    #[track_caller]
+    pub fn assert_at(&self, line: usize, key: &str) {
+        assert_eq!((self.line, self.key.as_str()), (line, key), "{self}");
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line > 0 {

@@ -813,5 +813,11 @@ fn validate_route(
     Ok((host, path, filter::wrap(handler, filters)))
 }
 
+/// For tests: both stages over `text`, read as the file `t.toml`.
+#[cfg(test)]
+pub fn check_text(text: &str) -> Result<Config, ConfigError> {
+    validate("t.toml", text, parse("t.toml", text)?)
+}
+
 #[cfg(test)]
 mod tests;

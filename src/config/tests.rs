@@ -2,10 +2,7 @@
 
 use super::*;
 
-fn check(text: &str) -> Result<Config, ConfigError> {
-    let raw = parse("t.toml", text)?;
-    validate("t.toml", text, raw)
-}
+use super::check_text as check;
 
 #[test]
 fn files_named_by_the_config_are_read_bounded() {
@@ -28,14 +25,14 @@ fn files_named_by_the_config_are_read_bounded() {
     ] {
         let text = format!("{listener}tls = {tls}\n{route}");
         let e = check(&text).unwrap_err();
-        assert_eq!((e.line, e.key.as_str()), (3, key), "{e}");
+        e.assert_at(3, key);
         assert!(e.message.contains("not a regular file"), "{e}");
     }
     let text = format!(
         "{listener}{route}[[upstream]]\nname = \"u\"\nservers = [{{ address = \"127.0.0.1:2\" }}]\ntls = {{ ca = \"/dev/zero\" }}\n"
     );
     let e = check(&text).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].tls.ca"), "{e}");
+    e.assert_at(8, "upstream[1].tls.ca");
 
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.key");
@@ -87,7 +84,7 @@ fn unknown_key_in_nested_tables_names_the_element() {
 fn bad_listen_address_names_the_listener() {
     let text = "[[listener]]\nlisten = \"127.0.0.1:1\"\n\n[[listener]]\nlisten = \"nowhere\"\n\n[[route]]\nhandler = \"respond\"\n";
     let e = check(text).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (5, "listener[2].listen"));
+    e.assert_at(5, "listener[2].listen");
 }
 
 #[test]
@@ -97,9 +94,9 @@ fn bad_duration_and_range() {
         "[http]\nkeepalive_timeout = \"5 fortnights\"\n{base}"
     ))
     .unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (2, "http.keepalive_timeout"));
+    e.assert_at(2, "http.keepalive_timeout");
     let e = check(&format!("[server]\nworkers = -1\n{base}")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (2, "server.workers"));
+    e.assert_at(2, "server.workers");
     let ok = check(&format!(
         "[http]\nheader_read_timeout = \"250ms\"\nkeepalive_timeout = 5\n{base}"
     ))
@@ -122,7 +119,7 @@ fn max_connections_is_split_across_workers() {
         "[server]\nworkers = 2\nmax_connections = -5\n{base}"
     ))
     .unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (3, "server.max_connections"));
+    e.assert_at(3, "server.max_connections");
 }
 
 #[test]
@@ -140,9 +137,9 @@ fn max_in_flight_is_split_across_workers_and_retry_after_rounds_up() {
     assert_eq!(cfg.upstreams[0].max_in_flight_per_worker(cfg.workers), 0);
     assert_eq!(&*cfg.upstreams[0].retry_after, "1");
     let e = check(&group("max_in_flight = -1")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].max_in_flight"));
+    e.assert_at(8, "upstream[1].max_in_flight");
     let e = check(&group("retry_after = \"2h\"")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (8, "upstream[1].retry_after"));
+    e.assert_at(8, "upstream[1].retry_after");
 }
 
 #[test]
@@ -254,7 +251,7 @@ fn access_log_is_off_by_default_and_errors_name_line_and_key() {
         );
     }
     let e = check(&format!("{base}[access_log]\npath = \"\"\n")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (7, "access_log.path"));
+    e.assert_at(7, "access_log.path");
 }
 
 const LISTENER: &str = "[[listener]]\nlisten = \"127.0.0.1:1\"\n";
@@ -267,7 +264,7 @@ fn a_route_header_inside_a_multi_line_string_does_not_shift_the_route_index() {
          [[route]]\npath = \"/b\"\nhandler = \"respond\"\nstatuss = 200\n"
     );
     let e = check(&text).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (13, "route[2].statuss"), "{e}");
+    e.assert_at(13, "route[2].statuss");
     assert!(e.message.contains("did you mean `status`?"), "{e}");
 }
 
@@ -278,7 +275,7 @@ fn a_key_of_another_handler_is_reported_at_its_own_line() {
         "{LISTENER}\n[[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"ok\"\n\nroot = \"/srv\"\n"
     );
     let e = check(&text).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (9, "route[1].root"), "{e}");
+    e.assert_at(9, "route[1].root");
     assert_eq!(
         e.message,
         "`root` is a key of the `static` handler; this route's handler is `respond`"
@@ -286,16 +283,16 @@ fn a_key_of_another_handler_is_reported_at_its_own_line() {
     let text =
         format!("{LISTENER}[[route]]\nhandler = \"static\"\nroot = \"/\"\n\nupstream = \"x\"\n");
     let e = check(&text).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (7, "route[1].upstream"), "{e}");
+    e.assert_at(7, "route[1].upstream");
     assert!(e.message.contains("`proxy` handler"), "{e}");
 }
 
 #[test]
 fn route_level_errors_name_the_route_and_key() {
     let e = check(&format!("{LISTENER}[[route]]\npath = \"/\"\n")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (3, "route[1].handler"), "{e}");
+    e.assert_at(3, "route[1].handler");
     let e = check(&format!("{LISTENER}[[route]]\nhandler = \"fastcgi\"\n")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (4, "route[1].handler"), "{e}");
+    e.assert_at(4, "route[1].handler");
     assert!(e.message.contains("unknown handler \"fastcgi\""), "{e}");
     let e = check(&format!("route = 3\n{LISTENER}")).unwrap_err();
     assert_eq!(e.key, "route", "{e}");
@@ -303,7 +300,7 @@ fn route_level_errors_name_the_route_and_key() {
         "{LISTENER}[[route]]\nhandler = \"respond\"\nstatus = 204\nbody = \"x\"\n"
     ))
     .unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (6, "route[1].body"), "{e}");
+    e.assert_at(6, "route[1].body");
 }
 
 #[test]
@@ -312,11 +309,7 @@ fn unknown_keys_in_inline_tables_and_arrays_name_their_element() {
         "{LISTENER}[[route]]\nhandler = \"respond\"\n[[upstream]]\nname = \"u\"\nservers = [\n  {{ address = \"127.0.0.1:2\" }},\n  {{ address = \"127.0.0.1:3\", wieght = 2 }},\n]\n"
     );
     let e = check(&text).unwrap_err();
-    assert_eq!(
-        (e.line, e.key.as_str()),
-        (9, "upstream[1].servers[2].wieght"),
-        "{e}"
-    );
+    e.assert_at(9, "upstream[1].servers[2].wieght");
     assert!(e.message.contains("did you mean `weight`?"), "{e}");
 }
 
@@ -374,7 +367,7 @@ fn relative_paths_resolve_against_the_config_files_directory() {
 #[test]
 fn a_misspelt_handler_key_is_named() {
     let e = check(&format!("{LISTENER}[[route]]\nhandlr = \"respond\"\n")).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (4, "route[1].handlr"), "{e}");
+    e.assert_at(4, "route[1].handlr");
     assert!(e.message.contains("did you mean `handler`?"), "{e}");
 }
 
@@ -424,9 +417,9 @@ fn unknown_choices_name_the_value_and_every_choice_on_their_key() {
             "unknown value \"all\"; expected \"x-forwarded\", \"forwarded\", \"both\" or \"none\"",
         ),
     ];
-    for (text, at, message) in cases {
+    for (text, (line, key), message) in cases {
         let e = check(&text).unwrap_err();
-        assert_eq!((e.line, e.key.as_str()), at, "{e}");
+        e.assert_at(line, key);
         assert_eq!(e.message, message);
     }
 }
@@ -445,7 +438,7 @@ fn a_missing_or_unknown_upstream_is_named_for_routes_and_tcp_listeners() {
         "[[listener]]\nlisten = \"127.0.0.1:1\"\n{upstream}[[route]]\nhandler = \"proxy\"\nupstream = \"v\"\n"
     ))
     .unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (8, "route[1].upstream"), "{e}");
+    e.assert_at(8, "route[1].upstream");
     assert_eq!(e.message, "no [[upstream]] named \"v\"");
 }
 
@@ -456,11 +449,7 @@ fn precompressed_names_only_codings_pier_serves_once_each() {
     };
     assert!(check(&route("[\"br\", \"zstd\", \"gzip\"]")).is_ok());
     let e = check(&route("[\"br\", \"deflate\"]")).unwrap_err();
-    assert_eq!(
-        (e.line, e.key.as_str()),
-        (6, "route[1].precompressed"),
-        "{e}"
-    );
+    e.assert_at(6, "route[1].precompressed");
     assert!(e.message.contains("\"deflate\" is not a coding"), "{e}");
     let e = check(&route("[\"gzip\", \"gzip\"]")).unwrap_err();
     assert!(e.message.contains("listed twice"), "{e}");

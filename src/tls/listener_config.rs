@@ -271,12 +271,7 @@ impl<'a> From<&'a Spanned<RawCertificate>> for RawCertificateRef<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{parse, validate, Config, ConfigError};
-
-    fn check(text: &str) -> Result<Config, ConfigError> {
-        let raw = parse("t.toml", text)?;
-        validate("t.toml", text, raw)
-    }
+    use crate::config::check_text as check;
 
     /// A directory with `a.pem`/`a.key` (names a.test, *.w.test) and a config prefix.
     fn files() -> (tempfile::TempDir, String, String) {
@@ -301,11 +296,7 @@ mod tests {
              [[listener.tls.certificate]]\ncert = \"/no/such.pem\"\nkey = \"{key}\"\n{TAIL}"
         );
         let e = check(&text).unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (10, "listener[1].tls.certificate[2].cert"),
-            "{e}"
-        );
+        e.assert_at(10, "listener[1].tls.certificate[2].cert");
         assert!(e.message.contains("/no/such.pem"), "{e}");
     }
 
@@ -320,7 +311,7 @@ mod tests {
             other_path.display()
         );
         let e = check(&text).unwrap_err();
-        assert_eq!((e.line, e.key.as_str()), (3, "listener[1].tls.key"), "{e}");
+        e.assert_at(3, "listener[1].tls.key");
         assert!(e.message.contains("does not fit"), "{e}");
 
         let (_d, cert, key) = files();
@@ -331,11 +322,7 @@ mod tests {
             ocsp.display()
         );
         let e = check(&text).unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (6, "listener[1].tls.ocsp_response"),
-            "{e}"
-        );
+        e.assert_at(6, "listener[1].tls.ocsp_response");
     }
 
     #[test]
@@ -345,11 +332,11 @@ mod tests {
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{cert}\"\nkey = \"{key}\"\n"
         );
         let e = check(&format!("{base}client_auth = \"required\"\n{TAIL}")).unwrap_err();
-        assert_eq!((e.line, e.key.as_str()), (6, "listener[1].tls.client_auth"));
+        e.assert_at(6, "listener[1].tls.client_auth");
         let e = check(&format!("{base}client_auth = \"maybe\"\n{TAIL}")).unwrap_err();
         assert_eq!(e.key, "listener[1].tls.client_auth");
         let e = check(&format!("{base}client_ca = \"{key}\"\n{TAIL}")).unwrap_err();
-        assert_eq!((e.line, e.key.as_str()), (6, "listener[1].tls.client_ca"));
+        e.assert_at(6, "listener[1].tls.client_ca");
 
         let short = d.path().join("short.key");
         std::fs::write(&short, [1u8; 32]).unwrap();
@@ -358,10 +345,7 @@ mod tests {
             short.display()
         ))
         .unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (6, "listener[1].tls.ticket_key_file")
-        );
+        e.assert_at(6, "listener[1].tls.ticket_key_file");
         assert!(e.message.contains("48 or 80"), "{e}");
         let e = check(&format!("{base}ticket_rotation = \"5s\"\n{TAIL}")).unwrap_err();
         assert_eq!(e.key, "listener[1].tls.ticket_rotation");
@@ -370,10 +354,7 @@ mod tests {
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[listener.tls.certificate]]\ncert = \"{cert}\"\nkey = \"{key}\"\nnames = [\"ok.test\", \"bad name\"]\n{TAIL}"
         ))
         .unwrap_err();
-        assert_eq!(
-            (e.line, e.key.as_str()),
-            (6, "listener[1].tls.certificate[1].names")
-        );
+        e.assert_at(6, "listener[1].tls.certificate[1].names");
         let e = check(&format!(
             "[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ self_signed = true, cert = \"{cert}\", key = \"{key}\" }}\n{TAIL}"
         ))

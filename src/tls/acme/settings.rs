@@ -421,11 +421,7 @@ mod tests {
             ("ca = \"/no/such/ca.pem\"", "ca", 7),
         ] {
             let e = check(&format!("{base}{extra}")).unwrap_err();
-            assert_eq!(
-                (e.line, e.key.as_str()),
-                (line, format!("listener[1].tls.acme.{key}").as_str()),
-                "{e}"
-            );
+            e.assert_at(line, &format!("listener[1].tls.acme.{key}"));
         }
         let e = check("names = [\"a.test\"]").unwrap_err();
         assert_eq!(e.key, "listener[1].tls.acme.agree_terms");
