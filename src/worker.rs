@@ -350,7 +350,7 @@ pub struct Generation {
     /// The validated configuration.
     pub config: Arc<Config>,
     /// The access log its connections write to, when on.
-    pub access_log: Option<Arc<access_log::Shared>>,
+    pub access_log: Option<Arc<access_log::AccessLogShared>>,
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,

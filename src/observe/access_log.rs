@@ -68,7 +68,7 @@ pub struct AccessLogConfig {
 }
 
 /// State shared by the workers and the writer thread.
-pub struct Shared {
+pub struct AccessLogShared {
     config: AccessLogConfig,
     full: ArrayQueue<(Vec<u8>, u64)>,
     empty: ArrayQueue<Vec<u8>>,
@@ -77,9 +77,9 @@ pub struct Shared {
     writer: OnceLock<Thread>,
 }
 
-impl Shared {
-    fn new(config: AccessLogConfig, queue: usize) -> Arc<Shared> {
-        Arc::new(Shared {
+impl AccessLogShared {
+    fn new(config: AccessLogConfig, queue: usize) -> Arc<AccessLogShared> {
+        Arc::new(AccessLogShared {
             config,
             full: ArrayQueue::new(queue.max(1)),
             empty: ArrayQueue::new(queue.max(1)),
@@ -98,7 +98,7 @@ impl Shared {
 
 /// The process's access log: owns the writer thread.
 pub struct AccessLog {
-    shared: Arc<Shared>,
+    shared: Arc<AccessLogShared>,
     writer: Option<JoinHandle<()>>,
 }
 
@@ -106,7 +106,7 @@ impl AccessLog {
     /// Opens the target (so a bad path fails the start) and starts the writer.
     pub fn start(config: AccessLogConfig, workers: usize) -> io::Result<AccessLog> {
         let sink = Sink::open(&config.target)?;
-        let shared = Shared::new(config, workers.max(1) * BUFFERS_PER_WORKER);
+        let shared = AccessLogShared::new(config, workers.max(1) * BUFFERS_PER_WORKER);
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("pier-access-log".into())
@@ -119,7 +119,7 @@ impl AccessLog {
     }
 
     /// What each worker needs to log.
-    pub fn shared(&self) -> Arc<Shared> {
+    pub fn shared(&self) -> Arc<AccessLogShared> {
         self.shared.clone()
     }
 
@@ -170,7 +170,7 @@ fn open_append(p: &PathBuf) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(p)
 }
 
-fn write_loop(shared: &Shared, mut sink: Sink) {
+fn write_loop(shared: &AccessLogShared, mut sink: Sink) {
     let mut failing = false;
     loop {
         let stopping = shared.stop.load(Ordering::Acquire);
@@ -277,7 +277,7 @@ impl Clock {
 
 /// A worker's side of the log: its buffer, and the hand-off that never waits.
 pub struct WorkerLog {
-    shared: Arc<Shared>,
+    shared: Arc<AccessLogShared>,
     buf: RefCell<Vec<u8>>,
     lines: Cell<u64>,
     clock: RefCell<Clock>,
@@ -286,7 +286,7 @@ pub struct WorkerLog {
 
 impl WorkerLog {
     /// A worker's log over the shared queue; drops are counted into `stats`.
-    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> WorkerLog {
+    pub fn new(shared: Arc<AccessLogShared>, stats: Arc<WorkerStats>) -> WorkerLog {
         let cap = shared.config.buffer;
         WorkerLog {
             shared,
@@ -512,7 +512,7 @@ mod tests {
     #[test]
     fn stalled_writer_drops_and_counts_without_blocking() {
         // No writer thread: nothing ever drains the queue of two buffers.
-        let shared = Shared::new(config(LogFormat::Combined, 1), 2);
+        let shared = AccessLogShared::new(config(LogFormat::Combined, 1), 2);
         let stats = Arc::new(WorkerStats::default());
         let log = WorkerLog::new(shared.clone(), stats.clone());
         let started = std::time::Instant::now();
@@ -523,7 +523,7 @@ mod tests {
         assert_eq!(shared.full.len(), 2);
         assert_eq!(stats.log_dropped.get(), 8);
         // Several lines in one dropped buffer are all counted.
-        let shared = Shared::new(config(LogFormat::Combined, 1 << 20), 1);
+        let shared = AccessLogShared::new(config(LogFormat::Combined, 1 << 20), 1);
         let stats = Arc::new(WorkerStats::default());
         let log = WorkerLog::new(shared, stats.clone());
         for _ in 0..3 {

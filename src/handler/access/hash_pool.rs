@@ -17,11 +17,11 @@ const QUEUE: usize = 256;
 /// the cores too.
 const MAX_THREADS: usize = 4;
 
-type Job = Box<dyn FnOnce() + Send>;
+type HashCheck = Box<dyn FnOnce() + Send>;
 
 /// The process's password-check threads, started on first use.
 pub struct HashPool {
-    queue: SyncSender<Job>,
+    queue: SyncSender<HashCheck>,
 }
 
 /// Why a check could not be queued.
@@ -41,7 +41,7 @@ impl HashPool {
     }
 
     fn start(threads: usize, queue: usize) -> HashPool {
-        let (tx, rx) = sync_channel::<Job>(queue);
+        let (tx, rx) = sync_channel::<HashCheck>(queue);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads {
             let rx = Arc::clone(&rx);
@@ -63,7 +63,7 @@ impl HashPool {
         F: FnOnce() -> T + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move || {
+        let job: HashCheck = Box::new(move || {
             // The requester may have gone; its answer is then dropped.
             let _ = tx.send(check());
         });
@@ -76,7 +76,7 @@ impl HashPool {
 
 /// A pool thread: takes the next job while holding the receiver only as long
 /// as the take, so the other threads take the jobs after it meanwhile.
-fn run_jobs(rx: &Mutex<Receiver<Job>>) {
+fn run_jobs(rx: &Mutex<Receiver<HashCheck>>) {
     loop {
         let job = match rx.lock() {
             Ok(rx) => rx.recv(),

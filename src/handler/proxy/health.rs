@@ -57,7 +57,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
             return;
         };
         let server = &group.servers[i];
-        let result = match deadline::within(hc.timeout, probe(&group, i, &hc.kind)).await {
+        let result = match deadline::within(hc.timeout, check_server(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
         };
@@ -87,7 +87,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
 }
 
 /// One check of server `i`.
-async fn probe(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
+async fn check_server(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
     let mut stream = super::connect(group, i).await.map_err(|e| e.to_string())?;
     let CheckKind::Http(path) = kind else {
         return Ok(());
