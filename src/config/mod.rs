@@ -800,6 +800,8 @@ fn validate_route(
             Box::new(proxy)
         }
     };
+    // Compression innermost: the header rules see (and may edit) its head.
+    let handler = filter::compress_configure::wrap_compress(loc, key, &raw.filters, handler)?;
     // Access checks first: a refused request costs no more than the check.
     let route = (host.clone(), path.clone());
     let mut filters =

@@ -251,6 +251,25 @@ pub struct RawRouteFilters {
     pub basic_auth: Option<Spanned<RawBasicAuth>>,
     /// Requests per second per client.
     pub rate_limit: Option<Spanned<RawRateLimit>>,
+    /// Compression of responses: `true`, or a table of settings
+    /// ([`RawCompressSettings`]), read by `filter::compress_configure`.
+    pub compress: Option<Spanned<toml::Value>>,
+}
+
+/// The `compress` table of a route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCompressSettings {
+    /// On (the default once the table is written) or off.
+    pub enabled: Option<bool>,
+    /// Codings on offer, in the order preferred on equal weights.
+    pub codings: Option<Vec<String>>,
+    /// Media types compressed (`text/*`, `application/*+json`).
+    pub types: Option<Vec<String>>,
+    /// Known-length bodies shorter than this are sent as they are.
+    pub min_length: Option<crate::config::value::RawSize>,
+    /// Level per coding: `{ gzip = 5, br = 4, zstd = 3 }`.
+    pub levels: Option<BTreeMap<String, i64>>,
 }
 
 /// The keys of [`RawRouteFilters`], which a route reads apart from its handler's.
@@ -261,6 +280,7 @@ pub const ROUTE_FILTER_KEYS: &[&str] = &[
     "deny",
     "basic_auth",
     "rate_limit",
+    "compress",
 ];
 
 /// `response_headers = { ... }` or `request_headers = { ... }` of a route.

@@ -494,3 +494,34 @@ fn http2_settings_alpn_and_prior_knowledge_are_validated_with_their_line() {
     assert_eq!((e.line, e.key.as_str()), (4, "listener[1].alpn"));
     assert!(e.to_string().contains("spdy/3"), "{e}");
 }
+
+#[test]
+fn compress_takes_a_switch_or_a_checked_table() {
+    let route =
+        |value: &str| format!("{LISTENER}[[route]]\nhandler = \"respond\"\ncompress = {value}\n");
+    for ok in [
+        "true",
+        "false",
+        "{ types = [\"text/*\", \"application/*+json\"], min_length = \"1k\" }",
+        "{ codings = [\"gzip\"], levels = { gzip = 9, br = 11, zstd = 19 } }",
+        "{ enabled = false }",
+    ] {
+        assert!(check(&route(ok)).is_ok(), "{ok}");
+    }
+    for (bad, says) in [
+        ("\"yes\"", "write `compress = true`"),
+        ("{ codings = [\"deflate\"] }", "\"deflate\" is not a coding"),
+        ("{ codings = [] }", "codings is empty"),
+        ("{ types = [\"html\"] }", "is not a media type"),
+        (
+            "{ levels = { gzip = 10 } }",
+            "gzip takes a level from 1 to 9, not 10",
+        ),
+        ("{ levels = { lz4 = 1 } }", "\"lz4\" is not a coding"),
+        ("{ level = 3 }", "unknown field `level`"),
+    ] {
+        let e = check(&route(bad)).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (5, "route[1].compress"), "{e}");
+        assert!(e.message.contains(says), "{bad}: {e}");
+    }
+}

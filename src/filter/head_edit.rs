@@ -54,6 +54,26 @@ impl<'a> HeadEdit<'a> {
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     }
 
+    /// The value of the first field called `name` (any case).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .as_slice()
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, v)| self.value(v))
+    }
+
+    /// Whether a `Vary` field already names `Accept-Encoding` (or `*`).
+    pub fn varies_by_coding(&self) -> bool {
+        self.fields
+            .as_slice()
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("vary"))
+            .flat_map(|&(_, v)| self.value(v).split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .any(|t| t == b"*" || t.eq_ignore_ascii_case(b"accept-encoding"))
+    }
+
     /// Appends a field.
     pub fn push(&mut self, name: &'a str, value: &'a [u8]) {
         self.fields.push((name, FieldValue::Borrowed(value)));

@@ -12,7 +12,11 @@
 //! `Expires`) in the head; the edited head itself is on the stack.
 
 pub mod cache;
+pub mod compress;
+pub mod compress_configure;
+pub mod compress_rules;
 pub mod configure;
+mod encoder;
 mod head_edit;
 pub mod headers;
 pub mod placeholder;
