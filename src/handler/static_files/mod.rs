@@ -124,7 +124,7 @@ impl StaticFiles {
     /// Decides the reply for one request and opens the file it names, unless
     /// that would wait on a disk on an event loop: then the reply is
     /// [`Reply::Blocked`] with the work to do off the loop before deciding again.
-    pub fn serve(&self, req: &StaticRequest<'_>) -> Reply {
+    pub fn reply_for(&self, req: &StaticRequest<'_>) -> Reply {
         if !req.method_allowed {
             return Reply::Error(405);
         }

@@ -178,25 +178,25 @@ mod tests {
     fn the_best_accepted_sibling_is_served_with_its_own_etag() {
         let (_dir, files) = site(&[".br", ".zst", ".gz"]);
         let (status, coding, len, etag) =
-            served(files.serve(&request(Some("gzip, br, zstd"), None)));
+            served(files.reply_for(&request(Some("gzip, br, zstd"), None)));
         assert_eq!((status, coding, len), (200, Some(Coding::Br), 30));
         assert!(etag.ends_with("-br\""), "{etag}");
-        let (_, coding, len, _) = served(files.serve(&request(Some("gzip, zstd;q=0.9"), None)));
+        let (_, coding, len, _) = served(files.reply_for(&request(Some("gzip, zstd;q=0.9"), None)));
         assert_eq!((coding, len), (Some(Coding::Gzip), 30));
-        let (_, coding, len, plain) = served(files.serve(&request(None, None)));
+        let (_, coding, len, plain) = served(files.reply_for(&request(None, None)));
         assert_eq!((coding, len), (None, 1600));
         assert!(!plain.contains("-br"), "{plain}");
-        let (_, coding, _, _) = served(files.serve(&request(Some("deflate"), None)));
+        let (_, coding, _, _) = served(files.reply_for(&request(Some("deflate"), None)));
         assert_eq!(coding, None);
     }
 
     #[test]
     fn a_missing_sibling_falls_back_to_the_next_accepted_one() {
         let (_dir, files) = site(&[".gz"]);
-        let (_, coding, _, etag) = served(files.serve(&request(Some("br, zstd, gzip"), None)));
+        let (_, coding, _, etag) = served(files.reply_for(&request(Some("br, zstd, gzip"), None)));
         assert_eq!(coding, Some(Coding::Gzip));
         assert!(etag.ends_with("-gzip\""), "{etag}");
-        let (_, coding, _, _) = served(files.serve(&request(Some("br, zstd"), None)));
+        let (_, coding, _, _) = served(files.reply_for(&request(Some("br, zstd"), None)));
         assert_eq!(coding, None);
     }
 
@@ -210,14 +210,14 @@ mod tests {
             .unwrap()
             .set_modified(old)
             .unwrap();
-        let (_, coding, len, _) = served(files.serve(&request(Some("br"), None)));
+        let (_, coding, len, _) = served(files.reply_for(&request(Some("br"), None)));
         assert_eq!((coding, len), (None, 1600));
     }
 
     #[test]
     fn ranges_count_the_encoded_bytes_and_a_match_gives_304() {
         let (_dir, files) = site(&[".br"]);
-        match files.serve(&request(Some("br"), Some("bytes=0-9"))) {
+        match files.reply_for(&request(Some("br"), Some("bytes=0-9"))) {
             Reply::File(f) => {
                 assert_eq!((f.status, f.len, f.coding), (206, 10, Some(Coding::Br)));
                 assert_eq!(f.content_range.unwrap().as_bytes(), b"bytes 0-9/30");
@@ -226,26 +226,26 @@ mod tests {
         }
         // Several ranges of an encoded file: the whole file.
         let (status, coding, len, etag) =
-            served(files.serve(&request(Some("br"), Some("bytes=0-1,5-6"))));
+            served(files.reply_for(&request(Some("br"), Some("bytes=0-1,5-6"))));
         assert_eq!((status, coding, len), (200, Some(Coding::Br), 30));
         let conditional = StaticRequest {
             if_none_match: Some(etag.as_bytes()),
             ..request(Some("br"), None)
         };
-        assert_eq!(files.serve(&conditional).status(), 304);
+        assert_eq!(files.reply_for(&conditional).status(), 304);
         // The same tag names no other encoding.
         let identity = StaticRequest {
             if_none_match: Some(etag.as_bytes()),
             ..request(None, None)
         };
-        assert_eq!(files.serve(&identity).status(), 200);
+        assert_eq!(files.reply_for(&identity).status(), 200);
     }
 
     #[test]
     fn a_sibling_that_is_a_directory_is_not_served() {
         let (dir, files) = site(&[]);
         fs::create_dir(dir.path().join("app.js.br")).unwrap();
-        let (_, coding, _, _) = served(files.serve(&request(Some("br"), None)));
+        let (_, coding, _, _) = served(files.reply_for(&request(Some("br"), None)));
         assert_eq!(coding, None);
     }
 }

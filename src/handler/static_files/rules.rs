@@ -58,7 +58,7 @@ impl StaticFiles {
     /// error page for an error status.
     pub fn decide(&self, req: &StaticRequest<'_>) -> Reply {
         let reply = if self.rules.try_files.is_empty() || !req.method_allowed {
-            self.serve(req)
+            self.reply_for(req)
         } else {
             self.try_files(req)
         };
@@ -80,7 +80,7 @@ impl StaticFiles {
                 path.extend_from_slice(req.path);
                 path.extend_from_slice(part.as_bytes());
             }
-            let reply = self.serve(&StaticRequest {
+            let reply = self.reply_for(&StaticRequest {
                 path: &path,
                 ..*req
             });
@@ -105,7 +105,7 @@ impl StaticFiles {
             off_loop: req.off_loop,
             ..StaticRequest::default()
         };
-        match self.serve(&page_req) {
+        match self.reply_for(&page_req) {
             Reply::File(mut f) if f.status == 200 => {
                 f.status = status;
                 Reply::File(f)

@@ -19,15 +19,15 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
         open_files: Some(&cache),
         ..Default::default()
     };
-    assert_eq!(files.serve(&req).status(), 200);
+    assert_eq!(files.reply_for(&req).status(), 200);
     std::fs::remove_file(dir.path().join("c.txt")).unwrap();
     // Still open in this worker's cache: served without touching the path.
-    match files.serve(&req) {
+    match files.reply_for(&req) {
         Reply::File(f) => assert_eq!(f.len, 6),
         other => panic!("expected the cached file, got {other:?}"),
     }
     std::thread::sleep(Duration::from_millis(350));
-    assert_eq!(files.serve(&req).status(), 404);
+    assert_eq!(files.reply_for(&req).status(), 404);
 
     let uncached = StaticFiles::new(dir.path(), vec![], false, false)
         .unwrap()
@@ -39,9 +39,9 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
         open_files: Some(&cache),
         ..Default::default()
     };
-    assert_eq!(uncached.serve(&req).status(), 200);
+    assert_eq!(uncached.reply_for(&req).status(), 200);
     std::fs::remove_file(dir.path().join("u.txt")).unwrap();
-    assert_eq!(uncached.serve(&req).status(), 404);
+    assert_eq!(uncached.reply_for(&req).status(), 404);
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn each_generation_has_its_own_open_files_and_frees_them_with_it() {
         open_files: Some(cache),
         ..Default::default()
     };
-    let Reply::File(f) = files.serve(&request(&old)) else {
+    let Reply::File(f) = files.reply_for(&request(&old)) else {
         panic!("the file is served");
     };
     assert_eq!(old.len(), 1);
@@ -65,10 +65,10 @@ fn each_generation_has_its_own_open_files_and_frees_them_with_it() {
     std::fs::remove_file(dir.path().join("g.txt")).unwrap();
     // A new generation does not see the old one's open file...
     let new = OpenFileCache::default();
-    assert_eq!(files.serve(&request(&new)).status(), 404);
+    assert_eq!(files.reply_for(&request(&new)).status(), 404);
     assert!(new.is_empty());
     // ...and the old one's file is closed once that generation goes.
-    assert_eq!(files.serve(&request(&old)).status(), 200);
+    assert_eq!(files.reply_for(&request(&old)).status(), 200);
     assert!(file.upgrade().is_some(), "held open by the old generation");
     drop(old);
     assert!(file.upgrade().is_none(), "closed with its generation");
@@ -177,10 +177,10 @@ fn header<'r>(reply: &'r Reply, name: &str) -> Option<&'r [u8]> {
 fn dot_dot_segment_is_rejected() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/../etc/passwd"))), 400);
-    assert_eq!(status(&s.serve(&get("/../secret.txt"))), 400);
-    assert_eq!(status(&s.serve(&get("/sub/../hello.txt"))), 400);
-    assert_eq!(status(&s.serve(&get("/.."))), 400);
+    assert_eq!(status(&s.reply_for(&get("/../etc/passwd"))), 400);
+    assert_eq!(status(&s.reply_for(&get("/../secret.txt"))), 400);
+    assert_eq!(status(&s.reply_for(&get("/sub/../hello.txt"))), 400);
+    assert_eq!(status(&s.reply_for(&get("/.."))), 400);
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn encoded_dot_dot_is_rejected() {
         "/.%2e/secret.txt",
         "/%2e./secret.txt",
     ] {
-        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
     }
 }
 
@@ -209,7 +209,7 @@ fn encoded_slash_and_backslash_are_rejected() {
         "/..\\secret.txt",
         "/a\\b",
     ] {
-        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
     }
 }
 
@@ -217,13 +217,13 @@ fn encoded_slash_and_backslash_are_rejected() {
 fn nul_raw_or_encoded_is_rejected() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/%00"))), 400);
-    assert_eq!(status(&s.serve(&get("/hello.txt%00.png"))), 400);
+    assert_eq!(status(&s.reply_for(&get("/%00"))), 400);
+    assert_eq!(status(&s.reply_for(&get("/hello.txt%00.png"))), 400);
     let raw = StaticRequest {
         path: b"/hello\0.txt",
         ..get("/")
     };
-    assert_eq!(status(&s.serve(&raw)), 400);
+    assert_eq!(status(&s.reply_for(&raw)), 400);
 }
 
 #[test]
@@ -231,7 +231,7 @@ fn broken_percent_escapes_are_rejected() {
     let fx = Fixture::new();
     let s = fx.server();
     for path in ["/%", "/%4", "/%zz", "/hello%2.txt", "/%%41"] {
-        assert_eq!(status(&s.serve(&get(path))), 400, "{path}");
+        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
     }
 }
 
@@ -239,19 +239,19 @@ fn broken_percent_escapes_are_rejected() {
 fn path_without_leading_slash_is_rejected() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("hello.txt"))), 400);
-    assert_eq!(status(&s.serve(&get(""))), 400);
-    assert_eq!(status(&s.serve(&get("*"))), 400);
+    assert_eq!(status(&s.reply_for(&get("hello.txt"))), 400);
+    assert_eq!(status(&s.reply_for(&get(""))), 400);
+    assert_eq!(status(&s.reply_for(&get("*"))), 400);
 }
 
 #[test]
 fn double_slashes_collapse_inside_root() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("//etc/passwd"))), 404);
-    let mut f = expect_file(s.serve(&get("//hello.txt")));
+    assert_eq!(status(&s.reply_for(&get("//etc/passwd"))), 404);
+    let mut f = expect_file(s.reply_for(&get("//hello.txt")));
     assert_eq!(body(&mut f), HELLO);
-    let f = expect_file(s.serve(&get("/./sub//.//index.html")));
+    let f = expect_file(s.reply_for(&get("/./sub//.//index.html")));
     assert_eq!(f.len, 10);
 }
 
@@ -260,17 +260,17 @@ fn percent_encoded_names_are_decoded_once() {
     let fx = Fixture::new();
     fs::write(fx.root().join("a b%41.txt"), b"x").unwrap();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/a%20b%2541.txt"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/a%20b%2541.txt"))), 200);
     // Decoding twice would turn %2541 into A.
-    assert_eq!(status(&s.serve(&get("/a%20bA.txt"))), 404);
-    assert_eq!(status(&s.serve(&get("/%68ello.txt"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/a%20bA.txt"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/%68ello.txt"))), 200);
 }
 
 #[test]
 fn non_utf8_names_are_served_as_bytes() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/noindex/caf%E9%20bar"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/noindex/caf%E9%20bar"))), 200);
 }
 
 #[test]
@@ -279,8 +279,8 @@ fn symlink_to_file_outside_root_is_404() {
     symlink(fx.tmp.path().join("secret.txt"), fx.root().join("out")).unwrap();
     symlink("../secret.txt", fx.root().join("out_rel")).unwrap();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/out"))), 404);
-    assert_eq!(status(&s.serve(&get("/out_rel"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/out"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/out_rel"))), 404);
 }
 
 #[test]
@@ -288,9 +288,9 @@ fn symlink_to_directory_outside_root_is_404() {
     let fx = Fixture::new();
     symlink(fx.tmp.path(), fx.root().join("up")).unwrap();
     let s = fx.server_with(true, false);
-    assert_eq!(status(&s.serve(&get("/up/secret.txt"))), 404);
-    assert_eq!(status(&s.serve(&get("/up/"))), 404);
-    assert_eq!(status(&s.serve(&get("/up"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/up/secret.txt"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/up/"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/up"))), 404);
 }
 
 #[test]
@@ -298,7 +298,7 @@ fn symlink_outside_root_is_served_when_allowed() {
     let fx = Fixture::new();
     symlink(fx.tmp.path().join("secret.txt"), fx.root().join("out")).unwrap();
     let s = fx.server_with(false, true);
-    let mut f = expect_file(s.serve(&get("/out")));
+    let mut f = expect_file(s.reply_for(&get("/out")));
     assert_eq!(body(&mut f), b"top secret");
 }
 
@@ -310,10 +310,10 @@ fn symlink_inside_root_is_served() {
     symlink("sub", fx.root().join("sublink")).unwrap();
     let s = fx.server();
     for path in ["/rel_link.txt", "/abs_link.txt"] {
-        let mut f = expect_file(s.serve(&get(path)));
+        let mut f = expect_file(s.reply_for(&get(path)));
         assert_eq!(body(&mut f), HELLO, "{path}");
     }
-    assert_eq!(status(&s.serve(&get("/sublink/"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/sublink/"))), 200);
 }
 
 #[test]
@@ -322,7 +322,7 @@ fn root_given_through_a_symlink_is_canonicalised() {
     let alias = fx.tmp.path().join("alias");
     symlink(fx.root(), &alias).unwrap();
     let s = StaticFiles::new(&alias, vec![], false, false).unwrap();
-    assert_eq!(status(&s.serve(&get("/hello.txt"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/hello.txt"))), 200);
 }
 
 #[test]
@@ -337,7 +337,7 @@ fn filesystem_root_serves_absolute_paths() {
         });
     let www = fs::canonicalize(fx.root()).unwrap();
     let path = format!("{}/hello.txt", www.display());
-    assert_eq!(status(&s.serve(&get(&path))), 200);
+    assert_eq!(status(&s.reply_for(&get(&path))), 200);
 }
 
 #[test]
@@ -345,7 +345,7 @@ fn symlink_loop_is_404() {
     let fx = Fixture::new();
     symlink("loop_b", fx.root().join("loop_a")).unwrap();
     symlink("loop_a", fx.root().join("loop_b")).unwrap();
-    assert_eq!(status(&fx.server().serve(&get("/loop_a"))), 404);
+    assert_eq!(status(&fx.server().reply_for(&get("/loop_a"))), 404);
 }
 
 // Files, directories and errors.
@@ -354,7 +354,7 @@ fn symlink_loop_is_404() {
 fn serves_file_with_validators_and_type() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&get("/hello.txt"));
+    let reply = s.reply_for(&get("/hello.txt"));
     assert_eq!(status(&reply), 200);
     let headers: Vec<(&str, &[u8])> = reply.headers().collect();
     assert_eq!(
@@ -375,8 +375,8 @@ fn serves_file_with_validators_and_type() {
 fn head_gets_the_same_reply_as_get() {
     let fx = Fixture::new();
     let s = fx.server();
-    let get_reply = s.serve(&get("/hello.txt"));
-    let head_reply = s.serve(&StaticRequest {
+    let get_reply = s.reply_for(&get("/hello.txt"));
+    let head_reply = s.reply_for(&StaticRequest {
         is_head: true,
         ..get("/hello.txt")
     });
@@ -391,17 +391,17 @@ fn head_gets_the_same_reply_as_get() {
 fn missing_file_is_404() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/nope.txt"))), 404);
-    assert_eq!(status(&s.serve(&get("/nope/"))), 404);
-    assert_eq!(status(&s.serve(&get("/hello.txt/x"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/nope.txt"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/nope/"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/hello.txt/x"))), 404);
 }
 
 #[test]
 fn file_requested_with_trailing_slash_is_404() {
     let fx = Fixture::new();
-    assert_eq!(status(&fx.server().serve(&get("/hello.txt/"))), 404);
+    assert_eq!(status(&fx.server().reply_for(&get("/hello.txt/"))), 404);
     assert_eq!(
-        status(&fx.server_with(true, false).serve(&get("/hello.txt/"))),
+        status(&fx.server_with(true, false).reply_for(&get("/hello.txt/"))),
         404
     );
 }
@@ -411,14 +411,14 @@ fn overlong_name_is_404() {
     let fx = Fixture::new();
     let s = fx.server();
     let path = format!("/{}", "a".repeat(300));
-    assert_eq!(status(&s.serve(&get(&path))), 404);
+    assert_eq!(status(&s.reply_for(&get(&path))), 404);
 }
 
 #[test]
 fn other_methods_get_405_with_allow() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&StaticRequest {
+    let reply = s.reply_for(&StaticRequest {
         method_allowed: false,
         ..get("/hello.txt")
     });
@@ -431,7 +431,7 @@ fn other_methods_get_405_with_allow() {
 fn directory_with_slash_serves_index() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&get("/sub/"));
+    let reply = s.reply_for(&get("/sub/"));
     assert_eq!(
         header(&reply, "Content-Type"),
         Some(b"text/html; charset=utf-8".as_slice())
@@ -446,11 +446,11 @@ fn index_names_are_tried_in_order() {
     fs::write(fx.root().join("sub/index.htm"), b"htm").unwrap();
     let both = vec!["index.htm".to_string(), "index.html".to_string()];
     let s = StaticFiles::new(&fx.root(), both, false, false).unwrap();
-    assert_eq!(body(&mut expect_file(s.serve(&get("/sub/")))), b"htm");
+    assert_eq!(body(&mut expect_file(s.reply_for(&get("/sub/")))), b"htm");
     let later = vec!["default.html".to_string(), "index.html".to_string()];
     let s = StaticFiles::new(&fx.root(), later, false, false).unwrap();
     assert_eq!(
-        body(&mut expect_file(s.serve(&get("/sub/")))),
+        body(&mut expect_file(s.reply_for(&get("/sub/")))),
         b"<p>sub</p>"
     );
 }
@@ -460,7 +460,10 @@ fn index_that_is_a_directory_is_skipped() {
     let fx = Fixture::new();
     fs::create_dir(fx.root().join("noindex/index.html")).unwrap();
     let s = fx.server_with(true, false);
-    assert!(matches!(s.serve(&get("/noindex/")), Reply::Listing { .. }));
+    assert!(matches!(
+        s.reply_for(&get("/noindex/")),
+        Reply::Listing { .. }
+    ));
 }
 
 #[test]
@@ -472,7 +475,7 @@ fn index_symlink_outside_root_is_404() {
     )
     .unwrap();
     assert_eq!(
-        status(&fx.server_with(true, false).serve(&get("/noindex/"))),
+        status(&fx.server_with(true, false).reply_for(&get("/noindex/"))),
         404
     );
 }
@@ -482,7 +485,7 @@ fn root_directory_serves_index() {
     let fx = Fixture::new();
     fs::write(fx.root().join("index.html"), b"home").unwrap();
     assert_eq!(
-        body(&mut expect_file(fx.server().serve(&get("/")))),
+        body(&mut expect_file(fx.server().reply_for(&get("/")))),
         b"home"
     );
 }
@@ -491,15 +494,15 @@ fn root_directory_serves_index() {
 fn directory_without_index_is_404_when_autoindex_off() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&get("/noindex/"))), 404);
-    assert_eq!(status(&s.serve(&get("/"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/noindex/"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/"))), 404);
 }
 
 #[test]
 fn autoindex_lists_sorted_escaped_entries() {
     let fx = Fixture::new();
     let s = fx.server_with(true, false);
-    let reply = s.serve(&get("/noindex/"));
+    let reply = s.reply_for(&get("/noindex/"));
     assert_eq!(
         header(&reply, "Content-Type"),
         Some(b"text/html; charset=utf-8".as_slice())
@@ -536,7 +539,7 @@ fn autoindex_lists_sorted_escaped_entries() {
 fn autoindex_of_root_has_no_parent_link() {
     let fx = Fixture::new();
     let s = fx.server_with(true, false);
-    let Reply::Listing { body } = s.serve(&get("/")) else {
+    let Reply::Listing { body } = s.reply_for(&get("/")) else {
         panic!("expected a listing");
     };
     let html = String::from_utf8(body).unwrap();
@@ -549,7 +552,7 @@ fn autoindex_of_root_has_no_parent_link() {
 fn autoindex_prefers_index_file() {
     let fx = Fixture::new();
     let s = fx.server_with(true, false);
-    assert!(matches!(s.serve(&get("/sub/")), Reply::File(_)));
+    assert!(matches!(s.reply_for(&get("/sub/")), Reply::File(_)));
 }
 
 #[test]
@@ -557,7 +560,7 @@ fn autoindex_escapes_the_title() {
     let fx = Fixture::new();
     fs::create_dir(fx.root().join("<b>")).unwrap();
     let s = fx.server_with(true, false);
-    let Reply::Listing { body } = s.serve(&get("/%3Cb%3E/")) else {
+    let Reply::Listing { body } = s.reply_for(&get("/%3Cb%3E/")) else {
         panic!("expected a listing");
     };
     let html = String::from_utf8(body).unwrap();
@@ -569,10 +572,10 @@ fn autoindex_escapes_the_title() {
 fn directory_without_slash_redirects() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&get("/sub"));
+    let reply = s.reply_for(&get("/sub"));
     assert_eq!(status(&reply), 301);
     assert_eq!(header(&reply, "Location"), Some(b"/sub/".as_slice()));
-    let reply = s.serve(&get("/."));
+    let reply = s.reply_for(&get("/."));
     assert_eq!(header(&reply, "Location"), Some(b"/".as_slice()));
 }
 
@@ -580,7 +583,7 @@ fn directory_without_slash_redirects() {
 fn redirect_is_never_protocol_relative() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&get("//evil.com"));
+    let reply = s.reply_for(&get("//evil.com"));
     assert_eq!(header(&reply, "Location"), Some(b"/evil.com/".as_slice()));
 }
 
@@ -589,7 +592,7 @@ fn redirect_location_is_percent_encoded() {
     let fx = Fixture::new();
     fs::create_dir(fx.root().join("a b\r\nSet-Cookie: x")).unwrap();
     let s = fx.server();
-    let reply = s.serve(&get("/a%20b%0D%0ASet-Cookie:%20x"));
+    let reply = s.reply_for(&get("/a%20b%0D%0ASet-Cookie:%20x"));
     assert_eq!(
         header(&reply, "Location"),
         Some(b"/a%20b%0D%0ASet-Cookie%3A%20x/".as_slice())
@@ -608,14 +611,14 @@ fn fifo_is_404_without_blocking() {
         eprintln!("mkfifo unavailable; skipping");
         return;
     }
-    assert_eq!(status(&fx.server().serve(&get("/pipe"))), 404);
+    assert_eq!(status(&fx.server().reply_for(&get("/pipe"))), 404);
 }
 
 #[test]
 fn unix_socket_is_404() {
     let fx = Fixture::new();
     let _listener = std::os::unix::net::UnixListener::bind(fx.root().join("sock")).unwrap();
-    assert_eq!(status(&fx.server().serve(&get("/sock"))), 404);
+    assert_eq!(status(&fx.server().reply_for(&get("/sock"))), 404);
 }
 
 #[test]
@@ -623,7 +626,7 @@ fn device_is_404() {
     let fx = Fixture::new();
     symlink("/dev/null", fx.root().join("null")).unwrap();
     let s = fx.server_with(false, true);
-    assert_eq!(status(&s.serve(&get("/null"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/null"))), 404);
 }
 
 #[test]
@@ -636,7 +639,7 @@ fn unreadable_file_is_403() {
         eprintln!("permission bits are not enforced (running as root?); skipping");
         return;
     }
-    assert_eq!(status(&fx.server().serve(&get("/locked.txt"))), 403);
+    assert_eq!(status(&fx.server().reply_for(&get("/locked.txt"))), 403);
 }
 
 #[test]
@@ -674,7 +677,7 @@ fn new_rejects_bad_roots_and_index_names() {
 fn empty_index_list_means_no_index() {
     let fx = Fixture::new();
     let s = StaticFiles::new(&fx.root(), vec![], false, false).unwrap();
-    assert_eq!(status(&s.serve(&get("/sub/"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/sub/"))), 404);
 }
 
 // Validators and conditionals.
@@ -711,7 +714,7 @@ fn pre_epoch_mtime_does_not_panic() {
     if file.set_modified(old).is_err() {
         return;
     }
-    let reply = fx.server().serve(&get("/old.txt"));
+    let reply = fx.server().reply_for(&get("/old.txt"));
     assert_eq!(
         header(&reply, "Last-Modified"),
         Some(b"Thu, 01 Jan 1970 00:00:00 GMT".as_slice())
@@ -729,7 +732,7 @@ fn far_future_mtime_does_not_panic() {
     if file.set_modified(far).is_err() {
         return;
     }
-    assert_eq!(status(&fx.server().serve(&get("/future.txt"))), 200);
+    assert_eq!(status(&fx.server().reply_for(&get("/future.txt"))), 200);
 }
 
 fn conditional<'a>(inm: Option<&'a str>, ims: Option<&'a str>) -> StaticRequest<'a> {
@@ -744,7 +747,7 @@ fn conditional<'a>(inm: Option<&'a str>, ims: Option<&'a str>) -> StaticRequest<
 fn if_none_match_exact_gives_304() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&conditional(Some(HELLO_ETAG), None));
+    let reply = s.reply_for(&conditional(Some(HELLO_ETAG), None));
     assert_eq!(status(&reply), 304);
     let headers: Vec<(&str, &[u8])> = reply.headers().collect();
     assert_eq!(
@@ -761,7 +764,7 @@ fn if_none_match_uses_weak_comparison() {
     let fx = Fixture::new();
     let s = fx.server();
     let weak = format!("W/{HELLO_ETAG}");
-    assert_eq!(status(&s.serve(&conditional(Some(&weak), None))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(Some(&weak), None))), 304);
 }
 
 #[test]
@@ -769,14 +772,14 @@ fn if_none_match_list_and_star() {
     let fx = Fixture::new();
     let s = fx.server();
     let list = format!("\"a\", W/\"b\" ,{HELLO_ETAG}, \"c\"");
-    assert_eq!(status(&s.serve(&conditional(Some(&list), None))), 304);
-    assert_eq!(status(&s.serve(&conditional(Some("*"), None))), 304);
-    assert_eq!(status(&s.serve(&conditional(Some(" * "), None))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(Some(&list), None))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(Some("*"), None))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(Some(" * "), None))), 304);
     let head = StaticRequest {
         is_head: true,
         ..conditional(Some(HELLO_ETAG), None)
     };
-    assert_eq!(status(&s.serve(&head)), 304);
+    assert_eq!(status(&s.reply_for(&head)), 304);
 }
 
 #[test]
@@ -792,7 +795,7 @@ fn if_none_match_mismatch_or_garbage_gives_200() {
         "",
     ] {
         assert_eq!(
-            status(&s.serve(&conditional(Some(field), None))),
+            status(&s.reply_for(&conditional(Some(field), None))),
             200,
             "{field}"
         );
@@ -803,7 +806,7 @@ fn if_none_match_mismatch_or_garbage_gives_200() {
 fn if_none_match_present_overrides_if_modified_since() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&conditional(Some("\"other\""), Some(MTIME_DATE)));
+    let reply = s.reply_for(&conditional(Some("\"other\""), Some(MTIME_DATE)));
     assert_eq!(status(&reply), 200);
 }
 
@@ -811,11 +814,14 @@ fn if_none_match_present_overrides_if_modified_since() {
 fn if_modified_since_equal_or_later_gives_304() {
     let fx = Fixture::new();
     let s = fx.server();
-    assert_eq!(status(&s.serve(&conditional(None, Some(MTIME_DATE)))), 304);
+    assert_eq!(
+        status(&s.reply_for(&conditional(None, Some(MTIME_DATE)))),
+        304
+    );
     let later = "Wed, 15 Nov 2023 00:00:00 GMT";
-    assert_eq!(status(&s.serve(&conditional(None, Some(later)))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(None, Some(later)))), 304);
     let rfc850 = "Tuesday, 14-Nov-23 22:13:20 GMT";
-    assert_eq!(status(&s.serve(&conditional(None, Some(rfc850)))), 304);
+    assert_eq!(status(&s.reply_for(&conditional(None, Some(rfc850)))), 304);
 }
 
 #[test]
@@ -830,7 +836,7 @@ fn if_modified_since_earlier_or_invalid_gives_200() {
         "",
     ] {
         assert_eq!(
-            status(&s.serve(&conditional(None, Some(field)))),
+            status(&s.reply_for(&conditional(None, Some(field)))),
             200,
             "{field}"
         );
@@ -862,29 +868,29 @@ fn expect_partial(reply: Reply, first: u64, last: u64) -> FileReply {
 fn range_first_last() {
     let fx = Fixture::new();
     let s = fx.server();
-    let mut f = expect_partial(s.serve(&ranged("bytes=0-4", None)), 0, 4);
+    let mut f = expect_partial(s.reply_for(&ranged("bytes=0-4", None)), 0, 4);
     assert_eq!(body(&mut f), b"Hello");
-    expect_partial(s.serve(&ranged("bytes=12-12", None)), 12, 12);
+    expect_partial(s.reply_for(&ranged("bytes=12-12", None)), 12, 12);
 }
 
 #[test]
 fn range_open_ended() {
     let fx = Fixture::new();
     let s = fx.server();
-    let mut f = expect_partial(s.serve(&ranged("bytes=7-", None)), 7, 12);
+    let mut f = expect_partial(s.reply_for(&ranged("bytes=7-", None)), 7, 12);
     assert_eq!(body(&mut f), b"World!");
-    expect_partial(s.serve(&ranged("bytes=0-", None)), 0, 12);
+    expect_partial(s.reply_for(&ranged("bytes=0-", None)), 0, 12);
 }
 
 #[test]
 fn range_suffix() {
     let fx = Fixture::new();
     let s = fx.server();
-    let mut f = expect_partial(s.serve(&ranged("bytes=-6", None)), 7, 12);
+    let mut f = expect_partial(s.reply_for(&ranged("bytes=-6", None)), 7, 12);
     assert_eq!(body(&mut f), b"World!");
-    expect_partial(s.serve(&ranged("bytes=-100", None)), 0, 12);
+    expect_partial(s.reply_for(&ranged("bytes=-100", None)), 0, 12);
     expect_partial(
-        s.serve(&ranged("bytes=-99999999999999999999999999", None)),
+        s.reply_for(&ranged("bytes=-99999999999999999999999999", None)),
         0,
         12,
     );
@@ -894,9 +900,9 @@ fn range_suffix() {
 fn range_last_is_clamped() {
     let fx = Fixture::new();
     let s = fx.server();
-    expect_partial(s.serve(&ranged("bytes=5-1000", None)), 5, 12);
+    expect_partial(s.reply_for(&ranged("bytes=5-1000", None)), 5, 12);
     expect_partial(
-        s.serve(&ranged("bytes=5-99999999999999999999999", None)),
+        s.reply_for(&ranged("bytes=5-99999999999999999999999", None)),
         5,
         12,
     );
@@ -906,9 +912,9 @@ fn range_last_is_clamped() {
 fn range_syntax_is_lenient_where_rfc_allows() {
     let fx = Fixture::new();
     let s = fx.server();
-    expect_partial(s.serve(&ranged("Bytes=0-0", None)), 0, 0);
-    expect_partial(s.serve(&ranged(" bytes= 1-2 ", None)), 1, 2);
-    expect_partial(s.serve(&ranged("bytes=1-2, ,", None)), 1, 2);
+    expect_partial(s.reply_for(&ranged("Bytes=0-0", None)), 0, 0);
+    expect_partial(s.reply_for(&ranged(" bytes= 1-2 ", None)), 1, 2);
+    expect_partial(s.reply_for(&ranged("bytes=1-2, ,", None)), 1, 2);
 }
 
 #[test]
@@ -921,7 +927,7 @@ fn unsatisfiable_range_gives_416() {
         "bytes=-0",
         "bytes=99999999999999999999999-",
     ] {
-        let reply = s.serve(&ranged(field, None));
+        let reply = s.reply_for(&ranged(field, None));
         assert_eq!(status(&reply), 416, "{field}");
         assert_eq!(
             header(&reply, "Content-Range"),
@@ -951,7 +957,7 @@ fn malformed_ranges_give_200_full() {
         "bytes=+1-2",
         "",
     ] {
-        let reply = s.serve(&ranged(field, None));
+        let reply = s.reply_for(&ranged(field, None));
         assert_eq!(status(&reply), 200, "{field:?}");
         assert_eq!(header(&reply, "Content-Range"), None);
         assert_eq!(expect_file(reply).len, 13);
@@ -966,24 +972,24 @@ fn range_on_empty_file() {
         range: Some(r.as_bytes()),
         ..get("/empty.txt")
     };
-    let reply = s.serve(&mk("bytes=0-"));
+    let reply = s.reply_for(&mk("bytes=0-"));
     assert_eq!(status(&reply), 416);
     assert_eq!(
         header(&reply, "Content-Range"),
         Some(b"bytes */0".as_slice())
     );
     // A non-zero suffix is satisfiable on an empty representation but has no 206 form.
-    let f = expect_file(s.serve(&mk("bytes=-5")));
+    let f = expect_file(s.reply_for(&mk("bytes=-5")));
     assert_eq!((f.status, f.len), (200, 0));
-    assert_eq!(status(&s.serve(&mk("bytes=-0"))), 416);
+    assert_eq!(status(&s.reply_for(&mk("bytes=-0"))), 416);
 }
 
 #[test]
 fn if_range_matching_etag_or_date_honours_range() {
     let fx = Fixture::new();
     let s = fx.server();
-    expect_partial(s.serve(&ranged("bytes=0-4", Some(HELLO_ETAG))), 0, 4);
-    expect_partial(s.serve(&ranged("bytes=0-4", Some(MTIME_DATE))), 0, 4);
+    expect_partial(s.reply_for(&ranged("bytes=0-4", Some(HELLO_ETAG))), 0, 4);
+    expect_partial(s.reply_for(&ranged("bytes=0-4", Some(MTIME_DATE))), 0, 4);
 }
 
 #[test]
@@ -998,11 +1004,11 @@ fn if_range_mismatch_gives_200_full() {
         "Tue, 14 Nov 2023 22:13:19 GMT",
         "garbage",
     ] {
-        let reply = s.serve(&ranged("bytes=0-4", Some(validator)));
+        let reply = s.reply_for(&ranged("bytes=0-4", Some(validator)));
         assert_eq!(status(&reply), 200, "{validator}");
         assert_eq!(expect_file(reply).len, 13);
     }
-    let reply = s.serve(&ranged("bytes=20-", Some("\"other\"")));
+    let reply = s.reply_for(&ranged("bytes=20-", Some("\"other\"")));
     assert_eq!(status(&reply), 200, "If-Range mismatch also skips the 416");
 }
 
@@ -1010,7 +1016,7 @@ fn if_range_mismatch_gives_200_full() {
 fn if_range_without_range_is_ignored() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&StaticRequest {
+    let reply = s.reply_for(&StaticRequest {
         if_range: Some(b"\"other\""),
         ..get("/hello.txt")
     });
@@ -1021,7 +1027,7 @@ fn if_range_without_range_is_ignored() {
 fn conditional_304_wins_over_range() {
     let fx = Fixture::new();
     let s = fx.server();
-    let reply = s.serve(&StaticRequest {
+    let reply = s.reply_for(&StaticRequest {
         if_none_match: Some(HELLO_ETAG.as_bytes()),
         ..ranged("bytes=0-4", None)
     });
@@ -1055,12 +1061,12 @@ fn dot_segments_are_hidden_unless_allowed_except_well_known_first() {
     fs::create_dir_all(fx.root().join(".well-known/x")).unwrap();
     fs::write(fx.root().join(".well-known/x/t.txt"), "t").unwrap();
     let s = StaticFiles::new(&fx.root(), vec![], false, false).unwrap();
-    assert_eq!(status(&s.serve(&get("/.env"))), 404);
-    assert_eq!(status(&s.serve(&get("/%2Eenv"))), 404);
-    assert_eq!(status(&s.serve(&get("/.well-known/x/t.txt"))), 200);
-    assert_eq!(status(&s.serve(&get("/x/.well-known/t.txt"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/.env"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/%2Eenv"))), 404);
+    assert_eq!(status(&s.reply_for(&get("/.well-known/x/t.txt"))), 200);
+    assert_eq!(status(&s.reply_for(&get("/x/.well-known/t.txt"))), 404);
     assert_eq!(
-        status(&s.serve(&get("/../.env"))),
+        status(&s.reply_for(&get("/../.env"))),
         400,
         "traversal stays a 400"
     );
@@ -1068,7 +1074,7 @@ fn dot_segments_are_hidden_unless_allowed_except_well_known_first() {
         allow_hidden: true,
         ..StaticRules::default()
     });
-    assert_eq!(status(&open.serve(&get("/.env"))), 200);
+    assert_eq!(status(&open.reply_for(&get("/.env"))), 200);
 }
 
 #[test]
