@@ -618,6 +618,11 @@ pub struct RawUpstream {
     pub retry_after: Option<Spanned<RawDuration>>,
     /// Kernel socket options of connections to the servers.
     pub socket: Option<Spanned<crate::sockopt::RawSocketOptions>>,
+    /// `http1` (default) or `h2`: HTTP/2 by ALPN over TLS, prior knowledge
+    /// over TCP.
+    pub protocol: Option<Spanned<String>>,
+    /// h2: streams at most on one connection before another is opened.
+    pub max_streams: Option<Spanned<i64>>,
 }
 
 /// A group with every key absent, no name and no servers, for flags to fill in.
@@ -641,6 +646,8 @@ impl Default for RawUpstream {
             max_in_flight: None,
             retry_after: None,
             socket: None,
+            protocol: None,
+            max_streams: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use tracing::{info, warn};
 
-use super::upstream::{CheckKind, UpstreamGroup};
+use super::upstream::{CheckKind, UpstreamGroup, UpstreamProtocol};
 use crate::deadline;
 use crate::http1::client::parse_final_head;
 use crate::http1::client::request::{end_head, write_field, write_request_start};
@@ -88,6 +88,9 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
 
 /// One check of server `i`.
 async fn check_server(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
+    if group.protocol == UpstreamProtocol::H2 {
+        return check_server_h2(group, i, kind).await;
+    }
     let mut stream = super::connect(group, i).await.map_err(|e| e.to_string())?;
     let CheckKind::Http(path) = kind else {
         return Ok(());
@@ -129,5 +132,46 @@ async fn check_server(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Resu
             Ok(_) => {}
             Err(e) => return Err(e.to_string()),
         }
+    }
+}
+
+/// One check of server `i` of an h2 group: the HTTP/2 connection (ALPN or
+/// prior knowledge) and, for an `http` check, a `GET` on a stream of it.
+async fn check_server_h2(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
+    let (mut send, driver) = super::h2_pool::connect_h2(group, i)
+        .await
+        .map_err(|e| e.to_string())?;
+    // The connection ends with the check: its driver runs beside it.
+    let driver = tokio::task::spawn_local(async move {
+        let _ = driver.await;
+    });
+    let _abort = AbortOnDrop(driver);
+    let CheckKind::Http(path) = kind else {
+        return Ok(());
+    };
+    let scheme = if group.tls.is_some() { "https" } else { "http" };
+    let request = http::Request::get(format!("{scheme}://{}{path}", group.servers[i].authority))
+        .header("user-agent", "pier-health-check")
+        .body(())
+        .map_err(|e| e.to_string())?;
+    std::future::poll_fn(|cx| send.poll_ready(cx))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (response, _) = send
+        .send_request(request, true)
+        .map_err(|e| e.to_string())?;
+    let response = response.await.map_err(|e| e.to_string())?;
+    match response.status().as_u16() {
+        200..=399 => Ok(()),
+        status => Err(format!("status {status}")),
+    }
+}
+
+/// Stops a task when dropped (the check's connection driver).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -32,6 +32,10 @@ pub mod connect;
 pub mod error;
 pub mod error_page;
 pub mod fields;
+pub mod h2_exchange;
+pub mod h2_forward;
+pub mod h2_pool;
+pub mod h2_request;
 pub mod health;
 pub mod log;
 pub mod pool;
@@ -126,14 +130,14 @@ impl ProxyWorker {
         }
     }
 
-    fn take_buf(&self) -> Vec<u8> {
+    pub(super) fn take_buf(&self) -> Vec<u8> {
         self.bufs
             .borrow_mut()
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(READ_BUF))
     }
 
-    fn give_buf(&self, mut b: Vec<u8>) {
+    pub(super) fn give_buf(&self, mut b: Vec<u8>) {
         if b.capacity() > POOLED_BUF_MAX || b.capacity() == 0 {
             return;
         }
@@ -160,6 +164,7 @@ impl ProxyWorker {
         let now = std::time::Instant::now();
         for g in &self.groups {
             g.pool.sweep(now);
+            g.h2.sweep(now);
         }
     }
 
@@ -168,6 +173,7 @@ impl ProxyWorker {
     pub fn close_idle(&self) {
         for g in &self.groups {
             g.pool.clear();
+            g.h2.clear();
         }
     }
 }
@@ -190,6 +196,11 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyR
         refuse_busy(session, &info, route);
         return;
     };
+
+    if group.protocol == upstream::UpstreamProtocol::H2 {
+        h2_forward::forward_h2(session, route, &info, started, admission).await;
+        return;
+    }
 
     // Phases 2 to 6, repeated as the retry policy says.
     let mut bufs = ExchangeBufs::take(&ctx.proxy, info.body);

@@ -82,6 +82,8 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         retry_after: "1".into(),
         socket: Default::default(),
         counters: Default::default(),
+        protocol: super::upstream::UpstreamProtocol::Http1,
+        max_streams: 100,
     };
     ProxyRoute {
         group: Arc::new(group),

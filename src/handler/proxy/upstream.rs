@@ -63,6 +63,16 @@ impl std::fmt::Debug for UpstreamTls {
     }
 }
 
+/// The protocol spoken to a group's servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1, one request at a time per pooled connection.
+    Http1,
+    /// HTTP/2 (ALPN `h2` over TLS, prior knowledge over TCP), requests
+    /// multiplexed as streams over a few pooled connections; what gRPC needs.
+    H2,
+}
+
 /// How a server is checked actively.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckKind {
@@ -130,6 +140,11 @@ pub struct UpstreamGroup {
     /// Per-server counters, one block per worker, for `/metrics` and the
     /// status page; they live and die with this group.
     pub counters: crate::observe::upstream_stats::GroupCounters,
+    /// HTTP/1.1 or HTTP/2 to the servers.
+    pub protocol: UpstreamProtocol,
+    /// h2: streams at most on one connection (fewer if the server says so);
+    /// a request beyond that opens another connection.
+    pub max_streams: u32,
 }
 
 impl UpstreamGroup {
@@ -160,6 +175,8 @@ pub struct GroupState {
     pub servers: Vec<ServerState>,
     /// Keep-alive connections.
     pub pool: Pool,
+    /// Multiplexed connections of an h2 group.
+    pub h2: super::h2_pool::H2Pool,
     /// Smooth weighted round-robin state.
     pub wrr: RefCell<SmoothWrr>,
     /// Requests (and tcp streams) this worker has in flight to the group.
@@ -182,6 +199,7 @@ impl GroupState {
                 .map(|_| ServerState::default())
                 .collect(),
             pool: Pool::new(group.servers.len(), group.max_idle, group.idle_timeout),
+            h2: super::h2_pool::H2Pool::new(group),
             wrr: RefCell::new(SmoothWrr::new(group.servers.iter().map(|s| s.weight))),
             counters: group.counters.register(group.servers.len()),
         }
@@ -344,9 +362,38 @@ pub fn from_raw(
     let ring = matches!(balance, Balance::Hash(_))
         .then(|| Ring::new(servers.iter().map(|s| (s.authority.as_str(), s.weight))));
 
+    let protocol = match raw.protocol.as_ref().map(|p| p.get_ref().as_str()) {
+        None | Some("http1") => UpstreamProtocol::Http1,
+        Some("h2") => UpstreamProtocol::H2,
+        Some(other) => {
+            let p = raw.protocol.as_ref().expect("matched Some");
+            return Err(loc.error(
+                p.span(),
+                &format!("{key}.protocol"),
+                format!("unknown protocol {other:?}; expected \"http1\" or \"h2\""),
+            ));
+        }
+    };
+    if let (Some(m), UpstreamProtocol::Http1) = (&raw.max_streams, protocol) {
+        return Err(loc.error(
+            m.span(),
+            &format!("{key}.max_streams"),
+            "max_streams needs protocol = \"h2\"",
+        ));
+    }
     let tls = match &raw.tls {
         None => None,
-        Some(t) => Some(upstream_tls(loc, &format!("{key}.tls"), t)?),
+        Some(t) => {
+            let mut tls = upstream_tls(loc, &format!("{key}.tls"), t)?;
+            if protocol == UpstreamProtocol::H2 {
+                // ALPN is how a TLS server agrees to HTTP/2; one that does
+                // not is refused at connect rather than sent h2 frames.
+                let mut config = (*tls.config).clone();
+                config.alpn_protocols = vec![b"h2".to_vec()];
+                tls.config = Arc::new(config);
+            }
+            Some(tls)
+        }
     };
     let health_check = match &raw.health_check {
         None => None,
@@ -423,6 +470,14 @@ pub fn from_raw(
         retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
         socket,
         counters: Default::default(),
+        protocol,
+        max_streams: int(
+            loc,
+            &raw.max_streams,
+            &format!("{key}.max_streams"),
+            1..=10_000,
+            100,
+        )? as u32,
     })
 }
 

@@ -1,0 +1,355 @@
+//! Phases 5 to 8 for `protocol = "h2"` groups, one stream: the request body
+//! streamed up within the stream's flow-control window, the response head,
+//! then the response body and trailers relayed down, the request body still
+//! flowing meanwhile (a gRPC bidirectional call sends and receives at once).
+//! Nothing is read from one side faster than the other takes it: a request
+//! chunk is taken from the client only once the last one went upstream, and
+//! the upstream's window is reopened only for bytes the client was given.
+
+use std::future::Future as _;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use h2::client::ResponseFuture;
+use h2::{RecvStream, SendStream};
+use http::HeaderMap;
+
+use crate::deadline::Deadline;
+use crate::http::Session;
+
+/// How a stream's exchange stopped short.
+#[derive(Debug)]
+pub(super) enum ExchangeError {
+    /// The client failed, went away, or sent a bad body.
+    Downstream,
+    /// The upstream reset the stream, or its connection failed.
+    Upstream(h2::Error),
+    /// Nothing moved for the group's timeout.
+    Stalled,
+    /// The call's `grpc-timeout` passed.
+    DeadlinePassed,
+}
+
+/// The request body on its way up.
+pub(super) struct Upload {
+    send: SendStream<Bytes>,
+    /// Taken from the client, not yet sent (waiting for window).
+    pending: Bytes,
+    /// Some body byte was taken from the client: the request cannot be sent again.
+    pub(super) consumed: bool,
+    /// The body was asked for (so a client that waits for `100 Continue` was told to go on).
+    pub(super) polled: bool,
+    /// END_STREAM was sent, or the upstream stopped taking the body.
+    pub(super) finished: bool,
+}
+
+impl Upload {
+    /// For a stream opened with `send`; `finished` when the request has no body
+    /// (END_STREAM went with the head).
+    pub(super) fn new(send: SendStream<Bytes>, finished: bool) -> Self {
+        Upload {
+            send,
+            pending: Bytes::new(),
+            consumed: false,
+            polled: false,
+            finished,
+        }
+    }
+
+    /// Moves body bytes from the client to the upstream until one side has
+    /// to wait. `Err(Upstream)` means the upstream stopped taking the body
+    /// (it may have answered); the caller reads its answer.
+    fn poll_send(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        cx: &mut Context<'_>,
+        activity: &mut u64,
+    ) -> Poll<Result<(), ExchangeError>> {
+        loop {
+            if self.finished {
+                return Poll::Ready(Ok(()));
+            }
+            if !self.pending.is_empty() {
+                let cap = self.send.capacity();
+                if cap == 0 {
+                    self.send.reserve_capacity(self.pending.len());
+                    match ready!(self.send.poll_capacity(cx)) {
+                        Some(Ok(_)) => continue,
+                        Some(Err(e)) => return self.stopped(ExchangeError::Upstream(e)),
+                        None => {
+                            return self.stopped(ExchangeError::Upstream(h2::Error::from(
+                                h2::Reason::STREAM_CLOSED,
+                            )))
+                        }
+                    }
+                }
+                let piece = self.pending.split_to(cap.min(self.pending.len()));
+                if let Err(e) = self.send.send_data(piece, false) {
+                    return self.stopped(ExchangeError::Upstream(e));
+                }
+                *activity += 1;
+                continue;
+            }
+            self.polled = true;
+            match ready!(session.poll_body(cx)) {
+                Ok(0) => {
+                    self.finished = true;
+                    if let Err(e) = self.send.send_data(Bytes::new(), true) {
+                        return Poll::Ready(Err(ExchangeError::Upstream(e)));
+                    }
+                    *activity += 1;
+                }
+                Ok(n) => {
+                    self.pending = Bytes::copy_from_slice(&session.body_chunk()[..n]);
+                    session.consume_body(n);
+                    self.consumed = true;
+                    self.send.reserve_capacity(n);
+                    *activity += 1;
+                }
+                Err(_) => return Poll::Ready(Err(ExchangeError::Downstream)),
+            }
+        }
+    }
+
+    fn stopped(&mut self, e: ExchangeError) -> Poll<Result<(), ExchangeError>> {
+        self.finished = true;
+        self.pending = Bytes::new();
+        Poll::Ready(Err(e))
+    }
+
+    /// Resets the stream upstream (RST_STREAM CANCEL): the client went away,
+    /// or the call's deadline passed.
+    pub(super) fn cancel(&mut self) {
+        self.send.send_reset(h2::Reason::CANCEL);
+    }
+}
+
+/// The response body on its way down.
+pub(super) struct Download {
+    recv: RecvStream,
+    /// Received, not yet fully handed to the client.
+    out: Bytes,
+    /// Bytes handed to the client since the window was last reopened.
+    taken: usize,
+    /// Bytes handed to the client since the last flush.
+    unflushed: bool,
+}
+
+impl Download {
+    /// For the body of a response whose head came.
+    pub(super) fn new(recv: RecvStream) -> Self {
+        Download {
+            recv,
+            out: Bytes::new(),
+            taken: 0,
+            unflushed: false,
+        }
+    }
+
+    /// Relays DATA frames to the client until the body ends; then the
+    /// trailers, if any.
+    fn poll_relay(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        cx: &mut Context<'_>,
+        activity: &mut u64,
+    ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
+        loop {
+            while !self.out.is_empty() {
+                match ready!(session.poll_write_body(cx, &self.out)) {
+                    Ok(n) => {
+                        self.out.advance(n);
+                        self.taken += n;
+                        self.unflushed = true;
+                        *activity += 1;
+                    }
+                    Err(_) => return Poll::Ready(Err(ExchangeError::Downstream)),
+                }
+            }
+            if self.taken > 0 {
+                // The client took them: the upstream may send as much again.
+                let _ = self.recv.flow_control().release_capacity(self.taken);
+                self.taken = 0;
+            }
+            match self.recv.poll_data(cx) {
+                Poll::Ready(Some(Ok(data))) => {
+                    self.out = data;
+                    *activity += 1;
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
+                Poll::Ready(None) => {
+                    return self.recv.poll_trailers(cx).map_err(ExchangeError::Upstream)
+                }
+                Poll::Pending => {
+                    // A slow source's bytes are not held back while it is quiet.
+                    if self.unflushed {
+                        match session.poll_flush_body(cx) {
+                            Poll::Ready(Ok(())) => self.unflushed = false,
+                            Poll::Ready(Err(_)) => {
+                                return Poll::Ready(Err(ExchangeError::Downstream))
+                            }
+                            Poll::Pending => {}
+                        }
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+/// One stream's exchange after its head was sent.
+pub(super) struct H2Exchange {
+    pub(super) upload: Upload,
+    response: Option<ResponseFuture>,
+    download: Option<Download>,
+    /// Counts every move of bytes, so a stall is told from a slow exchange.
+    activity: u64,
+}
+
+/// Timeouts of one exchange.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    /// The group's `response_timeout`: the head after the whole request went.
+    pub(super) response: Duration,
+    /// The group's `read_timeout`: the longest time nothing moves.
+    pub(super) idle: Duration,
+    /// The call's deadline (`grpc-timeout`).
+    pub(super) call: Option<Instant>,
+}
+
+impl Limits {
+    /// The deadline of the next wait: `limit` from now, or the call's
+    /// deadline if that comes first.
+    fn next(&self, limit: Duration) -> (Deadline, ExchangeError) {
+        let at = Instant::now() + limit;
+        match self.call {
+            Some(call) if call <= at => (Deadline::at(call.into()), ExchangeError::DeadlinePassed),
+            _ => (Deadline::at(at.into()), ExchangeError::Stalled),
+        }
+    }
+}
+
+impl H2Exchange {
+    /// A stream whose head went with `send`, answered through `response`.
+    pub(super) fn new(upload: Upload, response: ResponseFuture) -> Self {
+        H2Exchange {
+            upload,
+            response: Some(response),
+            download: None,
+            activity: 0,
+        }
+    }
+
+    /// Sends the body while waiting for the response head; returns it, with
+    /// the body to relay kept for [`H2Exchange::relay`].
+    pub(super) async fn head(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        limits: Limits,
+    ) -> Result<http::response::Parts, ExchangeError> {
+        loop {
+            let limit = if self.upload.finished {
+                limits.response
+            } else {
+                limits.idle
+            };
+            let (mut deadline, stall) = limits.next(limit);
+            let before = self.activity;
+            let step = deadline
+                .run(std::future::poll_fn(|cx| {
+                    let r = self.poll_head(session, cx);
+                    match r {
+                        Poll::Pending if self.activity != before => Poll::Ready(None),
+                        r => r.map(Some),
+                    }
+                }))
+                .await;
+            match step {
+                Err(_) => return Err(stall),
+                Ok(None) => {}
+                Ok(Some(r)) => return r,
+            }
+        }
+    }
+
+    fn poll_head(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<http::response::Parts, ExchangeError>> {
+        if let Poll::Ready(Err(ExchangeError::Downstream)) =
+            self.upload.poll_send(session, cx, &mut self.activity)
+        {
+            return Poll::Ready(Err(ExchangeError::Downstream));
+        }
+        // An upstream that stopped taking the body says why through the
+        // response (an early answer, or the reset).
+        let Some(response) = self.response.as_mut() else {
+            return Poll::Ready(Err(ExchangeError::Upstream(h2::Error::from(
+                h2::Reason::INTERNAL_ERROR,
+            ))));
+        };
+        let head = ready!(std::pin::Pin::new(response).poll(cx));
+        self.response = None;
+        match head {
+            Ok(resp) => {
+                let (parts, body) = resp.into_parts();
+                self.download = Some(Download::new(body));
+                Poll::Ready(Ok(parts))
+            }
+            Err(e) => Poll::Ready(Err(ExchangeError::Upstream(e))),
+        }
+    }
+
+    /// Whether the response ended with its head (no body, no trailers).
+    pub(super) fn body_is_empty(&self) -> bool {
+        self.download
+            .as_ref()
+            .is_none_or(|d| d.recv.is_end_stream())
+    }
+
+    /// Relays the response body (the request body still flowing up); the
+    /// trailers once it ended.
+    pub(super) async fn relay(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        limits: Limits,
+    ) -> Result<Option<HeaderMap>, ExchangeError> {
+        loop {
+            let (mut deadline, stall) = limits.next(limits.idle);
+            let before = self.activity;
+            let step = deadline
+                .run(std::future::poll_fn(|cx| {
+                    let r = self.poll_relay(session, cx);
+                    match r {
+                        Poll::Pending if self.activity != before => Poll::Ready(None),
+                        r => r.map(Some),
+                    }
+                }))
+                .await;
+            match step {
+                Err(_) => return Err(stall),
+                Ok(None) => {}
+                Ok(Some(r)) => return r,
+            }
+        }
+    }
+
+    fn poll_relay(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
+        if let Poll::Ready(Err(ExchangeError::Downstream)) =
+            self.upload.poll_send(session, cx, &mut self.activity)
+        {
+            return Poll::Ready(Err(ExchangeError::Downstream));
+        }
+        match self.download.as_mut() {
+            Some(d) => d.poll_relay(session, cx, &mut self.activity),
+            None => Poll::Ready(Ok(None)),
+        }
+    }
+}

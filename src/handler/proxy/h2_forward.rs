@@ -1,0 +1,361 @@
+//! The proxy's phases for a `protocol = "h2"` group, one request as one
+//! stream: choose a server ([`super::choose_upstream`], the same balancing,
+//! passive health and counters as HTTP/1 groups), rewrite the request
+//! ([`super::h2_request`]), take a stream on a pooled connection
+//! ([`super::h2_pool`]), then exchange ([`super::h2_exchange`]) and log.
+//!
+//! Retries follow [`super::retry`]: a failed connect goes to another server;
+//! a stream the server refused unprocessed (REFUSED_STREAM, or cut off by a
+//! GOAWAY before the server saw it) is sent again while none of its body was
+//! taken from the client; a reused connection found dead is retried once on a
+//! fresh one. A `grpc-timeout` bounds the whole call: when it passes, the
+//! stream is reset upstream and the client gets `DEADLINE_EXCEEDED`.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tracing::debug;
+
+use super::choose_upstream::{balance_key, choose_upstream};
+use super::connect::InFlight;
+use super::error_page::answer_with_page;
+use super::h2_exchange::{ExchangeError, H2Exchange, Limits, Upload};
+use super::h2_pool::StreamLease;
+use super::h2_request::{answer_grpc_error, grpc_timeout, h2_request, is_grpc};
+use super::log::{log_failure, log_response, note_failure};
+use super::request_filter::take_buffered_body;
+use super::request_info::RequestInfo;
+use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
+use super::rewrite_request::{encode_request_head, Client};
+use super::upstream::GroupAdmission;
+use super::{ErrorKind, ProxyError, ProxyRoute};
+use crate::http::{Body, ResponseHead, Session};
+use crate::http1::parse::{BodyKind, Method};
+
+/// Serves a request routed to an h2 group: phases 2 to 10.
+pub(super) async fn forward_h2<'h>(
+    session: &mut dyn Session<'h>,
+    route: &'h ProxyRoute,
+    info: &RequestInfo,
+    started: Instant,
+    admission: GroupAdmission<'h>,
+) {
+    let ctx = session.worker();
+    let group = &*route.group;
+    let state = &ctx.proxy.groups[group.index];
+    let grpc = is_grpc(&session.request());
+    let limits = Limits {
+        response: group.response_timeout,
+        idle: group.read_timeout,
+        call: session
+            .request()
+            .header("grpc-timeout")
+            .and_then(grpc_timeout)
+            .map(|d| started + d),
+    };
+    ctx.stats.upstream_requests.add(1);
+    let key = balance_key(group, &session.request());
+    let mut encoded = ctx.proxy.take_buf();
+    let mut tried: Vec<usize> = Vec::new();
+    let mut budget = RetryBudget::new(group.retries);
+    let mut fresh_only = false;
+    let mut last_failure: Option<(ProxyError, SocketAddr)> = None;
+    let mut first_attempt = Some(started);
+
+    let failed = |session: &mut dyn Session<'h>, e: &ProxyError, addr: Option<SocketAddr>| {
+        let status = log_failure(session, group, e, addr, started);
+        if grpc {
+            answer_grpc_error(session, status);
+        } else {
+            answer_with_page(session, &route.error_pages, status, None);
+        }
+    };
+
+    let (server, in_flight, _lease, mut exchange, head) = loop {
+        let now = first_attempt.take().unwrap_or_else(Instant::now);
+        // Phase 2: choose upstream.
+        let server = match choose_upstream(group, state, key, &tried, now) {
+            Ok(s) => s,
+            Err(e) => {
+                let (e, addr) = match last_failure.take() {
+                    Some((e, addr)) => (e, Some(addr)),
+                    None => (e, None),
+                };
+                failed(session, &e, addr);
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+        };
+        let addr = group.servers[server].addr;
+        let in_flight = InFlight::new(state, server, now);
+
+        // Phase 3: the request for this server.
+        encoded.clear();
+        let request = {
+            let view = session.request();
+            encode_request_head(
+                &mut encoded,
+                &view,
+                route,
+                &group.servers[server].authority,
+                Client {
+                    addr: view.peer(),
+                    secure: view.is_secure(),
+                    subject: view.tls().and_then(|t| t.client_subject),
+                    request_id: session.request_id(),
+                },
+                info,
+            );
+            h2_request(&encoded, &view, group.tls.is_some())
+        };
+        let request = match request {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");
+                answer_with_page(session, &route.error_pages, 400, None);
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+        };
+
+        // Phase 4: a stream on a pooled connection, or on a new one.
+        let pooled = if std::mem::take(&mut fresh_only) {
+            None
+        } else {
+            state.h2.checkout(server, now)
+        };
+        let (lease, reused) =
+            pooled.unwrap_or_else(|| (state.h2.connect(&route.group, server), false));
+        let send = match lease.sender().await {
+            Ok(send) => send,
+            Err(e) => {
+                in_flight.attempt.failed(&e, true);
+                note_failure(group, state, server, &e);
+                if decide_retry(&mut budget, AttemptFailure::Connect, info.idempotent()).retry
+                    == Retry::Another
+                {
+                    tried.push(server);
+                    last_failure = Some((e, addr));
+                    continue;
+                }
+                failed(session, &e, Some(addr));
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+        };
+
+        // Phase 5 and 6: the head, the body, the response head.
+        let no_body = info.body == BodyKind::None;
+        let attempt = open_stream(send, &lease, request, no_body).await;
+        let result = match attempt {
+            Ok((upload, response)) => {
+                let mut exchange = H2Exchange::new(Upload::new(upload, no_body), response);
+                match exchange.head(session, limits).await {
+                    Ok(head) => Ok((exchange, head)),
+                    Err(e) => Err((e, exchange.upload.consumed, Some(exchange))),
+                }
+            }
+            Err(e) => Err((ExchangeError::Upstream(e), false, None)),
+        };
+        let (error, consumed, exchange) = match result {
+            Ok((exchange, head)) => {
+                in_flight.attempt.answered(head.status.as_u16());
+                state.record_success(server);
+                break (server, in_flight, lease, exchange, head);
+            }
+            Err(e) => e,
+        };
+        let mut exchange = exchange;
+        let error = match error {
+            ExchangeError::Downstream => {
+                // The client went away or sent a bad body: the driver answers
+                // for it, and the upstream hears of it.
+                if let Some(x) = exchange.as_mut() {
+                    x.upload.cancel();
+                }
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+            ExchangeError::DeadlinePassed => {
+                if let Some(x) = exchange.as_mut() {
+                    x.upload.cancel();
+                }
+                let e = ProxyError::upstream(ErrorKind::Timeout, "grpc-timeout passed");
+                in_flight.attempt.failed(&e, false);
+                failed(session, &e, Some(addr));
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+            ExchangeError::Stalled => {
+                if let Some(x) = exchange.as_mut() {
+                    x.upload.cancel();
+                }
+                ProxyError::upstream(ErrorKind::Timeout, "no response head in time")
+            }
+            ExchangeError::Upstream(e) => {
+                if e.is_io() || e.is_go_away() || e.is_library() {
+                    lease.connection().close();
+                }
+                let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
+                    || (e.is_go_away() && e.is_remote());
+                if refused && !consumed {
+                    // Not processed (RFC 9113 §8.7): safe to send again, the
+                    // pool's other connections or a new one.
+                    debug!(upstream = %addr, error = %e, "stream refused unprocessed; sending it again");
+                    fresh_only = true;
+                    continue;
+                }
+                ProxyError::upstream(ErrorKind::Reset, format!("HTTP/2: {e}"))
+            }
+        };
+        let timed_out = error.kind == ErrorKind::Timeout;
+        let failure = FailedExchange {
+            reused,
+            replayable: !consumed,
+            interim: false,
+            write: None,
+            head: Some((error.kind, !timed_out)),
+        };
+        let decision = decide_retry(
+            &mut budget,
+            AttemptFailure::Exchange(failure),
+            info.idempotent(),
+        );
+        if decision.count_failure {
+            in_flight.attempt.failed(&error, false);
+            note_failure(group, state, server, &error);
+        }
+        match decision.retry {
+            Retry::Fresh => fresh_only = true,
+            Retry::Another => {
+                tried.push(server);
+                last_failure = Some((error, addr));
+            }
+            Retry::GiveUp => {
+                failed(session, &error, Some(addr));
+                ctx.proxy.give_buf(encoded);
+                return;
+            }
+        }
+    };
+
+    // Phase 7: the response head.
+    log_response(session, group, server, started);
+    if !grpc && route.error_pages.intercepts(head.status.as_u16()) {
+        // The upstream's body is replaced, never relayed: its stream is reset.
+        answer_with_page(session, &route.error_pages, head.status.as_u16(), None);
+        exchange.upload.cancel();
+        take_buffered_body(session, info, exchange.upload.polled);
+        ctx.proxy.give_buf(encoded);
+        return;
+    }
+    let fields = &mut encoded;
+    fields.clear();
+    let keep_length = head.status.as_u16() == 304;
+    for (name, value) in &head.headers {
+        let keep = match name.as_str() {
+            "content-length" => keep_length,
+            "date" | "server" | "connection" | "keep-alive" | "proxy-connection"
+            | "transfer-encoding" | "upgrade" | "te" | "trailer" => false,
+            _ => true,
+        };
+        if keep {
+            fields.extend_from_slice(name.as_str().as_bytes());
+            fields.extend_from_slice(b": ");
+            fields.extend_from_slice(value.as_bytes());
+            fields.extend_from_slice(b"\r\n");
+        }
+    }
+    let len = head
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let response_head = ResponseHead {
+        status: head.status.as_u16(),
+        fields: &[],
+        configured: None,
+        field_lines: fields,
+    };
+    let ends_at_head = exchange.body_is_empty() && info.method != Method::Head;
+    if ends_at_head {
+        // No body and no trailers (a gRPC trailers-only answer among them):
+        // the head alone ends the response.
+        session.send_response(&response_head, Body::Empty);
+    } else {
+        session.send_response(&response_head, Body::Push(len));
+    }
+
+    // Phase 8: the body, the trailers.
+    let relayed = if ends_at_head {
+        Ok(None)
+    } else {
+        exchange.relay(session, limits).await
+    };
+    match relayed {
+        Ok(trailers) => {
+            if !ends_at_head {
+                let list: Vec<(&str, &[u8])> = trailers
+                    .iter()
+                    .flatten()
+                    .map(|(n, v)| (n.as_str(), v.as_bytes()))
+                    .collect();
+                session.finish_body(&list);
+            }
+            if !exchange.upload.finished {
+                // The upstream answered before the whole request body came:
+                // what is already here is dropped, else the driver closes.
+                exchange.upload.cancel();
+                take_buffered_body(session, info, exchange.upload.polled);
+            }
+        }
+        Err(ExchangeError::DeadlinePassed) if grpc => {
+            exchange.upload.cancel();
+            let (code, message) = super::h2_request::grpc_status_for(504);
+            session.finish_body(&[("grpc-status", code), ("grpc-message", message)]);
+        }
+        Err(e) => {
+            // The body stays unfinished: the driver resets the client's
+            // stream (or closes its connection), so it cannot take a cut
+            // body for whole.
+            exchange.upload.cancel();
+            let addr = group.servers[server].addr;
+            match e {
+                ExchangeError::Downstream => {
+                    debug!(upstream = %addr, "client went away; upstream stream reset")
+                }
+                e => {
+                    crate::warn_limited!(upstream = %addr, group = %group.name, error = ?e, "upstream HTTP/2 response body cut short")
+                }
+            }
+        }
+    }
+    drop(in_flight);
+    drop(admission);
+    ctx.proxy.give_buf(encoded);
+}
+
+/// Waits for room for a new stream on the connection, then opens it with the
+/// request head (END_STREAM with it when there is no body).
+async fn open_stream(
+    mut send: SendRequest<Bytes>,
+    lease: &StreamLease,
+    request: http::Request<()>,
+    no_body: bool,
+) -> Result<(h2::SendStream<Bytes>, h2::client::ResponseFuture), h2::Error> {
+    let opened = async {
+        std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
+        let (response, upload) = send.send_request(request, no_body)?;
+        Ok((upload, response))
+    }
+    .await;
+    if let Err(e) = &opened {
+        let e: &h2::Error = e;
+        if e.is_io() || e.is_go_away() || e.is_library() {
+            lease.connection().close();
+        }
+    }
+    opened
+}

@@ -1,0 +1,338 @@
+//! Upstream groups with `protocol = "h2"`: a real `pier` in front of an HTTP/2
+//! origin written with the `h2` crate (tests/common/h2_origin.rs), spoken to
+//! over HTTP/1.1: multiplexed pooled connections, the stream cap, request
+//! bodies under flow control, response trailers, `grpc-timeout` and
+//! cancellation relayed as RST_STREAM, ALPN over TLS.
+
+mod common;
+#[path = "common/h2_origin.rs"]
+mod h2_origin;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::tls::Pki;
+use common::{connect, get, Pier};
+use h2_origin::H2Origin;
+
+fn h2_config(addr: std::net::SocketAddr, upstream_extra: &str) -> String {
+    h2_config_route(addr, upstream_extra, "")
+}
+
+fn h2_config_route(addr: std::net::SocketAddr, upstream_extra: &str, route_extra: &str) -> String {
+    format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "grpc"
+protocol = "h2"
+servers = [{{ address = "{addr}" }}]
+{upstream_extra}
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "grpc"
+{route_extra}
+"#
+    )
+}
+
+/// Sends `raw` (which asks for `Connection: close`) and reads until the close.
+fn exchange_raw(pier: &Pier, raw: &[u8]) -> String {
+    let mut s = connect(pier.addr());
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Waits up to 3 s for the origin to note a reset of `path`.
+fn saw_reset(origin: &H2Origin, path: &str) -> bool {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if origin.resets().iter().any(|p| p == path) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn requests_share_one_pooled_connection_with_forwarding_fields() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    for i in 0..5 {
+        let r = get(
+            pier.addr(),
+            &format!("GET /a/{i} HTTP/1.1\r\nHost: app.test\r\nTE: trailers\r\n\r\n"),
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("x-origin"), Some("h2"));
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            format!("GET /a/{i} app.test te=trailers")
+        );
+    }
+    assert_eq!(
+        origin.connections(),
+        1,
+        "one connection carries every stream"
+    );
+    let (uri, headers) = &origin.requests()[0];
+    assert_eq!(uri, "http://app.test/a/0");
+    assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
+    assert!(headers.get("connection").is_none());
+}
+
+#[test]
+fn streams_beyond_max_streams_open_another_connection() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, "max_streams = 2"), &[]);
+    let addr = pier.addr();
+    let clients: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(move || {
+                get(
+                    addr,
+                    "GET /slow/400 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+                )
+            })
+        })
+        .collect();
+    for c in clients {
+        let r = c.join().unwrap();
+        assert_eq!(r.status, 200);
+        // No length from the origin: chunked to the client.
+        assert_eq!(r.body, b"4\r\nslow\r\n0\r\n\r\n");
+    }
+    assert_eq!(
+        origin.connections(),
+        3,
+        "six streams at once, two per connection"
+    );
+}
+
+#[test]
+fn request_body_streams_up_and_response_trailers_come_down() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    // 1 MiB in 16 KiB chunks: many times the origin's 64 KiB stream window,
+    // so it moves only as the origin grants window.
+    let mut raw = b"POST /upload HTTP/1.1\r\nHost: a\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..64 {
+        raw.extend_from_slice(b"4000\r\n");
+        raw.extend_from_slice(&[b'x'; 0x4000]);
+        raw.extend_from_slice(b"\r\n");
+    }
+    raw.extend_from_slice(b"0\r\n\r\n");
+    let text = exchange_raw(&pier, &raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("got 1048576 bytes"), "{text}");
+    assert!(
+        text.contains("\r\n0\r\nx-body-len: 1048576\r\n\r\n"),
+        "the trailer ends the chunked body: {text}"
+    );
+}
+
+#[test]
+fn grpc_timeout_resets_the_stream_and_answers_deadline_exceeded() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    let started = Instant::now();
+    let text = exchange_raw(
+        &pier,
+        b"POST /slow/5000 HTTP/1.1\r\nHost: a\r\nConnection: close\r\nContent-Type: application/grpc\r\ngrpc-timeout: 300m\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("grpc-status: 4\r\n"), "{text}");
+    assert!(saw_reset(&origin, "/slow/5000"), "{:?}", origin.resets());
+}
+
+#[test]
+fn client_going_away_resets_the_upstream_stream() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    let mut s = connect(pier.addr());
+    s.write_all(b"GET /ticks HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    drop(s);
+    assert!(saw_reset(&origin, "/ticks"), "{:?}", origin.resets());
+}
+
+#[test]
+fn trailers_only_answer_is_relayed_as_a_head() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    let r = get(
+        pier.addr(),
+        "POST /trailers-only HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("grpc-status"), Some("5"));
+    assert_eq!(r.header("grpc-message"), Some("not found"));
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn unreachable_h2_server_is_502_and_grpc_calls_get_unavailable() {
+    let origin = H2Origin::start();
+    let addr = origin.addr;
+    drop(origin);
+    let pier = Pier::with_config(&h2_config(addr, "retries = 0"), &[]);
+    let r = get(pier.addr(), "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 502);
+    let r = get(
+        pier.addr(),
+        "POST /x HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("grpc-status"), Some("14"));
+}
+
+#[test]
+fn balances_over_servers_skips_a_dead_one_and_checks_health_over_h2() {
+    let (a, b) = (H2Origin::start(), H2Origin::start());
+    let dead = {
+        let o = H2Origin::start();
+        o.addr
+    };
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "grpc"
+protocol = "h2"
+servers = [{{ address = "{}" }}, {{ address = "{}" }}, {{ address = "{dead}" }}]
+health_check = {{ path = "/health", interval = "50ms", rise = 1, fall = 1 }}
+retries = 0
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "grpc"
+"#,
+        a.addr, b.addr
+    );
+    let pier = Pier::with_config(&config, &[]);
+    // The health checks reach the live servers over HTTP/2 and take the dead one out.
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until
+        && !(a.requests().iter().any(|(u, _)| u.ends_with("/health"))
+            && b.requests().iter().any(|(u, _)| u.ends_with("/health")))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for i in 0..8 {
+        let r = get(
+            pier.addr(),
+            &format!("GET /r/{i} HTTP/1.1\r\nHost: a\r\n\r\n"),
+        );
+        assert_eq!(r.status, 200, "request {i}");
+    }
+    let served = |o: &H2Origin| {
+        o.requests()
+            .iter()
+            .filter(|(u, _)| u.contains("/r/"))
+            .count()
+    };
+    assert_eq!((served(&a), served(&b)), (4, 4));
+}
+
+#[test]
+fn tls_upstream_speaks_h2_only_when_the_server_picks_it_by_alpn() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "h2 test ca");
+    let (cert, key) = pki.server("origin", "localhost", &["localhost"], None);
+    let ca = pki.ca_path();
+    let tls = format!("tls = {{ sni = \"localhost\", ca = \"{}\" }}", ca.display());
+
+    let origin = H2Origin::start_tls(&cert, &key, &["h2"]);
+    let pier = Pier::with_config(&h2_config(origin.addr, &tls), &[]);
+    let r = get(pier.addr(), "GET /t HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert!(String::from_utf8_lossy(&r.body).starts_with("GET /t a"));
+    let (uri, _) = &origin.requests()[0];
+    assert!(uri.starts_with("https://"), "{uri}");
+
+    let http1_only = H2Origin::start_tls(&cert, &key, &["http/1.1"]);
+    let pier = Pier::with_config(&h2_config(http1_only.addr, &tls), &[]);
+    let r = get(pier.addr(), "GET /t HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 502);
+    assert!(http1_only.requests().is_empty());
+}
+
+#[test]
+fn protocol_config_errors_name_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pier.toml");
+    let check = |extra: &str| {
+        let config = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"a\"\nservers = [{{ address = \"127.0.0.1:1\" }}]\n{extra}\n"
+        );
+        std::fs::write(&path, config).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_pier"))
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = check("protocol = \"h3\"");
+    assert!(
+        err.contains(&format!("{}:6: upstream[1].protocol", path.display())) && err.contains("h3"),
+        "{err}"
+    );
+    let err = check("max_streams = 10");
+    assert!(
+        err.contains("upstream[1].max_streams") && err.contains("protocol = \"h2\""),
+        "{err}"
+    );
+    let err = check("protocol = \"h2\"\nmax_streams = 0");
+    assert!(err.contains("upstream[1].max_streams"), "{err}");
+}
+
+#[test]
+fn error_pages_replace_upstream_5xx_and_own_errors_but_not_grpc_answers() {
+    let origin = H2Origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("50x.html");
+    std::fs::write(&page, "<h1>down for a moment</h1>").unwrap();
+    let route = format!(
+        "error_pages = {{ 502 = \"{0}\", 503 = \"{0}\" }}",
+        page.display()
+    );
+    let pier = Pier::with_config(&h2_config_route(origin.addr, "", &route), &[]);
+    let r = get(pier.addr(), "GET /fail HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.body, b"<h1>down for a moment</h1>");
+    // A gRPC call's status is the upstream's, relayed as sent.
+    let r = get(
+        pier.addr(),
+        "POST /trailers-only HTTP/1.1\r\nHost: a\r\nContent-Type: application/grpc\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.header("grpc-status"), Some("5"));
+
+    let addr = origin.addr;
+    drop(origin);
+    let pier = Pier::with_config(&h2_config_route(addr, "retries = 0", &route), &[]);
+    let r = get(pier.addr(), "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.body, b"<h1>down for a moment</h1>");
+}
