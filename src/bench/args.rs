@@ -78,6 +78,11 @@ pub struct HttpCommon {
     /// Longest a connection may wait without progress (connect, handshake, response).
     #[arg(long, default_value = "2s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
+    /// HTTP/2 instead of HTTP/1.1: ALPN `h2` for https URLs, prior knowledge
+    /// for http ones (h2load's way). With `sweep http`, `--depth` is then the
+    /// streams per connection.
+    #[arg(long)]
+    pub h2: bool,
     /// TLS client settings (https URLs).
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -95,6 +100,10 @@ pub struct HttpArgs {
     /// their responses (open loop: keep up to this many in flight); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub depth: usize,
+    /// With `--h2`: requests in flight at once on each connection, as streams
+    /// (h2load's `-m`; here `-m` is the method, as in oha).
+    #[arg(long, value_name = "N", visible_alias = "max-concurrent-streams")]
+    pub streams: Option<usize>,
     /// Load settings.
     #[command(flatten)]
     pub common: HttpCommon,

@@ -76,6 +76,7 @@ impl HttpReport {
             "threads": plan.threads,
             "connections": plan.connections,
             "depth": plan.depth,
+            "protocol": plan.protocol(),
             "mode": if plan.rate.is_some() { "open" } else { "closed" },
             "rate": plan.rate,
             "new_conn": plan.new_conn,
@@ -128,8 +129,13 @@ impl HttpReport {
             ""
         };
         let status: Vec<String> = s.statuses().map(|(c, n)| format!("{c}: {n}")).collect();
+        let per_conn = if plan.h2.is_some() {
+            format!("HTTP/2, {} stream(s) per connection", plan.depth)
+        } else {
+            format!("depth {}", plan.depth)
+        };
         let mut out = format!(
-            "pier bench {}\n  {} thread(s), {} connection(s), depth {}, {mode}{conn}\n\
+            "pier bench {}\n  {} thread(s), {} connection(s), {per_conn}, {mode}{conn}\n\
              \x20 requests  {} in {:.2} s, {:.2} requests/s\n\
              \x20 latency   p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  (mean {}, stdev {})\n\
              \x20 status    {}\n\
@@ -140,7 +146,6 @@ impl HttpReport {
             plan.target.url(),
             plan.threads,
             plan.connections,
-            plan.depth,
             s.requests,
             self.elapsed.as_secs_f64(),
             self.requests_per_s(),
@@ -269,15 +274,27 @@ fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
                 plan.timeout.max(Duration::from_secs(1))
             ),
             Ok(Err(e)) if e.kind == FailureKind::Tls => {
+                let why = crate::tls::error_text::describe_io_error(&e.error);
+                let h2_hint = if plan.h2.is_some() && why.contains("application protocol") {
+                    ". The server did not agree to HTTP/2: it offers no h2 by ALPN"
+                } else {
+                    ""
+                };
                 bail!(
-                    "TLS handshake with {url} ({addr}) failed: {}{}",
-                    crate::tls::error_text::describe_io_error(&e.error),
-                    untrusted_hint(&crate::tls::error_text::describe_io_error(&e.error))
+                    "TLS handshake with {url} ({addr}) failed: {why}{}{h2_hint}",
+                    untrusted_hint(&why)
                 )
             }
             Ok(Err(e)) => bail!("cannot connect to {url} ({addr}): {}", e.error),
             Ok(Ok(mut c)) => {
+                let refused_h2 = match (&c.transport, plan.h2.is_some()) {
+                    (ClientStream::Tls(t), true) => t.get_ref().1.alpn_protocol() != Some(b"h2"),
+                    _ => false,
+                };
                 c.transport.shutdown().await;
+                if refused_h2 {
+                    bail!("{url} ({addr}) did not agree to HTTP/2: its TLS handshake (ALPN) chose no h2");
+                }
                 Ok(())
             }
         }
@@ -315,7 +332,7 @@ fn http_client_thread(
 ) -> HttpThreadResult {
     // Everything that can fail is prepared before the barrier, and the barrier
     // is always reached, so one failing thread cannot hang the others.
-    let fast = plan.tls.is_none() && plan.rate.is_none() && !plan.new_conn;
+    let fast = plan.tls.is_none() && plan.rate.is_none() && !plan.new_conn && plan.h2.is_none();
     let engine = if fast {
         super::http_epoll::create().map(Engine::Epoll)
     } else {
@@ -386,7 +403,13 @@ fn http_client_thread(
 /// milliseconds ends those that made no progress within the timeout (counting
 /// what they had in flight) and the whole run at its deadline.
 async fn drive(ctx: Rc<ThreadCtx>, slots: Vec<Rc<Slot>>) -> Instant {
-    let spawn = |slot: &Rc<Slot>| tokio::task::spawn_local(run_slot(ctx.clone(), slot.clone()));
+    let spawn = |slot: &Rc<Slot>| {
+        if ctx.plan.h2.is_some() {
+            tokio::task::spawn_local(super::http_h2::run_slot_h2(ctx.clone(), slot.clone()))
+        } else {
+            tokio::task::spawn_local(run_slot(ctx.clone(), slot.clone()))
+        }
+    };
     let mut tasks: Vec<Option<JoinHandle<()>>> = slots.iter().map(|s| Some(spawn(s))).collect();
     let timeout = ctx.plan.timeout;
     let tick = (timeout / 8).clamp(Duration::from_millis(1), Duration::from_millis(50));
@@ -699,6 +722,7 @@ mod tests {
             resume: false,
             rate: None,
             timeout: Duration::from_secs(2),
+            h2: false,
             tls: Default::default(),
         };
         let plan = HttpPlan::new(

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::args::{HttpArgs, HttpCommon};
 use super::client_tls::ClientTls;
+use super::http_h2::{h2_bench_request, H2Request};
 use super::target::HttpTarget;
 use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
 use crate::http1::grammar::is_tchar;
@@ -44,6 +45,9 @@ pub struct HttpPlan {
     pub new_conn: bool,
     /// TLS client settings for https targets.
     pub tls: Option<ClientTls>,
+    /// The HTTP/2 request, for `--h2` runs (`depth` is then the streams per
+    /// connection).
+    pub h2: Option<H2Request>,
 }
 
 impl HttpPlan {
@@ -64,6 +68,12 @@ impl HttpPlan {
         }
         if depth == 0 {
             return Err("--depth must be at least 1".into());
+        }
+        if common.h2 && common.new_conn {
+            return Err(
+                "--h2 and --new-conn exclude each other: an HTTP/2 connection carries many requests"
+                    .into(),
+            );
         }
         if depth > 1 && common.new_conn {
             return Err(
@@ -101,11 +111,24 @@ impl HttpPlan {
             (None, None) => Some(default_duration),
         };
         let tls = if target.tls {
+            let alpn: &[u8] = if common.h2 { b"h2" } else { b"http/1.1" };
             Some(ClientTls::new(
                 &common.tls,
                 &target.host,
-                &[b"http/1.1"],
+                &[alpn],
                 common.resume,
+            )?)
+        } else {
+            None
+        };
+        let h2 = if common.h2 {
+            Some(h2_bench_request(
+                &common.method,
+                if target.tls { "https" } else { "http" },
+                &target.authority,
+                &target.path,
+                &headers,
+                &body,
             )?)
         } else {
             None
@@ -123,19 +146,38 @@ impl HttpPlan {
             timeout: common.timeout,
             new_conn: common.new_conn,
             tls,
+            h2,
             target,
         })
     }
 
     /// The plan of `pier bench http`.
     pub fn from_args(args: &HttpArgs) -> Result<HttpPlan, String> {
+        let depth = match (args.common.h2, args.streams) {
+            (false, Some(_)) => return Err("--streams needs --h2".into()),
+            (true, _) if args.depth > 1 => {
+                return Err("--depth is HTTP/1.1 pipelining; with --h2 use --streams".into())
+            }
+            (true, Some(0)) => return Err("--streams must be at least 1".into()),
+            (true, streams) => streams.unwrap_or(1),
+            (false, None) => args.depth,
+        };
         HttpPlan::new(
             &args.url,
             args.connections,
-            args.depth,
+            depth,
             &args.common,
             Duration::from_secs(10),
         )
+    }
+
+    /// The protocol's name in reports.
+    pub fn protocol(&self) -> &'static str {
+        if self.h2.is_some() {
+            "h2"
+        } else {
+            "http/1.1"
+        }
     }
 
     /// One encoded request.

@@ -4,7 +4,8 @@
 //! shared between threads during a run, results merged at the end.
 //!
 //! - [`http`]: wrk / wrk2 / h2load-style HTTP load (closed loop, `--rate`, `-n`, `--new-conn`);
-//!   plain keep-alive closed-loop runs take an epoll fast path (`http_epoll`).
+//!   plain keep-alive closed-loop runs take an epoll fast path (`http_epoll`), and
+//!   `--h2` runs go through [`http_h2`].
 //! - [`tls_stream`]: echo bandwidth over many TLS (or TCP) streams.
 //! - [`sweep`]: matrices of either, written as CSV and drawn by [`chart`].
 //! - [`stats`]: histograms and counters; [`io`] and [`client_tls`]: the client side's sockets.
@@ -15,6 +16,7 @@ pub mod client_tls;
 pub mod http;
 mod http_conn;
 mod http_epoll;
+pub mod http_h2;
 mod http_plan;
 pub mod io;
 pub mod stats;

@@ -116,7 +116,9 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
             Percentiles::of(&report.stats.connect).p50.to_string(),
             Percentiles::of(&report.stats.first_byte).p50.to_string(),
         ]);
-        let label = if several_depths {
+        let label = if several_depths && a.common.h2 {
+            format!("{name} {d} streams")
+        } else if several_depths {
             format!("{name} depth {d}")
         } else {
             name.clone()
@@ -129,7 +131,9 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
     let csv = with_ext(&a.out, "csv");
     let svg = with_ext(&a.out, "svg");
     write_csv(&csv, &header, &rows)?;
-    let x_label = if by_depth {
+    let x_label = if by_depth && a.common.h2 {
+        "streams per connection"
+    } else if by_depth {
         "pipelining depth"
     } else {
         "connections"

@@ -9,6 +9,7 @@
 //! - `/trailers-only`: a gRPC trailers-only answer (`grpc-status: 5`).
 //! - `/fail`: 503 with the body `origin failure`.
 //! - anything else: `<method> <path> <authority> te=<te>`, with `x-origin: h2`.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,192 @@
+//! `pier bench http --h2` end to end: the real binary against an HTTP/2
+//! origin written with the `h2` crate (tests/common/h2_origin.rs), over
+//! prior knowledge and over TLS with ALPN, so every count in its report can
+//! be checked exactly.
+
+mod common;
+#[path = "common/h2_origin.rs"]
+mod h2_origin;
+
+use std::process::{Command, Output};
+
+use common::tls::Pki;
+use h2_origin::H2Origin;
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pier"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run pier bench")
+}
+
+fn bench_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = bench(&all);
+    assert!(
+        out.status.success(),
+        "pier bench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn errors_total(v: &Value) -> u64 {
+    v["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn prior_knowledge_run_counts_every_request_on_c_connections() {
+    let origin = H2Origin::start();
+    let url = format!("http://{}/hello", origin.addr);
+    let v = bench_json(&[
+        "http",
+        "--h2",
+        "--streams",
+        "4",
+        "-c",
+        "2",
+        "-n",
+        "200",
+        "-t",
+        "1",
+        &url,
+    ]);
+    assert_eq!(v["protocol"], "h2");
+    assert_eq!(v["depth"], 4);
+    assert_eq!(v["requests"], 200);
+    assert_eq!(v["status"]["200"], 200);
+    assert_eq!(errors_total(&v), 0, "{v}");
+    // One HTTP/2 connection per -c, plus the check before the run.
+    assert_eq!(origin.connections(), 2 + 1);
+    assert_eq!(origin.requests().len(), 200);
+    assert!(v["bytes"]["read"].as_u64().unwrap() > 200 * 13);
+    assert_eq!(v["connect_us"]["count"], 2);
+}
+
+#[test]
+fn streams_run_at_once_on_one_connection() {
+    // 8 requests answered after 300 ms each, 4 at a time on one connection:
+    // two rounds, not eight.
+    let origin = H2Origin::start();
+    let url = format!("http://{}/slow/300", origin.addr);
+    let v = bench_json(&["http", "--h2", "--streams", "4", "-c", "1", "-n", "8", &url]);
+    assert_eq!(v["requests"], 8);
+    let took = v["duration_s"].as_f64().unwrap();
+    assert!((0.55..1.5).contains(&took), "took {took} s");
+    assert_eq!(origin.connections(), 1 + 1, "the run's and the check's");
+}
+
+#[test]
+fn tls_run_negotiates_h2_by_alpn_and_refuses_a_server_that_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "bench h2 ca");
+    let (cert, key) = pki.server("origin", "localhost", &["localhost"], None);
+    let ca = pki.ca_path();
+    let ca = ca.to_str().unwrap();
+
+    let origin = H2Origin::start_tls(&cert, &key, &["h2"]);
+    let url = format!("https://localhost:{}/", origin.addr.port());
+    let v = bench_json(&[
+        "http",
+        "--h2",
+        "--streams",
+        "8",
+        "-c",
+        "3",
+        "-n",
+        "90",
+        "--cacert",
+        ca,
+        &url,
+    ]);
+    assert_eq!(v["requests"], 90);
+    assert_eq!(errors_total(&v), 0, "{v}");
+    assert_eq!(v["tls"]["handshakes"], 3);
+    assert!(origin.requests()[0].0.starts_with("https://localhost:"));
+
+    let http1_only = H2Origin::start_tls(&cert, &key, &["http/1.1"]);
+    let url = format!("https://localhost:{}/", http1_only.addr.port());
+    let out = bench(&["http", "--h2", "-n", "5", "--cacert", ca, &url]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not agree to HTTP/2"), "{err}");
+    assert!(http1_only.requests().is_empty());
+}
+
+#[test]
+fn text_report_names_the_protocol_and_streams() {
+    let origin = H2Origin::start();
+    let url = format!("http://{}/", origin.addr);
+    let out = bench(&[
+        "http",
+        "--h2",
+        "--streams",
+        "2",
+        "-c",
+        "1",
+        "-n",
+        "10",
+        &url,
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 connection(s), HTTP/2, 2 stream(s) per connection"),
+        "{text}"
+    );
+    assert!(text.contains("200: 10"), "{text}");
+}
+
+#[test]
+fn h2_flag_combinations_that_make_no_sense_are_usage_errors() {
+    for args in [
+        &["http", "--streams", "4", "-n", "1", "http://127.0.0.1:1/"][..],
+        &[
+            "http",
+            "--h2",
+            "--depth",
+            "4",
+            "-n",
+            "1",
+            "http://127.0.0.1:1/",
+        ],
+        &[
+            "http",
+            "--h2",
+            "--new-conn",
+            "-n",
+            "1",
+            "http://127.0.0.1:1/",
+        ],
+        &[
+            "http",
+            "--h2",
+            "--streams",
+            "0",
+            "-n",
+            "1",
+            "http://127.0.0.1:1/",
+        ],
+        &[
+            "http",
+            "--h2",
+            "-H",
+            "Connection: close",
+            "-n",
+            "1",
+            "http://127.0.0.1:1/",
+        ],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
