@@ -33,6 +33,9 @@ pub struct RawHttp2 {
     pub max_pending_resets: Option<Spanned<i64>>,
     /// Streams the server resets for the client's protocol errors, per connection.
     pub max_error_resets: Option<Spanned<i64>>,
+    /// PING and SETTINGS frames a client may send at once (refilled at a
+    /// tenth of that per second) before the connection is closed.
+    pub max_control_frames: Option<Spanned<i64>>,
     /// Requests served on one connection before it is closed with GOAWAY.
     pub max_requests: Option<Spanned<i64>>,
     /// A connection with no open stream for this long is closed with GOAWAY.
@@ -61,6 +64,8 @@ pub struct Http2Config {
     pub max_pending_resets: usize,
     /// Streams reset for the client's protocol errors before GOAWAY.
     pub max_error_resets: usize,
+    /// PING and SETTINGS frames allowed in a burst.
+    pub max_control_frames: u32,
     /// Requests per connection.
     pub max_requests: u64,
     /// Time without an open stream before GOAWAY.
@@ -79,6 +84,7 @@ impl Default for Http2Config {
             max_client_resets: 200,
             max_pending_resets: 20,
             max_error_resets: 64,
+            max_control_frames: 200,
             max_requests: 10_000,
             idle_timeout: Duration::from_secs(60),
         }
@@ -153,6 +159,13 @@ pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, Co
             1..=100_000,
             d.max_error_resets as i64,
         )? as usize,
+        max_control_frames: int(
+            loc,
+            &h.max_control_frames,
+            "http2.max_control_frames",
+            10..=1_000_000,
+            d.max_control_frames.into(),
+        )? as u32,
         max_requests: int(
             loc,
             &h.max_requests,

@@ -312,6 +312,8 @@ pub enum H2Event {
     ClientReset,
     /// A connection closed for too many client resets (rapid reset).
     ResetFlood,
+    /// A connection closed for too many PING or SETTINGS frames.
+    ControlFlood,
     /// A stream reset because the client took no data for the write timeout.
     WriteTimeout,
     /// A stream reset because its answer could not be sent whole.
@@ -320,12 +322,13 @@ pub enum H2Event {
 
 impl H2Event {
     /// Every event, in counter order.
-    pub const ALL: [H2Event; 7] = [
+    pub const ALL: [H2Event; 8] = [
         H2Event::Connection,
         H2Event::Request,
         H2Event::Goaway,
         H2Event::ClientReset,
         H2Event::ResetFlood,
+        H2Event::ControlFlood,
         H2Event::WriteTimeout,
         H2Event::ServerReset,
     ];
@@ -612,6 +615,7 @@ impl Registry {
         let resets: Vec<(String, u64)> = [
             ("client", H2Event::ClientReset),
             ("client_flood", H2Event::ResetFlood),
+            ("control_flood", H2Event::ControlFlood),
             ("write_timeout", H2Event::WriteTimeout),
             ("server", H2Event::ServerReset),
         ]
@@ -626,7 +630,7 @@ impl Registry {
         metric(
             "pier_http2_resets_total",
             "counter",
-            "HTTP/2 streams reset, by cause (client_flood counts connections closed for it).",
+            "HTTP/2 streams reset, by cause (client_flood and control_flood count connections closed for them).",
             &resets,
         );
         let name = "pier_upstream_latency_seconds";

@@ -14,6 +14,7 @@
 //!
 //! [`Session`]: crate::http::Session
 
+mod flood;
 mod request;
 mod send;
 mod stream;
@@ -46,6 +47,11 @@ use crate::server::transport::Downstream;
 use crate::worker::WorkerCtx;
 use stream::H2Stream;
 
+/// How long a connection that sent GOAWAY stays open once its last stream
+/// is done, for frames already in flight; a client that never acknowledges
+/// the GOAWAY's PING cannot keep it longer.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
+
 /// What a request view needs of the connection's TLS session, copied once so
 /// streams do not borrow the transport h2 owns.
 #[derive(Default)]
@@ -67,6 +73,8 @@ pub(crate) struct ConnState {
     idle_since: Cell<Instant>,
     /// Streams the client reset before their answer was complete.
     client_resets: Cell<u32>,
+    /// The client sent control frames past its budget.
+    flooded: Cell<bool>,
     /// Since when the socket has refused output.
     stalled_since: Cell<Option<Instant>>,
     /// Tells the connection task to look at the above again.
@@ -77,20 +85,32 @@ pub(crate) struct ConnState {
 /// connection's write timeout) and counting bytes.
 struct Watched<'c, T> {
     io: T,
+    budget: flood::ControlBudget,
     state: Rc<ConnState>,
     ctx: &'c WorkerCtx,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.state.flooded.get() {
+            // Nothing more is read; the connection task closes it.
+            return Poll::Pending;
+        }
         let before = buf.filled().len();
-        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
         let n = buf.filled().len() - before;
-        self.ctx.stats.bytes_in.add(n as u64);
+        this.ctx.stats.bytes_in.add(n as u64);
+        if !this.budget.scan(&buf.filled()[before..]) {
+            buf.set_filled(before);
+            this.state.flooded.set(true);
+            this.state.wake.notify_one();
+            return Poll::Pending;
+        }
         r
     }
 }
@@ -192,6 +212,7 @@ pub async fn serve_h2<D: Downstream>(
         active: Cell::new(0),
         idle_since: Cell::new(Instant::now()),
         client_resets: Cell::new(0),
+        flooded: Cell::new(false),
         stalled_since: Cell::new(None),
         wake: Notify::new(),
     });
@@ -210,6 +231,7 @@ pub async fn serve_h2<D: Downstream>(
         .max_local_error_reset_streams(Some(cfg.max_error_resets));
     let watched = Watched {
         io: io.io_mut(),
+        budget: flood::ControlBudget::new(cfg.max_control_frames),
         state: state.clone(),
         ctx: &ctx,
     };
@@ -233,39 +255,47 @@ pub async fn serve_h2<D: Downstream>(
     ctx.stats.h2_event(H2Event::Connection);
     let mut streams = JoinSet::new();
     let mut requests = 0u64;
-    let mut goaway = false;
+    let mut goaway_at: Option<Instant> = None;
     let mut calmed = false;
     loop {
         // The one deadline of the connection: idle with no stream, or a
         // write that stalls.
         let mut deadline = started + Duration::from_secs(1 << 30);
         if state.active.get() == 0 {
-            let limit = if requests == 0 {
-                http.header_read_timeout
-            } else {
-                cfg.idle_timeout
+            deadline = match goaway_at {
+                // After GOAWAY and the last stream: a moment for frames in
+                // flight, then close, whether or not the client acknowledged.
+                Some(at) => at.max(state.idle_since.get()) + GOAWAY_GRACE,
+                None if requests == 0 => state.idle_since.get() + http.header_read_timeout,
+                None => state.idle_since.get() + cfg.idle_timeout,
             };
-            deadline = deadline.min(state.idle_since.get() + limit);
         }
         if let Some(since) = state.stalled_since.get() {
             deadline = deadline.min(since + http.write_timeout);
         }
         tokio::select! {
             biased;
-            () = ctx.draining(), if !goaway => {
+            () = ctx.draining(), if goaway_at.is_none() => {
                 debug!(%peer, "draining: HTTP/2 GOAWAY");
                 conn.graceful_shutdown();
                 ctx.stats.h2_event(H2Event::Goaway);
-                goaway = true;
+                goaway_at.get_or_insert_with(Instant::now);
             }
             () = state.wake.notified() => {
+                if state.flooded.get() {
+                    debug!(%peer, "PING or SETTINGS flood: GOAWAY");
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    ctx.stats.h2_event(H2Event::Goaway);
+                    ctx.stats.h2_event(H2Event::ControlFlood);
+                    break;
+                }
                 if !calmed && state.client_resets.get() > cfg.max_client_resets {
                     debug!(%peer, "too many streams reset by the client: GOAWAY");
                     conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                     ctx.stats.h2_event(H2Event::Goaway);
                     ctx.stats.h2_event(H2Event::ResetFlood);
                     calmed = true;
-                    goaway = true;
+                    goaway_at.get_or_insert_with(Instant::now);
                 }
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -274,23 +304,29 @@ pub async fn serve_h2<D: Downstream>(
                     break;
                 }
                 if state.active.get() == 0 {
-                    if goaway {
+                    if goaway_at.is_some() {
+                        // The grace after GOAWAY is over.
                         break;
                     }
                     debug!(%peer, "HTTP/2 connection idle: GOAWAY");
                     conn.graceful_shutdown();
                     ctx.stats.h2_event(H2Event::Goaway);
-                    goaway = true;
+                    goaway_at.get_or_insert_with(Instant::now);
                     state.idle_since.set(Instant::now());
                 }
             }
             accepted = conn.accept() => match accepted {
+                Some(Ok((_, mut respond))) if requests >= cfg.max_requests => {
+                    // Past max_requests, before the client saw the GOAWAY:
+                    // refused, so it retries on a new connection.
+                    respond.send_reset(h2::Reason::REFUSED_STREAM);
+                }
                 Some(Ok((req, respond))) => {
                     requests += 1;
-                    if requests >= cfg.max_requests && !goaway {
+                    if requests >= cfg.max_requests && goaway_at.is_none() {
                         conn.graceful_shutdown();
                         ctx.stats.h2_event(H2Event::Goaway);
-                        goaway = true;
+                        goaway_at.get_or_insert_with(Instant::now);
                     }
                     state.active.set(state.active.get() + 1);
                     ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);

@@ -1,0 +1,435 @@
+//! HTTP/2 limits and defences against a real `pier` process: each test makes
+//! the abuse with frames written by hand (or a client that never opens its
+//! window) and checks the bound: rapid reset, CONTINUATION and empty DATA
+//! floods, PING and SETTINGS floods whose acks are never read, a client that
+//! never reads, the idle timeout, max_requests, max_concurrent_streams,
+//! oversized heads, and a drain's GOAWAY that lets streams in flight finish.
+//! Where the abuse could slow the worker, a client on another connection
+//! checks that its requests are still answered fast meanwhile.
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::h2raw::{self, block, frame, get_fields, RawH2};
+use common::upstream::{Reply, Upstream};
+use common::Pier;
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Sends one GET on a raw connection and waits for its response HEADERS.
+fn raw_get(c: &mut RawH2, stream: u32, path: &str) -> Option<h2raw::Frame> {
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        stream,
+        &block(&get_fields(path)),
+    ));
+    c.wait_for(Duration::from_secs(5), |f| {
+        f.stream == stream && matches!(f.kind, h2raw::HEADERS | h2raw::RST_STREAM)
+    })
+}
+
+/// Runs `abuse` on its own thread while a well-behaved client sends GETs on
+/// another connection; returns that client's 99th percentile latency.
+fn p99_during(addr: SocketAddr, abuse: impl FnOnce() + Send + 'static) -> Duration {
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    let abuser = std::thread::spawn(move || {
+        abuse();
+        flag.store(true, Ordering::SeqCst);
+    });
+    let mut c = RawH2::connect(addr);
+    let mut took = Vec::new();
+    let mut id = 1;
+    while took.len() < 200 && !(done.load(Ordering::SeqCst) && took.len() >= 50) {
+        let t = Instant::now();
+        let f = raw_get(&mut c, id, "/fixed").expect("answered");
+        assert_eq!(f.kind, h2raw::HEADERS);
+        took.push(t.elapsed());
+        id += 2;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    abuser.join().unwrap();
+    took.sort();
+    took[took.len() * 99 / 100]
+}
+
+fn config(http2: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[http2]
+{http2}
+{extra}
+[[route]]
+path = "/fixed"
+handler = "respond"
+body = "fixed\n"
+[[route]]
+path = "/"
+handler = "static"
+root = "{{dir}}"
+"#
+    )
+}
+
+#[test]
+fn rapid_reset_closes_the_connection_past_its_budget_and_others_stay_fast() {
+    let silent = Upstream::start(|_| Reply::Silent);
+    let pier = Pier::with_config(
+        &config(
+            "max_client_resets = 20",
+            &format!(
+                "[[upstream]]\nname = \"slow\"\nservers = [{{ address = \"{}\" }}]\n\
+                 [[route]]\npath = \"/slow\"\nhandler = \"proxy\"\nupstream = \"slow\"\n",
+                silent.addr
+            ),
+        ),
+        &[],
+    );
+    let addr = pier.addr();
+    let p99 = p99_during(addr, move || {
+        let mut c = RawH2::connect(addr);
+        let mut sent = 0;
+        for i in 0..200u32 {
+            let id = 1 + 2 * i;
+            let headers = frame(
+                h2raw::HEADERS,
+                h2raw::END_HEADERS | h2raw::END_STREAM,
+                id,
+                &block(&get_fields("/slow")),
+            );
+            if c.try_send(&headers).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            if c.try_send(&frame(h2raw::RST_STREAM, 0, id, &8u32.to_be_bytes()))
+                .is_err()
+            {
+                break;
+            }
+            sent += 1;
+        }
+        let goaway = c
+            .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY)
+            .expect("a GOAWAY");
+        assert_eq!(goaway.error_code(), Some(11), "ENHANCE_YOUR_CALM");
+        assert!(c.closed_within(Duration::from_secs(5)));
+        assert!(sent < 200, "the server took all {sent} resets");
+    });
+    assert!(
+        p99 < Duration::from_millis(50),
+        "p99 {p99:?} during the flood"
+    );
+    // The handlers' work went with the resets: no upstream request piles up.
+    assert!(
+        silent.accepts() <= 40,
+        "{} upstream connections",
+        silent.accepts()
+    );
+}
+
+#[test]
+fn continuation_and_empty_data_floods_end_the_connection() {
+    let pier = Pier::with_config(&config("", ""), &[]);
+    let addr = pier.addr();
+    // CONTINUATION frames that never end the head.
+    let mut c = RawH2::connect(addr);
+    c.send(&frame(h2raw::HEADERS, 0, 1, &block(&get_fields("/fixed"))));
+    let junk = block(&[("x-junk", &"a".repeat(1000))]);
+    let mut written = 0usize;
+    for _ in 0..5000 {
+        if c.try_send(&frame(h2raw::CONTINUATION, 0, 1, &junk))
+            .is_err()
+        {
+            break;
+        }
+        written += junk.len();
+    }
+    assert!(
+        c.closed_within(Duration::from_secs(10)),
+        "after {written} bytes"
+    );
+    assert!(
+        written < 5000 * junk.len(),
+        "all {written} bytes were taken"
+    );
+
+    // Empty DATA frames on an open stream.
+    let mut c = RawH2::connect(addr);
+    let mut fields = get_fields("/fixed");
+    fields[0] = (":method", "POST");
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS,
+        1,
+        &block(&fields),
+    ));
+    let empty = frame(h2raw::DATA, 0, 1, &[]);
+    for _ in 0..100_000 {
+        if c.try_send(&empty).is_err() {
+            break;
+        }
+    }
+    let goaway = c.wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY);
+    assert!(
+        goaway.is_some_and(|g| g.error_code() != Some(0)),
+        "no GOAWAY"
+    );
+    assert!(c.closed_within(Duration::from_secs(5)));
+}
+
+#[test]
+fn ping_and_settings_floods_whose_acks_are_never_read_hold_little_memory() {
+    let pier = Pier::with_config(&config("", ""), &[]);
+    let addr = pier.addr();
+    let before = rss_kib(pier.pid());
+    for kind in [h2raw::PING, h2raw::SETTINGS] {
+        let p99 = p99_during(addr, move || {
+            let c = RawH2::connect(addr);
+            let mut s = c.stream;
+            s.set_write_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let payload: &[u8] = if kind == h2raw::PING { &[7; 8] } else { &[] };
+            let one = frame(kind, 0, 0, payload);
+            let many: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+            let start = Instant::now();
+            let mut sent = 0usize;
+            // The server stops reading once acks wait: writes stall and time out.
+            while start.elapsed() < Duration::from_secs(3) {
+                match s.write(&many) {
+                    Ok(n) => sent += n,
+                    Err(_) => break,
+                }
+            }
+            assert!(sent < 64 << 20, "{sent} bytes of frames taken");
+            // Closed for the flood rather than left waiting.
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let mut sink = [0u8; 65536];
+            let closed = loop {
+                match std::io::Read::read(&mut s, &mut sink) {
+                    Ok(0) => break true,
+                    Ok(_) => {}
+                    Err(e) => break e.kind() != std::io::ErrorKind::WouldBlock,
+                }
+            };
+            assert!(closed, "the flooding connection is still open");
+        });
+        assert!(
+            p99 < Duration::from_millis(50),
+            "p99 {p99:?} during the flood"
+        );
+    }
+    let grew = rss_kib(pier.pid()).saturating_sub(before);
+    assert!(grew < 32 * 1024, "RSS grew by {grew} KiB");
+}
+
+#[test]
+fn a_client_that_never_reads_holds_a_stream_for_the_write_timeout_only() {
+    let pier = Pier::with_config(
+        &config(
+            "max_send_buffer = 16384",
+            "[http]\nwrite_timeout = \"1s\"\n",
+        ),
+        &[],
+    );
+    let big: Vec<u8> = (0..4_000_000).map(|i| (i % 251) as u8).collect();
+    std::fs::write(pier.root().join("big.bin"), &big).unwrap();
+    let before = rss_kib(pier.pid());
+    // The client's windows stay at zero: nothing can be sent.
+    let mut c = RawH2::connect(pier.addr());
+    c.send(&frame(h2raw::SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]));
+    let started = Instant::now();
+    for i in 0..20u32 {
+        c.send(&frame(
+            h2raw::HEADERS,
+            h2raw::END_HEADERS | h2raw::END_STREAM,
+            1 + 2 * i,
+            &block(&get_fields("/big.bin")),
+        ));
+    }
+    let mut resets = 0;
+    while resets < 20 {
+        let Some(f) = c.next_frame(Duration::from_secs(5)) else {
+            break;
+        };
+        if f.kind == h2raw::RST_STREAM {
+            assert_eq!(f.error_code(), Some(8), "CANCEL");
+            resets += 1;
+        }
+    }
+    assert_eq!(resets, 20, "every stalled stream is reset");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    let grew = rss_kib(pier.pid()).saturating_sub(before);
+    assert!(
+        grew < 16 * 1024,
+        "RSS grew by {grew} KiB for 20 stalled 4 MB downloads"
+    );
+    // The connection itself is still good.
+    assert_eq!(raw_get(&mut c, 41, "/fixed").unwrap().kind, h2raw::HEADERS);
+}
+
+#[test]
+fn idle_connections_and_spent_ones_get_goaway_and_close() {
+    let pier = Pier::with_config(
+        &config("idle_timeout = \"300ms\"\nmax_requests = 3", ""),
+        &[],
+    );
+    // Idle after one request: GOAWAY (no error), then close.
+    let mut c = RawH2::connect(pier.addr());
+    assert_eq!(raw_get(&mut c, 1, "/fixed").unwrap().kind, h2raw::HEADERS);
+    let t = Instant::now();
+    let goaway = c
+        .wait_for(Duration::from_secs(3), |f| f.kind == h2raw::GOAWAY)
+        .expect("an idle GOAWAY");
+    assert_eq!(goaway.error_code(), Some(0));
+    assert!(
+        t.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(c.closed_within(Duration::from_secs(3)));
+
+    // Three requests, then GOAWAY naming the last one taken; the fourth is
+    // not served.
+    let mut c = RawH2::connect(pier.addr());
+    for id in [1, 3, 5, 7] {
+        c.send(&frame(
+            h2raw::HEADERS,
+            h2raw::END_HEADERS | h2raw::END_STREAM,
+            id,
+            &block(&get_fields("/fixed")),
+        ));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut answered = Vec::new();
+    let mut refused = Vec::new();
+    let mut goaway = false;
+    while let Some(f) = c.next_frame(Duration::from_secs(3)) {
+        match f.kind {
+            h2raw::HEADERS => answered.push(f.stream),
+            h2raw::RST_STREAM => refused.push((f.stream, f.error_code())),
+            h2raw::GOAWAY => goaway = true,
+            _ => {}
+        }
+    }
+    assert_eq!(answered, [1, 3, 5]);
+    assert_eq!(refused, [(7, Some(7))], "REFUSED_STREAM, safe to retry");
+    assert!(goaway, "no GOAWAY after max_requests");
+}
+
+#[test]
+fn stream_count_and_head_size_limits_are_announced_and_enforced() {
+    let pier = Pier::with_config(
+        &config(
+            "max_concurrent_streams = 4",
+            "[http]\nmax_head_bytes = 4096\n",
+        ),
+        &[],
+    );
+    let mut c = RawH2::connect(pier.addr());
+    let settings = c
+        .wait_for(Duration::from_secs(3), |f| {
+            f.kind == h2raw::SETTINGS && f.flags & h2raw::ACK == 0
+        })
+        .unwrap();
+    let pairs: Vec<(u16, u32)> = settings
+        .payload
+        .chunks(6)
+        .map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+            )
+        })
+        .collect();
+    assert!(pairs.contains(&(3, 4)), "{pairs:?}");
+    assert!(pairs.contains(&(6, 4096)), "{pairs:?}");
+    // A head over max_head_bytes: 431 (or the stream refused), and the
+    // connection lives on.
+    let mut fields = get_fields("/fixed");
+    let long = "b".repeat(8000);
+    fields.push(("x-long", &long));
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&fields),
+    ));
+    let f = c
+        .wait_for(Duration::from_secs(5), |f| f.stream == 1)
+        .unwrap();
+    // ":status: 431", its value plain or Huffman-coded (RFC 7541 Appendix B).
+    let status_431 = f.payload.windows(3).any(|w| w == b"431")
+        || f.payload.windows(4).any(|w| w == [0x83, 0x69, 0x90, 0xff]);
+    assert!(
+        f.kind == h2raw::RST_STREAM || f.kind == h2raw::HEADERS && status_431,
+        "{f:?}"
+    );
+    assert_eq!(raw_get(&mut c, 3, "/fixed").unwrap().kind, h2raw::HEADERS);
+}
+
+#[test]
+fn a_drain_sends_goaway_and_finishes_the_streams_in_flight() {
+    let slow = Upstream::start(|_| {
+        std::thread::sleep(Duration::from_millis(800));
+        common::upstream::ok("slow answer\n")
+    });
+    let mut pier = Pier::with_config(
+        &config(
+            "",
+            &format!(
+                "[[upstream]]\nname = \"slow\"\nservers = [{{ address = \"{}\" }}]\n\
+                 [[route]]\npath = \"/slow\"\nhandler = \"proxy\"\nupstream = \"slow\"\n",
+                slow.addr
+            ),
+        ),
+        &[],
+    );
+    let mut c = RawH2::connect(pier.addr());
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&get_fields("/slow")),
+    ));
+    std::thread::sleep(Duration::from_millis(200));
+    pier.signal(rustix::process::Signal::TERM);
+    let mut goaway = false;
+    let mut answered = false;
+    let mut ended = false;
+    while let Some(f) = c.next_frame(Duration::from_secs(5)) {
+        match f.kind {
+            h2raw::GOAWAY => goaway = true,
+            h2raw::HEADERS if f.stream == 1 => answered = true,
+            h2raw::DATA if f.stream == 1 && f.flags & h2raw::END_STREAM != 0 => ended = true,
+            _ => {}
+        }
+        if goaway && ended {
+            break;
+        }
+    }
+    assert!(goaway, "no GOAWAY on drain");
+    assert!(answered && ended, "the stream in flight was cut");
+    assert!(c.closed_within(Duration::from_secs(5)));
+    assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
+}
