@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod binary_upgrade;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod deadline;

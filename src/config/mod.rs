@@ -140,6 +140,8 @@ pub struct Config {
     /// The blocking pool that file work which would wait on a disk runs on,
     /// shared by all workers.
     pub file_io: FileIoPool,
+    /// HTTP cache zones, shared by every worker and the routes that name them.
+    pub caches: Vec<Arc<crate::cache::zone::CacheZone>>,
 }
 
 impl Config {
@@ -360,6 +362,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         }
     }
 
+    let caches = crate::cache::configure::build_zones(&loc, raw.cache.as_ref())?;
     let mime = Arc::new(validate_mime(&loc, raw.mime.as_ref())?);
     let mut routes = RouteTable::default();
     routes.insert_pre_route(crate::handler::acme_challenge::AcmeChallenge::pre_route());
@@ -369,7 +372,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     }
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &mime)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &caches, &mime)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -400,6 +403,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         admin,
         access_log,
         file_io: FileIoPool::new(file_io),
+        caches,
     })
 }
 
@@ -746,6 +750,7 @@ fn validate_route(
     key: &str,
     r: &Spanned<RawRoute>,
     upstreams: &[Arc<UpstreamGroup>],
+    caches: &[Arc<crate::cache::zone::CacheZone>],
     mime: &Arc<MimeTable>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
     let raw = r.get_ref();
@@ -790,6 +795,9 @@ fn validate_route(
         }
         RawHandler::Proxy(p) => {
             let mut proxy = proxy_configure::build_proxy(loc, key, r.span(), p, upstreams)?;
+            if let Some(name) = &p.cache {
+                proxy.cache = Some(crate::cache::configure::zone_named(loc, key, name, caches)?);
+            }
             proxy.request_rules = upstream_rules;
             proxy.error_pages = crate::handler::proxy::error_page::build_error_pages(
                 loc,

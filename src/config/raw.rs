@@ -43,6 +43,8 @@ pub struct RawConfig {
     pub access_log: Option<Spanned<RawAccessLog>>,
     /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
     pub mime: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// `[cache.NAME]`: HTTP cache zones that proxy routes name.
+    pub cache: Option<Spanned<crate::cache::configure::RawCaches>>,
 }
 
 /// `[access_log]`.
@@ -577,6 +579,8 @@ pub struct RawProxy {
     pub client_cert_header: Option<Spanned<String>>,
     /// Status -> file sent instead of an upstream 5xx or Pier's own 502/503/504.
     pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// Name of the `[cache.NAME]` zone that stores this route's responses.
+    pub cache: Option<Spanned<String>>,
 }
 
 /// One `[[upstream]]`: a named group of servers and how to use them.

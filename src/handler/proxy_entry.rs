@@ -20,6 +20,11 @@ impl Handler for ProxyRoute {
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         // Boxed: the proxy's state machine is large, and inlining it would grow
         // every connection's future, static and fixed responses included.
-        Served::Pending(Box::pin(proxy::forward(session, self)))
+        match &self.cache {
+            None => Served::Pending(Box::pin(proxy::forward(session, self))),
+            Some(zone) => {
+                Served::Pending(Box::pin(proxy::cached::forward_cached(session, self, zone)))
+            }
+        }
     }
 }

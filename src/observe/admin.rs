@@ -121,6 +121,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         admin: None,
         access_log: None,
         file_io: Default::default(),
+        caches: Vec::new(),
     }
 }
 

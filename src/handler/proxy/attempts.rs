@@ -16,6 +16,7 @@ use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBud
 use super::rewrite_request::{encode_request_head, Client};
 use super::send::{send_request, Answer, BodySend, SendError};
 use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
+use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::client::ClientStream;
 use crate::http1::parse::BodyKind;
@@ -83,13 +84,14 @@ pub struct DownstreamFailed;
 
 /// Runs phases 2 to 6 until an upstream answers or the retry policy gives up.
 /// `Err` when the client failed (or sent a bad body): the exchange is over.
-pub(super) async fn run_attempts<'h>(
+pub(super) async fn run_attempts<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
     started: std::time::Instant,
     bufs: &mut ExchangeBufs,
     body: &mut BodySend,
+    tap: &mut T,
 ) -> Result<Result<Answered<'h>, Unanswered>, DownstreamFailed> {
     let ctx = session.worker();
     let http = &ctx.config.http;
@@ -145,6 +147,7 @@ pub(super) async fn run_attempts<'h>(
                 },
                 info,
             );
+            tap.edit_upstream_head(&mut bufs.up_head);
             encoded_for = Some(server);
         }
 

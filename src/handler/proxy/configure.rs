@@ -114,5 +114,6 @@ pub fn build_proxy(
         client_cert_header: header_name(&raw.client_cert_header, "client_cert_header")?,
         request_rules: None,
         error_pages: Default::default(),
+        cache: None,
     })
 }

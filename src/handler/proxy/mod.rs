@@ -26,6 +26,7 @@
 
 pub mod attempts;
 pub mod balance;
+pub mod cached;
 pub mod choose_upstream;
 pub mod configure;
 pub mod connect;
@@ -57,6 +58,8 @@ use std::sync::Arc;
 
 use tracing::debug;
 
+use crate::cache::answer::answer_stored;
+use crate::cache::tap::{NoTap, ResponseTap};
 use crate::config::Config;
 use crate::http::Session;
 use crate::http1::response::ParsedResponseHead;
@@ -101,6 +104,8 @@ pub struct ProxyRoute {
     pub request_rules: Option<crate::filter::headers::HeaderRules>,
     /// Pages sent instead of upstream 5xx answers and Pier's own 502/503/504.
     pub error_pages: error_page::ProxyErrorPages,
+    /// The cache zone that stores this route's responses, if any.
+    pub cache: Option<Arc<crate::cache::zone::CacheZone>>,
 }
 
 /// A worker's proxy state: one [`GroupState`] per upstream group, plus reusable buffers.
@@ -181,6 +186,16 @@ impl ProxyWorker {
 /// Serves a request routed to a proxy: the phases in order, through the
 /// session alone (the driver frames, keeps alive and logs).
 pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyRoute) {
+    forward_with(session, route, &mut NoTap).await;
+}
+
+/// The phases with a cache's `tap` on them ([`crate::cache::tap`]); with
+/// [`NoTap`] they compile to the plain proxy.
+pub(crate) async fn forward_with<'h, T: ResponseTap>(
+    session: &mut dyn Session<'h>,
+    route: &'h ProxyRoute,
+    tap: &mut T,
+) {
     let ctx = session.worker();
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
@@ -205,7 +220,7 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyR
     // Phases 2 to 6, repeated as the retry policy says.
     let mut bufs = ExchangeBufs::take(&ctx.proxy, info.body);
     let mut body = BodySend::new(info.body);
-    let result = run_attempts(session, route, &info, started, &mut bufs, &mut body).await;
+    let result = run_attempts(session, route, &info, started, &mut bufs, &mut body, tap).await;
 
     // Phases 7 to 10.
     ctx.stats.upstream_requests.add(1);
@@ -214,10 +229,25 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyR
         Err(_) => {}
         Ok(Err(failed)) => {
             let status = log_failure(session, group, &failed.error, failed.addr, started);
-            answer_with_page(session, &route.error_pages, status, None);
+            match tap.instead_of_error() {
+                Some((stored, status)) => {
+                    answer_stored(session, &stored, &status, std::time::Instant::now()).await
+                }
+                None => answer_with_page(session, &route.error_pages, status, None),
+            }
         }
         Ok(Ok(answered)) => {
             let head_at = log_response(session, group, answered.server, started);
+            if let Some((stored, status)) = tap.instead_of_head(&bufs.resp, &bufs.up_read) {
+                // A 304 to a revalidation, or a 5xx when stale may answer:
+                // the stored response goes out, the upstream's body never.
+                let reusable = body_fully_read(&bufs);
+                answer_stored(session, &stored, &status, head_at).await;
+                drop(admission);
+                release_upstream(session, route, answered, &bufs, head_at, reusable);
+                bufs.give_back(&ctx.proxy);
+                return;
+            }
             if !answered.complete && !take_buffered_body(session, &info, body.waited) {
                 // The upstream answered before the whole body came (nginx does the
                 // same): the answer is relayed, and since the rest of the body is
@@ -234,7 +264,7 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyR
                 return;
             }
             relay_response(
-                session, route, &info, answered, &mut bufs, head_at, admission,
+                session, route, &info, answered, &mut bufs, head_at, admission, tap,
             )
             .await;
         }

@@ -11,6 +11,7 @@ use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
 use super::upstream::GroupAdmission;
 use super::ProxyRoute;
+use crate::cache::tap::ResponseTap;
 use crate::deadline;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::body::BodyDecoder;
@@ -25,7 +26,8 @@ pub(super) const UPSTREAM_READ_BUF: usize = 32 * 1024;
 /// returns the upstream connection to the pool when the exchange ended
 /// cleanly. A body cut short is left unfinished: the driver then ends the
 /// connection, so the client cannot take it for whole.
-pub(super) async fn relay_response<'h>(
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn relay_response<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
@@ -33,6 +35,7 @@ pub(super) async fn relay_response<'h>(
     bufs: &mut ExchangeBufs,
     head_at: Instant,
     admission: GroupAdmission<'h>,
+    tap: &mut T,
 ) {
     let group = &*route.group;
     let server = answered.server;
@@ -77,6 +80,7 @@ pub(super) async fn relay_response<'h>(
     // A 304's Content-Length describes the body it stands for: kept as sent.
     let keep_length = resp.body == ResponseBody::None && resp.status == 304;
     encode_response_fields(fields, resp, up_read, keep_length, false);
+    tap.on_head(&session.request(), resp, up_read, fields, len);
     let head = ResponseHead {
         status: resp.status,
         fields: &[],
@@ -90,6 +94,7 @@ pub(super) async fn relay_response<'h>(
     // Whether the body took a read after the head (then the connection's idle
     // time starts later than `head_at`).
     let mut read_more = false;
+    let mut client_gone = false;
     if let Some(decoder) = decoder.as_mut() {
         loop {
             let step = match decoder.decode(&up_read[pos..]) {
@@ -100,8 +105,16 @@ pub(super) async fn relay_response<'h>(
                 }
             };
             pos += step.consumed;
-            if !step.data.is_empty() && session.write_body(step.data).await.is_err() {
-                return;
+            if !step.data.is_empty() {
+                tap.on_body(step.data);
+                // A client gone away while the body is stored for others:
+                // the rest is still read and stored.
+                if !client_gone && session.write_body(step.data).await.is_err() {
+                    if !tap.storing() {
+                        return;
+                    }
+                    client_gone = true;
+                }
             }
             if step.done {
                 break;
@@ -122,8 +135,11 @@ pub(super) async fn relay_response<'h>(
             }
             // Backpressure: nothing more is read from the upstream until the
             // client has taken what is pending.
-            if session.flush_body().await.is_err() {
-                return;
+            if !client_gone && session.flush_body().await.is_err() {
+                if !tap.storing() {
+                    return;
+                }
+                client_gone = true;
             }
             read_more = true;
             match deadline::within(group.read_timeout, answered.up.read_into(up_read)).await {
@@ -147,6 +163,7 @@ pub(super) async fn relay_response<'h>(
             }
         }
     }
+    tap.on_end(true);
     session.finish_body(&[]);
     drop(admission);
     let idle_since = if read_more { Instant::now() } else { head_at };

@@ -94,6 +94,7 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
         client_cert_header: None,
         request_rules: None,
         error_pages: Default::default(),
+        cache: None,
     }
 }
 

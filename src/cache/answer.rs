@@ -1,0 +1,265 @@
+//! Answering from a stored response: the stored fields as they are, `Age` and
+//! `Cache-Status` computed, the client's own conditionals (`If-None-Match`,
+//! `If-Modified-Since`) answered 304, a single `Range` answered 206 from the
+//! whole stored body, `HEAD` with the head alone.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use super::entry::{http_date, StoredResponse};
+use crate::http::{Body, ResponseHead, Session, SessionExt};
+use crate::http1::grammar::trim_ows;
+use crate::http1::parse::Method;
+
+/// Fields a 304 carries of the stored response (RFC 9110 §15.4.5).
+const NOT_MODIFIED_FIELDS: &[&str] = &[
+    "cache-control",
+    "content-location",
+    "etag",
+    "expires",
+    "vary",
+    "last-modified",
+];
+
+/// Answers `session` from `stored`; `status` is the `Cache-Status` value.
+pub async fn answer_stored<'h>(
+    session: &mut dyn Session<'h>,
+    stored: &StoredResponse,
+    cache_status: &str,
+    now: Instant,
+) {
+    let mut age = String::new();
+    let _ = write!(age, "{}", stored.age(now).as_secs());
+    let request = session.request();
+    let method = request.method();
+    if stored.status == 200 && not_modified(&request, stored) {
+        let mut lines = Vec::new();
+        for (name, value) in crate::http::response::split_field_lines(&stored.fields) {
+            if NOT_MODIFIED_FIELDS
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(name))
+            {
+                lines.extend_from_slice(name.as_bytes());
+                lines.extend_from_slice(b": ");
+                lines.extend_from_slice(value);
+                lines.extend_from_slice(b"\r\n");
+            }
+        }
+        let fields = [
+            ("Age", age.as_bytes()),
+            ("Cache-Status", cache_status.as_bytes()),
+        ];
+        let head = ResponseHead {
+            status: 304,
+            fields: &fields,
+            configured: None,
+            field_lines: &lines,
+        };
+        session.send_response(&head, Body::Empty);
+        return;
+    }
+    let range = if stored.status == 200 && method == Method::Get {
+        request
+            .header("range")
+            .filter(|_| if_range_holds(&request, stored))
+            .and_then(|r| single_range(r, stored.body_len))
+    } else {
+        None
+    };
+    let total = stored.body_len;
+    let (status, first, len, content_range) = match range {
+        Some(RangeAnswer::Span(first, last)) => (
+            206,
+            first,
+            last - first + 1,
+            Some(format!("bytes {first}-{last}/{total}")),
+        ),
+        Some(RangeAnswer::Unsatisfiable) => {
+            let cr = format!("bytes */{total}");
+            let fields = [
+                ("Content-Range", cr.as_bytes()),
+                ("Cache-Status", cache_status.as_bytes()),
+            ];
+            session.send_response(&ResponseHead::new(416, &fields), Body::Empty);
+            return;
+        }
+        None => (stored.status, 0, total, None),
+    };
+    let cr = content_range.unwrap_or_default();
+    let all = [
+        ("Age", age.as_bytes()),
+        ("Cache-Status", cache_status.as_bytes()),
+        ("Content-Range", cr.as_bytes()),
+    ];
+    let n = if cr.is_empty() { 2 } else { 3 };
+    let head = ResponseHead {
+        status,
+        fields: &all[..n],
+        configured: None,
+        field_lines: &stored.fields,
+    };
+    session.send_response(&head, Body::Push(Some(len)));
+    if method != Method::Head && write_span(session, stored, first, len).await.is_err() {
+        return;
+    }
+    session.finish_body(&[]);
+}
+
+/// Writes `len` body bytes from offset `first`.
+async fn write_span<'h>(
+    session: &mut dyn Session<'h>,
+    stored: &StoredResponse,
+    first: u64,
+    len: u64,
+) -> std::io::Result<()> {
+    let mut skip = first;
+    let mut left = len;
+    for chunk in stored.body.iter() {
+        if left == 0 {
+            break;
+        }
+        let clen = chunk.len() as u64;
+        if skip >= clen {
+            skip -= clen;
+            continue;
+        }
+        let start = skip as usize;
+        let end = (skip + left).min(clen) as usize;
+        skip = 0;
+        left -= (end - start) as u64;
+        session.write_body(&chunk[start..end]).await?;
+    }
+    Ok(())
+}
+
+/// RFC 9110 §13.1.2 and §13.1.3 against the stored validators:
+/// `If-None-Match` (weak comparison) decides when present, else
+/// `If-Modified-Since` for GET and HEAD.
+fn not_modified(request: &crate::http::RequestView<'_>, stored: &StoredResponse) -> bool {
+    if let Some(inm) = request.header("if-none-match") {
+        let Some(etag) = &stored.etag else {
+            return false;
+        };
+        return etag_listed(inm, etag, true);
+    }
+    let (Some(ims), Some(lm)) = (
+        request.header("if-modified-since").and_then(http_date),
+        stored.last_modified.as_deref().and_then(http_date),
+    ) else {
+        return false;
+    };
+    lm <= ims
+}
+
+/// `If-Range` (RFC 9110 §13.1.5): absent, a strong match of the ETag, or the
+/// exact `Last-Modified`.
+fn if_range_holds(request: &crate::http::RequestView<'_>, stored: &StoredResponse) -> bool {
+    let Some(v) = request.header("if-range").map(trim_ows) else {
+        return true;
+    };
+    if v.starts_with(b"\"") || v.starts_with(b"W/") {
+        return stored
+            .etag
+            .as_deref()
+            .is_some_and(|e| !e.starts_with(b"W/") && e == v);
+    }
+    stored.last_modified.as_deref() == Some(v)
+}
+
+/// Whether `etag` is in the `If-None-Match` list `field` (or it is `*`);
+/// `weak` compares ignoring `W/`.
+pub fn etag_listed(field: &[u8], etag: &[u8], weak: bool) -> bool {
+    let field = trim_ows(field);
+    if field == b"*" {
+        return true;
+    }
+    let opaque = |t: &[u8]| -> Vec<u8> {
+        let t = trim_ows(t);
+        if weak {
+            t.strip_prefix(b"W/").unwrap_or(t).to_vec()
+        } else {
+            t.to_vec()
+        }
+    };
+    let ours = opaque(etag);
+    field.split(|&b| b == b',').any(|t| opaque(t) == ours)
+}
+
+/// A `Range` the cache answers itself.
+#[derive(Debug, PartialEq, Eq)]
+enum RangeAnswer {
+    /// Bytes `first..=last`.
+    Span(u64, u64),
+    /// 416.
+    Unsatisfiable,
+}
+
+/// One `bytes=` range against a body of `total` bytes; several ranges, other
+/// units or bad syntax are answered with the whole body (RFC 9110 §14.2
+/// lets a server ignore Range).
+fn single_range(field: &[u8], total: u64) -> Option<RangeAnswer> {
+    let spec = trim_ows(field).strip_prefix(b"bytes=")?;
+    if spec.contains(&b',') {
+        return None;
+    }
+    let spec = trim_ows(spec);
+    let dash = spec.iter().position(|&b| b == b'-')?;
+    let num = |s: &[u8]| -> Option<u64> {
+        let s = trim_ows(s);
+        if s.is_empty() || !s.iter().all(u8::is_ascii_digit) || s.len() > 19 {
+            return None;
+        }
+        std::str::from_utf8(s).ok()?.parse().ok()
+    };
+    let (a, b) = (&spec[..dash], &spec[dash + 1..]);
+    if a.is_empty() {
+        let n = num(b)?;
+        if n == 0 || total == 0 {
+            return Some(RangeAnswer::Unsatisfiable);
+        }
+        return Some(RangeAnswer::Span(total.saturating_sub(n), total - 1));
+    }
+    let first = num(a)?;
+    let last = if b.is_empty() { u64::MAX } else { num(b)? };
+    if last < first {
+        return None;
+    }
+    if first >= total {
+        return Some(RangeAnswer::Unsatisfiable);
+    }
+    Some(RangeAnswer::Span(first, last.min(total - 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_range_is_answered_and_several_are_not() {
+        assert_eq!(
+            single_range(b"bytes=0-4", 10),
+            Some(RangeAnswer::Span(0, 4))
+        );
+        assert_eq!(single_range(b"bytes=5-", 10), Some(RangeAnswer::Span(5, 9)));
+        assert_eq!(single_range(b"bytes=-3", 10), Some(RangeAnswer::Span(7, 9)));
+        assert_eq!(
+            single_range(b"bytes=8-100", 10),
+            Some(RangeAnswer::Span(8, 9))
+        );
+        assert_eq!(
+            single_range(b"bytes=10-", 10),
+            Some(RangeAnswer::Unsatisfiable)
+        );
+        assert_eq!(single_range(b"bytes=0-1,3-4", 10), None);
+        assert_eq!(single_range(b"items=0-1", 10), None);
+        assert_eq!(single_range(b"bytes=4-2", 10), None);
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly() {
+        assert!(etag_listed(b"\"a\", W/\"b\"", b"\"b\"", true));
+        assert!(etag_listed(b"*", b"\"b\"", true));
+        assert!(!etag_listed(b"\"c\"", b"\"b\"", true));
+        assert!(!etag_listed(b"W/\"b\"", b"\"b\"", false));
+    }
+}

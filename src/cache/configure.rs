@@ -1,0 +1,111 @@
+//! `[cache.NAME]` tables: read as written ([`RawCache`]), then built into
+//! zones that proxy routes name with `cache = "NAME"`. Errors name the file,
+//! the line and the key.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::key::KeySpec;
+use super::zone::{CacheZone, ZoneSettings};
+use crate::config::error::{ConfigError, Locator};
+use crate::config::value::{duration, parse_size, RawDuration, RawSize};
+
+/// One `[cache.NAME]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// Memory for stored responses (`"256MiB"`).
+    pub memory: Option<Spanned<RawSize>>,
+    /// Largest response stored (`"8MiB"`).
+    pub max_object: Option<Spanned<RawSize>>,
+    /// How long a request waits for another's fetch of the same key.
+    pub lock_timeout: Option<Spanned<RawDuration>>,
+    /// How long a key found uncacheable skips collapsing.
+    pub hit_for_miss: Option<Spanned<RawDuration>>,
+    /// How long past freshness a response may be served when the origin fails.
+    pub stale_if_error: Option<Spanned<RawDuration>>,
+    /// The parts of the cache key.
+    pub key: Option<Spanned<Vec<String>>>,
+}
+
+/// Every `[cache.NAME]` table, by name.
+pub type RawCaches = BTreeMap<String, Spanned<RawCache>>;
+
+/// Builds the zones of `raw`, in name order.
+pub fn build_zones(
+    loc: &Locator<'_>,
+    raw: Option<&Spanned<RawCaches>>,
+) -> Result<Vec<Arc<CacheZone>>, ConfigError> {
+    let mut zones = Vec::new();
+    for (name, table) in raw.map(|r| r.get_ref().iter()).into_iter().flatten() {
+        let c = table.get_ref();
+        let d = ZoneSettings::default();
+        let size = |v: &Option<Spanned<RawSize>>, key: &str, default: usize, min: u64| {
+            let Some(v) = v else { return Ok(default) };
+            let at = format!("cache.{name}.{key}");
+            let n = parse_size(v.get_ref()).map_err(|m| loc.error(v.span(), &at, m))?;
+            if n < min || n > (1 << 40) {
+                return Err(loc.error(
+                    v.span(),
+                    &at,
+                    format!("{n} bytes is out of range {min}..=1TiB"),
+                ));
+            }
+            Ok(n as usize)
+        };
+        let memory = size(&c.memory, "memory", d.memory, 64 * 1024)?;
+        let max_object = size(&c.max_object, "max_object", d.max_object.min(memory / 2), 1)?;
+        if max_object > memory {
+            let span = c.max_object.as_ref().map_or(table.span(), |m| m.span());
+            return Err(loc.error(
+                span,
+                &format!("cache.{name}.max_object"),
+                "max_object must not be larger than memory",
+            ));
+        }
+        let key = match &c.key {
+            None => KeySpec::default(),
+            Some(k) => KeySpec::parse(k.get_ref())
+                .map_err(|m| loc.error(k.span(), &format!("cache.{name}.key"), m))?,
+        };
+        let at = |k: &str| format!("cache.{name}.{k}");
+        let settings = ZoneSettings {
+            memory,
+            max_object,
+            lock_timeout: duration(loc, &c.lock_timeout, &at("lock_timeout"), d.lock_timeout)?,
+            hit_for_miss: duration(loc, &c.hit_for_miss, &at("hit_for_miss"), d.hit_for_miss)?,
+            stale_if_error: duration(
+                loc,
+                &c.stale_if_error,
+                &at("stale_if_error"),
+                d.stale_if_error,
+            )?,
+            key,
+        };
+        zones.push(Arc::new(CacheZone::new(name, settings)));
+    }
+    Ok(zones)
+}
+
+/// The zone a proxy route's `cache` key names.
+pub fn zone_named(
+    loc: &Locator<'_>,
+    route_key: &str,
+    name: &Spanned<String>,
+    zones: &[Arc<CacheZone>],
+) -> Result<Arc<CacheZone>, ConfigError> {
+    zones
+        .iter()
+        .find(|z| z.name == *name.get_ref())
+        .cloned()
+        .ok_or_else(|| {
+            loc.error(
+                name.span(),
+                &format!("{route_key}.cache"),
+                format!("no [cache.{}] table defines this cache", name.get_ref()),
+            )
+        })
+}

@@ -1,0 +1,150 @@
+//! One stored response: its head as the field lines a hit sends unchanged, its
+//! body in the chunks it arrived in (shared with the clients that streamed it
+//! while it was stored), what freshness needs, and the request header values
+//! its `Vary` selects on.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::control::ResponseDirectives;
+use super::evict::Evictable;
+use crate::http::request::RequestView;
+use crate::http1::grammar::list_elements;
+
+/// Bytes charged per object beyond its key, head and body: the index slot,
+/// this struct, the queue slot.
+pub const OBJECT_OVERHEAD: usize = 256;
+
+/// The `Vary` field names of a response with the request values they had.
+pub type VarySelection = Box<[(Box<str>, Option<Box<[u8]>>)]>;
+
+/// A stored response.
+pub struct StoredResponse {
+    /// The primary key it is stored under.
+    pub key: Box<[u8]>,
+    /// Hash of `key`, for the eviction ghost list.
+    pub key_hash: u64,
+    /// Final status.
+    pub status: u16,
+    /// End-to-end fields as `Name: value\r\n` lines, without `Age`.
+    pub fields: Box<[u8]>,
+    /// The body, in chunks.
+    pub body: Arc<[Arc<[u8]>]>,
+    /// Body bytes.
+    pub body_len: u64,
+    /// The `Vary` field names (lowercase) and the normalised request values
+    /// they had (`None` when the request had no such field).
+    pub vary: VarySelection,
+    /// The response's `Cache-Control`.
+    pub directives: ResponseDirectives,
+    /// Freshness lifetime (RFC 9111 §4.2.1).
+    pub lifetime: Duration,
+    /// Age when it arrived (§4.2.3 `corrected_initial_age`).
+    pub initial_age: Duration,
+    /// When it arrived (or was last refreshed by a 304).
+    pub stored_at: Instant,
+    /// `ETag`, for revalidation.
+    pub etag: Option<Box<[u8]>>,
+    /// `Last-Modified`, for revalidation.
+    pub last_modified: Option<Box<[u8]>>,
+    /// Hits since it entered its eviction queue.
+    pub freq: AtomicU8,
+    /// Cleared when it leaves the index (replaced, purged, evicted).
+    pub live: AtomicBool,
+    /// A mark that the key was found uncacheable (no response is stored):
+    /// requests go to the origin without collapsing until `lifetime` passes.
+    pub hit_for_miss: bool,
+    /// Set while a background refresh (stale-while-revalidate) runs, so only
+    /// one goes to the origin.
+    pub refreshing: AtomicBool,
+}
+
+impl StoredResponse {
+    /// Its age now (§4.2.3 `current_age`).
+    pub fn age(&self, now: Instant) -> Duration {
+        self.initial_age + now.saturating_duration_since(self.stored_at)
+    }
+
+    /// Whether its `Vary` selection matches `request`.
+    pub fn matches(&self, request: &RequestView<'_>) -> bool {
+        self.vary.iter().all(|(name, value)| {
+            let now = normalised_field(request, name);
+            now.as_deref() == value.as_deref()
+        })
+    }
+
+    /// Whether `other` was selected by the same request values.
+    pub fn same_variant(&self, other: &StoredResponse) -> bool {
+        self.vary == other.vary
+    }
+
+    /// The first field named `name` among the stored field lines.
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        crate::http::response::split_field_lines(&self.fields)
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
+}
+
+impl Evictable for StoredResponse {
+    fn charge(&self) -> usize {
+        self.key.len() + self.fields.len() + self.body_len as usize + OBJECT_OVERHEAD
+    }
+
+    fn freq(&self) -> &AtomicU8 {
+        &self.freq
+    }
+
+    fn key_hash(&self) -> u64 {
+        self.key_hash
+    }
+
+    fn live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
+}
+
+/// A request field as `Vary` compares it: every value of the name joined by
+/// commas, list elements trimmed, lowercase (so `gzip, br` and `GZIP,br`
+/// select the same variant).
+pub fn normalised_field(request: &RequestView<'_>, name: &str) -> Option<Box<[u8]>> {
+    let mut out: Option<Vec<u8>> = None;
+    for (n, v) in request.headers() {
+        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+            continue;
+        }
+        let out = out.get_or_insert_with(Vec::new);
+        for element in list_elements(v) {
+            if !out.is_empty() {
+                out.push(b',');
+            }
+            out.extend(element.iter().map(u8::to_ascii_lowercase));
+        }
+    }
+    out.map(Vec::into_boxed_slice)
+}
+
+/// The `Vary` names of a response (lowercase), and whether one is `*`.
+pub fn vary_names<'a>(values: impl Iterator<Item = &'a [u8]>) -> (Vec<Box<str>>, bool) {
+    let mut names = Vec::new();
+    let mut any = false;
+    for v in values {
+        for e in list_elements(v) {
+            if e == b"*" {
+                any = true;
+            } else if let Ok(s) = std::str::from_utf8(e) {
+                let s = s.to_ascii_lowercase().into_boxed_str();
+                if !names.contains(&s) {
+                    names.push(s);
+                }
+            }
+        }
+    }
+    (names, any)
+}
+
+/// Seconds since the epoch of an HTTP date, `None` when it is not one.
+pub fn http_date(value: &[u8]) -> Option<SystemTime> {
+    httpdate::parse_http_date(std::str::from_utf8(value).ok()?).ok()
+}

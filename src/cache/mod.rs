@@ -1,0 +1,23 @@
+//! A shared HTTP cache for proxy routes (RFC 9111), in named zones that
+//! routes share by naming them (`cache = "NAME"`).
+//!
+//! A zone ([`zone`]) is one index for every worker, read without a lock;
+//! [`policy`] holds the RFC 9111 decisions as pure functions over
+//! [`control`]'s directives; the proxy calls the cache through a tap
+//! ([`tap`], [`store`]) on its phases, so a route without a cache pays one
+//! branch. Concurrent misses of a key collapse into one upstream request
+//! ([`fill`], [`follow`]); hits are answered by [`answer`]; memory stays
+//! within the zone's budget under S3-FIFO eviction ([`evict`]).
+
+pub mod answer;
+pub mod configure;
+pub mod control;
+pub mod entry;
+pub mod evict;
+pub mod fill;
+pub mod follow;
+pub mod key;
+pub mod policy;
+pub mod store;
+pub mod tap;
+pub mod zone;

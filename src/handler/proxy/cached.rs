@@ -1,0 +1,166 @@
+//! A proxy route with a cache: the lookup before the phases, and the phases
+//! run with the cache's tap when the request goes to the origin. Fresh hits
+//! are answered without an upstream; a miss leads a collapsed fetch or
+//! follows one in progress; a stale response is revalidated; an unsafe
+//! method invalidates what it changed (RFC 9111 §4.4).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::error_page::answer_with_page;
+use super::{forward_with, ProxyRoute};
+use crate::cache::answer::answer_stored;
+use crate::cache::follow::{follow_fill, Followed};
+use crate::cache::policy::{usable, Usable};
+use crate::cache::store::{request_facts, CacheTap};
+use crate::cache::tap::{Instead, ResponseTap};
+use crate::cache::zone::{CacheZone, FillRole, Lookup};
+use crate::http::request::RequestView;
+use crate::http::Session;
+use crate::http1::parse::Method;
+use crate::http1::response::ParsedResponseHead as UpstreamHead;
+
+/// Serves a request on a route whose responses `zone` stores.
+pub(crate) async fn forward_cached<'h>(
+    session: &mut dyn Session<'h>,
+    route: &'h ProxyRoute,
+    zone: &Arc<CacheZone>,
+) {
+    let request = session.request();
+    let method = request.method();
+    let key = zone.settings.key.key_of(&request);
+    if !matches!(method, Method::Get | Method::Head) {
+        let safe = matches!(method, Method::Options | Method::Trace);
+        if safe {
+            forward_with(session, route, &mut PassTap::default()).await;
+            return;
+        }
+        let mut tap = PassTap::default();
+        forward_with(session, route, &mut tap).await;
+        invalidate(session, zone, &key, &tap);
+        return;
+    }
+    let facts = request_facts(&request);
+    let now = Instant::now();
+    let mut stale = None;
+    let mut hit_for_miss = false;
+    match zone.lookup(&key, &request, now) {
+        Lookup::Found(stored) => {
+            let age = stored.age(now);
+            match usable(stored.lifetime, age, &stored.directives, &facts.directives) {
+                Usable::Fresh => {
+                    zone.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    let ttl = stored.lifetime.saturating_sub(age).as_secs();
+                    let status = format!("pier; hit; ttl={ttl}");
+                    answer_stored(session, &stored, &status, now).await;
+                    return;
+                }
+                Usable::StaleAccepted | Usable::StaleWhileRevalidate => {
+                    zone.stats.stale.fetch_add(1, Ordering::Relaxed);
+                    let ttl = age.saturating_sub(stored.lifetime).as_secs();
+                    let status = format!("pier; hit; ttl=-{ttl}");
+                    answer_stored(session, &stored, &status, now).await;
+                    return;
+                }
+                Usable::Revalidate => stale = Some(stored),
+            }
+        }
+        Lookup::HitForMiss => hit_for_miss = true,
+        Lookup::Miss => {}
+    }
+    if facts.directives.only_if_cached {
+        answer_with_page(
+            session,
+            &route.error_pages,
+            504,
+            Some(("Cache-Status", b"pier; fwd=miss; detail=only-if-cached")),
+        );
+        return;
+    }
+    zone.stats.misses.fetch_add(1, Ordering::Relaxed);
+    if method == Method::Head || hit_for_miss {
+        let note = if hit_for_miss {
+            "; detail=hit-for-miss"
+        } else {
+            ""
+        };
+        let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale).with_note(note);
+        forward_with(session, route, &mut tap).await;
+        return;
+    }
+    match zone.begin_fill(&key) {
+        FillRole::Leader(guard) => {
+            let mut tap = CacheTap::new(zone.clone(), key, facts, Some(guard), stale);
+            forward_with(session, route, &mut tap).await;
+        }
+        FillRole::Follower(fill) => {
+            let timeout = zone.settings.lock_timeout;
+            if follow_fill(session, &fill, timeout, &zone.stats).await == Followed::Answered {
+                return;
+            }
+            let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale);
+            forward_with(session, route, &mut tap).await;
+        }
+    }
+}
+
+/// RFC 9111 §4.4: a non-error answer to an unsafe request invalidates the
+/// stored responses of its URI and of its `Location` and `Content-Location`
+/// on the same origin.
+fn invalidate(session: &dyn Session<'_>, zone: &CacheZone, key: &[u8], tap: &PassTap) {
+    if !tap.status.is_some_and(|s| (200..400).contains(&s)) {
+        return;
+    }
+    zone.purge(key);
+    let request: RequestView<'_> = session.request();
+    for uri in &tap.locations {
+        if let Some(k) = zone.settings.key.key_of_uri(&request, uri) {
+            zone.purge(&k);
+        }
+    }
+}
+
+/// The tap of a request the cache does not store: it notes the status and
+/// the locations an unsafe method's answer names.
+#[derive(Default)]
+struct PassTap {
+    status: Option<u16>,
+    locations: Vec<Box<[u8]>>,
+}
+
+impl ResponseTap for PassTap {
+    fn edit_upstream_head(&mut self, _: &mut Vec<u8>) {}
+
+    fn instead_of_error(&mut self) -> Option<Instead> {
+        None
+    }
+
+    fn instead_of_head(&mut self, _: &UpstreamHead, _: &[u8]) -> Option<Instead> {
+        None
+    }
+
+    fn on_head(
+        &mut self,
+        _: &RequestView<'_>,
+        resp: &UpstreamHead,
+        buf: &[u8],
+        _: &mut Vec<u8>,
+        _: Option<u64>,
+    ) {
+        self.status = Some(resp.status);
+        for name in ["location", "content-location"] {
+            if let Some(v) = resp.header(buf, name) {
+                self.locations.push(v.into());
+            }
+        }
+    }
+
+    fn on_body(&mut self, _: &[u8]) {}
+
+    fn storing(&self) -> bool {
+        false
+    }
+
+    fn on_end(&mut self, _: bool) {}
+}
