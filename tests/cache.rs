@@ -586,3 +586,101 @@ fn a_route_naming_an_unknown_cache_is_a_config_error() {
     assert!(err.contains("route[1].cache"), "{err}");
     assert!(err.contains(":9"), "names the line: {err}");
 }
+
+fn with_admin(origin: &Upstream) -> Pier {
+    let text = config(origin.addr, 1, "").replace(
+        "[cache.main]",
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[cache.main]",
+    );
+    Pier::with_config(&text, &[])
+}
+
+fn admin(pier: &Pier, raw: &str) -> common::Response {
+    get(pier.admin.expect("admin listener"), raw)
+}
+
+#[test]
+fn purge_by_exact_key_and_by_prefix_on_the_admin_listener() {
+    let origin = Upstream::start(|r| reply(200, &[("Cache-Control", "max-age=60")], &r.target));
+    let pier = with_admin(&origin);
+    for p in ["/img/a", "/img/b", "/doc"] {
+        get(pier.addr(), &req(p, ""));
+    }
+    let exact = admin(
+        &pier,
+        "PURGE /cache/main?key=http%3A%2F%2Fapp.test%2Fdoc HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    assert_eq!(exact.status, 200);
+    assert_eq!(exact.body, b"purged 1\n");
+    let prefix = admin(
+        &pier,
+        "DELETE /cache/main?prefix=http://app.test/img/ HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    assert_eq!(prefix.body, b"purged 2\n");
+    let none = admin(
+        &pier,
+        "PURGE /cache/main?key=nothing HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    assert_eq!(none.status, 404);
+    let unknown = admin(
+        &pier,
+        "PURGE /cache/other?key=x HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    assert_eq!(unknown.status, 404);
+    let get_refused = admin(&pier, "GET /cache/main?key=x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(get_refused.status, 405);
+    for p in ["/img/a", "/img/b", "/doc"] {
+        get(pier.addr(), &req(p, ""));
+        assert_eq!(
+            seen(&origin, p).len(),
+            2,
+            "{p} fetched again after the purge"
+        );
+    }
+}
+
+#[test]
+fn metrics_count_hits_misses_and_bytes() {
+    let origin = Upstream::start(|_| reply(200, &[("Cache-Control", "max-age=60")], "12345"));
+    let pier = with_admin(&origin);
+    get(pier.addr(), &req("/x", ""));
+    get(pier.addr(), &req("/x", ""));
+    get(pier.addr(), &req("/x", ""));
+    let metrics = admin(&pier, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+    let text = String::from_utf8(metrics.body).unwrap();
+    let value = |series: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .unwrap_or_else(|| panic!("{series} in {text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("pier_cache_hits_total{zone=\"main\"}"), 2);
+    assert_eq!(value("pier_cache_misses_total{zone=\"main\"}"), 1);
+    assert_eq!(value("pier_cache_stored_total{zone=\"main\"}"), 1);
+    assert_eq!(
+        value("pier_cache_objects{zone=\"main\",tier=\"memory\"}"),
+        1
+    );
+    let bytes = value("pier_cache_bytes{zone=\"main\",tier=\"memory\"}");
+    assert!((5..2048).contains(&bytes), "{bytes}");
+}
+
+#[test]
+fn a_reload_that_keeps_the_zone_keeps_what_it_stored() {
+    let origin = Upstream::start(|_| reply(200, &[("Cache-Control", "max-age=60")], "kept"));
+    let pier = start(&origin, "");
+    get(pier.addr(), &req("/r", ""));
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reloaded");
+    let after = get(pier.addr(), &req("/r", ""));
+    assert!(after
+        .header("cache-status")
+        .unwrap()
+        .starts_with("pier; hit"));
+    assert_eq!(seen(&origin, "/r").len(), 1);
+}

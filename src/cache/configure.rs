@@ -3,7 +3,7 @@
 //! the line and the key.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -42,6 +42,17 @@ pub fn build_zones(
     let mut zones = Vec::new();
     for (name, table) in raw.map(|r| r.get_ref().iter()).into_iter().flatten() {
         let c = table.get_ref();
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(loc.error(
+                table.span(),
+                &format!("cache.{name}"),
+                "a cache name is letters, digits, '-' and '_'",
+            ));
+        }
         let d = ZoneSettings::default();
         let size = |v: &Option<Spanned<RawSize>>, key: &str, default: usize, min: u64| {
             let Some(v) = v else { return Ok(default) };
@@ -85,9 +96,28 @@ pub fn build_zones(
             )?,
             key,
         };
-        zones.push(Arc::new(CacheZone::new(name, settings)));
+        zones.push(reuse_or_new(name, settings));
     }
     Ok(zones)
+}
+
+/// Zones of the configurations alive in this process, so a reload that keeps
+/// a zone's name and settings keeps what it stored.
+static LIVE_ZONES: Mutex<Vec<Weak<CacheZone>>> = Mutex::new(Vec::new());
+
+fn reuse_or_new(name: &str, settings: ZoneSettings) -> Arc<CacheZone> {
+    let mut live = LIVE_ZONES.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|w| w.strong_count() > 0);
+    let same = live
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|z| z.name == name && z.settings == settings);
+    if let Some(z) = same {
+        return z;
+    }
+    let zone = Arc::new(CacheZone::new(name, settings));
+    live.push(Arc::downgrade(&zone));
+    zone
 }
 
 /// The zone a proxy route's `cache` key names.

@@ -9,6 +9,7 @@
 //! ([`fill`], [`follow`]); hits are answered by [`answer`]; memory stays
 //! within the zone's budget under S3-FIFO eviction ([`evict`]).
 
+pub mod admin;
 pub mod answer;
 pub mod configure;
 pub mod control;

@@ -25,7 +25,7 @@ use crate::http::request::RequestView;
 pub const MAX_VARIANTS: usize = 16;
 
 /// A zone's settings, from its `[cache.NAME]` table.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneSettings {
     /// Bytes of memory for stored responses (keys, heads, bodies).
     pub memory: usize,

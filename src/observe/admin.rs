@@ -53,6 +53,12 @@ impl AdminPages {
             headers: Vec::new(),
             body,
         };
+        let caches = &self.status.current_config().caches;
+        if let Some((status, body)) =
+            crate::cache::admin::purge_page(caches, req.method_token(), req.path(), req.query())
+        {
+            return plain(status, TEXT, body);
+        }
         if !matches!(req.method(), Method::Get | Method::Head) {
             return plain(405, TEXT, "GET or HEAD only\n".into());
         }
@@ -61,6 +67,7 @@ impl AdminPages {
             let mut text = self.registry.render_prometheus();
             self.status.render_upstream_metrics(&mut text);
             self.status.render_file_io_metrics(&mut text);
+            crate::cache::admin::render_prometheus(&mut text, caches);
             return plain(200, "text/plain; version=0.0.4; charset=utf-8", text);
         }
         self.status

@@ -92,6 +92,11 @@ impl StatusState {
         }
     }
 
+    /// The configuration in force now (the cache zones the admin purges).
+    pub fn current_config(&self) -> Arc<Config> {
+        self.config.load().current.clone()
+    }
+
     /// A reload applied `next`, now bound to `listeners`. Called by the one
     /// thread that reloads, so the load-then-store below never races.
     pub fn reloaded(&self, next: Arc<Config>, listeners: Vec<String>) {
