@@ -684,3 +684,37 @@ fn a_reload_that_keeps_the_zone_keeps_what_it_stored() {
         .starts_with("pier; hit"));
     assert_eq!(seen(&origin, "/r").len(), 1);
 }
+
+#[test]
+fn stale_while_revalidate_serves_stale_at_once_and_refreshes_once_behind() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let count = n.clone();
+    let origin = Upstream::start(move |_| {
+        if count.fetch_add(1, Ordering::SeqCst) == 0 {
+            return reply(
+                200,
+                &[("Cache-Control", "max-age=1, stale-while-revalidate=60")],
+                "v1",
+            );
+        }
+        std::thread::sleep(Duration::from_millis(600));
+        reply(200, &[("Cache-Control", "max-age=60")], "v2")
+    });
+    let pier = Pier::with_config(&config(origin.addr, 2, ""), &[]);
+    get(pier.addr(), &req("/w", ""));
+    std::thread::sleep(Duration::from_millis(2100));
+    let started = Instant::now();
+    let stale = get(pier.addr(), &req("/w", ""));
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "answered without waiting for the origin"
+    );
+    assert_eq!(stale.body, b"v1");
+    assert!(stale.header("cache-status").unwrap().contains("hit"));
+    let during = get(pier.addr(), &req("/w", ""));
+    assert_eq!(during.body, b"v1");
+    std::thread::sleep(Duration::from_millis(1000));
+    let fresh = get(pier.addr(), &req("/w", ""));
+    assert_eq!(fresh.body, b"v2");
+    assert_eq!(seen(&origin, "/w").len(), 2, "one refresh");
+}

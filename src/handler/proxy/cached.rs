@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::error_page::answer_with_page;
+use super::refresh_session::RefreshSession;
 use super::{forward_with, ProxyRoute};
 use crate::cache::answer::answer_stored;
 use crate::cache::follow::{follow_fill, Followed};
@@ -17,7 +18,7 @@ use crate::cache::store::{request_facts, CacheTap};
 use crate::cache::tap::{Instead, ResponseTap};
 use crate::cache::zone::{CacheZone, FillRole, Lookup};
 use crate::http::request::RequestView;
-use crate::http::Session;
+use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
 use crate::http1::response::ParsedResponseHead as UpstreamHead;
 
@@ -56,11 +57,23 @@ pub(crate) async fn forward_cached<'h>(
                     answer_stored(session, &stored, &status, now).await;
                     return;
                 }
-                Usable::StaleAccepted | Usable::StaleWhileRevalidate => {
+                u @ (Usable::StaleAccepted | Usable::StaleWhileRevalidate) => {
                     zone.stats.stale.fetch_add(1, Ordering::Relaxed);
                     let ttl = age.saturating_sub(stored.lifetime).as_secs();
                     let status = format!("pier; hit; ttl=-{ttl}");
                     answer_stored(session, &stored, &status, now).await;
+                    // One refresh per stale response, by the first request
+                    // that served it, once its client has the whole answer.
+                    if u == Usable::StaleWhileRevalidate
+                        && !stored.refreshing.swap(true, Ordering::AcqRel)
+                        && session.flush_body().await.is_ok()
+                    {
+                        let mut tap =
+                            CacheTap::new(zone.clone(), key, facts, None, Some(stored.clone()));
+                        let mut sink = RefreshSession { inner: session };
+                        forward_with(&mut sink, route, &mut tap).await;
+                        stored.refreshing.store(false, Ordering::Release);
+                    }
                     return;
                 }
                 Usable::Revalidate => stale = Some(stored),

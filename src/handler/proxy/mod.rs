@@ -40,6 +40,7 @@ pub mod h2_request;
 pub mod health;
 pub mod log;
 pub mod pool;
+mod refresh_session;
 pub mod relay_body;
 pub mod request_filter;
 pub mod request_info;
