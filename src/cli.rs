@@ -1,7 +1,7 @@
 //! Command-line flags. Flags override the configuration file where both speak.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -45,30 +45,22 @@ pub struct ServeArgs {
     /// Plain HTTP listen address (repeatable); replaces the config's plain listeners.
     #[arg(long)]
     pub listen: Vec<SocketAddr>,
-    /// HTTPS listen address of the embedded default (default 127.0.0.1:8443).
+    /// HTTPS listen address of the embedded default (default 127.0.0.1:8443); it
+    /// serves `--tls-cert`, or a generated certificate.
     #[arg(long)]
     pub tls_listen: Option<SocketAddr>,
-    /// Certificate chain (PEM) for the embedded HTTPS listener instead of a generated one.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key (PEM) matching `--tls-cert`.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    /// The embedded HTTPS listener's certificate instead of a generated one.
+    #[command(flatten)]
+    pub cert: CertKeyArgs,
     /// Turn off the embedded HTTPS listener.
     #[arg(long)]
     pub no_tls: bool,
     /// Document root for static routes (default: the current directory).
     #[arg(long)]
     pub root: Option<PathBuf>,
-    /// Worker threads, each with its own event loop (default: available cores).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Pin worker N to CPU N.
-    #[arg(long)]
-    pub pin_cpus: bool,
-    /// Log format on stderr.
-    #[arg(long, value_enum, default_value_t)]
-    pub log_format: StderrLogFormat,
+    /// Workers, stderr log format, PID file.
+    #[command(flatten)]
+    pub process: ProcessArgs,
     /// Reverse-proxy every request to this server (`http://host:port` or
     /// `https://host:port`) instead of serving files.
     #[arg(long, value_name = "URL")]
@@ -77,10 +69,6 @@ pub struct ServeArgs {
     /// sets `admin.allow_remote`).
     #[arg(long, value_name = "ADDR")]
     pub admin: Option<SocketAddr>,
-    /// Write the process ID here once serving (for `pier upgrade --pid-file`);
-    /// a binary upgrade rewrites it with the new process's ID.
-    #[arg(long, value_name = "FILE")]
-    pub pid_file: Option<PathBuf>,
     /// Log every answered request to this file (appended), or to standard output
     /// with `-`; replaces the config's `[access_log] path`.
     #[arg(long, value_name = "PATH|-")]
@@ -120,17 +108,53 @@ impl ServeArgs {
         Overrides {
             listen: self.listen.clone(),
             tls_listen: self.tls_listen,
-            tls_cert: self.tls_cert.clone(),
-            tls_key: self.tls_key.clone(),
+            tls_cert: self.cert.tls_cert.clone(),
+            tls_key: self.cert.tls_key.clone(),
             no_tls: self.no_tls,
             root: self.root.clone(),
-            workers: self.workers,
-            pin_cpus: self.pin_cpus,
+            workers: self.process.workers,
+            pin_cpus: self.process.pin_cpus,
             proxy: self.proxy.clone(),
             admin: self.admin,
             access_log: self.access_log.clone(),
             access_log_format: self.access_log_format.map(|f| f.as_config().to_string()),
         }
+    }
+}
+
+/// How a serving process runs: the same flags for `serve` and `tunnel`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ProcessArgs {
+    /// Worker threads, each with its own event loop (default: available cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Pin worker N to CPU N.
+    #[arg(long)]
+    pub pin_cpus: bool,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t)]
+    pub log_format: StderrLogFormat,
+    /// Write the process ID here once serving (for `pier upgrade --pid-file`);
+    /// a binary upgrade rewrites it with the new process's ID.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+}
+
+/// A certificate chain and its private key, from PEM files, given together.
+#[derive(Debug, Args, Default, Clone)]
+pub struct CertKeyArgs {
+    /// Certificate chain (PEM) that TLS is terminated with; needs `--tls-key`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) matching `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl CertKeyArgs {
+    /// The certificate and key files, when both were given.
+    pub fn pair(&self) -> Option<(&Path, &Path)> {
+        Some((self.tls_cert.as_deref()?, self.tls_key.as_deref()?))
     }
 }
 
@@ -148,15 +172,13 @@ pub struct EchoArgs {
     /// Address to listen on (every worker binds it with SO_REUSEPORT).
     #[arg(long)]
     pub listen: SocketAddr,
-    /// Terminate TLS (with a generated certificate unless `--tls-cert` is given).
+    /// Terminate TLS, with a generated certificate unless `--tls-cert` is given
+    /// (which implies this flag).
     #[arg(long)]
     pub tls: bool,
-    /// Certificate chain (PEM); implies `--tls`.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key (PEM) matching `--tls-cert`.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    /// A certificate instead of a generated one (implies `--tls`).
+    #[command(flatten)]
+    pub cert: CertKeyArgs,
     /// Worker threads, each with its own event loop (default: available cores).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -171,30 +193,18 @@ pub struct TunnelArgs {
     /// Upstream `host:port` every stream is forwarded to.
     #[arg(long, value_name = "HOST:PORT")]
     pub to: String,
-    /// Certificate chain (PEM); with `--tls-key`, TLS is terminated here.
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key (PEM) matching `--tls-cert`.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
+    /// With a certificate, TLS is terminated here; without, streams are plain TCP.
+    #[command(flatten)]
+    pub cert: CertKeyArgs,
     /// Send a PROXY protocol header (`v1` or `v2`) to the upstream first.
     #[arg(long, value_name = "v1|v2")]
     pub proxy_protocol: Option<String>,
     /// Close a stream idle this long in both directions (e.g. `5m`).
     #[arg(long, value_name = "DURATION")]
     pub idle_timeout: Option<String>,
-    /// Worker threads (default: available cores).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Pin worker N to CPU N.
-    #[arg(long)]
-    pub pin_cpus: bool,
-    /// Log format on stderr.
-    #[arg(long, value_enum, default_value_t)]
-    pub log_format: StderrLogFormat,
-    /// Write the process ID here once serving; an upgrade rewrites it.
-    #[arg(long, value_name = "FILE")]
-    pub pid_file: Option<PathBuf>,
+    /// Workers, stderr log format, PID file.
+    #[command(flatten)]
+    pub process: ProcessArgs,
 }
 
 impl TunnelArgs {
@@ -204,17 +214,17 @@ impl TunnelArgs {
     pub fn config_text(&self) -> String {
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         let mut text = String::from("[server]\n");
-        if let Some(w) = self.workers {
+        if let Some(w) = self.process.workers {
             text.push_str(&format!("workers = {w}\n"));
         }
-        if self.pin_cpus {
+        if self.process.pin_cpus {
             text.push_str("pin_cpus = true\n");
         }
         text.push_str(&format!(
             "[[listener]]\nlisten = {}\nkind = \"tcp\"\nupstream = \"tunnel\"\n",
             q(&self.listen.to_string())
         ));
-        if let (Some(c), Some(k)) = (&self.tls_cert, &self.tls_key) {
+        if let Some((c, k)) = self.cert.pair() {
             text.push_str(&format!(
                 "tls = {{ cert = {}, key = {} }}\n",
                 q(&c.display().to_string()),

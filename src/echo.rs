@@ -33,9 +33,9 @@ pub fn run(args: EchoArgs) -> anyhow::Result<()> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let tls = if args.tls || args.tls_cert.is_some() {
-        let (ck, origin) = match (&args.tls_cert, &args.tls_key) {
-            (Some(c), Some(k)) => {
+    let tls = if args.tls || args.cert.tls_cert.is_some() {
+        let (ck, origin) = match args.cert.pair() {
+            Some((c, k)) => {
                 let (c, k) = (c.display().to_string(), k.display().to_string());
                 let ck = crate::tls::load_pem(&c, &k).map_err(|e| anyhow::anyhow!(e.message))?;
                 (ck, c)

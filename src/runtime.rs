@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
 use crate::binary_upgrade::{self, Inherited};
-use crate::cli::{BinaryUpgradeArgs, CheckArgs, ServeArgs, TunnelArgs};
+use crate::cli::{BinaryUpgradeArgs, CheckArgs, ProcessArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
@@ -53,16 +53,14 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
 
 /// `pier serve`: run until SIGTERM or SIGINT has drained.
 pub fn run_server(args: ServeArgs) -> anyhow::Result<()> {
-    crate::logging::init(args.log_format);
-    let pid_file = args.pid_file.clone();
-    run(Source::Serve(args), pid_file)
+    let process = args.process.clone();
+    run(Source::Serve(args), process)
 }
 
 /// `pier tunnel`: a TLS terminator (or plain TCP forwarder) built from flags.
 pub fn run_tunnel(args: TunnelArgs) -> anyhow::Result<()> {
-    crate::logging::init(args.log_format);
-    let pid_file = args.pid_file.clone();
-    run(Source::Tunnel(args), pid_file)
+    let process = args.process.clone();
+    run(Source::Tunnel(args), process)
 }
 
 /// `pier upgrade`: asks a running Pier to replace itself with the binary at its
@@ -180,7 +178,9 @@ enum Exit {
 }
 
 /// Runs a configuration until SIGTERM or SIGINT (or a binary upgrade) has drained.
-fn run(source: Source, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
+fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
+    crate::logging::init(process.log_format);
+    let pid_file = process.pid_file;
     let exe = binary_upgrade::startup_exe();
     let mut inherited =
         Inherited::from_env().context("cannot take the sockets of the replaced process")?;
