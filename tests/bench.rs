@@ -7,55 +7,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::bench_run::{bench, bench_json, BENCH_SERVER};
 use common::Pier;
 use serde_json::Value;
-
-const SERVER: &str = r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[[listener]]
-listen = "127.0.0.1:0"
-tls = { self_signed = true }
-[[route]]
-path = "/"
-handler = "respond"
-status = 200
-body = "Hello, World!"
-[[route]]
-path = "/teapot"
-handler = "respond"
-status = 418
-body = "short and stout"
-"#;
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pier"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .expect("run pier bench")
-}
-
-/// Runs `pier bench` with `--json`, expects exit 0, returns the object.
-fn bench_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = bench(&all);
-    assert!(
-        out.status.success(),
-        "pier bench {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
 
 fn errors_total(v: &Value) -> u64 {
     v["errors"]
@@ -117,7 +76,7 @@ fn bench_json_unanswered(args: &[&str]) -> (Value, String) {
 
 #[test]
 fn exact_request_count_with_n_over_threads_and_connections() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let url = format!("http://{}/", pier.http[0]);
     let v = bench_json(&["http", &url, "-n", "1000", "-c", "7", "-t", "2"]);
     assert_eq!(v["requests"], 1000);
@@ -137,7 +96,7 @@ fn exact_request_count_with_n_over_threads_and_connections() {
 
 #[test]
 fn statuses_are_counted_by_code_and_pipelining_keeps_counts_exact() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let url = format!("http://{}/teapot", pier.http[0]);
     let v = bench_json(&["http", &url, "-n", "500", "-c", "3", "--depth", "8"]);
     assert_eq!(v["requests"], 500);
@@ -282,7 +241,7 @@ fn open_loop_rate_shows_a_stall_that_closed_loop_hides() {
 
 #[test]
 fn https_needs_trust_and_insecure_or_cacert_give_it() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let url = format!("https://{}/", pier.https[0]);
     let out = bench(&["http", &url, "-n", "10"]);
     assert_eq!(out.status.code(), Some(1));
@@ -571,7 +530,7 @@ fn check_svg(path: &std::path::Path, lines: usize, labels: &[&str]) {
 
 #[test]
 fn sweeps_write_csv_and_svg() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("http");
     let out = Command::new(env!("CARGO_BIN_EXE_pier"))
@@ -706,7 +665,7 @@ fn new_connection_per_request_and_open_loop_use_the_general_engine_correctly() {
     assert_eq!(v["requests"], 0);
 
     // Open loop with -n: exactly n requests, sent at the rate.
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let started = Instant::now();
     let v = bench_json(&[
         "http",
@@ -785,7 +744,7 @@ fn pier_closing_idle_keep_alive_connections_is_counted() {
     // Pier closes a keep-alive connection idle for 100 ms; at 2 requests/s per
     // connection every other request finds its connection closed.
     let pier = Pier::with_config(
-        &SERVER.replace(
+        &BENCH_SERVER.replace(
             "[server]",
             "[http]\nkeepalive_timeout = \"100ms\"\n[server]",
         ),

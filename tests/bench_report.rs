@@ -7,51 +7,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
+use common::bench_run::{bench, bench_json, BENCH_SERVER};
 use common::Pier;
 use serde_json::Value;
-
-const SERVER: &str = r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[[listener]]
-listen = "127.0.0.1:0"
-tls = { self_signed = true }
-[[route]]
-path = "/"
-handler = "respond"
-status = 200
-body = "Hello, World!"
-[[route]]
-path = "/teapot"
-handler = "respond"
-status = 418
-body = "short and stout"
-"#;
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pier"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .expect("run pier bench")
-}
-
-fn bench_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = bench(&all);
-    assert!(
-        out.status.success(),
-        "pier bench {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("a JSON report")
-}
 
 fn us(v: &Value, key: &str, p: &str) -> u64 {
     v[key][p]
@@ -81,7 +42,7 @@ fn check_per_connection(v: &Value, connections: u64) {
 
 #[test]
 fn http_report_times_connects_and_first_bytes_per_connection() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let plain = format!("http://{}/", pier.http[0]);
     // Closed loop on plain TCP (the epoll engine): one connect per connection.
     let v = bench_json(&["http", &plain, "-n", "90", "-c", "3"]);
@@ -174,7 +135,7 @@ fn circle_xs(svg: &str) -> Vec<f64> {
 
 #[test]
 fn sweep_draws_latency_beside_throughput_on_a_log_axis_one_line_per_url() {
-    let pier = Pier::with_config(SERVER, &[]);
+    let pier = Pier::with_config(BENCH_SERVER, &[]);
     let dir = tempfile::tempdir().unwrap();
     let prefix = dir.path().join("sweep");
     // Two paths on one server: two lines, labelled by URL.

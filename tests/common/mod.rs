@@ -2,6 +2,7 @@
 //! bytes over std sockets.
 #![allow(dead_code)]
 
+pub mod bench_run;
 pub mod h2raw;
 pub mod pebble;
 pub mod tls;
