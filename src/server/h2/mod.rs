@@ -18,6 +18,8 @@ mod flood;
 mod request;
 mod send;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use std::cell::Cell;
 use std::io;
