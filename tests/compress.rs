@@ -18,6 +18,10 @@ const CONFIG: &str = r#"
 [[listener]]
 listen = "127.0.0.1:0"
 
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+
 [[upstream]]
 name = "app"
 servers = [{ address = "{upstream}" }]
@@ -394,5 +398,41 @@ fn curl_decodes_what_pier_compresses() {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
         assert_eq!(out.stdout, text(1000), "{coding}");
+    }
+}
+
+#[test]
+fn http2_clients_get_the_same_encodings() {
+    if which("curl").is_none() {
+        eprintln!("curl not installed; skipped");
+        return;
+    }
+    let s = site();
+    for (path, want) in [("/page.html", text(1000)), ("/up/chunked", text(2000))] {
+        let url = format!("http://{}{path}", s.pier.http[1]);
+        for coding in ["gzip", "br", "zstd"] {
+            let out = Command::new("curl")
+                .args([
+                    "-sS",
+                    "--http2-prior-knowledge",
+                    "--compressed",
+                    "-D",
+                    "-",
+                    "-H",
+                ])
+                .arg(format!("Accept-Encoding: {coding}"))
+                .arg(&url)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let split = find(&out.stdout, b"\r\n\r\n").unwrap();
+            let head = String::from_utf8_lossy(&out.stdout[..split]).to_ascii_lowercase();
+            assert!(head.starts_with("http/2 200"), "{head}");
+            assert!(
+                head.contains(&format!("content-encoding: {coding}")),
+                "{head}"
+            );
+            assert_eq!(&out.stdout[split + 4..], &want[..], "{path} {coding}");
+        }
     }
 }
