@@ -718,3 +718,37 @@ fn stale_while_revalidate_serves_stale_at_once_and_refreshes_once_behind() {
     assert_eq!(fresh.body, b"v2");
     assert_eq!(seen(&origin, "/w").len(), 2, "one refresh");
 }
+
+#[test]
+fn the_access_log_records_the_cache_outcome() {
+    let origin = Upstream::start(|_| reply(200, &[("Cache-Control", "max-age=60")], "logged"));
+    let text = config(origin.addr, 1, "").replace(
+        "[cache.main]",
+        "[access_log]\npath = \"{dir}/access.log\"\nformat = \"json\"\nflush_interval = \"50ms\"\n[cache.main]",
+    );
+    let pier = Pier::with_config(&text, &[]);
+    get(pier.addr(), &req("/log", ""));
+    get(pier.addr(), &req("/log", ""));
+    get(
+        pier.addr(),
+        "POST /log HTTP/1.1\r\nHost: app.test\r\nContent-Length: 0\r\n\r\n",
+    );
+    let path = pier.root().join("access.log");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let lines = loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= 3 || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let outcomes: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["cache"].as_str().unwrap_or("null").to_string()
+        })
+        .collect();
+    assert_eq!(outcomes, ["miss", "hit", "bypass"]);
+}

@@ -103,6 +103,11 @@ pub trait Session<'h> {
     /// Records the upstream server that answered (or failed) and the time to
     /// its response head, for the access log.
     fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration);
+
+    /// Records how a cache answered (`hit`, `miss`, `stale`, `revalidated`,
+    /// `expired`, `collapsed`), for the access log; drivers that do not log
+    /// it ignore it.
+    fn note_cache(&mut self, _outcome: &'static str) {}
 }
 
 /// `async` conveniences over the poll methods.

@@ -245,6 +245,8 @@ pub struct Entry<'a> {
     pub upstream: Option<SocketAddr>,
     /// From the start of proxying to the upstream's response head.
     pub upstream_time: Option<Duration>,
+    /// How a cache answered (`hit`, `miss`, ...) on routes with a cache.
+    pub cache: Option<&'static str>,
 }
 
 /// Second-resolution timestamps, formatted once per second per worker.
@@ -403,6 +405,11 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     if let Some(id) = e.stream {
         let _ = write!(out, " stream={id}");
     }
+    // Only routes with a cache add the outcome, so other lines keep their shape.
+    if let Some(c) = e.cache {
+        out.extend_from_slice(b" cache=");
+        out.extend_from_slice(c.as_bytes());
+    }
     out.push(b'\n');
 }
 
@@ -471,6 +478,15 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
         Some(t) => push_ms(out, t),
         None => out.extend_from_slice(b"null"),
     }
+    // The outcomes are fixed words: no escaping needed.
+    match e.cache {
+        Some(c) => {
+            out.extend_from_slice(b",\"cache\":\"");
+            out.extend_from_slice(c.as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b",\"cache\":null"),
+    }
     out.extend_from_slice(b"}\n");
 }
 
@@ -506,6 +522,7 @@ mod tests {
             }),
             upstream: Some("127.0.0.1:8080".parse().unwrap()),
             upstream_time: Some(Duration::from_millis(1)),
+            cache: None,
         }
     }
 

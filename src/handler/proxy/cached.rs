@@ -35,11 +35,13 @@ pub(crate) async fn forward_cached<'h>(
         let safe = matches!(method, Method::Options | Method::Trace);
         if safe {
             forward_with(session, route, &mut PassTap::default()).await;
+            session.note_cache("bypass");
             return;
         }
         let mut tap = PassTap::default();
         forward_with(session, route, &mut tap).await;
         invalidate(session, zone, &key, &tap);
+        session.note_cache("bypass");
         return;
     }
     let facts = request_facts(&request);
@@ -55,6 +57,7 @@ pub(crate) async fn forward_cached<'h>(
                     let ttl = stored.lifetime.saturating_sub(age).as_secs();
                     let status = format!("pier; hit; ttl={ttl}");
                     answer_stored(session, &stored, &status, now).await;
+                    session.note_cache("hit");
                     return;
                 }
                 u @ (Usable::StaleAccepted | Usable::StaleWhileRevalidate) => {
@@ -62,6 +65,7 @@ pub(crate) async fn forward_cached<'h>(
                     let ttl = age.saturating_sub(stored.lifetime).as_secs();
                     let status = format!("pier; hit; ttl=-{ttl}");
                     answer_stored(session, &stored, &status, now).await;
+                    session.note_cache("stale");
                     // One refresh per stale response, by the first request
                     // that served it, once its client has the whole answer.
                     if u == Usable::StaleWhileRevalidate
@@ -89,6 +93,7 @@ pub(crate) async fn forward_cached<'h>(
             504,
             Some(("Cache-Status", b"pier; fwd=miss; detail=only-if-cached")),
         );
+        session.note_cache("miss");
         return;
     }
     zone.stats.misses.fetch_add(1, Ordering::Relaxed);
@@ -100,20 +105,24 @@ pub(crate) async fn forward_cached<'h>(
         };
         let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale).with_note(note);
         forward_with(session, route, &mut tap).await;
+        session.note_cache(tap.outcome);
         return;
     }
     match zone.begin_fill(&key) {
         FillRole::Leader(guard) => {
             let mut tap = CacheTap::new(zone.clone(), key, facts, Some(guard), stale);
             forward_with(session, route, &mut tap).await;
+            session.note_cache(tap.outcome);
         }
         FillRole::Follower(fill) => {
             let timeout = zone.settings.lock_timeout;
             if follow_fill(session, &fill, timeout, &zone.stats).await == Followed::Answered {
+                session.note_cache("collapsed");
                 return;
             }
             let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale);
             forward_with(session, route, &mut tap).await;
+            session.note_cache(tap.outcome);
         }
     }
 }

@@ -122,6 +122,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
         l.client = None;
         self.status = 0;
         self.upstream = None;
+        self.cache_outcome = None;
         l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
         l.head_end = l.out_mark;
         l.head_done = false;
@@ -184,6 +185,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
             }),
             upstream: self.upstream.map(|u| u.0),
             upstream_time: self.upstream.map(|u| u.1),
+            cache: self.cache_outcome,
         });
     }
 }

@@ -74,6 +74,8 @@ pub struct Http1Conn<'a, D> {
     pub(crate) status: u16,
     /// Upstream server and time to its response head, set by the proxy for the log.
     pub(crate) upstream: Option<(SocketAddr, Duration)>,
+    /// How the cache answered the request, for the access log.
+    pub(crate) cache_outcome: Option<&'static str>,
     /// Route of the request being answered (`Route::index`), for the metrics.
     route_slot: usize,
     /// Set when the connection ends with input left unread (a request body the
@@ -129,6 +131,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         sent: 0,
         status: 0,
         upstream: None,
+        cache_outcome: None,
         route_slot: ROUTE_NONE,
         linger_on_close: false,
         logged: None,

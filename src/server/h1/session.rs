@@ -264,4 +264,8 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
     fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
         self.upstream = Some((addr, elapsed));
     }
+
+    fn note_cache(&mut self, outcome: &'static str) {
+        self.cache_outcome = Some(outcome);
+    }
 }
