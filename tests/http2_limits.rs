@@ -433,3 +433,52 @@ fn a_drain_sends_goaway_and_finishes_the_streams_in_flight() {
     assert!(c.closed_within(Duration::from_secs(5)));
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn a_reload_sends_goaway_to_the_old_configuration_s_connections() {
+    let pier = Pier::with_config(&config("", "[http]\nkeepalive_timeout = \"300ms\"\n"), &[]);
+    let mut old = RawH2::connect(pier.addr());
+    assert_eq!(raw_get(&mut old, 1, "/fixed").unwrap().kind, h2raw::HEADERS);
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reloaded");
+    // One keepalive_timeout after the reload the old generation drains.
+    let goaway = old
+        .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY)
+        .expect("a GOAWAY after the reload");
+    assert_eq!(goaway.error_code(), Some(0));
+    assert!(old.closed_within(Duration::from_secs(5)));
+    let mut new = RawH2::connect(pier.addr());
+    assert_eq!(raw_get(&mut new, 1, "/fixed").unwrap().kind, h2raw::HEADERS);
+}
+
+#[test]
+fn max_connections_counts_http2_connections() {
+    let pier = Pier::with_config(
+        &config("", "[server]\nworkers = 1\nmax_connections = 2\n"),
+        &[],
+    );
+    let mut first = RawH2::connect(pier.addr());
+    let mut second = RawH2::connect(pier.addr());
+    assert_eq!(
+        raw_get(&mut first, 1, "/fixed").unwrap().kind,
+        h2raw::HEADERS
+    );
+    assert_eq!(
+        raw_get(&mut second, 1, "/fixed").unwrap().kind,
+        h2raw::HEADERS
+    );
+    // The third waits in the backlog while two h2 connections are open...
+    let mut third = RawH2::connect(pier.addr());
+    third.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&get_fields("/fixed")),
+    ));
+    assert!(third.next_frame(Duration::from_millis(700)).is_none());
+    // ...and is served once one of them closes.
+    drop(first);
+    let answer = third.wait_for(Duration::from_secs(5), |f| f.stream == 1);
+    assert_eq!(answer.map(|f| f.kind), Some(h2raw::HEADERS));
+}
