@@ -7,24 +7,13 @@
 mod common;
 
 use std::io::{ErrorKind, Read};
-use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::process::Command;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{connect, Pier, Reader, Response};
-use socket2::{Domain, Socket, Type};
+use common::{check_config, connect, connect_from, Pier, Reader, Response};
 
 /// A connection to `to` from the source address `from` (any of 127.0.0.0/8
 /// on Linux loopback), so a test can be many clients.
-fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
-    let socket = Socket::new(Domain::for_address(to), Type::STREAM, None).unwrap();
-    socket.bind(&SocketAddr::new(from, 0).into()).unwrap();
-    socket.connect(&to.into()).unwrap();
-    let s: TcpStream = socket.into();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s
-}
-
 fn get_on(stream: TcpStream, path: &str, extra: &str) -> Response {
     let mut r = Reader::new(stream);
     r.send(
@@ -482,13 +471,9 @@ fn access_config_errors_name_file_line_and_key() {
     let path = dir.path().join("pier.toml");
     let check = |config: &str| {
         std::fs::write(&path, config).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-            .args(["check", "--config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{config}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        let (code, err) = check_config(&path);
+        assert_eq!(code, Some(2), "{config}");
+        err
     };
     let head = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"respond\"\n";
     let err = check(&format!("{head}allow = [\"10.0.0.0/8\", \"10.1.2.3/8\"]\n"));

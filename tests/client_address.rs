@@ -6,26 +6,15 @@
 
 mod common;
 
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{Pier, Reader, Response};
-use socket2::{Domain, Socket, Type};
-
-fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let from: IpAddr = from.parse().unwrap();
-    let socket = Socket::new(Domain::for_address(to), Type::STREAM, None).unwrap();
-    socket.bind(&SocketAddr::new(from, 0).into()).unwrap();
-    socket.connect(&to.into()).unwrap();
-    let s: TcpStream = socket.into();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s
-}
+use common::{assert_config_error, connect_from, Pier, Reader, Response};
 
 /// Sends `before` (a PROXY line, or nothing) and a GET of `path` with `extra`
 /// header lines from the local address `from`.
 fn exchange(from: &str, to: SocketAddr, before: &str, path: &str, extra: &str) -> Response {
-    let mut r = Reader::new(connect_from(from, to));
+    let mut r = Reader::new(connect_from(from.parse().unwrap(), to));
     r.send(
         format!("{before}GET {path} HTTP/1.1\r\nHost: t\r\n{extra}Connection: close\r\n\r\n")
             .as_bytes(),
@@ -200,18 +189,5 @@ fn listener_trust_errors_name_file_line_and_key() {
          [[route]]\nhandler = \"respond\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!(
-            "{}:3: listener[1].trusted_proxies[2]",
-            path.display()
-        )),
-        "{err}"
-    );
+    assert_config_error(&path, 3, "listener[1].trusted_proxies[2]");
 }

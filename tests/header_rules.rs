@@ -8,7 +8,7 @@ use std::process::Command;
 
 use common::tls::{connect_tls, recording_client, tls_get, tls_request};
 use common::upstream::{Reply, Upstream};
-use common::{get, which, Pier, Response};
+use common::{assert_config_error, get, which, Pier, Response};
 
 const STATIC: &str = r#"
 [[listener]]
@@ -287,17 +287,7 @@ fn check_error(config: &str, want_line: usize, want_key: &str, want_text: &str) 
     std::fs::create_dir(dir.path().join("site")).unwrap();
     let path = dir.path().join("pier.toml");
     std::fs::write(&path, config).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{config}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("{}:{want_line}: {want_key}", path.display())),
-        "want line {want_line} key {want_key}: {err}"
-    );
+    let err = assert_config_error(&path, want_line, want_key);
     assert!(err.contains(want_text), "{err}");
     assert!(!err.contains("Error {") && !err.contains("Some("), "{err}");
 }

@@ -7,10 +7,9 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
 use common::upstream::{Reply, Upstream};
-use common::{connect, get, Pier, Reader};
+use common::{assert_config_error, check_config, connect, get, Pier, Reader};
 
 const PAGE_502: &str = "<h1>We will be right back</h1>\n";
 const PAGE_504: &str = "{\"error\": \"slow\"}\n";
@@ -220,17 +219,7 @@ fn a_missing_page_is_a_config_error_naming_file_line_and_key() {
          upstream = \"app\"\nerror_pages = { 502 = \"nowhere.html\" }\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("{}:9: route[1].error_pages.502", path.display())),
-        "{err}"
-    );
+    let err = assert_config_error(&path, 9, "route[1].error_pages.502");
     // A relative page is looked for beside the config file.
     assert!(
         err.contains(&dir.path().join("nowhere.html").display().to_string()),
@@ -238,15 +227,6 @@ fn a_missing_page_is_a_config_error_naming_file_line_and_key() {
     );
 
     std::fs::write(dir.path().join("nowhere.html"), "here").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, err) = check_config(&path);
+    assert_eq!(code, Some(0), "{err}");
 }

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::tls::{connect_tls, recording_client, tls_request};
-use common::{get, which, Pier};
+use common::{assert_config_error, get, which, Pier};
 
 const CONFIG: &str = r#"
 [[listener]]
@@ -122,17 +122,7 @@ fn check_error(route: &str, want_line: usize, want_key: &str, want_text: &str) {
     let path = dir.path().join("pier.toml");
     let text = format!("[[listener]]\nlisten = \"127.0.0.1:0\"\n\n[[route]]\n{route}");
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("{}:{want_line}: {want_key}", path.display())),
-        "want line {want_line} key {want_key}: {err}"
-    );
+    let err = assert_config_error(&path, want_line, want_key);
     assert!(err.contains(want_text), "{err}");
 }
 

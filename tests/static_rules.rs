@@ -5,10 +5,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::tls::{connect_tls, recording_client, tls_get, tls_request};
-use common::{get, Pier, Response};
+use common::{assert_config_error, get, Pier, Response};
 
 /// A site: `index.html`, `app.js`, `404.html`, dot-files and a listing directory.
 fn site() -> tempfile::TempDir {
@@ -264,17 +262,7 @@ fn check_error(route_keys: &str, top: &str, want_line: usize, want_key: &str, wa
         "[[listener]]\nlisten = \"127.0.0.1:0\"\n{top}\n[[route]]\nhandler = \"static\"\nroot = \"site\"\n{route_keys}"
     );
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{route_keys}{top}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!("{}:{want_line}: {want_key}", path.display())),
-        "want line {want_line} key {want_key}: {err}"
-    );
+    let err = assert_config_error(&path, want_line, want_key);
     assert!(err.contains(want_text), "{err}");
 }
 

@@ -223,6 +223,18 @@ fn parse_stream_listeners(line: &str) -> Vec<SocketAddr> {
 }
 
 /// Connects with read/write timeouts so a broken server fails the test instead of hanging it.
+/// A connection to `to` from the local address `from` (any of 127.0.0.0/8
+/// on loopback), for tests that need clients with different addresses.
+pub fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(to), Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(from, 0).into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    let s: TcpStream = socket.into();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
 pub fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -352,4 +364,29 @@ pub fn which(bin: &str) -> Option<PathBuf> {
         .split(':')
         .map(|d| Path::new(d).join(bin))
         .find(|p| p.is_file())
+}
+
+/// Runs `pier check --config <path>`: its exit code and its standard error.
+pub fn check_config(path: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
+        .args(["check", "--config"])
+        .arg(path)
+        .output()
+        .expect("run pier check");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `pier check` on `path`, which must be refused with exit code 2 and
+/// an error at `path:line` naming `key`; returns the error for more checks.
+pub fn assert_config_error(path: &Path, line: usize, key: &str) -> String {
+    let (code, err) = check_config(path);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:{line}: {key}", path.display())),
+        "want line {line} key {key}: {err}"
+    );
+    err
 }
