@@ -527,8 +527,7 @@ fn a_leader_that_holds_the_lock_too_long_lets_waiters_go_to_the_origin() {
 }
 
 #[test]
-fn a_follower_streams_a_large_body_while_it_is_stored() {
-    // The origin sends the head and half the body, waits, then the rest.
+fn followers_of_a_large_body_get_it_whole_from_one_origin_request() {
     let origin = Upstream::start(|_| {
         let mut raw =
             b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 200000\r\n\r\n"
@@ -751,4 +750,66 @@ fn the_access_log_records_the_cache_outcome() {
         })
         .collect();
     assert_eq!(outcomes, ["miss", "hit", "bypass"]);
+}
+
+#[test]
+fn a_follower_gets_the_first_bytes_before_the_origin_has_sent_the_last() {
+    use std::io::{Read, Write};
+    // An origin that sends the head and half the body, then waits 1.5 s.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let half = vec![b'h'; 50_000];
+                let head = b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 100000\r\n\r\n";
+                let _ = conn.write_all(head);
+                let _ = conn.write_all(&half);
+                std::thread::sleep(Duration::from_millis(1500));
+                let _ = conn.write_all(&half);
+                std::thread::sleep(Duration::from_secs(2));
+            });
+        }
+    });
+    let pier = Pier::with_config(&config(addr, 2, ""), &[]);
+    let leader = {
+        let a = pier.addr();
+        std::thread::spawn(move || get(a, &req("/stream", "")))
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let mut follower = common::connect(pier.addr());
+    follower.write_all(req("/stream", "").as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16384];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") || got.len() < 1000 {
+        let n = follower.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let first_bytes = started.elapsed();
+    assert!(
+        first_bytes < Duration::from_millis(1000),
+        "first bytes after {first_bytes:?}: the follower waited for the whole body"
+    );
+    let head =
+        String::from_utf8_lossy(&got[..got.windows(4).position(|w| w == b"\r\n\r\n").unwrap()])
+            .to_string();
+    assert!(head.contains("collapsed"), "{head}");
+    let mut rest = common::Reader::new(follower);
+    drop(rest.stream.set_read_timeout(Some(Duration::from_secs(5))));
+    let mut total = got.len() - head.len() - 4;
+    while total < 100_000 {
+        let n = rest.stream.read(&mut buf).unwrap();
+        assert!(n > 0, "closed inside the body at {total}");
+        total += n;
+    }
+    assert_eq!(leader.join().unwrap().body.len(), 100_000);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one origin request");
 }
