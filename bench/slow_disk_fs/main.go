@@ -1,10 +1,13 @@
 // slowdiskfs mounts a directory through FUSE with a fixed delay before every
 // read, standing in for a busy disk or a network mount in bench/slow_disk.
 //
-// usage: slowdiskfs [-delay 5ms] [-direct-io] SOURCE MOUNTPOINT
+// usage: slowdiskfs [-delay 5ms] [-direct-io] [-fail-after BYTES] SOURCE MOUNTPOINT
 //
 // Pages read once stay in the page cache (keep_cache), as on a local disk;
-// with -direct-io nothing is cached at all and every read waits. It runs until SIGINT or
+// with -direct-io nothing is cached at all and every read waits. With
+// -fail-after, reads at or past that offset of a file named *.eio fail with
+// EIO (a dying disk) and those of a file named *.hang never answer (a dead
+// network mount), for the server's error tests. It runs until SIGINT or
 // SIGTERM, then unmounts.
 package main
 
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,8 +26,11 @@ import (
 )
 
 var (
-	delay    time.Duration
-	directIO bool
+	delay     time.Duration
+	directIO  bool
+	failAfter int64
+	// hung is closed at unmount: reads of *.hang files wait on it.
+	hung = make(chan struct{})
 )
 
 // slowNode is a loopback node whose opened files wait before each read.
@@ -45,27 +52,40 @@ func (n *slowNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 		// unchanged NFS file; servers that reopen files are not penalised.
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
 	}
-	return &slowFile{FileHandle: fh}, fuseFlags, 0
+	name := n.Path(n.Root())
+	return &slowFile{FileHandle: fh, eio: strings.HasSuffix(name, ".eio"),
+		hang: strings.HasSuffix(name, ".hang")}, fuseFlags, 0
 }
 
 // slowFile delays every read by the configured amount, then reads through.
 type slowFile struct {
 	fs.FileHandle
+	eio, hang bool
 }
 
 var _ = (fs.FileReader)((*slowFile)(nil))
 
 func (f *slowFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	time.Sleep(delay)
+	if failAfter >= 0 && off+int64(len(dest)) > failAfter {
+		if f.eio {
+			return nil, syscall.EIO
+		}
+		if f.hang {
+			<-hung
+			return nil, syscall.EIO
+		}
+	}
 	return f.FileHandle.(fs.FileReader).Read(ctx, dest, off)
 }
 
 func main() {
 	flag.DurationVar(&delay, "delay", 5*time.Millisecond, "wait before every read")
 	flag.BoolVar(&directIO, "direct-io", false, "bypass the page cache: every read reaches the delay")
+	flag.Int64Var(&failAfter, "fail-after", -1, "reads of *.eio files past this offset fail, of *.hang files never answer")
 	flag.Parse()
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: slowdiskfs [-delay 5ms] [-direct-io] SOURCE MOUNTPOINT")
+		fmt.Fprintln(os.Stderr, "usage: slowdiskfs [-delay 5ms] [-direct-io] [-fail-after BYTES] SOURCE MOUNTPOINT")
 		os.Exit(2)
 	}
 	source, mountpoint := flag.Arg(0), flag.Arg(1)
@@ -98,6 +118,7 @@ func main() {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sig
+		close(hung)
 		server.Unmount()
 	}()
 	server.Wait()

@@ -6,16 +6,26 @@
 //! `RWF_NOWAIT` into the buffer TLS encrypts from. On plain TCP a cold chunk is
 //! read once on the blocking pool into the pool thread's own buffer, which
 //! brings its pages into the cache, and then goes out by `sendfile` as a hot
-//! one (so cold downloads cost no buffer per connection); where the file
-//! system cannot say what is cached (FUSE), and under TLS, a chunk not known
-//! to be cached is read on the pool into the connection's buffer and written
-//! from it. Either way the worker serves its other connections meanwhile. After every chunk the task yields, so a large
-//! download cannot starve the small replies of the same worker. A file that
-//! shrinks, a read error or a pool timeout ends the send with an error, which
-//! closes the connection: the promised length can no longer be kept.
+//! one (so cold downloads cost no buffer per connection). Where the file system
+//! cannot say what is cached (FUSE, some network mounts), a pool thread sends
+//! the chunk itself, by `sendfile` on a second descriptor of the socket, as far
+//! as the socket takes it without waiting: the disk wait falls on that thread
+//! and the bytes are never copied. Under TLS a chunk not known to be cached is
+//! read on the pool into the connection's buffer and written from it. Either
+//! way the worker serves its other connections meanwhile.
+//!
+//! A slow disk's latency is paid per request, not per byte, when requests run
+//! in parallel: once a download has found a chunk not cached, the pool reads
+//! the next [`READAHEAD_WINDOW`] bytes ahead of it, a chunk per job, so a
+//! download runs at the disk's throughput rather than at one chunk per disk
+//! latency. After every chunk the task yields, so a large download cannot
+//! starve the small replies of the same worker. A file that shrinks, a read
+//! error or a pool timeout ends the send with an error, which closes the
+//! connection: the promised length can no longer be kept.
 
 use std::fs::File;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +33,12 @@ use std::time::Duration;
 use super::transport::{Downstream, FILE_CHUNK};
 use crate::deadline::io_within;
 use crate::file_io::residency::{looks_resident, probe, read_cached, Residency};
-use crate::file_io::FileIoPool;
+use crate::file_io::{FileIoError, FileIoPool};
+
+/// Bytes read ahead of a download that left the page cache: four chunks in
+/// flight at once, which is what takes a disk with 5 ms reads past 80 MB/s
+/// per download (bench/slow_disk).
+pub(crate) const READAHEAD_WINDOW: u64 = 4 * FILE_CHUNK;
 
 /// Sends `len` bytes of `file` from `offset` over `io`.
 pub(crate) async fn send_file_region<D: Downstream>(
@@ -37,8 +52,7 @@ pub(crate) async fn send_file_region<D: Downstream>(
     let end = offset + len;
     let mut pos = offset;
     let mut buf: Vec<u8> = Vec::new();
-    // A descriptor the pool's threads can hold, duplicated at the first cold chunk.
-    let mut shared: Option<Arc<File>> = None;
+    let mut off_loop = OffLoopFile::default();
     while pos < end {
         let want = (end - pos).min(FILE_CHUNK);
         if D::ZERO_COPY_FILES {
@@ -46,11 +60,12 @@ pub(crate) async fn send_file_region<D: Downstream>(
             if hot == Residency::Cold {
                 // Read once off the loop, into the pool thread's own buffer, so
                 // the pages are cached and go out by sendfile after all.
-                let f = shared_file(&mut shared, file)?;
+                let f = off_loop.file(file)?;
+                off_loop.read_ahead(pool, pos + want, end);
                 let read = pool
                     .run(move || warm_chunk(&f, pos, want as usize))
                     .await
-                    .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e))??;
+                    .map_err(timed_out)??;
                 if read > 0 && looks_resident(file, pos, read as u64) {
                     hot = Residency::Hot;
                 }
@@ -58,6 +73,28 @@ pub(crate) async fn send_file_region<D: Downstream>(
             if hot == Residency::Hot {
                 io.send_file(file, pos, want, write_timeout).await?;
                 pos += want;
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if let Some(sock) = off_loop.socket(io) {
+                let f = off_loop.file(file)?;
+                off_loop.read_ahead(pool, pos + want, end);
+                let sent = match pool.run(move || send_chunk(&sock, &f, pos, want)).await {
+                    Ok(sent) => sent,
+                    Err(e) => {
+                        off_loop.abandon_socket();
+                        return Err(timed_out(e));
+                    }
+                };
+                match sent {
+                    Ok(0) => return Err(shrank()),
+                    Ok(n) => pos += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                if pos < end {
+                    io.writable_after_pool_send(write_timeout).await?;
+                }
                 tokio::task::yield_now().await;
                 continue;
             }
@@ -69,21 +106,19 @@ pub(crate) async fn send_file_region<D: Downstream>(
         let n = match read_cached(file, &mut buf[..want], pos) {
             Some(r) => r?,
             None => {
-                let f = shared_file(&mut shared, file)?;
+                let f = off_loop.file(file)?;
+                off_loop.read_ahead(pool, pos + want as u64, end);
                 let taken = std::mem::take(&mut buf);
                 let (back, read) = pool
                     .run(move || read_chunk(&f, taken, pos, want))
                     .await
-                    .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e))?;
+                    .map_err(timed_out)?;
                 buf = back;
                 read?
             }
         };
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "file shrank while being sent",
-            ));
+            return Err(shrank());
         }
         io_within(write_timeout, "write timeout", io.write_all(&buf[..n])).await?;
         pos += n as u64;
@@ -92,12 +127,90 @@ pub(crate) async fn send_file_region<D: Downstream>(
     Ok(())
 }
 
-/// A descriptor of `file` the pool's threads can hold, duplicated once.
-fn shared_file(shared: &mut Option<Arc<File>>, file: &File) -> io::Result<Arc<File>> {
-    if let Some(f) = shared {
-        return Ok(f.clone());
+fn timed_out(e: FileIoError) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, e)
+}
+
+fn shrank() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "file shrank while being sent")
+}
+
+/// What a send needs once its file has left the page cache: descriptors the
+/// pool's threads can hold (duplicated once, at the first such chunk) and how
+/// far ahead the pool has been asked to read.
+#[derive(Default)]
+struct OffLoopFile {
+    file: Option<Arc<File>>,
+    /// The socket for sends from the pool; `Some(None)` once the transport
+    /// turned out not to offer one.
+    socket: Option<Option<Arc<OwnedFd>>>,
+    /// First byte not yet asked for by a read-ahead job.
+    ahead_to: u64,
+}
+
+impl OffLoopFile {
+    fn file(&mut self, file: &File) -> io::Result<Arc<File>> {
+        if let Some(f) = &self.file {
+            return Ok(f.clone());
+        }
+        Ok(self.file.insert(Arc::new(file.try_clone()?)).clone())
     }
-    Ok(shared.insert(Arc::new(file.try_clone()?)).clone())
+
+    fn socket<D: Downstream>(&mut self, io: &D) -> Option<Arc<OwnedFd>> {
+        self.socket
+            .get_or_insert_with(|| io.socket_for_pool().ok().map(Arc::new))
+            .clone()
+    }
+
+    /// Ends the connection for the client when a pool thread still holds the
+    /// socket (its send hung past the timeout): closing the loop's descriptor
+    /// alone would leave the client waiting, and the thread, should it wake,
+    /// must not write into a response that has ended.
+    fn abandon_socket(&self) {
+        if let Some(Some(sock)) = &self.socket {
+            let _ = rustix::net::shutdown(&**sock, rustix::net::Shutdown::Both);
+        }
+    }
+
+    /// Asks the pool to read what lies within [`READAHEAD_WINDOW`] of `from`
+    /// and was not asked for yet, a chunk per job, into the threads' own
+    /// buffers: the pages are then cached when the send reaches them.
+    fn read_ahead(&mut self, pool: &FileIoPool, from: u64, end: u64) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let mut at = self.ahead_to.max(from);
+        let to = from.saturating_add(READAHEAD_WINDOW).min(end);
+        while at < to {
+            let n = (to - at).min(FILE_CHUNK);
+            let f = file.clone();
+            pool.run_readahead(move || {
+                let _ = warm_chunk(&f, at, n as usize);
+            });
+            at += n;
+        }
+        self.ahead_to = self.ahead_to.max(to);
+    }
+}
+
+/// On a pool thread: sends up to `want` bytes of `file` at `pos` to the
+/// non-blocking `sock`, waiting for the disk but never for the client; how
+/// many bytes went (`WouldBlock` when the socket took none, `Ok(0)` at end of
+/// file).
+fn send_chunk(sock: &OwnedFd, file: &File, pos: u64, want: u64) -> io::Result<u64> {
+    let mut at = pos;
+    let end = pos + want;
+    while at < end {
+        let count = (end - at) as usize;
+        match rustix::fs::sendfile(sock, file, Some(&mut at), count) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) if at > pos => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(at - pos)
 }
 
 thread_local! {

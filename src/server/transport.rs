@@ -53,6 +53,18 @@ pub trait Downstream {
     ) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// A second descriptor of the socket, so a pool thread can `sendfile`
+    /// file regions whose residency the file system cannot tell (FUSE): the
+    /// disk wait then falls on that thread; only when
+    /// [`Downstream::ZERO_COPY_FILES`].
+    fn socket_for_pool(&self) -> io::Result<std::os::fd::OwnedFd> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Waits until the socket takes bytes again after a pool thread's send
+    /// found it full (that thread's `EAGAIN` is not seen by the event loop).
+    async fn writable_after_pool_send(&mut self, _write_timeout: Duration) -> io::Result<()> {
+        Ok(())
+    }
     /// Closes the sending side (FIN, or close_notify then FIN); a peer gone
     /// meanwhile is no error worth reporting.
     async fn shutdown(&mut self) {
@@ -174,6 +186,32 @@ impl Downstream for Plain {
             }
         }
         Ok(())
+    }
+
+    fn socket_for_pool(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.stream.as_fd().try_clone_to_owned()
+    }
+
+    async fn writable_after_pool_send(&mut self, write_timeout: Duration) -> io::Result<()> {
+        // Forget the loop's stale readiness first, then look at the socket
+        // itself: room made after the forgetting raises a new edge, so no
+        // wake-up is lost between the two.
+        let _ = self.stream.try_io(Interest::WRITABLE, || {
+            Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+        });
+        let mut fds = [rustix::event::PollFd::new(
+            &self.stream,
+            rustix::event::PollFlags::OUT,
+        )];
+        let now = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0) {
+            return Ok(());
+        }
+        io_within(write_timeout, "write timeout", self.stream.writable()).await
     }
 
     fn poll_read_into(

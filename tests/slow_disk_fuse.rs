@@ -1,0 +1,288 @@
+//! Downloads from a file system that fails or hangs part-way through a file:
+//! the response ends (the connection closes short of its promised length), a
+//! hung read frees its pool slot after `server.file_io_timeout`, and the worker
+//! answers other clients all along.
+//!
+//! The file system is bench/slow_disk_fs (a FUSE passthrough built with Go):
+//! reads past `-fail-after` of a `*.eio` file fail with EIO, those of a
+//! `*.hang` file never answer, as on a dying disk or a dead network mount. FUSE
+//! cannot say what it caches, so these downloads take the pool's send path.
+//! Without `/dev/fuse` (or, outside CI, without Go) the tests say so and pass.
+
+mod common;
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::{connect, get, Pier, Reader};
+
+const CONFIG: &str = r#"
+[server]
+workers = 1
+file_io_threads = 2
+file_io_timeout = "{timeout}"
+[[listener]]
+listen = "127.0.0.1:0"
+[[route]]
+path = "/"
+handler = "static"
+root = "{dir}"
+[admin]
+listen = "127.0.0.1:0"
+"#;
+
+/// Where reads start failing or hanging.
+const FAIL_AFTER: usize = 1 << 20;
+const FILE_LEN: usize = 8 << 20;
+
+/// The slow file system's binary, built once per test run; `None` (with the
+/// reason printed) where Go or FUSE is missing.
+fn fs_binary() -> Option<&'static Path> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            if !Path::new("/dev/fuse").exists() {
+                eprintln!("skipped: /dev/fuse is missing");
+                return None;
+            }
+            let go = common::which("go").or_else(|| {
+                let local = PathBuf::from("/usr/local/go/bin/go");
+                local.is_file().then_some(local)
+            });
+            let Some(go) = go else {
+                assert!(std::env::var_os("CI").is_none(), ".ci/run installs Go");
+                eprintln!("skipped: Go is needed to build bench/slow_disk_fs");
+                return None;
+            };
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("slowdiskfs");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/slow_disk_fs");
+            let status = Command::new(go)
+                .args(["build", "-o"])
+                .arg(&out)
+                .arg(".")
+                .current_dir(src)
+                .status()
+                .expect("go runs");
+            assert!(status.success(), "bench/slow_disk_fs builds");
+            Some(out)
+        })
+        .as_deref()
+}
+
+/// A mounted slow file system; unmounted on drop.
+struct SlowFs {
+    child: Child,
+    mountpoint: PathBuf,
+    _source: tempfile::TempDir,
+}
+
+impl SlowFs {
+    /// Mounts a directory holding `files` at `mountpoint`.
+    fn mount(bin: &Path, mountpoint: &Path, files: &[(&str, &[u8])]) -> SlowFs {
+        let source = tempfile::tempdir().unwrap();
+        for (name, data) in files {
+            std::fs::write(source.path().join(name), data).unwrap();
+        }
+        std::fs::create_dir_all(mountpoint).unwrap();
+        let mut child = Command::new(bin)
+            .args(["-delay", "1ms", "-fail-after", &FAIL_AFTER.to_string()])
+            .arg(source.path())
+            .arg(mountpoint)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the slow file system starts");
+        let mut line = [0u8; 8];
+        let n = child.stdout.as_mut().unwrap().read(&mut line).unwrap();
+        assert!(
+            line[..n].starts_with(b"mounted"),
+            "the slow file system mounted: {:?}",
+            String::from_utf8_lossy(&line[..n])
+        );
+        SlowFs {
+            child,
+            mountpoint: mountpoint.to_path_buf(),
+            _source: source,
+        }
+    }
+}
+
+impl Drop for SlowFs {
+    fn drop(&mut self) {
+        // SIGTERM answers the hung reads and unmounts; a mount still busy is
+        // detached instead.
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.mountpoint)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 13 + i / 4096) as u8).collect()
+}
+
+/// Reads an answer to the end of the connection: the head, and how many body
+/// bytes came before the close; fails if it does not end within `within`.
+fn read_to_close(mut r: Reader, within: Duration) -> (String, Vec<u8>) {
+    let deadline = Instant::now() + within;
+    r.stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    loop {
+        assert!(Instant::now() < deadline, "the response did not end");
+        match r.stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("read failed: {e}"),
+        }
+    }
+    let end = common::find(&got, b"\r\n\r\n").expect("a head") + 4;
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    (head, got.split_off(end))
+}
+
+/// The value of an unlabelled series on `/metrics`.
+fn metric(admin: SocketAddr, name: &str) -> f64 {
+    let r = get(
+        admin,
+        "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8(r.body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{name} missing from:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// The small file on the local disk answers quickly while a download waits.
+fn small_file_answers(pier: &Pier) {
+    let t = Instant::now();
+    let r = get(
+        pier.addr(),
+        "GET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"hello");
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "the worker answered in {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_read_error_mid_file_closes_the_download_and_the_worker_goes_on() {
+    let Some(bin) = fs_binary() else { return };
+    let pier = Pier::with_config(&CONFIG.replace("{timeout}", "30s"), &[]);
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    let data = pattern(FILE_LEN);
+    let fs = SlowFs::mount(
+        bin,
+        &pier.root().join("slow"),
+        &[("big.eio", &data), ("fine.bin", &data)],
+    );
+
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"GET /slow/big.eio HTTP/1.1\r\nHost: t\r\n\r\n");
+    small_file_answers(&pier);
+    let (head, body) = read_to_close(r, Duration::from_secs(20));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("Content-Length: {FILE_LEN}")),
+        "{head}"
+    );
+    assert!(
+        body.len() < FILE_LEN,
+        "the connection closed short of the promised length"
+    );
+    assert!(
+        body == data[..body.len()],
+        "what was sent is the file's bytes"
+    );
+    small_file_answers(&pier);
+
+    // The same file system still serves a file that reads cleanly, whole.
+    let r = get(
+        pier.addr(),
+        "GET /slow/fine.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.body == data, "the clean file arrives intact");
+    drop(pier);
+    drop(fs);
+}
+
+#[test]
+fn a_read_that_never_answers_times_out_frees_its_slot_and_never_blocks_the_worker() {
+    let Some(bin) = fs_binary() else { return };
+    let pier = Pier::with_config(&CONFIG.replace("{timeout}", "1s"), &[]);
+    let admin = pier.admin.expect("admin listener on");
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    let data = pattern(FILE_LEN);
+    let fs = SlowFs::mount(
+        bin,
+        &pier.root().join("slow"),
+        &[("big.hang", &data), ("fine.bin", &data)],
+    );
+
+    let t = Instant::now();
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"GET /slow/big.hang HTTP/1.1\r\nHost: t\r\n\r\n");
+    // While the download's read hangs, the worker answers others at once.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..3 {
+        small_file_answers(&pier);
+    }
+    let (head, body) = read_to_close(r, Duration::from_secs(20));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.len() < FILE_LEN, "the hung download was cut short");
+    assert!(body == data[..body.len()]);
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "ended by the 1 s timeout, not before: {:?}",
+        t.elapsed()
+    );
+    assert!(metric(admin, "pier_file_io_timeouts_total") >= 1.0);
+    assert!(metric(admin, "pier_file_io_threads_stuck") >= 1.0);
+
+    // Both configured threads may be stuck in the hung file, yet the pool
+    // still opens and sends another file.
+    let r = get(
+        pier.addr(),
+        "GET /slow/fine.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body == data,
+        "a clean file arrives intact beside a hung one"
+    );
+    assert!(metric(admin, "pier_file_io_jobs_total") >= 2.0);
+    small_file_answers(&pier);
+    drop(pier);
+    drop(fs);
+}
