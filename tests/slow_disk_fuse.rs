@@ -286,3 +286,46 @@ fn a_read_that_never_answers_times_out_frees_its_slot_and_never_blocks_the_worke
     drop(pier);
     drop(fs);
 }
+
+#[test]
+fn over_tls_fuse_downloads_are_read_off_the_loop_and_a_failing_one_closes_short() {
+    use common::tls::{connect_tls, recording_client, tls_get, Pki};
+    let Some(bin) = fs_binary() else { return };
+    let certs = tempfile::tempdir().unwrap();
+    let pki = Pki::new(certs.path(), "Pier Test CA");
+    let (cert, key) = pki.server("slow", "a.test", &["a.test"], None);
+    let tls_listener = format!(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[listener.tls]\ncert = \"{}\"\nkey = \"{}\"\n[[route]]",
+        cert.display(),
+        key.display()
+    );
+    let config = CONFIG
+        .replace("{timeout}", "30s")
+        .replacen("[[route]]", &tls_listener, 1);
+    let pier = Pier::with_config(&config, &[]);
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    let data = pattern(FILE_LEN);
+    let fs = SlowFs::mount(
+        bin,
+        &pier.root().join("slow"),
+        &[("big.eio", &data), ("fine.bin", &data)],
+    );
+    let (client, _) = recording_client(true);
+
+    let mut c = connect_tls(pier.https[0], "a.test", &client).unwrap();
+    let r = tls_get(&mut c, "/slow/fine.bin").unwrap();
+    assert_eq!(r.status, 200);
+    assert!(r.body == data, "the file arrives intact over TLS");
+
+    let mut c = connect_tls(pier.https[0], "a.test", &client).unwrap();
+    assert!(
+        tls_get(&mut c, "/slow/big.eio").is_err(),
+        "a read error ends the TLS response short of its length"
+    );
+    small_file_answers(&pier);
+    let mut c = connect_tls(pier.https[0], "a.test", &client).unwrap();
+    let r = tls_get(&mut c, "/hello.txt").unwrap();
+    assert_eq!(r.body, b"hello");
+    drop(pier);
+    drop(fs);
+}

@@ -80,6 +80,22 @@ struct Job {
     work: Box<dyn FnOnce() + Send>,
 }
 
+/// Nice steps a pool thread runs below the worker that started it. A worker's
+/// event loop serves every connection of its core and a pool thread one job,
+/// so where they share a busy core the loop goes first and file work (most of
+/// it waiting on the disk anyway) takes the gaps: a download's sends must not
+/// delay the small replies beside them (bench/slow_disk).
+const POOL_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority by [`POOL_NICE`]; a thread
+/// may always lower its own, and where it cannot the pool runs as it is.
+fn lower_priority() {
+    let tid = rustix::thread::gettid();
+    if let Ok(nice) = rustix::process::getpriority_process(Some(tid)) {
+        let _ = rustix::process::setpriority_process(Some(tid), (nice + POOL_NICE).min(19));
+    }
+}
+
 /// Threads that may be stuck past the timeout, per configured thread, before
 /// the pool stops replacing them (a dead mount must not grow the process without
 /// bound; queued work then waits and times out).
@@ -370,6 +386,7 @@ impl Shared {
     /// queue is empty and more threads live than the pool needs (a stuck thread
     /// that came back after its replacement started).
     fn thread_main(self: Arc<Self>, id: u64) {
+        lower_priority();
         let mut st = self.lock();
         loop {
             if let Some(job) = st.queue.pop_front() {

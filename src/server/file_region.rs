@@ -53,10 +53,19 @@ pub(crate) async fn send_file_region<D: Downstream>(
     let mut pos = offset;
     let mut buf: Vec<u8> = Vec::new();
     let mut off_loop = OffLoopFile::default();
+    // Once the file system has said it cannot tell what it caches, it is not
+    // asked again: on FUSE the question costs a round trip to the daemon.
+    // Under TLS, once a chunk was not cached the rest is read off the loop.
+    let mut cannot_tell = false;
     while pos < end {
         let want = (end - pos).min(FILE_CHUNK);
         if D::ZERO_COPY_FILES {
-            let mut hot = probe(file, pos, want);
+            let mut hot = if cannot_tell {
+                Residency::Unknown
+            } else {
+                probe(file, pos, want)
+            };
+            cannot_tell = hot == Residency::Unknown;
             if hot == Residency::Cold {
                 // Read once off the loop, into the pool thread's own buffer, so
                 // the pages are cached and go out by sendfile after all.
@@ -103,9 +112,15 @@ pub(crate) async fn send_file_region<D: Downstream>(
         if buf.len() < want {
             buf.resize(want, 0);
         }
-        let n = match read_cached(file, &mut buf[..want], pos) {
+        let cached = if cannot_tell {
+            None
+        } else {
+            read_cached(file, &mut buf[..want], pos)
+        };
+        let n = match cached {
             Some(r) => r?,
             None => {
+                cannot_tell = true;
                 let f = off_loop.file(file)?;
                 off_loop.read_ahead(pool, pos + want as u64, end);
                 let taken = std::mem::take(&mut buf);
@@ -214,13 +229,40 @@ fn send_chunk(sock: &OwnedFd, file: &File, pos: u64, want: u64) -> io::Result<u6
 }
 
 thread_local! {
-    /// A pool thread's buffer for reads that only bring pages into the cache.
+    /// A pool thread's `/dev/null`: pages sent there by `sendfile` are read
+    /// into the page cache and never copied.
+    static DEV_NULL: Option<OwnedFd> = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok();
+    /// A pool thread's buffer for reads that only bring pages into the cache,
+    /// where `/dev/null` cannot take them.
     static WARM_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// On a pool thread: reads up to `want` bytes at `pos` into the thread's own
-/// buffer, for the page cache's sake; how many bytes there were.
+/// On a pool thread: brings up to `want` bytes at `pos` into the page cache,
+/// by `sendfile` to `/dev/null` or else by reading them into the thread's own
+/// buffer; how many bytes there were.
 fn warm_chunk(file: &File, pos: u64, want: usize) -> io::Result<usize> {
+    let sunk = DEV_NULL.with(|null| {
+        let null = null.as_ref()?;
+        let mut at = pos;
+        let end = pos + want as u64;
+        while at < end {
+            let count = (end - at) as usize;
+            match rustix::fs::sendfile(null, file, Some(&mut at), count) {
+                Ok(0) => break,
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return None,
+            }
+        }
+        Some((at - pos) as usize)
+    });
+    if let Some(n) = sunk {
+        return Ok(n);
+    }
     WARM_BUFFER.with(|buf| {
         let mut buf = buf.borrow_mut();
         if buf.len() < want {
