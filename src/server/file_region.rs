@@ -8,17 +8,17 @@
 //! brings its pages into the cache, and then goes out by `sendfile` as a hot
 //! one (so cold downloads cost no buffer per connection). Where the file system
 //! cannot say what is cached (FUSE, some network mounts), a pool thread sends
-//! the chunk itself, by `sendfile` on a second descriptor of the socket, as far
-//! as the socket takes it without waiting: the disk wait falls on that thread
-//! and the bytes are never copied. Under TLS a chunk not known to be cached is
+//! up to [`POOL_SEND_MAX`] itself, by `sendfile` on a second descriptor of the
+//! socket, as far as the socket takes it without waiting: the disk wait falls
+//! on that thread and the bytes are never copied. Under TLS a chunk not known to be cached is
 //! read on the pool into the connection's buffer and written from it. Either
 //! way the worker serves its other connections meanwhile.
 //!
 //! A slow disk's latency is paid per request, not per byte, when requests run
 //! in parallel: once a download has found a chunk not cached, the pool reads
-//! the next [`READAHEAD_WINDOW`] bytes ahead of it, a chunk per job, so a
-//! download runs at the disk's throughput rather than at one chunk per disk
-//! latency. After every chunk the task yields, so a large download cannot
+//! the next [`READAHEAD_WINDOW`] bytes ahead of it, a chunk per job (by
+//! `sendfile` to `/dev/null`: cached, never copied), so a download runs at the
+//! disk's throughput rather than at one chunk per disk latency. After every chunk the task yields, so a large download cannot
 //! starve the small replies of the same worker. A file that shrinks, a read
 //! error or a pool timeout ends the send with an error, which closes the
 //! connection: the promised length can no longer be kept.
@@ -35,10 +35,15 @@ use crate::deadline::io_within;
 use crate::file_io::residency::{looks_resident, probe, read_cached, Residency};
 use crate::file_io::{FileIoError, FileIoPool};
 
-/// Bytes read ahead of a download that left the page cache: four chunks in
-/// flight at once, which is what takes a disk with 5 ms reads past 80 MB/s
-/// per download (bench/slow_disk).
-pub(crate) const READAHEAD_WINDOW: u64 = 4 * FILE_CHUNK;
+/// Bytes read ahead of a download that left the page cache: eight chunks in
+/// flight at once, so a disk with 5 ms reads is not what limits a download
+/// (bench/slow_disk).
+pub(crate) const READAHEAD_WINDOW: u64 = 8 * FILE_CHUNK;
+
+/// Most bytes one send from a pool thread may take: the worker spends nothing
+/// on the bytes themselves, so fewer, larger jobs mean fewer hops between the
+/// threads, each a wait for the scheduler on a busy core.
+const POOL_SEND_MAX: u64 = 4 * FILE_CHUNK;
 
 /// Sends `len` bytes of `file` from `offset` over `io`.
 pub(crate) async fn send_file_region<D: Downstream>(
@@ -87,7 +92,8 @@ pub(crate) async fn send_file_region<D: Downstream>(
             }
             if let Some(sock) = off_loop.socket(io) {
                 let f = off_loop.file(file)?;
-                off_loop.read_ahead(pool, pos + want, end);
+                let want = (end - pos).min(POOL_SEND_MAX);
+                off_loop.read_ahead(pool, pos + FILE_CHUNK.min(want), end);
                 let sent = match pool.run(move || send_chunk(&sock, &f, pos, want)).await {
                     Ok(sent) => sent,
                     Err(e) => {
