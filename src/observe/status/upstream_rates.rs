@@ -114,6 +114,20 @@ mod tests {
     use super::super::history::Sampler;
     use super::super::json;
 
+    /// `n` attempts on `server`, each answered 200 after 3 ms.
+    fn answer_in_3ms(server: &crate::observe::upstream_stats::ServerCounters, n: usize) {
+        for _ in 0..n {
+            server.started();
+            server.answered(200, Duration::from_millis(3));
+            server.finished();
+        }
+    }
+
+    /// The status page's JSON of `state` now, parsed.
+    fn snapshot_json(state: &super::super::StatusState) -> Value {
+        serde_json::from_str(&json::render_json(&state.snapshot())).unwrap()
+    }
+
     #[test]
     fn a_reloaded_group_takes_no_rate_from_the_group_it_replaced() {
         let state = json::tests::state_with_traffic();
@@ -132,26 +146,18 @@ mod tests {
         let t0 = Instant::now();
         state.sample(&mut sampler, t0);
         state.reloaded(config, Vec::new());
-        for _ in 0..3 {
-            fresh[1].started();
-            fresh[1].answered(200, Duration::from_millis(3));
-            fresh[1].finished();
-        }
+        answer_in_3ms(&fresh[1], 3);
         // Its first reading has nothing of its own to compare with: no rate
         // yet (and none made from the replaced group's 7).
         state.sample(&mut sampler, t0 + Duration::from_secs(1));
-        let v: Value = serde_json::from_str(&json::render_json(&state.snapshot())).unwrap();
+        let v = snapshot_json(&state);
         let running = &v["upstreams"][0];
         assert_eq!(running["generation"], 2);
         assert_eq!(running["servers"][1]["requests"], 3, "fresh counters");
         assert_eq!(running["servers"][1]["requests_per_s"], 0.0);
-        for _ in 0..2 {
-            fresh[1].started();
-            fresh[1].answered(200, Duration::from_millis(3));
-            fresh[1].finished();
-        }
+        answer_in_3ms(&fresh[1], 2);
         state.sample(&mut sampler, t0 + Duration::from_secs(2));
-        let v: Value = serde_json::from_str(&json::render_json(&state.snapshot())).unwrap();
+        let v = snapshot_json(&state);
         let server = &v["upstreams"][0]["servers"][1];
         assert_eq!(server["requests_per_s"], 2.0);
         let p50 = server["latency_p50_ms"].as_f64().unwrap();
