@@ -10,6 +10,7 @@ mod h2_origin;
 use std::process::{Command, Output};
 
 use common::tls::Pki;
+use common::Pier;
 use h2_origin::H2Origin;
 use serde_json::Value;
 
@@ -188,5 +189,47 @@ fn h2_flag_combinations_that_make_no_sense_are_usage_errors() {
     ] {
         let out = bench(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn against_pier_over_prior_knowledge_and_alpn() {
+    let pier = Pier::with_config(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[listener]]
+listen = "127.0.0.1:0"
+tls = { self_signed = true }
+[[route]]
+path = "/"
+handler = "respond"
+status = 200
+body = "Hello, World!"
+"#,
+        &[],
+    );
+    let plain = format!("http://{}/", pier.http[0]);
+    let tls = format!("https://{}/", pier.https[0]);
+    for (url, extra) in [(&plain, None), (&tls, Some("-k"))] {
+        let mut args = vec![
+            "http",
+            "--h2",
+            "--streams",
+            "10",
+            "-c",
+            "4",
+            "-n",
+            "400",
+            url.as_str(),
+        ];
+        args.extend(extra);
+        let v = bench_json(&args);
+        assert_eq!(v["requests"], 400, "{url}");
+        assert_eq!(v["status"]["200"], 400, "{url}");
+        assert_eq!(errors_total(&v), 0, "{url}: {v}");
     }
 }
