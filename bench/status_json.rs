@@ -50,7 +50,8 @@ fn config_text() -> String {
 
 /// A state as a busy process would have it after three minutes.
 fn busy_state() -> StatusState {
-    let config = Arc::new(pier::config::load_str("bench.toml", &config_text()).expect("config"));
+    let config =
+        Arc::new(pier::config::build::load_str("bench.toml", &config_text()).expect("config"));
     for (g, group) in config.upstreams.iter().enumerate() {
         for (s, server) in group.servers.iter().enumerate() {
             for i in 0..64 {

@@ -103,7 +103,7 @@ impl AccessLogFormat {
 }
 
 impl ServeArgs {
-    /// What these flags say about the configuration, for `config::load`.
+    /// What these flags say about the configuration, for `config::build::load`.
     pub fn overrides(&self) -> Overrides {
         Overrides {
             listen: self.listen.clone(),

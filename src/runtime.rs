@@ -29,7 +29,7 @@ const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `pier check`: validate and report.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let cfg = config::load_file(&args.config)?;
+    let cfg = config::build::load_file(&args.config)?;
     // Valid but not what the kernel will grant: said, without failing the check.
     for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
         for w in sockopt::limit_warnings(&lc.socket) {
@@ -132,8 +132,8 @@ enum Source {
 impl Source {
     fn load(&self) -> Result<Config, ConfigError> {
         match self {
-            Source::Serve(args) => config::load(args.config.as_deref(), &args.overrides()),
-            Source::Tunnel(args) => config::load_str(TUNNEL_ORIGIN, &args.config_text()),
+            Source::Serve(args) => config::build::load(args.config.as_deref(), &args.overrides()),
+            Source::Tunnel(args) => config::build::load_str(TUNNEL_ORIGIN, &args.config_text()),
         }
     }
 }

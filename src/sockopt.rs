@@ -525,7 +525,7 @@ mod tests {
                 servers[0]
             ),
         };
-        let cfg = crate::config::load_str("pier.toml", &text)?;
+        let cfg = crate::config::build::load_str("pier.toml", &text)?;
         Ok(match side {
             SocketSide::Listener(_) => cfg.listeners[0].socket.clone(),
             SocketSide::Upstream(_) => cfg.upstreams[0].socket.clone(),

@@ -25,11 +25,12 @@ use tracing::{debug, warn};
 
 use crate::config::TcpForward;
 use crate::deadline;
-use crate::handler::proxy::balance::{self, hash64, Balance, HashKey};
+use crate::handler::proxy::balance::{hash64, Balance, HashKey};
+use crate::handler::proxy::upstream::GroupState;
 use crate::handler::proxy::{connect, ErrorKind};
+use crate::observe::metrics::Counter;
 use crate::observe::upstream_stats::ServerAttempt;
 use crate::proxy_protocol::{self, ProxyVersion};
-use crate::worker::WorkerCtx;
 
 /// Buffer per direction of a relayed stream when it starts: one TLS record.
 pub const RELAY_BUF: usize = 16 * 1024;
@@ -242,9 +243,12 @@ pub struct TlsInfo {
     pub sni: Option<String>,
 }
 
-/// Forwards one accepted stream to the listener's upstream group.
+/// Forwards one accepted stream to the listener's upstream group; `state` is
+/// this worker's view of that group, and `rejected` counts the streams its
+/// `max_in_flight` turns away.
 pub async fn relay_stream<S>(
-    ctx: &WorkerCtx,
+    state: &GroupState,
+    rejected: &Counter,
     fwd: &TcpForward,
     mut downstream: S,
     peer: SocketAddr,
@@ -254,11 +258,10 @@ pub async fn relay_stream<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let group = &*fwd.group;
-    let state = &ctx.proxy.groups[group.index];
     // A stream counts against the group's max_in_flight while it lasts; over
     // the limit it is closed at once (there is no status to send).
     let Some(_admission) = state.admit() else {
-        ctx.stats.upstream_rejected.add(1);
+        rejected.add(1);
         crate::warn_limited!(group = %group.name, %peer, "tcp: max_in_flight reached; stream closed");
         return;
     };
@@ -274,7 +277,7 @@ pub async fn relay_stream<S>(
     // The attempt counts in the server's counters (in flight until the stream ends).
     let (server, mut upstream, _attempt) = loop {
         let now = std::time::Instant::now();
-        let Some(server) = balance::pick(group, state, key, &tried, now) else {
+        let Some(server) = state.pick_server(group, key, &tried, now) else {
             crate::warn_limited!(group = %group.name, %peer, "tcp: no server is up");
             return;
         };

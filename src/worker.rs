@@ -677,7 +677,11 @@ async fn serve_accepted(
     let local = stream.local_addr().unwrap_or(lc.addr);
     let Some(acceptor) = acceptor else {
         match &lc.tcp {
-            Some(fwd) => stream_proxy::relay_stream(ctx, fwd, stream, peer, local, None).await,
+            Some(fwd) => {
+                let state = &ctx.proxy.groups[fwd.group.index];
+                let rejected = &ctx.stats.upstream_rejected;
+                stream_proxy::relay_stream(state, rejected, fwd, stream, peer, local, None).await
+            }
             None if lc.http2 && h2_preface_follows(&stream, handshake_timeout).await => {
                 serve_h2(
                     Plain::new(stream),
@@ -727,7 +731,9 @@ async fn serve_accepted(
                     alpn: session.alpn_protocol().map(<[u8]>::to_vec),
                     sni: session.server_name().map(str::to_string),
                 };
-                stream_proxy::relay_stream(ctx, fwd, tls, peer, local, Some(info)).await
+                let state = &ctx.proxy.groups[fwd.group.index];
+                let rejected = &ctx.stats.upstream_rejected;
+                stream_proxy::relay_stream(state, rejected, fwd, tls, peer, local, Some(info)).await
             }
             None => {
                 let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Err(e) = pier::config::load_str(ORIGIN, text) {
+    if let Err(e) = pier::config::build::load_str(ORIGIN, text) {
         assert_eq!(e.file, ORIGIN, "{e}");
         let lines = text.split('\n').count();
         assert!(e.line >= 1 && e.line <= lines, "line {} of {lines}: {e}", e.line);

@@ -12,7 +12,6 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 pub use super::value::{RawDuration, RawSize};
-pub use crate::handler::access::configure::{RawBasicAuth, RawRateLimit};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -272,6 +271,42 @@ pub struct RawCompressSettings {
     pub min_length: Option<crate::config::value::RawSize>,
     /// Level per coding: `{ gzip = 5, br = 4, zstd = 3 }`.
     pub levels: Option<BTreeMap<String, i64>>,
+}
+
+/// `basic_auth = { htpasswd = "...", realm = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBasicAuth {
+    /// File of `user:hash` lines.
+    pub htpasswd: Spanned<String>,
+    /// Realm named in the challenge.
+    pub realm: Option<Spanned<String>>,
+}
+
+/// `rate_limit = { rate = "10/s", burst = 20, key = "...", max_keys = ... }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimit {
+    /// Requests per second, or `"N/s"`, `"N/m"`, `"N/h"`.
+    pub rate: Spanned<RawRate>,
+    /// Requests that may arrive at once.
+    pub burst: Option<Spanned<i64>>,
+    /// `remote_addr` (default) or `header:Name`.
+    pub key: Option<Spanned<String>>,
+    /// Clients tracked at most.
+    pub max_keys: Option<Spanned<i64>>,
+}
+
+/// A rate as written: a number per second, or text with a unit.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawRate {
+    /// Whole requests per second.
+    PerSecond(i64),
+    /// Fractional requests per second.
+    Fraction(f64),
+    /// `"N/s"`, `"N/m"` or `"N/h"`.
+    Text(String),
 }
 
 /// The keys of [`RawRouteFilters`], which a route reads apart from its handler's.

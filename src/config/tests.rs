@@ -1,6 +1,8 @@
 //! Unit tests of the configuration stages: locations, values, flags.
 
+use super::build::{load, load_file, load_str};
 use super::*;
+use crate::observe::access_log::{LogFormat, LogTarget};
 
 use super::check_text as check;
 

@@ -6,15 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::address::{parse_address_entry, AddressRule, AddressRules};
 use super::basic_auth::{parse_htpasswd, BasicAuth};
 use super::rate_limit::{RateKey, RateLimit};
-use super::rate_reload::RateRule;
+use super::rate_reload::{table_for, RateRule};
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::RawRouteFilters;
+use crate::config::raw::{RawBasicAuth, RawRate, RawRateLimit, RawRouteFilters};
 use crate::config::value::read_named_file;
 use crate::filter::BoxedFilter;
 use crate::http::client_address::ClientAddress;
@@ -23,42 +22,6 @@ use crate::http::client_address::ClientAddress;
 const MAX_HTPASSWD: u64 = 16 * 1024 * 1024;
 /// Keys a rate-limit table holds unless told otherwise (16 bytes each).
 const DEFAULT_MAX_KEYS: i64 = 16_384;
-
-/// `basic_auth = { htpasswd = "...", realm = "..." }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBasicAuth {
-    /// File of `user:hash` lines.
-    pub htpasswd: Spanned<String>,
-    /// Realm named in the challenge.
-    pub realm: Option<Spanned<String>>,
-}
-
-/// `rate_limit = { rate = "10/s", burst = 20, key = "...", max_keys = ... }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRateLimit {
-    /// Requests per second, or `"N/s"`, `"N/m"`, `"N/h"`.
-    pub rate: Spanned<RawRate>,
-    /// Requests that may arrive at once.
-    pub burst: Option<Spanned<i64>>,
-    /// `remote_addr` (default) or `header:Name`.
-    pub key: Option<Spanned<String>>,
-    /// Clients tracked at most.
-    pub max_keys: Option<Spanned<i64>>,
-}
-
-/// A rate as written: a number per second, or text with a unit.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum RawRate {
-    /// Whole requests per second.
-    PerSecond(i64),
-    /// Fractional requests per second.
-    Fraction(f64),
-    /// `"N/s"`, `"N/m"` or `"N/h"`.
-    Text(String),
-}
 
 /// The client address resolver from `trusted_proxies` and
 /// `client_address_header` of `[http]` (`at` is `http`) or of a listener
@@ -199,13 +162,14 @@ fn rate_limit(
             ))
         }
     };
-    Ok(RateLimit::new(&RateRule {
+    let rule = RateRule {
         route,
         key: rate_key,
         per_request,
         burst,
         max_keys: max_keys as usize,
-    }))
+    };
+    Ok(RateLimit::new(rule.key.clone(), table_for(&rule)))
 }
 
 /// Requests per second from `10`, `0.5`, `"10/s"`, `"600/m"`, `"100/h"`.

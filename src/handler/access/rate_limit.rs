@@ -30,7 +30,7 @@
 //! whose 64-bit keyed hashes are equal share a cell; when a slot changes hands,
 //! a worker that matched the old key a moment earlier may move the new key's
 //! cell once; a bucket contended past a few retries lets the request through.
-//! A reload keeps the table of a rule it finds unchanged ([`super::rate_reload`]).
+//! A reload keeps the table of a rule it finds unchanged (`rate_reload.rs`).
 
 use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -41,7 +41,6 @@ use std::time::{Duration, Instant};
 
 use std::collections::hash_map::RandomState;
 
-use super::rate_reload::{table_for, RateRule};
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
 use crate::http::Session;
@@ -67,14 +66,12 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// The limit of `rule`: its emission interval (one second over the
-    /// rate), `burst` requests at once, `max_keys` bounding the table; with
-    /// the running table when a reload finds the rule unchanged.
-    pub fn new(rule: &RateRule) -> Self {
-        RateLimit {
-            key: rule.key.clone(),
-            table: table_for(rule),
-        }
+    /// A limit counting requests by `key` in `table`, which holds the
+    /// emission interval (one second over the rate), the burst and the key
+    /// bound; the configuration finds the table by its rule, so a reload
+    /// that leaves the rule unchanged keeps its counts (`rate_reload.rs`).
+    pub(super) fn new(key: RateKey, table: Arc<GcraTable>) -> Self {
+        RateLimit { key, table }
     }
 }
 

@@ -1,11 +1,8 @@
-//! Choosing a server: smooth weighted round robin (nginx's algorithm), least
+//! The balancing methods: smooth weighted round robin (nginx's algorithm), least
 //! connections (weighted, per worker), and ketama-style consistent hashing on a
-//! request key. Every method skips servers that are down or already tried, so a
-//! retry lands on another server.
-
-use std::time::Instant;
-
-use super::upstream::{GroupState, UpstreamGroup};
+//! request key. A worker's group state (`GroupState::pick_server` in
+//! `upstream.rs`) applies them to the servers that are up and not yet tried, so
+//! a retry lands on another server.
 
 /// Balancing method of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +93,13 @@ impl Ring {
         Ring { points }
     }
 
+    /// The first server at or after `hash` on the ring that `eligible` allows.
+    pub fn first_eligible(&self, hash: u64, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        self.walk(hash)
+            .take(self.points.len())
+            .find(|&i| eligible(i))
+    }
+
     /// Servers in ring order starting at `hash`; each server may repeat.
     fn walk(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
         let start = self.points.partition_point(|&(p, _)| p < hash);
@@ -146,71 +150,32 @@ impl SmoothWrr {
         self.current[b] -= total;
         Some(b)
     }
-}
 
-/// Picks a server for a request: up, not in `exclude`, by the group's method.
-/// `key` is the request's hash key (used by `hash` only). When every server not
-/// yet tried is down by passive health (failed requests), one of them is tried
-/// anyway, by the same method: a request answered 503 with nothing tried helps
-/// no one, and a server back from a blip is found at once rather than after
-/// `fail_timeout` (nginx likewise forgets its failure counts when all servers of
-/// a group failed). Servers an active health check reports down stay out: that
-/// is the operator's own probe saying so.
-pub fn pick(
-    group: &UpstreamGroup,
-    state: &GroupState,
-    key: u64,
-    exclude: &[usize],
-    now: Instant,
-) -> Option<usize> {
-    pick_among(group, state, key, |i| {
-        !exclude.contains(&i) && state.is_up(group, i, now)
-    })
-    .or_else(|| {
-        pick_among(group, state, key, |i| {
-            !exclude.contains(&i) && group.servers[i].actively_up()
-        })
-    })
-}
-
-/// The group's method over the servers `eligible` allows.
-fn pick_among(
-    group: &UpstreamGroup,
-    state: &GroupState,
-    key: u64,
-    eligible: impl Fn(usize) -> bool,
-) -> Option<usize> {
-    match &group.balance {
-        Balance::RoundRobin => state.wrr.borrow_mut().next(eligible),
-        Balance::LeastConn => {
-            let n = group.servers.len();
-            let mut wrr = state.wrr.borrow_mut();
-            wrr.tie = (wrr.tie + 1) % n.max(1);
-            let start = wrr.tie;
-            let mut best: Option<usize> = None;
-            for j in 0..n {
-                let i = (start + j) % n;
-                if !eligible(i) {
-                    continue;
-                }
-                let better = best.is_none_or(|b| {
-                    // active_i / w_i < active_b / w_b without division.
-                    u64::from(state.servers[i].active.get()) * u64::from(group.servers[b].weight)
-                        < u64::from(state.servers[b].active.get())
-                            * u64::from(group.servers[i].weight)
-                });
-                if better {
-                    best = Some(i);
-                }
+    /// Least connections over the servers `eligible` allows: the fewest
+    /// requests in flight (`active`) relative to weight; ties go to each
+    /// server in turn, as each call starts one server further along.
+    pub fn least_conn(
+        &mut self,
+        active: impl Fn(usize) -> u32,
+        eligible: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let n = self.weights.len();
+        self.tie = (self.tie + 1) % n.max(1);
+        let mut best: Option<usize> = None;
+        for j in 0..n {
+            let i = (self.tie + j) % n;
+            if !eligible(i) {
+                continue;
             }
-            best
+            // active_i / w_i < active_b / w_b without division.
+            let better = best.is_none_or(|b| {
+                i64::from(active(i)) * self.weights[b] < i64::from(active(b)) * self.weights[i]
+            });
+            if better {
+                best = Some(i);
+            }
         }
-        Balance::Hash(_) => {
-            let ring = group.ring.as_ref()?;
-            ring.walk(key)
-                .take(ring.points.len())
-                .find(|&i| eligible(i))
-        }
+        best
     }
 }
 

@@ -1,9 +1,10 @@
 //! Phase 2, choosing the upstream: the request's hash key (for `balance =
-//! "hash"`) and the pick among the servers that are up ([`super::balance`]).
+//! "hash"`) and the pick among the servers that are up
+//! ([`GroupState::pick_server`]).
 
 use std::net::IpAddr;
 
-use super::balance::{self, hash64, Balance, HashKey};
+use super::balance::{hash64, Balance, HashKey};
 use super::upstream::{GroupState, UpstreamGroup};
 use super::{ErrorKind, ProxyError};
 use crate::http::RequestView;
@@ -36,7 +37,7 @@ pub(super) fn choose_upstream(
     tried: &[usize],
     now: std::time::Instant,
 ) -> Result<usize, ProxyError> {
-    balance::pick(group, state, key, tried, now).ok_or_else(|| {
+    state.pick_server(group, key, tried, now).ok_or_else(|| {
         ProxyError::upstream(
             ErrorKind::NoServer,
             "its active health checks report every server down",

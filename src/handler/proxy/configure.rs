@@ -1,17 +1,27 @@
-//! Second configuration stage of a `proxy` route: its raw keys checked and turned
-//! into a [`ProxyRoute`] bound to its upstream group, beside the proxy as h2o keeps
-//! each configurator beside its handler.
+//! Second configuration stage of the proxy: each `[[upstream]]` checked and
+//! turned into an [`UpstreamGroup`] (servers resolved, TLS built), and a `proxy`
+//! route's raw keys into a [`ProxyRoute`] bound to its group; beside the proxy
+//! as h2o keeps each configurator beside its handler, so the runtime files
+//! (`upstream.rs`, the phases) never read raw configuration.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Range;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
+use rustls::pki_types::ServerName;
 use toml::Spanned;
 
-use super::upstream::UpstreamGroup;
+use super::balance::{Balance, HashKey, Ring};
+use super::upstream::{
+    CheckKind, HealthCheck, Server, UpstreamGroup, UpstreamProtocol, UpstreamTls,
+};
 use super::{Forwarding, ProxyRoute};
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::RawProxy;
-use crate::config::value::unknown_choice;
+use crate::config::raw::{RawHealthCheck, RawProxy, RawUpstream, RawUpstreamTls};
+use crate::config::value::{duration, int, unknown_choice};
+use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
 /// The group the `upstream` key of a listener or route (`key`, its table at
 /// `span`) names; `needed_by` says who needs the key when it is missing.
@@ -116,4 +126,368 @@ pub fn build_proxy(
         error_pages: Default::default(),
         cache: None,
     })
+}
+
+/// Validates one `[[upstream]]` (servers resolved, TLS built).
+pub fn build_upstream(
+    loc: &Locator<'_>,
+    key: &str,
+    index: usize,
+    u: &Spanned<RawUpstream>,
+) -> Result<UpstreamGroup, ConfigError> {
+    let raw = u.get_ref();
+    let name = raw.name.get_ref().clone();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(loc.error(
+            raw.name.span(),
+            &format!("{key}.name"),
+            format!("{name:?} is not a name (letters, digits, '-', '_', '.')"),
+        ));
+    }
+    if raw.servers.get_ref().is_empty() {
+        return Err(loc.error(
+            raw.servers.span(),
+            &format!("{key}.servers"),
+            "an upstream needs at least one server",
+        ));
+    }
+    let mut servers = Vec::new();
+    for (i, s) in raw.servers.get_ref().iter().enumerate() {
+        let skey = format!("{key}.servers[{}]", i + 1);
+        let rs = s.get_ref();
+        let text = rs.address.get_ref().trim().to_string();
+        let addr = resolve(&text)
+            .map_err(|m| loc.error(rs.address.span(), &format!("{skey}.address"), m))?;
+        let weight = int(loc, &rs.weight, &format!("{skey}.weight"), 1..=1000, 1)? as u32;
+        servers.push(Server {
+            addr,
+            authority: text,
+            weight,
+            active_up: AtomicBool::new(true),
+            checks: Default::default(),
+        });
+    }
+    if servers.len() > 1024 {
+        return Err(loc.error(
+            raw.servers.span(),
+            &format!("{key}.servers"),
+            "at most 1024 servers per group",
+        ));
+    }
+
+    let balance = match raw.balance.as_ref().map(|b| b.get_ref().as_str()) {
+        None | Some("round_robin") => Balance::RoundRobin,
+        Some("least_conn") => Balance::LeastConn,
+        Some("hash") => {
+            let Some(k) = &raw.hash_key else {
+                return Err(loc.error(
+                    u.span(),
+                    &format!("{key}.hash_key"),
+                    "balance = \"hash\" needs hash_key (\"client_ip\", \"path\" or \"header:Name\")",
+                ));
+            };
+            let hk = HashKey::parse(k.get_ref())
+                .map_err(|m| loc.error(k.span(), &format!("{key}.hash_key"), m))?;
+            Balance::Hash(hk)
+        }
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.balance,
+                &format!("{key}.balance"),
+                "balance",
+                &["round_robin", "least_conn", "hash"],
+            ))
+        }
+    };
+    if let (Some(k), false) = (&raw.hash_key, matches!(balance, Balance::Hash(_))) {
+        return Err(loc.error(
+            k.span(),
+            &format!("{key}.hash_key"),
+            "hash_key needs balance = \"hash\"",
+        ));
+    }
+    let ring = matches!(balance, Balance::Hash(_))
+        .then(|| Ring::new(servers.iter().map(|s| (s.authority.as_str(), s.weight))));
+
+    let protocol = match raw.protocol.as_ref().map(|p| p.get_ref().as_str()) {
+        None | Some("http1") => UpstreamProtocol::Http1,
+        Some("h2") => UpstreamProtocol::H2,
+        Some(other) => {
+            let p = raw.protocol.as_ref().expect("matched Some");
+            return Err(loc.error(
+                p.span(),
+                &format!("{key}.protocol"),
+                format!("unknown protocol {other:?}; expected \"http1\" or \"h2\""),
+            ));
+        }
+    };
+    if let (Some(m), UpstreamProtocol::Http1) = (&raw.max_streams, protocol) {
+        return Err(loc.error(
+            m.span(),
+            &format!("{key}.max_streams"),
+            "max_streams needs protocol = \"h2\"",
+        ));
+    }
+    let tls = match &raw.tls {
+        None => None,
+        Some(t) => {
+            let mut tls = upstream_tls(loc, &format!("{key}.tls"), t)?;
+            if protocol == UpstreamProtocol::H2 {
+                // ALPN is how a TLS server agrees to HTTP/2; one that does
+                // not is refused at connect rather than sent h2 frames.
+                let mut config = (*tls.config).clone();
+                config.alpn_protocols = vec![b"h2".to_vec()];
+                tls.config = Arc::new(config);
+            }
+            Some(tls)
+        }
+    };
+    let health_check = match &raw.health_check {
+        None => None,
+        Some(h) => Some(health_check(loc, &format!("{key}.health_check"), h)?),
+    };
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let socket = crate::sockopt::options_from_raw(
+        loc,
+        &format!("{key}.socket"),
+        raw.socket.as_ref(),
+        crate::sockopt::SocketSide::Upstream(&addrs),
+    )?;
+
+    Ok(UpstreamGroup {
+        name,
+        index,
+        servers,
+        balance,
+        ring,
+        tls,
+        connect_timeout: duration(
+            loc,
+            &raw.connect_timeout,
+            &format!("{key}.connect_timeout"),
+            Duration::from_secs(3),
+        )?,
+        response_timeout: duration(
+            loc,
+            &raw.response_timeout,
+            &format!("{key}.response_timeout"),
+            Duration::from_secs(60),
+        )?,
+        read_timeout: duration(
+            loc,
+            &raw.read_timeout,
+            &format!("{key}.read_timeout"),
+            Duration::from_secs(60),
+        )?,
+        retries: int(loc, &raw.retries, &format!("{key}.retries"), 0..=16, 1)? as u32,
+        max_idle: int(
+            loc,
+            &raw.max_idle,
+            &format!("{key}.max_idle"),
+            0..=10_000,
+            64,
+        )? as usize,
+        idle_timeout: duration(
+            loc,
+            &raw.idle_timeout,
+            &format!("{key}.idle_timeout"),
+            Duration::from_secs(60),
+        )?,
+        max_fails: int(
+            loc,
+            &raw.max_fails,
+            &format!("{key}.max_fails"),
+            0..=1000,
+            1,
+        )? as u32,
+        fail_timeout: duration(
+            loc,
+            &raw.fail_timeout,
+            &format!("{key}.fail_timeout"),
+            Duration::from_secs(10),
+        )?,
+        health_check,
+        max_in_flight: int(
+            loc,
+            &raw.max_in_flight,
+            &format!("{key}.max_in_flight"),
+            0..=10_000_000,
+            0,
+        )? as u32,
+        retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
+        socket,
+        counters: Default::default(),
+        protocol,
+        max_streams: int(
+            loc,
+            &raw.max_streams,
+            &format!("{key}.max_streams"),
+            1..=10_000,
+            100,
+        )? as u32,
+    })
+}
+
+/// `retry_after` as the whole seconds `Retry-After` carries (rounded up), 0s..1h.
+fn retry_after(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<crate::config::raw::RawDuration>>,
+    key: &str,
+) -> Result<Box<str>, ConfigError> {
+    let d = duration(loc, v, key, Duration::from_secs(1))?;
+    if let Some(v) = v.as_ref().filter(|_| d > Duration::from_secs(3600)) {
+        return Err(loc.error(v.span(), key, "at most 1h"));
+    }
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Ok(secs.to_string().into_boxed_str())
+}
+
+/// `host:port` -> the first address it resolves to (at start, as nginx does).
+fn resolve(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let has_port = text
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+    if !has_port {
+        return Err(format!("{text:?} is not host:port"));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
+fn upstream_tls(
+    loc: &Locator<'_>,
+    key: &str,
+    t: &Spanned<RawUpstreamTls>,
+) -> Result<UpstreamTls, ConfigError> {
+    let raw = t.get_ref();
+    let sni = match &raw.sni {
+        None => None,
+        Some(s) => Some(
+            ServerName::try_from(s.get_ref().clone())
+                .map_err(|e| loc.error(s.span(), &format!("{key}.sni"), e.to_string()))?,
+        ),
+    };
+    let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| loc.error(t.span(), key, e.to_string()))?;
+    let config = if raw.verify.unwrap_or(true) {
+        let mut roots = rustls::RootCertStore::empty();
+        let (path, span) = match &raw.ca {
+            Some(ca) => (ca.get_ref().clone(), ca.span()),
+            None => (SYSTEM_CA_BUNDLE.to_string(), t.span()),
+        };
+        let certs = crate::tls::read_pem_certs(&path)
+            .map_err(|e| loc.error(span.clone(), &format!("{key}.ca"), e))?;
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(loc.error(
+                span,
+                &format!("{key}.ca"),
+                format!("{path}: no usable CA certificate"),
+            ));
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    } else {
+        // `verify = false`, for upstreams on a trusted network: any certificate,
+        // but a real handshake.
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServerCert::new(
+                crate::tls::provider(),
+                HandshakeSignatures::Checked,
+            )))
+            .with_no_client_auth()
+    };
+    Ok(UpstreamTls {
+        config: Arc::new(config),
+        sni,
+    })
+}
+
+/// Debian's bundle of the system's trusted CAs, used when `ca` is not given.
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+fn health_check(
+    loc: &Locator<'_>,
+    key: &str,
+    h: &Spanned<RawHealthCheck>,
+) -> Result<HealthCheck, ConfigError> {
+    let raw = h.get_ref();
+    let kind = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("http") => {
+            let path = raw
+                .path
+                .as_ref()
+                .map_or_else(|| "/".to_string(), |p| p.get_ref().clone());
+            if !path.starts_with('/') || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                let span = raw.path.as_ref().map_or(h.span(), |p| p.span());
+                return Err(loc.error(
+                    span,
+                    &format!("{key}.path"),
+                    "a path starting with '/' without spaces or control characters",
+                ));
+            }
+            CheckKind::Http(path)
+        }
+        Some("tcp") => {
+            if let Some(p) = &raw.path {
+                return Err(loc.error(p.span(), &format!("{key}.path"), "a tcp check has no path"));
+            }
+            CheckKind::Tcp
+        }
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.kind,
+                &format!("{key}.kind"),
+                "check kind",
+                &["http", "tcp"],
+            ))
+        }
+    };
+    let interval = duration(
+        loc,
+        &raw.interval,
+        &format!("{key}.interval"),
+        Duration::from_secs(2),
+    )?;
+    if interval < Duration::from_millis(10) {
+        let span = raw.interval.as_ref().map_or(h.span(), |i| i.span());
+        return Err(loc.error(span, &format!("{key}.interval"), "at least 10ms"));
+    }
+    Ok(HealthCheck {
+        kind,
+        interval,
+        timeout: duration(
+            loc,
+            &raw.timeout,
+            &format!("{key}.timeout"),
+            Duration::from_secs(1),
+        )?,
+        rise: int(loc, &raw.rise, &format!("{key}.rise"), 1..=100, 2)? as u32,
+        fall: int(loc, &raw.fall, &format!("{key}.fall"), 1..=100, 3)? as u32,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_needs_a_port() {
+        assert!(resolve("127.0.0.1:3000").is_ok());
+        assert!(resolve("localhost:3000").is_ok());
+        assert!(resolve("localhost").is_err());
+        assert!(resolve("127.0.0.1:99999").is_err());
+    }
 }

@@ -42,7 +42,7 @@ pub(crate) mod tests {
             servers = [{ address = "127.0.0.1:1" }, { address = "127.0.0.1:2", weight = 3 }]
             health_check = { kind = "tcp", interval = "2s" }
         "#;
-        let config = Arc::new(crate::config::load_str("test.toml", text).expect("config"));
+        let config = Arc::new(crate::config::build::load_str("test.toml", text).expect("config"));
         let g = &config.upstreams[0];
         g.servers[0].checks.record(Ok(()));
         g.servers[0]
@@ -184,7 +184,7 @@ pub(crate) mod tests {
     fn a_reload_counts_a_generation_and_keeps_the_old_groups_while_they_drain() {
         let state = state_with_traffic();
         let old = state.config.load().current.clone();
-        let next = crate::config::load_str(
+        let next = crate::config::build::load_str(
             "next.toml",
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"respond\"\n",
         )
@@ -238,7 +238,7 @@ mod acme_tests {
             "#,
             state_dir.path().display()
         );
-        let config = Arc::new(crate::config::load_str("acme.toml", &text).expect("config"));
+        let config = Arc::new(crate::config::build::load_str("acme.toml", &text).expect("config"));
         let state = StatusState::new(Arc::new(Registry::new(1, vec![])), config, vec![]);
         let v: Value = serde_json::from_str(&super::render_json(&state.snapshot())).unwrap();
         let cert = &v["certificates"][0];

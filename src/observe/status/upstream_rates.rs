@@ -133,7 +133,7 @@ mod tests {
         let state = json::tests::state_with_traffic();
         let old = state.snapshot();
         assert_eq!(old.upstreams[0].servers[1].requests_per_s, 1.0);
-        let config = crate::config::load_str(
+        let config = crate::config::build::load_str(
             "next.toml",
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:1\" }, { address = \"127.0.0.1:2\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n",
         )

@@ -152,7 +152,7 @@ where
     F: FnOnce(TcpStream) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut config = crate::config::load_str(
+    let mut config = crate::config::build::load_str(
         "test.toml",
         &format!(
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n\

@@ -125,7 +125,7 @@ where
     F: FnOnce(h2::client::SendRequest<Bytes>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut config = crate::config::load_str(
+    let mut config = crate::config::build::load_str(
         "test.toml",
         "[[listener]]\nlisten = \"127.0.0.1:0\"\nhttp2 = true\n[http]\nmax_body_bytes = 100000\n\
          [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",

@@ -381,7 +381,8 @@ fn decode_base64url(s: &str) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{load_str, ConfigError};
+    use crate::config::build::load_str;
+    use crate::config::ConfigError;
 
     fn check(acme: &str) -> Result<crate::config::Config, ConfigError> {
         let text = format!(

@@ -1,0 +1,661 @@
+//! The second configuration stage: raw tables -> a frozen [`Config`], each
+//! value checked and each route's handler and filters built by their own
+//! configurators. It sits above the handlers (it calls them), which is why it
+//! is apart from the frozen types in `mod.rs` that workers read.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::{self, RawAccessLog, RawAdmin, RawConfig, RawHandler, RawListener, RawRoute};
+use super::value::{duration, int, is_host_name, parse_duration, parse_size, unknown_choice};
+use super::{
+    flags, http2, parse, Config, ConfigError, HttpConfig, ListenerConfig, Locator, Overrides,
+    TcpForward, EMBEDDED_DEFAULT,
+};
+use crate::file_io::{FileIoPool, FileIoSettings};
+use crate::filter;
+use crate::handler::mime_table::{self, MimeTable};
+use crate::handler::proxy::configure as proxy_configure;
+use crate::handler::proxy::upstream::UpstreamGroup;
+use crate::handler::{redirect_configure, respond_configure, static_configure};
+use crate::http::client_address::ClientAddress;
+use crate::http1::parse::Limits;
+use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
+use crate::proxy_protocol;
+use crate::route::{BoxedHandler, RouteTable};
+
+/// Loads `file`, or the embedded default without one, and applies the flags.
+/// Relative paths in a file are taken from the file's directory.
+pub fn load(file: Option<&Path>, flags: &Overrides) -> Result<Config, ConfigError> {
+    let (name, text) = match file {
+        Some(path) => (path.display().to_string(), read_file(path)?),
+        None => ("embedded default".to_string(), EMBEDDED_DEFAULT.to_string()),
+    };
+    let mut raw = parse(&name, &text)?;
+    if let Some(dir) = file.map(file_dir) {
+        raw.resolve_paths(&dir);
+    }
+    flags::apply(&mut raw, flags, file.is_none())?;
+    validate(&name, &text, raw)
+}
+
+/// The directory relative paths in `file` are taken from.
+fn file_dir(file: &Path) -> std::path::PathBuf {
+    let dir = file.parent().unwrap_or(Path::new(""));
+    if dir.as_os_str().is_empty() {
+        std::env::current_dir().unwrap_or_default()
+    } else {
+        std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+    }
+}
+
+/// Loads and validates a file without flags (for `pier check`).
+pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+    load(Some(path), &Overrides::default())
+}
+
+/// Parses and validates configuration text; `name` is the origin that errors
+/// name (a file name, or whatever the text came from). Relative paths are taken
+/// from the current directory.
+pub fn load_str(name: &str, text: &str) -> Result<Config, ConfigError> {
+    let raw = parse(name, text)?;
+    validate(name, text, raw)
+}
+
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: 0,
+        key: "--config".into(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// Second stage: raw -> frozen, building real objects and checking every value.
+pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, ConfigError> {
+    let loc = Locator::new(name, text);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = match int(&loc, &raw.server.workers, "server.workers", 0..=1024, 0)? {
+        0 => cores,
+        n => n as usize,
+    };
+    let drain_timeout = duration(
+        &loc,
+        &raw.server.drain_timeout,
+        "server.drain_timeout",
+        Duration::from_secs(10),
+    )?;
+    let max_connections = int(
+        &loc,
+        &raw.server.max_connections,
+        "server.max_connections",
+        0..=100_000_000,
+        0,
+    )? as usize;
+    let file_io = validate_file_io(&loc, &raw.server)?;
+
+    let d = HttpConfig::default();
+    let h = &raw.http;
+    let http = HttpConfig {
+        limits: Limits {
+            max_head_bytes: int(
+                &loc,
+                &h.max_head_bytes,
+                "http.max_head_bytes",
+                1024..=(1 << 24),
+                d.limits.max_head_bytes as i64,
+            )? as usize,
+            max_headers: int(
+                &loc,
+                &h.max_headers,
+                "http.max_headers",
+                1..=10_000,
+                d.limits.max_headers as i64,
+            )? as usize,
+            max_uri_bytes: int(
+                &loc,
+                &h.max_uri_bytes,
+                "http.max_uri_bytes",
+                16..=(1 << 20),
+                d.limits.max_uri_bytes as i64,
+            )? as usize,
+        },
+        header_read_timeout: duration(
+            &loc,
+            &h.header_read_timeout,
+            "http.header_read_timeout",
+            d.header_read_timeout,
+        )?,
+        keepalive_timeout: duration(
+            &loc,
+            &h.keepalive_timeout,
+            "http.keepalive_timeout",
+            d.keepalive_timeout,
+        )?,
+        body_read_timeout: duration(
+            &loc,
+            &h.body_read_timeout,
+            "http.body_read_timeout",
+            d.body_read_timeout,
+        )?,
+        write_timeout: duration(
+            &loc,
+            &h.write_timeout,
+            "http.write_timeout",
+            d.write_timeout,
+        )?,
+        max_body_bytes: int(
+            &loc,
+            &h.max_body_bytes,
+            "http.max_body_bytes",
+            0..=i64::MAX,
+            d.max_body_bytes as i64,
+        )? as u64,
+    };
+
+    let mut upstreams: Vec<Arc<UpstreamGroup>> = Vec::new();
+    for (i, u) in raw.upstream.iter().enumerate() {
+        let key = format!("upstream[{}]", i + 1);
+        let group = proxy_configure::build_upstream(&loc, &key, i, u)?;
+        if upstreams.iter().any(|g| g.name == group.name) {
+            return Err(loc.error(
+                u.get_ref().name.span(),
+                &format!("{key}.name"),
+                format!("upstream {:?} is defined twice", group.name),
+            ));
+        }
+        upstreams.push(Arc::new(group));
+    }
+
+    if raw.listener.is_empty() {
+        return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
+    }
+    let client = crate::handler::access::configure::client_address(
+        &loc,
+        "http",
+        &raw.http.trusted_proxies,
+        &raw.http.client_address_header,
+    )?;
+    let mut listeners = Vec::new();
+    for (i, l) in raw.listener.iter().enumerate() {
+        let key = format!("listener[{}]", i + 1);
+        listeners.push(validate_listener(&loc, &key, l, &upstreams, &client)?);
+    }
+    for (i, a) in listeners.iter().enumerate() {
+        if listeners[..i]
+            .iter()
+            .any(|b| b.addr == a.addr && a.addr.port() != 0)
+        {
+            let span = raw.listener[i].get_ref().listen.span();
+            return Err(loc.error(
+                span,
+                &format!("listener[{}].listen", i + 1),
+                format!("{} is listed twice", a.addr),
+            ));
+        }
+    }
+
+    let caches = crate::cache::configure::build_zones(&loc, raw.cache.as_ref())?;
+    let mime = Arc::new(validate_mime(&loc, raw.mime.as_ref())?);
+    let mut routes = RouteTable::default();
+    routes.insert_pre_route(crate::handler::acme_challenge::AcmeChallenge::pre_route());
+    let http_listeners = listeners.iter().any(|l| l.tcp.is_none());
+    if raw.route.is_empty() && http_listeners {
+        return Err(loc.error(0..0, "route", "no [[route]] configured"));
+    }
+    for (i, r) in raw.route.iter().enumerate() {
+        let key = format!("route[{}]", i + 1);
+        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &caches, &mime)?;
+        if let Err(msg) = routes.insert(host, path, handler) {
+            return Err(loc.error(r.span(), &key, msg));
+        }
+    }
+
+    let admin = raw
+        .admin
+        .as_ref()
+        .map(|a| validate_admin(&loc, a.get_ref()))
+        .transpose()?;
+    let access_log = raw
+        .access_log
+        .as_ref()
+        .map(|a| validate_access_log(&loc, a.get_ref()))
+        .transpose()?;
+
+    Ok(Config {
+        source: name.to_string(),
+        workers,
+        pin_cpus: raw.server.pin_cpus.unwrap_or(false),
+        drain_timeout,
+        max_connections,
+        http,
+        http2: http2::validate_http2(&loc, &raw.http2)?,
+        listeners,
+        routes,
+        upstreams,
+        admin,
+        access_log,
+        file_io: FileIoPool::new(file_io),
+        caches,
+    })
+}
+
+/// `[server]` `file_io_threads`, `file_io_queue` and `file_io_timeout`.
+fn validate_file_io(
+    loc: &Locator<'_>,
+    server: &raw::RawServer,
+) -> Result<FileIoSettings, ConfigError> {
+    let d = FileIoSettings::default();
+    let timeout = duration(
+        loc,
+        &server.file_io_timeout,
+        "server.file_io_timeout",
+        d.timeout,
+    )?;
+    if let (Some(v), true) = (&server.file_io_timeout, timeout.is_zero()) {
+        return Err(loc.error(
+            v.span(),
+            "server.file_io_timeout",
+            "the file IO timeout must be longer than zero",
+        ));
+    }
+    Ok(FileIoSettings {
+        threads: int(
+            loc,
+            &server.file_io_threads,
+            "server.file_io_threads",
+            1..=1024,
+            d.threads as i64,
+        )? as usize,
+        queue: int(
+            loc,
+            &server.file_io_queue,
+            "server.file_io_queue",
+            1..=1_000_000,
+            d.queue as i64,
+        )? as usize,
+        timeout,
+    })
+}
+
+/// `[mime]`: extensions and the Content-Type each gets, ahead of the built-in table.
+fn validate_mime(
+    loc: &Locator<'_>,
+    raw: Option<&Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+) -> Result<MimeTable, ConfigError> {
+    let mut entries = Vec::new();
+    for (ext, ty) in raw.map(|m| m.get_ref().iter()).into_iter().flatten() {
+        let bare = ext.trim_start_matches('.');
+        if bare.is_empty() || bare.len() > 32 || bare.contains(['/', '.']) || !bare.is_ascii() {
+            return Err(loc.error(
+                ty.span(),
+                &format!("mime.{ext}"),
+                "not a file extension (such as \"wasm\" or \".glb\")",
+            ));
+        }
+        if !mime_table::is_media_type(ty.get_ref()) {
+            return Err(loc.error(
+                ty.span(),
+                &format!("mime.{ext}"),
+                format!(
+                    "{:?} is not a media type such as \"model/gltf-binary\"",
+                    ty.get_ref()
+                ),
+            ));
+        }
+        entries.push((bare.to_string(), ty.get_ref().clone()));
+    }
+    Ok(MimeTable::new().with_entries(entries))
+}
+
+/// `[access_log]`: the target must be named; format, buffer and interval have defaults.
+fn validate_access_log(
+    loc: &Locator<'_>,
+    raw: &RawAccessLog,
+) -> Result<AccessLogConfig, ConfigError> {
+    let target = match raw.path.get_ref().as_str() {
+        "" => {
+            return Err(loc.error(
+                raw.path.span(),
+                "access_log.path",
+                "must name a file, or \"-\" for standard output",
+            ))
+        }
+        "-" => LogTarget::Stdout,
+        p => LogTarget::File(p.into()),
+    };
+    let format = match raw
+        .format
+        .as_ref()
+        .map(|f| (f.get_ref().as_str(), f.span()))
+    {
+        None | Some(("combined", _)) => LogFormat::Combined,
+        Some(("json", _)) => LogFormat::Json,
+        Some((other, span)) => {
+            return Err(loc.error(
+                span,
+                "access_log.format",
+                format!("unknown format {other:?}; use \"combined\" or \"json\""),
+            ))
+        }
+    };
+    let buffer = match &raw.buffer {
+        None => 64 * 1024,
+        Some(b) => parse_size(b.get_ref())
+            .and_then(|n| {
+                if (1..=64 << 20).contains(&n) {
+                    Ok(n as usize)
+                } else {
+                    Err(format!("{n} bytes is out of range 1..=64MiB"))
+                }
+            })
+            .map_err(|m| loc.error(b.span(), "access_log.buffer", m))?,
+    };
+    let flush_interval = duration(
+        loc,
+        &raw.flush_interval,
+        "access_log.flush_interval",
+        Duration::from_secs(1),
+    )?;
+    if flush_interval.is_zero() {
+        let span = raw.flush_interval.as_ref().map_or(0..0, |f| f.span());
+        return Err(loc.error(span, "access_log.flush_interval", "must be above zero"));
+    }
+    Ok(AccessLogConfig {
+        target,
+        format,
+        buffer,
+        flush_interval,
+    })
+}
+
+/// `[admin]`: metrics expose traffic and topology, so only loopback unless the
+/// file says otherwise in so many words.
+fn validate_admin(loc: &Locator<'_>, raw: &RawAdmin) -> Result<SocketAddr, ConfigError> {
+    let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
+        loc.error(
+            raw.listen.span(),
+            "admin.listen",
+            format!("`{}` is not an ip:port address", raw.listen.get_ref()),
+        )
+    })?;
+    if !addr.ip().is_loopback() && raw.allow_remote != Some(true) {
+        return Err(loc.error(
+            raw.listen.span(),
+            "admin.listen",
+            format!(
+                "{addr} is not a loopback address; set admin.allow_remote = true to serve metrics beyond this host"
+            ),
+        ));
+    }
+    Ok(addr)
+}
+
+fn validate_listener(
+    loc: &Locator<'_>,
+    key: &str,
+    l: &Spanned<RawListener>,
+    upstreams: &[Arc<UpstreamGroup>],
+    server_client: &Arc<ClientAddress>,
+) -> Result<ListenerConfig, ConfigError> {
+    let raw = l.get_ref();
+    // The listener's own trusted proxies, else the server's.
+    let client_address = if raw.trusted_proxies.is_some() || raw.client_address_header.is_some() {
+        crate::handler::access::configure::client_address(
+            loc,
+            key,
+            &raw.trusted_proxies,
+            &raw.client_address_header,
+        )?
+    } else {
+        server_client.clone()
+    };
+    let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
+        loc.error(
+            raw.listen.span(),
+            &format!("{key}.listen"),
+            format!("{:?} is not an ip:port address", raw.listen.get_ref()),
+        )
+    })?;
+    let backlog = int(
+        loc,
+        &raw.backlog,
+        &format!("{key}.backlog"),
+        1..=65535,
+        4096,
+    )? as u32;
+    let alpn = listener_alpn(loc, key, raw)?;
+    let http2 = match &raw.tls {
+        None => raw.http2.unwrap_or(false),
+        Some(_) => alpn.iter().any(|p| p == b"h2"),
+    };
+    let tls = match &raw.tls {
+        None => None,
+        Some(t) => Some(crate::tls::listener_tls(
+            loc,
+            &format!("{key}.tls"),
+            t,
+            alpn,
+        )?),
+    };
+    let tcp = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("http") => {
+            for (present, name) in [
+                (raw.upstream.as_ref().map(|u| u.span()), "upstream"),
+                (
+                    raw.proxy_protocol.as_ref().map(|u| u.span()),
+                    "proxy_protocol",
+                ),
+                (raw.idle_timeout.as_ref().map(|u| u.span()), "idle_timeout"),
+            ] {
+                if let Some(span) = present {
+                    return Err(loc.error(
+                        span,
+                        &format!("{key}.{name}"),
+                        "only a kind = \"tcp\" listener takes this key",
+                    ));
+                }
+            }
+            None
+        }
+        Some("tcp") => {
+            let group = proxy_configure::upstream_named(
+                loc,
+                key,
+                l.span(),
+                &raw.upstream,
+                "a tcp listener",
+                upstreams,
+            )?;
+            let send_proxy_protocol = match &raw.proxy_protocol {
+                None => None,
+                Some(v) => Some(
+                    proxy_protocol::ProxyVersion::parse(v.get_ref())
+                        .map_err(|m| loc.error(v.span(), &format!("{key}.proxy_protocol"), m))?,
+                ),
+            };
+            let idle_timeout = match &raw.idle_timeout {
+                None => Duration::from_secs(300),
+                Some(d) => parse_duration(d.get_ref())
+                    .map_err(|m| loc.error(d.span(), &format!("{key}.idle_timeout"), m))?,
+            };
+            Some(TcpForward {
+                group,
+                send_proxy_protocol,
+                idle_timeout,
+            })
+        }
+        Some(_) => {
+            return Err(unknown_choice(
+                loc,
+                &raw.kind,
+                &format!("{key}.kind"),
+                "listener kind",
+                &["http", "tcp"],
+            ))
+        }
+    };
+    Ok(ListenerConfig {
+        addr,
+        backlog,
+        tls,
+        accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
+        client_address,
+        tcp,
+        socket: crate::sockopt::options_from_raw(
+            loc,
+            &format!("{key}.socket"),
+            raw.socket.as_ref(),
+            crate::sockopt::SocketSide::Listener(addr),
+        )?,
+        http2,
+    })
+}
+
+/// The protocols a listener's ALPN offers: `alpn` as written (`h2` and
+/// `http/1.1`, in the order of preference), else both on an HTTP listener and
+/// `http/1.1` alone on a tcp one (its upstream's protocol is unknown).
+/// `http2 = true` is for plain listeners, where there is no ALPN.
+fn listener_alpn(
+    loc: &Locator<'_>,
+    key: &str,
+    raw: &RawListener,
+) -> Result<Vec<Vec<u8>>, ConfigError> {
+    let tcp = raw.kind.as_ref().is_some_and(|k| k.get_ref() == "tcp");
+    if let (Some(_), Some(http2)) = (&raw.tls, raw.http2) {
+        let span = raw.tls.as_ref().map_or(0..0, |t| t.span());
+        return Err(loc.error(
+            span,
+            &format!("{key}.http2"),
+            format!("a TLS listener offers HTTP/2 by ALPN: use alpn instead of http2 = {http2}"),
+        ));
+    }
+    if tcp && raw.http2 == Some(true) {
+        return Err(loc.error(
+            raw.listen.span(),
+            &format!("{key}.http2"),
+            "a tcp listener forwards streams; it does not speak HTTP/2",
+        ));
+    }
+    let Some(list) = &raw.alpn else {
+        return Ok(if tcp {
+            vec![b"http/1.1".to_vec()]
+        } else {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        });
+    };
+    if raw.tls.is_none() {
+        return Err(loc.error(
+            list.span(),
+            &format!("{key}.alpn"),
+            "ALPN is a TLS extension: this listener has no tls table (use http2 = true for HTTP/2 over plain TCP)",
+        ));
+    }
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for p in list.get_ref() {
+        let name = p.get_ref().as_str();
+        let allowed = match name {
+            "h2" => !tcp,
+            "http/1.1" => true,
+            _ => false,
+        };
+        if !allowed || out.iter().any(|o| o == name.as_bytes()) {
+            return Err(loc.error(
+                p.span(),
+                &format!("{key}.alpn"),
+                format!("{name:?} cannot be offered here: use \"h2\" and \"http/1.1\", each once (\"h2\" on HTTP listeners only)"),
+            ));
+        }
+        out.push(name.as_bytes().to_vec());
+    }
+    if out.is_empty() {
+        return Err(loc.error(
+            list.span(),
+            &format!("{key}.alpn"),
+            "offers no protocol: list \"h2\", \"http/1.1\" or both",
+        ));
+    }
+    Ok(out)
+}
+
+fn validate_route(
+    loc: &Locator<'_>,
+    key: &str,
+    r: &Spanned<RawRoute>,
+    upstreams: &[Arc<UpstreamGroup>],
+    caches: &[Arc<crate::cache::zone::CacheZone>],
+    mime: &Arc<MimeTable>,
+) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
+    let raw = r.get_ref();
+    let host = match &raw.host {
+        None => None,
+        Some(h) => {
+            let v = h.get_ref().trim().to_ascii_lowercase();
+            if !is_host_name(&v) {
+                return Err(loc.error(
+                    h.span(),
+                    &format!("{key}.host"),
+                    format!("{:?} is not a host name", h.get_ref()),
+                ));
+            }
+            Some(v)
+        }
+    };
+    let path = match &raw.path {
+        None => "/".to_string(),
+        Some(p) => {
+            if !p.get_ref().starts_with('/') {
+                return Err(loc.error(
+                    p.span(),
+                    &format!("{key}.path"),
+                    "a path prefix must start with '/'",
+                ));
+            }
+            p.get_ref().clone()
+        }
+    };
+    let upstream_rules =
+        filter::configure::upstream_request_rules(loc, key, &raw.filters, raw.handler.get_ref())?;
+    let handler: BoxedHandler = match raw.handler.get_ref() {
+        RawHandler::Static(s) => {
+            Box::new(static_configure::build_static(loc, key, r.span(), s, mime)?)
+        }
+        RawHandler::Respond(s) => {
+            Box::new(respond_configure::build_respond(loc, key, r.span(), s)?)
+        }
+        RawHandler::Redirect(s) => {
+            Box::new(redirect_configure::build_redirect(loc, key, r.span(), s)?)
+        }
+        RawHandler::Proxy(p) => {
+            let mut proxy = proxy_configure::build_proxy(loc, key, r.span(), p, upstreams)?;
+            if let Some(name) = &p.cache {
+                proxy.cache = Some(crate::cache::configure::zone_named(loc, key, name, caches)?);
+            }
+            proxy.request_rules = upstream_rules;
+            proxy.error_pages = crate::handler::proxy::error_page::build_error_pages(
+                loc,
+                key,
+                p.error_pages.as_ref(),
+                mime,
+            )?;
+            Box::new(proxy)
+        }
+    };
+    // Compression innermost: the header rules see (and may edit) its head.
+    let handler = filter::compress_configure::wrap_compress(loc, key, &raw.filters, handler)?;
+    // Access checks first: a refused request costs no more than the check.
+    let route = (host.clone(), path.clone());
+    let mut filters =
+        crate::handler::access::configure::access_filters(loc, key, route, &raw.filters)?;
+    filters.extend(filter::configure::route_filters(
+        loc,
+        key,
+        &raw.filters,
+        raw.handler.get_ref(),
+    )?);
+    Ok((host, path, filter::wrap(handler, filters)))
+}
