@@ -491,3 +491,68 @@ fn each_stream_gets_an_access_log_line_and_metrics_count_http2() {
         "{text}"
     );
 }
+
+#[test]
+fn a_cached_route_over_h2_answers_from_the_cache_and_logs_the_outcome() {
+    let origin = Upstream::start(|_| {
+        Reply::Http(
+            200,
+            vec![("Cache-Control".into(), "max-age=60".into())],
+            b"cacheable\n".to_vec(),
+        )
+    });
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[upstream]]
+name = "app"
+servers = [{{ address = "{}" }}]
+[cache.main]
+memory = "4MiB"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+cache = "main"
+[access_log]
+path = "{{dir}}/access.log"
+flush_interval = "50ms"
+"#,
+            origin.addr
+        ),
+        &[],
+    );
+    let addr = pier.addr();
+    rt().block_on(async move {
+        let mut c = h2_client(addr, None).await;
+        for _ in 0..2 {
+            let got = fetch(
+                &mut c,
+                get(&format!("http://{addr}/c")).body(()).unwrap(),
+                None,
+            )
+            .await;
+            assert_eq!(
+                (got.head.status.as_u16(), &got.body[..]),
+                (200, &b"cacheable\n"[..])
+            );
+        }
+    });
+    assert_eq!(origin.requests().len(), 1, "the second came from the cache");
+    let log = pier.root().join("access.log");
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("cache=miss"), "{text}");
+    assert!(lines[1].contains("cache=hit"), "{text}");
+    assert!(lines[1].contains("HTTP/2.0"), "{text}");
+}

@@ -465,7 +465,7 @@ async fn run_stream(
             }),
             upstream: s.upstream.map(|u| u.0),
             upstream_time: s.upstream.map(|u| u.1),
-            cache: None,
+            cache: s.cache,
         });
     }
 }

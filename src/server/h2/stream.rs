@@ -82,6 +82,8 @@ pub struct H2Stream<'a> {
     pub(super) sent: u64,
     pub(super) request_id: crate::http::RequestId,
     pub(super) upstream: Option<(SocketAddr, Duration)>,
+    /// How a cache answered, for the access log.
+    pub(super) cache: Option<&'static str>,
 }
 
 impl<'a> H2Stream<'a> {
@@ -126,6 +128,7 @@ impl<'a> H2Stream<'a> {
             sent: 0,
             request_id: crate::http::RequestId::default(),
             upstream: None,
+            cache: None,
         }
     }
 
@@ -457,5 +460,9 @@ impl<'a> Session<'a> for H2Stream<'a> {
 
     fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {
         self.upstream = Some((addr, elapsed));
+    }
+
+    fn note_cache(&mut self, outcome: &'static str) {
+        self.cache = Some(outcome);
     }
 }
