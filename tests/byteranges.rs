@@ -306,11 +306,16 @@ fn curl_reads_multipart_over_http_and_https() {
     let ranges = [(0usize, 9usize), (300_000, 899_999), (1_499_990, 1_499_999)];
     let http = format!("http://127.0.0.1:{}/c.bin", pier.addr().port());
     let https = format!("https://127.0.0.1:{}/c.bin", pier.https[0].port());
-    for url in [http, https] {
+    // HTTPS twice: HTTP/1.1, then HTTP/2 as ALPN chooses it.
+    for (url, protocol) in [
+        (&http, "--http1.1"),
+        (&https, "--http1.1"),
+        (&https, "--http2"),
+    ] {
         let out = Command::new(&curl)
-            .args(["-sSk", "--max-time", "20", "-D", "-"])
+            .args(["-sSk", "--max-time", "20", "-D", "-", protocol])
             .args(["-r", "0-9,300000-899999,-10"])
-            .arg(&url)
+            .arg(url)
             .output()
             .unwrap();
         assert!(
@@ -321,15 +326,27 @@ fn curl_reads_multipart_over_http_and_https() {
         let all = out.stdout;
         let head_end = find(&all, b"\r\n\r\n").unwrap() + 4;
         let head = String::from_utf8_lossy(&all[..head_end]).to_string();
-        assert!(head.starts_with("HTTP/1.1 206"), "{url}: {head}");
+        let status = if protocol == "--http2" {
+            "HTTP/2 206"
+        } else {
+            "HTTP/1.1 206"
+        };
+        assert!(head.starts_with(status), "{url} {protocol}: {head}");
         let b = head
             .lines()
-            .find_map(|l| l.strip_prefix("Content-Type: multipart/byteranges; boundary="))
+            .find_map(|l| {
+                let (name, value) = l.split_once(": ")?;
+                let value = value.strip_prefix("multipart/byteranges; boundary=")?;
+                name.eq_ignore_ascii_case("content-type").then_some(value)
+            })
             .unwrap_or_else(|| panic!("{url}: {head}"))
             .trim()
             .to_string();
         let want = expected_body(&data, &ranges, &b, "application/octet-stream");
-        assert!(all[head_end..] == want[..], "{url}: body differs");
+        assert!(
+            all[head_end..] == want[..],
+            "{url} {protocol}: body differs"
+        );
     }
 }
 
