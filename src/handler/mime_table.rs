@@ -57,8 +57,11 @@ impl MimeTable {
         let Ok(ext) = std::str::from_utf8(&lower[..ext.len()]) else {
             return mime::DEFAULT;
         };
-        if let Some(ty) = self.configured.get(ext) {
-            return ty;
+        // Most configurations add no types: no hashing for them.
+        if !self.configured.is_empty() {
+            if let Some(ty) = self.configured.get(ext) {
+                return ty;
+            }
         }
         let builtin = mime::for_extension(ext.as_bytes());
         if builtin != mime::DEFAULT || !self.system {

@@ -18,12 +18,10 @@ pub(crate) fn split_authority(a: &[u8], port_required: bool) -> Option<(usize, O
         }
         close + 1
     } else {
-        let end = a.iter().position(|&b| b == b':').unwrap_or(a.len());
-        let host = a.get(..end)?;
-        if host.is_empty() || !valid_reg_name(host) {
-            return None;
+        match reg_name_len(a)? {
+            0 => return None,
+            n => n,
         }
-        end
     };
     match a.get(host_len..)? {
         [] if !port_required => Some((host_len, None)),
@@ -39,23 +37,27 @@ pub(crate) fn split_authority(a: &[u8], port_required: bool) -> Option<(usize, O
 /// as a table: every request's `Host` is checked against it.
 const REG_NAME_BYTES: [bool; 256] = alnum_and(b"-._~!$&'()*+,;=");
 
-/// reg-name / IPv4address: unreserved, sub-delims and well-formed pct-encoding.
-fn valid_reg_name(host: &[u8]) -> bool {
+/// The length of the reg-name / IPv4address (unreserved, sub-delims and
+/// well-formed pct-encoding) that starts `a` and ends at its end or at a `:`;
+/// `None` when another byte or a broken escape comes first. One pass, as every
+/// request's `Host` goes through it.
+fn reg_name_len(a: &[u8]) -> Option<usize> {
     let mut i = 0;
-    while let Some(&b) = host.get(i) {
-        if b == b'%' {
-            match host.get(i + 1..i + 3) {
-                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 3,
-                _ => return false,
-            }
+    while let Some(&b) = a.get(i) {
+        if REG_NAME_BYTES[usize::from(b)] {
+            i += 1;
             continue;
         }
-        if !REG_NAME_BYTES[usize::from(b)] {
-            return false;
+        match b {
+            b':' => break,
+            b'%' => match a.get(i + 1..i + 3) {
+                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 3,
+                _ => return None,
+            },
+            _ => return None,
         }
-        i += 1;
     }
-    true
+    Some(i)
 }
 
 /// IPv6address or IPvFuture inside brackets; shape only, not a full address parse.
@@ -79,6 +81,10 @@ fn valid_ip_literal(inner: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    fn valid_reg_name(host: &[u8]) -> bool {
+        reg_name_len(host) == Some(host.len())
+    }
+
     #[test]
     fn a_host_holds_exactly_the_reg_name_bytes_of_rfc_3986() {
         for b in 0..=255u8 {
@@ -87,5 +93,36 @@ mod tests {
         }
         assert!(valid_reg_name(b"ex%41mple.test"));
         assert!(!valid_reg_name(b"ex%4"));
+        assert!(!valid_reg_name(b"ex%4:1"));
+    }
+
+    #[test]
+    fn authorities_split_at_the_port() {
+        assert_eq!(
+            split_authority(b"127.0.0.1:8080", false),
+            Some((9, Some(&b"8080"[..])))
+        );
+        assert_eq!(
+            split_authority(b"ex%3aample:80", true),
+            Some((10, Some(&b"80"[..])))
+        );
+        assert_eq!(split_authority(b"example.test", false), Some((12, None)));
+        assert_eq!(split_authority(b"example.test", true), None);
+        assert_eq!(
+            split_authority(b"[::1]:443", false),
+            Some((5, Some(&b"443"[..])))
+        );
+        assert_eq!(split_authority(b"", false), Some((0, None)));
+        for bad in [
+            &b":80"[..],
+            b"a b:80",
+            b"a:80:90",
+            b"a:123456",
+            b"a:8x",
+            b"a%zz:1",
+            b"[::1",
+        ] {
+            assert_eq!(split_authority(bad, false), None, "{bad:?}");
+        }
     }
 }

@@ -81,14 +81,17 @@ fn static_request<'r>(
         off_loop: Some(off_loop),
         accept_encoding: None,
         coding: None,
+        now: Some(session.worker().clock.now().into_std()),
     }
 }
 
 /// The slash is added, the query kept, as nginx does.
 fn with_query(session: &dyn Session<'_>, mut reply: Reply) -> Reply {
-    if let (Reply::Redirect { location }, Some(query)) = (&mut reply, session.request().query()) {
-        location.push(b'?');
-        location.extend_from_slice(query);
+    if let Reply::Redirect { location } = &mut reply {
+        if let Some(query) = session.request().query() {
+            location.push(b'?');
+            location.extend_from_slice(query);
+        }
     }
     reply
 }
@@ -98,6 +101,40 @@ fn with_query(session: &dyn Session<'_>, mut reply: Reply) -> Reply {
 /// depends on `Accept-Encoding`.
 fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
     let status = reply.status();
+    if let Reply::File(f) = reply {
+        // The common answer: its fields straight from the reply, its file
+        // handed over rather than shared.
+        let mut fields: [(&str, &[u8]); 7] = [
+            ("Content-Type", f.content_type.as_bytes()),
+            ("ETag", f.etag.as_bytes()),
+            ("Last-Modified", f.last_modified.as_bytes()),
+            ("Accept-Ranges", b"bytes"),
+            ("", &[]),
+            ("", &[]),
+            ("", &[]),
+        ];
+        let mut n = 4;
+        if let Some(range) = &f.content_range {
+            fields[n] = ("Content-Range", range.as_bytes());
+            n += 1;
+        }
+        if let Some(coding) = f.coding {
+            fields[n] = ("Content-Encoding", coding.token().as_bytes());
+            n += 1;
+        }
+        if vary_coding && matches!(status, 200 | 206) {
+            fields[n] = ("Vary", b"Accept-Encoding");
+            n += 1;
+        }
+        let body = Body::File(FileRegion {
+            file: f.file,
+            offset: f.offset,
+            len: f.len,
+            content: f.content,
+        });
+        session.send_response(&ResponseHead::new(status, &fields[..n]), body);
+        return;
+    }
     if let Reply::Listing { body } = reply {
         // The same URL answers JSON to `Accept: application/json`.
         let fields = [
@@ -142,18 +179,10 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
     }
     let head = ResponseHead::new(status, &fields[..n]);
     match &reply {
-        Reply::File(f) => session.send_response(
-            &head,
-            Body::File(FileRegion {
-                file: f.file.clone(),
-                offset: f.offset,
-                len: f.len,
-                content: f.content.clone(),
-            }),
-        ),
         Reply::Multipart(m) => session.send_response(&head, m.body()),
         Reply::NotModified { .. } => session.send_response(&head, Body::Empty),
-        Reply::Listing { .. }
+        Reply::File(_)
+        | Reply::Listing { .. }
         | Reply::ListingJson { .. }
         | Reply::Redirect { .. }
         | Reply::RangeNotSatisfiable { .. }

@@ -31,7 +31,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::io::Errno;
 
@@ -42,9 +42,7 @@ pub use multipart::MultipartReply;
 pub use off_loop_work::{OffLoop, OpenedOffLoop};
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
-use path::{
-    as_path, decode_segment, error_status, last_segment, location_for_dir, open, open_inline,
-};
+use path::{as_path, decode_segment, error_status, location_for_dir, open, open_inline};
 pub use range::MAX_RANGES;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
 pub use rules::StaticRules;
@@ -128,6 +126,14 @@ impl StaticFiles {
         if !req.method_allowed {
             return Reply::Error(405);
         }
+        // A path that normalising leaves as it is names its own cache entry:
+        // a hit needs no path buffer and no hidden-segment check, which such a
+        // path passes.
+        if is_normal(req.path) {
+            if let Some(opened) = self.cached(req.open_files, req.path, now(req)) {
+                return self.file_or_sibling(req, req.path, opened);
+            }
+        }
         let path = match self.resolve(req.path) {
             Ok(path) => path,
             Err(status) => return Reply::Error(status),
@@ -173,9 +179,9 @@ impl StaticFiles {
 
     /// A path without a trailing slash: a file, or a directory to redirect.
     fn serve_path(&self, req: &StaticRequest<'_>, path: &[u8]) -> Reply {
-        let name = last_segment(path);
-        if let Some(opened) = self.cached(req.open_files, path) {
-            return self.file_or_sibling(req, path, opened, self.rules.mime.for_file_name(name));
+        let relative = self.relative(path);
+        if let Some(opened) = self.cached(req.open_files, relative, now(req)) {
+            return self.file_or_sibling(req, relative, opened);
         }
         let fs_path = as_path(path);
         let (file, meta) = match self.open_for(req, path) {
@@ -193,8 +199,8 @@ impl StaticFiles {
         if !meta.is_file() {
             return Reply::Error(404);
         }
-        let opened = self.remember(req.open_files, path, file, &meta);
-        self.file_or_sibling(req, path, opened, self.rules.mime.for_file_name(name))
+        let opened = self.remember(req.open_files, relative, file, &meta);
+        self.file_or_sibling(req, relative, opened)
     }
 
     /// A path ending in `/`: the first index file that exists, else a listing or 404.
@@ -207,9 +213,9 @@ impl StaticFiles {
             path.truncate(dir_len);
             path.push(b'/');
             path.extend_from_slice(name.as_bytes());
-            if let Some(opened) = self.cached(req.open_files, &path) {
-                let content_type = self.rules.mime.for_file_name(name.as_bytes());
-                return self.file_or_sibling(req, &path, opened, content_type);
+            let relative = self.relative(&path);
+            if let Some(opened) = self.cached(req.open_files, relative, now(req)) {
+                return self.file_or_sibling(req, relative, opened);
             }
             let fs_path = as_path(&path);
             match self.open_for(req, &path) {
@@ -220,9 +226,9 @@ impl StaticFiles {
                     if !self.inside_root(&file, fs_path) {
                         return Reply::Error(404);
                     }
-                    let opened = self.remember(req.open_files, &path, file, &meta);
-                    let content_type = self.rules.mime.for_file_name(name.as_bytes());
-                    return self.file_or_sibling(req, &path, opened, content_type);
+                    let relative = self.relative(&path);
+                    let opened = self.remember(req.open_files, relative, file, &meta);
+                    return self.file_or_sibling(req, relative, opened);
                 }
                 Err(e) if Errno::from_io_error(&e) == Some(Errno::NOENT) => continue,
                 Err(e) => return open_failed(&e, &path),
@@ -303,6 +309,26 @@ impl StaticFiles {
         };
         real.starts_with(&self.root)
     }
+}
+
+/// Whether a request path is already what [`StaticFiles::resolve`] would make
+/// of it under the root: a `/` and non-empty segments, none starting with `.`,
+/// with no escape, backslash or NUL, and no trailing slash. Such a path has no
+/// hidden segment and names the same file however it is looked up.
+fn is_normal(path: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &b in path {
+        if matches!(b, b'%' | b'\\' | 0) || (prev == b'/' && matches!(b, b'/' | b'.')) {
+            return false;
+        }
+        prev = b;
+    }
+    path.first() == Some(&b'/') && prev != b'/'
+}
+
+/// The time of this request's wake-up, or the clock's when it has none.
+fn now(req: &StaticRequest<'_>) -> Instant {
+    req.now.unwrap_or_else(Instant::now)
 }
 
 /// The reply to a failed open: the work to redo off the loop when the open

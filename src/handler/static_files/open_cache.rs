@@ -14,11 +14,14 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use super::values::MAX_HTTP_DATE_SECS;
+use super::path::last_segment;
+use super::values::{ETag, HttpDateValue, MAX_HTTP_DATE_SECS};
 use super::StaticFiles;
 use crate::file_io::residency::read_cached;
 
-/// A regular file that passed the root check, with what its headers need.
+/// A regular file that passed the root and hidden-file checks, with what its
+/// headers need decided once when it was opened: a cache hit formats nothing
+/// and looks up no content type.
 #[derive(Clone, Debug)]
 pub(super) struct OpenedFile {
     pub(super) file: Rc<File>,
@@ -26,6 +29,12 @@ pub(super) struct OpenedFile {
     pub(super) mtime: u64,
     /// The whole file when it is small, read once when it was opened.
     pub(super) content: Option<Rc<[u8]>>,
+    /// From the file name's extension, by the route's content types.
+    pub(super) content_type: &'static str,
+    /// Strong validator from `mtime` and `size`.
+    pub(super) etag: ETag,
+    /// `mtime` as an IMF-fixdate.
+    pub(super) last_modified: HttpDateValue,
 }
 
 /// Files up to this size are kept in memory by the open-file cache, so a hit costs
@@ -41,13 +50,18 @@ struct CacheEntry {
 /// and path.
 #[derive(Default)]
 pub struct OpenFileCache {
-    by_handler: RefCell<HashMap<u64, HashMap<Vec<u8>, CacheEntry>>>,
+    /// By handler id, sorted: a configuration has few static handlers, and a
+    /// binary search over them costs less than hashing the id.
+    by_handler: RefCell<Vec<(u64, HandlerFiles)>>,
 }
+
+/// One static handler's open files, by normalised path under its root.
+type HandlerFiles = HashMap<Vec<u8>, CacheEntry>;
 
 impl OpenFileCache {
     /// Files held open now.
     pub fn len(&self) -> usize {
-        self.by_handler.borrow().values().map(HashMap::len).sum()
+        self.by_handler.borrow().iter().map(|(_, f)| f.len()).sum()
     }
 
     /// Whether no file is held open.
@@ -69,30 +83,47 @@ pub const DEFAULT_CACHE_VALID: Duration = Duration::from_secs(1);
 pub(super) static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl StaticFiles {
-    /// A fresh entry of this worker's open-file cache for `path`, if any.
-    pub(super) fn cached(&self, cache: Option<&OpenFileCache>, path: &[u8]) -> Option<OpenedFile> {
+    /// A fresh entry of this worker's open-file cache for `relative` (the
+    /// normalised path under the root), if any; `now` is the time of this
+    /// wake-up.
+    pub(super) fn cached(
+        &self,
+        cache: Option<&OpenFileCache>,
+        relative: &[u8],
+        now: Instant,
+    ) -> Option<OpenedFile> {
         let cache = cache.filter(|_| !self.cache_valid.is_zero())?;
-        let files = cache.by_handler.borrow();
-        let entry = files.get(&self.id)?.get(path)?;
-        (entry.checked.elapsed() < self.cache_valid).then(|| entry.opened.clone())
+        let by_handler = cache.by_handler.borrow();
+        let at = by_handler
+            .binary_search_by_key(&self.id, |(id, _)| *id)
+            .ok()?;
+        let entry = by_handler[at].1.get(relative)?;
+        (now.saturating_duration_since(entry.checked) < self.cache_valid)
+            .then(|| entry.opened.clone())
     }
 
-    /// Keeps a regular file that passed the root check open for later requests.
+    /// Keeps a regular file that passed the root check open for later
+    /// requests of `relative`, with its content type and validators.
     pub(super) fn remember(
         &self,
         cache: Option<&OpenFileCache>,
-        path: &[u8],
+        relative: &[u8],
         file: File,
         meta: &Metadata,
     ) -> OpenedFile {
+        let size = meta.len();
+        // Pre-epoch mtimes are clamped to the epoch: HTTP dates cannot go earlier.
+        let mtime = u64::try_from(meta.mtime())
+            .unwrap_or(0)
+            .min(MAX_HTTP_DATE_SECS);
         let mut opened = OpenedFile {
             file: Rc::new(file),
-            size: meta.len(),
-            // Pre-epoch mtimes are clamped to the epoch: HTTP dates cannot go earlier.
-            mtime: u64::try_from(meta.mtime())
-                .unwrap_or(0)
-                .min(MAX_HTTP_DATE_SECS),
+            size,
+            mtime,
             content: None,
+            content_type: self.rules.mime.for_file_name(last_segment(relative)),
+            etag: ETag::new(mtime, size),
+            last_modified: HttpDateValue::from_unix_secs(mtime),
         };
         let Some(cache) = cache.filter(|_| !self.cache_valid.is_zero()) else {
             return opened;
@@ -107,7 +138,14 @@ impl StaticFiles {
         }
         {
             let mut by_handler = cache.by_handler.borrow_mut();
-            let files = by_handler.entry(self.id).or_default();
+            let at = match by_handler.binary_search_by_key(&self.id, |(id, _)| *id) {
+                Ok(at) => at,
+                Err(at) => {
+                    by_handler.insert(at, (self.id, HashMap::new()));
+                    at
+                }
+            };
+            let files = &mut by_handler[at].1;
             if files.len() >= OPEN_FILE_CACHE_MAX {
                 let valid = self.cache_valid;
                 files.retain(|_, e| e.checked.elapsed() < valid);
@@ -119,7 +157,7 @@ impl StaticFiles {
                 opened: opened.clone(),
                 checked: Instant::now(),
             };
-            files.insert(path.to_vec(), entry);
+            files.insert(relative.to_vec(), entry);
         }
         opened
     }

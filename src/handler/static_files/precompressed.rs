@@ -10,6 +10,7 @@
 //! cold sibling never stalls the worker.
 
 use std::io;
+use std::time::Instant;
 
 use rustix::io::Errno;
 
@@ -31,16 +32,17 @@ enum Sibling {
 }
 
 impl StaticFiles {
-    /// The reply for the regular file `opened` at `path`: its best
-    /// precompressed sibling the client accepts, when the route serves them
-    /// and one is there, else the file itself.
+    /// The reply for the regular file `opened` at `relative` (its normalised
+    /// path under the root): its best precompressed sibling the client
+    /// accepts, when the route serves them and one is there, else the file
+    /// itself.
     pub(super) fn file_or_sibling(
         &self,
         req: &StaticRequest<'_>,
-        path: &[u8],
+        relative: &[u8],
         opened: OpenedFile,
-        content_type: &'static str,
     ) -> Reply {
+        let content_type = opened.content_type;
         if self.rules.precompressed.is_empty() || req.accept_encoding.is_none() {
             return file_reply(req, opened, content_type);
         }
@@ -50,11 +52,11 @@ impl StaticFiles {
             offered[n] = c;
             n += 1;
         }
-        let mut sibling_path = Vec::with_capacity(path.len() + 4);
+        let mut sibling_path = Vec::with_capacity(relative.len() + 4);
         // The client's choice, then its next choice when that sibling is not there.
         while let Some(coding) = negotiate(req.accept_encoding, &offered[..n]).coding {
             sibling_path.clear();
-            sibling_path.extend_from_slice(path);
+            sibling_path.extend_from_slice(relative);
             sibling_path.extend_from_slice(coding.file_suffix().as_bytes());
             match self.sibling(req, &sibling_path, opened.mtime) {
                 Sibling::Found(sibling) => {
@@ -81,8 +83,8 @@ impl StaticFiles {
         file_reply(req, opened, content_type)
     }
 
-    /// Looks for the sibling at `path`, which must be no older than `mtime`.
-    fn sibling(&self, req: &StaticRequest<'_>, path: &[u8], mtime: u64) -> Sibling {
+    /// Looks for the sibling at `relative`, which must be no older than `mtime`.
+    fn sibling(&self, req: &StaticRequest<'_>, relative: &[u8], mtime: u64) -> Sibling {
         let fresh = |s: OpenedFile| {
             if s.mtime >= mtime {
                 Sibling::Found(s)
@@ -90,17 +92,21 @@ impl StaticFiles {
                 Sibling::Missing
             }
         };
-        if let Some(opened) = self.cached(req.open_files, path) {
+        let now = req.now.unwrap_or_else(Instant::now);
+        if let Some(opened) = self.cached(req.open_files, relative, now) {
             return fresh(opened);
         }
-        match self.open_for(req, path) {
+        let mut path = Vec::with_capacity(self.root_prefix.len() + relative.len());
+        path.extend_from_slice(&self.root_prefix);
+        path.extend_from_slice(relative);
+        match self.open_for(req, &path) {
             Ok((file, meta)) => {
-                if !meta.is_file() || !self.inside_root(&file, as_path(path)) {
+                if !meta.is_file() || !self.inside_root(&file, as_path(&path)) {
                     return Sibling::Missing;
                 }
-                fresh(self.remember(req.open_files, path, file, &meta))
+                fresh(self.remember(req.open_files, relative, file, &meta))
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Sibling::Blocked(path.to_vec()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Sibling::Blocked(path),
             Err(e) => {
                 if Errno::from_io_error(&e) != Some(Errno::NOENT) {
                     tracing::debug!(error = %e, "precompressed file not usable");

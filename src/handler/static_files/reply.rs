@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::rc::Rc;
+use std::time::Instant;
 
 use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
 use super::multipart::MultipartReply;
@@ -48,6 +49,9 @@ pub struct StaticRequest<'a> {
     pub accept_encoding: Option<&'a [u8]>,
     /// The file being answered is this coding's precompressed sibling.
     pub coding: Option<Coding>,
+    /// The time of this wake-up, which the driver reads once for all it
+    /// does; `None` reads the clock.
+    pub now: Option<Instant>,
 }
 
 /// What the driver should answer; each variant maps to one status code.
@@ -203,6 +207,8 @@ fn only<'a>(header: (&'static str, &'a [u8])) -> Headers<'a> {
 }
 
 /// Conditionals (RFC 9110 §13.2.2), then Range (§14), for an open regular file.
+/// `content_type` is the file's own ([`OpenedFile::content_type`]), or the
+/// type of the file a precompressed sibling stands for.
 pub(super) fn file_reply(
     req: &StaticRequest<'_>,
     opened: OpenedFile,
@@ -213,9 +219,11 @@ pub(super) fn file_reply(
         size: total,
         mtime,
         content,
+        etag,
+        last_modified,
+        ..
     } = opened;
-    let etag = ETag::new(mtime, total).for_coding(req.coding);
-    let last_modified = HttpDateValue::from_unix_secs(mtime);
+    let etag = etag.for_coding(req.coding);
 
     let not_modified = match (req.if_none_match, req.if_modified_since) {
         (Some(inm), _) => none_match_fails(inm, &etag),

@@ -103,6 +103,7 @@ impl StaticFiles {
             path: page,
             open_files: req.open_files,
             off_loop: req.off_loop,
+            now: req.now,
             ..StaticRequest::default()
         };
         match self.reply_for(&page_req) {

@@ -1108,3 +1108,104 @@ fn try_files_falls_back_in_order_and_error_pages_keep_the_status() {
         });
     assert_eq!(body_len(plain.decide(&get("/missing"))), (404, 4));
 }
+
+#[test]
+fn normal_paths_are_the_ones_resolving_leaves_as_they_are() {
+    for path in [
+        "/hello.txt",
+        "/a/b/c.tar.gz",
+        "/a..b",
+        "/x/y.",
+        "/caf\u{e9}",
+    ] {
+        assert!(is_normal(path.as_bytes()), "{path}");
+    }
+    for path in [
+        "",
+        "/",
+        "a",
+        "/a/",
+        "//a",
+        "/a//b",
+        "/.env",
+        "/a/./b",
+        "/a/../b",
+        "/a%2fb",
+        "/a\\b",
+        "/a\0b",
+        "/.well-known/x",
+    ] {
+        assert!(!is_normal(path.as_bytes()), "{path:?}");
+    }
+}
+
+#[test]
+fn every_spelling_of_a_path_shares_one_cache_entry_and_its_decided_headers() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let cache = OpenFileCache::default();
+    let spellings: [&[u8]; 5] = [
+        b"/hello.txt",
+        b"/hello.txt",
+        b"/%68ello.txt",
+        b"//hello.txt",
+        b"/./hello.txt",
+    ];
+    for path in spellings {
+        let req = StaticRequest {
+            method_allowed: true,
+            path,
+            open_files: Some(&cache),
+            ..StaticRequest::default()
+        };
+        let Reply::File(f) = s.reply_for(&req) else {
+            panic!("{path:?} is the file");
+        };
+        assert_eq!(f.content_type, "text/plain; charset=utf-8");
+        assert_eq!(f.etag.as_bytes(), HELLO_ETAG.as_bytes());
+        assert_eq!(f.last_modified.as_bytes(), MTIME_DATE.as_bytes());
+        assert_eq!(f.content.as_deref(), Some(HELLO));
+    }
+    assert_eq!(cache.len(), 1);
+    // An index file is cached under its own path: asking for it by name hits.
+    let dir = StaticRequest {
+        method_allowed: true,
+        path: b"/sub/",
+        open_files: Some(&cache),
+        ..StaticRequest::default()
+    };
+    assert_eq!(s.reply_for(&dir).status(), 200);
+    fs::remove_file(fx.root().join("sub/index.html")).unwrap();
+    let by_name = StaticRequest {
+        path: b"/sub/index.html",
+        ..dir
+    };
+    let Reply::File(f) = s.reply_for(&by_name) else {
+        panic!("the cached index file");
+    };
+    assert_eq!(f.content_type, "text/html; charset=utf-8");
+    assert_eq!(cache.len(), 2);
+}
+
+#[test]
+fn hidden_files_stay_hidden_with_a_warm_cache() {
+    let fx = Fixture::new();
+    let s = fx.server();
+    let cache = OpenFileCache::default();
+    for path in [
+        &b"/noindex/a.txt"[..],
+        b"/noindex/.hidden",
+        b"/noindex/%2ehidden",
+    ] {
+        let req = StaticRequest {
+            method_allowed: true,
+            path,
+            open_files: Some(&cache),
+            ..StaticRequest::default()
+        };
+        let expected = if path == b"/noindex/a.txt" { 200 } else { 404 };
+        assert_eq!(s.reply_for(&req).status(), expected, "{path:?}");
+        assert_eq!(s.reply_for(&req).status(), expected, "{path:?} again");
+    }
+    assert_eq!(cache.len(), 1);
+}
