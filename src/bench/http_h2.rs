@@ -23,6 +23,7 @@ use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{sleep, sleep_until, Instant};
 
+use super::h2_request::H2Request;
 use super::http_conn::{Slot, ThreadCtx, MAX_CONNECT_FAILURES};
 use super::io::dial;
 use super::stats::FailureKind;
@@ -31,65 +32,6 @@ use crate::http1::client::ClientStream;
 /// Receive window per stream and per connection: large, so the server is
 /// measured rather than the client's window updates.
 const WINDOW: u32 = 8 * 1024 * 1024;
-
-/// The request every stream sends: its head (cloned per request) and body.
-#[derive(Debug)]
-pub struct H2Request {
-    /// Method, URI (scheme and authority become pseudo-fields) and fields.
-    pub head: http::Request<()>,
-    /// Sent in one DATA frame with END_STREAM; empty: END_STREAM on HEADERS.
-    pub body: Bytes,
-}
-
-/// Builds the HTTP/2 request of a run: `Host` from `-H` becomes the
-/// authority, field names are lower-cased, and connection-specific fields are
-/// refused (RFC 9113 §8.2.2).
-pub fn h2_bench_request(
-    method: &str,
-    scheme: &str,
-    authority: &str,
-    path: &str,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> Result<H2Request, String> {
-    let authority = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
-        .map_or(authority, |(_, v)| v.as_str());
-    let uri = format!("{scheme}://{authority}{path}");
-    let mut builder = http::Request::builder()
-        .method(
-            http::Method::from_bytes(method.as_bytes())
-                .map_err(|_| format!("method {method:?} is not a valid token"))?,
-        )
-        .uri(&uri);
-    for (name, value) in headers {
-        let lower = name.to_ascii_lowercase();
-        match lower.as_str() {
-            "host" => continue,
-            "connection" | "keep-alive" | "proxy-connection" | "upgrade" => {
-                return Err(format!(
-                    "header {name:?} is connection-specific and not allowed in HTTP/2"
-                ))
-            }
-            "te" if !value.eq_ignore_ascii_case("trailers") => {
-                return Err("HTTP/2 allows only \"TE: trailers\"".into())
-            }
-            _ => {}
-        }
-        builder = builder.header(lower, value.as_str());
-    }
-    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
-        builder = builder.header("content-length", body.len());
-    }
-    let head = builder
-        .body(())
-        .map_err(|e| format!("cannot build the HTTP/2 request for {uri}: {e}"))?;
-    Ok(H2Request {
-        head,
-        body: Bytes::copy_from_slice(body),
-    })
-}
 
 /// A transport whose bytes are counted into the thread's statistics as they
 /// pass, so a run cut at its deadline still counts them.
@@ -349,36 +291,4 @@ async fn one_request(
     }
     body.trailers().await?;
     Ok(status)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_takes_host_as_authority_and_lowercases_fields() {
-        let headers = vec![
-            ("Host".to_string(), "example.test".to_string()),
-            ("X-Trace".to_string(), "1".to_string()),
-        ];
-        let r =
-            h2_bench_request("POST", "https", "127.0.0.1:8443", "/p?q=1", &headers, b"hi").unwrap();
-        assert_eq!(r.head.uri().to_string(), "https://example.test/p?q=1");
-        assert_eq!(r.head.headers()["x-trace"], "1");
-        assert_eq!(r.head.headers()["content-length"], "2");
-        assert_eq!(r.body, Bytes::from_static(b"hi"));
-    }
-
-    #[test]
-    fn connection_specific_fields_are_refused() {
-        for (name, value) in [("Connection", "close"), ("TE", "gzip"), ("Upgrade", "x")] {
-            let headers = vec![(name.to_string(), value.to_string())];
-            assert!(
-                h2_bench_request("GET", "http", "a", "/", &headers, b"").is_err(),
-                "{name}"
-            );
-        }
-        let ok = vec![("TE".to_string(), "trailers".to_string())];
-        assert!(h2_bench_request("GET", "http", "a", "/", &ok, b"").is_ok());
-    }
 }

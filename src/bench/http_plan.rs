@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::args::{HttpArgs, HttpCommon};
 use super::client_tls::ClientTls;
-use super::http_h2::{h2_bench_request, H2Request};
+use super::h2_request::{h2_bench_request, H2Request};
 use super::target::HttpTarget;
 use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
 use crate::http1::grammar::is_tchar;

@@ -13,6 +13,7 @@
 pub mod args;
 pub mod chart;
 pub mod client_tls;
+pub mod h2_request;
 pub mod http;
 mod http_conn;
 mod http_epoll;
