@@ -26,7 +26,7 @@ use tracing::{debug, warn};
 use crate::config::TcpForward;
 use crate::deadline;
 use crate::handler::proxy::balance::{hash64, Balance, HashKey};
-use crate::handler::proxy::upstream::GroupState;
+use crate::handler::proxy::group_state::GroupState;
 use crate::handler::proxy::{connect, ErrorKind};
 use crate::observe::metrics::Counter;
 use crate::observe::upstream_stats::ServerAttempt;

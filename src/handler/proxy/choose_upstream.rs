@@ -5,7 +5,8 @@
 use std::net::IpAddr;
 
 use super::balance::{hash64, Balance, HashKey};
-use super::upstream::{GroupState, UpstreamGroup};
+use super::group_state::GroupState;
+use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
 use crate::http::RequestView;
 

@@ -238,7 +238,7 @@ pub async fn connect_h2(
     group: &UpstreamGroup,
     i: usize,
 ) -> Result<(SendRequest<Bytes>, H2Driver), ProxyError> {
-    let stream = super::connect(group, i).await?;
+    let stream = super::dial::connect(group, i).await?;
     if let ClientStream::Tls(tls) = &stream {
         if tls.get_ref().1.alpn_protocol() != Some(b"h2") {
             return Err(ProxyError::upstream(

@@ -91,7 +91,9 @@ async fn check_server(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Resu
     if group.protocol == UpstreamProtocol::H2 {
         return check_server_h2(group, i, kind).await;
     }
-    let mut stream = super::connect(group, i).await.map_err(|e| e.to_string())?;
+    let mut stream = super::dial::connect(group, i)
+        .await
+        .map_err(|e| e.to_string())?;
     let CheckKind::Http(path) = kind else {
         return Ok(());
     };

@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use tracing::warn;
 
-use super::upstream::{GroupState, UpstreamGroup};
+use super::group_state::GroupState;
+use super::upstream::UpstreamGroup;
 use super::ProxyError;
 use crate::http::Session;
 

@@ -30,9 +30,11 @@ pub mod cached;
 pub mod choose_upstream;
 pub mod configure;
 pub mod connect;
+pub mod dial;
 pub mod error;
 pub mod error_page;
 pub mod fields;
+pub mod group_state;
 pub mod h2_exchange;
 pub mod h2_forward;
 pub mod h2_pool;
@@ -66,16 +68,17 @@ use crate::http::Session;
 use crate::http1::response::ParsedResponseHead;
 use crate::worker::READ_BUF;
 use attempts::{run_attempts, ExchangeBufs};
-pub use connect::connect;
+pub use dial::connect;
 pub use error::{ErrorKind, ProxyError, Side};
 use error_page::{answer_with_page, body_fully_read};
+use group_state::GroupState;
 use log::{log_failure, log_response};
 use relay_body::relay_response;
 use relay_body::release_upstream;
 use request_filter::{filter_request, refuse_busy, take_buffered_body};
 use request_info::RequestInfo;
 use send::BodySend;
-use upstream::{GroupState, UpstreamGroup};
+use upstream::UpstreamGroup;
 
 /// Which forwarding fields a route adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,10 +6,10 @@
 use std::time::Instant;
 
 use super::attempts::{Answered, ExchangeBufs};
+use super::group_state::GroupAdmission;
 use super::request_info::RequestInfo;
 use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
-use super::upstream::GroupAdmission;
 use super::ProxyRoute;
 use crate::cache::tap::ResponseTap;
 use crate::deadline;

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tracing::debug;
 
 use super::connect::InFlight;
-use super::upstream::GroupAdmission;
+use super::group_state::GroupAdmission;
 use crate::http::{Tunnel, TunnelIo};
 use crate::http1::client::ClientStream;
 
