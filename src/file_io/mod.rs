@@ -12,3 +12,25 @@ pub mod pool_metrics;
 pub mod residency;
 
 pub use pool::{FileIoError, FileIoPool, FileIoSettings};
+
+/// On a pool thread: reads up to `want` bytes at `pos` into `buf`, stopping
+/// early only at end of file; gives the buffer back either way, so a caller
+/// that moved it into the job keeps it.
+pub fn read_up_to(
+    file: &std::fs::File,
+    mut buf: Vec<u8>,
+    pos: u64,
+    want: usize,
+) -> (Vec<u8>, std::io::Result<usize>) {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < want {
+        match file.read_at(&mut buf[done..want], pos + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (buf, Err(e)),
+        }
+    }
+    (buf, Ok(done))
+}

@@ -18,7 +18,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
@@ -27,7 +26,7 @@ use super::encoder::StreamEncoder;
 use super::head_edit::INLINE_FIELDS;
 use super::HeadEdit;
 use crate::file_io::residency::read_cached;
-use crate::file_io::FileIoPool;
+use crate::file_io::{read_up_to, FileIoPool};
 use crate::handler::{BoxedHandler, Handler};
 use crate::http::{
     Body, BodyReadError, FileRegion, OwnedField, RequestId, RequestView, ResponseHead, Served,
@@ -215,7 +214,7 @@ impl<'h> CompressingSession<'_, 'h> {
                     };
                     let taken = std::mem::take(&mut buf);
                     let (back, read) = pool
-                        .run(move || read_slice(&file, taken, pos, want))
+                        .run(move || read_up_to(&file, taken, pos, want))
                         .await
                         .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e))?;
                     buf = back;
@@ -264,26 +263,6 @@ impl<'h> CompressingSession<'_, 'h> {
         self.inner
             .send_response(&ResponseHead::new(edit.status, &fields), body);
     }
-}
-
-/// On a pool thread: reads up to `want` bytes at `pos`, short only at the end
-/// of the file; gives the buffer back either way.
-fn read_slice(
-    file: &File,
-    mut buf: Vec<u8>,
-    pos: u64,
-    want: usize,
-) -> (Vec<u8>, io::Result<usize>) {
-    let mut done = 0;
-    while done < want {
-        match file.read_at(&mut buf[done..want], pos + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (buf, Err(e)),
-        }
-    }
-    (buf, Ok(done))
 }
 
 /// Whether a body of this kind can be encoded.

@@ -26,14 +26,13 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::transport::{Downstream, FILE_CHUNK};
 use crate::deadline::io_within;
 use crate::file_io::residency::{looks_resident, probe, read_cached, Residency};
-use crate::file_io::{FileIoError, FileIoPool};
+use crate::file_io::{read_up_to, FileIoError, FileIoPool};
 
 /// Bytes read ahead of a download that left the page cache: eight chunks in
 /// flight at once, so a disk with 5 ms reads is not what limits a download
@@ -131,7 +130,7 @@ pub(crate) async fn send_file_region<D: Downstream>(
                 off_loop.read_ahead(pool, pos + want as u64, end);
                 let taken = std::mem::take(&mut buf);
                 let (back, read) = pool
-                    .run(move || read_chunk(&f, taken, pos, want))
+                    .run(move || read_up_to(&f, taken, pos, want))
                     .await
                     .map_err(timed_out)?;
                 buf = back;
@@ -275,28 +274,8 @@ fn warm_chunk(file: &File, pos: u64, want: usize) -> io::Result<usize> {
             buf.resize(want, 0);
         }
         let taken = std::mem::take(&mut *buf);
-        let (back, read) = read_chunk(file, taken, pos, want);
+        let (back, read) = read_up_to(file, taken, pos, want);
         *buf = back;
         read
     })
-}
-
-/// On a pool thread: reads up to `want` bytes at `pos` into `buf`, stopping
-/// early only at end of file; gives the buffer back either way.
-fn read_chunk(
-    file: &File,
-    mut buf: Vec<u8>,
-    pos: u64,
-    want: usize,
-) -> (Vec<u8>, io::Result<usize>) {
-    let mut done = 0;
-    while done < want {
-        match file.read_at(&mut buf[done..want], pos + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (buf, Err(e)),
-        }
-    }
-    (buf, Ok(done))
 }
