@@ -78,6 +78,8 @@ PACKAGES = {
     "hitch": ["hitch"],
     "stunnel": ["stunnel4"],
     "wrk": ["wrk"],
+    "varnish": ["varnish"],
+    "squid": ["squid"],
 }
 BINARY_NAMES = {
     "nginx": "nginx",
@@ -87,6 +89,8 @@ BINARY_NAMES = {
     "hitch": "hitch",
     "stunnel": "stunnel4",
     "wrk": "wrk",
+    "varnish": "varnishd",
+    "squid": "squid",
 }
 LIGHTTPD_MAGNET = Path("/usr/lib/lighttpd/mod_magnet.so")
 
