@@ -19,7 +19,7 @@ use socket2::{SockRef, Socket, TcpKeepalive};
 use toml::Spanned;
 
 use crate::config::error::{ConfigError, Locator};
-use crate::config::value::{parse_duration, parse_size, RawDuration, RawSize};
+use crate::config::value::{in_range, parse_duration, parse_size, RawDuration, RawSize};
 
 /// `socket = { ... }` (or `[listener.socket]`, `[upstream.socket]`) as written.
 #[derive(Debug, Default, Deserialize)]
@@ -208,15 +208,7 @@ pub fn options_from_raw(
             k.interval = Some(Duration::from_secs(s));
         }
         if let Some(v) = &raw.keepalive_count {
-            let n = *v.get_ref();
-            if !(1..=127).contains(&n) {
-                return Err(loc.error(
-                    v.span(),
-                    &name("keepalive_count"),
-                    format!("{n} is out of range 1..=127"),
-                ));
-            }
-            k.count = Some(n as u32);
+            k.count = Some(in_range(loc, v, &name("keepalive_count"), 1..=127)? as u32);
         }
         opts.keepalive = Some(k);
     }
@@ -242,14 +234,11 @@ pub fn options_from_raw(
                 opts.defer_accept = (s > 0).then_some(s as u32);
             }
             if let Some(v) = &raw.fastopen {
-                let n = *v.get_ref();
-                if !(0..=65535).contains(&n) {
-                    return Err(loc.error(
-                        v.span(),
-                        &name("fastopen"),
-                        format!("{n} is out of range 0..=65535 (a queue length; 0 is off)"),
-                    ));
-                }
+                let n =
+                    in_range(loc, v, &name("fastopen"), 0..=65535).map_err(|e| ConfigError {
+                        message: format!("{} (a queue length; 0 is off)", e.message),
+                        ..e
+                    })?;
                 opts.fastopen = (n > 0).then_some(n as u32);
             }
             if let Some(v) = &raw.ipv6_only {
@@ -556,8 +545,6 @@ mod tests {
         e.assert_at(5, "listener[1].socket.send_buffer");
         let e = opts("recv_buffer = 10\n", v4()).unwrap_err();
         assert!(e.message.contains("out of range"), "{e}");
-        let e = opts("keepalive_count = 500\n", v4()).unwrap_err();
-        assert_eq!(e.key, "listener[1].socket.keepalive_count");
         let e = opts("keepalive = false\nkeepalive_idle = \"30s\"\n", v4()).unwrap_err();
         e.assert_at(5, "listener[1].socket.keepalive_idle");
         let e = opts("ipv6_only = false\n", v4()).unwrap_err();
@@ -566,6 +553,26 @@ mod tests {
         assert_eq!(e.key, "listener[1].socket.bind");
         let e = opts("defer_accept = \"2h\"\n", v4()).unwrap_err();
         assert_eq!(e.key, "listener[1].socket.defer_accept");
+    }
+
+    #[test]
+    fn counts_out_of_range_name_their_range() {
+        for (text, key, message) in [
+            (
+                "keepalive_count = 500\n",
+                "keepalive_count",
+                "500 is out of range 1..=127",
+            ),
+            (
+                "fastopen = -1\n",
+                "fastopen",
+                "-1 is out of range 0..=65535 (a queue length; 0 is off)",
+            ),
+        ] {
+            let e = opts(text, v4()).unwrap_err();
+            e.assert_at(4, &format!("listener[1].socket.{key}"));
+            assert_eq!(e.message, message);
+        }
     }
 
     #[test]

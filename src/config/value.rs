@@ -104,7 +104,19 @@ pub fn int(
     range: RangeInclusive<i64>,
     default: i64,
 ) -> Result<i64, ConfigError> {
-    let Some(v) = v else { return Ok(default) };
+    match v {
+        Some(v) => in_range(loc, v, key, range),
+        None => Ok(default),
+    }
+}
+
+/// An integer that was written, checked against `range`.
+pub fn in_range(
+    loc: &Locator<'_>,
+    v: &Spanned<i64>,
+    key: &str,
+    range: RangeInclusive<i64>,
+) -> Result<i64, ConfigError> {
     let n = *v.get_ref();
     if !range.contains(&n) {
         return Err(loc.error(

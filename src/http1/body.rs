@@ -13,8 +13,6 @@
 //! Every line and the trailer section are bounded, so a hostile peer cannot
 //! make the decoder hold state that grows.
 
-use std::fmt;
-
 use super::framing::BodyKind;
 use super::grammar::is_tchar;
 
@@ -47,7 +45,8 @@ pub struct Decoded<'a> {
 /// Why a body could not be decoded. Framing errors leave the connection in an
 /// unknown state: answer (or drop) and close.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({})", self.reason(), self.status())]
 pub enum BodyError {
     /// Chunk size missing, not hex, or preceded by whitespace.
     InvalidChunkSize,
@@ -96,14 +95,6 @@ impl BodyError {
         }
     }
 }
-
-impl fmt::Display for BodyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.reason(), self.status())
-    }
-}
-
-impl std::error::Error for BodyError {}
 
 /// Resumable body decoder: feed it input, advance by `consumed`, repeat until `done`.
 #[derive(Clone, Debug)]

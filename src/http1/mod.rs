@@ -32,6 +32,6 @@ pub use parse::{
 };
 pub use response::{parse_response, ParsedResponseHead, ResponseBody, ResponseError};
 pub use write::{
-    format_http_date, reason_phrase, write_chunk, write_error, write_head, write_head_with,
-    BodyFraming, ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,
+    format_http_date, reason_phrase, write_chunk, write_error, write_head, BodyFraming,
+    ConnectionHeader, DateCache, CONTINUE, LAST_CHUNK,
 };

@@ -1,12 +1,11 @@
 //! Why a request head is refused: each reason maps to one status, and the
 //! connection closes after it because the framing of what follows is unknown.
 
-use std::fmt;
-
 /// Why a request head was refused; each maps to one status, after which the
 /// connection must be closed.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({})", self.reason(), self.status())]
 pub enum RequestError {
     /// More than `MAX_LEADING_EMPTY_LINES` empty lines before the request line.
     TooManyEmptyLines,
@@ -93,11 +92,3 @@ impl RequestError {
         }
     }
 }
-
-impl fmt::Display for RequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.reason(), self.status())
-    }
-}
-
-impl std::error::Error for RequestError {}

@@ -8,7 +8,6 @@
 //! error rather than a guess, because a proxy that guesses lets a hostile
 //! upstream desynchronise a pooled connection.
 
-use std::fmt;
 use std::mem::MaybeUninit;
 
 use super::grammar::{is_tchar, list_elements, parse_content_length, trim_ows};
@@ -154,7 +153,8 @@ impl ParsedResponseHead {
 
 /// Why an upstream response head was refused; all of them are 502 downstream.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("upstream {}", self.reason())]
 pub enum ResponseError {
     /// Status line malformed, or version other than HTTP/1.0 and 1.1.
     InvalidStatusLine,
@@ -195,14 +195,6 @@ impl ResponseError {
         }
     }
 }
-
-impl fmt::Display for ResponseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "upstream {}", self.reason())
-    }
-}
-
-impl std::error::Error for ResponseError {}
 
 /// Parses a response head from the start of `buf`. `method` is the request's,
 /// since HEAD and CONNECT change the framing. A 1xx head is returned like any

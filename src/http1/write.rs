@@ -153,28 +153,10 @@ pub fn format_http_date(secs: u64) -> [u8; DATE_LEN] {
 pub use crate::http::status::reason_phrase;
 
 /// Appends a response head: status line, `Server`, `Date`, the length header,
-/// `Connection: close` when `!keep_alive`, the extra fields, and the blank line.
-/// Statuses outside 100..=999 are written as 500. Extra field names and values
-/// must already be valid (no CR or LF); they are not checked here.
+/// the `Connection` field `connection` asks for, the extra fields, and the blank
+/// line. Statuses outside 100..=999 are written as 500. Extra field names and
+/// values must already be valid (no CR or LF); they are not checked here.
 pub fn write_head(
-    out: &mut Vec<u8>,
-    status: u16,
-    date: &[u8],
-    framing: BodyFraming,
-    keep_alive: bool,
-    extra: &[(&str, &[u8])],
-) {
-    let connection = if keep_alive {
-        ConnectionHeader::Omit
-    } else {
-        ConnectionHeader::Close
-    };
-    write_head_with(out, status, date, framing, connection, extra);
-}
-
-/// [`write_head`] with an explicit `Connection` choice, for answering an
-/// HTTP/1.0 keep-alive request with `Connection: keep-alive`.
-pub fn write_head_with(
     out: &mut Vec<u8>,
     status: u16,
     date: &[u8],
@@ -182,12 +164,7 @@ pub fn write_head_with(
     connection: ConnectionHeader,
     extra: &[(&str, &[u8])],
 ) {
-    let status = if (100..=999).contains(&status) {
-        status
-    } else {
-        500
-    };
-    let reason = reason_phrase(status);
+    let reason = reason_phrase(sendable_status(status));
     out.reserve(
         128 + reason.len()
             + extra
@@ -195,64 +172,42 @@ pub fn write_head_with(
                 .map(|(n, v)| n.len() + v.len() + 4)
                 .sum::<usize>(),
     );
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&three_digits(status));
-    out.push(b' ');
-    out.extend_from_slice(reason.as_bytes());
-    out.extend_from_slice(b"\r\nServer: pier\r\nDate: ");
-    out.extend_from_slice(date);
-    out.extend_from_slice(b"\r\n");
-    match framing {
-        BodyFraming::Length(n) => {
-            out.extend_from_slice(b"Content-Length: ");
-            write_decimal(out, n);
-            out.extend_from_slice(b"\r\n");
-        }
-        BodyFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
-        BodyFraming::None => {}
+    write_head_fields(
+        out,
+        status,
+        date,
+        framing,
+        connection,
+        extra.iter().copied(),
+    );
+}
+
+/// `status` if it can stand in a status line (three digits), else 500.
+fn sendable_status(status: u16) -> u16 {
+    if (100..=999).contains(&status) {
+        status
+    } else {
+        500
     }
-    match connection {
-        ConnectionHeader::Omit => {}
-        ConnectionHeader::Close => out.extend_from_slice(b"Connection: close\r\n"),
-        ConnectionHeader::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
-        ConnectionHeader::Upgrade => out.extend_from_slice(b"Connection: upgrade\r\n"),
-    }
-    for (name, value) in extra {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends a complete error response (`400 Bad Request\n` as text/plain) that
 /// closes the connection: the answer to any parse or framing error.
 pub fn write_error(out: &mut Vec<u8>, status: u16, date: &[u8]) {
-    let status = if (100..=999).contains(&status) {
-        status
-    } else {
-        500
-    };
+    let status = sendable_status(status);
     // 1xx, 204 and 304 cannot carry a body; write a bare head rather than a broken message.
     if status < 200 || status == 204 || status == 304 {
-        write_head(out, status, date, BodyFraming::None, false, &[]);
+        write_head(
+            out,
+            status,
+            date,
+            BodyFraming::None,
+            ConnectionHeader::Close,
+            &[],
+        );
         return;
     }
-    let reason = reason_phrase(status).as_bytes();
-    let body_len = 3 + 1 + reason.len() + 1;
-    write_head(
-        out,
-        status,
-        date,
-        BodyFraming::Length(body_len as u64),
-        false,
-        &[("Content-Type", b"text/plain; charset=utf-8")],
-    );
-    out.extend_from_slice(&three_digits(status));
-    out.push(b' ');
-    out.extend_from_slice(reason);
-    out.push(b'\n');
+    write_status_body(out, status, date, ConnectionHeader::Close, [], false);
 }
 
 /// Appends one chunk of a chunked body. Empty `data` writes nothing, since a
@@ -319,11 +274,7 @@ pub fn write_head_start(
     framing: BodyFraming,
     connection: ConnectionHeader,
 ) {
-    let status = if (100..=999).contains(&status) {
-        status
-    } else {
-        500
-    };
+    let status = sendable_status(status);
     if status == 200 {
         // Most heads: one copy of the fixed start.
         out.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: pier\r\nDate: ");
@@ -353,7 +304,7 @@ pub fn write_head_start(
     }
 }
 
-/// [`write_head_with`] taking the extra fields from any iterator, so handlers can
+/// [`write_head`] taking the extra fields from any iterator, so handlers can
 /// hand over fixed-size header sets without collecting them.
 pub fn write_head_fields<'n, 'v>(
     out: &mut Vec<u8>,
@@ -494,7 +445,7 @@ mod tests {
             200,
             b"Thu, 01 Jan 1970 00:00:00 GMT",
             BodyFraming::Length(1234),
-            true,
+            ConnectionHeader::Omit,
             &[("Content-Type", b"text/html")],
         );
         assert_eq!(
@@ -530,20 +481,34 @@ mod tests {
     #[test]
     fn head_chunked_close_and_none() {
         let mut out = Vec::new();
-        write_head(&mut out, 502, b"D", BodyFraming::Chunked, false, &[]);
+        write_head(
+            &mut out,
+            502,
+            b"D",
+            BodyFraming::Chunked,
+            ConnectionHeader::Close,
+            &[],
+        );
         assert_eq!(
             out,
             b"HTTP/1.1 502 Bad Gateway\r\nServer: pier\r\nDate: D\r\n\
               Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         );
         out.clear();
-        write_head(&mut out, 304, b"D", BodyFraming::None, true, &[]);
+        write_head(
+            &mut out,
+            304,
+            b"D",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            &[],
+        );
         assert_eq!(
             out,
             b"HTTP/1.1 304 Not Modified\r\nServer: pier\r\nDate: D\r\n\r\n"
         );
         out.clear();
-        write_head_with(
+        write_head(
             &mut out,
             200,
             b"D",
@@ -557,10 +522,24 @@ mod tests {
               Connection: keep-alive\r\n\r\n"
         );
         out.clear();
-        write_head(&mut out, 799, b"D", BodyFraming::None, true, &[]);
+        write_head(
+            &mut out,
+            799,
+            b"D",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            &[],
+        );
         assert!(out.starts_with(b"HTTP/1.1 799 \r\n"));
         out.clear();
-        write_head(&mut out, 42, b"D", BodyFraming::None, true, &[]);
+        write_head(
+            &mut out,
+            42,
+            b"D",
+            BodyFraming::None,
+            ConnectionHeader::Omit,
+            &[],
+        );
         assert!(out.starts_with(b"HTTP/1.1 500 Internal Server Error\r\n"));
     }
 
