@@ -138,6 +138,7 @@ pub fn render_prometheus(out: &mut String, zones: &[Arc<CacheZone>]) {
                 ""
             };
             let _ = writeln!(out, "{name}{{zone=\"{}\"{tier}}} {}", z.name, get(z));
+            super::disk_metrics::render_disk_gauge(out, name, z);
         }
     }
     let _ = writeln!(
@@ -151,5 +152,7 @@ pub fn render_prometheus(out: &mut String, zones: &[Arc<CacheZone>]) {
             "pier_cache_budget_bytes{{zone=\"{}\",tier=\"memory\"}} {}",
             z.name, z.settings.memory
         );
+        super::disk_metrics::render_disk_gauge(out, "pier_cache_budget_bytes", z);
     }
+    super::disk_metrics::render_disk_counters(out, zones);
 }

@@ -4,9 +4,12 @@
 //! whole stored body, `HEAD` with the head alone.
 
 use std::fmt::Write as _;
+use std::fs::File;
+use std::rc::Rc;
 use std::time::Instant;
 
 use super::entry::{http_date, StoredResponse};
+use crate::http::response::FileRegion;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::grammar::trim_ows;
 use crate::http1::parse::Method;
@@ -21,10 +24,30 @@ const NOT_MODIFIED_FIELDS: &[&str] = &[
     "last-modified",
 ];
 
+/// Where the body of a stored response is.
+pub enum StoredBody {
+    /// In memory, in `StoredResponse::body`.
+    Memory,
+    /// In a file of the disk tier, from this offset.
+    File(Rc<File>, u64),
+}
+
 /// Answers `session` from `stored`; `status` is the `Cache-Status` value.
 pub async fn answer_stored<'h>(
     session: &mut dyn Session<'h>,
     stored: &StoredResponse,
+    cache_status: &str,
+    now: Instant,
+) {
+    answer_stored_from(session, stored, StoredBody::Memory, cache_status, now).await
+}
+
+/// [`answer_stored`] with the body in `body`: a file region goes by
+/// `sendfile` (through the file IO pool when its pages are cold).
+pub async fn answer_stored_from<'h>(
+    session: &mut dyn Session<'h>,
+    stored: &StoredResponse,
+    body: StoredBody,
     cache_status: &str,
     now: Instant,
 ) {
@@ -98,6 +121,16 @@ pub async fn answer_stored<'h>(
         configured: None,
         field_lines: &stored.fields,
     };
+    if let StoredBody::File(file, at) = body {
+        let region = FileRegion {
+            file,
+            offset: at + first,
+            len,
+            content: None,
+        };
+        session.send_response(&head, Body::File(region));
+        return;
+    }
     session.send_response(&head, Body::Push(Some(len)));
     if method != Method::Head && write_span(session, stored, first, len).await.is_err() {
         return;

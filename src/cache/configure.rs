@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::disk::DiskSettings;
 use super::key::KeySpec;
 use super::zone::{CacheZone, ZoneSettings};
 use crate::config::error::{ConfigError, Locator};
@@ -29,6 +30,10 @@ pub struct RawCache {
     pub stale_if_error: Option<Spanned<RawDuration>>,
     /// The parts of the cache key.
     pub key: Option<Spanned<Vec<String>>>,
+    /// The disk tier's directory.
+    pub disk_path: Option<Spanned<String>>,
+    /// The disk tier's byte budget (`"10GiB"`).
+    pub disk_size: Option<Spanned<RawSize>>,
 }
 
 /// Every `[cache.NAME]` table, by name.
@@ -40,6 +45,7 @@ pub fn build_zones(
     raw: Option<&Spanned<RawCaches>>,
 ) -> Result<Vec<Arc<CacheZone>>, ConfigError> {
     let mut zones = Vec::new();
+    let mut dirs = std::collections::HashSet::new();
     for (name, table) in raw.map(|r| r.get_ref().iter()).into_iter().flatten() {
         let c = table.get_ref();
         if name.is_empty()
@@ -95,11 +101,77 @@ pub fn build_zones(
                 d.stale_if_error,
             )?,
             key,
+            disk: disk_settings(loc, name, c)?,
         };
+        if let (Some(d), Some(p)) = (&settings.disk, &c.disk_path) {
+            // Two zones in one directory would evict each other's files.
+            if !dirs.insert(d.path.clone()) {
+                return Err(loc.error(
+                    p.span(),
+                    &format!("cache.{name}.disk_path"),
+                    format!("{} is the disk_path of another cache too", d.path.display()),
+                ));
+            }
+        }
         zones.push(reuse_or_new(name, settings));
     }
     Ok(zones)
 }
+
+/// Smallest disk budget: room for a few objects.
+const MIN_DISK: u64 = 1 << 20;
+
+/// `disk_path` and `disk_size` of a `[cache.NAME]` table.
+fn disk_settings(
+    loc: &Locator<'_>,
+    name: &str,
+    c: &RawCache,
+) -> Result<Option<DiskSettings>, ConfigError> {
+    let Some(path) = &c.disk_path else {
+        if let Some(size) = &c.disk_size {
+            return Err(loc.error(
+                size.span(),
+                &format!("cache.{name}.disk_size"),
+                "disk_size needs a disk_path",
+            ));
+        }
+        return Ok(None);
+    };
+    let at = format!("cache.{name}.disk_path");
+    if path.get_ref().trim().is_empty() {
+        return Err(loc.error(path.span(), &at, "disk_path must name a directory"));
+    }
+    let mut dir = std::path::PathBuf::from(path.get_ref());
+    if dir.is_relative() {
+        let cwd = std::env::current_dir().map_err(|e| {
+            loc.error(
+                path.span(),
+                &at,
+                format!("cannot resolve a relative path: {e}"),
+            )
+        })?;
+        dir = cwd.join(dir);
+    }
+    let size = match &c.disk_size {
+        None => DEFAULT_DISK,
+        Some(v) => {
+            let at = format!("cache.{name}.disk_size");
+            let n = parse_size(v.get_ref()).map_err(|m| loc.error(v.span(), &at, m))?;
+            if !(MIN_DISK..=(1 << 50)).contains(&n) {
+                return Err(loc.error(
+                    v.span(),
+                    &at,
+                    format!("{n} bytes is out of range 1MiB..=1PiB"),
+                ));
+            }
+            n
+        }
+    };
+    Ok(Some(DiskSettings { path: dir, size }))
+}
+
+/// Disk budget of a zone that names a directory without `disk_size`.
+const DEFAULT_DISK: u64 = 1 << 30;
 
 /// Zones of the configurations alive in this process, so a reload that keeps
 /// a zone's name and settings keeps what it stored.

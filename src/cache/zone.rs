@@ -42,6 +42,8 @@ pub struct ZoneSettings {
     pub stale_if_error: Duration,
     /// What names a stored response.
     pub key: super::key::KeySpec,
+    /// The disk tier, when the zone has one.
+    pub disk: Option<super::disk::DiskSettings>,
 }
 
 impl Default for ZoneSettings {
@@ -53,6 +55,7 @@ impl Default for ZoneSettings {
             hit_for_miss: Duration::from_secs(120),
             stale_if_error: Duration::ZERO,
             key: super::key::KeySpec::default(),
+            disk: None,
         }
     }
 }
@@ -122,6 +125,8 @@ pub struct CacheZone {
     pub settings: ZoneSettings,
     /// Its counters.
     pub stats: CacheStats,
+    /// Its disk tier: every response stored in memory is also written there.
+    pub disk: Option<Arc<super::disk::DiskTier>>,
     index: papaya::HashMap<Box<[u8]>, Variants>,
     writer: Mutex<Writer>,
     fills: Mutex<HashMap<Box<[u8]>, Arc<Fill>>>,
@@ -143,6 +148,7 @@ impl CacheZone {
         let ghost = settings.memory / 4096;
         CacheZone {
             name: name.to_string(),
+            disk: settings.disk.as_ref().map(super::disk::DiskTier::for_dir),
             settings,
             stats: CacheStats::default(),
             index: papaya::HashMap::new(),
@@ -223,8 +229,12 @@ impl CacheZone {
         }
         self.index.insert(entry.key.clone(), kept.into(), &guard);
         self.publish_gauges(&w);
+        drop(w);
         if !entry.hit_for_miss {
             self.stats.stored.fetch_add(1, Ordering::Relaxed);
+            if let Some(disk) = &self.disk {
+                disk.offer(&entry);
+            }
         }
         true
     }
@@ -234,7 +244,11 @@ impl CacheZone {
         let mut w = self.lock_writer();
         let n = self.remove_key(&mut w, key);
         self.publish_gauges(&w);
-        n
+        drop(w);
+        // The disk holds the same objects (written through) or, after a
+        // restart, the ones memory has not seen again.
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.purge(key));
+        n.max(on_disk)
     }
 
     /// Removes every stored response whose key starts with `prefix`; returns how many.
@@ -248,9 +262,11 @@ impl CacheZone {
                 .cloned()
                 .collect()
         };
-        let n = keys.iter().map(|k| self.remove_key(&mut w, k)).sum();
+        let n: usize = keys.iter().map(|k| self.remove_key(&mut w, k)).sum();
         self.publish_gauges(&w);
-        n
+        drop(w);
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.purge_prefix(prefix));
+        n.max(on_disk)
     }
 
     /// Makes `bytes` of room for a fill in progress; `false` when the budget

@@ -12,6 +12,7 @@ use super::error_page::answer_with_page;
 use super::refresh_session::RefreshSession;
 use super::{forward_with, ProxyRoute};
 use crate::cache::answer::answer_stored;
+use crate::cache::disk_hit::answer_from_disk;
 use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
@@ -84,7 +85,11 @@ pub(crate) async fn forward_cached<'h>(
             }
         }
         Lookup::HitForMiss => hit_for_miss = true,
-        Lookup::Miss => {}
+        Lookup::Miss => {
+            if answer_from_disk(session, zone, &key, &facts, now).await {
+                return;
+            }
+        }
     }
     if facts.directives.only_if_cached {
         answer_with_page(
