@@ -6,9 +6,10 @@
 //! immutable [`Recent`] through an `ArcSwap`; a status request loads that `Arc`
 //! without a lock, and the workers never see any of it.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
+
+use serde::Serialize;
 
 use super::quantile::quantile_ms;
 use crate::observe::latency::LATENCY_BOUNDS;
@@ -54,6 +55,18 @@ pub struct Recent {
     pub interval_s: f64,
     /// Rates over the last interval, all workers together.
     pub now: Rates,
+    /// All workers together, one point per sample.
+    pub charts: Charts,
+    /// Per worker, by index.
+    pub workers: Vec<WorkerRecent>,
+    /// Per upstream server, by group (filled by [`super::StatusState::sample`]).
+    pub upstreams: super::upstream_rates::UpstreamRecent,
+}
+
+/// The process's charts, oldest first, up to [`PROCESS_POINTS`]: kept by the
+/// sampler, and served in `/status.json` with the rates to two decimals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Charts {
     /// Open connections at each sample.
     pub open: Vec<u64>,
     /// Connections accepted per second.
@@ -62,13 +75,9 @@ pub struct Recent {
     pub requests_per_s: Vec<f64>,
     /// Error answers per second.
     pub errors_per_s: Vec<f64>,
-    /// 99th percentile request duration, in milliseconds (none in a second
-    /// without requests).
+    /// 99th percentile request duration in milliseconds (none, `null`, in a
+    /// second without requests).
     pub p99_ms: Vec<Option<f64>>,
-    /// Per worker, by index.
-    pub workers: Vec<WorkerRecent>,
-    /// Per upstream server, by group (filled by [`super::StatusState::sample`]).
-    pub upstreams: super::upstream_rates::UpstreamRecent,
 }
 
 /// Cumulative counters of one worker at one instant.
@@ -117,21 +126,19 @@ impl Reading {
 #[derive(Debug, Default)]
 pub struct Sampler {
     last: Option<(Instant, Vec<Reading>)>,
-    open: VecDeque<u64>,
-    accept: VecDeque<f64>,
-    requests: VecDeque<f64>,
-    errors: VecDeque<f64>,
-    p99: VecDeque<Option<f64>>,
-    per_worker: Vec<VecDeque<f64>>,
+    charts: Charts,
+    per_worker: Vec<Vec<f64>>,
     /// The upstream servers' previous readings.
     pub upstreams: super::upstream_rates::UpstreamSampler,
 }
 
-fn push<T>(ring: &mut VecDeque<T>, cap: usize, v: T) {
-    if ring.len() == cap {
-        ring.pop_front();
+/// Appends `v` to a chart of at most `cap` points, dropping the oldest (a few
+/// hundred points once a second: shifting them costs nothing worth a ring).
+fn push<T>(chart: &mut Vec<T>, cap: usize, v: T) {
+    if chart.len() == cap {
+        chart.remove(0);
     }
-    ring.push_back(v);
+    chart.push(v);
 }
 
 impl Sampler {
@@ -143,7 +150,7 @@ impl Sampler {
             .iter()
             .map(|w| w.open.get())
             .fold(0, u64::wrapping_add);
-        self.per_worker.resize_with(readings.len(), VecDeque::new);
+        self.per_worker.resize_with(readings.len(), Vec::new);
         let mut recent = Recent {
             workers: vec![WorkerRecent::default(); readings.len()],
             ..Recent::default()
@@ -166,25 +173,22 @@ impl Sampler {
                 }
                 recent.now.p50_ms = quantile_ms(&all, &LATENCY_BOUNDS, 0.5);
                 recent.now.p99_ms = quantile_ms(&all, &LATENCY_BOUNDS, 0.99);
-                push(&mut self.accept, PROCESS_POINTS, recent.now.accept_per_s);
+                let c = &mut self.charts;
+                push(&mut c.accept_per_s, PROCESS_POINTS, recent.now.accept_per_s);
                 push(
-                    &mut self.requests,
+                    &mut c.requests_per_s,
                     PROCESS_POINTS,
                     recent.now.requests_per_s,
                 );
-                push(&mut self.errors, PROCESS_POINTS, recent.now.errors_per_s);
-                push(&mut self.p99, PROCESS_POINTS, recent.now.p99_ms);
+                push(&mut c.errors_per_s, PROCESS_POINTS, recent.now.errors_per_s);
+                push(&mut c.p99_ms, PROCESS_POINTS, recent.now.p99_ms);
             }
         }
-        push(&mut self.open, PROCESS_POINTS, open);
+        push(&mut self.charts.open, PROCESS_POINTS, open);
         self.last = Some((now, readings));
-        recent.open = self.open.iter().copied().collect();
-        recent.accept_per_s = self.accept.iter().copied().collect();
-        recent.requests_per_s = self.requests.iter().copied().collect();
-        recent.errors_per_s = self.errors.iter().copied().collect();
-        recent.p99_ms = self.p99.iter().copied().collect();
-        for (w, ring) in recent.workers.iter_mut().zip(&self.per_worker) {
-            w.requests_per_s = ring.iter().copied().collect();
+        recent.charts = self.charts.clone();
+        for (w, chart) in recent.workers.iter_mut().zip(&self.per_worker) {
+            w.requests_per_s = chart.clone();
         }
         recent
     }
@@ -211,7 +215,7 @@ mod tests {
         let t0 = Instant::now();
         let first = s.sample(&r, t0);
         assert_eq!(first.interval_s, 0.0);
-        assert!(first.requests_per_s.is_empty());
+        assert!(first.charts.requests_per_s.is_empty());
         for _ in 0..10 {
             r.workers[0].request(HandlerKind::Static, 200);
         }
@@ -226,7 +230,7 @@ mod tests {
         assert_eq!(second.workers[1].now.errors_per_s, 1.0);
         assert_eq!(second.now.requests_per_s, 6.5);
         assert_eq!(second.now.accept_per_s, 2.0);
-        assert_eq!(second.requests_per_s, [6.5]);
+        assert_eq!(second.charts.requests_per_s, [6.5]);
         assert_eq!(second.workers[0].now.p50_ms, None, "no durations recorded");
         for ms in [1, 2, 2, 2, 40] {
             r.workers[0].request_duration(0, 200, Duration::from_millis(ms));
@@ -252,9 +256,9 @@ mod tests {
             r.workers[0].request(HandlerKind::Respond, 200);
             last = s.sample(&r, t0 + Duration::from_secs(i));
         }
-        assert_eq!(last.requests_per_s.len(), PROCESS_POINTS);
-        assert_eq!(last.open.len(), PROCESS_POINTS);
+        assert_eq!(last.charts.requests_per_s.len(), PROCESS_POINTS);
+        assert_eq!(last.charts.open.len(), PROCESS_POINTS);
         assert_eq!(last.workers[0].requests_per_s.len(), WORKER_POINTS);
-        assert!(last.requests_per_s.iter().all(|&v| v == 1.0));
+        assert!(last.charts.requests_per_s.iter().all(|&v| v == 1.0));
     }
 }

@@ -285,7 +285,7 @@ fn header(b: &mut Page, s: &Snapshot) {
 fn overview(b: &mut Page, s: &Snapshot) {
     let t = &s.total;
     let h = &s.history;
-    let open: Vec<f64> = h.open.iter().map(|&v| v as f64).collect();
+    let open: Vec<f64> = h.charts.open.iter().map(|&v| v as f64).collect();
     b.raw("<section class=\"tiles\">");
     tile(
         b,
@@ -304,7 +304,7 @@ fn overview(b: &mut Page, s: &Snapshot) {
         "Accepts",
         "accept_per_s",
         t.accept_per_s,
-        &h.accept_per_s,
+        &h.charts.accept_per_s,
         h.capacity,
         "",
     );
@@ -319,7 +319,7 @@ fn overview(b: &mut Page, s: &Snapshot) {
         "Requests",
         "requests_per_s",
         t.requests_per_s,
-        &h.requests_per_s,
+        &h.charts.requests_per_s,
         h.capacity,
         "",
     );
@@ -332,7 +332,7 @@ fn overview(b: &mut Page, s: &Snapshot) {
         "Errors",
         "errors_per_s",
         t.errors_per_s,
-        &h.errors_per_s,
+        &h.charts.errors_per_s,
         h.capacity,
         "err",
     );
@@ -352,7 +352,7 @@ fn overview(b: &mut Page, s: &Snapshot) {
     b.raw("</tr><tr><th>p99</th>");
     b.millis("td", "total.latency_p99_ms", t.latency_p99_ms);
     b.raw("</tr></table>");
-    let p99: Vec<f64> = h.p99_ms.iter().map(|v| v.unwrap_or(0.0)).collect();
+    let p99: Vec<f64> = h.charts.p99_ms.iter().map(|v| v.unwrap_or(0.0)).collect();
     b.chart("history.p99_ms", &p99, h.capacity, "");
     b.raw("<p>p99 per second; request head to response written</p></div>");
 

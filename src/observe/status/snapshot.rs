@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::history::Recent;
+use super::history::{Charts, Recent};
 use super::upstream_rates::ServerRates;
 use super::ConfigView;
 use crate::config::Config;
@@ -134,17 +134,9 @@ pub struct HistoryView {
     pub interval_s: f64,
     /// Points a chart holds when full.
     pub capacity: usize,
-    /// Open connections.
-    pub open: Vec<u64>,
-    /// Connections accepted per second.
-    pub accept_per_s: Vec<f64>,
-    /// Requests per second.
-    pub requests_per_s: Vec<f64>,
-    /// Error answers per second.
-    pub errors_per_s: Vec<f64>,
-    /// 99th percentile request duration in milliseconds (`null` in a second
-    /// without requests).
-    pub p99_ms: Vec<Option<f64>>,
+    /// The charts, rates to two decimals.
+    #[serde(flatten)]
+    pub charts: Charts,
 }
 
 /// One upstream group.
@@ -269,6 +261,18 @@ pub struct CertView {
 /// Rounds a rate for the JSON: two decimals are more than a person reads.
 fn two_decimals(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
+}
+
+/// `charts` with every rate to two decimals.
+fn rounded(charts: &Charts) -> Charts {
+    let rates = |chart: &[f64]| chart.iter().map(|&x| two_decimals(x)).collect();
+    Charts {
+        open: charts.open.clone(),
+        accept_per_s: rates(&charts.accept_per_s),
+        requests_per_s: rates(&charts.requests_per_s),
+        errors_per_s: rates(&charts.errors_per_s),
+        p99_ms: charts.p99_ms.iter().map(|x| x.map(two_decimals)).collect(),
+    }
 }
 
 fn worker_view(id: Option<usize>, w: &WorkerStats) -> WorkerView {
@@ -524,23 +528,7 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
         history: HistoryView {
             interval_s: two_decimals(recent.interval_s),
             capacity: super::history::PROCESS_POINTS,
-            open: recent.open.clone(),
-            accept_per_s: recent
-                .accept_per_s
-                .iter()
-                .map(|&x| two_decimals(x))
-                .collect(),
-            requests_per_s: recent
-                .requests_per_s
-                .iter()
-                .map(|&x| two_decimals(x))
-                .collect(),
-            errors_per_s: recent
-                .errors_per_s
-                .iter()
-                .map(|&x| two_decimals(x))
-                .collect(),
-            p99_ms: recent.p99_ms.iter().map(|x| x.map(two_decimals)).collect(),
+            charts: rounded(&recent.charts),
         },
         workers,
         upstreams,
