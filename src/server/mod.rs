@@ -5,4 +5,6 @@
 mod file_region;
 pub mod h1;
 pub mod h2;
+#[cfg(test)]
+mod test_harness;
 pub mod transport;

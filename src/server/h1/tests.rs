@@ -7,52 +7,15 @@ use std::io;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use super::serve_http1;
 use crate::handler::Handler;
-use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, Session, SessionExt};
-use crate::observe::metrics::HandlerKind;
+use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, SessionExt};
+use crate::server::test_harness::{echo_route, test_ctx, test_route, with_one_connection};
 use crate::server::transport::Plain;
 
-/// Answers with the request body it read, and how many pieces it came in.
-#[derive(Debug)]
-struct EchoBody;
-
-impl Handler for EchoBody {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn reads_body(&self) -> bool {
-        true
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        Served::Pending(Box::pin(async move {
-            let mut got = Vec::new();
-            loop {
-                match session.fill_body().await {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        got.extend_from_slice(session.body_chunk());
-                        session.consume_body(n);
-                    }
-                    // The driver answers a failed body itself.
-                    Err(_) => return,
-                }
-            }
-            session.send_response(&ResponseHead::new(200, &[]), Body::Owned(got));
-        }))
-    }
-}
-
 /// A body in three pieces, with a trailer; `known` says whether it declares its length.
-#[derive(Debug)]
-struct Pieces {
-    known: bool,
-}
-
 struct PieceStream {
     left: Vec<&'static [u8]>,
     known: bool,
@@ -84,15 +47,12 @@ impl BodyStream for PieceStream {
     }
 }
 
-impl Handler for Pieces {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+/// A route answering with a [`PieceStream`].
+fn pieces_route(known: bool) -> Box<dyn Handler> {
+    test_route(false, move |session| {
         let stream = PieceStream {
             left: vec![b"one", b"two", b"six"],
-            known: self.known,
+            known,
             waited: false,
             trailers: vec![OwnedField::new("x-sum", b"9")],
         };
@@ -102,48 +62,36 @@ impl Handler for Pieces {
             Body::Stream(Box::new(stream)),
         );
         Served::Done
-    }
+    })
 }
 
 /// Body size of the `/big` route: under the size copied behind the head, so
 /// many pipelined answers pile up in the output buffer.
 const BIG_BODY: usize = 60_000;
 
-/// Pushes its body through the session: `pieces` of `piece` bytes each, with
-/// the length declared or not, finished or left short.
-#[derive(Debug)]
-struct Pushed {
-    known: bool,
-    pieces: usize,
-    piece: usize,
-    finish: bool,
-}
-
-impl Handler for Pushed {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+/// A route pushing its body through the session: `pieces` of `piece` bytes
+/// each, with the length declared or not, finished or left short.
+fn pushed_route(known: bool, pieces: usize, piece: usize, finish: bool) -> Box<dyn Handler> {
+    test_route(false, move |session| {
         Served::Pending(Box::pin(async move {
-            let len = (self.pieces * self.piece) as u64;
+            let len = (pieces * piece) as u64;
             let head = ResponseHead {
                 status: 200,
                 fields: &[],
                 configured: None,
                 field_lines: b"X-From: upstream\r\nX-Two: 2\r\n",
             };
-            session.send_response(&head, Body::Push(self.known.then_some(len)));
-            for i in 0..self.pieces {
-                let piece = vec![b'a' + (i % 26) as u8; self.piece];
-                session.write_body(&piece).await.unwrap();
+            session.send_response(&head, Body::Push(known.then_some(len)));
+            for i in 0..pieces {
+                let bytes = vec![b'a' + (i % 26) as u8; piece];
+                session.write_body(&bytes).await.unwrap();
                 session.flush_body().await.unwrap();
             }
-            if self.finish {
+            if finish {
                 session.finish_body(&[("x-pieces", b"3")]);
             }
         }))
-    }
+    })
 }
 
 /// Serves one connection with these routes and runs `client` against it.
@@ -152,64 +100,50 @@ where
     F: FnOnce(TcpStream) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut config = crate::config::build::load_str(
-        "test.toml",
-        &format!(
-            "[[listener]]\nlisten = \"127.0.0.1:0\"\n\
-             [http]\nmax_body_bytes = 64\nkeepalive_timeout = \"300ms\"\n\
-             body_read_timeout = \"300ms\"\n\
-             [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
-             headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
-             [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
-            "x".repeat(BIG_BODY)
-        ),
-    )
-    .expect("a valid config");
-    config
-        .routes
-        .insert(None, "/echo".into(), Box::new(EchoBody))
-        .unwrap();
-    config
-        .routes
-        .insert(None, "/chunks".into(), Box::new(Pieces { known: false }))
-        .unwrap();
-    config
-        .routes
-        .insert(None, "/sized".into(), Box::new(Pieces { known: true }))
-        .unwrap();
-    let pushed = [
-        ("/push-chunked", false, 3, 20_000, true),
-        ("/push-sized", true, 2, 5, true),
-        ("/push-short", true, 2, 5, false),
-    ];
-    for (path, known, pieces, piece, finish) in pushed {
-        let handler = Pushed {
-            known,
-            pieces,
-            piece,
-            finish,
-        };
-        config
-            .routes
-            .insert(None, path.into(), Box::new(handler))
-            .unwrap();
-    }
-    let ctx = crate::worker::standalone_ctx(config, Default::default());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::task::spawn_local(async move {
-            let (stream, peer) = listener.accept().await.unwrap();
-            serve_http1(Plain::new(stream), &ctx, peer, None).await;
-        });
-        client(TcpStream::connect(addr).await.unwrap()).await;
-        server.await.unwrap();
+    let toml = format!(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+         [http]\nmax_body_bytes = 64\nkeepalive_timeout = \"300ms\"\n\
+         body_read_timeout = \"300ms\"\n\
+         [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
+         headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
+         [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
+        "x".repeat(BIG_BODY)
+    );
+    let ctx = test_ctx(
+        &toml,
+        vec![
+            ("/echo", echo_route()),
+            ("/chunks", pieces_route(false)),
+            ("/sized", pieces_route(true)),
+            ("/push-chunked", pushed_route(false, 3, 20_000, true)),
+            ("/push-sized", pushed_route(true, 2, 5, true)),
+            ("/push-short", pushed_route(true, 2, 5, false)),
+        ],
+    );
+    let serve = move |stream, peer| async move {
+        serve_http1(Plain::new(stream), &ctx, peer, None).await;
+    };
+    with_one_connection(serve, client);
+}
+
+/// Sends `request` on a connection of its own and reads the answer until the
+/// server closes.
+fn answer_to_request(request: &[u8]) -> String {
+    answer_to_writes(&[request])
+}
+
+/// Writes `pieces` one after the other on a connection of its own and reads
+/// what comes back until the server closes.
+fn answer_to_writes(pieces: &[&[u8]]) -> String {
+    let mut text = String::new();
+    let out = &mut text;
+    with_server(|mut s| async move {
+        for piece in pieces {
+            s.write_all(piece).await.unwrap();
+        }
+        *out = read_to_close(&mut s).await;
     });
+    text
 }
 
 async fn read_to_close(stream: &mut TcpStream) -> String {
@@ -263,106 +197,87 @@ fn continue_is_sent_only_when_the_handler_waits_for_the_body() {
 
 #[test]
 fn an_empty_body_is_complete_without_a_byte() {
-    with_server(|mut s| async move {
-        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
-            .await
-            .unwrap();
-        s.write_all(
-            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{text}");
-        assert!(text.ends_with("\r\n\r\nroot"), "{text}");
-    });
+    let text = answer_to_request(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n\
+          POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{text}");
+    assert!(text.ends_with("\r\n\r\nroot"), "{text}");
 }
 
 #[test]
 fn a_body_over_the_limit_read_through_the_session_is_refused() {
-    with_server(|mut s| async move {
-        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-            .await
-            .unwrap();
-        s.write_all(b"41\r\n").await.unwrap();
-        s.write_all(&[b'a'; 65]).await.unwrap();
-        s.write_all(b"\r\n0\r\n\r\n").await.unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
-        assert!(text.contains("Connection: close\r\n"), "{text}");
-    });
+    let text = answer_to_writes(&[
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"41\r\n",
+        &[b'a'; 65],
+        b"\r\n0\r\n\r\n",
+    ]);
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(text.contains("Connection: close\r\n"), "{text}");
 }
 
 #[test]
 fn a_stream_without_length_goes_chunked_with_its_trailers() {
-    with_server(|mut s| async move {
-        s.write_all(b"GET /chunks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(text.contains("Transfer-Encoding: chunked\r\n"), "{text}");
-        assert!(!text.contains("Content-Length"), "{text}");
-        assert!(
-            text.ends_with("\r\n\r\n3\r\none\r\n3\r\ntwo\r\n3\r\nsix\r\n0\r\nx-sum: 9\r\n\r\n"),
-            "{text}"
-        );
-    });
+    let text = answer_to_request(b"GET /chunks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(text.contains("Transfer-Encoding: chunked\r\n"), "{text}");
+    assert!(!text.contains("Content-Length"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n3\r\none\r\n3\r\ntwo\r\n3\r\nsix\r\n0\r\nx-sum: 9\r\n\r\n"),
+        "{text}"
+    );
+}
+
+/// A GET then a HEAD of `path`, whose body is `body` with a known length: the
+/// GET is answered with that length on a connection kept open, and the HEAD
+/// with the same head and no body (its head ending in `head_end`).
+fn get_then_head_keep_the_known_length(path: &str, body: &str, head_end: &str) {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n\
+         HEAD {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let text = answer_to_request(request.as_bytes());
+    let (first, second) = text.split_at(text.find(body).unwrap() + body.len());
+    let length = format!("Content-Length: {}\r\n", body.len());
+    assert!(first.contains(&length), "{first}");
+    assert!(!first.contains("chunked"), "{first}");
+    assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
+    assert!(second.contains(&length), "{second}");
+    assert!(second.ends_with(head_end), "{second}");
 }
 
 #[test]
 fn a_stream_of_known_length_gets_content_length_and_stays_open() {
-    with_server(|mut s| async move {
-        s.write_all(b"GET /sized HTTP/1.1\r\nHost: x\r\n\r\nHEAD /sized HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        let (first, head) = text.split_at(text.find("onetwosix").unwrap() + 9);
-        assert!(first.contains("Content-Length: 9\r\n"), "{first}");
-        assert!(!first.contains("chunked"), "{first}");
-        // HEAD: the same head, no body.
-        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
-        assert!(head.contains("Content-Length: 9\r\n"), "{head}");
-        assert!(head.ends_with("\r\n\r\n"), "{head}");
-    });
+    get_then_head_keep_the_known_length("/sized", "onetwosix", "\r\n\r\n");
 }
 
 #[test]
 fn a_stream_without_length_to_http10_is_delimited_by_close() {
-    with_server(|mut s| async move {
-        s.write_all(b"GET /chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(text.contains("Connection: close\r\n"), "{text}");
-        assert!(
-            !text.contains("chunked") && !text.contains("Content-Length"),
-            "{text}"
-        );
-        assert!(text.ends_with("\r\n\r\nonetwosix"), "{text}");
-    });
+    let text = answer_to_request(b"GET /chunks HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert!(text.contains("Connection: close\r\n"), "{text}");
+    assert!(
+        !text.contains("chunked") && !text.contains("Content-Length"),
+        "{text}"
+    );
+    assert!(text.ends_with("\r\n\r\nonetwosix"), "{text}");
 }
 
 #[test]
 fn configured_fields_follow_the_head_of_every_answer_get_and_head_alike() {
-    with_server(|mut s| async move {
-        s.write_all(
-            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
-              HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let text = read_to_close(&mut s).await;
-        let at = 1 + text[1..].find("HTTP/1.1 200 OK\r\n").expect("two answers");
-        let (first, second) = text.split_at(at);
-        for head in [first, second] {
-            assert!(head.contains("\r\nX-One: 1\r\n"), "{text}");
-            assert!(head.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
-            assert!(head.contains("\r\nContent-Length: 4\r\n"), "{text}");
-        }
-        assert!(first.ends_with("\r\n\r\nroot"), "{text}");
-        assert!(second.contains("\r\nConnection: close\r\n"), "{text}");
-        assert!(!second.contains("root"), "HEAD got a body: {text}");
-    });
+    let text = answer_to_request(
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+          HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let at = 1 + text[1..].find("HTTP/1.1 200 OK\r\n").expect("two answers");
+    let (first, second) = text.split_at(at);
+    for head in [first, second] {
+        assert!(head.contains("\r\nX-One: 1\r\n"), "{text}");
+        assert!(head.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
+        assert!(head.contains("\r\nContent-Length: 4\r\n"), "{text}");
+    }
+    assert!(first.ends_with("\r\n\r\nroot"), "{text}");
+    assert!(second.contains("\r\nConnection: close\r\n"), "{text}");
+    assert!(!second.contains("root"), "HEAD got a body: {text}");
 }
 
 #[test]
@@ -374,24 +289,27 @@ fn pipelined_answers_larger_than_the_socket_takes_at_once_all_arrive() {
         s.write_all(&requests).await.unwrap();
         // Not reading yet: the server's writes fill the socket and wait.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).await.unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = read_to_close(&mut s).await;
         assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), REQUESTS);
         assert_eq!(text.matches('x').count(), REQUESTS * BIG_BODY);
     });
 }
 
-/// Reads one answer to `GET /` (its body is `root`).
-async fn read_root_answer(stream: &mut TcpStream) -> String {
+/// Reads until what came ends with `end`, failing if the server closes first.
+async fn read_until_end(stream: &mut TcpStream, end: &str) -> String {
     let mut out = Vec::new();
-    while !out.ends_with(b"\r\n\r\nroot") {
+    while !out.ends_with(end.as_bytes()) {
         let mut buf = [0u8; 1024];
         let n = stream.read(&mut buf).await.unwrap();
         assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&out));
         out.extend_from_slice(&buf[..n]);
     }
     String::from_utf8(out).unwrap()
+}
+
+/// Reads one answer to `GET /` (its body is `root`).
+async fn read_root_answer(stream: &mut TcpStream) -> String {
+    read_until_end(stream, "\r\n\r\nroot").await
 }
 
 #[test]
@@ -475,14 +393,7 @@ fn a_slow_but_steady_body_is_read_whole_by_a_handler_or_the_driver() {
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 s.write_all(&[*byte]).await.unwrap();
             }
-            let mut out = Vec::new();
-            while !out.ends_with(answer.as_bytes()) {
-                let mut buf = [0u8; 1024];
-                let n = s.read(&mut buf).await.unwrap();
-                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&out));
-                out.extend_from_slice(&buf[..n]);
-            }
-            let text = String::from_utf8(out).unwrap();
+            let text = read_until_end(&mut s, answer).await;
             assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         }
         // A stall past the timeout still ends it.
@@ -512,91 +423,54 @@ fn dechunk(mut body: &str) -> (String, String) {
 
 #[test]
 fn a_pushed_body_without_length_goes_chunked_large_pieces_included() {
-    with_server(|mut s| async move {
-        s.write_all(b"GET /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
-        assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
-        assert!(
-            head.ends_with("X-From: upstream\r\nX-Two: 2\r\n\r\n"),
-            "{head}"
-        );
-        let (data, trailer) = dechunk(body);
-        let want: String = ["a", "b", "c"].iter().map(|c| c.repeat(20_000)).collect();
-        assert!(data == want, "{} bytes decoded", data.len());
-        assert_eq!(trailer, "x-pieces: 3\r\n\r\n");
-    });
+    let text =
+        answer_to_request(b"GET /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
+    assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+    assert!(
+        head.ends_with("X-From: upstream\r\nX-Two: 2\r\n\r\n"),
+        "{head}"
+    );
+    let (data, trailer) = dechunk(body);
+    let want: String = ["a", "b", "c"].iter().map(|c| c.repeat(20_000)).collect();
+    assert!(data == want, "{} bytes decoded", data.len());
+    assert_eq!(trailer, "x-pieces: 3\r\n\r\n");
 }
 
 #[test]
 fn a_pushed_body_of_known_length_stays_open_and_head_gets_the_length_only() {
-    with_server(|mut s| async move {
-        s.write_all(
-            b"GET /push-sized HTTP/1.1\r\nHost: x\r\n\r\n\
-              HEAD /push-sized HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let text = read_to_close(&mut s).await;
-        let (first, second) = text.split_at(text.find("aaaaabbbbb").unwrap() + 10);
-        assert!(first.contains("Content-Length: 10\r\n"), "{first}");
-        assert!(!first.contains("chunked"), "{first}");
-        assert!(second.starts_with("HTTP/1.1 200 OK\r\n"), "{second}");
-        assert!(second.contains("Content-Length: 10\r\n"), "{second}");
-        assert!(second.ends_with("X-Two: 2\r\n\r\n"), "{second}");
-    });
+    get_then_head_keep_the_known_length("/push-sized", "aaaaabbbbb", "X-Two: 2\r\n\r\n");
 }
 
 #[test]
 fn a_pushed_body_left_short_closes_the_connection() {
-    with_server(|mut s| async move {
-        s.write_all(
-            b"GET /push-short HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(text.contains("Content-Length: 10\r\n"), "{text}");
-        // Never finished: the client must not see another response after it.
-        assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
-        assert!(!text.contains("root"), "{text}");
-    });
+    let text = answer_to_request(
+        b"GET /push-short HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(text.contains("Content-Length: 10\r\n"), "{text}");
+    // Never finished: the client must not see another response after it.
+    assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
+    assert!(!text.contains("root"), "{text}");
 }
 
 #[test]
 fn trailers_go_only_where_the_framing_carries_them() {
     // HTTP/1.0 gets the pushed body delimited by close: no place for trailers.
-    with_server(|mut s| async move {
-        s.write_all(b"GET /push-chunked HTTP/1.0\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
-        assert!(!head.contains("chunked"), "{head}");
-        assert_eq!(body.len(), 60_000);
-        assert!(!text.contains("x-pieces"));
-    });
+    let text = answer_to_request(b"GET /push-chunked HTTP/1.0\r\nHost: x\r\n\r\n");
+    let (head, body) = text.split_at(text.find("\r\n\r\n").unwrap() + 4);
+    assert!(!head.contains("chunked"), "{head}");
+    assert_eq!(body.len(), 60_000);
+    assert!(!text.contains("x-pieces"));
     // A known length: the trailers are dropped, the connection stays usable.
-    with_server(|mut s| async move {
-        s.write_all(
-            b"GET /push-sized HTTP/1.1\r\nHost: x\r\n\r\n\
-              GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(!text.contains("x-pieces"), "{text}");
-        assert!(text.ends_with("root"), "{text}");
-    });
+    let text = answer_to_request(
+        b"GET /push-sized HTTP/1.1\r\nHost: x\r\n\r\n\
+          GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(!text.contains("x-pieces"), "{text}");
+    assert!(text.ends_with("root"), "{text}");
     // HEAD: neither body nor trailers.
-    with_server(|mut s| async move {
-        s.write_all(b"HEAD /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let text = read_to_close(&mut s).await;
-        assert!(text.ends_with("X-Two: 2\r\n\r\n"), "{text}");
-        assert!(!text.contains("x-pieces"), "{text}");
-    });
+    let text =
+        answer_to_request(b"HEAD /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(text.ends_with("X-Two: 2\r\n\r\n"), "{text}");
+    assert!(!text.contains("x-pieces"), "{text}");
 }

@@ -5,30 +5,21 @@
 //! a reset of its stream alone.
 
 use std::io;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use super::serve_h2;
 use crate::handler::Handler;
-use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, Session, SessionExt};
-use crate::observe::metrics::HandlerKind;
+use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, SessionExt};
+use crate::server::test_harness::{echo_route, test_ctx, test_route, with_one_connection};
 use crate::server::transport::Plain;
 
-/// Pushes two pieces, then ends with a trailer (or leaves the body short).
-#[derive(Debug)]
-struct PushedWithTrailers {
-    finish: bool,
-}
-
-impl Handler for PushedWithTrailers {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+/// A route pushing two pieces, then ending with a trailer (or leaving the
+/// body short).
+fn pushed_with_trailers_route(finish: bool) -> Box<dyn Handler> {
+    test_route(false, move |session| {
         Served::Pending(Box::pin(async move {
             let head = ResponseHead {
                 status: 200,
@@ -39,11 +30,11 @@ impl Handler for PushedWithTrailers {
             session.send_response(&head, Body::Push(None));
             session.write_body(b"piece one, ").await.unwrap();
             session.write_body(b"piece two").await.unwrap();
-            if self.finish {
+            if finish {
                 session.finish_body(&[("grpc-status", b"0"), ("grpc-message", b"ok")]);
             }
         }))
-    }
+    })
 }
 
 /// A body in two pieces with a trailer.
@@ -71,52 +62,15 @@ impl BodyStream for TwoPieces {
     }
 }
 
-#[derive(Debug)]
-struct Streamed;
-
-impl Handler for Streamed {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+/// A route answering with a [`TwoPieces`] stream.
+fn streamed_route() -> Box<dyn Handler> {
+    test_route(false, |session| {
         session.send_response(
             &ResponseHead::new(200, &[]),
             Body::Stream(Box::new(TwoPieces(0))),
         );
         Served::Done
-    }
-}
-
-/// Answers with the request body it read.
-#[derive(Debug)]
-struct Echo;
-
-impl Handler for Echo {
-    fn kind(&self) -> HandlerKind {
-        HandlerKind::Respond
-    }
-
-    fn reads_body(&self) -> bool {
-        true
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        Served::Pending(Box::pin(async move {
-            let mut got = Vec::new();
-            loop {
-                match session.fill_body().await {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        got.extend_from_slice(session.body_chunk());
-                        session.consume_body(n);
-                    }
-                    Err(_) => return,
-                }
-            }
-            session.send_response(&ResponseHead::new(200, &[]), Body::Owned(got));
-        }))
-    }
+    })
 }
 
 /// Serves h2 connections with these routes while `client` runs.
@@ -125,38 +79,18 @@ where
     F: FnOnce(h2::client::SendRequest<Bytes>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut config = crate::config::build::load_str(
-        "test.toml",
+    let ctx = test_ctx(
         "[[listener]]\nlisten = \"127.0.0.1:0\"\nhttp2 = true\n[http]\nmax_body_bytes = 100000\n\
          [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",
-    )
-    .expect("a valid config");
-    let routes: [(&str, Box<dyn Handler>); 4] = [
-        ("/push", Box::new(PushedWithTrailers { finish: true })),
-        (
-            "/push-short",
-            Box::new(PushedWithTrailers { finish: false }),
-        ),
-        ("/stream", Box::new(Streamed)),
-        ("/echo", Box::new(Echo)),
-    ];
-    for (path, handler) in routes {
-        config.routes.insert(None, path.into(), handler).unwrap();
-    }
-    let ctx: Rc<_> = crate::worker::standalone_ctx(config, Default::default());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::task::spawn_local(async move {
-            let (stream, peer) = listener.accept().await.unwrap();
-            serve_h2(Plain::new(stream), ctx, peer, None).await;
-        });
-        let tcp = TcpStream::connect(addr).await.unwrap();
+        vec![
+            ("/push", pushed_with_trailers_route(true)),
+            ("/push-short", pushed_with_trailers_route(false)),
+            ("/stream", streamed_route()),
+            ("/echo", echo_route()),
+        ],
+    );
+    let serve = move |stream, peer| serve_h2(Plain::new(stream), ctx, peer, None);
+    with_one_connection(serve, |tcp: TcpStream| async move {
         let (send, conn) = h2::client::handshake(tcp).await.unwrap();
         tokio::task::spawn_local(async move {
             let _ = conn.await;
