@@ -718,13 +718,14 @@ fn stale_while_revalidate_serves_stale_at_once_and_refreshes_once_behind() {
     assert_eq!(seen(&origin, "/w").len(), 2, "one refresh");
 }
 
-#[test]
-fn the_access_log_records_the_cache_outcome() {
+/// The cache outcomes in the access log of a miss, a hit and a POST to a
+/// cached route with `route_extra` keys.
+fn logged_cache_outcomes(route_extra: &str) -> Vec<String> {
     let origin = Upstream::start(|_| reply(200, &[("Cache-Control", "max-age=60")], "logged"));
     let text = config(origin.addr, 1, "").replace(
         "[cache.main]",
         "[access_log]\npath = \"{dir}/access.log\"\nformat = \"json\"\nflush_interval = \"50ms\"\n[cache.main]",
-    );
+    ) + route_extra;
     let pier = Pier::with_config(&text, &[]);
     get(pier.addr(), &req("/log", ""));
     get(pier.addr(), &req("/log", ""));
@@ -742,14 +743,34 @@ fn the_access_log_records_the_cache_outcome() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let outcomes: Vec<String> = lines
+    lines
         .iter()
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             v["cache"].as_str().unwrap_or("null").to_string()
         })
-        .collect();
-    assert_eq!(outcomes, ["miss", "hit", "bypass"]);
+        .collect()
+}
+
+#[test]
+fn the_access_log_records_the_cache_outcome() {
+    assert_eq!(logged_cache_outcomes(""), ["miss", "hit", "bypass"]);
+}
+
+#[test]
+fn the_cache_outcome_is_logged_through_the_routes_filters() {
+    // Header rules and compression each answer through a session of their
+    // own, which must pass the outcome on to the driver's log.
+    for extra in [
+        "response_headers = { set = { \"X-Edge\" = \"1\" } }\n",
+        "compress = true\n",
+    ] {
+        assert_eq!(
+            logged_cache_outcomes(extra),
+            ["miss", "hit", "bypass"],
+            "{extra}"
+        );
+    }
 }
 
 #[test]

@@ -23,7 +23,6 @@ use std::task::{ready, Context, Poll};
 
 use super::compress_rules::{edit_head, CompressSettings, Decision};
 use super::encoder::StreamEncoder;
-use super::head_edit::INLINE_FIELDS;
 use super::HeadEdit;
 use crate::file_io::residency::read_cached;
 use crate::file_io::{read_up_to, FileIoPool};
@@ -253,15 +252,7 @@ impl<'h> CompressingSession<'_, 'h> {
     fn send_edited(&mut self, head: &ResponseHead<'_>, decision: Decision, body: Body<'h>) {
         let mut edit = HeadEdit::from_head(head);
         edit_head(&mut edit, decision);
-        let mut inline: [(&str, &[u8]); INLINE_FIELDS] = [("", &[]); INLINE_FIELDS];
-        if let Some(n) = edit.fill(&mut inline) {
-            return self
-                .inner
-                .send_response(&ResponseHead::new(edit.status, &inline[..n]), body);
-        }
-        let fields = edit.fields();
-        self.inner
-            .send_response(&ResponseHead::new(edit.status, &fields), body);
+        edit.send(self.inner, body);
     }
 }
 
@@ -420,5 +411,9 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
 
     fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
         self.inner.note_upstream(addr, elapsed)
+    }
+
+    fn note_cache(&mut self, outcome: &'static str) {
+        self.inner.note_cache(outcome)
     }
 }

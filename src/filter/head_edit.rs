@@ -4,10 +4,10 @@
 //! the stack, so a filtered route allocates nothing for it.
 
 use super::placeholder::Template;
-use crate::http::{RequestId, RequestView, ResponseHead};
+use crate::http::{Body, RequestId, RequestView, ResponseHead, Session};
 
 /// Fields an edited head hands over without allocating.
-pub(super) const INLINE_FIELDS: usize = 24;
+const INLINE_FIELDS: usize = 24;
 
 /// Where an edited field's value is.
 #[derive(Debug, Clone, Copy)]
@@ -126,9 +126,20 @@ impl<'a> HeadEdit<'a> {
             .collect()
     }
 
+    /// Gives the edited head to `session` with `body`; a head with a usual
+    /// number of fields is handed over from the stack.
+    pub fn send<'h>(&self, session: &mut dyn Session<'h>, body: Body<'h>) {
+        let mut inline: [(&str, &[u8]); INLINE_FIELDS] = [("", &[]); INLINE_FIELDS];
+        if let Some(n) = self.fill(&mut inline) {
+            return session.send_response(&ResponseHead::new(self.status, &inline[..n]), body);
+        }
+        let fields = self.fields();
+        session.send_response(&ResponseHead::new(self.status, &fields), body);
+    }
+
     /// Writes the fields into `out` and returns how many, or `None` when
     /// they do not fit.
-    pub fn fill<'b>(&'b self, out: &mut [(&'b str, &'b [u8])]) -> Option<usize> {
+    fn fill<'b>(&'b self, out: &mut [(&'b str, &'b [u8])]) -> Option<usize> {
         let fields = self.fields.as_slice();
         if fields.len() > out.len() {
             return None;

@@ -24,15 +24,13 @@ pub mod placeholder;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use crate::handler::{BoxedHandler, Handler};
+use crate::http::session_layer::{LayeredSession, SessionLayer};
 use crate::http::RequestId;
-use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Served, Session};
+use crate::http::{Body, RequestView, ResponseHead, Served, Session};
 use crate::observe::metrics::HandlerKind;
-use crate::worker::WorkerCtx;
 pub use head_edit::HeadEdit;
-use head_edit::INLINE_FIELDS;
 
 /// What a request filter decided.
 pub enum Verdict<'s> {
@@ -114,10 +112,12 @@ impl Handler for Filtered {
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         Served::Pending(Box::pin(async move {
-            let mut filtered = FilteringSession {
+            let mut filtered = LayeredSession {
                 inner: session,
-                filters: &self.filters,
-                edits_response: self.edits_response,
+                layer: ResponseFilters {
+                    filters: &self.filters,
+                    edits_response: self.edits_response,
+                },
             };
             for filter in self.filters.iter() {
                 let go_on = match filter.request_filter(&mut filtered) {
@@ -137,84 +137,32 @@ impl Handler for Filtered {
     }
 }
 
-/// The session a filtered handler answers through: the driver's, with the
-/// response filters applied to every head.
-struct FilteringSession<'s, 'h> {
-    inner: &'s mut dyn Session<'h>,
+/// The layer a filtered handler answers through: the driver's session, with
+/// the response filters applied to every head.
+struct ResponseFilters<'h> {
     filters: &'h [BoxedFilter],
     edits_response: bool,
 }
 
-impl<'h> Session<'h> for FilteringSession<'_, 'h> {
-    fn request(&self) -> RequestView<'_> {
-        self.inner.request()
-    }
-
-    fn worker(&self) -> &'h WorkerCtx {
-        self.inner.worker()
-    }
-
-    fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
-        self.inner.poll_body(cx)
-    }
-
-    fn body_chunk(&self) -> &[u8] {
-        self.inner.body_chunk()
-    }
-
-    fn consume_body(&mut self, n: usize) {
-        self.inner.consume_body(n)
-    }
-
-    fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'h>) {
-        if !self.edits_response || self.inner.responded() {
-            return self.inner.send_response(head, body);
+impl<'h> SessionLayer<'h> for ResponseFilters<'h> {
+    fn send_response(
+        &mut self,
+        inner: &mut dyn Session<'h>,
+        head: &ResponseHead<'_>,
+        body: Body<'h>,
+    ) {
+        if !self.edits_response || inner.responded() {
+            return inner.send_response(head, body);
         }
         let mut edit = HeadEdit::from_head(head);
         {
-            let req = self.inner.request();
-            let id = self.inner.request_id();
+            let req = inner.request();
+            let id = inner.request_id();
             for filter in self.filters {
                 filter.response_filter(&req, id, &mut edit);
             }
         }
-        // Heads with a usual number of fields are handed over from the stack.
-        let mut inline: [(&str, &[u8]); INLINE_FIELDS] = [("", &[]); INLINE_FIELDS];
-        if let Some(n) = edit.fill(&mut inline) {
-            let head = ResponseHead::new(edit.status, &inline[..n]);
-            return self.inner.send_response(&head, body);
-        }
-        let fields = edit.fields();
-        self.inner
-            .send_response(&ResponseHead::new(edit.status, &fields), body);
-    }
-
-    fn responded(&self) -> bool {
-        self.inner.responded()
-    }
-
-    fn request_id(&self) -> &RequestId {
-        self.inner.request_id()
-    }
-
-    fn poll_write_body(
-        &mut self,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.inner.poll_write_body(cx, data)
-    }
-
-    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.inner.poll_flush_body(cx)
-    }
-
-    fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
-        self.inner.finish_body(trailers)
-    }
-
-    fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
-        self.inner.note_upstream(addr, elapsed)
+        edit.send(inner, body);
     }
 }
 

@@ -15,6 +15,7 @@ pub mod request;
 pub mod request_id;
 pub mod response;
 pub mod session;
+pub mod session_layer;
 pub mod status;
 
 pub use request::{RequestView, TlsFacts};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::error_page::answer_with_page;
-use super::refresh_session::RefreshSession;
+use super::refresh_session::RefreshSink;
 use super::{forward_with, ProxyRoute};
 use crate::cache::answer::answer_stored;
 use crate::cache::disk_hit::answer_from_disk;
@@ -19,6 +19,7 @@ use crate::cache::store::{request_facts, CacheTap};
 use crate::cache::tap::{Instead, ResponseTap};
 use crate::cache::zone::{CacheZone, FillRole, Lookup};
 use crate::http::request::RequestView;
+use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
 use crate::http1::response::ParsedResponseHead as UpstreamHead;
@@ -75,7 +76,10 @@ pub(crate) async fn forward_cached<'h>(
                     {
                         let mut tap =
                             CacheTap::new(zone.clone(), key, facts, None, Some(stored.clone()));
-                        let mut sink = RefreshSession { inner: session };
+                        let mut sink = LayeredSession {
+                            inner: session,
+                            layer: RefreshSink,
+                        };
                         forward_with(&mut sink, route, &mut tap).await;
                         stored.refreshing.store(false, Ordering::Release);
                     }

@@ -4,62 +4,60 @@
 //! upstream exchange runs as for any request while only the cache keeps its
 //! result.
 
+use std::net::SocketAddr;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use crate::http::request::RequestView;
-use crate::http::request_id::RequestId;
 use crate::http::response::{Body, ResponseHead};
 use crate::http::session::{BodyReadError, Session};
-use crate::worker::WorkerCtx;
+use crate::http::session_layer::SessionLayer;
 
-/// The real session, answered already, seen through a sink.
-pub(super) struct RefreshSession<'s, 'h> {
-    /// The client's session, for the request head and the worker.
-    pub(super) inner: &'s mut dyn Session<'h>,
-}
+/// The layer over the real session, answered already, that makes it a sink:
+/// no request body (it was read for the client), and every answer, body and
+/// log note dropped.
+pub(super) struct RefreshSink;
 
-impl<'h> Session<'h> for RefreshSession<'_, 'h> {
-    fn request(&self) -> RequestView<'_> {
-        self.inner.request()
-    }
-
-    fn worker(&self) -> &'h WorkerCtx {
-        self.inner.worker()
-    }
-
-    fn poll_body(&mut self, _: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
+impl<'h> SessionLayer<'h> for RefreshSink {
+    fn poll_body(
+        &mut self,
+        _: &mut dyn Session<'h>,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<usize, BodyReadError>> {
         Poll::Ready(Ok(0))
     }
 
-    fn body_chunk(&self) -> &[u8] {
+    fn body_chunk<'a>(&'a self, _: &'a dyn Session<'h>) -> &'a [u8] {
         &[]
     }
 
-    fn consume_body(&mut self, _: usize) {}
+    fn consume_body(&mut self, _: &mut dyn Session<'h>, _: usize) {}
 
-    fn send_response(&mut self, _: &ResponseHead<'_>, _: Body<'h>) {}
+    fn send_response(&mut self, _: &mut dyn Session<'h>, _: &ResponseHead<'_>, _: Body<'h>) {}
 
-    fn responded(&self) -> bool {
+    fn responded(&self, _: &dyn Session<'h>) -> bool {
         false
-    }
-
-    fn request_id(&self) -> &RequestId {
-        self.inner.request_id()
     }
 
     fn poll_write_body(
         &mut self,
+        _: &mut dyn Session<'h>,
         _: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         Poll::Ready(Ok(data.len()))
     }
 
-    fn poll_flush_body(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_flush_body(
+        &mut self,
+        _: &mut dyn Session<'h>,
+        _: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
     }
 
-    fn finish_body(&mut self, _: &[(&str, &[u8])]) {}
+    fn finish_body(&mut self, _: &mut dyn Session<'h>, _: &[(&str, &[u8])]) {}
 
-    fn note_upstream(&mut self, _: std::net::SocketAddr, _: std::time::Duration) {}
+    fn note_upstream(&mut self, _: &mut dyn Session<'h>, _: SocketAddr, _: Duration) {}
+
+    fn note_cache(&mut self, _: &mut dyn Session<'h>, _: &'static str) {}
 }
