@@ -81,6 +81,7 @@ pub(super) fn encode_request_head(
     }
 
     let ip = peer.ip();
+    let scheme = if secure { "https" } else { "http" };
     if fw.x_forwarded {
         out.extend_from_slice(b"X-Forwarded-For: ");
         for (name, value) in request.headers() {
@@ -93,16 +94,10 @@ pub(super) fn encode_request_head(
                 out.extend_from_slice(b", ");
             }
         }
-        let _ = write!(out, "{ip}");
-        out.extend_from_slice(if secure {
-            b"\r\nX-Forwarded-Proto: https\r\n"
-        } else {
-            b"\r\nX-Forwarded-Proto: http\r\n"
-        });
+        let _ = write!(out, "{ip}\r\n");
+        write_field(out, b"X-Forwarded-Proto", scheme.as_bytes());
         if let Some(h) = client_host {
-            out.extend_from_slice(b"X-Forwarded-Host: ");
-            out.extend_from_slice(h);
-            out.extend_from_slice(b"\r\n");
+            write_field(out, b"X-Forwarded-Host", h);
         }
     }
     if fw.forwarded {
@@ -115,11 +110,7 @@ pub(super) fn encode_request_head(
                 let _ = write!(out, "\"[{v6}]\"");
             }
         }
-        out.extend_from_slice(if secure {
-            b";proto=https"
-        } else {
-            b";proto=http"
-        });
+        let _ = write!(out, ";proto={scheme}");
         if let Some(h) = client_host {
             out.extend_from_slice(b";host=\"");
             out.extend_from_slice(h);

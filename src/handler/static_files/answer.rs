@@ -135,23 +135,15 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
         session.send_response(&ResponseHead::new(status, &fields[..n]), body);
         return;
     }
-    if let Reply::Listing { body } = reply {
-        // The same URL answers JSON to `Accept: application/json`.
-        let fields = [
-            ("Content-Type", LISTING_CONTENT_TYPE.as_bytes()),
-            ("Vary", b"Accept".as_slice()),
-        ];
-        session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
-        return;
-    }
-    if let Reply::ListingJson { body } = reply {
-        let fields = [
-            ("Content-Type", JSON_LISTING_CONTENT_TYPE.as_bytes()),
-            ("Vary", b"Accept".as_slice()),
-        ];
-        session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
-        return;
-    }
+    let reply = match reply {
+        Reply::Listing { body } => {
+            return give_listing(session, status, LISTING_CONTENT_TYPE, body)
+        }
+        Reply::ListingJson { body } => {
+            return give_listing(session, status, JSON_LISTING_CONTENT_TYPE, body)
+        }
+        other => other,
+    };
     let mut fields: [(&str, &[u8]); 8] = [("", &[]); 8];
     let mut n = 0;
     let text = matches!(
@@ -189,6 +181,16 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
         | Reply::Error(_)
         | Reply::Blocked(_) => session.send_response(&head, Body::Bytes(status_text(status))),
     }
+}
+
+/// A directory listing, HTML or JSON: the same URL answers JSON to
+/// `Accept: application/json`, so both vary by `Accept`.
+fn give_listing(session: &mut dyn Session<'_>, status: u16, content_type: &str, body: Vec<u8>) {
+    let fields = [
+        ("Content-Type", content_type.as_bytes()),
+        ("Vary", b"Accept".as_slice()),
+    ];
+    session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
 }
 
 /// Whether `hay` contains `needle`, ASCII case-insensitively.

@@ -145,29 +145,8 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         body: Body<'a>,
         answered: Answered,
     ) -> Result<(), Exit> {
-        let write_timeout = self.ctx.config.http.write_timeout;
         match body {
-            Body::File(region) => {
-                if self.flush().await.is_err() {
-                    return Err(Exit::Broken);
-                }
-                let r = send_file_region(
-                    &mut self.io,
-                    &self.ctx.config.file_io,
-                    &region.file,
-                    region.offset,
-                    region.len,
-                    write_timeout,
-                )
-                .await;
-                if let Err(e) = r {
-                    debug!(peer = %self.peer, error = %e, "file send failed");
-                    return Err(Exit::Broken);
-                }
-                self.ctx.stats.bytes_out.add(region.len);
-                self.sent += region.len;
-                Ok(())
-            }
+            Body::File(region) => self.send_file(&region, "file send failed").await,
             Body::Bytes(bytes) => self.send_bytes(bytes).await,
             Body::Owned(bytes) => self.send_bytes(&bytes).await,
             Body::Parts(parts) => self.send_parts(parts).await,
@@ -200,29 +179,35 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 }
                 continue;
             }
-            let BodyPart::File(region) = part else {
-                continue;
-            };
-            if self.flush().await.is_err() {
-                return Err(Exit::Broken);
+            if let BodyPart::File(region) = part {
+                self.send_file(region, "file part send failed").await?;
             }
-            let write_timeout = self.ctx.config.http.write_timeout;
-            let r = send_file_region(
-                &mut self.io,
-                &self.ctx.config.file_io,
-                &region.file,
-                region.offset,
-                region.len,
-                write_timeout,
-            )
-            .await;
-            if let Err(e) = r {
-                debug!(peer = %self.peer, error = %e, "file part send failed");
-                return Err(Exit::Broken);
-            }
-            self.ctx.stats.bytes_out.add(region.len);
-            self.sent += region.len;
         }
+        Ok(())
+    }
+
+    /// Sends a file region after flushing what precedes it (inline when the
+    /// page cache holds it, else read off the loop), under the write timeout;
+    /// `failure` is the log line when it cannot be sent.
+    async fn send_file(&mut self, region: &FileRegion, failure: &str) -> Result<(), Exit> {
+        if self.flush().await.is_err() {
+            return Err(Exit::Broken);
+        }
+        let r = send_file_region(
+            &mut self.io,
+            &self.ctx.config.file_io,
+            &region.file,
+            region.offset,
+            region.len,
+            self.ctx.config.http.write_timeout,
+        )
+        .await;
+        if let Err(e) = r {
+            debug!(peer = %self.peer, error = %e, "{failure}");
+            return Err(Exit::Broken);
+        }
+        self.ctx.stats.bytes_out.add(region.len);
+        self.sent += region.len;
         Ok(())
     }
 
