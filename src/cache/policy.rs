@@ -402,65 +402,50 @@ mod tests {
         RequestDirectives::parse(std::iter::once(v.as_bytes()), std::iter::empty())
     }
 
+    /// [`usable`] for a response with `lifetime` and `age` in seconds and
+    /// the `Cache-Control` values of the response and the request.
+    fn usable_for(lifetime: u64, age: u64, response: &str, request: &str) -> Usable {
+        let s = Duration::from_secs;
+        usable(s(lifetime), s(age), &cc(response), &req(request))
+    }
+
+    /// [`usable_on_error`], every duration in seconds.
+    fn usable_on_error_for(lifetime: u64, age: u64, response: &str, zone: u64) -> bool {
+        let s = Duration::from_secs;
+        usable_on_error(s(lifetime), s(age), &cc(response), s(zone))
+    }
+
     #[test]
     fn fresh_while_age_is_below_the_lifetime() {
-        let s = |n| Duration::from_secs(n);
-        assert_eq!(usable(s(60), s(59), &cc(""), &req("")), Usable::Fresh);
-        assert_eq!(usable(s(60), s(60), &cc(""), &req("")), Usable::Revalidate);
+        assert_eq!(usable_for(60, 59, "", ""), Usable::Fresh);
+        assert_eq!(usable_for(60, 60, "", ""), Usable::Revalidate);
     }
 
     #[test]
     fn response_no_cache_always_revalidates() {
-        let s = |n| Duration::from_secs(n);
-        assert_eq!(
-            usable(s(60), s(0), &cc("no-cache"), &req("")),
-            Usable::Revalidate
-        );
+        assert_eq!(usable_for(60, 0, "no-cache", ""), Usable::Revalidate);
     }
 
     #[test]
     fn request_no_cache_max_age_and_min_fresh_are_honoured() {
-        let s = |n| Duration::from_secs(n);
-        assert_eq!(
-            usable(s(60), s(1), &cc(""), &req("no-cache")),
-            Usable::Revalidate
-        );
-        assert_eq!(
-            usable(s(60), s(10), &cc(""), &req("max-age=5")),
-            Usable::Revalidate
-        );
-        assert_eq!(
-            usable(s(60), s(4), &cc(""), &req("max-age=5")),
-            Usable::Fresh
-        );
-        assert_eq!(
-            usable(s(60), s(50), &cc(""), &req("min-fresh=20")),
-            Usable::Revalidate
-        );
-        assert_eq!(
-            usable(s(60), s(30), &cc(""), &req("min-fresh=20")),
-            Usable::Fresh
-        );
+        assert_eq!(usable_for(60, 1, "", "no-cache"), Usable::Revalidate);
+        assert_eq!(usable_for(60, 10, "", "max-age=5"), Usable::Revalidate);
+        assert_eq!(usable_for(60, 4, "", "max-age=5"), Usable::Fresh);
+        assert_eq!(usable_for(60, 50, "", "min-fresh=20"), Usable::Revalidate);
+        assert_eq!(usable_for(60, 30, "", "min-fresh=20"), Usable::Fresh);
     }
 
     #[test]
     fn max_stale_accepts_stale_unless_the_response_forbids_it() {
-        let s = |n| Duration::from_secs(n);
         assert_eq!(
-            usable(s(60), s(70), &cc(""), &req("max-stale=20")),
+            usable_for(60, 70, "", "max-stale=20"),
             Usable::StaleAccepted
         );
-        assert_eq!(
-            usable(s(60), s(90), &cc(""), &req("max-stale=20")),
-            Usable::Revalidate
-        );
-        assert_eq!(
-            usable(s(60), s(9999), &cc(""), &req("max-stale")),
-            Usable::StaleAccepted
-        );
+        assert_eq!(usable_for(60, 90, "", "max-stale=20"), Usable::Revalidate);
+        assert_eq!(usable_for(60, 9999, "", "max-stale"), Usable::StaleAccepted);
         for v in ["must-revalidate", "proxy-revalidate", "s-maxage=60"] {
             assert_eq!(
-                usable(s(60), s(70), &cc(v), &req("max-stale")),
+                usable_for(60, 70, v, "max-stale"),
                 Usable::Revalidate,
                 "{v}"
             );
@@ -469,36 +454,16 @@ mod tests {
 
     #[test]
     fn stale_while_revalidate_serves_within_its_window() {
-        let s = |n| Duration::from_secs(n);
-        let d = cc("max-age=60, stale-while-revalidate=30");
-        assert_eq!(
-            usable(s(60), s(80), &d, &req("")),
-            Usable::StaleWhileRevalidate
-        );
-        assert_eq!(usable(s(60), s(91), &d, &req("")), Usable::Revalidate);
+        let d = "max-age=60, stale-while-revalidate=30";
+        assert_eq!(usable_for(60, 80, d, ""), Usable::StaleWhileRevalidate);
+        assert_eq!(usable_for(60, 91, d, ""), Usable::Revalidate);
     }
 
     #[test]
     fn stale_if_error_allows_its_window_or_the_zone_default() {
-        let s = |n| Duration::from_secs(n);
-        assert!(usable_on_error(
-            s(60),
-            s(100),
-            &cc("stale-if-error=50"),
-            s(0)
-        ));
-        assert!(!usable_on_error(
-            s(60),
-            s(200),
-            &cc("stale-if-error=50"),
-            s(0)
-        ));
-        assert!(usable_on_error(s(60), s(200), &cc(""), s(3600)));
-        assert!(!usable_on_error(
-            s(60),
-            s(61),
-            &cc("must-revalidate"),
-            s(3600)
-        ));
+        assert!(usable_on_error_for(60, 100, "stale-if-error=50", 0));
+        assert!(!usable_on_error_for(60, 200, "stale-if-error=50", 0));
+        assert!(usable_on_error_for(60, 200, "", 3600));
+        assert!(!usable_on_error_for(60, 61, "must-revalidate", 3600));
     }
 }

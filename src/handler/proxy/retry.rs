@@ -172,18 +172,29 @@ mod tests {
         }
     }
 
+    const fn another(count_failure: bool) -> RetryDecision {
+        RetryDecision {
+            retry: Retry::Another,
+            count_failure,
+        }
+    }
+
+    /// An exchange failed like `x` is never resent, on a fresh connection or
+    /// a pooled one; only the fresh one counts against the server.
+    fn never_resent(x: FailedExchange) {
+        let mut b = RetryBudget::new(5);
+        for reused in [false, true] {
+            let x = FailedExchange { reused, ..x };
+            assert_eq!(decide(&mut b, x, true), give_up(!reused), "{x:?}");
+        }
+    }
+
     #[test]
     fn a_failed_connect_goes_to_another_server_for_any_method_while_retries_last() {
         let mut b = RetryBudget::new(2);
         for _ in 0..2 {
             let d = decide_retry(&mut b, AttemptFailure::Connect, false);
-            assert_eq!(
-                d,
-                RetryDecision {
-                    retry: Retry::Another,
-                    count_failure: true
-                }
-            );
+            assert_eq!(d, another(true));
         }
         assert_eq!(b.other_servers, 0);
         assert_eq!(
@@ -196,13 +207,7 @@ mod tests {
     fn an_unanswered_fresh_connection_resends_idempotent_requests_only() {
         let mut b = RetryBudget::new(1);
         let d = decide(&mut b, RESET, true);
-        assert_eq!(
-            d,
-            RetryDecision {
-                retry: Retry::Another,
-                count_failure: true
-            }
-        );
+        assert_eq!(d, another(true));
         assert_eq!(
             decide(&mut b, RESET, true),
             give_up(true),
@@ -234,13 +239,7 @@ mod tests {
             other_servers: 1,
             stale_retry: false,
         };
-        assert_eq!(
-            decide(&mut b, reused, true),
-            RetryDecision {
-                retry: Retry::Another,
-                count_failure: false
-            }
-        );
+        assert_eq!(decide(&mut b, reused, true), another(false));
     }
 
     #[test]
@@ -265,29 +264,19 @@ mod tests {
 
     #[test]
     fn a_request_no_longer_buffered_whole_is_not_resent() {
-        let mut b = RetryBudget::new(5);
-        for reused in [false, true] {
-            let x = FailedExchange {
-                reused,
-                replayable: false,
-                ..RESET
-            };
-            assert_eq!(decide(&mut b, x, true), give_up(!reused));
-        }
+        never_resent(FailedExchange {
+            replayable: false,
+            ..RESET
+        });
     }
 
     #[test]
     fn a_timed_out_write_is_not_resent() {
-        let mut b = RetryBudget::new(5);
-        for reused in [false, true] {
-            let x = FailedExchange {
-                reused,
-                write: Some(ErrorKind::Timeout),
-                head: None,
-                ..RESET
-            };
-            assert_eq!(decide(&mut b, x, true), give_up(!reused));
-        }
+        never_resent(FailedExchange {
+            write: Some(ErrorKind::Timeout),
+            head: None,
+            ..RESET
+        });
     }
 
     #[test]

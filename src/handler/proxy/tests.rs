@@ -148,12 +148,16 @@ fn hop_by_hop_and_connection_named_fields_are_dropped() {
     ] {
         assert!(!out.contains(gone), "{gone} forwarded: {out}");
     }
-    assert!(out.contains("X-Bar: 2\r\n"));
-    assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"));
-    assert!(out.contains("X-Forwarded-Proto: http\r\n"));
-    assert!(out.contains("X-Forwarded-Host: ex.com\r\n"));
-    assert!(out.contains("Via: 1.1 pier\r\n"));
-    assert!(out.contains("X-Real-IP: 192.0.2.7\r\n"));
+    for kept in [
+        "X-Bar: 2\r\n",
+        "X-Forwarded-For: 192.0.2.7\r\n",
+        "X-Forwarded-Proto: http\r\n",
+        "X-Forwarded-Host: ex.com\r\n",
+        "Via: 1.1 pier\r\n",
+        "X-Real-IP: 192.0.2.7\r\n",
+    ] {
+        assert!(out.contains(kept), "{kept} missing: {out}");
+    }
     assert!(out.ends_with("\r\n\r\n"));
 }
 

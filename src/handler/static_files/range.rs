@@ -175,30 +175,28 @@ mod tests {
         )
     }
 
+    /// The outcome of `field` for a file of 13 bytes.
+    fn of_13_bytes(field: &str) -> RangeOutcome {
+        parse_range(field.as_bytes(), 13)
+    }
+
     #[test]
     fn several_ranges_keep_the_order_asked() {
-        assert_eq!(
-            parse_range(b"bytes=7-11, 0-4", 13),
-            spans(&[(7, 11), (0, 4)])
-        );
-        assert_eq!(
-            parse_range(b"bytes=-3,0-0,5-", 13),
-            spans(&[(10, 12), (0, 0), (5, 12)])
-        );
+        assert_eq!(of_13_bytes("bytes=7-11, 0-4"), spans(&[(7, 11), (0, 4)]));
+        let asked = of_13_bytes("bytes=-3,0-0,5-");
+        assert_eq!(asked, spans(&[(10, 12), (0, 0), (5, 12)]));
     }
 
     #[test]
     fn unsatisfiable_members_are_dropped_and_none_left_is_416() {
+        let asked = of_13_bytes("bytes=0-1,20-30,-0,4-5");
+        assert_eq!(asked, spans(&[(0, 1), (4, 5)]));
         assert_eq!(
-            parse_range(b"bytes=0-1,20-30,-0,4-5", 13),
-            spans(&[(0, 1), (4, 5)])
-        );
-        assert_eq!(
-            parse_range(b"bytes=0-1,20-30", 13),
+            of_13_bytes("bytes=0-1,20-30"),
             Partial { first: 0, last: 1 },
             "one satisfiable range left is a plain 206"
         );
-        assert_eq!(parse_range(b"bytes=13-,20-30,-0", 13), Unsatisfiable);
+        assert_eq!(of_13_bytes("bytes=13-,20-30,-0"), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=0-,1-", 0), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=0-,-5", 0), Full);
     }
@@ -206,12 +204,12 @@ mod tests {
     #[test]
     fn one_bad_member_ignores_the_whole_header() {
         for field in [
-            &b"bytes=0-1,5-2"[..],
-            b"bytes=0-1,x",
-            b"bytes=0-1,-",
-            b"bytes=0-1,1 -2",
+            "bytes=0-1,5-2",
+            "bytes=0-1,x",
+            "bytes=0-1,-",
+            "bytes=0-1,1 -2",
         ] {
-            assert_eq!(parse_range(field, 13), Full, "{field:?}");
+            assert_eq!(of_13_bytes(field), Full, "{field}");
         }
     }
 
