@@ -22,6 +22,9 @@ pub enum HashKey {
     ClientIp,
     /// The request path (without the query).
     Path,
+    /// The path and the query: what a cache key names, so a fleet of cache
+    /// instances holds each object once.
+    Uri,
     /// A request header's value (lower-case name); requests without it hash as empty.
     Header(String),
 }
@@ -32,6 +35,7 @@ impl HashKey {
         match s {
             "client_ip" => Ok(HashKey::ClientIp),
             "path" => Ok(HashKey::Path),
+            "uri" => Ok(HashKey::Uri),
             _ => match s.strip_prefix("header:") {
                 Some(name)
                     if !name.is_empty()
@@ -42,7 +46,7 @@ impl HashKey {
                     Ok(HashKey::Header(name.to_ascii_lowercase()))
                 }
                 _ => Err(format!(
-                    "unknown hash_key {s:?}; expected \"client_ip\", \"path\" or \"header:Name\""
+                    "unknown hash_key {s:?}; expected \"client_ip\", \"path\", \"uri\" or \"header:Name\""
                 )),
             },
         }
@@ -52,8 +56,13 @@ impl HashKey {
 /// 64-bit FNV-1a with a final avalanche (splitmix64's), so nearby keys spread
 /// over the whole ring.
 pub fn hash64(bytes: &[u8]) -> u64 {
+    hash64_parts(&[bytes])
+}
+
+/// [`hash64`] of the concatenation of `parts`, without building it.
+pub fn hash64_parts(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
+    for &b in parts.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -222,8 +231,15 @@ mod tests {
     }
 
     #[test]
+    fn hashing_parts_is_hashing_their_concatenation() {
+        assert_eq!(hash64_parts(&[b"/a", b"?", b"q=1"]), hash64(b"/a?q=1"));
+        assert_ne!(hash64(b"/a?q=1"), hash64(b"/a?q=2"));
+    }
+
+    #[test]
     fn hash_key_parses() {
         assert_eq!(HashKey::parse("client_ip"), Ok(HashKey::ClientIp));
+        assert_eq!(HashKey::parse("uri"), Ok(HashKey::Uri));
         assert_eq!(
             HashKey::parse("header:X-User"),
             Ok(HashKey::Header("x-user".into()))

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::balance::{hash64, Balance, HashKey};
+use super::balance::{hash64, hash64_parts, Balance, HashKey};
 use super::group_state::GroupState;
 use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
@@ -18,6 +18,10 @@ pub(super) fn hash_key(key: &HashKey, request: &RequestView<'_>) -> u64 {
             IpAddr::V6(v6) => hash64(&v6.octets()),
         },
         HashKey::Path => hash64(request.path()),
+        HashKey::Uri => match request.query() {
+            Some(q) => hash64_parts(&[request.path(), b"?", q]),
+            None => hash64(request.path()),
+        },
         HashKey::Header(name) => hash64(request.header(name).unwrap_or(b"")),
     }
 }

@@ -187,7 +187,7 @@ pub fn build_upstream(
                 return Err(loc.error(
                     u.span(),
                     &format!("{key}.hash_key"),
-                    "balance = \"hash\" needs hash_key (\"client_ip\", \"path\" or \"header:Name\")",
+                    "balance = \"hash\" needs hash_key (\"client_ip\", \"path\", \"uri\" or \"header:Name\")",
                 ));
             };
             let hk = HashKey::parse(k.get_ref())

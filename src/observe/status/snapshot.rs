@@ -329,6 +329,7 @@ fn balance_label(b: &Balance) -> String {
         Balance::LeastConn => "least_conn".into(),
         Balance::Hash(HashKey::ClientIp) => "hash client_ip".into(),
         Balance::Hash(HashKey::Path) => "hash path".into(),
+        Balance::Hash(HashKey::Uri) => "hash uri".into(),
         Balance::Hash(HashKey::Header(h)) => format!("hash header:{h}"),
     }
 }
