@@ -31,6 +31,7 @@ use crate::observe::access_log::{self, WorkerLog};
 use crate::observe::metrics::{TlsFailure, WorkerStats};
 use crate::server::h1::serve_http1;
 use crate::server::h2::serve_h2;
+use crate::server::prior_knowledge::{close_invalid_preface, plain_opening, PlainOpening};
 use crate::server::transport::{Downstream, Plain, Tls};
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
@@ -682,15 +683,22 @@ async fn serve_accepted(
                 let rejected = &ctx.stats.upstream_rejected;
                 stream_proxy::relay_stream(state, rejected, fwd, stream, peer, local, None).await
             }
-            None if lc.http2 && h2_preface_follows(&stream, handshake_timeout).await => {
-                serve_h2(
-                    Plain::new(stream),
-                    ctx.clone(),
-                    peer,
-                    trusted.map(|_| lc.client_address.clone()),
-                )
-                .await
-            }
+            None if lc.http2 => match plain_opening(&stream, handshake_timeout).await {
+                PlainOpening::H2 => {
+                    serve_h2(
+                        Plain::new(stream),
+                        ctx.clone(),
+                        peer,
+                        trusted.map(|_| lc.client_address.clone()),
+                    )
+                    .await
+                }
+                PlainOpening::Http1 => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
+                PlainOpening::Neither => {
+                    debug!(%peer, "neither an HTTP/1 request nor the HTTP/2 preface; closing");
+                    close_invalid_preface(stream).await
+                }
+            },
             None => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
         }
         return;
@@ -757,31 +765,6 @@ async fn serve_accepted(
         Ok(Err(e)) => debug!(%peer, error = %e, "TLS handshake failed"),
         Err(_) => debug!(%peer, "TLS handshake timed out"),
     }
-}
-
-/// Whether a plain connection opens with the HTTP/2 connection preface (prior
-/// knowledge) rather than an HTTP/1 request: looked at without consuming, as
-/// far as the first bytes tell them apart, within `limit`.
-async fn h2_preface_follows(stream: &TcpStream, limit: Duration) -> bool {
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    let mut buf = [0u8; PREFACE.len()];
-    let peek = async {
-        loop {
-            let n = match stream.peek(&mut buf).await {
-                Ok(n) if n > 0 => n,
-                _ => return false,
-            };
-            if buf[..n] != PREFACE[..n] {
-                return false;
-            }
-            if n == PREFACE.len() {
-                return true;
-            }
-            // A preface split across segments: wait for the rest.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    deadline::within(limit, peek).await.unwrap_or(false)
 }
 
 /// Counts a finished handshake as full, resumed or failed (a timeout is a failure).

@@ -556,3 +556,143 @@ flush_interval = "50ms"
     assert!(lines[1].contains("cache=hit"), "{text}");
     assert!(lines[1].contains("HTTP/2.0"), "{text}");
 }
+
+#[test]
+fn an_invalid_preface_on_a_plain_http2_listener_is_closed_without_an_answer() {
+    use std::io::{Read, Write};
+    let pier = Pier::with_config(SITE, &[]);
+    site(pier.root());
+    for opening in [
+        &b"INVALID CONNECTION PREFACE\r\n\r\n"[..],
+        b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+    ] {
+        let mut c = common::connect(pier.addr());
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(opening).unwrap();
+        let mut got = Vec::new();
+        // A FIN (end of stream), not a reset and not an HTTP/1 answer.
+        c.read_to_end(&mut got)
+            .expect("closed cleanly, without a reset");
+        assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    }
+    // HTTP/1 on the same listener, good and bad, is still answered.
+    let r = common::get(
+        pier.addr(),
+        "GET /fixed HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    let r = common::get(pier.addr(), "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 400);
+}
+
+#[test]
+fn trailers_with_a_pseudo_field_after_an_early_answer_reset_the_stream() {
+    let pier = Pier::with_config(SITE, &[]);
+    site(pier.root());
+    let mut raw = RawH2::connect(pier.addr());
+    let mut fields = h2raw::get_fields("/index.html");
+    fields[0].1 = "POST";
+    raw.send(&h2raw::frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS,
+        1,
+        &h2raw::block(&fields),
+    ));
+    raw.send(&h2raw::frame(h2raw::DATA, 0, 1, b"test"));
+    // The static route answers without reading the body.
+    let answer = raw
+        .wait_for(Duration::from_secs(5), |f| f.stream == 1)
+        .expect("an answer to stream 1");
+    assert_eq!(answer.kind, h2raw::HEADERS, "{answer:?}");
+    // Trailers (without END_STREAM, and with a pseudo-field) are malformed:
+    // the stream is reset with PROTOCOL_ERROR, not dropped with NO_ERROR.
+    raw.send(&h2raw::frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS,
+        1,
+        &h2raw::block(&[(":method", "POST")]),
+    ));
+    let reset = raw
+        .wait_for(Duration::from_secs(5), |f| {
+            f.stream == 1 && f.kind == h2raw::RST_STREAM
+        })
+        .expect("RST_STREAM on stream 1");
+    assert_eq!(reset.error_code(), Some(1), "PROTOCOL_ERROR: {reset:?}");
+    // The connection lives on.
+    raw.send(&h2raw::frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        3,
+        &h2raw::block(&h2raw::get_fields("/fixed")),
+    ));
+    let ok = raw
+        .wait_for(Duration::from_secs(5), |f| f.stream == 3)
+        .expect("an answer to stream 3");
+    assert_eq!(ok.kind, h2raw::HEADERS, "{ok:?}");
+}
+
+/// Runs `bin` with `args` and returns its stdout, asserting it succeeded.
+fn run_client(bin: &std::path::Path, args: &[String]) -> Vec<u8> {
+    let out = Command::new(bin).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}\n{}",
+        bin.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn nghttp_and_h2load_interoperate_over_tls_and_prior_knowledge() {
+    let (Some(nghttp), Some(h2load)) = (common::which("nghttp"), common::which("h2load")) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "nghttp and h2load (Debian nghttp2-client) are not installed"
+        );
+        eprintln!("nghttp or h2load not installed (Debian nghttp2-client); skipping");
+        return;
+    };
+    let pier = Pier::with_config(
+        &format!(
+            "{SITE}\n[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ self_signed = true }}\n"
+        ),
+        &[],
+    );
+    let big = site(pier.root());
+    let bases = [
+        format!("http://{}", pier.addr()),
+        format!("https://{}", pier.https[0]),
+    ];
+    for base in &bases {
+        // One connection, several streams: a large file and a page three times.
+        let got = run_client(&nghttp, &[format!("{base}/big.bin")]);
+        assert!(got == big, "{base}/big.bin: {} bytes", got.len());
+        let got = run_client(
+            &nghttp,
+            &["-m".into(), "3".into(), format!("{base}/index.html")],
+        );
+        assert_eq!(String::from_utf8_lossy(&got), "hello over h2\n".repeat(3));
+        // h2load, as the benchmarks use it: 2 connections, 10 streams each.
+        let out = run_client(
+            &h2load,
+            &[
+                "-n".into(),
+                "200".into(),
+                "-c".into(),
+                "2".into(),
+                "-m".into(),
+                "10".into(),
+                format!("{base}/fixed"),
+            ],
+        );
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("Application protocol: h2"), "{text}");
+        assert!(
+            text.contains("200 total, 200 started, 200 done, 200 succeeded, 0 failed"),
+            "{text}"
+        );
+        assert!(text.contains("status codes: 200 2xx"), "{text}");
+    }
+}

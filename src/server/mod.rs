@@ -5,6 +5,7 @@
 mod file_region;
 pub mod h1;
 pub mod h2;
+pub(crate) mod prior_knowledge;
 #[cfg(test)]
 mod test_harness;
 pub mod transport;

@@ -14,6 +14,7 @@
 //!
 //! [`Session`]: crate::http::Session
 
+mod drain;
 mod flood;
 mod request;
 mod send;
@@ -468,6 +469,7 @@ async fn run_stream(
             cache: s.cache,
         });
     }
+    s.drain_unread_body().await;
 }
 
 /// Routes the request and lets its handler answer; `None` when the client
