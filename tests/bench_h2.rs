@@ -87,6 +87,52 @@ fn streams_run_at_once_on_one_connection() {
 }
 
 #[test]
+fn short_m_is_the_streams_per_connection_as_in_h2load_or_the_method_as_in_oha() {
+    // -m 4: as --streams 4, two rounds of 300 ms, not eight.
+    let origin = H2Origin::start();
+    let url = format!("http://{}/slow/300", origin.addr);
+    let v = bench_json(&["http", "--h2", "-m", "4", "-c", "1", "-n", "8", &url]);
+    assert_eq!(v["requests"], 8);
+    assert_eq!(v["streams_per_connection"], 4);
+    assert_eq!(v["depth"], 4);
+    let took = v["duration_s"].as_f64().unwrap();
+    assert!((0.55..1.5).contains(&took), "took {took} s");
+    let out = bench(&["http", "--h2", "-m", "3", "-c", "1", "-n", "3", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("HTTP/2, 3 stream(s) per connection"),
+        "{text}"
+    );
+    // HTTP/1.1 runs report no streams.
+    let v1 = common::upstream::Upstream::start(|_| common::upstream::ok("hi"));
+    let url1 = format!("http://{}/", v1.addr);
+    let v = bench_json(&["http", "-m", "POST", "-c", "1", "-n", "2", &url1]);
+    assert_eq!(v["streams_per_connection"], Value::Null);
+    // -m with a name is the method.
+    let reqs = v1.requests();
+    assert_eq!(reqs.len(), 2, "{reqs:?}");
+    assert!(reqs.iter().all(|r| r.method == "POST"), "{reqs:?}");
+    // -m N without --h2, or disagreeing with --streams, is a usage error.
+    for args in [
+        &["http", "-m", "4", "-n", "1", "http://127.0.0.1:1/"][..],
+        &[
+            "http",
+            "--h2",
+            "-m",
+            "4",
+            "--streams",
+            "8",
+            "-n",
+            "1",
+            "http://127.0.0.1:1/",
+        ],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
 fn tls_run_negotiates_h2_by_alpn_and_refuses_a_server_that_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path(), "bench h2 ca");

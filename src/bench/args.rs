@@ -56,9 +56,15 @@ pub struct HttpCommon {
     /// Extra request header, `Name: value` (repeatable; `Host` replaces the default).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
-    /// Request method.
-    #[arg(short, long, default_value = "GET")]
+    /// Request method (or `-m METHOD`).
+    #[arg(long, default_value = "GET")]
     pub method: String,
+    /// `-m N`, a number: with `--h2`, N requests in flight on each
+    /// connection, as h2load's `-m` (`--streams N`); `-m METHOD`, a name: the
+    /// method, as oha's and ab's `-m` (`--method`). No method is a number, so
+    /// both habits work.
+    #[arg(short = 'm', value_name = "N|METHOD")]
+    pub short_m: Option<String>,
     /// Request body (sent with Content-Length).
     #[arg(long, conflicts_with = "body_file")]
     pub body: Option<String>,
@@ -88,6 +94,26 @@ pub struct HttpCommon {
     pub tls: TlsArgs,
 }
 
+impl HttpCommon {
+    /// The request method: `-m` when it names one, else `--method`.
+    pub fn request_method(&self) -> Result<&str, String> {
+        match self.short_m.as_deref() {
+            Some(m) if m.parse::<u64>().is_err() => {
+                if self.method != "GET" && self.method != m {
+                    return Err(format!("-m {m} and --method {} disagree", self.method));
+                }
+                Ok(m)
+            }
+            _ => Ok(&self.method),
+        }
+    }
+
+    /// `-m N`, a number: streams per connection, as in h2load.
+    pub fn short_m_streams(&self) -> Option<usize> {
+        self.short_m.as_deref().and_then(|m| m.parse().ok())
+    }
+}
+
 /// Flags of `pier bench http`.
 #[derive(Debug, Args, Clone)]
 pub struct HttpArgs {
@@ -101,7 +127,7 @@ pub struct HttpArgs {
     #[arg(long, default_value_t = 1)]
     pub depth: usize,
     /// With `--h2`: requests in flight at once on each connection, as streams
-    /// (h2load's `-m`; here `-m` is the method, as in oha).
+    /// (h2load's `-m`, which `-m N` also sets).
     #[arg(long, value_name = "N", visible_alias = "max-concurrent-streams")]
     pub streams: Option<usize>,
     /// Load settings.
@@ -136,7 +162,7 @@ pub struct StreamArgs {
 #[derive(Debug, Args, Clone)]
 pub struct StreamLoad {
     /// Messages each connection sends (and reads back). No short form: `-m` is
-    /// the method in `bench http`, as in oha, and keeps that one meaning.
+    /// the method or the streams in `bench http`.
     #[arg(long, default_value_t = 1000)]
     pub messages: u64,
     /// Bytes per message.
@@ -267,7 +293,41 @@ mod tests {
         }
         let mut seen = std::collections::HashMap::new();
         walk(&Top::command(), &mut seen);
-        assert_eq!(seen.get(&'m').map(String::as_str), Some("method"));
+        assert_eq!(
+            seen.get(&'m'),
+            None,
+            "-m has no long form: it is --method or --streams"
+        );
+    }
+
+    #[test]
+    fn short_m_is_streams_when_a_number_and_the_method_otherwise() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Top {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let parse = |args: &[&str]| {
+            let mut all = vec!["bench", "http"];
+            all.extend_from_slice(args);
+            all.push("http://127.0.0.1:1/");
+            let top = Top::try_parse_from(all).unwrap();
+            let BenchCommand::Http(a) = top.bench.command else {
+                panic!("not bench http");
+            };
+            a
+        };
+        let a = parse(&["--h2", "-m", "10"]);
+        assert_eq!(a.common.short_m_streams(), Some(10));
+        assert_eq!(a.common.request_method(), Ok("GET"));
+        let a = parse(&["-m", "POST"]);
+        assert_eq!(a.common.short_m_streams(), None);
+        assert_eq!(a.common.request_method(), Ok("POST"));
+        let a = parse(&["--method", "PUT"]);
+        assert_eq!(a.common.request_method(), Ok("PUT"));
+        let a = parse(&["-m", "POST", "--method", "PUT"]);
+        assert!(a.common.request_method().unwrap_err().contains("disagree"));
     }
 
     #[test]

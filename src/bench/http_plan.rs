@@ -104,7 +104,8 @@ impl HttpPlan {
             }
             (None, None) => Vec::new(),
         };
-        let request = encode_request(&common.method, &target, &headers, &body, common.new_conn)?;
+        let method = common.request_method()?;
+        let request = encode_request(method, &target, &headers, &body, common.new_conn)?;
         let duration = match (common.duration, common.requests) {
             (Some(d), _) => Some(d),
             (None, Some(_)) => None,
@@ -123,7 +124,7 @@ impl HttpPlan {
         };
         let h2 = if common.h2 {
             Some(h2_bench_request(
-                &common.method,
+                method,
                 if target.tls { "https" } else { "http" },
                 &target.authority,
                 &target.path,
@@ -134,7 +135,7 @@ impl HttpPlan {
             None
         };
         Ok(HttpPlan {
-            method: Method::from_token(common.method.as_bytes()),
+            method: Method::from_token(method.as_bytes()),
             batch: request.repeat(depth),
             request_len: request.len(),
             depth,
@@ -153,8 +154,14 @@ impl HttpPlan {
 
     /// The plan of `pier bench http`.
     pub fn from_args(args: &HttpArgs) -> Result<HttpPlan, String> {
-        let depth = match (args.common.h2, args.streams) {
-            (false, Some(_)) => return Err("--streams needs --h2".into()),
+        let streams = match (args.streams, args.common.short_m_streams()) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(format!("-m {b} and --streams {a} disagree"));
+            }
+            (a, b) => a.or(b),
+        };
+        let depth = match (args.common.h2, streams) {
+            (false, Some(_)) => return Err("--streams (-m N) needs --h2".into()),
             (true, _) if args.depth > 1 => {
                 return Err("--depth is HTTP/1.1 pipelining; with --h2 use --streams".into())
             }

@@ -51,6 +51,12 @@ fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
 }
 
 fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
+    if let Some(n) = a.common.short_m_streams() {
+        return Err(UsageError(format!(
+            "-m {n}: in a sweep, --depth lists the streams per connection"
+        ))
+        .into());
+    }
     if a.connections.is_empty() || a.depth.is_empty() {
         return Err(UsageError("-c and --depth need at least one value".into()).into());
     }
