@@ -336,3 +336,144 @@ fn error_pages_replace_upstream_5xx_and_own_errors_but_not_grpc_answers() {
     assert_eq!(r.status, 502);
     assert_eq!(r.body, b"<h1>down for a moment</h1>");
 }
+
+/// What an HTTP/2 client got back: status, body and trailers.
+struct H2Answer {
+    status: u16,
+    body: Vec<u8>,
+    trailers: http::HeaderMap,
+}
+
+/// POSTs `body` to `path` over h2 with prior knowledge (the `h2` crate as the
+/// client), ending the request with `trailers`.
+fn h2_post_with_trailers(
+    addr: std::net::SocketAddr,
+    path: &str,
+    length: bool,
+    body: &[u8],
+    trailers: &[(&str, &str)],
+) -> H2Answer {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut send = send.ready().await.unwrap();
+        let mut req = http::Request::post(format!("http://{addr}{path}"));
+        if length {
+            req = req.header("content-length", body.len());
+        }
+        let (resp, mut out) = send.send_request(req.body(()).unwrap(), false).unwrap();
+        out.send_data(bytes::Bytes::copy_from_slice(body), false)
+            .unwrap();
+        let mut map = http::HeaderMap::new();
+        for (n, v) in trailers {
+            map.append(
+                http::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        out.send_trailers(map).unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+            .await
+            .expect("an answer within 10 s")
+            .unwrap();
+        let status = resp.status().as_u16();
+        let mut recv = resp.into_body();
+        let mut body = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            let chunk = chunk.unwrap();
+            let _ = recv.flow_control().release_capacity(chunk.len());
+            body.extend_from_slice(&chunk);
+        }
+        let trailers = recv.trailers().await.unwrap().unwrap_or_default();
+        H2Answer {
+            status,
+            body,
+            trailers,
+        }
+    })
+}
+
+#[test]
+fn request_trailers_of_an_h2_client_are_relayed_to_h2_and_chunked_http1_upstreams() {
+    let origin = H2Origin::start();
+    let http1 = common::upstream::Upstream::start(|_| common::upstream::ok("taken"));
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[upstream]]
+name = "h2origin"
+protocol = "h2"
+servers = [{{ address = "{}" }}]
+[[upstream]]
+name = "h1origin"
+servers = [{{ address = "{}" }}]
+[[route]]
+path = "/upload"
+handler = "proxy"
+upstream = "h2origin"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "h1origin"
+"#,
+            origin.addr, http1.addr
+        ),
+        &[],
+    );
+    // End-to-end trailers go up; one about routing (`host`) does not.
+    let trailers = [
+        ("x-checksum", "abc123"),
+        ("grpc-tag", "7"),
+        ("host", "elsewhere"),
+    ];
+    let got = h2_post_with_trailers(pier.addr(), "/upload", false, b"hello", &trailers);
+    assert_eq!(got.status, 200);
+    assert_eq!(String::from_utf8_lossy(&got.body), "got 5 bytes");
+    let t = &got.trailers;
+    assert_eq!(t.get("x-body-len").unwrap(), "5", "{t:?}");
+    assert_eq!(
+        t.get("x-echo-x-checksum").map(|v| v.as_bytes()),
+        Some(&b"abc123"[..]),
+        "{t:?}"
+    );
+    assert_eq!(
+        t.get("x-echo-grpc-tag").map(|v| v.as_bytes()),
+        Some(&b"7"[..]),
+        "{t:?}"
+    );
+    assert!(t.get("x-echo-host").is_none(), "{t:?}");
+
+    // To HTTP/1.1 a body of unknown length goes chunked, trailers after its
+    // last chunk.
+    let got = h2_post_with_trailers(pier.addr(), "/up", false, b"hello", &trailers);
+    assert_eq!((got.status, got.body.as_slice()), (200, &b"taken"[..]));
+    let reqs = http1.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(reqs[0].chunked, "{:?}", reqs[0].head);
+    assert_eq!(reqs[0].body, b"hello");
+    assert_eq!(
+        reqs[0].trailers,
+        vec![
+            ("x-checksum".to_string(), "abc123".to_string()),
+            ("grpc-tag".to_string(), "7".to_string())
+        ]
+    );
+    // With a length there is no place for them: dropped, the body intact.
+    let got = h2_post_with_trailers(pier.addr(), "/up", true, b"hello", &trailers);
+    assert_eq!(got.status, 200);
+    let reqs = http1.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(!reqs[1].chunked);
+    assert_eq!(reqs[1].body, b"hello");
+    assert!(reqs[1].trailers.is_empty());
+}

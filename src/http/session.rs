@@ -62,6 +62,13 @@ pub trait Session<'h> {
     /// Marks `n` bytes of [`Session::body_chunk`] as used.
     fn consume_body(&mut self, n: usize);
 
+    /// The request's trailer fields, once [`Session::poll_body`] said the body
+    /// is complete, for the proxy to relay (gRPC client streaming may send
+    /// them). Drivers that do not keep them (HTTP/1) have none.
+    fn request_trailers(&self) -> Vec<(&str, &[u8])> {
+        Vec::new()
+    }
+
     /// Answers with `head` and `body`. The driver decides the framing from the
     /// body (a known length or chunks), drops the body for `HEAD`, and sends it
     /// once the handler returns. Only the first call counts.

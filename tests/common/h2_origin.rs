@@ -3,7 +3,8 @@
 //! connections and notes the streams its client reset.
 //!
 //! - `/upload`: reads the whole request body; answers `got N bytes` with the
-//!   trailer `x-body-len: N`.
+//!   trailer `x-body-len: N`, and each request trailer `name: value` as the
+//!   response trailer `x-echo-name: value`.
 //! - `/slow/<ms>`: answers `slow` after `ms` milliseconds.
 //! - `/ticks`: sends `tick\n` every 50 ms for 5 s.
 //! - `/trailers-only`: a gRPC trailers-only answer (`grpc-status: 5`).
@@ -181,6 +182,7 @@ async fn answer(
             n += chunk.len();
             let _ = body.flow_control().release_capacity(chunk.len());
         }
+        let request_trailers = body.trailers().await.ok().flatten().unwrap_or_default();
         let resp = Response::builder().status(200).body(()).unwrap();
         let Ok(mut send) = respond.send_response(resp, false) else {
             return;
@@ -188,6 +190,13 @@ async fn answer(
         let _ = send.send_data(Bytes::from(format!("got {n} bytes")), false);
         let mut trailers = HeaderMap::new();
         trailers.insert("x-body-len", n.to_string().parse().unwrap());
+        for (name, value) in &request_trailers {
+            let echo = format!("x-echo-{name}");
+            trailers.append(
+                http::HeaderName::from_bytes(echo.as_bytes()).unwrap(),
+                value.clone(),
+            );
+        }
         let _ = send.send_trailers(trailers);
         return;
     }

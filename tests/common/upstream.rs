@@ -19,6 +19,8 @@ pub struct Req {
     pub body: Vec<u8>,
     /// The request came with `Transfer-Encoding: chunked`.
     pub chunked: bool,
+    /// The trailer fields after a chunked body's last chunk.
+    pub trailers: Vec<(String, String)>,
     /// Which accepted connection carried it (1-based).
     pub conn: usize,
     /// Raw head bytes.
@@ -227,6 +229,7 @@ fn serve_conn(
             headers,
             body: Vec::new(),
             chunked: false,
+            trailers: Vec::new(),
             conn: id,
             head,
         };
@@ -259,9 +262,13 @@ fn serve_conn(
                                 return;
                             }
                         };
+                        let line = String::from_utf8_lossy(&buf[..e]).to_string();
                         buf.drain(..e + 2);
                         if e == 0 {
                             break;
+                        }
+                        if let Some((n, v)) = line.split_once(':') {
+                            req.trailers.push((n.to_string(), v.trim().to_string()));
                         }
                     }
                     break;

@@ -6,6 +6,13 @@ use crate::http1::grammar::list_elements;
 use crate::http1::parse::HeaderSpan;
 use crate::http1::response::eq_lowercase;
 
+/// Whether a request trailer is relayed upstream: an end-to-end field
+/// (`grpc-*`, checksums), never one about framing, routing or the connection
+/// (RFC 9110 §6.5.1).
+pub(super) fn relayed_trailer(name: &str) -> bool {
+    Field::of(name.as_bytes()) == Field::Other
+}
+
 /// A field name the proxy treats specially, recognised with one switch on the
 /// length and at most two comparisons, so a head is classified in one pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

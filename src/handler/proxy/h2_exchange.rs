@@ -95,7 +95,11 @@ impl Upload {
             match ready!(session.poll_body(cx)) {
                 Ok(0) => {
                     self.finished = true;
-                    if let Err(e) = self.send.send_data(Bytes::new(), true) {
+                    let sent = match relayed_trailers(session) {
+                        Some(trailers) => self.send.send_trailers(trailers),
+                        None => self.send.send_data(Bytes::new(), true),
+                    };
+                    if let Err(e) = sent {
                         return Poll::Ready(Err(ExchangeError::Upstream(e)));
                     }
                     *activity += 1;
@@ -123,6 +127,24 @@ impl Upload {
     pub(super) fn cancel(&mut self) {
         self.send.send_reset(h2::Reason::CANCEL);
     }
+}
+
+/// The request's trailers as they go up (a HEADERS frame ending the
+/// stream), when it has any to relay.
+fn relayed_trailers(session: &dyn Session<'_>) -> Option<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for (name, value) in session.request_trailers() {
+        if !super::fields::relayed_trailer(name) {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            map.append(n, v);
+        }
+    }
+    (!map.is_empty()).then_some(map)
 }
 
 /// The response body on its way down.

@@ -133,7 +133,7 @@ fn gather_body(
             Poll::Ready(Ok(0)) => {
                 body.done = true;
                 if body.chunked {
-                    out.extend_from_slice(write::LAST_CHUNK);
+                    write_last_chunk(session, out);
                 }
                 return Gathered::Done;
             }
@@ -156,6 +156,26 @@ fn gather_body(
             }
         }
     }
+}
+
+/// Ends a chunked body, with the request's trailers (an HTTP/2 client's) in
+/// the trailer section.
+fn write_last_chunk(session: &dyn Session<'_>, out: &mut Vec<u8>) {
+    let trailers = session.request_trailers();
+    if trailers.is_empty() {
+        out.extend_from_slice(write::LAST_CHUNK);
+        return;
+    }
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers {
+        if super::fields::relayed_trailer(name) {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Phase 5: writes the upstream head and streams the request body, re-framed

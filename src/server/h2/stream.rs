@@ -67,6 +67,8 @@ pub struct H2Stream<'a> {
     received: u64,
     pub(super) body_done: bool,
     pub(super) body_error: Option<BodyReadError>,
+    /// The request's trailers, once the body ended with them.
+    trailers: Option<Box<http::HeaderMap>>,
     continued: bool,
     body_stall: Option<Pin<Box<Sleep>>>,
     pub(super) out: Rc<RefCell<StreamOut>>,
@@ -114,6 +116,7 @@ impl<'a> H2Stream<'a> {
             received: 0,
             body_done,
             body_error: None,
+            trailers: None,
             continued,
             body_stall: None,
             out: Rc::new(RefCell::new(StreamOut {
@@ -167,7 +170,16 @@ impl<'a> H2Stream<'a> {
                     self.chunk_pos = 0;
                 }
                 Poll::Ready(Some(Err(_))) => return Poll::Ready(Err(BodyReadError::Closed)),
-                Poll::Ready(None) => self.body_done = true,
+                Poll::Ready(None) => {
+                    // Trailers, if any, are what ended the data.
+                    match self.recv.poll_trailers(cx) {
+                        Poll::Ready(Ok(Some(map))) => self.trailers = Some(Box::new(map)),
+                        Poll::Ready(Ok(None)) => {}
+                        Poll::Ready(Err(_)) => return Poll::Ready(Err(BodyReadError::Closed)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                    self.body_done = true;
+                }
                 Poll::Pending => {
                     let limit = self.ctx.config.http.body_read_timeout;
                     let stall = self
@@ -328,6 +340,14 @@ impl<'a> Session<'a> for H2Stream<'a> {
         self.chunk_pos += n;
         // The window opens as the handler uses the bytes, not as they arrive.
         let _ = self.recv.flow_control().release_capacity(n);
+    }
+
+    fn request_trailers(&self) -> Vec<(&str, &[u8])> {
+        self.trailers.as_deref().map_or_else(Vec::new, |map| {
+            map.iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes()))
+                .collect()
+        })
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
