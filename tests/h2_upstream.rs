@@ -340,6 +340,7 @@ fn error_pages_replace_upstream_5xx_and_own_errors_but_not_grpc_answers() {
 /// What an HTTP/2 client got back: status, body and trailers.
 struct H2Answer {
     status: u16,
+    head: http::HeaderMap,
     body: Vec<u8>,
     trailers: http::HeaderMap,
 }
@@ -384,6 +385,7 @@ fn h2_post_with_trailers(
             .expect("an answer within 10 s")
             .unwrap();
         let status = resp.status().as_u16();
+        let head = resp.headers().clone();
         let mut recv = resp.into_body();
         let mut body = Vec::new();
         while let Some(chunk) = recv.data().await {
@@ -394,6 +396,7 @@ fn h2_post_with_trailers(
         let trailers = recv.trailers().await.unwrap().unwrap_or_default();
         H2Answer {
             status,
+            head,
             body,
             trailers,
         }
@@ -425,6 +428,9 @@ upstream = "h2origin"
 path = "/"
 handler = "proxy"
 upstream = "h1origin"
+# A response filter wraps the session: trailers still go up.
+[route.response_headers]
+set = {{ "X-Filtered" = "yes" }}
 "#,
             origin.addr, http1.addr
         ),
@@ -457,6 +463,7 @@ upstream = "h1origin"
     // last chunk.
     let got = h2_post_with_trailers(pier.addr(), "/up", false, b"hello", &trailers);
     assert_eq!((got.status, got.body.as_slice()), (200, &b"taken"[..]));
+    assert_eq!(got.head.get("x-filtered").unwrap(), "yes");
     let reqs = http1.requests();
     assert_eq!(reqs.len(), 1);
     assert!(reqs[0].chunked, "{:?}", reqs[0].head);

@@ -287,6 +287,10 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         self.inner.consume_body(n)
     }
 
+    fn request_trailers(&self) -> Vec<(&str, &[u8])> {
+        self.inner.request_trailers()
+    }
+
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'h>) {
         if self.inner.responded() {
             return;

@@ -14,8 +14,8 @@ use crate::worker::WorkerCtx;
 
 /// What a layer changes of the session it wraps. Each method gets the
 /// wrapped session and, unless the layer overrides it, makes the same call
-/// on it. The request head, the worker and the request id always come from
-/// the wrapped session.
+/// on it. The request head and its trailers, the worker and the request id
+/// always come from the wrapped session.
 pub trait SessionLayer<'h> {
     /// See [`Session::poll_body`].
     fn poll_body(
@@ -113,6 +113,10 @@ impl<'h, L: SessionLayer<'h>> Session<'h> for LayeredSession<'_, 'h, L> {
 
     fn consume_body(&mut self, n: usize) {
         self.layer.consume_body(self.inner, n)
+    }
+
+    fn request_trailers(&self) -> Vec<(&str, &[u8])> {
+        self.inner.request_trailers()
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'h>) {
