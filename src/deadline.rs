@@ -226,90 +226,67 @@ impl RollingDeadline {
 mod tests {
     use super::*;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .expect("runtime")
+    /// Work that waits a little (so it cannot finish on its first poll), then
+    /// gives `value`.
+    async fn after_a_short_wait<T>(value: T) -> T {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        value
     }
 
-    #[test]
-    fn ready_work_fixes_no_deadline() {
-        runtime().block_on(async {
-            let mut d = Deadline::after(Duration::from_millis(10));
-            assert_eq!(d.run(async { 7 }).await, Ok(7));
-            assert_eq!(d.instant(), None, "a ready future fixed the deadline");
-        });
+    #[tokio::test]
+    async fn ready_work_fixes_no_deadline() {
+        let mut d = Deadline::after(Duration::from_millis(10));
+        assert_eq!(d.run(async { 7 }).await, Ok(7));
+        assert_eq!(d.instant(), None, "a ready future fixed the deadline");
     }
 
-    #[test]
-    fn waiting_work_that_finishes_in_time_is_returned() {
-        runtime().block_on(async {
-            let mut d = Deadline::after(Duration::from_secs(3600));
-            let r = d
-                .run(async {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    8
-                })
-                .await;
-            assert_eq!(r, Ok(8));
-            assert!(d.instant().is_some(), "a wait fixes the deadline");
-        });
+    #[tokio::test]
+    async fn waiting_work_that_finishes_in_time_is_returned() {
+        let mut d = Deadline::after(Duration::from_secs(3600));
+        assert_eq!(d.run(after_a_short_wait(8)).await, Ok(8));
+        assert!(d.instant().is_some(), "a wait fixes the deadline");
     }
 
-    #[test]
-    fn work_past_the_deadline_gives_up() {
-        runtime().block_on(async {
-            let started = Instant::now();
-            let r = within(Duration::from_millis(20), std::future::pending::<()>()).await;
-            assert_eq!(r, Err(DeadlinePassed));
-            assert!(started.elapsed() >= Duration::from_millis(20));
-        });
+    #[tokio::test]
+    async fn work_past_the_deadline_gives_up() {
+        let started = Instant::now();
+        let r = within(Duration::from_millis(20), std::future::pending::<()>()).await;
+        assert_eq!(r, Err(DeadlinePassed));
+        assert!(started.elapsed() >= Duration::from_millis(20));
     }
 
-    #[test]
-    fn a_fixed_deadline_holds_across_waits() {
-        runtime().block_on(async {
-            let mut d = Deadline::after(Duration::from_millis(30));
-            let r = d
-                .run(async {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                })
-                .await;
-            assert_eq!(r, Ok(()));
-            let first = d.instant().expect("fixed by the wait");
-            // A later wait keeps the instant already fixed and passes it.
-            let r = d.run(tokio::time::sleep(Duration::from_secs(3600))).await;
-            assert_eq!(r, Err(DeadlinePassed));
-            assert_eq!(d.instant(), Some(first));
-            // Once passed, even ready work keeps its result: only waits give up.
-            assert_eq!(d.run(async { 1 }).await, Ok(1));
-            assert!(d.passed());
-        });
+    #[tokio::test]
+    async fn a_fixed_deadline_holds_across_waits() {
+        let mut d = Deadline::after(Duration::from_millis(30));
+        assert_eq!(d.run(after_a_short_wait(())).await, Ok(()));
+        let first = d.instant().expect("fixed by the wait");
+        // A later wait keeps the instant already fixed and passes it.
+        let r = d.run(tokio::time::sleep(Duration::from_secs(3600))).await;
+        assert_eq!(r, Err(DeadlinePassed));
+        assert_eq!(d.instant(), Some(first));
+        // Once passed, even ready work keeps its result: only waits give up.
+        assert_eq!(d.run(async { 1 }).await, Ok(1));
+        assert!(d.passed());
     }
 
-    #[test]
-    fn a_deadline_at_an_instant_in_the_past_stops_a_wait_at_once() {
-        runtime().block_on(async {
-            let mut d = Deadline::at(Instant::now());
-            let r = d.run(std::future::pending::<()>()).await;
-            assert_eq!(r, Err(DeadlinePassed));
-        });
+    #[tokio::test]
+    async fn a_deadline_at_an_instant_in_the_past_stops_a_wait_at_once() {
+        let mut d = Deadline::at(Instant::now());
+        let r = d.run(std::future::pending::<()>()).await;
+        assert_eq!(r, Err(DeadlinePassed));
     }
 
-    #[test]
-    fn io_timeouts_say_what_timed_out() {
-        runtime().block_on(async {
-            let r = io_within(
-                Duration::from_millis(1),
-                "write timeout",
-                std::future::pending::<io::Result<()>>(),
-            )
-            .await;
-            let e = r.expect_err("a pending write times out");
-            assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-            assert_eq!(e.to_string(), "write timeout");
-        });
+    #[tokio::test]
+    async fn io_timeouts_say_what_timed_out() {
+        let r = io_within(
+            Duration::from_millis(1),
+            "write timeout",
+            std::future::pending::<io::Result<()>>(),
+        )
+        .await;
+        let e = r.expect_err("a pending write times out");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(e.to_string(), "write timeout");
     }
 
     #[test]
@@ -321,55 +298,49 @@ mod tests {
         assert!(d.passed());
     }
 
-    #[test]
-    fn the_wake_clock_reads_once_until_told_the_work_waited() {
-        runtime().block_on(async {
-            let clock = WakeClock::default();
-            let first = clock.now();
-            std::thread::sleep(Duration::from_millis(2));
-            assert_eq!(clock.now(), first, "read twice within one wake-up");
-            clock.woke();
-            assert!(clock.now() >= first + Duration::from_millis(2));
-        });
+    #[tokio::test]
+    async fn the_wake_clock_reads_once_until_told_the_work_waited() {
+        let clock = WakeClock::default();
+        let first = clock.now();
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(clock.now(), first, "read twice within one wake-up");
+        clock.woke();
+        assert!(clock.now() >= first + Duration::from_millis(2));
     }
 
-    #[test]
-    fn a_tracked_future_sees_the_time_of_its_own_wake_up() {
-        runtime().block_on(async {
-            let clock = WakeClock::default();
-            let before = clock.now();
-            let seen = clock
-                .track(async {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    clock.now()
-                })
-                .await;
-            assert!(
-                seen >= before + Duration::from_millis(5),
-                "a stale time after a wait"
-            );
-        });
+    #[tokio::test]
+    async fn a_tracked_future_sees_the_time_of_its_own_wake_up() {
+        let clock = WakeClock::default();
+        let before = clock.now();
+        let seen = clock
+            .track(async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                clock.now()
+            })
+            .await;
+        assert!(
+            seen >= before + Duration::from_millis(5),
+            "a stale time after a wait"
+        );
     }
 
-    #[test]
-    fn a_rolling_deadline_passes_at_the_instant_of_the_wait() {
-        runtime().block_on(async {
-            let mut d = RollingDeadline::default();
-            let start = Instant::now();
-            // A first wait arms the timer early; a later wait with a later
-            // instant must not pass at the earlier one.
-            let early = start + Duration::from_millis(10);
-            let r = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, early))).await;
-            assert!(r.is_pending());
-            let later = start + Duration::from_millis(40);
-            poll_fn(|cx| d.poll_passed(cx, later)).await;
-            assert!(Instant::now() >= later);
-            // An instant before the armed one moves the timer back.
-            let sooner = Instant::now() + Duration::from_millis(5);
-            let far = Instant::now() + Duration::from_secs(3600);
-            let _ = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, far))).await;
-            poll_fn(|cx| d.poll_passed(cx, sooner)).await;
-            assert!(Instant::now() >= sooner && Instant::now() < far);
-        });
+    #[tokio::test]
+    async fn a_rolling_deadline_passes_at_the_instant_of_the_wait() {
+        let mut d = RollingDeadline::default();
+        let start = Instant::now();
+        // A first wait arms the timer early; a later wait with a later
+        // instant must not pass at the earlier one.
+        let early = start + Duration::from_millis(10);
+        let r = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, early))).await;
+        assert!(r.is_pending());
+        let later = start + Duration::from_millis(40);
+        poll_fn(|cx| d.poll_passed(cx, later)).await;
+        assert!(Instant::now() >= later);
+        // An instant before the armed one moves the timer back.
+        let sooner = Instant::now() + Duration::from_millis(5);
+        let far = Instant::now() + Duration::from_secs(3600);
+        let _ = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, far))).await;
+        poll_fn(|cx| d.poll_passed(cx, sooner)).await;
+        assert!(Instant::now() >= sooner && Instant::now() < far);
     }
 }

@@ -336,88 +336,74 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
-    #[test]
-    fn relay_copies_both_ways_and_half_closes() {
-        rt().block_on(async {
-            let (mut a_far, mut a) = tokio::io::duplex(64);
-            let (mut b, mut b_far) = tokio::io::duplex(64);
-            let task =
-                tokio::spawn(async move { relay(&mut a, &mut b, Duration::from_secs(5)).await });
-            let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-            let send = big.clone();
-            let writer = tokio::spawn(async move {
-                a_far.write_all(&send).await.unwrap();
-                a_far.shutdown().await.unwrap();
-                let mut back = Vec::new();
-                a_far.read_to_end(&mut back).await.unwrap();
-                back
-            });
-            let mut got = Vec::new();
-            b_far.read_to_end(&mut got).await.unwrap();
-            assert!(got == big, "a->b bytes differ");
-            // a half-closed; b can still answer.
-            b_far.write_all(b"reply").await.unwrap();
-            b_far.shutdown().await.unwrap();
-            assert_eq!(writer.await.unwrap(), b"reply");
-            assert_eq!(task.await.unwrap().unwrap(), (200_000, 5));
+    #[tokio::test]
+    async fn relay_copies_both_ways_and_half_closes() {
+        let (mut a_far, mut a) = tokio::io::duplex(64);
+        let (mut b, mut b_far) = tokio::io::duplex(64);
+        let task = tokio::spawn(async move { relay(&mut a, &mut b, Duration::from_secs(5)).await });
+        let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let send = big.clone();
+        let writer = tokio::spawn(async move {
+            a_far.write_all(&send).await.unwrap();
+            a_far.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            a_far.read_to_end(&mut back).await.unwrap();
+            back
         });
+        let mut got = Vec::new();
+        b_far.read_to_end(&mut got).await.unwrap();
+        assert!(got == big, "a->b bytes differ");
+        // a half-closed; b can still answer.
+        b_far.write_all(b"reply").await.unwrap();
+        b_far.shutdown().await.unwrap();
+        assert_eq!(writer.await.unwrap(), b"reply");
+        assert_eq!(task.await.unwrap().unwrap(), (200_000, 5));
     }
 
     /// Copies all of `data` through `half`; returns the sink and the buffer
     /// size the half ended with.
-    fn copy_through(half: &mut Half, data: Vec<u8>) -> (Vec<u8>, usize) {
-        rt().block_on(async {
-            half.eof = false;
-            let mut source = std::io::Cursor::new(data);
-            let mut sink = Vec::new();
-            let mut progress = false;
-            poll_fn(|cx| half.poll_copy(cx, &mut source, &mut sink, &mut progress))
-                .await
-                .unwrap();
-            (sink, half.buf.len())
-        })
+    async fn copy_through(half: &mut Half, data: Vec<u8>) -> (Vec<u8>, usize) {
+        half.eof = false;
+        let mut source = std::io::Cursor::new(data);
+        let mut sink = Vec::new();
+        let mut progress = false;
+        poll_fn(|cx| half.poll_copy(cx, &mut source, &mut sink, &mut progress))
+            .await
+            .unwrap();
+        (sink, half.buf.len())
     }
 
-    fn copy_through_half(data: Vec<u8>) -> (Vec<u8>, usize) {
-        copy_through(&mut Half::new(RELAY_BUF), data)
+    async fn copy_through_half(data: Vec<u8>) -> (Vec<u8>, usize) {
+        copy_through(&mut Half::new(RELAY_BUF), data).await
     }
 
-    #[test]
-    fn relay_buffer_grows_for_bulk_and_stays_small_otherwise() {
+    #[tokio::test]
+    async fn relay_buffer_grows_for_bulk_and_stays_small_otherwise() {
         let bulk: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-        let (out, size) = copy_through_half(bulk.clone());
+        let (out, size) = copy_through_half(bulk.clone()).await;
         assert!(out == bulk, "bulk bytes differ after growing");
         assert_eq!(size, RELAY_BUF_MAX);
 
         let small = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n".to_vec();
-        let (out, size) = copy_through_half(small.clone());
+        let (out, size) = copy_through_half(small.clone()).await;
         assert_eq!(out, small);
         assert_eq!(size, RELAY_BUF);
 
         // The same half, bulk then small: back to the small buffer.
         let mut half = Half::new(RELAY_BUF);
-        assert_eq!(copy_through(&mut half, bulk.clone()).1, RELAY_BUF_MAX);
-        let (out, size) = copy_through(&mut half, small.clone());
+        assert_eq!(copy_through(&mut half, bulk.clone()).await.1, RELAY_BUF_MAX);
+        let (out, size) = copy_through(&mut half, small.clone()).await;
         assert_eq!(out, small);
         assert_eq!(size, RELAY_BUF);
     }
 
-    #[test]
-    fn relay_ends_on_idle_timeout() {
-        rt().block_on(async {
-            let (_a_far, mut a) = tokio::io::duplex(64);
-            let (mut b, _b_far) = tokio::io::duplex(64);
-            let started = std::time::Instant::now();
-            let r = relay(&mut a, &mut b, Duration::from_millis(100)).await;
-            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
-            assert!(started.elapsed() < Duration::from_secs(2));
-        });
+    #[tokio::test]
+    async fn relay_ends_on_idle_timeout() {
+        let (_a_far, mut a) = tokio::io::duplex(64);
+        let (mut b, _b_far) = tokio::io::duplex(64);
+        let started = std::time::Instant::now();
+        let r = relay(&mut a, &mut b, Duration::from_millis(100)).await;
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 }
