@@ -36,27 +36,25 @@ impl<const N: usize> InlineBuf<N> {
         self.len += n;
     }
 
-    pub(super) fn push_hex(&mut self, mut v: u64) {
-        let mut digits = [0u8; 16];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b"0123456789abcdef"[(v & 0xf) as usize];
-            v >>= 4;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..]);
+    /// Appends `v` in lower-case hexadecimal.
+    pub(super) fn push_hex(&mut self, v: u64) {
+        self.push_digits(v, 16);
     }
 
-    pub(super) fn push_dec(&mut self, mut v: u64) {
+    /// Appends `v` in decimal.
+    pub(super) fn push_dec(&mut self, v: u64) {
+        self.push_digits(v, 10);
+    }
+
+    /// Appends `v` in `radix` (at most 16) without going through `fmt`.
+    #[inline]
+    fn push_digits(&mut self, mut v: u64, radix: u64) {
         let mut digits = [0u8; 20];
         let mut i = digits.len();
         loop {
             i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
+            digits[i] = b"0123456789abcdef"[(v % radix) as usize];
+            v /= radix;
             if v == 0 {
                 break;
             }

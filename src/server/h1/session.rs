@@ -2,12 +2,13 @@
 //! the request body read in place from the connection's buffer, and the
 //! response head encoded into the output buffer.
 
+use std::io;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
 use super::{Downstream, Http1Conn};
-use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session};
+use crate::http::{Body, BodyReadError, RequestId, RequestView, ResponseHead, Session};
 use crate::http1::body::{BodyDecoder, BodyError};
 use crate::http1::parse::BodyKind;
 use crate::worker::{WorkerCtx, READ_BUF};
@@ -85,7 +86,7 @@ fn read_error(e: BodyError) -> BodyReadError {
 
 impl<'a, D: Downstream> Http1Conn<'a, D> {
     /// Writes what the output buffer holds without waiting past readiness.
-    pub(super) fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    pub(super) fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.note_log_head();
         let Some(b) = self.bufs.as_mut() else {
             return Poll::Ready(Ok(()));
@@ -93,7 +94,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         while !b.write.is_empty() {
             let n = std::task::ready!(self.io.poll_write_some(cx, &b.write))?;
             if n == 0 {
-                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             b.write.drain(..n);
             self.ctx.stats.bytes_out.add(n as u64);
@@ -238,19 +239,15 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         self.answer.is_some()
     }
 
-    fn request_id(&self) -> &crate::http::RequestId {
+    fn request_id(&self) -> &RequestId {
         &self.request_id
     }
 
-    fn poll_write_body(
-        &mut self,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write_body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_push(cx, data)
     }
 
-    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.push.drop {
             return Poll::Ready(Ok(()));
         }
