@@ -1,7 +1,10 @@
 //! Downloads from a file system that fails or hangs part-way through a file:
 //! the response ends (the connection closes short of its promised length), a
 //! hung read frees its pool slot after `server.file_io_timeout`, and the worker
-//! answers other clients all along.
+//! answers other clients all along. A download from a slow file system keeps a
+//! window of reads in flight, and a mount whose server stops answering
+//! altogether never blocks the worker, not even to reopen a file it has
+//! cached.
 //!
 //! The file system is bench/slow_disk_fs (a FUSE passthrough built with Go):
 //! reads past `-fail-after` of a `*.eio` file fail with EIO, those of a
@@ -83,13 +86,19 @@ struct SlowFs {
 impl SlowFs {
     /// Mounts a directory holding `files` at `mountpoint`.
     fn mount(bin: &Path, mountpoint: &Path, files: &[(&str, &[u8])]) -> SlowFs {
+        SlowFs::mount_with(bin, mountpoint, files, &["-delay", "1ms"])
+    }
+
+    /// Mounts with the file system's flags `args` (delay, caching, stats).
+    fn mount_with(bin: &Path, mountpoint: &Path, files: &[(&str, &[u8])], args: &[&str]) -> SlowFs {
         let source = tempfile::tempdir().unwrap();
         for (name, data) in files {
             std::fs::write(source.path().join(name), data).unwrap();
         }
         std::fs::create_dir_all(mountpoint).unwrap();
         let mut child = Command::new(bin)
-            .args(["-delay", "1ms", "-fail-after", &FAIL_AFTER.to_string()])
+            .args(["-fail-after", &FAIL_AFTER.to_string()])
+            .args(args)
             .arg(source.path())
             .arg(mountpoint)
             .stdout(Stdio::piped())
@@ -108,6 +117,48 @@ impl SlowFs {
             _source: source,
         }
     }
+}
+
+impl SlowFs {
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).expect("the file system runs");
+    }
+
+    /// Stalls every operation of the mount (as a file server that stopped
+    /// answering), or lets them go on.
+    fn toggle_stall(&self) {
+        self.signal(rustix::process::Signal::USR2);
+    }
+
+    /// The file system's read counters, written to `path` (its `-stats`) on
+    /// request: (reads, most reads at once since the last call).
+    fn reads(&self, path: &Path) -> (u64, u64) {
+        let seq = |text: &str| field(text, "seq");
+        let before = std::fs::read_to_string(path).map_or(0, |t| seq(&t));
+        self.signal(rustix::process::Signal::USR1);
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if seq(&text) > before {
+                    return (field(&text, "reads"), field(&text, "most_in_flight"));
+                }
+            }
+            assert!(Instant::now() < end, "the file system wrote its counters");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A number from the file system's one-line JSON counters.
+fn field(text: &str, name: &str) -> u64 {
+    let at = text.find(&format!("\"{name}\":")).expect(name) + name.len() + 3;
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
 }
 
 impl Drop for SlowFs {
@@ -326,6 +377,105 @@ fn over_tls_fuse_downloads_are_read_off_the_loop_and_a_failing_one_closes_short(
     let mut c = connect_tls(pier.https[0], "a.test", &client).unwrap();
     let r = tls_get(&mut c, "/hello.txt").unwrap();
     assert_eq!(r.body, b"hello");
+    drop(pier);
+    drop(fs);
+}
+
+#[test]
+fn a_download_from_a_slow_file_system_keeps_a_window_of_reads_in_flight() {
+    let Some(bin) = fs_binary() else { return };
+    // Two pool threads: one for the send, one for read-ahead.
+    let pier = Pier::with_config(&CONFIG.replace("{timeout}", "30s"), &[]);
+    let data = pattern(FILE_LEN);
+    let stats = pier.root().join("fs-stats.json");
+    let fs = SlowFs::mount_with(
+        bin,
+        &pier.root().join("slow"),
+        &[("fine.bin", &data)],
+        &["-delay", "20ms", "-stats", stats.to_str().unwrap()],
+    );
+    let (reads_before, _) = fs.reads(&stats);
+    let r = get(
+        pier.addr(),
+        "GET /slow/fine.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.body == data, "the file arrives intact");
+    let (reads, most) = fs.reads(&stats);
+    // Read by 128 KiB (the mount's max_read): 64 reads of 20 ms each. One
+    // read-ahead thread keeps a window of them under way at once, where
+    // reading as the send goes keeps the kernel's one or two.
+    assert!(reads - reads_before >= 64, "{} reads", reads - reads_before);
+    assert!(most >= 6, "at most {most} reads were in flight at once");
+    drop(pier);
+    drop(fs);
+}
+
+#[test]
+fn a_mount_that_stops_answering_never_blocks_the_worker_not_even_to_reopen_a_cached_file() {
+    let Some(bin) = fs_binary() else { return };
+    let pier = Pier::with_config(&CONFIG.replace("{timeout}", "1s"), &[]);
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    let big = pattern(256 * 1024);
+    // Names and attributes cached for a minute, as an NFS mount's attribute
+    // cache: the kernel resolves the paths without asking, yet an open (and
+    // a statfs) still goes to the server.
+    let fs = SlowFs::mount_with(
+        bin,
+        &pier.root().join("slow"),
+        &[("small.txt", b"small"), ("big.bin", &big)],
+        &["-delay", "1ms", "-cache-timeout", "60s"],
+    );
+    let fetch = |path: &str| {
+        get(
+            pier.addr(),
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let r = fetch("/slow/small.txt");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"small"[..]));
+    let r = fetch("/slow/big.bin");
+    assert_eq!(r.status, 200);
+    assert!(r.body == big);
+
+    fs.toggle_stall();
+    // The big file is in the open-file cache and its pages in the page
+    // cache; sending it must not ask the stalled mount anything on the
+    // worker (what the file system is, whether its pages are cached). On a
+    // machine slow enough for the cache entry to expire first, it is opened
+    // again instead, and the pool's timeout answers that.
+    let mut hit = Reader::new(connect(pier.addr()));
+    hit.send(b"GET /slow/big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    small_file_answers(&pier);
+    let (head, _) = read_to_close(hit, Duration::from_secs(20));
+    assert!(
+        head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.1 503"),
+        "{head}"
+    );
+
+    // Past the open-file cache's second, the small file is opened again to
+    // see whether it changed: that open waits for the stalled mount off the
+    // loop, and the pool's timeout answers it.
+    std::thread::sleep(Duration::from_millis(1100));
+    let t = Instant::now();
+    let mut reopen = Reader::new(connect(pier.addr()));
+    reopen.send(b"GET /slow/small.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..3 {
+        small_file_answers(&pier);
+    }
+    let (head, _) = read_to_close(reopen, Duration::from_secs(20));
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+
+    fs.toggle_stall();
+    let r = fetch("/slow/small.txt");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"small"[..]));
     drop(pier);
     drop(fs);
 }

@@ -4,11 +4,14 @@
 //! Each piece of file work first asks the kernel whether it can be done from
 //! memory ([`residency`]); if so it runs inline at no extra cost, and if not it
 //! runs on the process's bounded blocking pool ([`pool`]) while the worker
-//! serves its other connections. The pool's gauges and counters are on
-//! `/metrics` ([`pool_metrics`]).
+//! serves its other connections; a download that left the page cache keeps
+//! the reads it will want next in flight ([`readahead`]). The pool's gauges
+//! and counters are on `/metrics` ([`pool_metrics`]).
 
+pub mod mounts;
 pub mod pool;
 pub mod pool_metrics;
+pub mod readahead;
 pub mod residency;
 
 pub use pool::{FileIoError, FileIoPool, FileIoSettings};

@@ -242,21 +242,21 @@ impl FileIoPool {
 
     /// Queues read-ahead work nobody waits for: it runs when no caller's job
     /// is queued, on at most half the threads, and is dropped (it is only
-    /// advice) when the pool is busy or closed.
-    pub fn run_readahead(&self, job: impl FnOnce() + Send + 'static) {
+    /// advice) when the pool is busy or closed; whether it was queued.
+    pub fn run_readahead(&self, job: impl FnOnce() + Send + 'static) -> bool {
         let counters = &self.shared.counters;
         let mut st = self.shared.lock();
         let full = st.background.len() >= self.shared.settings.queue;
         if st.closed || full || self.shared.background_limit() == 0 {
             PoolCounters::add(&counters.readahead_dropped, 1);
-            return;
+            return false;
         }
         PoolCounters::add(&counters.readahead_jobs, 1);
         st.background.push_back(Job {
             since: Instant::now(),
             work: Box::new(job),
         });
-        let _ = self.shared.wake_or_start(st);
+        self.shared.wake_or_start(st).is_ok()
     }
 
     /// The pool's gauges now.
@@ -611,12 +611,12 @@ mod tests {
         let gate = Arc::new(Mutex::new(gate));
         for _ in 0..6 {
             let (running, most, gate) = (running.clone(), most.clone(), gate.clone());
-            p.run_readahead(move || {
+            assert!(p.run_readahead(move || {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 let _ = gate.lock().unwrap().recv();
                 running.fetch_sub(1, Ordering::SeqCst);
-            });
+            }));
         }
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(running.load(Ordering::SeqCst), 2, "half of four threads");
@@ -643,7 +643,7 @@ mod tests {
 
         // A pool of one thread keeps it for callers: read-ahead is dropped.
         let single = pool(1, 16, Duration::from_secs(10));
-        single.run_readahead(|| {});
+        assert!(!single.run_readahead(|| {}));
         let text = render(&single);
         assert!(
             text.contains("pier_file_io_readahead_dropped_total 1\n"),
@@ -655,9 +655,18 @@ mod tests {
     fn a_closed_pool_answers_its_waiters() {
         let p = pool(1, 4, Duration::from_secs(10));
         let (release, hold) = held();
+        let started = Arc::new(AtomicUsize::new(0));
+        let started_in_job = started.clone();
         on_worker(async {
-            let first = submit(&p, hold);
-            tokio::task::yield_now().await;
+            let first = submit(&p, move || {
+                started_in_job.store(1, Ordering::SeqCst);
+                hold()
+            });
+            // The thread holds the first job before the second is queued (on
+            // a busy machine a thread may take a while to start).
+            while started.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let queued = submit(&p, || 1);
             tokio::time::sleep(Duration::from_millis(20)).await;
             assert!(!queued.is_finished());

@@ -6,12 +6,13 @@
 //! fails at once with `EAGAIN` instead of sleeping. A residency check
 //! (`mincore`) would need the file mapped, which safe code cannot do, and
 //! `cachestat` (Linux 6.5) has no safe binding yet; `RWF_NOWAIT` needs neither.
-//! tmpfs and ramfs cannot answer `RWF_NOWAIT`; their pages are memory, so
-//! they are read inline.
+//! tmpfs and ramfs cannot answer `RWF_NOWAIT`; their pages are memory (the
+//! mount table says which file systems those are), so they are read inline.
 //! Opens resolve the path from the dentry cache only (`openat2` with
-//! `RESOLVE_CACHED`, Linux 5.12). Where the kernel or the file system cannot
-//! say, the answer is "cold", so the work goes to the blocking pool: slower
-//! for a hot file there, never a stalled worker.
+//! `RESOLVE_CACHED`, Linux 5.12), and never inline under a network or FUSE
+//! mount, whose opens go to a server even for cached names. Where the kernel
+//! or the file system cannot say, the answer is "cold", so the work goes to the
+//! blocking pool: slower for a hot file there, never a stalled worker.
 
 use std::fs::File;
 use std::io::{self, IoSliceMut};
@@ -20,6 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::{Errno, ReadWriteFlags};
+
+use super::mounts::{self, FsKind};
 
 /// Set once `openat2` with `RESOLVE_CACHED` turned out unsupported (an older
 /// kernel, or a seccomp filter): every uncached open then goes to the pool.
@@ -46,16 +49,12 @@ pub fn read_cached(file: &File, buf: &mut [u8], offset: u64) -> Option<io::Resul
     }
 }
 
-/// `TMPFS_MAGIC` and `RAMFS_MAGIC` from `linux/magic.h`.
-const MEMORY_FS_MAGIC: [i64; 2] = [0x0102_1994, 0x8584_58f6];
-
 /// Whether `file` lies on a file system kept in memory, where a read never
-/// waits for a disk (swap aside).
+/// waits for a disk (swap aside). Asked of the mount table, not by `fstatfs`:
+/// the file systems that cannot answer `RWF_NOWAIT` include FUSE and network
+/// ones, whose `statfs` goes to a server that may hang.
 fn memory_backed(file: &File) -> bool {
-    // `f_type` is an i64 on x86_64 and narrower on some other targets.
-    #[allow(clippy::useless_conversion)]
-    let is_memory = |f_type| MEMORY_FS_MAGIC.contains(&i64::from(f_type));
-    rustix::fs::fstatfs(file).is_ok_and(|st| is_memory(st.f_type))
+    mounts::kind_of_file(file) == FsKind::Memory
 }
 
 /// What the page cache holds of a file region, as far as the kernel can say.
@@ -105,10 +104,15 @@ pub fn looks_resident(file: &File, offset: u64, len: u64) -> bool {
 
 /// Opens `path` read-only (non-blocking, so a FIFO does not wait for a
 /// writer, and without acquiring a terminal) if that needs no disk: the path
-/// must resolve from cached dentries. `Err(WouldBlock)` sends the open to the
-/// pool, as does a lease holder that must be asked to let go first.
+/// must resolve from cached dentries, and must not lie on a network file
+/// system or FUSE, where the open itself (and the stat after it) goes to a
+/// server that may hang. `Err(WouldBlock)` sends the open to the pool, as
+/// does a lease holder that must be asked to let go first.
 pub fn open_cached(path: &Path) -> io::Result<File> {
-    if NO_CACHED_OPEN.load(Ordering::Relaxed) {
+    use std::os::unix::ffi::OsStrExt;
+    if NO_CACHED_OPEN.load(Ordering::Relaxed)
+        || mounts::under_remote_mount(path.as_os_str().as_bytes())
+    {
         return Err(io::ErrorKind::WouldBlock.into());
     }
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;

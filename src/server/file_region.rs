@@ -10,18 +10,24 @@
 //! cannot say what is cached (FUSE, some network mounts), a pool thread sends
 //! up to [`POOL_SEND_MAX`] itself, by `sendfile` on a second descriptor of the
 //! socket, as far as the socket takes it without waiting: the disk wait falls
-//! on that thread and the bytes are never copied. Under TLS a chunk not known to be cached is
-//! read on the pool into the connection's buffer and written from it. Either
+//! on that thread and the bytes are never copied. Under TLS a chunk not known
+//! to be cached is read on the pool into the connection's buffer and written
+//! from it, and the next chunk's read is under way while it is written. Either
 //! way the worker serves its other connections meanwhile.
 //!
-//! A slow disk's latency is paid per request, not per byte, when requests run
-//! in parallel: once a download has found a chunk not cached, the pool reads
-//! the next [`READAHEAD_WINDOW`] bytes ahead of it, a chunk per job (by
-//! `sendfile` to `/dev/null`: cached, never copied), so a download runs at the
-//! disk's throughput rather than at one chunk per disk latency. After every chunk the task yields, so a large download cannot
+//! A slow disk's latency is paid per read, not per byte, when reads run in
+//! parallel: once a download has found a chunk not cached, a pool job keeps
+//! the reads of a window ahead of the send in flight
+//! ([`crate::file_io::readahead`], up to 4 MiB of page cache ahead), so a
+//! download runs at the disk's throughput rather than at one read per disk
+//! latency. After every chunk the task yields, so a large download cannot
 //! starve the small replies of the same worker. A file that shrinks, a read
 //! error or a pool timeout ends the send with an error, which closes the
 //! connection: the promised length can no longer be kept.
+//!
+//! Memory per connection stays bounded: plain TCP holds no buffer for the
+//! file at all (two duplicated descriptors and the read-ahead's state, about
+//! 100 bytes), TLS two chunk buffers (512 KiB) while a cold file is sent.
 
 use std::fs::File;
 use std::io;
@@ -31,13 +37,9 @@ use std::time::Duration;
 
 use super::transport::{Downstream, FILE_CHUNK};
 use crate::deadline::io_within;
+use crate::file_io::readahead::ReadAhead;
 use crate::file_io::residency::{looks_resident, probe, read_cached, Residency};
 use crate::file_io::{read_up_to, FileIoError, FileIoPool};
-
-/// Bytes read ahead of a download that left the page cache: eight chunks in
-/// flight at once, so a disk with 5 ms reads is not what limits a download
-/// (bench/slow_disk).
-pub(crate) const READAHEAD_WINDOW: u64 = 8 * FILE_CHUNK;
 
 /// Most bytes one send from a pool thread may take: the worker spends nothing
 /// on the bytes themselves, so fewer, larger jobs mean fewer hops between the
@@ -56,6 +58,10 @@ pub(crate) async fn send_file_region<D: Downstream>(
     let end = offset + len;
     let mut pos = offset;
     let mut buf: Vec<u8> = Vec::new();
+    // Under TLS off the loop: the buffer the next chunk is read into while
+    // `buf` is written, and that read once done (where, buffer, result).
+    let mut spare: Vec<u8> = Vec::new();
+    let mut prefetched: Option<(u64, Vec<u8>, io::Result<usize>)> = None;
     let mut off_loop = OffLoopFile::default();
     // Once the file system has said it cannot tell what it caches, it is not
     // asked again: on FUSE the question costs a round trip to the daemon.
@@ -92,7 +98,7 @@ pub(crate) async fn send_file_region<D: Downstream>(
             if let Some(sock) = off_loop.socket(io) {
                 let f = off_loop.file(file)?;
                 let want = (end - pos).min(POOL_SEND_MAX);
-                off_loop.read_ahead(pool, pos + FILE_CHUNK.min(want), end);
+                off_loop.read_ahead(pool, pos, end);
                 let sent = match pool.run(move || send_chunk(&sock, &f, pos, want)).await {
                     Ok(sent) => sent,
                     Err(e) => {
@@ -114,34 +120,63 @@ pub(crate) async fn send_file_region<D: Downstream>(
             }
         }
         let want = want as usize;
-        if buf.len() < want {
-            buf.resize(want, 0);
-        }
-        let cached = if cannot_tell {
-            None
-        } else {
-            read_cached(file, &mut buf[..want], pos)
-        };
-        let n = match cached {
-            Some(r) => r?,
-            None => {
-                cannot_tell = true;
-                let f = off_loop.file(file)?;
-                off_loop.read_ahead(pool, pos + want as u64, end);
-                let taken = std::mem::take(&mut buf);
-                let (back, read) = pool
-                    .run(move || read_up_to(&f, taken, pos, want))
-                    .await
-                    .map_err(timed_out)?;
-                buf = back;
+        let n = match prefetched.take() {
+            Some((at, next_buf, read)) if at == pos => {
+                spare = std::mem::replace(&mut buf, next_buf);
                 read?
+            }
+            _ => {
+                if buf.len() < want {
+                    buf.resize(want, 0);
+                }
+                let cached = if cannot_tell {
+                    None
+                } else {
+                    read_cached(file, &mut buf[..want], pos)
+                };
+                match cached {
+                    Some(r) => r?,
+                    None => {
+                        cannot_tell = true;
+                        let f = off_loop.file(file)?;
+                        off_loop.read_ahead(pool, pos + want as u64, end);
+                        let taken = std::mem::take(&mut buf);
+                        let (back, read) = pool
+                            .run(move || read_up_to(&f, taken, pos, want))
+                            .await
+                            .map_err(timed_out)?;
+                        buf = back;
+                        read?
+                    }
+                }
             }
         };
         if n == 0 {
             return Err(shrank());
         }
-        io_within(write_timeout, "write timeout", io.write_all(&buf[..n])).await?;
-        pos += n as u64;
+        let next = pos + n as u64;
+        let write = io_within(write_timeout, "write timeout", io.write_all(&buf[..n]));
+        if cannot_tell && next < end {
+            // Off the loop, the next chunk's read is under way while this one
+            // is written.
+            let f = off_loop.file(file)?;
+            off_loop.read_ahead(pool, next, end);
+            let next_want = (end - next).min(FILE_CHUNK) as usize;
+            let mut taken = std::mem::take(&mut spare);
+            if taken.len() < next_want {
+                taken.resize(next_want, 0);
+            }
+            let read = async {
+                pool.run(move || read_up_to(&f, taken, next, next_want))
+                    .await
+                    .map_err(timed_out)
+            };
+            let ((), (next_buf, read)) = tokio::try_join!(write, read)?;
+            prefetched = Some((next, next_buf, read));
+        } else {
+            write.await?;
+        }
+        pos = next;
         tokio::task::yield_now().await;
     }
     Ok(())
@@ -156,16 +191,15 @@ fn shrank() -> io::Error {
 }
 
 /// What a send needs once its file has left the page cache: descriptors the
-/// pool's threads can hold (duplicated once, at the first such chunk) and how
-/// far ahead the pool has been asked to read.
+/// pool's threads can hold (duplicated once, at the first such chunk) and the
+/// download's read-ahead.
 #[derive(Default)]
 struct OffLoopFile {
     file: Option<Arc<File>>,
     /// The socket for sends from the pool; `Some(None)` once the transport
     /// turned out not to offer one.
     socket: Option<Option<Arc<OwnedFd>>>,
-    /// First byte not yet asked for by a read-ahead job.
-    ahead_to: u64,
+    ahead: Option<ReadAhead>,
 }
 
 impl OffLoopFile {
@@ -192,24 +226,15 @@ impl OffLoopFile {
         }
     }
 
-    /// Asks the pool to read what lies within [`READAHEAD_WINDOW`] of `from`
-    /// and was not asked for yet, a chunk per job, into the threads' own
-    /// buffers: the pages are then cached when the send reaches them.
+    /// Keeps the reads of the window ahead of `from` in flight (the file was
+    /// duplicated first); the first call starts the download's read-ahead.
     fn read_ahead(&mut self, pool: &FileIoPool, from: u64, end: u64) {
         let Some(file) = &self.file else {
             return;
         };
-        let mut at = self.ahead_to.max(from);
-        let to = from.saturating_add(READAHEAD_WINDOW).min(end);
-        while at < to {
-            let n = (to - at).min(FILE_CHUNK);
-            let f = file.clone();
-            pool.run_readahead(move || {
-                let _ = warm_chunk(&f, at, n as usize);
-            });
-            at += n;
-        }
-        self.ahead_to = self.ahead_to.max(to);
+        self.ahead
+            .get_or_insert_with(|| ReadAhead::new(file.clone(), from))
+            .advance(pool, from, end);
     }
 }
 
