@@ -90,6 +90,9 @@ pub(crate) async fn send_file_region<D: Downstream>(
                 }
             }
             if hot == Residency::Hot {
+                // A download that found cold pages before keeps its window
+                // ahead while it sends the pages read ahead.
+                off_loop.read_ahead(pool, pos + want, end);
                 io.send_file(file, pos, want, write_timeout).await?;
                 pos += want;
                 tokio::task::yield_now().await;
@@ -226,8 +229,9 @@ impl OffLoopFile {
         }
     }
 
-    /// Keeps the reads of the window ahead of `from` in flight (the file was
-    /// duplicated first); the first call starts the download's read-ahead.
+    /// Keeps the reads of the window ahead of `from` in flight once the file
+    /// was found not cached (and duplicated); the first such call starts the
+    /// download's read-ahead, and before it this costs one branch.
     fn read_ahead(&mut self, pool: &FileIoPool, from: u64, end: u64) {
         let Some(file) = &self.file else {
             return;
