@@ -12,9 +12,15 @@
 //!   yield to the worker's other connections between them; a file is read in
 //!   such slices from the page cache, or off the event loop when cold.
 //!
-//! So no response is ever held whole in memory, and a large body cannot hold
-//! a worker for longer than one slice. Which responses, and how their heads
-//! change, is `compress_rules.rs`; the encoders are `encoder.rs`.
+//! gzip of a body of known length up to [`GATHER_MAX`] bytes is the exception
+//! that keeps the bound: the encoder gathers it and encodes it in one call when
+//! it ends (a third of the CPU of a stream saved; `encoder.rs`), so such a body
+//! given whole is handed over whole, and a file is read in one piece.
+//!
+//! So no response is ever held whole in memory past that bound, and a large
+//! body cannot hold a worker for longer than one slice. Which responses, and
+//! how their heads change, is `compress_rules.rs`; the encoders are
+//! `encoder.rs`.
 
 use std::fs::File;
 use std::io;
@@ -22,7 +28,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use super::compress_rules::{edit_head, CompressSettings, Decision};
-use super::encoder::StreamEncoder;
+use super::encoder::{StreamEncoder, GATHER_MAX};
 use super::HeadEdit;
 use crate::file_io::residency::read_cached;
 use crate::file_io::{read_up_to, FileIoPool};
@@ -174,7 +180,13 @@ impl<'h> CompressingSession<'_, 'h> {
     }
 
     async fn encode_all(&mut self, e: &mut Encoding, data: &[u8]) -> io::Result<()> {
-        let mut slices = data.chunks(SLICE).peekable();
+        // Gathered input is only copied: no slices, nothing to yield for.
+        let slice = if e.encoder.gathers() {
+            data.len()
+        } else {
+            SLICE
+        };
+        let mut slices = data.chunks(slice.max(1)).peekable();
         while let Some(slice) = slices.next() {
             self.encode_slice(e, slice, slices.peek().is_some()).await?;
         }
@@ -200,10 +212,15 @@ impl<'h> CompressingSession<'_, 'h> {
         }
         let end = region.offset + region.len;
         let mut pos = region.offset;
-        let mut buf = vec![0u8; SLICE.min(region.len as usize)];
+        let read_size = if e.encoder.gathers() {
+            GATHER_MAX
+        } else {
+            SLICE
+        };
+        let mut buf = vec![0u8; read_size.min(region.len as usize)];
         let mut shared: Option<Arc<File>> = None;
         while pos < end {
-            let want = (end - pos).min(SLICE as u64) as usize;
+            let want = (end - pos).min(read_size as u64) as usize;
             let n = match read_cached(&region.file, &mut buf[..want], pos) {
                 Some(r) => r?,
                 None => {

@@ -3,10 +3,18 @@
 //! Each encoder is sized for the body when its length is known (a smaller
 //! window for a small body, as nginx does for gzip), which saves most of the
 //! set-up cost of a small response.
+//!
+//! gzip of a body whose length is known and at most [`GATHER_MAX`] is gathered
+//! in one bounded buffer and encoded in one call to libdeflate when it ends:
+//! about 0.6x the CPU of a zlib stream at the same level, and smaller output.
+//! A flush, or more input than announced, turns the gathered input into a
+//! flate2 stream that goes on from there; other bodies are streams throughout.
 
+use std::cell::RefCell;
 use std::io::{self, Write};
 
 use flate2::{Compress, Compression, FlushCompress, Status};
+use libdeflater::{CompressionLvl, Compressor};
 
 use crate::http::content_coding::Coding;
 
@@ -15,12 +23,19 @@ use crate::http::content_coding::Coding;
 /// window, whatever the body's length.
 const MAX_WINDOW_LOG: u32 = 19;
 
+/// Largest body gzip gathers and encodes in one call: no more memory than a
+/// streaming deflate's own tables at a 32 KiB window (about 256 KiB), and one
+/// call on it holds the worker for about a third of a millisecond at level 5.
+pub const GATHER_MAX: usize = 128 * 1024;
+
 /// A coding's encoder for one response.
 pub struct StreamEncoder {
     kind: Kind,
 }
 
 enum Kind {
+    /// gzip input held until the body ends, then encoded whole.
+    GzipGathered(Gathered),
     Gzip(Box<Compress>),
     Br(Option<Box<brotli::CompressorWriter<Vec<u8>>>>),
     Zstd(Option<Box<zstd::stream::write::Encoder<'static, Vec<u8>>>>),
@@ -35,15 +50,31 @@ fn window_log(len: Option<u64>, min: u32, max: u32) -> u32 {
     }
 }
 
+/// gzip input of a body of known length, gathered to be encoded whole.
+struct Gathered {
+    level: u32,
+    /// The body's announced length: the buffer is reserved for it at the
+    /// first write (a HEAD request never writes).
+    len: usize,
+    input: Vec<u8>,
+    /// The stream was ended: more input is an error, as for the others.
+    finished: bool,
+}
+
 impl StreamEncoder {
     /// An encoder for `coding` at `level` (already checked against the
     /// coding's range), for a body of `len` bytes when known.
     pub fn new(coding: Coding, level: u32, len: Option<u64>) -> io::Result<Self> {
         let kind = match coding {
-            Coding::Gzip => Kind::Gzip(Box::new(Compress::new_gzip(
-                Compression::new(level),
-                window_log(len, 9, 15) as u8,
-            ))),
+            Coding::Gzip => match len.and_then(|n| usize::try_from(n).ok()) {
+                Some(len) if len <= GATHER_MAX => Kind::GzipGathered(Gathered {
+                    level,
+                    len,
+                    input: Vec::new(),
+                    finished: false,
+                }),
+                _ => Kind::Gzip(gzip_stream(level, len)),
+            },
             Coding::Br => Kind::Br(Some(Box::new(brotli::CompressorWriter::new(
                 Vec::new(),
                 4096,
@@ -62,9 +93,40 @@ impl StreamEncoder {
         Ok(StreamEncoder { kind })
     }
 
+    /// Whether input is only gathered for now, to be encoded when the body
+    /// ends: the caller may hand it over whole, with no yield between slices.
+    pub fn gathers(&self) -> bool {
+        matches!(&self.kind, Kind::GzipGathered(g) if !g.finished)
+    }
+
+    /// Turns gathered gzip input into a stream, encoding what was gathered.
+    fn stream_gathered(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        if let Kind::GzipGathered(g) = &mut self.kind {
+            if g.finished {
+                return Err(finished());
+            }
+            let mut c = gzip_stream(g.level, Some(g.len as u64));
+            deflate(&mut c, &g.input, out, FlushCompress::None)?;
+            self.kind = Kind::Gzip(c);
+        }
+        Ok(())
+    }
+
     /// Encodes `input`, appending to `out` whatever output is ready.
     pub fn write(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         match &mut self.kind {
+            Kind::GzipGathered(g) if !g.finished && g.input.len() + input.len() <= g.len => {
+                if g.input.capacity() == 0 {
+                    g.input.reserve_exact(g.len);
+                }
+                g.input.extend_from_slice(input);
+                Ok(())
+            }
+            Kind::GzipGathered(_) => {
+                // More than announced: no longer bounded by the length.
+                self.stream_gathered(out)?;
+                self.write(input, out)
+            }
             Kind::Gzip(c) => deflate(c, input, out, FlushCompress::None),
             Kind::Br(w) => {
                 let w = w.as_mut().ok_or_else(finished)?;
@@ -85,6 +147,10 @@ impl StreamEncoder {
     /// client (a sync flush: the stream goes on after it).
     pub fn flush(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
         match &mut self.kind {
+            Kind::GzipGathered(_) => {
+                self.stream_gathered(out)?;
+                self.flush(out)
+            }
             Kind::Gzip(c) => deflate(c, &[], out, FlushCompress::Sync),
             Kind::Br(w) => {
                 let w = w.as_mut().ok_or_else(finished)?;
@@ -104,6 +170,13 @@ impl StreamEncoder {
     /// Ends the stream, appending its last bytes to `out`.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
         match &mut self.kind {
+            Kind::GzipGathered(g) => {
+                if g.finished {
+                    return Err(finished());
+                }
+                g.finished = true;
+                gzip_whole(g.level, &std::mem::take(&mut g.input), out)
+            }
             Kind::Gzip(c) => deflate(c, &[], out, FlushCompress::Finish),
             Kind::Br(w) => {
                 let w = w.take().ok_or_else(finished)?;
@@ -117,6 +190,45 @@ impl StreamEncoder {
             }
         }
     }
+}
+
+/// A gzip stream for a body of `len` bytes when known.
+fn gzip_stream(level: u32, len: Option<u64>) -> Box<Compress> {
+    Box::new(Compress::new_gzip(
+        Compression::new(level),
+        window_log(len, 9, 15) as u8,
+    ))
+}
+
+thread_local! {
+    /// This thread's libdeflate compressors, one per level once used: each
+    /// worker allocates its own once and reuses it for every response (a
+    /// compressor sets its tables up at each call, so nothing carries over).
+    static WHOLE_GZIP: RefCell<Vec<(u32, Compressor)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Encodes `input` whole as one gzip member, appended to `out`.
+fn gzip_whole(level: u32, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+    WHOLE_GZIP.with(|compressors| {
+        let mut compressors = compressors.borrow_mut();
+        let i = match compressors.iter().position(|(l, _)| *l == level) {
+            Some(i) => i,
+            None => {
+                let lvl = CompressionLvl::new(level as i32)
+                    .map_err(|_| io::Error::other(format!("{level} is not a gzip level")))?;
+                compressors.push((level, Compressor::new(lvl)));
+                compressors.len() - 1
+            }
+        };
+        let c = &mut compressors[i].1;
+        let start = out.len();
+        out.resize(start + c.gzip_compress_bound(input.len()), 0);
+        let n = c
+            .gzip_compress(input, &mut out[start..])
+            .map_err(|_| io::Error::other("the gzip encoder ran out of room"))?;
+        out.truncate(start + n);
+        Ok(())
+    })
 }
 
 fn finished() -> io::Error {
@@ -217,6 +329,82 @@ mod tests {
         d.write_all(&out).unwrap();
         d.flush().unwrap();
         assert_eq!(d.get_ref(), b"data: first event\n\n");
+    }
+
+    fn page(len: usize) -> Vec<u8> {
+        let mut t = text();
+        t.truncate(len);
+        t
+    }
+
+    #[test]
+    fn gzip_of_a_known_length_is_encoded_whole_by_libdeflate() {
+        let input = page(100_000);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+        let mut out = Vec::new();
+        for slice in input.chunks(16384) {
+            assert!(e.gathers());
+            e.write(slice, &mut out).unwrap();
+            assert!(out.is_empty(), "nothing comes out before the end");
+        }
+        e.finish(&mut out).unwrap();
+        assert!(!e.gathers());
+        let mut whole = Compressor::new(CompressionLvl::new(5).unwrap());
+        let mut expected = vec![0; whole.gzip_compress_bound(input.len())];
+        let n = whole.gzip_compress(&input, &mut expected).unwrap();
+        assert_eq!(
+            out,
+            expected[..n],
+            "one libdeflate call over the whole body"
+        );
+        assert_eq!(decode(Coding::Gzip, &out), input);
+        assert!(e.write(b"more", &mut out).is_err());
+        assert!(e.finish(&mut out).is_err());
+    }
+
+    #[test]
+    fn gzip_gathers_only_bounded_known_lengths() {
+        let gathers = |len| StreamEncoder::new(Coding::Gzip, 5, len).unwrap().gathers();
+        assert!(gathers(Some(GATHER_MAX as u64)));
+        assert!(!gathers(Some(GATHER_MAX as u64 + 1)));
+        assert!(!gathers(None));
+        assert!(!StreamEncoder::new(Coding::Br, 5, Some(1000))
+            .unwrap()
+            .gathers());
+    }
+
+    #[test]
+    fn a_flush_while_gathering_sends_what_was_gathered_and_streams_on() {
+        let input = page(60_000);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+        let mut out = Vec::new();
+        e.write(&input[..20_000], &mut out).unwrap();
+        e.flush(&mut out).unwrap();
+        assert!(!e.gathers());
+        let mut d = flate2::write::GzDecoder::new(Vec::new());
+        d.write_all(&out).unwrap();
+        d.flush().unwrap();
+        assert_eq!(
+            d.get_ref()[..],
+            input[..20_000],
+            "the client has the first part"
+        );
+        e.write(&input[20_000..], &mut out).unwrap();
+        e.finish(&mut out).unwrap();
+        assert_eq!(decode(Coding::Gzip, &out), input);
+    }
+
+    #[test]
+    fn a_body_longer_than_announced_is_streamed_whole() {
+        let input = page(50_000);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(30_000)).unwrap();
+        let mut out = Vec::new();
+        for slice in input.chunks(16384) {
+            e.write(slice, &mut out).unwrap();
+        }
+        assert!(!e.gathers());
+        e.finish(&mut out).unwrap();
+        assert_eq!(decode(Coding::Gzip, &out), input);
     }
 
     #[test]
