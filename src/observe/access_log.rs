@@ -352,6 +352,15 @@ fn push_ms(out: &mut Vec<u8>, d: Duration) {
     let _ = write!(out, "{:.3}", d.as_secs_f64() * 1000.0);
 }
 
+/// An optional field: `push` writes it when present, else `absent` stands in
+/// its place (`-` in combined lines, `null` in JSON).
+fn push_or<T>(out: &mut Vec<u8>, v: Option<T>, absent: &[u8], push: impl FnOnce(&mut Vec<u8>, T)) {
+    match v {
+        Some(v) => push(out, v),
+        None => out.extend_from_slice(absent),
+    }
+}
+
 /// Bytes nginx-style: printable ASCII as is, the rest (and `"` and `\`) as `\xHH`.
 fn push_clf(out: &mut Vec<u8>, s: &[u8]) {
     if s.is_empty() {
@@ -388,17 +397,12 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     out.extend_from_slice(tls.cipher.unwrap_or("-").as_bytes());
     out.push(b' ');
     push_clf(out, tls.sni.unwrap_or_default().as_bytes());
-    match e.upstream {
-        Some(a) => {
-            let _ = write!(out, " {a}");
-        }
-        None => out.extend_from_slice(b" -"),
-    }
     out.push(b' ');
-    match e.upstream_time {
-        Some(t) => push_ms(out, t),
-        None => out.push(b'-'),
-    }
+    push_or(out, e.upstream, b"-", |out, a| {
+        let _ = write!(out, "{a}");
+    });
+    out.push(b' ');
+    push_or(out, e.upstream_time, b"-", push_ms);
     out.push(b' ');
     push_ms(out, e.duration);
     // HTTP/2 lines name their stream; HTTP/1 lines keep nginx's layout.
@@ -432,12 +436,15 @@ fn push_json_str(out: &mut Vec<u8>, s: &[u8]) {
     };
 }
 
-fn json_opt(out: &mut Vec<u8>, key: &str, v: Option<&[u8]>) {
+/// `,"key":` and the value `push` writes, or `null` when there is none.
+fn json_field<T>(out: &mut Vec<u8>, key: &str, v: Option<T>, push: impl FnOnce(&mut Vec<u8>, T)) {
     let _ = write!(out, ",\"{key}\":");
-    match v {
-        Some(v) => push_json_str(out, v),
-        None => out.extend_from_slice(b"null"),
-    }
+    push_or(out, v, b"null", push);
+}
+
+/// A text field, escaped, or `null`.
+fn json_opt(out: &mut Vec<u8>, key: &str, v: Option<&[u8]>) {
+    json_field(out, key, v, push_json_str);
 }
 
 fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
@@ -467,26 +474,14 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     json_opt(out, "tls_cipher", tls.cipher.map(str::as_bytes));
     json_opt(out, "sni", tls.sni.map(str::as_bytes));
     // An address's text needs no JSON escaping.
-    match e.upstream {
-        Some(a) => {
-            let _ = write!(out, ",\"upstream\":\"{a}\"");
-        }
-        None => out.extend_from_slice(b",\"upstream\":null"),
-    }
-    out.extend_from_slice(b",\"upstream_time_ms\":");
-    match e.upstream_time {
-        Some(t) => push_ms(out, t),
-        None => out.extend_from_slice(b"null"),
-    }
+    json_field(out, "upstream", e.upstream, |out, a| {
+        let _ = write!(out, "\"{a}\"");
+    });
+    json_field(out, "upstream_time_ms", e.upstream_time, push_ms);
     // The outcomes are fixed words: no escaping needed.
-    match e.cache {
-        Some(c) => {
-            out.extend_from_slice(b",\"cache\":\"");
-            out.extend_from_slice(c.as_bytes());
-            out.push(b'"');
-        }
-        None => out.extend_from_slice(b",\"cache\":null"),
-    }
+    json_field(out, "cache", e.cache, |out, c| {
+        let _ = write!(out, "\"{c}\"");
+    });
     out.extend_from_slice(b"}\n");
 }
 
