@@ -90,6 +90,11 @@ pub trait Downstream {
     fn tls_facts(&self) -> Option<TlsFacts<'_>> {
         None
     }
+
+    /// Frees what the transport holds for reading (TLS: the read-ahead
+    /// buffer) when nothing is in it, for a driver that reads through
+    /// [`Downstream::io_mut`] and finds its connection idle.
+    fn release_idle_io(_io: &mut Self::Io) {}
 }
 
 /// Plain TCP.
@@ -283,6 +288,13 @@ impl Downstream for Tls {
 
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         self.stream.read_buf(buf).await
+    }
+
+    fn release_idle_io(io: &mut Self::Io) {
+        let (io, session) = io.get_mut();
+        if session.wants_read() && io.buffered() == 0 {
+            io.release();
+        }
     }
 
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {

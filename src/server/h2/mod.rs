@@ -88,6 +88,8 @@ pub(crate) struct ConnState {
 /// connection's write timeout) and counting bytes.
 struct Watched<'c, T> {
     io: T,
+    /// Frees the transport's read buffer ([`Downstream::release_idle_io`]).
+    release: fn(&mut T),
     budget: flood::ControlBudget,
     state: Rc<ConnState>,
     ctx: &'c WorkerCtx,
@@ -106,6 +108,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
         }
         let before = buf.filled().len();
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if r.is_pending() && this.state.active.get() == 0 {
+            // Nothing to read and no stream open: an idle connection keeps
+            // no read buffer, as an idle HTTP/1 one keeps none.
+            (this.release)(&mut this.io);
+        }
         let n = buf.filled().len() - before;
         this.ctx.stats.bytes_in.add(n as u64);
         if !this.budget.scan(&buf.filled()[before..]) {
@@ -234,6 +241,7 @@ pub async fn serve_h2<D: Downstream>(
         .max_local_error_reset_streams(Some(cfg.max_error_resets));
     let watched = Watched {
         io: io.io_mut(),
+        release: |io| D::release_idle_io(io),
         budget: flood::ControlBudget::new(cfg.max_control_frames),
         state: state.clone(),
         ctx: &ctx,

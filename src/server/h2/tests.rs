@@ -165,3 +165,55 @@ fn request_bodies_are_read_through_the_session_and_the_limit_applies() {
         assert_eq!(head.status, 413);
     });
 }
+
+/// A transport with nothing to read, counting how often its read buffer was
+/// freed.
+struct NoInput {
+    released: u32,
+}
+
+impl tokio::io::AsyncRead for NoInput {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Pending
+    }
+}
+
+#[test]
+fn an_idle_connection_frees_its_read_buffer_and_one_with_a_stream_keeps_it() {
+    let ctx = test_ctx(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n",
+        Vec::new(),
+    );
+    let state = std::rc::Rc::new(super::ConnState {
+        active: std::cell::Cell::new(1),
+        idle_since: std::cell::Cell::new(tokio::time::Instant::now()),
+        client_resets: std::cell::Cell::new(0),
+        flooded: std::cell::Cell::new(false),
+        stalled_since: std::cell::Cell::new(None),
+        wake: tokio::sync::Notify::new(),
+    });
+    let mut watched = super::Watched {
+        io: NoInput { released: 0 },
+        release: |io| io.released += 1,
+        budget: super::flood::ControlBudget::new(100),
+        state: state.clone(),
+        ctx: &ctx,
+    };
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut room = [0u8; 64];
+    let mut poll = |w: &mut super::Watched<'_, NoInput>| {
+        let mut buf = tokio::io::ReadBuf::new(&mut room);
+        tokio::io::AsyncRead::poll_read(std::pin::Pin::new(w), &mut cx, &mut buf).is_pending()
+    };
+    // A stream is open: the next bytes are expected soon, the buffer stays.
+    assert!(poll(&mut watched));
+    assert_eq!(watched.io.released, 0);
+    // No stream and nothing to read: idle, the buffer goes.
+    state.active.set(0);
+    assert!(poll(&mut watched));
+    assert_eq!(watched.io.released, 1);
+}
