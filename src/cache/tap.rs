@@ -14,76 +14,57 @@ use crate::http1::response::ParsedResponseHead as UpstreamHead;
 /// `Cache-Status` value.
 pub type Instead = (Arc<StoredResponse>, String);
 
-/// What a cache sees of a proxied exchange.
+/// What a cache sees of a proxied exchange. Each hook does nothing unless a
+/// tap overrides it, so a tap states only what it watches; the defaults are
+/// inlined, and a route without a cache ([`NoTap`]) pays nothing for them.
 pub trait ResponseTap {
     /// Edits the encoded upstream request head (`...\r\n\r\n`).
-    fn edit_upstream_head(&mut self, head: &mut Vec<u8>);
+    #[inline(always)]
+    fn edit_upstream_head(&mut self, _head: &mut Vec<u8>) {}
 
     /// No upstream answered: a stored response to answer with instead.
-    fn instead_of_error(&mut self) -> Option<Instead>;
-
-    /// The upstream answered with `resp`: a stored response to answer with
-    /// instead (a 304 to a revalidation, a 5xx when stale may be served).
-    fn instead_of_head(&mut self, resp: &UpstreamHead, buf: &[u8]) -> Option<Instead>;
-
-    /// The response head is about to go downstream with `fields` (end-to-end
-    /// `Name: value\r\n` lines), to which the tap may add lines.
-    fn on_head(
-        &mut self,
-        request: &RequestView<'_>,
-        resp: &UpstreamHead,
-        buf: &[u8],
-        fields: &mut Vec<u8>,
-        body_len: Option<u64>,
-    );
-
-    /// The next piece of the body, before it goes downstream.
-    fn on_body(&mut self, data: &[u8]);
-
-    /// Whether the body is being stored: then it is read to its end even if
-    /// the client goes away, for the others waiting on it.
-    fn storing(&self) -> bool;
-
-    /// The body ended, whole or not.
-    fn on_end(&mut self, complete: bool);
-}
-
-/// The tap of a route without a cache.
-pub struct NoTap;
-
-impl ResponseTap for NoTap {
-    #[inline(always)]
-    fn edit_upstream_head(&mut self, _: &mut Vec<u8>) {}
-
     #[inline(always)]
     fn instead_of_error(&mut self) -> Option<Instead> {
         None
     }
 
+    /// The upstream answered with `resp`: a stored response to answer with
+    /// instead (a 304 to a revalidation, a 5xx when stale may be served).
     #[inline(always)]
-    fn instead_of_head(&mut self, _: &UpstreamHead, _: &[u8]) -> Option<Instead> {
+    fn instead_of_head(&mut self, _resp: &UpstreamHead, _buf: &[u8]) -> Option<Instead> {
         None
     }
 
+    /// The response head is about to go downstream with `fields` (end-to-end
+    /// `Name: value\r\n` lines), to which the tap may add lines.
     #[inline(always)]
     fn on_head(
         &mut self,
-        _: &RequestView<'_>,
-        _: &UpstreamHead,
-        _: &[u8],
-        _: &mut Vec<u8>,
-        _: Option<u64>,
+        _request: &RequestView<'_>,
+        _resp: &UpstreamHead,
+        _buf: &[u8],
+        _fields: &mut Vec<u8>,
+        _body_len: Option<u64>,
     ) {
     }
 
+    /// The next piece of the body, before it goes downstream.
     #[inline(always)]
-    fn on_body(&mut self, _: &[u8]) {}
+    fn on_body(&mut self, _data: &[u8]) {}
 
+    /// Whether the body is being stored: then it is read to its end even if
+    /// the client goes away, for the others waiting on it.
     #[inline(always)]
     fn storing(&self) -> bool {
         false
     }
 
+    /// The body ended, whole or not.
     #[inline(always)]
-    fn on_end(&mut self, _: bool) {}
+    fn on_end(&mut self, _complete: bool) {}
 }
+
+/// The tap of a route without a cache.
+pub struct NoTap;
+
+impl ResponseTap for NoTap {}

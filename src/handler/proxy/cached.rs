@@ -16,7 +16,7 @@ use crate::cache::disk_hit::answer_from_disk;
 use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
-use crate::cache::tap::{Instead, ResponseTap};
+use crate::cache::tap::ResponseTap;
 use crate::cache::zone::{CacheZone, FillRole, Lookup};
 use crate::http::request::RequestView;
 use crate::http::session_layer::LayeredSession;
@@ -161,16 +161,6 @@ struct PassTap {
 }
 
 impl ResponseTap for PassTap {
-    fn edit_upstream_head(&mut self, _: &mut Vec<u8>) {}
-
-    fn instead_of_error(&mut self) -> Option<Instead> {
-        None
-    }
-
-    fn instead_of_head(&mut self, _: &UpstreamHead, _: &[u8]) -> Option<Instead> {
-        None
-    }
-
     fn on_head(
         &mut self,
         _: &RequestView<'_>,
@@ -186,12 +176,4 @@ impl ResponseTap for PassTap {
             }
         }
     }
-
-    fn on_body(&mut self, _: &[u8]) {}
-
-    fn storing(&self) -> bool {
-        false
-    }
-
-    fn on_end(&mut self, _: bool) {}
 }
