@@ -184,33 +184,22 @@ mod tests {
             "X-Forwarded-For",
         );
         let get = |xff: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{xff}\r\n");
-        // Through two trusted proxies: the address before them.
-        let c = resolved(
-            &r,
-            "127.0.0.1:1",
-            &get("X-Forwarded-For: 6.6.6.6, 203.0.113.9, 10.1.1.1\r\n"),
-        );
-        assert_eq!(c, ip("203.0.113.9"));
-        // Lines are one list, the last line last.
-        let c = resolved(
-            &r,
-            "127.0.0.1:1",
-            &get("X-Forwarded-For: 203.0.113.9\r\nx-forwarded-for: 10.2.2.2\r\n"),
-        );
-        assert_eq!(c, ip("203.0.113.9"));
-        // Ports and brackets are read; a malformed entry stops the walk.
-        let c = resolved(
-            &r,
-            "127.0.0.1:1",
-            &get("X-Forwarded-For: [2001:db8::7]:443, 10.0.0.3:80\r\n"),
-        );
-        assert_eq!(c, ip("2001:db8::7"));
-        let c = resolved(
-            &r,
-            "127.0.0.1:1",
-            &get("X-Forwarded-For: bogus, 10.0.0.3\r\n"),
-        );
-        assert_eq!(c, ip("10.0.0.3"));
+        // Each header sent by the trusted proxy at 127.0.0.1, and the client it names.
+        for (header, client) in [
+            // Through two trusted proxies: the address before them.
+            ("6.6.6.6, 203.0.113.9, 10.1.1.1\r\n", "203.0.113.9"),
+            // Lines are one list, the last line last.
+            (
+                "203.0.113.9\r\nx-forwarded-for: 10.2.2.2\r\n",
+                "203.0.113.9",
+            ),
+            // Ports and brackets are read; a malformed entry stops the walk.
+            ("[2001:db8::7]:443, 10.0.0.3:80\r\n", "2001:db8::7"),
+            ("bogus, 10.0.0.3\r\n", "10.0.0.3"),
+        ] {
+            let head = get(&format!("X-Forwarded-For: {header}"));
+            assert_eq!(resolved(&r, "127.0.0.1:1", &head), ip(client), "{header}");
+        }
         // No header: the proxy itself.
         assert_eq!(resolved(&r, "127.0.0.1:1", &get("")), ip("127.0.0.1"));
         // An untrusted connection cannot name its own address.
@@ -226,25 +215,25 @@ mod tests {
     fn rfc_7239_forwarded_elements_are_read_from_the_right() {
         let r = ClientAddress::new(vec!["10.0.0.0/8".parse().unwrap()], "Forwarded");
         let get = |f: &str| format!("GET / HTTP/1.1\r\nHost: a\r\nForwarded: {f}\r\n\r\n");
-        let c = resolved(
-            &r,
-            "10.0.0.1:1",
-            &get("for=6.6.6.6, for=198.51.100.17;proto=https;by=10.0.0.1, For=\"10.2.3.4\""),
-        );
-        assert_eq!(c, ip("198.51.100.17"));
-        let c = resolved(
-            &r,
-            "10.0.0.1:1",
-            &get("proto=http;for=\"[2001:db8:cafe::17]:4711\""),
-        );
-        assert_eq!(c, ip("2001:db8:cafe::17"));
-        // An obfuscated or unknown node ends the walk at the last address read.
-        let c = resolved(
-            &r,
-            "10.0.0.1:1",
-            &get("for=6.6.6.6, for=_hidden, for=10.0.0.9"),
-        );
-        assert_eq!(c, ip("10.0.0.9"));
+        // Each header sent by the trusted proxy at 10.0.0.1, and the client it names.
+        for (header, client) in [
+            (
+                "for=6.6.6.6, for=198.51.100.17;proto=https;by=10.0.0.1, For=\"10.2.3.4\"",
+                "198.51.100.17",
+            ),
+            (
+                "proto=http;for=\"[2001:db8:cafe::17]:4711\"",
+                "2001:db8:cafe::17",
+            ),
+            // An obfuscated or unknown node ends the walk at the last address read.
+            ("for=6.6.6.6, for=_hidden, for=10.0.0.9", "10.0.0.9"),
+        ] {
+            assert_eq!(
+                resolved(&r, "10.0.0.1:1", &get(header)),
+                ip(client),
+                "{header}"
+            );
+        }
         // X-Forwarded-For is not read when Forwarded is the carrier.
         let c = resolved(
             &r,
