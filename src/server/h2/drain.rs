@@ -17,7 +17,7 @@ const DRAIN_MAX_BYTES: usize = 64 * 1024;
 /// Longest wait for the rest of the body after the answer.
 const DRAIN_MAX_WAIT: Duration = Duration::from_secs(1);
 
-impl H2Stream<'_> {
+impl H2Stream<'_, '_> {
     /// Reads what is left of the request body, up to the bounds above;
     /// returns at once when the body ended (every request without one: a
     /// HEADERS frame with END_STREAM) or failed.

@@ -17,12 +17,14 @@
 mod drain;
 mod flood;
 mod request;
+mod reuse;
 mod send;
 mod stream;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -43,12 +45,12 @@ use tracing::debug;
 use crate::handler::Handler;
 use crate::http::client_address::ClientAddress;
 use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
-use crate::http1::parse::{BodyKind, RequestHead};
+use crate::http1::parse::BodyKind;
 use crate::observe::access_log::{Entry, TlsFields};
 use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
 use crate::server::transport::Downstream;
 use crate::worker::WorkerCtx;
-use stream::H2Stream;
+use stream::{H2Stream, StreamOut};
 
 /// How long a connection that sent GOAWAY stays open once its last stream
 /// is done, for frames already in flight; a client that never acknowledges
@@ -82,6 +84,8 @@ pub(crate) struct ConnState {
     stalled_since: Cell<Option<Instant>>,
     /// Tells the connection task to look at the above again.
     wake: Notify,
+    /// What one stream leaves for the next.
+    reuse: reuse::StreamReuse,
 }
 
 /// The transport as h2 sees it, noting when writes stall (for the
@@ -191,7 +195,7 @@ impl Drop for StreamGuard {
             .h2_streams_open
             .set(self.1.stats.h2_streams_open.get().saturating_sub(1));
         if n == 0 {
-            self.0.idle_since.set(Instant::now());
+            self.0.idle_since.set(self.1.clock.now());
             self.0.wake.notify_one();
         }
     }
@@ -225,6 +229,7 @@ pub async fn serve_h2<D: Downstream>(
         flooded: Cell::new(false),
         stalled_since: Cell::new(None),
         wake: Notify::new(),
+        reuse: reuse::StreamReuse::default(),
     });
     let cfg = &ctx.config.http2;
     let http = &ctx.config.http;
@@ -265,9 +270,13 @@ pub async fn serve_h2<D: Downstream>(
     };
     ctx.stats.h2_event(H2Event::Connection);
     let mut streams = JoinSet::new();
+    let mut batch = Vec::new();
     let mut requests = 0u64;
     let mut goaway_at: Option<Instant> = None;
     let mut calmed = false;
+    // One timer for the connection's life, moved when its deadline moves.
+    let timer = tokio::time::sleep_until(started + Duration::from_secs(1 << 30));
+    tokio::pin!(timer);
     loop {
         // The one deadline of the connection: idle with no stream, or a
         // write that stalls.
@@ -283,6 +292,9 @@ pub async fn serve_h2<D: Downstream>(
         }
         if let Some(since) = state.stalled_since.get() {
             deadline = deadline.min(since + http.write_timeout);
+        }
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
         }
         tokio::select! {
             biased;
@@ -309,7 +321,7 @@ pub async fn serve_h2<D: Downstream>(
                     goaway_at.get_or_insert_with(Instant::now);
                 }
             }
-            () = tokio::time::sleep_until(deadline) => {
+            () = &mut timer => {
                 if state.stalled_since.get().is_some_and(|s| s + http.write_timeout <= Instant::now()) {
                     debug!(%peer, "HTTP/2 connection write timeout");
                     break;
@@ -326,38 +338,68 @@ pub async fn serve_h2<D: Downstream>(
                     state.idle_since.set(Instant::now());
                 }
             }
-            accepted = conn.accept() => match accepted {
-                Some(Ok((_, mut respond))) if requests >= cfg.max_requests => {
-                    // Past max_requests, before the client saw the GOAWAY:
-                    // refused, so it retries on a new connection.
-                    respond.send_reset(h2::Reason::REFUSED_STREAM);
-                }
-                Some(Ok((req, respond))) => {
-                    requests += 1;
-                    if requests >= cfg.max_requests && goaway_at.is_none() {
-                        conn.graceful_shutdown();
-                        ctx.stats.h2_event(H2Event::Goaway);
-                        goaway_at.get_or_insert_with(Instant::now);
+            accepted = conn.accept() => {
+                // Every stream that came in the same read is accepted before
+                // any is answered, so their answers leave in one write.
+                let mut next = Some(accepted);
+                let mut closed = false;
+                while let Some(accepted) = next.take() {
+                    match accepted {
+                        Some(Ok((_, mut respond))) if requests >= cfg.max_requests => {
+                            // Past max_requests, before the client saw the GOAWAY:
+                            // refused, so it retries on a new connection.
+                            respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        }
+                        Some(Ok(stream)) => {
+                            requests += 1;
+                            if requests >= cfg.max_requests && goaway_at.is_none() {
+                                conn.graceful_shutdown();
+                                ctx.stats.h2_event(H2Event::Goaway);
+                                goaway_at.get_or_insert_with(Instant::now);
+                            }
+                            state.active.set(state.active.get() + 1);
+                            ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);
+                            batch.push((stream, StreamGuard(state.clone(), ctx.clone())));
+                        }
+                        Some(Err(e)) => {
+                            debug!(%peer, error = %e, "HTTP/2 connection error");
+                            if e.is_go_away() || e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+                                ctx.stats.h2_event(H2Event::Goaway);
+                            }
+                            closed = true;
+                        }
+                        None => closed = true,
                     }
-                    state.active.set(state.active.get() + 1);
-                    ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);
-                    let guard = StreamGuard(state.clone(), ctx.clone());
+                    if !closed {
+                        let more = std::future::poll_fn(|cx| Poll::Ready(conn.poll_accept(cx)));
+                        next = match more.await {
+                            Poll::Ready(item) => Some(item),
+                            Poll::Pending => None,
+                        };
+                    }
+                }
+                ctx.clock.woke();
+                for ((req, respond), guard) in batch.drain(..) {
                     let (ctx, state, facts) = (ctx.clone(), state.clone(), facts.clone());
-                    streams.spawn_local(async move {
+                    let mut stream = Box::pin(async move {
                         let _guard = guard;
                         let (parts, recv) = req.into_parts();
-                        run_stream(&ctx, state, facts, peer, parts, recv, respond).await;
+                        let clock = &ctx.clock;
+                        clock.track(run_stream(&ctx, state, facts, peer, parts, recv, respond)).await;
                     });
-                }
-                Some(Err(e)) => {
-                    debug!(%peer, error = %e, "HTTP/2 connection error");
-                    if e.is_go_away() || e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
-                        ctx.stats.h2_event(H2Event::Goaway);
+                    // A stream answered at once (a `respond` route, a file in
+                    // memory that fits the window) ends here, with no task of
+                    // its own; one that waits goes on as a task, so it delays
+                    // no other stream.
+                    let waits = std::future::poll_fn(|cx| Poll::Ready(stream.as_mut().poll(cx).is_pending())).await;
+                    if waits {
+                        streams.spawn_local(stream);
                     }
+                }
+                if closed {
                     break;
                 }
-                None => break,
-            },
+            }
             Some(_) = streams.join_next(), if !streams.is_empty() => {}
         }
     }
@@ -388,10 +430,8 @@ async fn run_stream(
     recv: RecvStream,
     respond: SendResponse<Bytes>,
 ) {
-    ctx.clock.woke();
-    let started = Instant::now();
-    let mut buf = Vec::new();
-    let mut head = RequestHead::default();
+    let started = ctx.clock.now();
+    let (mut buf, mut head) = state.reuse.take_head();
     let parsed = request::read_h2_head(
         &parts,
         recv.is_end_stream(),
@@ -400,7 +440,11 @@ async fn run_stream(
         &mut head,
     );
     drop(parts);
-    let mut s = H2Stream::new(ctx, facts, peer, buf, head, recv, respond);
+    let out = RefCell::new(StreamOut {
+        respond,
+        send: None,
+    });
+    let mut s = H2Stream::new(ctx, facts, state.clone(), peer, buf, head, recv, &out);
     let mut route_slot = ROUTE_NONE;
     let kind = match parsed {
         Err(status) => {
@@ -418,7 +462,6 @@ async fn run_stream(
             }
         },
     };
-    ctx.clock.woke();
     if s.status == 0 {
         match s.body_error {
             Some(BodyReadError::TooLarge) => send_status(&mut s, 413),
@@ -450,7 +493,7 @@ async fn run_stream(
         };
         s.reset(reason);
     }
-    let took = started.elapsed();
+    let took = ctx.clock.now().saturating_duration_since(started);
     ctx.stats.request_duration(route_slot, s.status, took);
     ctx.stats.h2_event(H2Event::Request);
     if let Some(log) = &ctx.access_log {
@@ -478,11 +521,16 @@ async fn run_stream(
         });
     }
     s.drain_unread_body().await;
+    let (buf, head) = (std::mem::take(&mut s.buf), std::mem::take(&mut s.head));
+    state.reuse.give_head(buf, head);
 }
 
 /// Routes the request and lets its handler answer; `None` when the client
 /// reset the stream first (the handler's work is dropped with it).
-async fn route_and_serve<'a>(s: &mut H2Stream<'a>, route_slot: &mut usize) -> Option<HandlerKind> {
+async fn route_and_serve<'a>(
+    s: &mut H2Stream<'a, '_>,
+    route_slot: &mut usize,
+) -> Option<HandlerKind> {
     let ctx = s.ctx;
     let routes = &ctx.config.routes;
     if s.head.body == BodyKind::None && routes.has_pre_routes() {
@@ -516,8 +564,8 @@ async fn route_and_serve<'a>(s: &mut H2Stream<'a>, route_slot: &mut usize) -> Op
 
 /// Runs `handler` on the stream until it is done; false if the client reset
 /// the stream before the answer was complete.
-async fn serve_watched<'a>(s: &mut H2Stream<'a>, handler: &'a dyn Handler) -> bool {
-    let out = s.out.clone();
+async fn serve_watched<'a>(s: &mut H2Stream<'a, '_>, handler: &'a dyn Handler) -> bool {
+    let out = s.out;
     let Served::Pending(mut fut) = handler.serve(s) else {
         return true;
     };
@@ -539,7 +587,7 @@ async fn serve_watched<'a>(s: &mut H2Stream<'a>, handler: &'a dyn Handler) -> bo
 }
 
 /// Answers with the status page of `status`.
-fn send_status(s: &mut H2Stream<'_>, status: u16) {
+fn send_status(s: &mut H2Stream<'_, '_>, status: u16) {
     let fields = [("content-type", b"text/plain; charset=utf-8".as_slice())];
     s.send_response(
         &ResponseHead::new(status, &fields),

@@ -20,7 +20,12 @@ use crate::http::{Body, BodyPart, BodyStream, FileRegion};
 /// Largest read of a file for one DATA send.
 const FILE_READ_MAX: usize = 64 * 1024;
 
-impl<'a> H2Stream<'a> {
+/// Largest DATA frame payload sent: with its 9-byte frame head it fills one
+/// TLS record (16 KiB of plaintext) exactly, where a 16 KiB payload would
+/// take a second record for the last 9 bytes.
+const DATA_PIECE_MAX: usize = 16 * 1024 - 9;
+
+impl<'a> H2Stream<'a, '_> {
     /// Sends the body kept by `send_response`, then ends the stream; an error
     /// leaves the stream to be reset.
     pub(super) async fn send_pending(&mut self) -> io::Result<()> {
@@ -58,7 +63,7 @@ impl<'a> H2Stream<'a> {
             let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
             let (piece, rest) = data.split_at(n);
             data = rest;
-            self.send_data(Bytes::copy_from_slice(piece), end && data.is_empty())?;
+            self.send_pieces(Bytes::copy_from_slice(piece), end && data.is_empty())?;
         }
         Ok(())
     }
@@ -71,9 +76,18 @@ impl<'a> H2Stream<'a> {
         while !data.is_empty() {
             let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
             let piece = data.split_to(n);
-            self.send_data(piece, end && data.is_empty())?;
+            self.send_pieces(piece, end && data.is_empty())?;
         }
         Ok(())
+    }
+
+    /// Hands `data` to h2 in frames of at most [`DATA_PIECE_MAX`] bytes,
+    /// slices of one buffer.
+    pub(super) fn send_pieces(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
+        while data.len() > DATA_PIECE_MAX {
+            self.send_data(data.split_to(DATA_PIECE_MAX), false)?;
+        }
+        self.send_data(data, end)
     }
 
     /// Sends a file region, reading each chunk only once the window has room.
@@ -120,7 +134,7 @@ impl<'a> H2Stream<'a> {
             }
             buf.truncate(read);
             pos += read as u64;
-            self.send_data(Bytes::from(buf), end && pos == stop)?;
+            self.send_pieces(Bytes::from(buf), end && pos == stop)?;
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use tokio::time::Sleep;
 
-use super::ConnFacts;
+use super::{ConnFacts, ConnState};
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
@@ -35,7 +35,8 @@ const CONNECTION_FIELDS: [&str; 6] = [
 ];
 
 /// The stream's sending half, shared with the watch for the client's
-/// reset, which runs beside the handler.
+/// reset, which runs beside the handler; it lives on the stream's stack
+/// frame, so a stream costs no allocation for it.
 pub(super) struct StreamOut {
     pub(super) respond: SendResponse<Bytes>,
     pub(super) send: Option<SendStream<Bytes>>,
@@ -52,9 +53,10 @@ pub(super) struct PushH2 {
 }
 
 /// One request and its answer on an HTTP/2 connection.
-pub struct H2Stream<'a> {
+pub struct H2Stream<'a, 'o> {
     pub(super) ctx: &'a WorkerCtx,
     pub(super) facts: Rc<ConnFacts>,
+    conn: Rc<ConnState>,
     pub(super) peer: SocketAddr,
     pub(super) stream_id: u32,
     /// The head as HTTP/1 text, and its parse.
@@ -71,7 +73,7 @@ pub struct H2Stream<'a> {
     trailers: Option<Box<http::HeaderMap>>,
     continued: bool,
     body_stall: Option<Pin<Box<Sleep>>>,
-    pub(super) out: Rc<RefCell<StreamOut>>,
+    pub(super) out: &'o RefCell<StreamOut>,
     /// The answer's status, once given.
     pub(super) status: u16,
     /// The promised length of the answer's body, when one was sent.
@@ -88,24 +90,26 @@ pub struct H2Stream<'a> {
     pub(super) cache: Option<&'static str>,
 }
 
-impl<'a> H2Stream<'a> {
+impl<'a, 'o> H2Stream<'a, 'o> {
     /// A stream whose head is parsed into `head` over `buf`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         ctx: &'a WorkerCtx,
         facts: Rc<ConnFacts>,
+        conn: Rc<ConnState>,
         peer: SocketAddr,
         buf: Vec<u8>,
         head: RequestHead,
         recv: RecvStream,
-        respond: SendResponse<Bytes>,
+        out: &'o RefCell<StreamOut>,
     ) -> Self {
-        let stream_id = u32::from(respond.stream_id());
+        let stream_id = u32::from(out.borrow().respond.stream_id());
         let body_done = head.body == crate::http1::parse::BodyKind::None;
         let continued = !head.expect_continue;
         H2Stream {
             ctx,
             facts,
+            conn,
             peer,
             stream_id,
             buf,
@@ -119,10 +123,7 @@ impl<'a> H2Stream<'a> {
             trailers: None,
             continued,
             body_stall: None,
-            out: Rc::new(RefCell::new(StreamOut {
-                respond,
-                send: None,
-            })),
+            out,
             status: 0,
             length: None,
             pending: None,
@@ -301,7 +302,7 @@ fn h2_field(name: &str, value: &[u8]) -> Option<(http::HeaderName, http::HeaderV
     Some((name, value))
 }
 
-impl<'a> Session<'a> for H2Stream<'a> {
+impl<'a> Session<'a> for H2Stream<'a, '_> {
     fn request(&self) -> RequestView<'_> {
         let tls = self.facts.secure.then(|| TlsFacts {
             version: self.facts.version,
@@ -363,21 +364,18 @@ impl<'a> Session<'a> for H2Stream<'a> {
         let bodiless = has_no_body(status);
         let tunnel = matches!(body, Body::Tunnel(_));
         let length = if bodiless || tunnel { None } else { body.len() };
-        let mut builder = http::Response::builder().status(status);
+        let mut response = http::Response::new(());
+        *response.status_mut() =
+            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
         {
-            let headers = builder.headers_mut().expect("a valid status");
-            let date = self
-                .ctx
-                .date
-                .borrow_mut()
-                .get_at(self.ctx.clock.now())
-                .to_vec();
+            let headers = response.headers_mut();
+            let reuse = &self.conn.reuse;
             headers.insert(http::header::SERVER, http::HeaderValue::from_static("pier"));
-            if let Ok(v) = http::HeaderValue::from_bytes(&date) {
+            if let Some(v) = reuse.date(self.ctx) {
                 headers.insert(http::header::DATE, v);
             }
             if let Some(n) = length {
-                headers.insert(http::header::CONTENT_LENGTH, n.into());
+                headers.insert(http::header::CONTENT_LENGTH, reuse.length(n));
             }
             for (name, value) in head.all_fields() {
                 if name.eq_ignore_ascii_case("content-length") {
@@ -388,7 +386,6 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 }
             }
         }
-        let response = builder.body(()).expect("a valid head");
         let drop_body = self.is_head() || bodiless || tunnel;
         let end = drop_body || length == Some(0);
         self.length = length;
@@ -451,7 +448,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             }
         }
         let n = std::task::ready!(self.poll_send_capacity(cx, data.len()))?;
-        self.send_data(Bytes::copy_from_slice(&data[..n]), false)?;
+        self.send_pieces(Bytes::copy_from_slice(&data[..n]), false)?;
         self.push.written += n as u64;
         Poll::Ready(Ok(n))
     }

@@ -195,6 +195,7 @@ fn an_idle_connection_frees_its_read_buffer_and_one_with_a_stream_keeps_it() {
         flooded: std::cell::Cell::new(false),
         stalled_since: std::cell::Cell::new(None),
         wake: tokio::sync::Notify::new(),
+        reuse: Default::default(),
     });
     let mut watched = super::Watched {
         io: NoInput { released: 0 },
