@@ -246,8 +246,14 @@ impl<'a> ServerAttempt<'a> {
 
     /// The server sent a final response head: counts its class and latency.
     pub fn answered(&self, status: u16) {
+        self.answered_at(status, Instant::now());
+    }
+
+    /// [`ServerAttempt::answered`] with the head's arrival read already
+    /// (`at`), so the caller's clock read serves the latency too.
+    pub fn answered_at(&self, status: u16, at: Instant) {
         if let Some(c) = self.counters {
-            c.answered(status, self.started.elapsed());
+            c.answered(status, at.saturating_duration_since(self.started));
         }
     }
 

@@ -10,6 +10,7 @@ use tracing::debug;
 use super::choose_upstream::{balance_key, choose_upstream};
 use super::connect::{connect_upstream, InFlight};
 use super::log::note_failure;
+use super::pool::Pooled;
 use super::request_info::RequestInfo;
 use super::response_head::read_response_head;
 use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
@@ -18,7 +19,6 @@ use super::send::{send_request, Answer, BodySend, SendError};
 use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
 use crate::cache::tap::ResponseTap;
 use crate::http::Session;
-use crate::http1::client::ClientStream;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
 
@@ -62,8 +62,11 @@ impl ExchangeBufs {
 pub struct Answered<'a> {
     /// The server's index in its group.
     pub(super) server: usize,
-    /// The connection, positioned after the head.
-    pub(super) up: ClientStream,
+    /// The connection, positioned after the head, with its timer.
+    pub(super) up: Pooled,
+    /// When the head came (the worker's wake-up clock, read once for the
+    /// server's latency, the access log's and the response's `Date`).
+    pub(super) head_at: std::time::Instant,
     /// Counts the request as in flight on the server until the body is relayed.
     pub(super) in_flight: InFlight<'a>,
     /// The whole request was sent (not cut short by an early answer).
@@ -176,7 +179,7 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
         let mut interim = false;
         let sent = send_request(
             session,
-            &mut up,
+            &mut up.stream,
             &bufs.up_head,
             &mut bufs.out,
             body,
@@ -211,15 +214,18 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
                 info,
                 group,
                 http,
+                &ctx.clock,
             )
             .await
             {
                 Ok(()) => {
-                    in_flight.attempt.answered(bufs.resp.status);
+                    let head_at = ctx.clock.now().into_std();
+                    in_flight.attempt.answered_at(bufs.resp.status, head_at);
                     state.record_success(server);
                     return Ok(Ok(Answered {
                         server,
                         up,
+                        head_at,
                         in_flight,
                         complete,
                     }));

@@ -4,6 +4,7 @@
 
 use super::dial::connect;
 use super::group_state::GroupState;
+use super::pool::Pooled;
 use super::upstream::UpstreamGroup;
 use super::ProxyError;
 use crate::http1::client::ClientStream;
@@ -44,14 +45,22 @@ pub(super) async fn connect_upstream(
     server: usize,
     fresh_only: bool,
     now: std::time::Instant,
-) -> Result<(ClientStream, bool), ProxyError> {
+) -> Result<(Pooled, bool), ProxyError> {
     let pooled = if fresh_only {
         None
     } else {
         state.pool.checkout(server, now)
     };
     match pooled {
-        Some(s) => Ok((s, true)),
-        None => connect(group, server).await.map(|s| (s, false)),
+        Some(c) => Ok((c, true)),
+        None => connect(group, server).await.map(|stream: ClientStream| {
+            (
+                Pooled {
+                    stream,
+                    timer: Default::default(),
+                },
+                false,
+            )
+        }),
     }
 }

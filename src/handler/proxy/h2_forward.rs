@@ -242,7 +242,7 @@ pub(super) async fn forward_h2<'h>(
     };
 
     // Phase 7: the response head.
-    log_response(session, group, server, started);
+    log_response(session, group, server, started, Instant::now());
     if !grpc && route.error_pages.intercepts(head.status.as_u16()) {
         // The upstream's body is replaced, never relayed: its stream is reset.
         answer_with_page(session, &route.error_pages, head.status.as_u16(), None);

@@ -55,15 +55,15 @@ pub(super) fn log_failure(
     status
 }
 
-/// Phase 10 for an answered request, taken when its head came: counts its
-/// latency and fills the access log's upstream fields. Returns when the head came.
+/// Phase 10 for an answered request, whose head came at `head_at`: counts its
+/// latency and fills the access log's upstream fields. Returns `head_at`.
 pub(super) fn log_response(
     session: &mut dyn Session<'_>,
     group: &UpstreamGroup,
     server: usize,
     started: Instant,
+    head_at: Instant,
 ) -> Instant {
-    let head_at = Instant::now();
     let elapsed = head_at.saturating_duration_since(started);
     session.worker().stats.upstream_latency(elapsed);
     session.note_upstream(group.servers[server].addr, elapsed);

@@ -204,7 +204,8 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
     let group = &*route.group;
     let state = &ctx.proxy.groups[group.index];
     let info = RequestInfo::new(&session.request());
-    let started = std::time::Instant::now();
+    // The driver read the wake-up clock for the request's start already.
+    let started = ctx.clock.now().into_std();
 
     // Phase 1: request filter. The admission is held until the response is
     // relayed (or the tunnel closes): the request is in flight until then.
@@ -241,7 +242,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
             }
         }
         Ok(Ok(answered)) => {
-            let head_at = log_response(session, group, answered.server, started);
+            let head_at = log_response(session, group, answered.server, started, answered.head_at);
             if let Some((stored, status)) = tap.instead_of_head(&bufs.resp, &bufs.up_read) {
                 // A 304 to a revalidation, or a 5xx when stale may answer:
                 // the stored response goes out, the upstream's body never.

@@ -11,10 +11,21 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
+use crate::deadline::RollingDeadline;
 use crate::http1::client::ClientStream;
 
+/// A pooled connection and the timer its response-head waits use: the timer
+/// stays armed from one exchange to the next, so a keep-alive exchange moves
+/// a deadline rather than inserting and removing a timer.
+pub struct Pooled {
+    /// The connection.
+    pub stream: ClientStream,
+    /// Its response-head timer.
+    pub timer: RollingDeadline,
+}
+
 struct Idle {
-    stream: ClientStream,
+    conn: Pooled,
     since: Instant,
 }
 
@@ -37,13 +48,14 @@ impl Pool {
 
     /// The most recently returned live connection to `server`, if any; expired
     /// and dead ones met on the way are closed.
-    pub fn checkout(&self, server: usize, now: Instant) -> Option<ClientStream> {
+    pub fn checkout(&self, server: usize, now: Instant) -> Option<Pooled> {
         let mut idle = self.idle.borrow_mut();
         let stack = idle.get_mut(server)?;
         while let Some(c) = stack.pop() {
-            if now.saturating_duration_since(c.since) < self.idle_timeout && c.stream.looks_alive()
+            if now.saturating_duration_since(c.since) < self.idle_timeout
+                && c.conn.stream.looks_alive()
             {
-                return Some(c.stream);
+                return Some(c.conn);
             }
         }
         None
@@ -51,6 +63,18 @@ impl Pool {
 
     /// Keeps a connection whose last exchange ended cleanly.
     pub fn checkin(&self, server: usize, stream: ClientStream, now: Instant) {
+        self.checkin_pooled(
+            server,
+            Pooled {
+                stream,
+                timer: RollingDeadline::default(),
+            },
+            now,
+        );
+    }
+
+    /// [`Pool::checkin`] of a connection with its timer.
+    pub fn checkin_pooled(&self, server: usize, conn: Pooled, now: Instant) {
         if self.max_idle == 0 {
             return;
         }
@@ -67,7 +91,7 @@ impl Pool {
         if stack.len() >= self.max_idle {
             stack.remove(0);
         }
-        stack.push(Idle { stream, since: now });
+        stack.push(Idle { conn, since: now });
     }
 
     /// Closes idle connections past their timeout (run periodically by the worker,
@@ -75,7 +99,8 @@ impl Pool {
     pub fn sweep(&self, now: Instant) {
         for stack in self.idle.borrow_mut().iter_mut() {
             stack.retain(|c| {
-                now.saturating_duration_since(c.since) < self.idle_timeout && c.stream.looks_alive()
+                now.saturating_duration_since(c.since) < self.idle_timeout
+                    && c.conn.stream.looks_alive()
             });
         }
     }

@@ -54,7 +54,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
             field_lines: fields,
         };
         let tunnel = UpgradeTunnel {
-            up: answered.up,
+            up: answered.up.stream,
             from_upstream: up_read[resp.head_len..].to_vec(),
             idle: group.read_timeout,
             addr,
@@ -142,7 +142,8 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
                 client_gone = true;
             }
             read_more = true;
-            match deadline::within(group.read_timeout, answered.up.read_into(up_read)).await {
+            match deadline::within(group.read_timeout, answered.up.stream.read_into(up_read)).await
+            {
                 Ok(Ok(0)) => {
                     if decoder.finish().is_ok() {
                         clean = false;
@@ -187,6 +188,8 @@ pub(super) fn release_upstream(
     let ctx = session.worker();
     let state = &ctx.proxy.groups[route.group.index];
     if at_end && answered.complete && bufs.resp.keep_alive && !ctx.draining.get() {
-        state.pool.checkin(answered.server, answered.up, idle_since);
+        state
+            .pool
+            .checkin_pooled(answered.server, answered.up, idle_since);
     }
 }

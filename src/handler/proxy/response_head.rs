@@ -1,11 +1,21 @@
 //! Phase 6, reading the response head through the shared reader
 //! ([`crate::http1::client::head`]), within the group's response timeout.
+//!
+//! The timeout runs on the connection's own timer ([`Pooled::timer`]), which
+//! stays armed across its keep-alive exchanges: a response that has to be
+//! waited for moves a deadline instead of inserting and removing a timer, and
+//! the deadline is taken from the worker's wake-up clock, which the driver
+//! has read in this wake-up already.
 
+use std::future::{poll_fn, Future};
+use std::task::Poll;
+
+use super::pool::Pooled;
 use super::request_info::RequestInfo;
 use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
-use crate::deadline::Deadline;
-use crate::http1::client::{parse_final_head, ClientStream};
+use crate::deadline::{DeadlinePassed, WakeClock};
+use crate::http1::client::parse_final_head;
 use crate::http1::response::ParsedResponseHead;
 use crate::worker::READ_BUF;
 
@@ -17,18 +27,19 @@ pub(super) struct HeadError {
 }
 
 /// Reads the upstream response head into `buf`, skipping interim 1xx heads
-/// other than 101 (the proxy answered `Expect: 100-continue` itself).
+/// other than 101 (the proxy answered `Expect: 100-continue` itself). After
+/// a wait, `clock` is told the work woke, so its next reading is fresh.
 pub(super) async fn read_response_head(
-    up: &mut ClientStream,
+    up: &mut Pooled,
     buf: &mut Vec<u8>,
     resp: &mut ParsedResponseHead,
     info: &RequestInfo,
     group: &UpstreamGroup,
     http: &crate::config::HttpConfig,
+    clock: &WakeClock,
 ) -> Result<(), HeadError> {
-    // Armed only when a read has to wait, which spares the clock and the timer
-    // wheel when the answer is already there.
-    let mut deadline = Deadline::after(group.response_timeout);
+    // Fixed at the first wait, `response_timeout` from then.
+    let mut deadline = None;
     // Bytes may be there already: an answer that came while the request was sent.
     let mut received = !buf.is_empty();
     loop {
@@ -61,7 +72,7 @@ pub(super) async fn read_response_head(
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(READ_BUF);
         }
-        match deadline.run(up.read_into(buf)).await {
+        match read_within(up, buf, &mut deadline, group, clock).await {
             Ok(Ok(0)) => {
                 return Err(HeadError {
                     error: ProxyError::upstream(
@@ -90,4 +101,31 @@ pub(super) async fn read_response_head(
             }
         }
     }
+}
+
+/// One read of `up` into `buf`, or [`DeadlinePassed`] at `deadline` (fixed
+/// now from `clock` if this is the first wait).
+async fn read_within(
+    up: &mut Pooled,
+    buf: &mut Vec<u8>,
+    deadline: &mut Option<tokio::time::Instant>,
+    group: &UpstreamGroup,
+    clock: &WakeClock,
+) -> Result<std::io::Result<usize>, DeadlinePassed> {
+    let Pooled { stream, timer } = up;
+    let mut read = std::pin::pin!(stream.read_into(buf));
+    let mut waited = false;
+    let r = poll_fn(|cx| {
+        if let Poll::Ready(r) = read.as_mut().poll(cx) {
+            return Poll::Ready(Ok(r));
+        }
+        waited = true;
+        let at = *deadline.get_or_insert_with(|| clock.now() + group.response_timeout);
+        timer.poll_passed(cx, at).map(|()| Err(DeadlinePassed))
+    })
+    .await;
+    if waited {
+        clock.woke();
+    }
+    r
 }

@@ -2,7 +2,7 @@
 //! through the shared request encoder ([`crate::http1::client::request`]).
 
 use std::io::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
@@ -94,7 +94,8 @@ pub(super) fn encode_request_head(
                 out.extend_from_slice(b", ");
             }
         }
-        let _ = write!(out, "{ip}\r\n");
+        write_ip(out, ip);
+        out.extend_from_slice(b"\r\n");
         write_field(out, b"X-Forwarded-Proto", scheme.as_bytes());
         if let Some(h) = client_host {
             write_field(out, b"X-Forwarded-Host", h);
@@ -103,14 +104,13 @@ pub(super) fn encode_request_head(
     if fw.forwarded {
         out.extend_from_slice(b"Forwarded: for=");
         match ip {
-            IpAddr::V4(v4) => {
-                let _ = write!(out, "{v4}");
-            }
+            IpAddr::V4(v4) => write_ipv4(out, v4),
             IpAddr::V6(v6) => {
                 let _ = write!(out, "\"[{v6}]\"");
             }
         }
-        let _ = write!(out, ";proto={scheme}");
+        out.extend_from_slice(b";proto=");
+        out.extend_from_slice(scheme.as_bytes());
         if let Some(h) = client_host {
             out.extend_from_slice(b";host=\"");
             out.extend_from_slice(h);
@@ -123,7 +123,9 @@ pub(super) fn encode_request_head(
     }
     if let Some(h) = &route.client_addr_header {
         out.extend_from_slice(h.as_bytes());
-        let _ = write!(out, ": {ip}\r\n");
+        out.extend_from_slice(b": ");
+        write_ip(out, ip);
+        out.extend_from_slice(b"\r\n");
     }
     // The subject is RFC 4514 text with control characters escaped, so it is a
     // valid field value as it stands.
@@ -143,4 +145,55 @@ pub(super) fn encode_request_head(
     }
     write_framing(out, info.body);
     end_head(out);
+}
+
+/// Appends `ip` as its `Display` form would, an IPv4 address (the usual
+/// client) without the formatting machinery: it goes into every forwarded
+/// request head.
+fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => write_ipv4(out, v4),
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// Appends `ip` in dotted-decimal form.
+fn write_ipv4(out: &mut Vec<u8>, ip: Ipv4Addr) {
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        if octet >= 100 {
+            out.push(b'0' + octet / 100);
+        }
+        if octet >= 10 {
+            out.push(b'0' + octet / 10 % 10);
+        }
+        out.push(b'0' + octet % 10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let addresses: [IpAddr; 7] = [
+            Ipv4Addr::new(0, 0, 0, 0).into(),
+            Ipv4Addr::new(127, 0, 0, 1).into(),
+            Ipv4Addr::new(10, 100, 9, 255).into(),
+            Ipv4Addr::new(192, 168, 20, 199).into(),
+            Ipv4Addr::new(255, 255, 255, 255).into(),
+            "2001:db8::1".parse().unwrap(),
+            "::ffff:10.0.0.1".parse().unwrap(),
+        ];
+        for ip in addresses {
+            let mut out = Vec::new();
+            write_ip(&mut out, ip);
+            assert_eq!(String::from_utf8(out).unwrap(), ip.to_string());
+        }
+    }
 }
