@@ -14,7 +14,7 @@ use super::pool::Pooled;
 use super::request_info::RequestInfo;
 use super::response_head::read_response_head;
 use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
-use super::rewrite_request::{encode_request_head, Client};
+use super::rewrite_request::encode_for_server;
 use super::send::{send_request, Answer, BodySend, SendError};
 use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
 use crate::cache::tap::ResponseTap;
@@ -116,17 +116,9 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
     loop {
         let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: choose upstream.
-        let server = match choose_upstream(group, state, key, &tried, now) {
+        let server = match choose_upstream(group, state, key, &tried, now, &mut last_failure) {
             Ok(s) => s,
-            // Every server was tried: the answer is the last one's failure (a
-            // refused connect is 502), not "no server".
-            Err(e) => {
-                let (e, addr) = match last_failure.take() {
-                    Some((e, addr)) => (e, Some(addr)),
-                    None => (e, None),
-                };
-                return Ok(Err(unanswered(e, addr)));
-            }
+            Err((e, addr)) => return Ok(Err(unanswered(e, addr))),
         };
         let addr = group.servers[server].addr;
         // In flight on the server from here until the response is relayed.
@@ -136,20 +128,7 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
         // still holds the whole request.
         if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
             bufs.up_head.clear();
-            let view = session.request();
-            encode_request_head(
-                &mut bufs.up_head,
-                &view,
-                route,
-                &group.servers[server].authority,
-                Client {
-                    addr: view.peer(),
-                    secure: view.is_secure(),
-                    subject: view.tls().and_then(|t| t.client_subject),
-                    request_id: session.request_id(),
-                },
-                info,
-            );
+            encode_for_server(&mut bufs.up_head, session, route, server, info);
             tap.edit_upstream_head(&mut bufs.up_head);
             encoded_for = Some(server);
         }

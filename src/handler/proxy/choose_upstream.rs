@@ -2,7 +2,7 @@
 //! "hash"`) and the pick among the servers that are up
 //! ([`GroupState::pick_server`]).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::balance::{hash64, hash64_parts, Balance, HashKey};
 use super::group_state::GroupState;
@@ -35,17 +35,26 @@ pub(super) fn balance_key(group: &UpstreamGroup, request: &RequestView<'_>) -> u
 }
 
 /// Phase 2: the server for this attempt, among those up and not yet `tried`.
+/// When every server was tried, the error is the last one's failure
+/// (`last_failure`: a refused connect is 502), not "no server".
 pub(super) fn choose_upstream(
     group: &UpstreamGroup,
     state: &GroupState,
     key: u64,
     tried: &[usize],
     now: std::time::Instant,
-) -> Result<usize, ProxyError> {
-    state.pick_server(group, key, tried, now).ok_or_else(|| {
-        ProxyError::upstream(
-            ErrorKind::NoServer,
-            "its active health checks report every server down",
-        )
-    })
+    last_failure: &mut Option<(ProxyError, SocketAddr)>,
+) -> Result<usize, (ProxyError, Option<SocketAddr>)> {
+    state
+        .pick_server(group, key, tried, now)
+        .ok_or_else(|| match last_failure.take() {
+            Some((e, addr)) => (e, Some(addr)),
+            None => (
+                ProxyError::upstream(
+                    ErrorKind::NoServer,
+                    "its active health checks report every server down",
+                ),
+                None,
+            ),
+        })
 }

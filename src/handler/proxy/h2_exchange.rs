@@ -253,6 +253,10 @@ impl Limits {
     }
 }
 
+/// One poll of an exchange's step (the head, or the relay of the body).
+type StepFn<T> =
+    fn(&mut H2Exchange, &mut dyn Session<'_>, &mut Context<'_>) -> Poll<Result<T, ExchangeError>>;
+
 impl H2Exchange {
     /// A stream whose head went with `send`, answered through `response`.
     pub(super) fn new(upload: Upload, response: ResponseFuture) -> Self {
@@ -271,24 +275,34 @@ impl H2Exchange {
         session: &mut dyn Session<'_>,
         limits: Limits,
     ) -> Result<http::response::Parts, ExchangeError> {
+        self.run_step(session, limits, true, Self::poll_head).await
+    }
+
+    /// Polls `step` to its end under the idle deadline, which starts again
+    /// whenever a byte moves either way; once the request body is all sent,
+    /// under the response deadline instead when `response` says so.
+    async fn run_step<T>(
+        &mut self,
+        session: &mut dyn Session<'_>,
+        limits: Limits,
+        response: bool,
+        step: StepFn<T>,
+    ) -> Result<T, ExchangeError> {
         loop {
-            let limit = if self.upload.finished {
+            let limit = if response && self.upload.finished {
                 limits.response
             } else {
                 limits.idle
             };
             let (mut deadline, stall) = limits.next(limit);
             let before = self.activity;
-            let step = deadline
-                .run(std::future::poll_fn(|cx| {
-                    let r = self.poll_head(session, cx);
-                    match r {
-                        Poll::Pending if self.activity != before => Poll::Ready(None),
-                        r => r.map(Some),
-                    }
+            let polled = deadline
+                .run(std::future::poll_fn(|cx| match step(self, session, cx) {
+                    Poll::Pending if self.activity != before => Poll::Ready(None),
+                    r => r.map(Some),
                 }))
                 .await;
-            match step {
+            match polled {
                 Err(_) => return Err(stall),
                 Ok(None) => {}
                 Ok(Some(r)) => return r,
@@ -339,24 +353,8 @@ impl H2Exchange {
         session: &mut dyn Session<'_>,
         limits: Limits,
     ) -> Result<Option<HeaderMap>, ExchangeError> {
-        loop {
-            let (mut deadline, stall) = limits.next(limits.idle);
-            let before = self.activity;
-            let step = deadline
-                .run(std::future::poll_fn(|cx| {
-                    let r = self.poll_relay(session, cx);
-                    match r {
-                        Poll::Pending if self.activity != before => Poll::Ready(None),
-                        r => r.map(Some),
-                    }
-                }))
-                .await;
-            match step {
-                Err(_) => return Err(stall),
-                Ok(None) => {}
-                Ok(Some(r)) => return r,
-            }
-        }
+        self.run_step(session, limits, false, Self::poll_relay)
+            .await
     }
 
     fn poll_relay(

@@ -29,7 +29,7 @@ use super::log::{log_failure, log_response, note_failure};
 use super::request_filter::take_buffered_body;
 use super::request_info::RequestInfo;
 use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
-use super::rewrite_request::{encode_request_head, Client};
+use super::rewrite_request::encode_for_server;
 use super::{ErrorKind, ProxyError, ProxyRoute};
 use crate::http::{Body, ResponseHead, Session};
 use crate::http1::parse::{BodyKind, Method};
@@ -76,13 +76,9 @@ pub(super) async fn forward_h2<'h>(
     let (server, in_flight, _lease, mut exchange, head) = loop {
         let now = first_attempt.take().unwrap_or_else(Instant::now);
         // Phase 2: choose upstream.
-        let server = match choose_upstream(group, state, key, &tried, now) {
+        let server = match choose_upstream(group, state, key, &tried, now, &mut last_failure) {
             Ok(s) => s,
-            Err(e) => {
-                let (e, addr) = match last_failure.take() {
-                    Some((e, addr)) => (e, Some(addr)),
-                    None => (e, None),
-                };
+            Err((e, addr)) => {
                 failed(session, &e, addr);
                 ctx.proxy.give_buf(encoded);
                 return;
@@ -93,23 +89,8 @@ pub(super) async fn forward_h2<'h>(
 
         // Phase 3: the request for this server.
         encoded.clear();
-        let request = {
-            let view = session.request();
-            encode_request_head(
-                &mut encoded,
-                &view,
-                route,
-                &group.servers[server].authority,
-                Client {
-                    addr: view.peer(),
-                    secure: view.is_secure(),
-                    subject: view.tls().and_then(|t| t.client_subject),
-                    request_id: session.request_id(),
-                },
-                info,
-            );
-            h2_request(&encoded, &view, group.tls.is_some())
-        };
+        encode_for_server(&mut encoded, session, route, server, info);
+        let request = h2_request(&encoded, &session.request(), group.tls.is_some());
         let request = match request {
             Ok(r) => r,
             Err(e) => {

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
-use crate::http::{RequestId, RequestView};
+use crate::http::{RequestId, RequestView, Session};
 use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
 
 /// The downstream client as the forwarding fields describe it.
@@ -21,6 +21,31 @@ pub(super) struct Client<'a> {
     pub(super) subject: Option<&'a str>,
     /// The request's identifier, for `{request_id}` in the route's request rules.
     pub(super) request_id: &'a RequestId,
+}
+
+/// Phase 3 for `server` of the route's group: the upstream request head, with
+/// the client as `session` describes it.
+pub(super) fn encode_for_server(
+    out: &mut Vec<u8>,
+    session: &dyn Session<'_>,
+    route: &ProxyRoute,
+    server: usize,
+    info: &RequestInfo,
+) {
+    let view = session.request();
+    encode_request_head(
+        out,
+        &view,
+        route,
+        &route.group.servers[server].authority,
+        Client {
+            addr: view.peer(),
+            secure: view.is_secure(),
+            subject: view.tls().and_then(|t| t.client_subject),
+            request_id: session.request_id(),
+        },
+        info,
+    );
 }
 
 /// Phase 3: encodes the upstream request head. Host first (the client's, or the
