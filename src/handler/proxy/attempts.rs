@@ -16,7 +16,7 @@ use super::response_head::read_response_head;
 use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 use super::rewrite_request::encode_for_server;
 use super::send::{send_request, Answer, BodySend, SendError};
-use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker};
+use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker, POOLED_BUF_MAX};
 use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
@@ -37,24 +37,29 @@ pub struct ExchangeBufs {
 impl ExchangeBufs {
     /// Buffers for a request whose body is `body` (none needs no body buffer).
     pub(super) fn take(worker: &ProxyWorker, body: BodyKind) -> Self {
-        ExchangeBufs {
+        let mut bufs = worker.take_exchange().unwrap_or_else(|| ExchangeBufs {
             up_head: worker.take_buf(),
             up_read: worker.take_buf(),
-            out: if body == BodyKind::None {
-                Vec::new()
-            } else {
-                worker.take_buf()
-            },
-            resp: worker.take_head(),
+            out: Vec::new(),
+            resp: ParsedResponseHead::default(),
+        });
+        if body != BodyKind::None {
+            bufs.out = worker.take_buf();
         }
+        bufs
     }
 
-    /// Returns the buffers to the worker for the next request.
-    pub(super) fn give_back(self, worker: &ProxyWorker) {
-        worker.give_buf(self.up_head);
-        worker.give_buf(self.up_read);
-        worker.give_buf(self.out);
-        worker.give_head(self.resp);
+    /// Returns the buffers to the worker for the next request, as one set; a
+    /// buffer that grew too large is freed and a fresh one takes its place.
+    pub(super) fn give_back(mut self, worker: &ProxyWorker) {
+        worker.give_buf(std::mem::take(&mut self.out));
+        for b in [&mut self.up_head, &mut self.up_read] {
+            if b.capacity() > POOLED_BUF_MAX {
+                *b = worker.take_buf();
+            }
+            b.clear();
+        }
+        worker.give_exchange(self);
     }
 }
 

@@ -38,7 +38,10 @@ impl Drop for InFlight<'_> {
 }
 
 /// Phase 4: a pooled connection to `server` (unless `fresh_only`), else a new
-/// one; with whether it was reused.
+/// one; with whether it was reused. Dialling (a TCP connect, perhaps a TLS
+/// handshake) is a large state machine and the rare case under keep-alive: it
+/// is boxed, so every request's future stays small enough for the
+/// allocator's fast path.
 pub(super) async fn connect_upstream(
     group: &UpstreamGroup,
     state: &GroupState,
@@ -53,14 +56,16 @@ pub(super) async fn connect_upstream(
     };
     match pooled {
         Some(c) => Ok((c, true)),
-        None => connect(group, server).await.map(|stream: ClientStream| {
-            (
-                Pooled {
-                    stream,
-                    timer: Default::default(),
-                },
-                false,
-            )
-        }),
+        None => Box::pin(connect(group, server))
+            .await
+            .map(|stream: ClientStream| {
+                (
+                    Pooled {
+                        stream,
+                        timer: Default::default(),
+                    },
+                    false,
+                )
+            }),
     }
 }

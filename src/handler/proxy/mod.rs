@@ -65,7 +65,6 @@ use crate::cache::answer::answer_stored;
 use crate::cache::tap::{NoTap, ResponseTap};
 use crate::config::Config;
 use crate::http::Session;
-use crate::http1::response::ParsedResponseHead;
 use crate::worker::READ_BUF;
 use attempts::{run_attempts, ExchangeBufs};
 pub use dial::connect;
@@ -117,7 +116,8 @@ pub struct ProxyWorker {
     /// Indexed by [`UpstreamGroup::index`].
     pub groups: Vec<GroupState>,
     bufs: RefCell<Vec<Vec<u8>>>,
-    heads: RefCell<Vec<ParsedResponseHead>>,
+    /// Whole sets of an exchange's buffers: one pop and one push per request.
+    exchanges: RefCell<Vec<ExchangeBufs>>,
 }
 
 /// Buffers kept for reuse per worker.
@@ -135,7 +135,7 @@ impl ProxyWorker {
                 .map(|g| GroupState::new(g, config.workers))
                 .collect(),
             bufs: RefCell::new(Vec::new()),
-            heads: RefCell::new(Vec::new()),
+            exchanges: RefCell::new(Vec::new()),
         }
     }
 
@@ -157,14 +157,15 @@ impl ProxyWorker {
         }
     }
 
-    fn take_head(&self) -> ParsedResponseHead {
-        self.heads.borrow_mut().pop().unwrap_or_default()
+    fn take_exchange(&self) -> Option<ExchangeBufs> {
+        self.exchanges.borrow_mut().pop()
     }
 
-    fn give_head(&self, h: ParsedResponseHead) {
-        let mut heads = self.heads.borrow_mut();
-        if heads.len() < POOLED_BUFS {
-            heads.push(h);
+    fn give_exchange(&self, b: ExchangeBufs) {
+        let mut sets = self.exchanges.borrow_mut();
+        // Two buffers a set: as many buffers held as the loose ones.
+        if sets.len() < POOLED_BUFS / 2 {
+            sets.push(b);
         }
     }
 
