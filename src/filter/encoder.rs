@@ -128,18 +128,8 @@ impl StreamEncoder {
                 self.write(input, out)
             }
             Kind::Gzip(c) => deflate(c, input, out, FlushCompress::None),
-            Kind::Br(w) => {
-                let w = w.as_mut().ok_or_else(finished)?;
-                w.write_all(input)?;
-                out.append(w.get_mut());
-                Ok(())
-            }
-            Kind::Zstd(e) => {
-                let e = e.as_mut().ok_or_else(finished)?;
-                e.write_all(input)?;
-                out.append(e.get_mut());
-                Ok(())
-            }
+            Kind::Br(w) => through(w, out, |w| w.write_all(input)),
+            Kind::Zstd(e) => through(e, out, |e| e.write_all(input)),
         }
     }
 
@@ -152,18 +142,8 @@ impl StreamEncoder {
                 self.flush(out)
             }
             Kind::Gzip(c) => deflate(c, &[], out, FlushCompress::Sync),
-            Kind::Br(w) => {
-                let w = w.as_mut().ok_or_else(finished)?;
-                w.flush()?;
-                out.append(w.get_mut());
-                Ok(())
-            }
-            Kind::Zstd(e) => {
-                let e = e.as_mut().ok_or_else(finished)?;
-                e.flush()?;
-                out.append(e.get_mut());
-                Ok(())
-            }
+            Kind::Br(w) => through(w, out, |w| w.flush()),
+            Kind::Zstd(e) => through(e, out, |e| e.flush()),
         }
     }
 
@@ -190,6 +170,36 @@ impl StreamEncoder {
             }
         }
     }
+}
+
+/// The brotli and zstd writers, which keep their output in a `Vec` until it
+/// is taken.
+trait BufferedEncoder: Write {
+    fn output(&mut self) -> &mut Vec<u8>;
+}
+
+impl BufferedEncoder for brotli::CompressorWriter<Vec<u8>> {
+    fn output(&mut self) -> &mut Vec<u8> {
+        self.get_mut()
+    }
+}
+
+impl BufferedEncoder for zstd::stream::write::Encoder<'static, Vec<u8>> {
+    fn output(&mut self) -> &mut Vec<u8> {
+        self.get_mut()
+    }
+}
+
+/// Runs `step` on a writer not yet finished and moves its output to `out`.
+fn through<W: BufferedEncoder>(
+    w: &mut Option<Box<W>>,
+    out: &mut Vec<u8>,
+    step: impl FnOnce(&mut W) -> io::Result<()>,
+) -> io::Result<()> {
+    let w = w.as_deref_mut().ok_or_else(finished)?;
+    step(w)?;
+    out.append(w.output());
+    Ok(())
 }
 
 /// A gzip stream for a body of `len` bytes when known.
