@@ -273,6 +273,21 @@ impl<'h> CompressingSession<'_, 'h> {
     }
 }
 
+/// Gives the driver the output it has not taken yet, as far as it takes it.
+fn poll_hand_over(
+    inner: &mut dyn Session<'_>,
+    cx: &mut Context<'_>,
+    e: &mut Encoding,
+) -> Poll<io::Result<()>> {
+    while e.taken < e.out.len() {
+        let n = ready!(inner.poll_write_body(cx, &e.out[e.taken..]))?;
+        e.taken += n;
+    }
+    e.out.clear();
+    e.taken = 0;
+    Poll::Ready(Ok(()))
+}
+
 /// Whether a body of this kind can be encoded.
 fn encodable(body: &Body<'_>) -> bool {
     match body {
@@ -368,41 +383,27 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         let State::Pushed(e) = &mut self.state else {
             return self.inner.poll_write_body(cx, data);
         };
-        loop {
-            if e.taken < e.out.len() {
-                let n = ready!(self.inner.poll_write_body(cx, &e.out[e.taken..]))?;
-                e.taken += n;
-                continue;
-            }
-            e.out.clear();
-            e.taken = 0;
-            if data.is_empty() {
-                return Poll::Ready(Ok(0));
-            }
-            if e.since_yield >= 4 * SLICE {
-                // A fast source: let the worker's other connections run.
-                e.since_yield = 0;
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            let take = data.len().min(SLICE);
-            e.encoder.write(&data[..take], &mut e.out)?;
-            e.since_yield += take;
-            e.flushed = false;
-            return Poll::Ready(Ok(take));
+        ready!(poll_hand_over(&mut *self.inner, cx, e))?;
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
         }
+        if e.since_yield >= 4 * SLICE {
+            // A fast source: let the worker's other connections run.
+            e.since_yield = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let take = data.len().min(SLICE);
+        e.encoder.write(&data[..take], &mut e.out)?;
+        e.since_yield += take;
+        e.flushed = false;
+        Poll::Ready(Ok(take))
     }
 
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if let State::Pushed(e) = &mut self.state {
             loop {
-                if e.taken < e.out.len() {
-                    let n = ready!(self.inner.poll_write_body(cx, &e.out[e.taken..]))?;
-                    e.taken += n;
-                    continue;
-                }
-                e.out.clear();
-                e.taken = 0;
+                ready!(poll_hand_over(&mut *self.inner, cx, e))?;
                 if e.flushed {
                     break;
                 }
