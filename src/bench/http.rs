@@ -854,6 +854,20 @@ HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
     }
 
     #[test]
+    fn a_chunked_response_of_several_chunks_in_one_read_is_counted() {
+        let bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+3\r\nabc\r\n4\r\ndefg\r\n5\r\nhijkl\r\n0\r\n\r\n\
+HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let (mut st, slot) = state_with(2, bytes);
+        let mut stats = Stats::new();
+        let step = st.parse(Method::Get, &mut stats, Instant::now(), &slot);
+        assert_eq!(step, ParseStep::More);
+        assert_eq!(stats.requests, 2);
+        assert_eq!(slot.in_flight.get(), 0);
+        assert!(st.buf.is_empty());
+    }
+
+    #[test]
     fn close_unsolicited_and_malformed_responses() {
         let (mut st, slot) = state_with(
             2,

@@ -229,14 +229,22 @@ impl ConnState {
                     }
                     true
                 }
+                // The decoder hands out one data run per call: keep calling
+                // while it makes progress, or a response of several chunks
+                // that arrived in one read waits for bytes already here.
                 Phase::Chunked(dec) => match dec.decode(avail) {
                     Err(_) => break ParseStep::Malformed,
+                    Ok(d) if d.done => {
+                        self.pos += d.consumed;
+                        true
+                    }
+                    Ok(d) if d.consumed > 0 && d.consumed < avail.len() => {
+                        self.pos += d.consumed;
+                        continue;
+                    }
                     Ok(d) => {
                         self.pos += d.consumed;
-                        if !d.done {
-                            break ParseStep::More;
-                        }
-                        true
+                        break ParseStep::More;
                     }
                 },
                 Phase::UntilClose => {
