@@ -246,7 +246,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     raise_nofile_limit(config.max_connections);
     crate::handler::proxy::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
-    crate::cache::disk::start_disk_tiers(&config.caches);
+    crate::cache::zone::start_disk_tiers(&config.caches);
     crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
         .context("cannot start ACME certificate management")?;
     let access_log = match &config.access_log {
@@ -504,7 +504,7 @@ impl ServerProcess {
         self.registry
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
-        crate::cache::disk::start_disk_tiers(&next.caches);
+        crate::cache::zone::start_disk_tiers(&next.caches);
         if let Err(e) = crate::handler::proxy::health::spawn_health_checks(&next.upstreams) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }

@@ -15,7 +15,7 @@
 //! files whose length does not match their header), then writes each stored
 //! response to a temporary file renamed into place when whole, and deletes
 //! the files of replaced, purged and evicted objects. Workers only read the
-//! index (a `papaya` map, no lock, as in [`super::zone`]) and hand jobs to
+//! index (a `papaya` map, no lock, as the zone's own index) and hand jobs to
 //! the thread. When the directory cannot be used or a write fails (a full
 //! disk), one error is logged and the zone keeps to memory: no request fails.
 //!
@@ -33,9 +33,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 
 use super::disk_file::{encode_head, read_head, ObjectHead};
-use super::entry::StoredResponse;
+use super::entry::{StoredResponse, MAX_VARIANTS};
 use super::evict::{touch, Evictable, S3Fifo};
-use super::zone::{CacheZone, MAX_VARIANTS};
 use crate::http::request::RequestView;
 
 /// A zone's `disk_path` and `disk_size`.
@@ -564,15 +563,5 @@ fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
         live: AtomicBool::new(true),
         refreshing: AtomicBool::new(false),
         hit_for_miss: false,
-    }
-}
-
-/// Starts the disk tiers of `zones` (the server calls this at start and
-/// after a reload; `pier check` does not, so it touches no directory).
-pub fn start_disk_tiers(zones: &[Arc<CacheZone>]) {
-    for z in zones {
-        if let Some(d) = &z.disk {
-            d.start();
-        }
     }
 }

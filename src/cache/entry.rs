@@ -23,6 +23,9 @@ pub const OBJECT_OVERHEAD: usize = 640;
 /// list and an allocator header.
 const CHUNK_OVERHEAD: usize = 40;
 
+/// Variants kept per key (`Vary`); the oldest goes first beyond this.
+pub const MAX_VARIANTS: usize = 16;
+
 /// The `Vary` field names of a response with the request values they had.
 pub type VarySelection = Box<[(Box<str>, Option<Box<[u8]>>)]>;
 

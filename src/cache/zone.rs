@@ -16,13 +16,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::entry::{StoredResponse, OBJECT_OVERHEAD};
+use super::entry::{StoredResponse, MAX_VARIANTS, OBJECT_OVERHEAD};
 use super::evict::{touch, Evictable, S3Fifo};
 use super::fill::{Fill, FillEnd};
 use crate::http::request::RequestView;
-
-/// Variants kept per key (`Vary`); the oldest goes first beyond this.
-pub const MAX_VARIANTS: usize = 16;
 
 /// A zone's settings, from its `[cache.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,6 +394,16 @@ impl Drop for FillGuard {
             .is_some_and(|f| Arc::ptr_eq(f, &self.fill))
         {
             fills.remove(&self.key);
+        }
+    }
+}
+
+/// Starts the disk tiers of `zones` (the server calls this at start and
+/// after a reload; `pier check` does not, so it touches no directory).
+pub fn start_disk_tiers(zones: &[Arc<CacheZone>]) {
+    for z in zones {
+        if let Some(d) = &z.disk {
+            d.start();
         }
     }
 }
