@@ -1,0 +1,3 @@
+module pier.bench/collapseclient
+
+go 1.22
