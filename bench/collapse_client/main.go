@@ -1,36 +1,41 @@
 // Command collapse_client measures collapsed forwarding from the client's
 // side: it opens every connection first (untimed), then sends one GET on each
 // as close together as it can, and reports when each request left, when its
-// response began and when its last byte arrived, as wall-clock nanoseconds,
-// so they line up with an origin's and a server's own timestamps. The timed
-// window runs from the first request sent to the last response completed.
+// response began and when its last byte arrived (the kernel's receive
+// timestamps), as wall-clock nanoseconds, so they line up with an origin's and
+// a server's own timestamps. The timed window runs from the first request
+// sent to the last response completed.
 //
 //	collapse_client -addr 127.0.0.1:8080 -path /slow/x -n 500 > result.json
 package main
 
 import (
-	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // client is one connection's request and what came back on it.
 type client struct {
-	Sent   int64  `json:"sent"`
-	First  int64  `json:"first"`
-	Done   int64  `json:"done"`
-	Status int    `json:"status"`
-	Bytes  int64  `json:"bytes"`
-	Err    string `json:"err,omitempty"`
+	Sent  int64 `json:"sent"`
+	First int64 `json:"first"`
+	Done  int64 `json:"done"`
+	// When this process read the first and the last bytes.
+	ReadFirst int64  `json:"read_first"`
+	ReadDone  int64  `json:"read_done"`
+	Status    int    `json:"status"`
+	Bytes     int64  `json:"bytes"`
+	Err       string `json:"err,omitempty"`
 }
 
 // report is the program's output: every client, and the window's ends.
@@ -47,6 +52,9 @@ type report struct {
 	SendSpreadS   float64  `json:"send_spread_s"`
 	DoneSpreadS   float64  `json:"done_spread_s"`
 	FirstByteMinS float64  `json:"first_byte_min_s"`
+	// The last response as this process read it, and the window so.
+	LastRead    int64   `json:"last_read"`
+	ReadWindowS float64 `json:"read_window_s"`
 }
 
 func main() {
@@ -91,10 +99,9 @@ func main() {
 			defer wg.Done()
 			c := &clients[i]
 			conns[i].SetDeadline(time.Now().Add(*settle + *timeout))
-			if err := readResponse(bufio.NewReaderSize(conns[i], 16<<10), c); err != nil {
+			if err := readResponse(conns[i], c); err != nil {
 				c.Err = err.Error()
 			}
-			conns[i].Close()
 		}(i)
 	}
 	time.Sleep(*settle)
@@ -104,10 +111,14 @@ func main() {
 		clients[i].Sent = time.Now().UnixNano()
 		if _, err := conn.Write(request); err != nil {
 			clients[i].Err = err.Error()
-			conn.Close()
 		}
 	}
 	wg.Wait()
+	// Connections close only once every answer is in, so a server does not
+	// spend the window on the closes of clients already served.
+	for _, conn := range conns {
+		conn.Close()
+	}
 
 	r := report{Clients: clients, ConnectS: connect.Seconds()}
 	for i, c := range clients {
@@ -130,11 +141,15 @@ func main() {
 		if c.Done > r.LastDone {
 			r.LastDone = c.Done
 		}
+		if c.ReadDone > r.LastRead {
+			r.LastRead = c.ReadDone
+		}
 		if fb := float64(c.First-r.FirstSent) / 1e9; r.FirstByteMinS == 0 || fb < r.FirstByteMinS {
 			r.FirstByteMinS = fb
 		}
 	}
 	r.WindowS = float64(r.LastDone-r.FirstSent) / 1e9
+	r.ReadWindowS = float64(r.LastRead-r.FirstSent) / 1e9
 	r.SendSpreadS = float64(r.LastSent-r.FirstSent) / 1e9
 	r.DoneSpreadS = float64(r.LastDone-r.FirstDone) / 1e9
 	out := json.NewEncoder(os.Stdout)
@@ -144,85 +159,136 @@ func main() {
 	}
 }
 
-// readResponse reads one HTTP/1.1 response: the head, then a body framed by
-// Content-Length, chunked coding, or the end of the connection.
-func readResponse(br *bufio.Reader, c *client) error {
-	line, err := br.ReadString('\n')
+// readResponse reads one HTTP/1.1 response with recvmsg and SO_TIMESTAMPNS,
+// so First and Done are when the kernel received the first and the last
+// bytes, not when this process got round to reading them: with hundreds of
+// answers arriving at once, the client's own scheduling would otherwise be
+// counted as the server's. ReadFirst and ReadDone are the user-space times.
+func readResponse(conn net.Conn, c *client) error {
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		return errors.New("not a TCP connection")
+	}
+	raw, err := tcp.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("no status line: %w", err)
+		return err
 	}
-	c.First = time.Now().UnixNano()
-	parts := strings.SplitN(strings.TrimSpace(line), " ", 3)
-	if len(parts) < 2 {
-		return fmt.Errorf("bad status line %q", line)
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	}); err != nil || serr != nil {
+		return fmt.Errorf("SO_TIMESTAMPNS: %v %v", err, serr)
 	}
-	if c.Status, err = strconv.Atoi(parts[1]); err != nil {
-		return fmt.Errorf("bad status line %q", line)
-	}
-	length, chunked := int64(-1), false
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 16<<10)
+	oob := make([]byte, 128)
 	for {
-		h, err := br.ReadString('\n')
+		var n, oobn int
+		var rerr error
+		err := raw.Read(func(fd uintptr) bool {
+			n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), chunk, oob, 0)
+			return rerr != syscall.EAGAIN
+		})
+		if err == nil {
+			err = rerr
+		}
+		now := time.Now().UnixNano()
 		if err != nil {
-			return fmt.Errorf("head cut short: %w", err)
+			return err
 		}
-		h = strings.TrimRight(h, "\r\n")
-		if h == "" {
-			break
+		stamp := now
+		if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SO_TIMESTAMPNS && len(m.Data) >= 16 {
+					sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+					nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+					stamp = sec*1e9 + nsec
+				}
+			}
 		}
+		if c.First == 0 && n > 0 {
+			c.First, c.ReadFirst = stamp, now
+		}
+		buf = append(buf, chunk[:n]...)
+		done, err := complete(buf, n == 0, c)
+		if err != nil {
+			return err
+		}
+		if done {
+			c.Done, c.ReadDone = stamp, now
+			return nil
+		}
+		if n == 0 {
+			return errors.New("closed before the response ended")
+		}
+	}
+}
+
+// complete says whether buf holds a whole response: its head, then a body
+// framed by Content-Length, chunked coding, or the end of the connection
+// (eof). It fills in the status and the body bytes once it knows them.
+func complete(buf []byte, eof bool, c *client) (bool, error) {
+	end := bytes.Index(buf, []byte("\r\n\r\n"))
+	if end < 0 {
+		return false, nil
+	}
+	lines := strings.Split(string(buf[:end]), "\r\n")
+	parts := strings.SplitN(lines[0], " ", 3)
+	if len(parts) < 2 {
+		return false, fmt.Errorf("bad status line %q", lines[0])
+	}
+	status, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return false, fmt.Errorf("bad status line %q", lines[0])
+	}
+	c.Status = status
+	length, chunked := int64(-1), false
+	for _, h := range lines[1:] {
 		name, value, _ := strings.Cut(h, ":")
 		value = strings.TrimSpace(value)
 		switch strings.ToLower(name) {
 		case "content-length":
 			if length, err = strconv.ParseInt(value, 10, 64); err != nil {
-				return fmt.Errorf("bad Content-Length %q", value)
+				return false, fmt.Errorf("bad Content-Length %q", value)
 			}
 		case "transfer-encoding":
 			chunked = strings.Contains(strings.ToLower(value), "chunked")
 		}
 	}
+	body := buf[end+4:]
 	switch {
 	case chunked:
+		var got int64
 		for {
-			size, err := br.ReadString('\n')
-			if err != nil {
-				return fmt.Errorf("chunk size: %w", err)
+			eol := bytes.Index(body, []byte("\r\n"))
+			if eol < 0 {
+				return false, nil
 			}
-			size, _, _ = strings.Cut(strings.TrimSpace(size), ";")
-			n, err := strconv.ParseInt(size, 16, 64)
+			size, _, _ := strings.Cut(string(body[:eol]), ";")
+			n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
 			if err != nil {
-				return fmt.Errorf("bad chunk size %q", size)
+				return false, fmt.Errorf("bad chunk size %q", size)
 			}
+			body = body[eol+2:]
 			if n == 0 {
-				for {
-					t, err := br.ReadString('\n')
-					if err != nil {
-						return fmt.Errorf("trailer: %w", err)
-					}
-					if strings.TrimRight(t, "\r\n") == "" {
-						break
-					}
+				// No trailers are expected: the blank line ends it.
+				if !bytes.HasPrefix(body, []byte("\r\n")) {
+					return false, nil
 				}
-				break
+				c.Bytes = got
+				return true, nil
 			}
-			got, err := io.CopyN(io.Discard, br, n+2)
-			c.Bytes += got - 2
-			if err != nil {
-				return fmt.Errorf("chunk cut short: %w", err)
+			if int64(len(body)) < n+2 {
+				return false, nil
 			}
+			got += n
+			body = body[n+2:]
 		}
 	case length >= 0:
-		got, err := io.CopyN(io.Discard, br, length)
-		c.Bytes = got
-		if err != nil {
-			return fmt.Errorf("body cut short: %w", err)
-		}
+		c.Bytes = int64(len(body))
+		return c.Bytes >= length, nil
 	default:
-		got, err := io.Copy(io.Discard, br)
-		c.Bytes = got
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
+		c.Bytes = int64(len(body))
+		return eof, nil
 	}
-	c.Done = time.Now().UnixNano()
-	return nil
 }
