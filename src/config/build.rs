@@ -100,61 +100,40 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
 
     let d = HttpConfig::default();
     let h = &raw.http;
+    // `http.<field>`: each key is its raw field's name, and an integer's range
+    // keeps it within its frozen field's type.
+    macro_rules! int_key {
+        ($field:ident, $range:expr, $default:expr) => {
+            int(
+                &loc,
+                &h.$field,
+                concat!("http.", stringify!($field)),
+                $range,
+                $default as i64,
+            )? as _
+        };
+    }
+    macro_rules! duration_key {
+        ($field:ident) => {
+            duration(
+                &loc,
+                &h.$field,
+                concat!("http.", stringify!($field)),
+                d.$field,
+            )?
+        };
+    }
     let http = HttpConfig {
         limits: Limits {
-            max_head_bytes: int(
-                &loc,
-                &h.max_head_bytes,
-                "http.max_head_bytes",
-                1024..=(1 << 24),
-                d.limits.max_head_bytes as i64,
-            )? as usize,
-            max_headers: int(
-                &loc,
-                &h.max_headers,
-                "http.max_headers",
-                1..=10_000,
-                d.limits.max_headers as i64,
-            )? as usize,
-            max_uri_bytes: int(
-                &loc,
-                &h.max_uri_bytes,
-                "http.max_uri_bytes",
-                16..=(1 << 20),
-                d.limits.max_uri_bytes as i64,
-            )? as usize,
+            max_head_bytes: int_key!(max_head_bytes, 1024..=(1 << 24), d.limits.max_head_bytes),
+            max_headers: int_key!(max_headers, 1..=10_000, d.limits.max_headers),
+            max_uri_bytes: int_key!(max_uri_bytes, 16..=(1 << 20), d.limits.max_uri_bytes),
         },
-        header_read_timeout: duration(
-            &loc,
-            &h.header_read_timeout,
-            "http.header_read_timeout",
-            d.header_read_timeout,
-        )?,
-        keepalive_timeout: duration(
-            &loc,
-            &h.keepalive_timeout,
-            "http.keepalive_timeout",
-            d.keepalive_timeout,
-        )?,
-        body_read_timeout: duration(
-            &loc,
-            &h.body_read_timeout,
-            "http.body_read_timeout",
-            d.body_read_timeout,
-        )?,
-        write_timeout: duration(
-            &loc,
-            &h.write_timeout,
-            "http.write_timeout",
-            d.write_timeout,
-        )?,
-        max_body_bytes: int(
-            &loc,
-            &h.max_body_bytes,
-            "http.max_body_bytes",
-            0..=i64::MAX,
-            d.max_body_bytes as i64,
-        )? as u64,
+        header_read_timeout: duration_key!(header_read_timeout),
+        keepalive_timeout: duration_key!(keepalive_timeout),
+        body_read_timeout: duration_key!(body_read_timeout),
+        write_timeout: duration_key!(write_timeout),
+        max_body_bytes: int_key!(max_body_bytes, 0..=i64::MAX, d.max_body_bytes),
     };
 
     let mut upstreams: Vec<Arc<UpstreamGroup>> = Vec::new();

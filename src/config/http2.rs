@@ -94,85 +94,32 @@ impl Default for Http2Config {
 /// Validates `[http2]`.
 pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, ConfigError> {
     let d = Http2Config::default();
+    // `http2.<field>` within `range`, or the field's default; the key is the
+    // field's own name, and the range keeps the value within the field's type.
+    macro_rules! limit {
+        ($field:ident, $range:expr) => {
+            int(
+                loc,
+                &h.$field,
+                concat!("http2.", stringify!($field)),
+                $range,
+                d.$field as i64,
+            )? as _
+        };
+    }
     let window = 65_535..=((1i64 << 31) - 1);
     Ok(Http2Config {
-        max_concurrent_streams: int(
-            loc,
-            &h.max_concurrent_streams,
-            "http2.max_concurrent_streams",
-            1..=10_000,
-            d.max_concurrent_streams.into(),
-        )? as u32,
-        initial_stream_window: int(
-            loc,
-            &h.initial_stream_window,
-            "http2.initial_stream_window",
-            window.clone(),
-            d.initial_stream_window.into(),
-        )? as u32,
-        initial_connection_window: int(
-            loc,
-            &h.initial_connection_window,
-            "http2.initial_connection_window",
-            window,
-            d.initial_connection_window.into(),
-        )? as u32,
-        max_frame_size: int(
-            loc,
-            &h.max_frame_size,
-            "http2.max_frame_size",
-            16_384..=16_777_215,
-            d.max_frame_size.into(),
-        )? as u32,
-        header_table_size: int(
-            loc,
-            &h.header_table_size,
-            "http2.header_table_size",
-            0..=65_536,
-            d.header_table_size.into(),
-        )? as u32,
-        max_send_buffer: int(
-            loc,
-            &h.max_send_buffer,
-            "http2.max_send_buffer",
-            1024..=(16 << 20),
-            d.max_send_buffer as i64,
-        )? as usize,
-        max_client_resets: int(
-            loc,
-            &h.max_client_resets,
-            "http2.max_client_resets",
-            0..=1_000_000,
-            d.max_client_resets.into(),
-        )? as u32,
-        max_pending_resets: int(
-            loc,
-            &h.max_pending_resets,
-            "http2.max_pending_resets",
-            1..=100_000,
-            d.max_pending_resets as i64,
-        )? as usize,
-        max_error_resets: int(
-            loc,
-            &h.max_error_resets,
-            "http2.max_error_resets",
-            1..=100_000,
-            d.max_error_resets as i64,
-        )? as usize,
-        max_control_frames: int(
-            loc,
-            &h.max_control_frames,
-            "http2.max_control_frames",
-            10..=1_000_000,
-            d.max_control_frames.into(),
-        )? as u32,
-        max_requests: int(
-            loc,
-            &h.max_requests,
-            "http2.max_requests",
-            1..=i64::MAX,
-            d.max_requests as i64,
-        )? as u64,
+        max_concurrent_streams: limit!(max_concurrent_streams, 1..=10_000),
+        initial_stream_window: limit!(initial_stream_window, window.clone()),
+        initial_connection_window: limit!(initial_connection_window, window),
+        max_frame_size: limit!(max_frame_size, 16_384..=16_777_215),
+        header_table_size: limit!(header_table_size, 0..=65_536),
+        max_send_buffer: limit!(max_send_buffer, 1024..=(16 << 20)),
+        max_client_resets: limit!(max_client_resets, 0..=1_000_000),
+        max_pending_resets: limit!(max_pending_resets, 1..=100_000),
+        max_error_resets: limit!(max_error_resets, 1..=100_000),
+        max_control_frames: limit!(max_control_frames, 10..=1_000_000),
+        max_requests: limit!(max_requests, 1..=i64::MAX),
         idle_timeout: duration(loc, &h.idle_timeout, "http2.idle_timeout", d.idle_timeout)?,
     })
 }

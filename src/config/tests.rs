@@ -6,6 +6,20 @@ use crate::observe::access_log::{LogFormat, LogTarget};
 
 use super::check_text as check;
 
+const LISTENER: &str = "[[listener]]\nlisten = \"127.0.0.1:1\"\n";
+
+/// A listener and a `respond` route: the least a configuration needs.
+const LISTENER_AND_ROUTE: &str =
+    "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n";
+
+/// Checks `text`, which must be refused at `line` on `key`, and returns the
+/// error for its message.
+fn refused_at(text: &str, line: usize, key: &str) -> ConfigError {
+    let e = check(text).unwrap_err();
+    e.assert_at(line, key);
+    e
+}
+
 #[test]
 fn files_named_by_the_config_are_read_bounded() {
     // Each of these once read /dev/zero until memory ran out.
@@ -26,15 +40,13 @@ fn files_named_by_the_config_are_read_bounded() {
         ),
     ] {
         let text = format!("{listener}tls = {tls}\n{route}");
-        let e = check(&text).unwrap_err();
-        e.assert_at(3, key);
+        let e = refused_at(&text, 3, key);
         assert!(e.message.contains("not a regular file"), "{e}");
     }
     let text = format!(
         "{listener}{route}[[upstream]]\nname = \"u\"\nservers = [{{ address = \"127.0.0.1:2\" }}]\ntls = {{ ca = \"/dev/zero\" }}\n"
     );
-    let e = check(&text).unwrap_err();
-    e.assert_at(8, "upstream[1].tls.ca");
+    refused_at(&text, 8, "upstream[1].tls.ca");
 
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.key");
@@ -85,20 +97,16 @@ fn unknown_key_in_nested_tables_names_the_element() {
 #[test]
 fn bad_listen_address_names_the_listener() {
     let text = "[[listener]]\nlisten = \"127.0.0.1:1\"\n\n[[listener]]\nlisten = \"nowhere\"\n\n[[route]]\nhandler = \"respond\"\n";
-    let e = check(text).unwrap_err();
-    e.assert_at(5, "listener[2].listen");
+    refused_at(text, 5, "listener[2].listen");
 }
 
 #[test]
 fn bad_duration_and_range() {
-    let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n";
-    let e = check(&format!(
-        "[http]\nkeepalive_timeout = \"5 fortnights\"\n{base}"
-    ))
-    .unwrap_err();
-    e.assert_at(2, "http.keepalive_timeout");
-    let e = check(&format!("[server]\nworkers = -1\n{base}")).unwrap_err();
-    e.assert_at(2, "server.workers");
+    let base = LISTENER_AND_ROUTE;
+    let keepalive = format!("[http]\nkeepalive_timeout = \"5 fortnights\"\n{base}");
+    refused_at(&keepalive, 2, "http.keepalive_timeout");
+    let workers = format!("[server]\nworkers = -1\n{base}");
+    refused_at(&workers, 2, "server.workers");
     let ok = check(&format!(
         "[http]\nheader_read_timeout = \"250ms\"\nkeepalive_timeout = 5\n{base}"
     ))
@@ -109,7 +117,7 @@ fn bad_duration_and_range() {
 
 #[test]
 fn max_connections_is_split_across_workers() {
-    let base = "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n";
+    let base = LISTENER_AND_ROUTE;
     let cfg = check(&format!(
         "[server]\nworkers = 3\nmax_connections = 10\n{base}"
     ))
@@ -117,11 +125,8 @@ fn max_connections_is_split_across_workers() {
     assert_eq!(cfg.max_connections_per_worker(), 4);
     let unlimited = check(&format!("[server]\nworkers = 3\n{base}")).unwrap();
     assert_eq!(unlimited.max_connections_per_worker(), 0);
-    let e = check(&format!(
-        "[server]\nworkers = 2\nmax_connections = -5\n{base}"
-    ))
-    .unwrap_err();
-    e.assert_at(3, "server.max_connections");
+    let negative = format!("[server]\nworkers = 2\nmax_connections = -5\n{base}");
+    refused_at(&negative, 3, "server.max_connections");
 }
 
 #[test]
@@ -138,10 +143,8 @@ fn max_in_flight_is_split_across_workers_and_retry_after_rounds_up() {
     let cfg = check(&group("")).unwrap();
     assert_eq!(cfg.upstreams[0].max_in_flight_per_worker(cfg.workers), 0);
     assert_eq!(&*cfg.upstreams[0].retry_after, "1");
-    let e = check(&group("max_in_flight = -1")).unwrap_err();
-    e.assert_at(8, "upstream[1].max_in_flight");
-    let e = check(&group("retry_after = \"2h\"")).unwrap_err();
-    e.assert_at(8, "upstream[1].retry_after");
+    refused_at(&group("max_in_flight = -1"), 8, "upstream[1].max_in_flight");
+    refused_at(&group("retry_after = \"2h\""), 8, "upstream[1].retry_after");
 }
 
 #[test]
@@ -252,11 +255,9 @@ fn access_log_is_off_by_default_and_errors_name_line_and_key() {
             "{extra}: {e}"
         );
     }
-    let e = check(&format!("{base}[access_log]\npath = \"\"\n")).unwrap_err();
-    e.assert_at(7, "access_log.path");
+    let empty_path = format!("{base}[access_log]\npath = \"\"\n");
+    refused_at(&empty_path, 7, "access_log.path");
 }
-
-const LISTENER: &str = "[[listener]]\nlisten = \"127.0.0.1:1\"\n";
 
 #[test]
 fn a_route_header_inside_a_multi_line_string_does_not_shift_the_route_index() {
@@ -265,8 +266,7 @@ fn a_route_header_inside_a_multi_line_string_does_not_shift_the_route_index() {
         "{LISTENER}[[route]]\npath = \"/a\"\nhandler = \"respond\"\nbody = \"\"\"\n[[route]]\nnot a key\n\"\"\"\n\
          [[route]]\npath = \"/b\"\nhandler = \"respond\"\nstatuss = 200\n"
     );
-    let e = check(&text).unwrap_err();
-    e.assert_at(13, "route[2].statuss");
+    let e = refused_at(&text, 13, "route[2].statuss");
     assert!(e.message.contains("did you mean `status`?"), "{e}");
 }
 
@@ -276,33 +276,27 @@ fn a_key_of_another_handler_is_reported_at_its_own_line() {
     let text = format!(
         "{LISTENER}\n[[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"ok\"\n\nroot = \"/srv\"\n"
     );
-    let e = check(&text).unwrap_err();
-    e.assert_at(9, "route[1].root");
+    let e = refused_at(&text, 9, "route[1].root");
     assert_eq!(
         e.message,
         "`root` is a key of the `static` handler; this route's handler is `respond`"
     );
     let text =
         format!("{LISTENER}[[route]]\nhandler = \"static\"\nroot = \"/\"\n\nupstream = \"x\"\n");
-    let e = check(&text).unwrap_err();
-    e.assert_at(7, "route[1].upstream");
+    let e = refused_at(&text, 7, "route[1].upstream");
     assert!(e.message.contains("`proxy` handler"), "{e}");
 }
 
 #[test]
 fn route_level_errors_name_the_route_and_key() {
-    let e = check(&format!("{LISTENER}[[route]]\npath = \"/\"\n")).unwrap_err();
-    e.assert_at(3, "route[1].handler");
-    let e = check(&format!("{LISTENER}[[route]]\nhandler = \"fastcgi\"\n")).unwrap_err();
-    e.assert_at(4, "route[1].handler");
+    let route = |keys: &str| format!("{LISTENER}[[route]]\n{keys}");
+    refused_at(&route("path = \"/\"\n"), 3, "route[1].handler");
+    let e = refused_at(&route("handler = \"fastcgi\"\n"), 4, "route[1].handler");
     assert!(e.message.contains("unknown handler \"fastcgi\""), "{e}");
     let e = check(&format!("route = 3\n{LISTENER}")).unwrap_err();
     assert_eq!(e.key, "route", "{e}");
-    let e = check(&format!(
-        "{LISTENER}[[route]]\nhandler = \"respond\"\nstatus = 204\nbody = \"x\"\n"
-    ))
-    .unwrap_err();
-    e.assert_at(6, "route[1].body");
+    let respond_with_body = route("handler = \"respond\"\nstatus = 204\nbody = \"x\"\n");
+    refused_at(&respond_with_body, 6, "route[1].body");
 }
 
 #[test]
@@ -310,8 +304,7 @@ fn unknown_keys_in_inline_tables_and_arrays_name_their_element() {
     let text = format!(
         "{LISTENER}[[route]]\nhandler = \"respond\"\n[[upstream]]\nname = \"u\"\nservers = [\n  {{ address = \"127.0.0.1:2\" }},\n  {{ address = \"127.0.0.1:3\", wieght = 2 }},\n]\n"
     );
-    let e = check(&text).unwrap_err();
-    e.assert_at(9, "upstream[1].servers[2].wieght");
+    let e = refused_at(&text, 9, "upstream[1].servers[2].wieght");
     assert!(e.message.contains("did you mean `weight`?"), "{e}");
 }
 
@@ -368,8 +361,11 @@ fn relative_paths_resolve_against_the_config_files_directory() {
 
 #[test]
 fn a_misspelt_handler_key_is_named() {
-    let e = check(&format!("{LISTENER}[[route]]\nhandlr = \"respond\"\n")).unwrap_err();
-    e.assert_at(4, "route[1].handlr");
+    let e = refused_at(
+        &format!("{LISTENER}[[route]]\nhandlr = \"respond\"\n"),
+        4,
+        "route[1].handlr",
+    );
     assert!(e.message.contains("did you mean `handler`?"), "{e}");
 }
 
@@ -420,8 +416,7 @@ fn unknown_choices_name_the_value_and_every_choice_on_their_key() {
         ),
     ];
     for (text, (line, key), message) in cases {
-        let e = check(&text).unwrap_err();
-        e.assert_at(line, key);
+        let e = refused_at(&text, line, key);
         assert_eq!(e.message, message);
     }
 }
@@ -436,11 +431,9 @@ fn a_missing_or_unknown_upstream_is_named_for_routes_and_tcp_listeners() {
     .unwrap_err();
     assert_eq!(e.key, "listener[1].upstream", "{e}");
     assert_eq!(e.message, "a tcp listener needs `upstream`");
-    let e = check(&format!(
+    let e = refused_at(&format!(
         "[[listener]]\nlisten = \"127.0.0.1:1\"\n{upstream}[[route]]\nhandler = \"proxy\"\nupstream = \"v\"\n"
-    ))
-    .unwrap_err();
-    e.assert_at(8, "route[1].upstream");
+    ), 8, "route[1].upstream");
     assert_eq!(e.message, "no [[upstream]] named \"v\"");
 }
 
@@ -450,8 +443,7 @@ fn precompressed_names_only_codings_pier_serves_once_each() {
         format!("{LISTENER}[[route]]\nhandler = \"static\"\nroot = \"/\"\nprecompressed = {list}\n")
     };
     assert!(check(&route("[\"br\", \"zstd\", \"gzip\"]")).is_ok());
-    let e = check(&route("[\"br\", \"deflate\"]")).unwrap_err();
-    e.assert_at(6, "route[1].precompressed");
+    let e = refused_at(&route("[\"br\", \"deflate\"]"), 6, "route[1].precompressed");
     assert!(e.message.contains("\"deflate\" is not a coding"), "{e}");
     let e = check(&route("[\"gzip\", \"gzip\"]")).unwrap_err();
     assert!(e.message.contains("listed twice"), "{e}");
