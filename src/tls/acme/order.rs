@@ -208,6 +208,14 @@ pub async fn renewal_window(
     Some((at(w.start.unix_timestamp()), at(w.end.unix_timestamp())))
 }
 
+/// The ACME challenge type of a configured challenge.
+fn challenge_type(kind: ChallengeKind) -> ChallengeType {
+    match kind {
+        ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
+        ChallengeKind::Http01 => ChallengeType::Http01,
+    }
+}
+
 /// Orders a certificate for `name`; `replaces` is the leaf of the certificate
 /// being renewed (ARI `replaces`).
 pub async fn order_certificate(
@@ -219,21 +227,26 @@ pub async fn order_certificate(
 ) -> Result<Issued, OrderFailure> {
     let ids = [Identifier::Dns(name.to_string())];
     let what = format!("order for {name}");
-    let replaced = replaces.and_then(ari_id);
-    let mut order = match replaced {
-        Some(id) => match account.new_order(&NewOrder::new(&ids).replaces(id)).await {
-            Ok(o) => o,
-            // A CA without ARI, or one that refuses this replacement (already
-            // replaced by another order): order plainly.
-            Err(_) => account
-                .new_order(&NewOrder::new(&ids))
-                .await
-                .map_err(|e| OrderFailure::from_acme("order", &what, e))?,
-        },
+    // The CA's error at `step` of the order.
+    let failed = |step: &'static str| {
+        let what = &what;
+        move |e| OrderFailure::from_acme(step, what, e)
+    };
+    let replacing = match replaces.and_then(ari_id) {
+        // A CA without ARI, or one that refuses this replacement (already
+        // replaced by another order), is asked for a plain order.
+        Some(id) => account
+            .new_order(&NewOrder::new(&ids).replaces(id))
+            .await
+            .ok(),
+        None => None,
+    };
+    let mut order = match replacing {
+        Some(o) => o,
         None => account
             .new_order(&NewOrder::new(&ids))
             .await
-            .map_err(|e| OrderFailure::from_acme("order", &what, e))?,
+            .map_err(failed("order"))?,
     };
 
     // Published answers stay up until the order is decided (guards drop at return).
@@ -243,7 +256,7 @@ pub async fn order_certificate(
     {
         let mut authorizations = order.authorizations();
         while let Some(result) = authorizations.next().await {
-            let mut authz = result.map_err(|e| OrderFailure::from_acme("order", &what, e))?;
+            let mut authz = result.map_err(failed("order"))?;
             match authz.status {
                 AuthorizationStatus::Valid => continue,
                 AuthorizationStatus::Pending => {}
@@ -256,12 +269,12 @@ pub async fn order_certificate(
             }
             let offered: Vec<ChallengeType> =
                 authz.challenges.iter().map(|c| c.r#type.clone()).collect();
-            let Some(kind) = spec.challenges.iter().copied().find(|k| {
-                offered.contains(&match k {
-                    ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
-                    ChallengeKind::Http01 => ChallengeType::Http01,
-                })
-            }) else {
+            let Some(kind) = spec
+                .challenges
+                .iter()
+                .copied()
+                .find(|k| offered.contains(&challenge_type(*k)))
+            else {
                 return Err(OrderFailure::new(
                     "validation",
                     format!(
@@ -269,11 +282,9 @@ pub async fn order_certificate(
                     ),
                 ));
             };
-            let ty = match kind {
-                ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
-                ChallengeKind::Http01 => ChallengeType::Http01,
-            };
-            let mut challenge = authz.challenge(ty).expect("offered above");
+            let mut challenge = authz
+                .challenge(challenge_type(kind))
+                .expect("offered above");
             let key_auth = challenge.key_authorization();
             match kind {
                 ChallengeKind::TlsAlpn01 => {
@@ -301,16 +312,13 @@ pub async fn order_certificate(
                 "ACME challenge published; asking the CA to validate"
             );
             used = Some(kind);
-            challenge
-                .set_ready()
-                .await
-                .map_err(|e| OrderFailure::from_acme("validation", &what, e))?;
+            challenge.set_ready().await.map_err(failed("validation"))?;
         }
     }
     let status = order
         .poll_ready(&RetryPolicy::new().timeout(VALIDATION_TIMEOUT))
         .await
-        .map_err(|e| OrderFailure::from_acme("validation", &what, e))?;
+        .map_err(failed("validation"))?;
     if status != OrderStatus::Ready {
         // Find the CA's reason on the failed challenge.
         let mut reason = String::new();
@@ -334,14 +342,11 @@ pub async fn order_certificate(
 
     let (csr, key_pem) = csr(name, spec.key_type)
         .map_err(|m| OrderFailure::new("finalize", format!("{what}: {m}")))?;
-    order
-        .finalize_csr(&csr)
-        .await
-        .map_err(|e| OrderFailure::from_acme("finalize", &what, e))?;
+    order.finalize_csr(&csr).await.map_err(failed("finalize"))?;
     let chain_pem = order
         .poll_certificate(&RetryPolicy::new().timeout(ISSUANCE_TIMEOUT))
         .await
-        .map_err(|e| OrderFailure::from_acme("finalize", &what, e))?;
+        .map_err(failed("finalize"))?;
     Ok(Issued {
         chain_pem,
         key_pem,

@@ -141,6 +141,22 @@ fn valid_dns_name(name: &str) -> bool {
         && name.parse::<std::net::IpAddr>().is_err()
 }
 
+/// Each element of a list read by `read`, in order, with repeats dropped; the
+/// first element `read` refuses is the error.
+fn each_once<T: PartialEq>(
+    list: &[String],
+    read: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let mut out = Vec::new();
+    for item in list {
+        let value = read(item)?;
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    Ok(out)
+}
+
 /// Second stage of `[listener.tls.acme]`; `key` is its dotted path for errors.
 pub fn validate_acme(
     loc: &Locator<'_>,
@@ -214,30 +230,17 @@ pub fn validate_acme(
         Some(n) if n.get_ref().is_empty() => {
             return Err(err(n.span(), "names", "needs at least one name".into()))
         }
-        Some(n) => {
-            let mut out: Vec<String> = Vec::new();
-            for name in n.get_ref() {
-                let lower = name.trim_end_matches('.').to_ascii_lowercase();
-                if lower.starts_with("*.") {
-                    return Err(err(
-                        n.span(),
-                        "names",
-                        format!("{name:?}: wildcard certificates need the DNS-01 challenge, which Pier does not answer"),
-                    ));
-                }
-                if !valid_dns_name(&lower) {
-                    return Err(err(
-                        n.span(),
-                        "names",
-                        format!("{name:?} is not a DNS name"),
-                    ));
-                }
-                if !out.contains(&lower) {
-                    out.push(lower);
-                }
+        Some(n) => each_once(n.get_ref(), |name| {
+            let lower = name.trim_end_matches('.').to_ascii_lowercase();
+            if lower.starts_with("*.") {
+                return Err(format!("{name:?}: wildcard certificates need the DNS-01 challenge, which Pier does not answer"));
             }
-            out
-        }
+            if !valid_dns_name(&lower) {
+                return Err(format!("{name:?} is not a DNS name"));
+            }
+            Ok(lower)
+        })
+        .map_err(|m| err(n.span(), "names", m))?,
     };
     let key_type = match raw.key_type.as_ref().map(|k| (k, k.get_ref().as_str())) {
         None | Some((_, "ecdsa-p256")) => KeyType::EcdsaP256,
@@ -312,31 +315,15 @@ pub fn validate_acme(
     let challenges = match &raw.challenges {
         None => vec![ChallengeKind::TlsAlpn01, ChallengeKind::Http01],
         Some(c) => {
-            let mut out = Vec::new();
-            for s in c.get_ref() {
-                let kind = match s.as_str() {
-                    "tls-alpn-01" => ChallengeKind::TlsAlpn01,
-                    "http-01" => ChallengeKind::Http01,
-                    "dns-01" => {
-                        return Err(err(
-                            c.span(),
-                            "challenges",
-                            "\"dns-01\" is not supported; use \"tls-alpn-01\" or \"http-01\""
-                                .into(),
-                        ))
-                    }
-                    other => {
-                        return Err(err(
-                            c.span(),
-                            "challenges",
-                            format!("{other:?}: use \"tls-alpn-01\" and/or \"http-01\""),
-                        ))
-                    }
-                };
-                if !out.contains(&kind) {
-                    out.push(kind);
+            let out = each_once(c.get_ref(), |s| match s {
+                "tls-alpn-01" => Ok(ChallengeKind::TlsAlpn01),
+                "http-01" => Ok(ChallengeKind::Http01),
+                "dns-01" => {
+                    Err("\"dns-01\" is not supported; use \"tls-alpn-01\" or \"http-01\"".into())
                 }
-            }
+                other => Err(format!("{other:?}: use \"tls-alpn-01\" and/or \"http-01\"")),
+            })
+            .map_err(|m| err(c.span(), "challenges", m))?;
             if out.is_empty() {
                 return Err(err(c.span(), "challenges", "needs at least one".into()));
             }
