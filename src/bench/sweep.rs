@@ -209,6 +209,7 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
     for (t, c, plan) in &runs {
         let report = tls_stream::run(plan, show_progress)?;
         let mbps = report.mb_per_s();
+        let per_connection = report.per_connection_mb_per_s(plan);
         eprintln!(
             "sweep: threads={t} connections={c}: {:.1} MB in {:.3} s, {mbps:.1} MB/s, errors {}",
             report.megabytes(),
@@ -224,8 +225,8 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
             report.bytes_received.to_string(),
             format!("{:.3}", report.elapsed.as_secs_f64()),
             format!("{mbps:.2}"),
-            format!("{:.2}", report.per_connection.first().unwrap_or(&0.0)),
-            format!("{:.2}", report.per_connection.last().unwrap_or(&0.0)),
+            format!("{:.2}", per_connection.first().unwrap_or(&0.0)),
+            format!("{:.2}", per_connection.last().unwrap_or(&0.0)),
             report.errors.total().to_string(),
         ]);
         let label = format!("{c} connection{}", if *c == 1 { "" } else { "s" });

@@ -122,8 +122,6 @@ pub struct StreamReport {
     pub bytes_received: u64,
     /// From the common start (before connecting) to the last connection's end.
     pub elapsed: Duration,
-    /// Each finished connection's own bandwidth, MB/s (10^6 bytes), ascending.
-    pub per_connection: Vec<f64>,
     /// Each finished connection's transfer time, seconds, ascending.
     pub per_connection_s: Vec<f64>,
     /// Connections that failed, by kind.
@@ -135,6 +133,18 @@ impl StreamReport {
     /// complete run makes equal to bytes sent.
     pub fn megabytes(&self) -> f64 {
         self.bytes_received as f64 / 1e6
+    }
+
+    /// Each finished connection's own bandwidth, MB/s (10^6 bytes), ascending.
+    /// Every finished connection echoed the plan's bytes, so these are its
+    /// transfer times reversed.
+    pub fn per_connection_mb_per_s(&self, plan: &StreamPlan) -> Vec<f64> {
+        let megabytes = plan.bytes_per_connection() as f64 / 1e6;
+        self.per_connection_s
+            .iter()
+            .rev()
+            .map(|secs| megabytes / secs)
+            .collect()
     }
 
     /// Megabytes per second of wall time.
@@ -156,7 +166,7 @@ impl StreamReport {
 
     /// The Asio experiment's line plus the spread between connections.
     pub fn text(&self, plan: &StreamPlan) -> String {
-        let (min, median, max) = Self::spread(&self.per_connection);
+        let (min, median, max) = Self::spread(&self.per_connection_mb_per_s(plan));
         let (fast, _, slow) = Self::spread(&self.per_connection_s);
         let mut out = format!(
             "{:.1} megabytes sent and received in {:.3} seconds ({:.1} MB/s)\n",
@@ -187,7 +197,7 @@ impl StreamReport {
 
     /// The run as one JSON object.
     pub fn to_json(&self, plan: &StreamPlan) -> Value {
-        let (min, median, max) = Self::spread(&self.per_connection);
+        let (min, median, max) = Self::spread(&self.per_connection_mb_per_s(plan));
         let (fast, _, slow) = Self::spread(&self.per_connection_s);
         json!({
             "target": format!("{}:{}", plan.target.host, plan.target.port),
@@ -202,7 +212,7 @@ impl StreamReport {
             "duration_s": round3(self.elapsed.as_secs_f64()),
             "mb_per_s": round2(self.mb_per_s()),
             "per_connection": {
-                "completed": self.per_connection.len(),
+                "completed": self.per_connection_s.len(),
                 "min_mb_per_s": round2(min),
                 "median_mb_per_s": round2(median),
                 "max_mb_per_s": round2(max),
@@ -250,7 +260,6 @@ pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<Stream
         bytes_sent: 0,
         bytes_received: 0,
         elapsed: Duration::ZERO,
-        per_connection: Vec::new(),
         per_connection_s: Vec::new(),
         errors: Errors::default(),
     };
@@ -264,12 +273,10 @@ pub fn run(plan: &Arc<StreamPlan>, show_progress: bool) -> anyhow::Result<Stream
             }
             if let Some(t) = r.transfer {
                 let secs = t.as_secs_f64().max(1e-9);
-                report.per_connection.push(r.received as f64 / 1e6 / secs);
                 report.per_connection_s.push(secs);
             }
         }
     }
-    report.per_connection.sort_by(f64::total_cmp);
     report.per_connection_s.sort_by(f64::total_cmp);
     report.elapsed = end.saturating_duration_since(start);
     Ok(report)
