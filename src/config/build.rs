@@ -186,9 +186,14 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.route.is_empty() && http_listeners {
         return Err(loc.error(0..0, "route", "no [[route]] configured"));
     }
+    let refs = RouteRefs {
+        upstreams: &upstreams,
+        caches: &caches,
+        mime: &mime,
+    };
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &upstreams, &caches, &mime)?;
+        let (host, path, handler) = validate_route(&loc, &key, r, &refs)?;
         if let Err(msg) = routes.insert(host, path, handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
@@ -561,14 +566,25 @@ fn listener_alpn(
     Ok(out)
 }
 
+/// What a route may name or use beside its own keys, each validated before
+/// the routes.
+struct RouteRefs<'a> {
+    upstreams: &'a [Arc<UpstreamGroup>],
+    caches: &'a [Arc<crate::cache::zone::CacheZone>],
+    mime: &'a Arc<MimeTable>,
+}
+
 fn validate_route(
     loc: &Locator<'_>,
     key: &str,
     r: &Spanned<RawRoute>,
-    upstreams: &[Arc<UpstreamGroup>],
-    caches: &[Arc<crate::cache::zone::CacheZone>],
-    mime: &Arc<MimeTable>,
+    refs: &RouteRefs<'_>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
+    let RouteRefs {
+        upstreams,
+        caches,
+        mime,
+    } = *refs;
     let raw = r.get_ref();
     let host = match &raw.host {
         None => None,
