@@ -43,6 +43,34 @@ pub fn parse_sweep_target(text: &str) -> (String, String) {
     }
 }
 
+/// A sweep's table, a row per run, to be written as `OUT.csv` beside the
+/// chart `OUT.svg`.
+struct SweepTable<'a> {
+    out: &'a Path,
+    header: &'a [&'a str],
+    rows: Vec<Vec<String>>,
+}
+
+impl<'a> SweepTable<'a> {
+    fn new(out: &'a Path, header: &'a [&'a str]) -> Self {
+        SweepTable {
+            out,
+            header,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Writes the CSV, then the chart `draw` makes at the SVG path.
+    fn write(self, draw: impl FnOnce(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let csv = with_ext(self.out, "csv");
+        let svg = with_ext(self.out, "svg");
+        write_csv(&csv, self.header, &self.rows)?;
+        draw(&svg)?;
+        println!("wrote {} and {}", csv.display(), svg.display());
+        Ok(())
+    }
+}
+
 fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(".");
@@ -74,25 +102,27 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
     // x is connections unless only the depth varies.
     let by_depth = a.connections.len() == 1 && a.depth.len() > 1;
     let several_depths = a.depth.len() > 1 && !by_depth;
-    let header = [
-        "target",
-        "url",
-        "threads",
-        "connections",
-        "depth",
-        "requests",
-        "duration_s",
-        "requests_per_s",
-        "p50_us",
-        "p90_us",
-        "p99_us",
-        "p99_9_us",
-        "max_us",
-        "errors",
-        "connect_p50_us",
-        "first_byte_p50_us",
-    ];
-    let mut rows = Vec::new();
+    let mut table = SweepTable::new(
+        &a.out,
+        &[
+            "target",
+            "url",
+            "threads",
+            "connections",
+            "depth",
+            "requests",
+            "duration_s",
+            "requests_per_s",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "p99_9_us",
+            "max_us",
+            "errors",
+            "connect_p50_us",
+            "first_byte_p50_us",
+        ],
+    );
     let mut series: Vec<Series> = Vec::new();
     let mut latency: Vec<Series> = Vec::new();
     for (name, c, d, plan) in &runs {
@@ -104,7 +134,7 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
             human_us(p.p99),
             report.stats.errors.total()
         );
-        rows.push(vec![
+        table.rows.push(vec![
             name.clone(),
             plan.target.url(),
             plan.threads.to_string(),
@@ -134,9 +164,6 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
         add_point(&mut latency, format!("{label} p99"), x, p.p99 as f64 / 1e3);
         add_point(&mut series, label, x, rps);
     }
-    let csv = with_ext(&a.out, "csv");
-    let svg = with_ext(&a.out, "svg");
-    write_csv(&csv, &header, &rows)?;
     let x_label = if by_depth && a.common.h2 {
         "streams per connection"
     } else if by_depth {
@@ -146,25 +173,25 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
     };
     let throughput_title = format!("Requests/s against {x_label}");
     let latency_title = format!("Latency (p50, p99) against {x_label}");
-    panels_chart(
-        &svg,
-        &format!("{x_label} (log scale)"),
-        XScale::Log,
-        &[
-            Panel {
-                title: &throughput_title,
-                y_label: "requests/s",
-                series: &series,
-            },
-            Panel {
-                title: &latency_title,
-                y_label: "latency (ms)",
-                series: &latency,
-            },
-        ],
-    )?;
-    println!("wrote {} and {}", csv.display(), svg.display());
-    Ok(())
+    table.write(|svg| {
+        panels_chart(
+            svg,
+            &format!("{x_label} (log scale)"),
+            XScale::Log,
+            &[
+                Panel {
+                    title: &throughput_title,
+                    y_label: "requests/s",
+                    series: &series,
+                },
+                Panel {
+                    title: &latency_title,
+                    y_label: "latency (ms)",
+                    series: &latency,
+                },
+            ],
+        )
+    })
 }
 
 /// Adds (x, y) to the line labelled `label`, starting it if it is new.
@@ -191,20 +218,22 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
             runs.push((t, c, Arc::new(plan)));
         }
     }
-    let header = [
-        "threads",
-        "connections",
-        "messages",
-        "size",
-        "bytes_sent",
-        "bytes_received",
-        "duration_s",
-        "mb_per_s",
-        "min_connection_mb_per_s",
-        "max_connection_mb_per_s",
-        "errors",
-    ];
-    let mut rows = Vec::new();
+    let mut table = SweepTable::new(
+        &a.out,
+        &[
+            "threads",
+            "connections",
+            "messages",
+            "size",
+            "bytes_sent",
+            "bytes_received",
+            "duration_s",
+            "mb_per_s",
+            "min_connection_mb_per_s",
+            "max_connection_mb_per_s",
+            "errors",
+        ],
+    );
     let mut series: Vec<Series> = Vec::new();
     for (t, c, plan) in &runs {
         let report = tls_stream::run(plan, show_progress)?;
@@ -216,7 +245,7 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
             report.elapsed.as_secs_f64(),
             report.errors.total()
         );
-        rows.push(vec![
+        table.rows.push(vec![
             t.to_string(),
             c.to_string(),
             a.load.messages.to_string(),
@@ -232,19 +261,16 @@ fn sweep_stream(a: &SweepStreamArgs, show_progress: bool) -> anyhow::Result<()> 
         let label = format!("{c} connection{}", if *c == 1 { "" } else { "s" });
         add_point(&mut series, label, *t as i64, mbps);
     }
-    let csv = with_ext(&a.out, "csv");
-    let svg = with_ext(&a.out, "svg");
-    write_csv(&csv, &header, &rows)?;
     let kind = if a.load.plain { "TCP" } else { "TLS" };
-    line_chart(
-        &svg,
-        &format!("{kind} echo bandwidth against threads"),
-        "threads",
-        "MB/s",
-        &series,
-    )?;
-    println!("wrote {} and {}", csv.display(), svg.display());
-    Ok(())
+    table.write(|svg| {
+        line_chart(
+            svg,
+            &format!("{kind} echo bandwidth against threads"),
+            "threads",
+            "MB/s",
+            &series,
+        )
+    })
 }
 
 #[cfg(test)]
