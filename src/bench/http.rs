@@ -684,6 +684,7 @@ mod tests {
     use crate::bench::args::HttpCommon;
     use crate::bench::target::{parse_url, HttpTarget};
     use crate::http1::parse::{Limits, Method, Parsed};
+    use crate::http1::HeaderLines;
 
     fn target(url: &str) -> HttpTarget {
         parse_url(url).unwrap()

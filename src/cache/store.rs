@@ -19,6 +19,7 @@ use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
 use crate::http1::response::ParsedResponseHead as UpstreamHead;
+use crate::http1::HeaderLines;
 
 /// Request fields the cache answers itself, so the origin is not asked for them.
 const CLIENT_CONDITIONALS: &[&[u8]] = &[

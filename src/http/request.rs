@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::client_address::ClientAddress;
 use crate::http1::parse::{BodyKind, Method, RequestHead, Version};
+use crate::http1::HeaderLines;
 
 /// TLS facts of the connection a request came on, for handlers and logs.
 #[derive(Debug, Clone, Copy, Default)]

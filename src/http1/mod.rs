@@ -6,7 +6,7 @@
 //!
 //! - [`parse`]: request heads, strict RFC 9112 checks; [`framing`] decides
 //!   their body framing, [`request_error`] says why one is refused, [`span`]
-//!   holds the offsets both head parsers store.
+//!   holds the offsets both head parsers store and the header lookups they share.
 //! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
 //! - [`mod@write`]: response heads, error responses, chunk encoding, cached `Date`.
 //! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
@@ -27,8 +27,8 @@ pub mod write;
 pub use body::{BodyDecoder, BodyError, Decoded};
 pub(crate) use grammar::parse_content_length;
 pub use parse::{
-    parse_request, BodyKind, HeaderSpan, Limits, Method, Parsed, RequestError, RequestHead, Span,
-    TargetForm, Version,
+    parse_request, BodyKind, HeaderLines, HeaderSpan, Limits, Method, Parsed, RequestError,
+    RequestHead, Span, TargetForm, Version,
 };
 pub use response::{parse_response, ParsedResponseHead, ResponseBody, ResponseError};
 pub use write::{

@@ -27,11 +27,11 @@ use std::mem::MaybeUninit;
 
 use super::authority::split_authority;
 use super::framing::{FieldRole, Framing};
-use super::span::{find_header, header_pairs, offset_of};
+use super::span::offset_of;
 
 pub use super::framing::BodyKind;
 pub use super::request_error::RequestError;
-pub use super::span::{HeaderSpan, Span};
+pub use super::span::{HeaderLines, HeaderSpan, Span};
 
 /// Hard ceiling on header slots, whatever [`Limits::max_headers`] says: the
 /// slots live on the stack (uninitialised, so the size costs nothing per parse).
@@ -262,22 +262,10 @@ impl RequestHead {
     pub fn host_name<'b>(&self, buf: &'b [u8]) -> Option<&'b [u8]> {
         self.host_name.map(|s| s.get(buf))
     }
+}
 
-    /// First value of a header, name matched case-insensitively.
-    pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
-        find_header(&self.headers, buf, name)
-    }
-
-    /// All header lines in order, as (name, value).
-    pub fn headers<'s, 'b>(
-        &'s self,
-        buf: &'b [u8],
-    ) -> impl Iterator<Item = (&'b [u8], &'b [u8])> + use<'s, 'b> {
-        header_pairs(&self.headers, buf)
-    }
-
-    /// Header lines as spans, for code that rewrites the head (the proxy).
-    pub fn header_spans(&self) -> &[HeaderSpan] {
+impl HeaderLines for RequestHead {
+    fn header_spans(&self) -> &[HeaderSpan] {
         &self.headers
     }
 }

@@ -12,7 +12,7 @@ use std::mem::MaybeUninit;
 
 use super::grammar::{is_tchar, list_elements, parse_content_length, trim_ows};
 use super::parse::{Limits, Method, Parsed, Version, MAX_HEADERS_CAP};
-use super::span::{find_header, header_pairs, offset_of, HeaderSpan, Span};
+use super::span::{offset_of, HeaderLines, HeaderSpan, Span};
 
 /// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
 /// in lowercase. Only `lower`'s letters accept the case bit, so the result is
@@ -131,22 +131,10 @@ impl ParsedResponseHead {
     pub fn reason<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         self.reason.get(buf)
     }
+}
 
-    /// First value of a header, name matched case-insensitively.
-    pub fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
-        find_header(&self.headers, buf, name)
-    }
-
-    /// All header lines in order, as (name, value).
-    pub fn headers<'s, 'b>(
-        &'s self,
-        buf: &'b [u8],
-    ) -> impl Iterator<Item = (&'b [u8], &'b [u8])> + use<'s, 'b> {
-        header_pairs(&self.headers, buf)
-    }
-
-    /// Header lines as spans, for code that forwards or rewrites them.
-    pub fn header_spans(&self) -> &[HeaderSpan] {
+impl HeaderLines for ParsedResponseHead {
+    fn header_spans(&self) -> &[HeaderSpan] {
         &self.headers
     }
 }

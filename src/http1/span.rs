@@ -61,25 +61,25 @@ pub(crate) fn offset_of(base: &[u8], part: &[u8]) -> usize {
     at.min(base.len())
 }
 
-/// First value of a header among `headers`, name matched case-insensitively.
-pub(crate) fn find_header<'b>(
-    headers: &[HeaderSpan],
-    buf: &'b [u8],
-    name: &str,
-) -> Option<&'b [u8]> {
-    let name = name.as_bytes();
-    headers
-        .iter()
-        .find(|h| h.name.len() == name.len() && h.name.get(buf).eq_ignore_ascii_case(name))
-        .map(|h| h.value.get(buf))
-}
+/// Header lookups for a parsed head that stores its header lines as spans:
+/// the request and response heads answer them the same way.
+pub trait HeaderLines {
+    /// Header lines as spans, for code that forwards or rewrites the head.
+    fn header_spans(&self) -> &[HeaderSpan];
 
-/// All header lines in order, as (name, value).
-pub(crate) fn header_pairs<'s, 'b>(
-    headers: &'s [HeaderSpan],
-    buf: &'b [u8],
-) -> impl Iterator<Item = (&'b [u8], &'b [u8])> + use<'s, 'b> {
-    headers
-        .iter()
-        .map(move |h| (h.name.get(buf), h.value.get(buf)))
+    /// First value of a header, name matched case-insensitively.
+    fn header<'b>(&self, buf: &'b [u8], name: &str) -> Option<&'b [u8]> {
+        let name = name.as_bytes();
+        self.header_spans()
+            .iter()
+            .find(|h| h.name.len() == name.len() && h.name.get(buf).eq_ignore_ascii_case(name))
+            .map(|h| h.value.get(buf))
+    }
+
+    /// All header lines in order, as (name, value).
+    fn headers<'b>(&self, buf: &'b [u8]) -> impl Iterator<Item = (&'b [u8], &'b [u8])> {
+        self.header_spans()
+            .iter()
+            .map(move |h| (h.name.get(buf), h.value.get(buf)))
+    }
 }

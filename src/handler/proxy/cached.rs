@@ -23,6 +23,7 @@ use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
 use crate::http1::response::ParsedResponseHead as UpstreamHead;
+use crate::http1::HeaderLines;
 
 /// Serves a request on a route whose responses `zone` stores.
 pub(crate) async fn forward_cached<'h>(

@@ -18,6 +18,7 @@ use crate::http1::body::BodyDecoder;
 use crate::http1::parse::{BodyKind, Method};
 use crate::http1::parse_content_length;
 use crate::http1::response::ResponseBody;
+use crate::http1::HeaderLines;
 
 /// Upstream read buffer capacity while streaming a body.
 pub(super) const UPSTREAM_READ_BUF: usize = 32 * 1024;

@@ -3,6 +3,7 @@
 
 use super::fields::{ConnectionOptions, Field, FieldCopy};
 use crate::http1::response::ParsedResponseHead;
+use crate::http1::HeaderLines;
 
 /// Phase 7: the upstream's end-to-end fields as `name: value\r\n` lines, for
 /// [`ResponseHead::field_lines`]: its `Date`, `Server`, framing and

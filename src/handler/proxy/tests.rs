@@ -17,7 +17,7 @@ use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
 use crate::http1::response::parse_response;
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
-use crate::http1::Parsed;
+use crate::http1::{HeaderLines, Parsed};
 
 /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
 /// each made the answer final, and whether an interim head was seen.

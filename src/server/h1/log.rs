@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::{Downstream, Exit, Http1Conn};
 use crate::http::RequestView;
 use crate::http1::parse::Version;
+use crate::http1::HeaderLines;
 use crate::observe::access_log::{Entry, TlsFields, WorkerLog};
 use crate::observe::metrics::ROUTE_NONE;
 

@@ -87,6 +87,7 @@ pub(super) fn read_h2_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http1::HeaderLines;
 
     fn parts(req: http::Request<()>) -> Parts {
         req.into_parts().0
