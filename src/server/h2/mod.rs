@@ -101,28 +101,27 @@ struct Watched<'c, T> {
 
 impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.state.flooded.get() {
+        if self.state.flooded.get() {
             // Nothing more is read; the connection task closes it.
             return Poll::Pending;
         }
         let before = buf.filled().len();
-        let r = Pin::new(&mut this.io).poll_read(cx, buf);
-        if r.is_pending() && this.state.active.get() == 0 {
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        if r.is_pending() && self.state.active.get() == 0 {
             // Nothing to read and no stream open: an idle connection keeps
             // no read buffer, as an idle HTTP/1 one keeps none.
-            (this.release)(&mut this.io);
+            (self.release)(&mut self.io);
         }
         let n = buf.filled().len() - before;
-        this.ctx.stats.bytes_in.add(n as u64);
-        if !this.budget.scan(&buf.filled()[before..]) {
+        self.ctx.stats.bytes_in.add(n as u64);
+        if !self.budget.scan(&buf.filled()[before..]) {
             buf.set_filled(before);
-            this.state.flooded.set(true);
-            this.state.wake.notify_one();
+            self.state.flooded.set(true);
+            self.state.wake.notify_one();
             return Poll::Pending;
         }
         r
@@ -130,6 +129,19 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
 }
 
 impl<T: AsyncWrite + Unpin> Watched<'_, T> {
+    /// Runs one write on the transport, counting the bytes it took and
+    /// noting whether it stalled.
+    fn counted_write(
+        &mut self,
+        write: impl FnOnce(Pin<&mut T>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        let r = write(Pin::new(&mut self.io));
+        if let Poll::Ready(Ok(n)) = r {
+            self.ctx.stats.bytes_out.add(n as u64);
+        }
+        self.note(r)
+    }
+
     fn note<R>(&self, r: Poll<R>) -> Poll<R> {
         match r {
             Poll::Pending => {
@@ -150,11 +162,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r {
-            self.ctx.stats.bytes_out.add(n as u64);
-        }
-        self.note(r)
+        self.counted_write(|io| io.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -162,11 +170,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = r {
-            self.ctx.stats.bytes_out.add(n as u64);
-        }
-        self.note(r)
+        self.counted_write(|io| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
