@@ -200,11 +200,11 @@ mod tests {
         assert_eq!(pick("zstd;q=0.5, br;q=0.8, gzip;q=0.9"), Some("gzip"));
         assert_eq!(pick("zstd;q=0.501, br;q=0.5"), Some("zstd"));
         assert_eq!(pick("br;q=0, gzip"), Some("gzip"));
-        assert_eq!(pick("gzip;q=0"), None);
-        assert_eq!(pick("gzip;q=0.000"), None);
-        // Unreadable weights refuse the coding rather than guess.
-        assert_eq!(pick("gzip;q=2"), None);
-        assert_eq!(pick("gzip;q=0.1234"), None);
+        // A zero weight refuses the coding, and so does an unreadable one
+        // rather than guess.
+        for refused in ["gzip;q=0", "gzip;q=0.000", "gzip;q=2", "gzip;q=0.1234"] {
+            assert_eq!(pick(refused), None, "{refused}");
+        }
         assert_eq!(pick("gzip;q=abc, br;q=0.1"), Some("br"));
     }
 

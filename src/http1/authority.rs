@@ -80,6 +80,7 @@ fn valid_ip_literal(inner: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http1::test_support::assert_each;
 
     fn valid_reg_name(host: &[u8]) -> bool {
         reg_name_len(host) == Some(host.len())
@@ -113,16 +114,18 @@ mod tests {
             Some((5, Some(&b"443"[..])))
         );
         assert_eq!(split_authority(b"", false), Some((0, None)));
-        for bad in [
-            &b":80"[..],
-            b"a b:80",
-            b"a:80:90",
-            b"a:123456",
-            b"a:8x",
-            b"a%zz:1",
-            b"[::1",
-        ] {
-            assert_eq!(split_authority(bad, false), None, "{bad:?}");
-        }
+        assert_each(
+            |bad| split_authority(bad, false).is_none(),
+            true,
+            &[
+                b":80",
+                b"a b:80",
+                b"a:80:90",
+                b"a:123456",
+                b"a:8x",
+                b"a%zz:1",
+                b"[::1",
+            ],
+        );
     }
 }

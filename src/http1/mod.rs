@@ -22,6 +22,8 @@ pub mod parse;
 pub mod request_error;
 pub mod response;
 pub mod span;
+#[cfg(test)]
+mod test_support;
 pub mod write;
 
 pub use body::{BodyDecoder, BodyError, Decoded};

@@ -349,6 +349,7 @@ fn coding_syntax_ok(element: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http1::test_support::assert_each;
 
     fn parse_for(method: Method, raw: &[u8]) -> Result<ParsedResponseHead, ResponseError> {
         let mut head = ParsedResponseHead::new();
@@ -492,74 +493,63 @@ mod tests {
 
     #[test]
     fn ambiguous_framing_is_refused() {
-        for raw in [
-            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"[..],
-            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: g@zip\r\n\r\n",
-        ] {
-            assert_eq!(
-                parse(raw).map(|h| h.body),
-                Err(ResponseError::BadTransferEncoding),
-                "{:?}",
-                String::from_utf8_lossy(raw)
-            );
-        }
-        for raw in [
-            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"[..],
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
-        ] {
-            assert_eq!(
-                parse(raw).map(|h| h.body),
-                Err(ResponseError::InvalidContentLength)
-            );
-        }
+        let body = |raw: &[u8]| parse(raw).map(|h| h.body);
+        assert_each(
+            body,
+            Err(ResponseError::BadTransferEncoding),
+            &[
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+                b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: g@zip\r\n\r\n",
+            ],
+        );
+        assert_each(
+            body,
+            Err(ResponseError::InvalidContentLength),
+            &[
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+            ],
+        );
     }
 
     #[test]
     fn strict_lines_and_versions() {
-        assert_eq!(
-            parse(b"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::BadLineEnding)
+        let error = |raw: &[u8]| parse(raw).err();
+        assert_each(
+            error,
+            Some(ResponseError::BadLineEnding),
+            &[
+                b"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n",
+                b"HTTP/1.1 200 OK\n\n",
+                b"\r\nHTTP/1.1 200 OK\r\n\r\n",
+            ],
+        );
+        assert_each(
+            error,
+            Some(ResponseError::InvalidHeaderName),
+            &[
+                b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nX : a\r\n\r\n",
+            ],
         );
         assert_eq!(
-            parse(b"HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n").map(|h| h.status),
-            Err(ResponseError::BadLineEnding)
+            error(b"HTTP/1.1 200 OK\r\nX: a\x00\r\n\r\n"),
+            Some(ResponseError::InvalidHeaderValue)
         );
-        assert_eq!(
-            parse(b"HTTP/1.1 200 OK\n\n").map(|h| h.status),
-            Err(ResponseError::BadLineEnding)
-        );
-        assert_eq!(
-            parse(b"\r\nHTTP/1.1 200 OK\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::BadLineEnding)
-        );
-        assert_eq!(
-            parse(b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidHeaderName)
-        );
-        assert_eq!(
-            parse(b"HTTP/1.1 200 OK\r\nX : a\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidHeaderName)
-        );
-        assert_eq!(
-            parse(b"HTTP/1.1 200 OK\r\nX: a\x00\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidHeaderValue)
-        );
-        assert_eq!(
-            parse(b"HTTP/2.0 200 OK\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidStatusLine)
-        );
-        assert_eq!(
-            parse(b"HTTP/1.1 20 OK\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidStatusLine)
-        );
-        assert_eq!(
-            parse(b"HTTP/1.1 099 OK\r\n\r\n").map(|h| h.status),
-            Err(ResponseError::InvalidStatusLine)
+        assert_each(
+            error,
+            Some(ResponseError::InvalidStatusLine),
+            &[
+                b"HTTP/2.0 200 OK\r\n\r\n",
+                b"HTTP/1.1 20 OK\r\n\r\n",
+                b"HTTP/1.1 099 OK\r\n\r\n",
+            ],
         );
         // A missing reason phrase is fine.
         let raw = b"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n";

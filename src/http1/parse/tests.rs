@@ -1,6 +1,7 @@
 //! Unit tests for request-head parsing: raw bytes in, a head or a status out.
 
 use super::*;
+use crate::http1::test_support::assert_each;
 
 fn parse(raw: &[u8]) -> Result<(Parsed, RequestHead), RequestError> {
     let mut head = RequestHead::new();
@@ -33,6 +34,26 @@ fn err(raw: &[u8]) -> RequestError {
     parse(raw).expect_err("expected an error")
 }
 
+/// The error for a request made of `before`, the input and `after`: for tests
+/// that try many values in one place of one request.
+fn err_between(before: &'static [u8], after: &'static [u8]) -> impl Fn(&[u8]) -> RequestError {
+    move |input| err(&[before, input, after].concat())
+}
+
+/// One head parsed into again and again under the same limits, as a
+/// connection keeps its head across reads and requests.
+#[derive(Default)]
+struct ReusedHead {
+    head: RequestHead,
+    limits: Limits,
+}
+
+impl ReusedHead {
+    fn parse(&mut self, raw: &[u8]) -> Result<Parsed, RequestError> {
+        parse_request(raw, &self.limits, &mut self.head)
+    }
+}
+
 #[test]
 fn simple_get() {
     let raw =
@@ -58,10 +79,12 @@ fn simple_get() {
 
 #[test]
 fn query_absent_versus_empty() {
-    let raw = b"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_eq!(complete(raw).query(raw), Some(&b""[..]));
-    let raw = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
-    assert_eq!(complete(raw).query(raw), None);
+    let query = |raw: &'static [u8]| complete(raw).query(raw);
+    assert_eq!(
+        query(b"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n"),
+        Some(&b""[..])
+    );
+    assert_eq!(query(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n"), None);
 }
 
 #[test]
@@ -181,28 +204,18 @@ fn incremental_parse_matches_one_shot() {
 
 #[test]
 fn shorter_buffer_after_partial_starts_over() {
-    let mut head = RequestHead::new();
-    let limits = Limits::default();
+    let mut conn = ReusedHead::default();
     let partial = b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: 1234";
-    assert_eq!(
-        parse_request(partial, &limits, &mut head),
-        Ok(Parsed::Partial)
-    );
+    assert_eq!(conn.parse(partial), Ok(Parsed::Partial));
     let raw = b"GET / HTTP/1.0\r\n\r\n";
-    assert_eq!(parse_request(raw, &limits, &mut head), Ok(Parsed::Complete));
-    assert_eq!(head.head_len, raw.len());
+    assert_eq!(conn.parse(raw), Ok(Parsed::Complete));
+    assert_eq!(conn.head.head_len, raw.len());
     // Same length but a different start needs an explicit clear.
-    assert_eq!(
-        parse_request(partial, &limits, &mut head),
-        Ok(Parsed::Partial)
-    );
-    head.clear();
+    assert_eq!(conn.parse(partial), Ok(Parsed::Partial));
+    conn.head.clear();
     let other = b"GET /b HTTP/1.1\r\nHost: b\r\nX: abcd\r\n\r\n";
     assert_eq!(other.len(), partial.len());
-    assert_eq!(
-        parse_request(other, &limits, &mut head),
-        Ok(Parsed::Complete)
-    );
+    assert_eq!(conn.parse(other), Ok(Parsed::Complete));
 }
 
 #[test]
@@ -239,13 +252,13 @@ fn leading_empty_lines_are_bounded() {
     assert_eq!(h.host(raw), Some(&b"h"[..]));
     let raw = b"\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n";
     assert_eq!(err(raw), RequestError::TooManyEmptyLines);
-    assert_eq!(
-        err(b"\nGET / HTTP/1.1\r\nHost: h\r\n\r\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(
-        err(b"\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n"),
-        RequestError::BadLineEnding
+    assert_each(
+        err,
+        RequestError::BadLineEnding,
+        &[
+            b"\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+        ],
     );
 }
 
@@ -270,38 +283,36 @@ fn rejects_differing_and_duplicate_content_length() {
 
 #[test]
 fn rejects_list_valued_content_length() {
-    for v in [&b"5, 5"[..], b"5,5", b"5, 6", b",5"] {
-        let raw = [
-            &b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: "[..],
-            v,
+    assert_each(
+        err_between(
+            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: ",
             b"\r\n\r\n",
-        ]
-        .concat();
-        assert_eq!(err(&raw), RequestError::InvalidContentLength, "{v:?}");
-    }
+        ),
+        RequestError::InvalidContentLength,
+        &[b"5, 5", b"5,5", b"5, 6", b",5"],
+    );
 }
 
 #[test]
 fn rejects_bad_content_length_numbers() {
-    for v in [
-        &b"abc"[..],
-        b"-1",
-        b"+5",
-        b"0x10",
-        b"5 5",
-        b"1e3",
-        b"18446744073709551616",
-        b"99999999999999999999999",
-        b"",
-    ] {
-        let raw = [
-            &b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: "[..],
-            v,
+    assert_each(
+        err_between(
+            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: ",
             b"\r\n\r\n",
-        ]
-        .concat();
-        assert_eq!(err(&raw), RequestError::InvalidContentLength, "{v:?}");
-    }
+        ),
+        RequestError::InvalidContentLength,
+        &[
+            b"abc",
+            b"-1",
+            b"+5",
+            b"0x10",
+            b"5 5",
+            b"1e3",
+            b"18446744073709551616",
+            b"99999999999999999999999",
+            b"",
+        ],
+    );
     let raw = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 18446744073709551615\r\n\r\n";
     assert_eq!(complete(raw).body, BodyKind::Length(u64::MAX));
     let raw = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length:  007 \r\n\r\n";
@@ -326,34 +337,36 @@ fn transfer_encoding_rules_and_order() {
         .concat();
         parse(&raw).map(|(_, h)| h.body)
     };
-    assert_eq!(te(b"chunked"), Ok(BodyKind::Chunked));
-    assert_eq!(te(b"CHUNKED"), Ok(BodyKind::Chunked));
-    assert_eq!(te(b"chunked,"), Ok(BodyKind::Chunked));
+    assert_each(
+        te,
+        Ok(BodyKind::Chunked),
+        &[b"chunked", b"CHUNKED", b"chunked,"],
+    );
     // Final coding not chunked: 400.
-    assert_eq!(te(b"gzip"), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b"chunked, gzip"), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b"identity"), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b"chunked;ext=1"), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b""), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b" , "), Err(RequestError::BadTransferEncoding));
-    assert_eq!(
-        te(b"chunked, chunked"),
-        Err(RequestError::BadTransferEncoding)
+    assert_each(
+        te,
+        Err(RequestError::BadTransferEncoding),
+        &[
+            b"gzip",
+            b"chunked, gzip",
+            b"identity",
+            b"chunked;ext=1",
+            b"",
+            b" , ",
+            b"chunked, chunked",
+            b"chu@nked",
+            b"gzip chunked",
+        ],
     );
-    assert_eq!(te(b"chu@nked"), Err(RequestError::BadTransferEncoding));
-    assert_eq!(te(b"gzip chunked"), Err(RequestError::BadTransferEncoding));
     // Ends in chunked, but with codings we do not decode: 501.
-    assert_eq!(
-        te(b"gzip, chunked"),
-        Err(RequestError::UnsupportedTransferCoding)
-    );
-    assert_eq!(
-        te(b"deflate,chunked"),
-        Err(RequestError::UnsupportedTransferCoding)
-    );
-    assert_eq!(
-        te(b"x-custom;q=1, chunked"),
-        Err(RequestError::UnsupportedTransferCoding)
+    assert_each(
+        te,
+        Err(RequestError::UnsupportedTransferCoding),
+        &[
+            b"gzip, chunked",
+            b"deflate,chunked",
+            b"x-custom;q=1, chunked",
+        ],
     );
     assert_eq!(RequestError::UnsupportedTransferCoding.status(), 501);
     // The list spans lines in order.
@@ -378,85 +391,79 @@ fn rejects_obs_fold() {
 
 #[test]
 fn rejects_whitespace_before_colon() {
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost : h\r\n\r\n"),
-        RequestError::InvalidHeaderName
+    assert_each(
+        err,
+        RequestError::InvalidHeaderName,
+        &[
+            b"GET / HTTP/1.1\r\nHost : h\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n",
+        ],
     );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost\t: h\r\n\r\n"),
-        RequestError::InvalidHeaderName
-    );
-    let raw = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding : chunked\r\n\r\n";
-    assert_eq!(err(raw), RequestError::InvalidHeaderName);
 }
 
 #[test]
 fn rejects_bad_field_names() {
-    for name in [
-        &b"X\x01A"[..],
-        b"X\x00",
-        b"X\x7f",
-        b"X(A)",
-        b"X/A",
-        b"X\"",
-        b"\xc3\xa9",
-        b"X[]",
-        b"X@",
-    ] {
-        let raw = [&b"GET / HTTP/1.1\r\nHost: h\r\n"[..], name, b": v\r\n\r\n"].concat();
-        assert_eq!(err(&raw), RequestError::InvalidHeaderName, "{name:?}");
-    }
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n"),
-        RequestError::InvalidHeaderName
+    assert_each(
+        err_between(b"GET / HTTP/1.1\r\nHost: h\r\n", b": v\r\n\r\n"),
+        RequestError::InvalidHeaderName,
+        &[
+            b"X\x01A",
+            b"X\x00",
+            b"X\x7f",
+            b"X(A)",
+            b"X/A",
+            b"X\"",
+            b"\xc3\xa9",
+            b"X[]",
+            b"X@",
+        ],
     );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n"),
-        RequestError::InvalidHeaderName
+    assert_each(
+        err,
+        RequestError::InvalidHeaderName,
+        &[
+            b"GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nNoColon\r\n\r\n",
+        ],
     );
 }
 
 #[test]
 fn rejects_bare_lf_line_endings() {
-    // Request line, header line, final empty line: each one alone.
-    assert_eq!(
-        err(b"GET / HTTP/1.1\nHost: h\r\n\r\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\n\r\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\r\n\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\n\n"),
-        RequestError::BadLineEnding
-    );
-    assert_eq!(err(b"GET / HTTP/1.0\n\n"), RequestError::BadLineEnding);
-    assert_eq!(err(b"GET / HTTP/1.0\n\r\n"), RequestError::BadLineEnding);
-    assert_eq!(err(b"GET / HTTP/1.0\r\n\n"), RequestError::BadLineEnding);
-    // A bare LF inside a value splits the line: still caught.
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\nY: b\r\n\r\n"),
-        RequestError::BadLineEnding
+    assert_each(
+        err,
+        RequestError::BadLineEnding,
+        &[
+            // Request line, header line, final empty line: each one alone.
+            b"GET / HTTP/1.1\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\n\n",
+            b"GET / HTTP/1.1\r\nHost: h\n\n",
+            b"GET / HTTP/1.0\n\n",
+            b"GET / HTTP/1.0\n\r\n",
+            b"GET / HTTP/1.0\r\n\n",
+            // A bare LF inside a value splits the line: still caught.
+            b"GET / HTTP/1.1\r\nHost: h\r\nX: a\nY: b\r\n\r\n",
+        ],
     );
 }
 
 #[test]
 fn rejects_bare_cr() {
-    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n"), 400);
-    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\rX: y\r\n\r\n"), 400);
-    assert_eq!(status(b"GET / HTTP/1.1\rHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET /a\rb HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\n\r\r"), 400);
-    assert_eq!(status(b"GET / HTTP/1.1\r\nHost: h\r\nX:\r\r\n\r\n"), 400);
+    assert_each(
+        status,
+        400,
+        &[
+            b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\rX: y\r\n\r\n",
+            b"GET / HTTP/1.1\rHost: h\r\n\r\n",
+            b"GET /a\rb HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\n\r\r",
+            b"GET / HTTP/1.1\r\nHost: h\r\nX:\r\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
@@ -480,21 +487,23 @@ fn rejects_control_characters_in_values() {
 
 #[test]
 fn rejects_malformed_request_lines() {
-    for raw in [
-        &b"GET  / HTTP/1.1\r\nHost: h\r\n\r\n"[..],
-        b"GET /  HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET / HTTP/1.1 \r\nHost: h\r\n\r\n",
-        b" GET / HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET /HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET / HTTP/1.1\r\n\r\nHost: h\r\n\r\n",
-        b"GET\r\n\r\n",
-        b"/ HTTP/1.1\r\nHost: h\r\n\r\n",
-    ] {
-        assert_eq!(status(raw), 400, "{:?}", String::from_utf8_lossy(raw));
-    }
+    assert_each(
+        status,
+        400,
+        &[
+            b"GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /  HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1 \r\nHost: h\r\n\r\n",
+            b" GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET\t/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\r\nHost: h\r\n\r\n",
+            b"GET\r\n\r\n",
+            b"/ HTTP/1.1\r\nHost: h\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
@@ -526,81 +535,89 @@ fn target_forms() {
     let h = complete(raw);
     assert_eq!(h.target_form, TargetForm::Authority);
     assert_eq!(h.host_name(raw), Some(&b"example.com"[..]));
-    for bad in [
-        &b"CONNECT / HTTP/1.1\r\nHost: h\r\n\r\n"[..],
-        b"CONNECT example.com HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"CONNECT http://example.com:443/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET example.com:443 HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET ftp://example.com/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET http:///path HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET http://user@h/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET http://h:x/ HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET index.html HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET /a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
-        b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
-    ] {
-        assert_eq!(
-            err(bad),
-            RequestError::InvalidTarget,
-            "{:?}",
-            String::from_utf8_lossy(bad)
-        );
-    }
+    assert_each(
+        err,
+        RequestError::InvalidTarget,
+        &[
+            b"CONNECT / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"CONNECT example.com HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"CONNECT http://example.com:443/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET example.com:443 HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET ftp://example.com/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET http:///path HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET http://user@h/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET http://h:x/ HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET index.html HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /a#frag HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
 fn rejects_controls_and_spaces_in_target() {
-    assert_eq!(status(b"GET /a\x00b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET /a\x7fb HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
-    assert_eq!(status(b"GET /a\x1bb HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    assert_each(
+        status,
+        400,
+        &[
+            b"GET /a\x00b HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /a\x7fb HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /a b HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET /a\x1bb HTTP/1.1\r\nHost: h\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
 fn host_rules() {
-    assert_eq!(err(b"GET / HTTP/1.1\r\n\r\n"), RequestError::MissingHost);
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"),
-        RequestError::DuplicateHost
+    assert_each(
+        err,
+        RequestError::MissingHost,
+        &[
+            b"GET / HTTP/1.1\r\n\r\n",
+            // Host is required even when the target carries the authority.
+            b"GET http://h/ HTTP/1.1\r\n\r\n",
+        ],
     );
-    assert_eq!(
-        err(b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"),
-        RequestError::DuplicateHost
+    assert_each(
+        err,
+        RequestError::DuplicateHost,
+        &[
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+        ],
     );
-    // Host is required even when the target carries the authority.
-    assert_eq!(
-        err(b"GET http://h/ HTTP/1.1\r\n\r\n"),
-        RequestError::MissingHost
+    assert_each(
+        err_between(b"GET / HTTP/1.1\r\nHost: ", b"\r\n\r\n"),
+        RequestError::InvalidHost,
+        &[
+            b"a b",
+            b"a/b",
+            b"user@a",
+            b"a:b",
+            b"a:123456",
+            b":80",
+            b"[::1",
+            b"[]",
+            b"[zz]",
+            b"a%zz",
+            b"a\"b",
+            b"a\xff",
+        ],
     );
-    for bad in [
-        &b"a b"[..],
-        b"a/b",
-        b"user@a",
-        b"a:b",
-        b"a:123456",
-        b":80",
-        b"[::1",
-        b"[]",
-        b"[zz]",
-        b"a%zz",
-        b"a\"b",
-        b"a\xff",
-    ] {
-        let raw = [&b"GET / HTTP/1.1\r\nHost: "[..], bad, b"\r\n\r\n"].concat();
-        assert_eq!(err(&raw), RequestError::InvalidHost, "{bad:?}");
-    }
     for good in [
-        &b"a"[..],
-        b"a.b-c_d~e",
-        b"1.2.3.4:80",
-        b"[::1]",
-        b"[::1]:443",
-        b"a:",
-        b"a%41",
+        "a",
+        "a.b-c_d~e",
+        "1.2.3.4:80",
+        "[::1]",
+        "[::1]:443",
+        "a:",
+        "a%41",
     ] {
-        let raw = [&b"GET / HTTP/1.1\r\nHost: "[..], good, b"\r\n\r\n"].concat();
-        assert_eq!(complete(&raw).host(&raw), Some(good), "{good:?}");
+        let raw = format!("GET / HTTP/1.1\r\nHost: {good}\r\n\r\n");
+        let raw = raw.as_bytes();
+        assert_eq!(complete(raw).host(raw), Some(good.as_bytes()), "{good}");
     }
     // Empty Host is what a client sends when the target has no authority.
     let raw = b"GET / HTTP/1.1\r\nHost:\r\n\r\n";
@@ -613,32 +630,35 @@ fn host_rules() {
 #[test]
 fn versions() {
     assert_eq!(complete(b"GET / HTTP/1.0\r\n\r\n").version, Version::Http10);
-    for v in [
-        &b"HTTP/2.0"[..],
-        b"HTTP/1.2",
-        b"HTTP/3",
-        b"HTTP/2",
-        b"HTTP/0.9",
-        b"HTTP/9.9",
-    ] {
-        let raw = [&b"GET / "[..], v, b"\r\nHost: h\r\n\r\n"].concat();
-        assert_eq!(err(&raw), RequestError::VersionNotSupported, "{v:?}");
-        assert_eq!(status(&raw), 505);
-    }
-    for v in [
-        &b"HTTP/x"[..],
-        b"HTTP/1.x",
-        b"http/1.1",
-        b"HTTP/10.0",
-        b"HTTP/1.1.1",
-        b"HTTP/1",
-        b"HTTP1.1",
-        b"FOO",
-        b"",
-    ] {
-        let raw = [&b"GET / "[..], v, b"\r\nHost: h\r\n\r\n"].concat();
-        assert_eq!(status(&raw), 400, "{v:?}");
-    }
+    let with_version =
+        |v: &[u8]| parse(&[&b"GET / "[..], v, b"\r\nHost: h\r\n\r\n"].concat()).map(|(p, _)| p);
+    assert_each(
+        |v| with_version(v).map_err(|e| (e, e.status())),
+        Err((RequestError::VersionNotSupported, 505)),
+        &[
+            b"HTTP/2.0",
+            b"HTTP/1.2",
+            b"HTTP/3",
+            b"HTTP/2",
+            b"HTTP/0.9",
+            b"HTTP/9.9",
+        ],
+    );
+    assert_each(
+        |v| with_version(v).map_err(|e| e.status()),
+        Err(400),
+        &[
+            b"HTTP/x",
+            b"HTTP/1.x",
+            b"http/1.1",
+            b"HTTP/10.0",
+            b"HTTP/1.1.1",
+            b"HTTP/1",
+            b"HTTP1.1",
+            b"FOO",
+            b"",
+        ],
+    );
     // An unsupported version still arriving is not judged early.
     assert_eq!(parse(b"GET / HTTP/2").map(|r| r.0), Ok(Parsed::Partial));
     assert_eq!(parse(b"GET / HTTP/2.0").map(|r| r.0), Ok(Parsed::Partial));
@@ -648,55 +668,34 @@ fn versions() {
 
 #[test]
 fn head_too_large_is_431_even_while_partial() {
-    let limits = Limits {
-        max_head_bytes: 64,
-        ..Limits::default()
-    };
-    let mut head = RequestHead::new();
+    let mut conn = ReusedHead::default();
+    conn.limits.max_head_bytes = 64;
     let mut raw = b"GET / HTTP/1.1\r\nHost: h\r\nX: ".to_vec();
     raw.resize(63, b'a');
-    assert_eq!(parse_request(&raw, &limits, &mut head), Ok(Parsed::Partial));
+    assert_eq!(conn.parse(&raw), Ok(Parsed::Partial));
     raw.push(b'a');
-    assert_eq!(
-        parse_request(&raw, &limits, &mut head),
-        Err(RequestError::HeadTooLarge)
-    );
+    assert_eq!(conn.parse(&raw), Err(RequestError::HeadTooLarge));
     raw.resize(10_000, b'a');
-    assert_eq!(
-        parse_request(&raw, &limits, &mut head),
-        Err(RequestError::HeadTooLarge)
-    );
+    assert_eq!(conn.parse(&raw), Err(RequestError::HeadTooLarge));
     // A complete head of exactly the limit is fine; one byte over is not.
     let mut exact = b"GET / HTTP/1.1\r\nHost: h\r\nX: ".to_vec();
     exact.resize(60, b'a');
     exact.extend_from_slice(b"\r\n\r\n");
-    assert_eq!(
-        parse_request(&exact, &limits, &mut head),
-        Ok(Parsed::Complete)
-    );
-    assert_eq!(head.head_len, 64);
+    assert_eq!(conn.parse(&exact), Ok(Parsed::Complete));
+    assert_eq!(conn.head.head_len, 64);
     exact.insert(30, b'a');
-    assert_eq!(
-        parse_request(&exact, &limits, &mut head),
-        Err(RequestError::HeadTooLarge)
-    );
+    assert_eq!(conn.parse(&exact), Err(RequestError::HeadTooLarge));
     assert_eq!(RequestError::HeadTooLarge.status(), 431);
 }
 
 #[test]
 fn too_many_headers_is_431() {
-    let limits = Limits {
-        max_headers: 3,
-        ..Limits::default()
-    };
-    let mut head = RequestHead::new();
+    let mut conn = ReusedHead::default();
+    conn.limits.max_headers = 3;
     let ok = b"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\n\r\n";
-    assert_eq!(parse_request(ok, &limits, &mut head), Ok(Parsed::Complete));
+    assert_eq!(conn.parse(ok), Ok(Parsed::Complete));
     let bad = b"GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
-    assert_eq!(
-        parse_request(bad, &limits, &mut head),
-        Err(RequestError::TooManyHeaders)
-    );
+    assert_eq!(conn.parse(bad), Err(RequestError::TooManyHeaders));
     assert_eq!(RequestError::TooManyHeaders.status(), 431);
     let mut many = b"GET / HTTP/1.1\r\nHost: h\r\n".to_vec();
     for _ in 0..101 {
@@ -708,33 +707,21 @@ fn too_many_headers_is_431() {
 
 #[test]
 fn uri_too_long_is_414_complete_or_not() {
-    let limits = Limits {
-        max_uri_bytes: 100,
-        ..Limits::default()
-    };
-    let mut head = RequestHead::new();
+    let mut conn = ReusedHead::default();
+    conn.limits.max_uri_bytes = 100;
     let mut raw = b"GET /".to_vec();
     raw.resize(5 + 99, b'a');
     let mut full = raw.clone();
     full.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
-    assert_eq!(
-        parse_request(&full, &limits, &mut head),
-        Ok(Parsed::Complete)
-    );
+    assert_eq!(conn.parse(&full), Ok(Parsed::Complete));
     raw.push(b'a');
     let mut full = raw.clone();
     full.extend_from_slice(b" HTTP/1.1\r\nHost: h\r\n\r\n");
-    assert_eq!(
-        parse_request(&full, &limits, &mut head),
-        Err(RequestError::UriTooLong)
-    );
+    assert_eq!(conn.parse(&full), Err(RequestError::UriTooLong));
     // Unfinished request line: still Partial within the slack, 414 beyond it.
-    assert_eq!(parse_request(&raw, &limits, &mut head), Ok(Parsed::Partial));
+    assert_eq!(conn.parse(&raw), Ok(Parsed::Partial));
     raw.resize(5 + 100 + REQUEST_LINE_SLACK, b'a');
-    assert_eq!(
-        parse_request(&raw, &limits, &mut head),
-        Err(RequestError::UriTooLong)
-    );
+    assert_eq!(conn.parse(&raw), Err(RequestError::UriTooLong));
     // Also when the unfinished line reaches the head limit first.
     let mut long = b"GET /".to_vec();
     long.resize(70_000, b'a');
@@ -745,54 +732,55 @@ fn uri_too_long_is_414_complete_or_not() {
 #[test]
 fn keep_alive_rules() {
     let ka = |raw: &[u8]| complete(raw).keep_alive;
-    assert!(ka(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"));
-    assert!(!ka(
-        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
-    ));
-    assert!(!ka(
-        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, CLOSE\r\n\r\n"
-    ));
-    assert!(!ka(
-        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: te\r\nConnection: close\r\n\r\n"
-    ));
-    assert!(ka(
-        b"GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n\r\n"
-    ));
-    assert!(!ka(b"GET / HTTP/1.0\r\n\r\n"));
-    assert!(ka(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"));
-    assert!(ka(b"GET / HTTP/1.0\r\nConnection: foo ,keep-alive\r\n\r\n"));
-    assert!(!ka(
-        b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"
-    ));
+    assert_each(
+        ka,
+        true,
+        &[
+            b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n\r\n",
+            b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+            b"GET / HTTP/1.0\r\nConnection: foo ,keep-alive\r\n\r\n",
+        ],
+    );
+    assert_each(
+        ka,
+        false,
+        &[
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, CLOSE\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nConnection: te\r\nConnection: close\r\n\r\n",
+            b"GET / HTTP/1.0\r\n\r\n",
+            b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
 fn expect_continue_rules() {
     let ec = |raw: &[u8]| complete(raw).expect_continue;
-    assert!(ec(
-        b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n"
-    ));
-    assert!(ec(
-        b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n"
-    ));
-    assert!(!ec(
-        b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n"
-    ));
-    assert!(!ec(
-        b"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n"
-    ));
-    assert!(!ec(
-        b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"
-    ));
-    assert!(!ec(
-        b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\nContent-Length: 3\r\n\r\n"
-    ));
+    assert_each(
+        ec,
+        true,
+        &[
+            b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 3\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ],
+    );
+    assert_each(
+        ec,
+        false,
+        &[
+            b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+            b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\nContent-Length: 3\r\n\r\n",
+        ],
+    );
 }
 
 #[test]
 fn spans_stay_in_bounds_with_a_foreign_buffer() {
-    let raw = b"GET /abc?d HTTP/1.1\r\nHost: example\r\n\r\n";
-    let h = complete(raw);
+    let h = complete(b"GET /abc?d HTTP/1.1\r\nHost: example\r\n\r\n");
     let short = b"GET";
     assert_eq!(h.path(short), b"");
     assert_eq!(h.header(short, "host"), None);
