@@ -619,9 +619,7 @@ fn validate_route(
         RawHandler::Static(s) => {
             Box::new(static_configure::build_static(loc, key, r.span(), s, mime)?)
         }
-        RawHandler::Respond(s) => {
-            Box::new(respond_configure::build_respond(loc, key, r.span(), s)?)
-        }
+        RawHandler::Respond(s) => Box::new(respond_configure::build_respond(loc, key, s)?),
         RawHandler::Redirect(s) => {
             Box::new(redirect_configure::build_redirect(loc, key, r.span(), s)?)
         }

@@ -8,10 +8,15 @@ use crate::config::raw::RawRedirect;
 use crate::filter::placeholder::Template;
 
 use super::redirect::Redirect;
+use super::respond_configure::StatusRule;
 
 /// Redirect statuses: moved permanently or temporarily, the method kept
 /// (307, 308) or turned into GET (301, 302 as browsers do, 303).
-const REDIRECT_STATUSES: [i64; 5] = [301, 302, 303, 307, 308];
+const REDIRECT_STATUS: StatusRule = StatusRule {
+    default: 302,
+    allowed: |s| matches!(s, 301 | 302 | 303 | 307 | 308),
+    otherwise: "is not a redirect status; use 301, 302, 303, 307 or 308",
+};
 
 /// Builds a `redirect` route's handler; `key` names the route (`route[2]`)
 /// and `span` its table, for a missing `location`.
@@ -21,20 +26,7 @@ pub fn build_redirect(
     span: Range<usize>,
     raw: &RawRedirect,
 ) -> Result<Redirect, ConfigError> {
-    let status = match &raw.status {
-        None => 302,
-        Some(s) if REDIRECT_STATUSES.contains(s.get_ref()) => *s.get_ref() as u16,
-        Some(s) => {
-            return Err(loc.error(
-                s.span(),
-                &format!("{key}.status"),
-                format!(
-                    "{} is not a redirect status; use 301, 302, 303, 307 or 308",
-                    s.get_ref()
-                ),
-            ))
-        }
-    };
+    let status = REDIRECT_STATUS.check(loc, key, &raw.status)?;
     let Some(location) = &raw.location else {
         return Err(loc.error(
             span,

@@ -1,7 +1,7 @@
 //! Second configuration stage of the `respond` handler: status, body and header
 //! fields checked and turned into a [`Respond`], beside the handler.
 
-use std::ops::Range;
+use toml::Spanned;
 
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::RawRespond;
@@ -12,24 +12,50 @@ use super::respond::Respond;
 /// Header fields a fixed response may not set: the driver writes them itself.
 const RESERVED: [&str; 4] = ["content-length", "transfer-encoding", "connection", "date"];
 
+/// Which values a route's `status` key takes, for the handlers that have one.
+pub(super) struct StatusRule {
+    /// The status when the key is absent.
+    pub(super) default: u16,
+    /// Whether a given status is one the handler may send.
+    pub(super) allowed: fn(i64) -> bool,
+    /// What the error says after the refused value.
+    pub(super) otherwise: &'static str,
+}
+
+impl StatusRule {
+    /// The status `value` (the route's `status` key) asks for; `key` names the route.
+    pub(super) fn check(
+        &self,
+        loc: &Locator<'_>,
+        key: &str,
+        value: &Option<Spanned<i64>>,
+    ) -> Result<u16, ConfigError> {
+        match value {
+            None => Ok(self.default),
+            Some(s) if (self.allowed)(*s.get_ref()) => Ok(*s.get_ref() as u16),
+            Some(s) => Err(loc.error(
+                s.span(),
+                &format!("{key}.status"),
+                format!("{} {}", s.get_ref(), self.otherwise),
+            )),
+        }
+    }
+}
+
+/// The statuses a `respond` route may give: final ones.
+const FINAL_STATUS: StatusRule = StatusRule {
+    default: 200,
+    allowed: |s| (200..=599).contains(&s),
+    otherwise: "is not a final status (200-599)",
+};
+
 /// Builds a `respond` route's handler; `key` names the route (`route[2]`).
 pub fn build_respond(
     loc: &Locator<'_>,
     key: &str,
-    _span: Range<usize>,
     raw: &RawRespond,
 ) -> Result<Respond, ConfigError> {
-    let status = match &raw.status {
-        None => 200,
-        Some(s) if (200..=599).contains(s.get_ref()) => *s.get_ref() as u16,
-        Some(s) => {
-            return Err(loc.error(
-                s.span(),
-                &format!("{key}.status"),
-                format!("{} is not a final status (200-599)", s.get_ref()),
-            ));
-        }
-    };
+    let status = FINAL_STATUS.check(loc, key, &raw.status)?;
     let body = raw
         .body
         .as_ref()

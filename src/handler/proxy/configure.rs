@@ -5,7 +5,7 @@
 //! (`upstream.rs`, the phases) never read raw configuration.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use super::upstream::{
 };
 use super::{Forwarding, ProxyRoute};
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::{RawHealthCheck, RawProxy, RawUpstream, RawUpstreamTls};
+use crate::config::raw::{RawDuration, RawHealthCheck, RawProxy, RawUpstream, RawUpstreamTls};
 use crate::config::value::{duration, int, unknown_choice};
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
@@ -136,6 +136,7 @@ pub fn build_upstream(
     u: &Spanned<RawUpstream>,
 ) -> Result<UpstreamGroup, ConfigError> {
     let raw = u.get_ref();
+    let keys = TableKeys { loc, table: key };
     let name = raw.name.get_ref().clone();
     if name.is_empty()
         || !name
@@ -266,77 +267,61 @@ pub fn build_upstream(
         balance,
         ring,
         tls,
-        connect_timeout: duration(
-            loc,
-            &raw.connect_timeout,
-            &format!("{key}.connect_timeout"),
-            Duration::from_secs(3),
-        )?,
-        response_timeout: duration(
-            loc,
-            &raw.response_timeout,
-            &format!("{key}.response_timeout"),
-            Duration::from_secs(60),
-        )?,
-        read_timeout: duration(
-            loc,
-            &raw.read_timeout,
-            &format!("{key}.read_timeout"),
-            Duration::from_secs(60),
-        )?,
-        retries: int(loc, &raw.retries, &format!("{key}.retries"), 0..=16, 1)? as u32,
-        max_idle: int(
-            loc,
-            &raw.max_idle,
-            &format!("{key}.max_idle"),
-            0..=10_000,
-            64,
-        )? as usize,
-        idle_timeout: duration(
-            loc,
-            &raw.idle_timeout,
-            &format!("{key}.idle_timeout"),
-            Duration::from_secs(60),
-        )?,
-        max_fails: int(
-            loc,
-            &raw.max_fails,
-            &format!("{key}.max_fails"),
-            0..=1000,
-            1,
-        )? as u32,
-        fail_timeout: duration(
-            loc,
-            &raw.fail_timeout,
-            &format!("{key}.fail_timeout"),
-            Duration::from_secs(10),
-        )?,
+        connect_timeout: keys.duration("connect_timeout", &raw.connect_timeout, 3)?,
+        response_timeout: keys.duration("response_timeout", &raw.response_timeout, 60)?,
+        read_timeout: keys.duration("read_timeout", &raw.read_timeout, 60)?,
+        retries: keys.int("retries", &raw.retries, 0..=16, 1)? as u32,
+        max_idle: keys.int("max_idle", &raw.max_idle, 0..=10_000, 64)? as usize,
+        idle_timeout: keys.duration("idle_timeout", &raw.idle_timeout, 60)?,
+        max_fails: keys.int("max_fails", &raw.max_fails, 0..=1000, 1)? as u32,
+        fail_timeout: keys.duration("fail_timeout", &raw.fail_timeout, 10)?,
         health_check,
-        max_in_flight: int(
-            loc,
-            &raw.max_in_flight,
-            &format!("{key}.max_in_flight"),
-            0..=10_000_000,
-            0,
-        )? as u32,
+        max_in_flight: keys.int("max_in_flight", &raw.max_in_flight, 0..=10_000_000, 0)? as u32,
         retry_after: retry_after(loc, &raw.retry_after, &format!("{key}.retry_after"))?,
         socket,
         counters: Default::default(),
         protocol,
-        max_streams: int(
-            loc,
-            &raw.max_streams,
-            &format!("{key}.max_streams"),
-            1..=10_000,
-            100,
-        )? as u32,
+        max_streams: keys.int("max_streams", &raw.max_streams, 1..=10_000, 100)? as u32,
     })
+}
+
+/// The keys of one table read as plain settings, each named `table.key` in
+/// its error, so a setting is written once with its default.
+struct TableKeys<'a, 'l> {
+    loc: &'a Locator<'l>,
+    /// The table's own key (`upstream[1]`).
+    table: &'a str,
+}
+
+impl TableKeys<'_, '_> {
+    /// A duration key, `default_secs` seconds when absent.
+    fn duration(
+        &self,
+        name: &str,
+        v: &Option<Spanned<RawDuration>>,
+        default_secs: u64,
+    ) -> Result<Duration, ConfigError> {
+        let key = format!("{}.{name}", self.table);
+        duration(self.loc, v, &key, Duration::from_secs(default_secs))
+    }
+
+    /// An integer key within `range`, `default` when absent.
+    fn int(
+        &self,
+        name: &str,
+        v: &Option<Spanned<i64>>,
+        range: RangeInclusive<i64>,
+        default: i64,
+    ) -> Result<i64, ConfigError> {
+        let key = format!("{}.{name}", self.table);
+        int(self.loc, v, &key, range, default)
+    }
 }
 
 /// `retry_after` as the whole seconds `Retry-After` carries (rounded up), 0s..1h.
 fn retry_after(
     loc: &Locator<'_>,
-    v: &Option<Spanned<crate::config::raw::RawDuration>>,
+    v: &Option<Spanned<RawDuration>>,
     key: &str,
 ) -> Result<Box<str>, ConfigError> {
     let d = duration(loc, v, key, Duration::from_secs(1))?;
@@ -423,6 +408,7 @@ fn health_check(
     h: &Spanned<RawHealthCheck>,
 ) -> Result<HealthCheck, ConfigError> {
     let raw = h.get_ref();
+    let keys = TableKeys { loc, table: key };
     let kind = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
         None | Some("http") => {
             let path = raw
@@ -455,12 +441,7 @@ fn health_check(
             ))
         }
     };
-    let interval = duration(
-        loc,
-        &raw.interval,
-        &format!("{key}.interval"),
-        Duration::from_secs(2),
-    )?;
+    let interval = keys.duration("interval", &raw.interval, 2)?;
     if interval < Duration::from_millis(10) {
         let span = raw.interval.as_ref().map_or(h.span(), |i| i.span());
         return Err(loc.error(span, &format!("{key}.interval"), "at least 10ms"));
@@ -468,14 +449,9 @@ fn health_check(
     Ok(HealthCheck {
         kind,
         interval,
-        timeout: duration(
-            loc,
-            &raw.timeout,
-            &format!("{key}.timeout"),
-            Duration::from_secs(1),
-        )?,
-        rise: int(loc, &raw.rise, &format!("{key}.rise"), 1..=100, 2)? as u32,
-        fall: int(loc, &raw.fall, &format!("{key}.fall"), 1..=100, 3)? as u32,
+        timeout: keys.duration("timeout", &raw.timeout, 1)?,
+        rise: keys.int("rise", &raw.rise, 1..=100, 2)? as u32,
+        fall: keys.int("fall", &raw.fall, 1..=100, 3)? as u32,
     })
 }
 

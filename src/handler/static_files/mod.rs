@@ -297,9 +297,7 @@ impl StaticFiles {
         if self.allow_symlinks_outside {
             return true;
         }
-        let mut proc_path = InlineBuf::<32>::new();
-        proc_path.push(b"/proc/self/fd/");
-        proc_path.push_dec(u64::try_from(file.as_raw_fd()).unwrap_or(u64::MAX));
+        let proc_path = InlineBuf::<32>::format(format_args!("/proc/self/fd/{}", file.as_raw_fd()));
         let real = match fs::read_link(as_path(proc_path.as_bytes())) {
             Ok(real) => real,
             Err(_) => match fs::canonicalize(path) {

@@ -36,30 +36,14 @@ impl<const N: usize> InlineBuf<N> {
         self.len += n;
     }
 
-    /// Appends `v` in lower-case hexadecimal.
-    pub(super) fn push_hex(&mut self, v: u64) {
-        self.push_digits(v, 16);
-    }
-
-    /// Appends `v` in decimal.
-    pub(super) fn push_dec(&mut self, v: u64) {
-        self.push_digits(v, 10);
-    }
-
-    /// Appends `v` in `radix` (at most 16) without going through `fmt`.
-    #[inline]
-    fn push_digits(&mut self, mut v: u64, radix: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b"0123456789abcdef"[(v % radix) as usize];
-            v /= radix;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..]);
+    /// A buffer holding `args` formatted (`"bytes {first}-{last}/{total}"`).
+    pub(super) fn format(args: fmt::Arguments<'_>) -> Self {
+        use fmt::Write as _;
+        let mut b = Self::new();
+        // Capacities are sized for the largest value; a value that did not fit would be
+        // cut short, never a panic.
+        let _ = b.write_fmt(args);
+        b
     }
 }
 
@@ -86,13 +70,9 @@ pub struct ETag(InlineBuf<40>);
 impl ETag {
     /// The tag for a file with this mtime (seconds) and size.
     pub fn new(mtime_secs: u64, size: u64) -> Self {
-        let mut b = InlineBuf::new();
-        b.push(b"\"");
-        b.push_hex(mtime_secs);
-        b.push(b"-");
-        b.push_hex(size);
-        b.push(b"\"");
-        ETag(b)
+        ETag(InlineBuf::format(format_args!(
+            "\"{mtime_secs:x}-{size:x}\""
+        )))
     }
 
     /// The tag of a precompressed sibling: its own tag with the coding
@@ -134,12 +114,11 @@ pub struct HttpDateValue(InlineBuf<32>);
 impl HttpDateValue {
     /// Formats seconds since the epoch, clamped to the years 1970..=9999 the format can carry.
     pub fn from_unix_secs(secs: u64) -> Self {
-        use fmt::Write as _;
         let t = UNIX_EPOCH + Duration::from_secs(secs.min(MAX_HTTP_DATE_SECS));
-        let mut b = InlineBuf::new();
-        // Always 29 bytes, within capacity; an error would leave a shorter value, never a panic.
-        let _ = write!(b, "{}", httpdate::HttpDate::from(t));
-        HttpDateValue(b)
+        HttpDateValue(InlineBuf::format(format_args!(
+            "{}",
+            httpdate::HttpDate::from(t)
+        )))
     }
 
     /// The header value.
@@ -155,22 +134,14 @@ pub struct ContentRange(InlineBuf<72>);
 impl ContentRange {
     /// For a 206 carrying bytes `first..=last` of `total`.
     pub fn satisfied(first: u64, last: u64, total: u64) -> Self {
-        let mut b = InlineBuf::new();
-        b.push(b"bytes ");
-        b.push_dec(first);
-        b.push(b"-");
-        b.push_dec(last);
-        b.push(b"/");
-        b.push_dec(total);
-        ContentRange(b)
+        ContentRange(InlineBuf::format(format_args!(
+            "bytes {first}-{last}/{total}"
+        )))
     }
 
     /// For a 416.
     pub fn unsatisfied(total: u64) -> Self {
-        let mut b = InlineBuf::new();
-        b.push(b"bytes */");
-        b.push_dec(total);
-        ContentRange(b)
+        ContentRange(InlineBuf::format(format_args!("bytes */{total}")))
     }
 
     /// The header value.
