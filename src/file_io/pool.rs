@@ -463,6 +463,32 @@ mod tests {
         })
     }
 
+    /// Runs a held job until the pool gives up on it; returns what releases
+    /// its thread.
+    fn time_out_one(p: &FileIoPool) -> mpsc::Sender<()> {
+        let (release, hold) = held();
+        on_worker(async {
+            assert_eq!(p.run(hold).await, Err(FileIoError::TimedOut));
+        });
+        release
+    }
+
+    /// Submits a held job and waits until a thread runs it (on a busy machine
+    /// a thread may take a while to start), so that the next job queues.
+    async fn occupy(p: &Rc<FileIoPool>) -> (mpsc::Sender<()>, JoinHandle<Result<(), FileIoError>>) {
+        let (release, hold) = held();
+        let started = Arc::new(AtomicUsize::new(0));
+        let started_in_job = started.clone();
+        let job = submit(p, move || {
+            started_in_job.store(1, Ordering::SeqCst);
+            hold()
+        });
+        while started.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (release, job)
+    }
+
     #[test]
     fn jobs_run_off_the_calling_thread_and_at_most_threads_at_once() {
         let p = pool(2, 16, Duration::from_secs(10));
@@ -515,10 +541,9 @@ mod tests {
     #[test]
     fn a_stuck_job_times_out_and_its_thread_is_replaced() {
         let p = pool(1, 4, Duration::from_millis(150));
-        let (release, hold) = held();
+        let release = time_out_one(&p);
+        // The only configured thread is still stuck, yet new work runs.
         on_worker(async {
-            assert_eq!(p.run(hold).await, Err(FileIoError::TimedOut));
-            // The only configured thread is still stuck, yet new work runs.
             assert_eq!(p.run(|| 7).await, Ok(7));
         });
         release.send(()).unwrap();
@@ -527,14 +552,9 @@ mod tests {
     #[test]
     fn stuck_threads_are_capped() {
         let p = pool(1, 64, Duration::from_millis(50));
-        let mut releases = Vec::new();
-        on_worker(async {
-            for _ in 0..(2 + STUCK_PER_THREAD) {
-                let (release, hold) = held();
-                releases.push(release);
-                assert_eq!(p.run(hold).await, Err(FileIoError::TimedOut));
-            }
-        });
+        let releases: Vec<_> = (0..(2 + STUCK_PER_THREAD))
+            .map(|_| time_out_one(&p))
+            .collect();
         assert_eq!(p.shared.lock().busy_since.len(), 1 + STUCK_PER_THREAD);
         drop(releases);
     }
@@ -548,18 +568,9 @@ mod tests {
     #[test]
     fn counters_and_gauges_show_jobs_queue_and_waits() {
         let p = pool(1, 1, Duration::from_secs(10));
-        let (release, hold) = held();
-        let started = Arc::new(AtomicUsize::new(0));
-        let started_in_job = started.clone();
         on_worker(async {
             assert_eq!(p.run(|| 1).await, Ok(1));
-            let first = submit(&p, move || {
-                started_in_job.store(1, Ordering::SeqCst);
-                hold()
-            });
-            while started.load(Ordering::SeqCst) == 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            let (release, first) = occupy(&p).await;
             let queued = submit(&p, || 2);
             let waiting = submit(&p, || 3);
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -592,10 +603,7 @@ mod tests {
     #[test]
     fn a_timed_out_job_is_counted_and_its_thread_shown_stuck() {
         let p = pool(1, 4, Duration::from_millis(100));
-        let (release, hold) = held();
-        on_worker(async {
-            assert_eq!(p.run(hold).await, Err(FileIoError::TimedOut));
-        });
+        let release = time_out_one(&p);
         let g = p.gauges();
         assert_eq!((g.threads, g.busy, g.stuck), (1, 1, 1));
         assert!(render(&p).contains("pier_file_io_timeouts_total 1\n"));
@@ -654,19 +662,8 @@ mod tests {
     #[test]
     fn a_closed_pool_answers_its_waiters() {
         let p = pool(1, 4, Duration::from_secs(10));
-        let (release, hold) = held();
-        let started = Arc::new(AtomicUsize::new(0));
-        let started_in_job = started.clone();
         on_worker(async {
-            let first = submit(&p, move || {
-                started_in_job.store(1, Ordering::SeqCst);
-                hold()
-            });
-            // The thread holds the first job before the second is queued (on
-            // a busy machine a thread may take a while to start).
-            while started.load(Ordering::SeqCst) == 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            let (release, first) = occupy(&p).await;
             let queued = submit(&p, || 1);
             tokio::time::sleep(Duration::from_millis(20)).await;
             assert!(!queued.is_finished());

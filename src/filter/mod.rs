@@ -58,16 +58,9 @@ pub trait RouteFilter: fmt::Debug + Send + Sync {
         false
     }
 
-    /// Edits a response head before the session sends it. `id` is the
-    /// request's identifier, the same for every filter.
-    fn response_filter<'a>(
-        &'a self,
-        req: &RequestView<'_>,
-        id: &RequestId,
-        head: &mut HeadEdit<'a>,
-    ) {
-        let _ = (req, id, head);
-    }
+    /// Edits a response head before the session sends it, given the request
+    /// and its identifier (the same for every filter).
+    fn response_filter<'a>(&'a self, _: &RequestView<'_>, _: &RequestId, _: &mut HeadEdit<'a>) {}
 }
 
 /// A filter as a route holds it.

@@ -167,12 +167,15 @@ mod tests {
 
     #[test]
     fn unknown_missing_or_oversized_extension_is_octet_stream() {
-        assert_eq!(for_file_name(b"Makefile"), DEFAULT);
-        assert_eq!(for_file_name(b"a.unknownext"), DEFAULT);
-        assert_eq!(for_file_name(b"trailingdot."), DEFAULT);
-        assert_eq!(for_file_name(b"a.webmanifestx"), DEFAULT);
-        assert_eq!(for_file_name(b"a.\xff\xfe"), DEFAULT);
-        assert_eq!(for_file_name(b""), DEFAULT);
+        // No extension, or nothing after the dot.
+        for name in [&b"Makefile"[..], b"trailingdot.", b""] {
+            assert_eq!(for_file_name(name), DEFAULT, "{name:?}");
+        }
+        // An extension the table does not hold, one longer than any it holds,
+        // one that is not text.
+        for name in [&b"a.unknownext"[..], b"a.webmanifestx", b"a.\xff\xfe"] {
+            assert_eq!(for_file_name(name), DEFAULT, "{name:?}");
+        }
     }
 
     #[test]

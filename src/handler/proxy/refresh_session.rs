@@ -4,6 +4,7 @@
 //! upstream exchange runs as for any request while only the cache keeps its
 //! result.
 
+use std::io;
 use std::net::SocketAddr;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -43,7 +44,7 @@ impl<'h> SessionLayer<'h> for RefreshSink {
         _: &mut dyn Session<'h>,
         _: &mut Context<'_>,
         data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    ) -> Poll<io::Result<usize>> {
         Poll::Ready(Ok(data.len()))
     }
 
@@ -51,7 +52,7 @@ impl<'h> SessionLayer<'h> for RefreshSink {
         &mut self,
         _: &mut dyn Session<'h>,
         _: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    ) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
 

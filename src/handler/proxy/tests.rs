@@ -61,7 +61,9 @@ fn an_interim_head_during_sending_counts_as_an_answer_but_not_a_final_one() {
     );
 }
 
-fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
+/// The route most tests rewrite for: `X-Forwarded-*` added, the client's
+/// `Host` kept, no `Via`; a test that needs another changes its fields.
+fn route() -> ProxyRoute {
     let group = UpstreamGroup {
         name: "t".into(),
         index: 0,
@@ -87,9 +89,12 @@ fn route(forwarding: Forwarding, via: bool, preserve_host: bool) -> ProxyRoute {
     };
     ProxyRoute {
         group: Arc::new(group),
-        forwarding,
-        via,
-        preserve_host,
+        forwarding: Forwarding {
+            x_forwarded: true,
+            forwarded: false,
+        },
+        via: false,
+        preserve_host: true,
         client_addr_header: Some("X-Real-IP".into()),
         client_cert_header: None,
         request_rules: None,
@@ -121,17 +126,14 @@ fn rewrite_for(raw: &[u8], r: &ProxyRoute, client: Client<'_>) -> String {
     String::from_utf8(out).unwrap()
 }
 
-const XFWD: Forwarding = Forwarding {
-    x_forwarded: true,
-    forwarded: false,
-};
-
 #[test]
 fn hop_by_hop_and_connection_named_fields_are_dropped() {
-    let r = route(XFWD, true, true);
     let out = rewrite(
         b"GET /a?b HTTP/1.1\r\nHost: ex.com\r\nConnection: close, X-Foo\r\nX-Foo: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nProxy-Connection: x\r\nUpgrade: h2c\r\nX-Bar: 2\r\nX-Real-IP: 6.6.6.6\r\n\r\n",
-        &r,
+        &ProxyRoute {
+            via: true,
+            ..route()
+        },
     );
     assert!(
         out.starts_with("GET /a?b HTTP/1.1\r\nHost: ex.com\r\n"),
@@ -163,14 +165,14 @@ fn hop_by_hop_and_connection_named_fields_are_dropped() {
 
 #[test]
 fn framing_is_exactly_one_field_and_xff_appends() {
-    let r = route(
-        Forwarding {
+    let r = ProxyRoute {
+        forwarding: Forwarding {
             x_forwarded: true,
             forwarded: true,
         },
-        false,
-        false,
-    );
+        preserve_host: false,
+        ..route()
+    };
     let out = rewrite(
         b"POST http://ex.com/p?q=1 HTTP/1.1\r\nHost: ex.com\r\nTransfer-Encoding: chunked\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-Proto: evil\r\nExpect: 100-continue\r\n\r\n",
         &r,
@@ -199,8 +201,11 @@ fn framing_is_exactly_one_field_and_xff_appends() {
 
 #[test]
 fn client_cert_header_carries_the_verified_subject_only() {
-    let mut r = route(XFWD, true, true);
-    r.client_cert_header = Some("X-Client-Subject".into());
+    let r = ProxyRoute {
+        via: true,
+        client_cert_header: Some("X-Client-Subject".into()),
+        ..route()
+    };
     let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Client-Subject: CN=forged\r\n\r\n";
     let client = Client {
         addr: "192.0.2.7:5555".parse().unwrap(),
@@ -219,10 +224,9 @@ fn client_cert_header_carries_the_verified_subject_only() {
 
 #[test]
 fn upgrade_is_forwarded_only_when_asked_for() {
-    let r = route(XFWD, false, true);
     let out = rewrite(
         b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n",
-        &r,
+        &route(),
     );
     assert!(
         out.contains("Connection: upgrade\r\nUpgrade: websocket\r\n"),
@@ -317,10 +321,9 @@ fn connection_options_beyond_the_inline_list_still_name_fields() {
     assert!(!options.names(b"o11"));
 
     // Through the request and response rewrites.
-    let r = route(XFWD, false, true);
     let out = rewrite(
         b"GET / HTTP/1.1\r\nHost: h\r\nConnection: a, b, c, d, e, f, g, h\r\nI: 0\r\nConnection: i\r\nA: 1\r\nH: 2\r\nJ: 3\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
-        &r,
+        &route(),
     );
     for gone in ["\r\nA:", "\r\nH:", "\r\nI:", "Connection"] {
         assert!(!out.contains(gone), "{gone} forwarded: {out}");
@@ -339,10 +342,9 @@ fn connection_options_beyond_the_inline_list_still_name_fields() {
 
 #[test]
 fn x_forwarded_for_named_by_connection_is_not_appended_to() {
-    let r = route(XFWD, false, true);
     let out = rewrite(
         b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 6.6.6.6\r\nConnection: X-Forwarded-For\r\n\r\n",
-        &r,
+        &route(),
     );
     assert!(out.contains("X-Forwarded-For: 192.0.2.7\r\n"), "{out}");
     assert!(!out.contains("6.6.6.6"), "{out}");
