@@ -613,8 +613,7 @@ fn validate_route(
             p.get_ref().clone()
         }
     };
-    let upstream_rules =
-        filter::configure::upstream_request_rules(loc, key, &raw.filters, raw.handler.get_ref())?;
+    let upstream_rules = filter::configure::upstream_request_rules(loc, key, raw)?;
     let handler: BoxedHandler = match raw.handler.get_ref() {
         RawHandler::Static(s) => {
             Box::new(static_configure::build_static(loc, key, r.span(), s, mime)?)
@@ -638,17 +637,11 @@ fn validate_route(
             Box::new(proxy)
         }
     };
-    // Compression innermost: the header rules see (and may edit) its head.
-    let handler = filter::compress_configure::wrap_compress(loc, key, &raw.filters, handler)?;
+    let compress = filter::compress_configure::compress_settings(loc, key, &raw.filters)?;
     // Access checks first: a refused request costs no more than the check.
     let route = (host.clone(), path.clone());
     let mut filters =
         crate::handler::access::configure::access_filters(loc, key, route, &raw.filters)?;
-    filters.extend(filter::configure::route_filters(
-        loc,
-        key,
-        &raw.filters,
-        raw.handler.get_ref(),
-    )?);
-    Ok((host, path, filter::wrap(handler, filters)))
+    filters.extend(filter::configure::route_filters(loc, key, raw)?);
+    Ok((host, path, filter::wrap(handler, filters, compress)))
 }

@@ -1,6 +1,7 @@
-//! The compression filter: a route with `compress` has its handler wrapped in
-//! [`Compressed`], which hands the handler a session that encodes bodies on
+//! The compression filter: a route with `compress` serves its handler through
+//! [`serve_compressed`], which hands the handler a session that encodes bodies on
 //! their way to the driver (gzip, brotli or zstd, chosen by `Accept-Encoding`).
+//! The route's other filters ([`super::Filtered`]) run around it.
 //! Whatever the handler gives goes out as a pushed body of unknown length:
 //!
 //! - a body the handler pushes (a proxied response, chunked, close-delimited
@@ -32,55 +33,33 @@ use super::encoder::{StreamEncoder, GATHER_MAX};
 use super::HeadEdit;
 use crate::file_io::residency::read_cached;
 use crate::file_io::{read_up_to, FileIoPool};
-use crate::handler::{BoxedHandler, Handler};
+use crate::handler::Handler;
 use crate::http::{
     Body, BodyReadError, FileRegion, OwnedField, RequestId, RequestView, ResponseHead, Served,
     Session, SessionExt,
 };
-use crate::observe::metrics::HandlerKind;
 use crate::worker::WorkerCtx;
 
 /// Bytes of input encoded at a time: a slice of gzip at level 4 takes about
 /// half a millisecond, the longest a compressed body holds its worker.
 pub const SLICE: usize = 16 * 1024;
 
-/// A handler whose responses are compressed.
-#[derive(Debug)]
-pub struct Compressed {
-    handler: BoxedHandler,
-    settings: CompressSettings,
-}
-
-impl Compressed {
-    /// Wraps `handler` in the compression filter.
-    pub fn new(handler: BoxedHandler, settings: CompressSettings) -> Self {
-        Compressed { handler, settings }
+/// Serves a request through `handler`, its response compressed as `settings` say.
+pub(super) async fn serve_compressed<'h>(
+    handler: &'h dyn Handler,
+    settings: &'h CompressSettings,
+    session: &mut dyn Session<'h>,
+) {
+    let mut compressing = CompressingSession {
+        inner: session,
+        settings,
+        state: State::Off,
+    };
+    match handler.serve(&mut compressing) {
+        Served::Done => {}
+        Served::Pending(answer) => answer.await,
     }
-}
-
-impl Handler for Compressed {
-    fn kind(&self) -> HandlerKind {
-        self.handler.kind()
-    }
-
-    fn reads_body(&self) -> bool {
-        self.handler.reads_body()
-    }
-
-    fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        Served::Pending(Box::pin(async move {
-            let mut compressing = CompressingSession {
-                inner: session,
-                settings: &self.settings,
-                state: State::Off,
-            };
-            match self.handler.serve(&mut compressing) {
-                Served::Done => {}
-                Served::Pending(answer) => answer.await,
-            }
-            compressing.complete().await;
-        }))
-    }
+    compressing.complete().await;
 }
 
 /// An encoder and the output it made that the driver has not taken yet.

@@ -4,29 +4,14 @@
 
 use serde::Deserialize;
 
-use super::compress::Compressed;
 use super::compress_rules::CompressSettings;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawCompressSettings, RawRouteFilters};
 use crate::config::value::parse_size;
-use crate::handler::BoxedHandler;
 use crate::http::content_coding::Coding;
 
-/// `handler` wrapped in the compression filter when the route's `compress`
-/// turns it on; else `handler` as it is. `key` names the route (`route[2]`).
-pub fn wrap_compress(
-    loc: &Locator<'_>,
-    key: &str,
-    raw: &RawRouteFilters,
-    handler: BoxedHandler,
-) -> Result<BoxedHandler, ConfigError> {
-    Ok(match compress_settings(loc, key, raw)? {
-        Some(settings) => Box::new(Compressed::new(handler, settings)),
-        None => handler,
-    })
-}
-
-/// The route's compression settings; `None` when it does not compress.
+/// The route's compression settings; `None` when it does not compress. `key`
+/// names the route (`route[2]`).
 pub fn compress_settings(
     loc: &Locator<'_>,
     key: &str,

@@ -9,7 +9,7 @@ use super::headers::{HeaderRules, ResponseHeaders, DRIVER_FIELDS};
 use super::placeholder::Template;
 use super::BoxedFilter;
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::{RawFieldValues, RawHandler, RawHeaderRules, RawRouteFilters, RawStatic};
+use crate::config::raw::{RawFieldValues, RawHandler, RawHeaderRules, RawRoute, RawStatic};
 use crate::config::value::parse_duration;
 use crate::http1::grammar::is_token;
 
@@ -18,16 +18,15 @@ use crate::http1::grammar::is_token;
 pub fn route_filters(
     loc: &Locator<'_>,
     key: &str,
-    raw: &RawRouteFilters,
-    handler: &RawHandler,
+    route: &RawRoute,
 ) -> Result<Vec<BoxedFilter>, ConfigError> {
     let mut filters: Vec<BoxedFilter> = Vec::new();
-    if let RawHandler::Static(s) = handler {
+    if let RawHandler::Static(s) = route.handler.get_ref() {
         if let Some(cache) = cache_fields(loc, key, s)? {
             filters.push(Box::new(cache));
         }
     }
-    if let Some(rules) = &raw.response_headers {
+    if let Some(rules) = &route.filters.response_headers {
         let rules = header_rules(loc, &format!("{key}.response_headers"), rules)?;
         if !rules.is_empty() {
             filters.push(Box::new(ResponseHeaders(rules)));
@@ -74,12 +73,12 @@ fn cache_fields(
 pub fn upstream_request_rules(
     loc: &Locator<'_>,
     key: &str,
-    raw: &RawRouteFilters,
-    handler: &RawHandler,
+    route: &RawRoute,
 ) -> Result<Option<HeaderRules>, ConfigError> {
-    let Some(rules) = &raw.request_headers else {
+    let Some(rules) = &route.filters.request_headers else {
         return Ok(None);
     };
+    let handler = route.handler.get_ref();
     let key = format!("{key}.request_headers");
     if !matches!(handler, RawHandler::Proxy(_)) {
         return Err(loc.error(

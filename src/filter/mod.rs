@@ -3,8 +3,10 @@
 //! [`Filtered`], which hands the handler a session of its own: request filters
 //! run before the handler (and may answer instead of it: a 403, a 401, a 429),
 //! response filters edit every head given to the session (header rules), the
-//! filters' own answers included. Both sides go through [`Session`] only, so an
-//! HTTP/2 driver gets the filters without knowing they exist.
+//! filters' own answers included, and compression (`compress.rs`), innermost,
+//! encodes bodies, so the header rules see (and may edit) its head. Both sides
+//! go through [`Session`] only, so an HTTP/2 driver gets the filters without
+//! knowing they exist.
 //!
 //! A route without filters is not wrapped at all: it costs nothing. A route
 //! with filters costs one allocation for the wrapped answer, and one buffer
@@ -30,6 +32,7 @@ use crate::http::session_layer::{LayeredSession, SessionLayer};
 use crate::http::RequestId;
 use crate::http::{Body, RequestView, ResponseHead, Served, Session};
 use crate::observe::metrics::HandlerKind;
+use compress_rules::CompressSettings;
 pub use head_edit::HeadEdit;
 
 /// What a request filter decided.
@@ -66,9 +69,14 @@ pub trait RouteFilter: fmt::Debug + Send + Sync {
 /// A filter as a route holds it.
 pub type BoxedFilter = Box<dyn RouteFilter>;
 
-/// Wraps `handler` in its route's filters; with none, the handler as it is.
-pub fn wrap(handler: BoxedHandler, filters: Vec<BoxedFilter>) -> BoxedHandler {
-    if filters.is_empty() {
+/// Wraps `handler` in its route's filters and compression; with neither, the
+/// handler as it is.
+pub fn wrap(
+    handler: BoxedHandler,
+    filters: Vec<BoxedFilter>,
+    compress: Option<CompressSettings>,
+) -> BoxedHandler {
+    if filters.is_empty() && compress.is_none() {
         return handler;
     }
     let edits_response = filters.iter().any(|f| f.edits_response());
@@ -76,6 +84,7 @@ pub fn wrap(handler: BoxedHandler, filters: Vec<BoxedFilter>) -> BoxedHandler {
         handler,
         filters: filters.into(),
         edits_response,
+        compress,
     })
 }
 
@@ -85,6 +94,8 @@ pub struct Filtered {
     handler: BoxedHandler,
     filters: Box<[BoxedFilter]>,
     edits_response: bool,
+    /// Compression of the handler's responses, inside the other filters.
+    compress: Option<CompressSettings>,
 }
 
 impl Filtered {
@@ -122,10 +133,14 @@ impl Handler for Filtered {
                     return;
                 }
             }
-            match self.handler.serve(&mut filtered) {
-                Served::Done => {}
-                Served::Pending(answer) => answer.await,
+            let Some(settings) = &self.compress else {
+                match self.handler.serve(&mut filtered) {
+                    Served::Done => {}
+                    Served::Pending(answer) => answer.await,
+                }
+                return;
             };
+            compress::serve_compressed(&*self.handler, settings, &mut filtered).await;
         }))
     }
 }
@@ -165,18 +180,31 @@ mod tests {
     use crate::handler::respond::Respond;
 
     #[test]
-    fn a_route_without_filters_keeps_its_handler_unwrapped() {
-        let bare = wrap(Box::new(Respond::new(200, Vec::new(), &[])), Vec::new());
+    fn a_route_without_filters_or_compression_keeps_its_handler_unwrapped() {
+        let bare = wrap(
+            Box::new(Respond::new(200, Vec::new(), &[])),
+            Vec::new(),
+            None,
+        );
         assert!(format!("{bare:?}").starts_with("Respond"), "{bare:?}");
         let rules = headers::HeaderRules::new(vec!["x-a".into()], Vec::new(), Vec::new(), false);
         let filtered = wrap(
             Box::new(Respond::new(200, Vec::new(), &[])),
             vec![Box::new(headers::ResponseHeaders(rules))],
+            None,
         );
         assert!(
             format!("{filtered:?}").starts_with("Filtered"),
             "{filtered:?}"
         );
         assert_eq!(filtered.kind(), HandlerKind::Respond);
+        // Compression alone wraps it too.
+        let compressed = wrap(
+            Box::new(Respond::new(200, Vec::new(), &[])),
+            Vec::new(),
+            Some(CompressSettings::default()),
+        );
+        assert!(format!("{compressed:?}").starts_with("Filtered"));
+        assert_eq!(compressed.kind(), HandlerKind::Respond);
     }
 }

@@ -13,12 +13,7 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
         .unwrap()
         .with_cache_valid(Duration::from_millis(300));
     let cache = OpenFileCache::default();
-    let req = StaticRequest {
-        method_allowed: true,
-        path: b"/c.txt",
-        open_files: Some(&cache),
-        ..Default::default()
-    };
+    let req = cached_get(b"/c.txt", &cache);
     assert_eq!(files.reply_for(&req).status(), 200);
     std::fs::remove_file(dir.path().join("c.txt")).unwrap();
     // Still open in this worker's cache: served without touching the path.
@@ -33,12 +28,7 @@ fn open_file_cache_reuses_a_file_until_it_expires() {
         .unwrap()
         .with_cache_valid(Duration::ZERO);
     std::fs::write(dir.path().join("u.txt"), "x").unwrap();
-    let req = StaticRequest {
-        method_allowed: true,
-        path: b"/u.txt",
-        open_files: Some(&cache),
-        ..Default::default()
-    };
+    let req = cached_get(b"/u.txt", &cache);
     assert_eq!(uncached.reply_for(&req).status(), 200);
     std::fs::remove_file(dir.path().join("u.txt")).unwrap();
     assert_eq!(uncached.reply_for(&req).status(), 404);
@@ -50,12 +40,7 @@ fn each_generation_has_its_own_open_files_and_frees_them_with_it() {
     std::fs::write(dir.path().join("g.txt"), "generation").unwrap();
     let files = StaticFiles::new(dir.path(), vec![], false, false).unwrap();
     let old = OpenFileCache::default();
-    let request = |cache| StaticRequest {
-        method_allowed: true,
-        path: b"/g.txt",
-        open_files: Some(cache),
-        ..Default::default()
-    };
+    let request = |cache| cached_get(b"/g.txt", cache);
     let Reply::File(f) = files.reply_for(&request(&old)) else {
         panic!("the file is served");
     };
@@ -83,9 +68,11 @@ const MTIME_DATE: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
 const HELLO: &[u8] = b"Hello, World!";
 const HELLO_ETAG: &str = "\"6553f100-d\"";
 
-/// `tmp/secret.txt` outside the root, and `tmp/www` as the root.
+/// `tmp/secret.txt` outside the root, and `tmp/www` as the root, served with
+/// `index.html` as the index and neither autoindex nor symlinks outside.
 struct Fixture {
     tmp: tempfile::TempDir,
+    files: StaticFiles,
 }
 
 impl Fixture {
@@ -111,15 +98,36 @@ impl Fixture {
         .unwrap();
         fs::create_dir(www.join("noindex/zdir")).unwrap();
         fs::create_dir(www.join("evil.com")).unwrap();
-        Fixture { tmp }
+        let files = StaticFiles::new(&www, vec!["index.html".into()], false, false).unwrap();
+        Fixture { tmp, files }
     }
 
     fn root(&self) -> PathBuf {
         self.tmp.path().join("www")
     }
 
-    fn server(&self) -> StaticFiles {
-        StaticFiles::new(&self.root(), vec!["index.html".into()], false, false).unwrap()
+    fn server(&self) -> &StaticFiles {
+        &self.files
+    }
+
+    /// The default server's reply to `req`.
+    fn reply_to(&self, req: &StaticRequest<'_>) -> Reply {
+        self.files.reply_for(req)
+    }
+
+    /// The default server's reply to a GET of `path`.
+    fn reply(&self, path: &str) -> Reply {
+        self.reply_to(&get(path))
+    }
+
+    /// The default server's reply to a GET of hello.txt with `Range: range`.
+    fn range(&self, range: &str) -> Reply {
+        self.reply_to(&ranged(range, None))
+    }
+
+    /// The status of the default server's reply to a GET of `path`.
+    fn status(&self, path: &str) -> u16 {
+        self.reply(path).status()
     }
 
     fn server_with(&self, autoindex: bool, allow_outside: bool) -> StaticFiles {
@@ -134,16 +142,31 @@ impl Fixture {
 }
 
 fn write_file(path: &Path, contents: &[u8]) {
+    write_file_at(path, contents, UNIX_EPOCH + Duration::from_secs(MTIME)).unwrap();
+}
+
+/// Writes `contents` with `mtime` as its modification time; the error is the
+/// file system refusing that time.
+fn write_file_at(path: &Path, contents: &[u8], mtime: SystemTime) -> std::io::Result<()> {
     fs::write(path, contents).unwrap();
     let file = File::options().write(true).open(path).unwrap();
-    file.set_modified(UNIX_EPOCH + Duration::from_secs(MTIME))
-        .unwrap();
+    file.set_modified(mtime)
 }
 
 fn get(path: &str) -> StaticRequest<'_> {
     StaticRequest {
         method_allowed: true,
         path: path.as_bytes(),
+        ..StaticRequest::default()
+    }
+}
+
+/// A GET of `path` through a worker's open-file cache.
+fn cached_get<'a>(path: &'a [u8], cache: &'a OpenFileCache) -> StaticRequest<'a> {
+    StaticRequest {
+        method_allowed: true,
+        path,
+        open_files: Some(cache),
         ..StaticRequest::default()
     }
 }
@@ -167,91 +190,103 @@ fn body(f: &mut FileReply) -> Vec<u8> {
     out
 }
 
+/// The HTML of a directory listing.
+fn listing(reply: Reply) -> String {
+    let Reply::Listing { body } = reply else {
+        panic!("expected a listing, got {reply:?}");
+    };
+    String::from_utf8(body).unwrap()
+}
+
 fn header<'r>(reply: &'r Reply, name: &str) -> Option<&'r [u8]> {
     reply.headers().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
+/// Asserts that a GET of each of `paths` gets `expected` from the default server.
+fn expect_status(expected: u16, paths: &[&str]) {
+    expect_status_of(expected, paths.iter().map(|path| get(path)));
+}
+
+/// Asserts that each of `requests` gets `expected` from the default server.
+fn expect_status_of<'a>(expected: u16, requests: impl IntoIterator<Item = StaticRequest<'a>>) {
+    let fx = Fixture::new();
+    for req in requests {
+        assert_eq!(status(&fx.reply_to(&req)), expected, "{req:?}");
+    }
 }
 
 // Traversal and path hygiene.
 
 #[test]
 fn dot_dot_segment_is_rejected() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/../etc/passwd"))), 400);
-    assert_eq!(status(&s.reply_for(&get("/../secret.txt"))), 400);
-    assert_eq!(status(&s.reply_for(&get("/sub/../hello.txt"))), 400);
-    assert_eq!(status(&s.reply_for(&get("/.."))), 400);
+    expect_status(
+        400,
+        &[
+            "/../etc/passwd",
+            "/../secret.txt",
+            "/sub/../hello.txt",
+            "/..",
+        ],
+    );
 }
 
 #[test]
 fn encoded_dot_dot_is_rejected() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for path in [
-        "/%2e%2e/%2e%2e/etc/passwd",
-        "/%2E%2E/secret.txt",
-        "/.%2e/secret.txt",
-        "/%2e./secret.txt",
-    ] {
-        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
-    }
+    expect_status(
+        400,
+        &[
+            "/%2e%2e/%2e%2e/etc/passwd",
+            "/%2E%2E/secret.txt",
+            "/.%2e/secret.txt",
+            "/%2e./secret.txt",
+        ],
+    );
 }
 
 #[test]
 fn encoded_slash_and_backslash_are_rejected() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for path in [
-        "/..%2fetc/passwd",
-        "/a/..%2f..%2fetc/passwd",
-        "/sub%2Findex.html",
-        "/..%5csecret.txt",
-        "/..\\secret.txt",
-        "/a\\b",
-    ] {
-        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
-    }
+    expect_status(
+        400,
+        &[
+            "/..%2fetc/passwd",
+            "/a/..%2f..%2fetc/passwd",
+            "/sub%2Findex.html",
+            "/..%5csecret.txt",
+            "/..\\secret.txt",
+            "/a\\b",
+        ],
+    );
 }
 
 #[test]
 fn nul_raw_or_encoded_is_rejected() {
     let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/%00"))), 400);
-    assert_eq!(status(&s.reply_for(&get("/hello.txt%00.png"))), 400);
+    assert_eq!(fx.status("/%00"), 400);
+    assert_eq!(fx.status("/hello.txt%00.png"), 400);
     let raw = StaticRequest {
         path: b"/hello\0.txt",
         ..get("/")
     };
-    assert_eq!(status(&s.reply_for(&raw)), 400);
+    assert_eq!(status(&fx.reply_to(&raw)), 400);
 }
 
 #[test]
 fn broken_percent_escapes_are_rejected() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for path in ["/%", "/%4", "/%zz", "/hello%2.txt", "/%%41"] {
-        assert_eq!(status(&s.reply_for(&get(path))), 400, "{path}");
-    }
+    expect_status(400, &["/%", "/%4", "/%zz", "/hello%2.txt", "/%%41"]);
 }
 
 #[test]
 fn path_without_leading_slash_is_rejected() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("hello.txt"))), 400);
-    assert_eq!(status(&s.reply_for(&get(""))), 400);
-    assert_eq!(status(&s.reply_for(&get("*"))), 400);
+    expect_status(400, &["hello.txt", "", "*"]);
 }
 
 #[test]
 fn double_slashes_collapse_inside_root() {
     let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("//etc/passwd"))), 404);
-    let mut f = expect_file(s.reply_for(&get("//hello.txt")));
+    assert_eq!(fx.status("//etc/passwd"), 404);
+    let mut f = expect_file(fx.reply("//hello.txt"));
     assert_eq!(body(&mut f), HELLO);
-    let f = expect_file(s.reply_for(&get("/./sub//.//index.html")));
+    let f = expect_file(fx.reply("/./sub//.//index.html"));
     assert_eq!(f.len, 10);
 }
 
@@ -259,18 +294,16 @@ fn double_slashes_collapse_inside_root() {
 fn percent_encoded_names_are_decoded_once() {
     let fx = Fixture::new();
     fs::write(fx.root().join("a b%41.txt"), b"x").unwrap();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/a%20b%2541.txt"))), 200);
+    assert_eq!(fx.status("/a%20b%2541.txt"), 200);
     // Decoding twice would turn %2541 into A.
-    assert_eq!(status(&s.reply_for(&get("/a%20bA.txt"))), 404);
-    assert_eq!(status(&s.reply_for(&get("/%68ello.txt"))), 200);
+    assert_eq!(fx.status("/a%20bA.txt"), 404);
+    assert_eq!(fx.status("/%68ello.txt"), 200);
 }
 
 #[test]
 fn non_utf8_names_are_served_as_bytes() {
     let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/noindex/caf%E9%20bar"))), 200);
+    assert_eq!(fx.status("/noindex/caf%E9%20bar"), 200);
 }
 
 #[test]
@@ -278,9 +311,8 @@ fn symlink_to_file_outside_root_is_404() {
     let fx = Fixture::new();
     symlink(fx.tmp.path().join("secret.txt"), fx.root().join("out")).unwrap();
     symlink("../secret.txt", fx.root().join("out_rel")).unwrap();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/out"))), 404);
-    assert_eq!(status(&s.reply_for(&get("/out_rel"))), 404);
+    assert_eq!(fx.status("/out"), 404);
+    assert_eq!(fx.status("/out_rel"), 404);
 }
 
 #[test]
@@ -308,12 +340,11 @@ fn symlink_inside_root_is_served() {
     symlink("hello.txt", fx.root().join("rel_link.txt")).unwrap();
     symlink(fx.root().join("hello.txt"), fx.root().join("abs_link.txt")).unwrap();
     symlink("sub", fx.root().join("sublink")).unwrap();
-    let s = fx.server();
     for path in ["/rel_link.txt", "/abs_link.txt"] {
-        let mut f = expect_file(s.reply_for(&get(path)));
+        let mut f = expect_file(fx.reply(path));
         assert_eq!(body(&mut f), HELLO, "{path}");
     }
-    assert_eq!(status(&s.reply_for(&get("/sublink/"))), 200);
+    assert_eq!(fx.status("/sublink/"), 200);
 }
 
 #[test]
@@ -345,7 +376,7 @@ fn symlink_loop_is_404() {
     let fx = Fixture::new();
     symlink("loop_b", fx.root().join("loop_a")).unwrap();
     symlink("loop_a", fx.root().join("loop_b")).unwrap();
-    assert_eq!(status(&fx.server().reply_for(&get("/loop_a"))), 404);
+    assert_eq!(fx.status("/loop_a"), 404);
 }
 
 // Files, directories and errors.
@@ -353,8 +384,7 @@ fn symlink_loop_is_404() {
 #[test]
 fn serves_file_with_validators_and_type() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&get("/hello.txt"));
+    let reply = fx.reply("/hello.txt");
     assert_eq!(status(&reply), 200);
     let headers: Vec<(&str, &[u8])> = reply.headers().collect();
     assert_eq!(
@@ -374,9 +404,8 @@ fn serves_file_with_validators_and_type() {
 #[test]
 fn head_gets_the_same_reply_as_get() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let get_reply = s.reply_for(&get("/hello.txt"));
-    let head_reply = s.reply_for(&StaticRequest {
+    let get_reply = fx.reply("/hello.txt");
+    let head_reply = fx.reply_to(&StaticRequest {
         is_head: true,
         ..get("/hello.txt")
     });
@@ -388,37 +417,25 @@ fn head_gets_the_same_reply_as_get() {
 }
 
 #[test]
-fn missing_file_is_404() {
+fn missing_file_or_file_as_directory_is_404() {
+    expect_status(404, &["/nope.txt", "/nope/", "/hello.txt/x", "/hello.txt/"]);
+    // With autoindex on too.
     let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/nope.txt"))), 404);
-    assert_eq!(status(&s.reply_for(&get("/nope/"))), 404);
-    assert_eq!(status(&s.reply_for(&get("/hello.txt/x"))), 404);
-}
-
-#[test]
-fn file_requested_with_trailing_slash_is_404() {
-    let fx = Fixture::new();
-    assert_eq!(status(&fx.server().reply_for(&get("/hello.txt/"))), 404);
-    assert_eq!(
-        status(&fx.server_with(true, false).reply_for(&get("/hello.txt/"))),
-        404
-    );
+    let listing = fx.server_with(true, false);
+    assert_eq!(status(&listing.reply_for(&get("/hello.txt/"))), 404);
 }
 
 #[test]
 fn overlong_name_is_404() {
     let fx = Fixture::new();
-    let s = fx.server();
     let path = format!("/{}", "a".repeat(300));
-    assert_eq!(status(&s.reply_for(&get(&path))), 404);
+    assert_eq!(fx.status(&path), 404);
 }
 
 #[test]
 fn other_methods_get_405_with_allow() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&StaticRequest {
+    let reply = fx.reply_to(&StaticRequest {
         method_allowed: false,
         ..get("/hello.txt")
     });
@@ -430,8 +447,7 @@ fn other_methods_get_405_with_allow() {
 #[test]
 fn directory_with_slash_serves_index() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&get("/sub/"));
+    let reply = fx.reply("/sub/");
     assert_eq!(
         header(&reply, "Content-Type"),
         Some(b"text/html; charset=utf-8".as_slice())
@@ -484,18 +500,14 @@ fn index_symlink_outside_root_is_404() {
 fn root_directory_serves_index() {
     let fx = Fixture::new();
     fs::write(fx.root().join("index.html"), b"home").unwrap();
-    assert_eq!(
-        body(&mut expect_file(fx.server().reply_for(&get("/")))),
-        b"home"
-    );
+    assert_eq!(body(&mut expect_file(fx.reply("/"))), b"home");
 }
 
 #[test]
 fn directory_without_index_is_404_when_autoindex_off() {
     let fx = Fixture::new();
-    let s = fx.server();
-    assert_eq!(status(&s.reply_for(&get("/noindex/"))), 404);
-    assert_eq!(status(&s.reply_for(&get("/"))), 404);
+    assert_eq!(fx.status("/noindex/"), 404);
+    assert_eq!(fx.status("/"), 404);
 }
 
 #[test]
@@ -507,10 +519,7 @@ fn autoindex_lists_sorted_escaped_entries() {
         header(&reply, "Content-Type"),
         Some(b"text/html; charset=utf-8".as_slice())
     );
-    let Reply::Listing { body } = reply else {
-        panic!("expected a listing");
-    };
-    let html = String::from_utf8(body).unwrap();
+    let html = listing(reply);
     for shown in [
         "<title>Index of /noindex/</title>",
         "<a href=\"../\">../</a>",
@@ -543,10 +552,7 @@ fn autoindex_lists_sorted_escaped_entries() {
 fn autoindex_of_root_has_no_parent_link() {
     let fx = Fixture::new();
     let s = fx.server_with(true, false);
-    let Reply::Listing { body } = s.reply_for(&get("/")) else {
-        panic!("expected a listing");
-    };
-    let html = String::from_utf8(body).unwrap();
+    let html = listing(s.reply_for(&get("/")));
     assert!(html.contains("<title>Index of /</title>"));
     assert!(!html.contains("../"));
     assert!(html.contains("<a href=\"sub/\">sub/</a>"));
@@ -564,10 +570,7 @@ fn autoindex_escapes_the_title() {
     let fx = Fixture::new();
     fs::create_dir(fx.root().join("<b>")).unwrap();
     let s = fx.server_with(true, false);
-    let Reply::Listing { body } = s.reply_for(&get("/%3Cb%3E/")) else {
-        panic!("expected a listing");
-    };
-    let html = String::from_utf8(body).unwrap();
+    let html = listing(s.reply_for(&get("/%3Cb%3E/")));
     assert!(html.contains("Index of /&lt;b&gt;/"));
     assert!(!html.contains("<b>"));
 }
@@ -575,19 +578,17 @@ fn autoindex_escapes_the_title() {
 #[test]
 fn directory_without_slash_redirects() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&get("/sub"));
+    let reply = fx.reply("/sub");
     assert_eq!(status(&reply), 301);
     assert_eq!(header(&reply, "Location"), Some(b"/sub/".as_slice()));
-    let reply = s.reply_for(&get("/."));
+    let reply = fx.reply("/.");
     assert_eq!(header(&reply, "Location"), Some(b"/".as_slice()));
 }
 
 #[test]
 fn redirect_is_never_protocol_relative() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&get("//evil.com"));
+    let reply = fx.reply("//evil.com");
     assert_eq!(header(&reply, "Location"), Some(b"/evil.com/".as_slice()));
 }
 
@@ -595,8 +596,7 @@ fn redirect_is_never_protocol_relative() {
 fn redirect_location_is_percent_encoded() {
     let fx = Fixture::new();
     fs::create_dir(fx.root().join("a b\r\nSet-Cookie: x")).unwrap();
-    let s = fx.server();
-    let reply = s.reply_for(&get("/a%20b%0D%0ASet-Cookie:%20x"));
+    let reply = fx.reply("/a%20b%0D%0ASet-Cookie:%20x");
     assert_eq!(
         header(&reply, "Location"),
         Some(b"/a%20b%0D%0ASet-Cookie%3A%20x/".as_slice())
@@ -615,14 +615,14 @@ fn fifo_is_404_without_blocking() {
         eprintln!("mkfifo unavailable; skipping");
         return;
     }
-    assert_eq!(status(&fx.server().reply_for(&get("/pipe"))), 404);
+    assert_eq!(fx.status("/pipe"), 404);
 }
 
 #[test]
 fn unix_socket_is_404() {
     let fx = Fixture::new();
     let _listener = std::os::unix::net::UnixListener::bind(fx.root().join("sock")).unwrap();
-    assert_eq!(status(&fx.server().reply_for(&get("/sock"))), 404);
+    assert_eq!(fx.status("/sock"), 404);
 }
 
 #[test]
@@ -643,7 +643,7 @@ fn unreadable_file_is_403() {
         eprintln!("permission bits are not enforced (running as root?); skipping");
         return;
     }
-    assert_eq!(status(&fx.server().reply_for(&get("/locked.txt"))), 403);
+    assert_eq!(fx.status("/locked.txt"), 403);
 }
 
 #[test]
@@ -711,14 +711,11 @@ fn etag_and_date_formats() {
 #[test]
 fn pre_epoch_mtime_does_not_panic() {
     let fx = Fixture::new();
-    let path = fx.root().join("old.txt");
-    fs::write(&path, b"old").unwrap();
-    let file = File::options().write(true).open(&path).unwrap();
     let old = UNIX_EPOCH - Duration::from_secs(86_400 * 365);
-    if file.set_modified(old).is_err() {
+    if write_file_at(&fx.root().join("old.txt"), b"old", old).is_err() {
         return;
     }
-    let reply = fx.server().reply_for(&get("/old.txt"));
+    let reply = fx.reply("/old.txt");
     assert_eq!(
         header(&reply, "Last-Modified"),
         Some(b"Thu, 01 Jan 1970 00:00:00 GMT".as_slice())
@@ -729,14 +726,11 @@ fn pre_epoch_mtime_does_not_panic() {
 #[test]
 fn far_future_mtime_does_not_panic() {
     let fx = Fixture::new();
-    let path = fx.root().join("future.txt");
-    fs::write(&path, b"f").unwrap();
-    let file = File::options().write(true).open(&path).unwrap();
     let far = SystemTime::UNIX_EPOCH + Duration::from_secs(400_000_000_000);
-    if file.set_modified(far).is_err() {
+    if write_file_at(&fx.root().join("future.txt"), b"f", far).is_err() {
         return;
     }
-    assert_eq!(status(&fx.server().reply_for(&get("/future.txt"))), 200);
+    assert_eq!(fx.status("/future.txt"), 200);
 }
 
 fn conditional<'a>(inm: Option<&'a str>, ims: Option<&'a str>) -> StaticRequest<'a> {
@@ -750,8 +744,7 @@ fn conditional<'a>(inm: Option<&'a str>, ims: Option<&'a str>) -> StaticRequest<
 #[test]
 fn if_none_match_exact_gives_304() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&conditional(Some(HELLO_ETAG), None));
+    let reply = fx.reply_to(&conditional(Some(HELLO_ETAG), None));
     assert_eq!(status(&reply), 304);
     let headers: Vec<(&str, &[u8])> = reply.headers().collect();
     assert_eq!(
@@ -766,85 +759,67 @@ fn if_none_match_exact_gives_304() {
 #[test]
 fn if_none_match_uses_weak_comparison() {
     let fx = Fixture::new();
-    let s = fx.server();
     let weak = format!("W/{HELLO_ETAG}");
-    assert_eq!(status(&s.reply_for(&conditional(Some(&weak), None))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(Some(&weak), None))), 304);
 }
 
 #[test]
 fn if_none_match_list_and_star() {
     let fx = Fixture::new();
-    let s = fx.server();
     let list = format!("\"a\", W/\"b\" ,{HELLO_ETAG}, \"c\"");
-    assert_eq!(status(&s.reply_for(&conditional(Some(&list), None))), 304);
-    assert_eq!(status(&s.reply_for(&conditional(Some("*"), None))), 304);
-    assert_eq!(status(&s.reply_for(&conditional(Some(" * "), None))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(Some(&list), None))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(Some("*"), None))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(Some(" * "), None))), 304);
     let head = StaticRequest {
         is_head: true,
         ..conditional(Some(HELLO_ETAG), None)
     };
-    assert_eq!(status(&s.reply_for(&head)), 304);
+    assert_eq!(status(&fx.reply_to(&head)), 304);
 }
 
 #[test]
 fn if_none_match_mismatch_or_garbage_gives_200() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for field in [
+    let fields = [
         "\"a\", \"b\"",
         "\"6553f100-c\"",
         "6553f100-d",
         "\"6553f100-d",
         "garbage, \"6553f100-d\"",
         "",
-    ] {
-        assert_eq!(
-            status(&s.reply_for(&conditional(Some(field), None))),
-            200,
-            "{field}"
-        );
-    }
+    ];
+    expect_status_of(200, fields.map(|f| conditional(Some(f), None)));
 }
 
 #[test]
 fn if_none_match_present_overrides_if_modified_since() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&conditional(Some("\"other\""), Some(MTIME_DATE)));
+    let reply = fx.reply_to(&conditional(Some("\"other\""), Some(MTIME_DATE)));
     assert_eq!(status(&reply), 200);
 }
 
 #[test]
 fn if_modified_since_equal_or_later_gives_304() {
     let fx = Fixture::new();
-    let s = fx.server();
     assert_eq!(
-        status(&s.reply_for(&conditional(None, Some(MTIME_DATE)))),
+        status(&fx.reply_to(&conditional(None, Some(MTIME_DATE)))),
         304
     );
     let later = "Wed, 15 Nov 2023 00:00:00 GMT";
-    assert_eq!(status(&s.reply_for(&conditional(None, Some(later)))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(None, Some(later)))), 304);
     let rfc850 = "Tuesday, 14-Nov-23 22:13:20 GMT";
-    assert_eq!(status(&s.reply_for(&conditional(None, Some(rfc850)))), 304);
+    assert_eq!(status(&fx.reply_to(&conditional(None, Some(rfc850)))), 304);
 }
 
 #[test]
 fn if_modified_since_earlier_or_invalid_gives_200() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for field in [
+    let fields = [
         "Tue, 14 Nov 2023 22:13:19 GMT",
         "yesterday",
         "Tue, 14 Nov 2023 22:13:20 GMT garbage",
         "Tue, 14 Nov 2023 22:13:2\u{e9}GMT",
         "",
-    ] {
-        assert_eq!(
-            status(&s.reply_for(&conditional(None, Some(field)))),
-            200,
-            "{field}"
-        );
-    }
+    ];
+    expect_status_of(200, fields.map(|f| conditional(None, Some(f))));
 }
 
 // Ranges.
@@ -869,69 +844,48 @@ fn expect_partial(reply: Reply, first: u64, last: u64) -> FileReply {
 }
 
 #[test]
-fn range_first_last() {
+fn satisfiable_ranges_give_206_with_their_bytes() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let mut f = expect_partial(s.reply_for(&ranged("bytes=0-4", None)), 0, 4);
-    assert_eq!(body(&mut f), b"Hello");
-    expect_partial(s.reply_for(&ranged("bytes=12-12", None)), 12, 12);
+    for (range, first, last) in [
+        // First and last.
+        ("bytes=0-4", 0, 4),
+        ("bytes=12-12", 12, 12),
+        // Open-ended.
+        ("bytes=7-", 7, 12),
+        ("bytes=0-", 0, 12),
+        // Suffix.
+        ("bytes=-6", 7, 12),
+        ("bytes=-100", 0, 12),
+        // The last byte clamped.
+        ("bytes=5-1000", 5, 12),
+        // Lenient syntax, where RFC 9110 allows it.
+        ("Bytes=0-0", 0, 0),
+        (" bytes= 1-2 ", 1, 2),
+        ("bytes=1-2, ,", 1, 2),
+    ] {
+        let mut f = expect_partial(fx.range(range), first, last);
+        let bytes = &HELLO[first as usize..=last as usize];
+        assert_eq!(body(&mut f), bytes, "{range}");
+    }
 }
 
 #[test]
-fn range_open_ended() {
+fn range_numbers_past_u64_are_clamped() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let mut f = expect_partial(s.reply_for(&ranged("bytes=7-", None)), 7, 12);
-    assert_eq!(body(&mut f), b"World!");
-    expect_partial(s.reply_for(&ranged("bytes=0-", None)), 0, 12);
-}
-
-#[test]
-fn range_suffix() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    let mut f = expect_partial(s.reply_for(&ranged("bytes=-6", None)), 7, 12);
-    assert_eq!(body(&mut f), b"World!");
-    expect_partial(s.reply_for(&ranged("bytes=-100", None)), 0, 12);
-    expect_partial(
-        s.reply_for(&ranged("bytes=-99999999999999999999999999", None)),
-        0,
-        12,
-    );
-}
-
-#[test]
-fn range_last_is_clamped() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    expect_partial(s.reply_for(&ranged("bytes=5-1000", None)), 5, 12);
-    expect_partial(
-        s.reply_for(&ranged("bytes=5-99999999999999999999999", None)),
-        5,
-        12,
-    );
-}
-
-#[test]
-fn range_syntax_is_lenient_where_rfc_allows() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    expect_partial(s.reply_for(&ranged("Bytes=0-0", None)), 0, 0);
-    expect_partial(s.reply_for(&ranged(" bytes= 1-2 ", None)), 1, 2);
-    expect_partial(s.reply_for(&ranged("bytes=1-2, ,", None)), 1, 2);
+    expect_partial(fx.range("bytes=-99999999999999999999999999"), 0, 12);
+    expect_partial(fx.range("bytes=5-99999999999999999999999"), 5, 12);
 }
 
 #[test]
 fn unsatisfiable_range_gives_416() {
     let fx = Fixture::new();
-    let s = fx.server();
     for field in [
         "bytes=13-",
         "bytes=13-20",
         "bytes=-0",
         "bytes=99999999999999999999999-",
     ] {
-        let reply = s.reply_for(&ranged(field, None));
+        let reply = fx.range(field);
         assert_eq!(status(&reply), 416, "{field}");
         assert_eq!(
             header(&reply, "Content-Range"),
@@ -946,9 +900,7 @@ fn unsatisfiable_range_gives_416() {
 
 #[test]
 fn malformed_ranges_give_200_full() {
-    let fx = Fixture::new();
-    let s = fx.server();
-    for field in [
+    let fields = [
         "bytes=0-1,3-x",
         "bytes=abc",
         "bytes=5-2",
@@ -960,8 +912,10 @@ fn malformed_ranges_give_200_full() {
         "bytes=1 - 2",
         "bytes=+1-2",
         "",
-    ] {
-        let reply = s.reply_for(&ranged(field, None));
+    ];
+    let fx = Fixture::new();
+    for field in fields {
+        let reply = fx.range(field);
         assert_eq!(status(&reply), 200, "{field:?}");
         assert_eq!(header(&reply, "Content-Range"), None);
         assert_eq!(expect_file(reply).len, 13);
@@ -971,35 +925,32 @@ fn malformed_ranges_give_200_full() {
 #[test]
 fn range_on_empty_file() {
     let fx = Fixture::new();
-    let s = fx.server();
     let mk = |r: &'static str| StaticRequest {
         range: Some(r.as_bytes()),
         ..get("/empty.txt")
     };
-    let reply = s.reply_for(&mk("bytes=0-"));
+    let reply = fx.reply_to(&mk("bytes=0-"));
     assert_eq!(status(&reply), 416);
     assert_eq!(
         header(&reply, "Content-Range"),
         Some(b"bytes */0".as_slice())
     );
     // A non-zero suffix is satisfiable on an empty representation but has no 206 form.
-    let f = expect_file(s.reply_for(&mk("bytes=-5")));
+    let f = expect_file(fx.reply_to(&mk("bytes=-5")));
     assert_eq!((f.status, f.len), (200, 0));
-    assert_eq!(status(&s.reply_for(&mk("bytes=-0"))), 416);
+    assert_eq!(status(&fx.reply_to(&mk("bytes=-0"))), 416);
 }
 
 #[test]
 fn if_range_matching_etag_or_date_honours_range() {
     let fx = Fixture::new();
-    let s = fx.server();
-    expect_partial(s.reply_for(&ranged("bytes=0-4", Some(HELLO_ETAG))), 0, 4);
-    expect_partial(s.reply_for(&ranged("bytes=0-4", Some(MTIME_DATE))), 0, 4);
+    expect_partial(fx.reply_to(&ranged("bytes=0-4", Some(HELLO_ETAG))), 0, 4);
+    expect_partial(fx.reply_to(&ranged("bytes=0-4", Some(MTIME_DATE))), 0, 4);
 }
 
 #[test]
 fn if_range_mismatch_gives_200_full() {
     let fx = Fixture::new();
-    let s = fx.server();
     let weak = format!("W/{HELLO_ETAG}");
     for validator in [
         "\"other\"",
@@ -1008,19 +959,18 @@ fn if_range_mismatch_gives_200_full() {
         "Tue, 14 Nov 2023 22:13:19 GMT",
         "garbage",
     ] {
-        let reply = s.reply_for(&ranged("bytes=0-4", Some(validator)));
+        let reply = fx.reply_to(&ranged("bytes=0-4", Some(validator)));
         assert_eq!(status(&reply), 200, "{validator}");
         assert_eq!(expect_file(reply).len, 13);
     }
-    let reply = s.reply_for(&ranged("bytes=20-", Some("\"other\"")));
+    let reply = fx.reply_to(&ranged("bytes=20-", Some("\"other\"")));
     assert_eq!(status(&reply), 200, "If-Range mismatch also skips the 416");
 }
 
 #[test]
 fn if_range_without_range_is_ignored() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&StaticRequest {
+    let reply = fx.reply_to(&StaticRequest {
         if_range: Some(b"\"other\""),
         ..get("/hello.txt")
     });
@@ -1030,8 +980,7 @@ fn if_range_without_range_is_ignored() {
 #[test]
 fn conditional_304_wins_over_range() {
     let fx = Fixture::new();
-    let s = fx.server();
-    let reply = s.reply_for(&StaticRequest {
+    let reply = fx.reply_to(&StaticRequest {
         if_none_match: Some(HELLO_ETAG.as_bytes()),
         ..ranged("bytes=0-4", None)
     });
@@ -1156,12 +1105,7 @@ fn every_spelling_of_a_path_shares_one_cache_entry_and_its_decided_headers() {
         b"/./hello.txt",
     ];
     for path in spellings {
-        let req = StaticRequest {
-            method_allowed: true,
-            path,
-            open_files: Some(&cache),
-            ..StaticRequest::default()
-        };
+        let req = cached_get(path, &cache);
         let Reply::File(f) = s.reply_for(&req) else {
             panic!("{path:?} is the file");
         };
@@ -1172,12 +1116,7 @@ fn every_spelling_of_a_path_shares_one_cache_entry_and_its_decided_headers() {
     }
     assert_eq!(cache.len(), 1);
     // An index file is cached under its own path: asking for it by name hits.
-    let dir = StaticRequest {
-        method_allowed: true,
-        path: b"/sub/",
-        open_files: Some(&cache),
-        ..StaticRequest::default()
-    };
+    let dir = cached_get(b"/sub/", &cache);
     assert_eq!(s.reply_for(&dir).status(), 200);
     fs::remove_file(fx.root().join("sub/index.html")).unwrap();
     let by_name = StaticRequest {
@@ -1201,12 +1140,7 @@ fn hidden_files_stay_hidden_with_a_warm_cache() {
         b"/noindex/.hidden",
         b"/noindex/%2ehidden",
     ] {
-        let req = StaticRequest {
-            method_allowed: true,
-            path,
-            open_files: Some(&cache),
-            ..StaticRequest::default()
-        };
+        let req = cached_get(path, &cache);
         let expected = if path == b"/noindex/a.txt" { 200 } else { 404 };
         assert_eq!(s.reply_for(&req).status(), expected, "{path:?}");
         assert_eq!(s.reply_for(&req).status(), expected, "{path:?} again");
