@@ -7,6 +7,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::observe::exposition::family_head;
+
 /// Counters updated by the pool; read without a lock when scraped.
 #[derive(Debug, Default)]
 pub(super) struct PoolCounters {
@@ -46,8 +48,7 @@ pub struct PoolGauges {
 /// Appends the pool's series in the Prometheus text format.
 pub(super) fn render(out: &mut String, c: &PoolCounters, g: PoolGauges, limits: (usize, usize)) {
     let mut metric = |name: &str, kind: &str, help: &str, v: String| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+        family_head(out, name, kind, help);
         let _ = writeln!(out, "{name} {v}");
     };
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();

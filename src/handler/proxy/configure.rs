@@ -136,7 +136,10 @@ pub fn build_upstream(
     u: &Spanned<RawUpstream>,
 ) -> Result<UpstreamGroup, ConfigError> {
     let raw = u.get_ref();
-    let keys = TableKeys { loc, table: key };
+    let keys = TableKeys {
+        loc,
+        table: key.to_string(),
+    };
     let name = raw.name.get_ref().clone();
     if name.is_empty()
         || !name
@@ -237,7 +240,7 @@ pub fn build_upstream(
     let tls = match &raw.tls {
         None => None,
         Some(t) => {
-            let mut tls = upstream_tls(loc, &format!("{key}.tls"), t)?;
+            let mut tls = upstream_tls(&keys.sub("tls"), t)?;
             if protocol == UpstreamProtocol::H2 {
                 // ALPN is how a TLS server agrees to HTTP/2; one that does
                 // not is refused at connect rather than sent h2 frames.
@@ -250,7 +253,7 @@ pub fn build_upstream(
     };
     let health_check = match &raw.health_check {
         None => None,
-        Some(h) => Some(health_check(loc, &format!("{key}.health_check"), h)?),
+        Some(h) => Some(health_check(&keys.sub("health_check"), h)?),
     };
     let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
     let socket = crate::sockopt::options_from_raw(
@@ -290,10 +293,28 @@ pub fn build_upstream(
 struct TableKeys<'a, 'l> {
     loc: &'a Locator<'l>,
     /// The table's own key (`upstream[1]`).
-    table: &'a str,
+    table: String,
 }
 
-impl TableKeys<'_, '_> {
+impl<'a, 'l> TableKeys<'a, 'l> {
+    /// The keys of the table `name` inside this one.
+    fn sub(&self, name: &str) -> TableKeys<'a, 'l> {
+        TableKeys {
+            loc: self.loc,
+            table: self.key(name),
+        }
+    }
+
+    /// `table.name`, as errors name a key.
+    fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.table)
+    }
+
+    /// An error about the key `name` of this table.
+    fn error(&self, span: Range<usize>, name: &str, message: impl Into<String>) -> ConfigError {
+        self.loc.error(span, &self.key(name), message)
+    }
+
     /// A duration key, `default_secs` seconds when absent.
     fn duration(
         &self,
@@ -301,8 +322,8 @@ impl TableKeys<'_, '_> {
         v: &Option<Spanned<RawDuration>>,
         default_secs: u64,
     ) -> Result<Duration, ConfigError> {
-        let key = format!("{}.{name}", self.table);
-        duration(self.loc, v, &key, Duration::from_secs(default_secs))
+        let default = Duration::from_secs(default_secs);
+        duration(self.loc, v, &self.key(name), default)
     }
 
     /// An integer key within `range`, `default` when absent.
@@ -313,8 +334,7 @@ impl TableKeys<'_, '_> {
         range: RangeInclusive<i64>,
         default: i64,
     ) -> Result<i64, ConfigError> {
-        let key = format!("{}.{name}", self.table);
-        int(self.loc, v, &key, range, default)
+        int(self.loc, v, &self.key(name), range, default)
     }
 }
 
@@ -349,9 +369,9 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{text:?} resolves to no address"))
 }
 
+/// `tls` of an upstream; `keys` names its table.
 fn upstream_tls(
-    loc: &Locator<'_>,
-    key: &str,
+    keys: &TableKeys<'_, '_>,
     t: &Spanned<RawUpstreamTls>,
 ) -> Result<UpstreamTls, ConfigError> {
     let raw = t.get_ref();
@@ -359,27 +379,23 @@ fn upstream_tls(
         None => None,
         Some(s) => Some(
             ServerName::try_from(s.get_ref().clone())
-                .map_err(|e| loc.error(s.span(), &format!("{key}.sni"), e.to_string()))?,
+                .map_err(|e| keys.error(s.span(), "sni", e.to_string()))?,
         ),
     };
     let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| loc.error(t.span(), key, e.to_string()))?;
+        .map_err(|e| keys.loc.error(t.span(), &keys.table, e.to_string()))?;
     let config = if raw.verify.unwrap_or(true) {
         let mut roots = rustls::RootCertStore::empty();
         let (path, span) = match &raw.ca {
             Some(ca) => (ca.get_ref().clone(), ca.span()),
             None => (SYSTEM_CA_BUNDLE.to_string(), t.span()),
         };
-        let certs = crate::tls::read_pem_certs(&path)
-            .map_err(|e| loc.error(span.clone(), &format!("{key}.ca"), e))?;
+        let certs =
+            crate::tls::read_pem_certs(&path).map_err(|e| keys.error(span.clone(), "ca", e))?;
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
-            return Err(loc.error(
-                span,
-                &format!("{key}.ca"),
-                format!("{path}: no usable CA certificate"),
-            ));
+            return Err(keys.error(span, "ca", format!("{path}: no usable CA certificate")));
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     } else {
@@ -402,13 +418,12 @@ fn upstream_tls(
 /// Debian's bundle of the system's trusted CAs, used when `ca` is not given.
 const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
+/// `health_check` of an upstream; `keys` names its table.
 fn health_check(
-    loc: &Locator<'_>,
-    key: &str,
+    keys: &TableKeys<'_, '_>,
     h: &Spanned<RawHealthCheck>,
 ) -> Result<HealthCheck, ConfigError> {
     let raw = h.get_ref();
-    let keys = TableKeys { loc, table: key };
     let kind = match raw.kind.as_ref().map(|k| k.get_ref().as_str()) {
         None | Some("http") => {
             let path = raw
@@ -417,9 +432,9 @@ fn health_check(
                 .map_or_else(|| "/".to_string(), |p| p.get_ref().clone());
             if !path.starts_with('/') || path.bytes().any(|b| b <= b' ' || b == 0x7f) {
                 let span = raw.path.as_ref().map_or(h.span(), |p| p.span());
-                return Err(loc.error(
+                return Err(keys.error(
                     span,
-                    &format!("{key}.path"),
+                    "path",
                     "a path starting with '/' without spaces or control characters",
                 ));
             }
@@ -427,24 +442,24 @@ fn health_check(
         }
         Some("tcp") => {
             if let Some(p) = &raw.path {
-                return Err(loc.error(p.span(), &format!("{key}.path"), "a tcp check has no path"));
+                return Err(keys.error(p.span(), "path", "a tcp check has no path"));
             }
             CheckKind::Tcp
         }
         Some(_) => {
             return Err(unknown_choice(
-                loc,
+                keys.loc,
                 &raw.kind,
-                &format!("{key}.kind"),
+                &keys.key("kind"),
                 "check kind",
                 &["http", "tcp"],
-            ))
+            ));
         }
     };
     let interval = keys.duration("interval", &raw.interval, 2)?;
     if interval < Duration::from_millis(10) {
         let span = raw.interval.as_ref().map_or(h.span(), |i| i.span());
-        return Err(loc.error(span, &format!("{key}.interval"), "at least 10ms"));
+        return Err(keys.error(span, "interval", "at least 10ms"));
     }
     Ok(HealthCheck {
         kind,
