@@ -405,22 +405,26 @@ mod tests {
 
     #[test]
     fn imf_fixdate_known_instants() {
-        assert_eq!(date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
-        // Leap days, including the century rule (2000 is a leap year).
-        assert_eq!(date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
-        assert_eq!(date(1_709_164_799), "Wed, 28 Feb 2024 23:59:59 GMT");
-        assert_eq!(date(1_709_164_800), "Thu, 29 Feb 2024 00:00:00 GMT");
-        assert_eq!(date(1_709_251_200), "Fri, 01 Mar 2024 00:00:00 GMT");
-        assert_eq!(date(1_735_689_599), "Tue, 31 Dec 2024 23:59:59 GMT");
-        // Past the 32-bit rollover.
-        assert_eq!(date(2_147_483_647), "Tue, 19 Jan 2038 03:14:07 GMT");
-        assert_eq!(date(2_147_483_648), "Tue, 19 Jan 2038 03:14:08 GMT");
-        assert_eq!(date(4_102_444_800), "Fri, 01 Jan 2100 00:00:00 GMT");
-        assert_eq!(date(4_107_542_400), "Mon, 01 Mar 2100 00:00:00 GMT");
-        // Clamped at the last representable second instead of overflowing.
-        assert_eq!(date(MAX_DATE_SECS), "Fri, 31 Dec 9999 23:59:59 GMT");
-        assert_eq!(date(u64::MAX), "Fri, 31 Dec 9999 23:59:59 GMT");
+        for (secs, want) in [
+            (0, "Thu, 01 Jan 1970 00:00:00 GMT"),
+            (784_111_777, "Sun, 06 Nov 1994 08:49:37 GMT"),
+            // Leap days, including the century rule (2000 is a leap year).
+            (951_782_400, "Tue, 29 Feb 2000 00:00:00 GMT"),
+            (1_709_164_799, "Wed, 28 Feb 2024 23:59:59 GMT"),
+            (1_709_164_800, "Thu, 29 Feb 2024 00:00:00 GMT"),
+            (1_709_251_200, "Fri, 01 Mar 2024 00:00:00 GMT"),
+            (1_735_689_599, "Tue, 31 Dec 2024 23:59:59 GMT"),
+            // Past the 32-bit rollover.
+            (2_147_483_647, "Tue, 19 Jan 2038 03:14:07 GMT"),
+            (2_147_483_648, "Tue, 19 Jan 2038 03:14:08 GMT"),
+            (4_102_444_800, "Fri, 01 Jan 2100 00:00:00 GMT"),
+            (4_107_542_400, "Mon, 01 Mar 2100 00:00:00 GMT"),
+            // Clamped at the last representable second instead of overflowing.
+            (MAX_DATE_SECS, "Fri, 31 Dec 9999 23:59:59 GMT"),
+            (u64::MAX, "Fri, 31 Dec 9999 23:59:59 GMT"),
+        ] {
+            assert_eq!(date(secs), want, "{secs}");
+        }
     }
 
     #[test]
