@@ -105,3 +105,122 @@ impl Default for Fill {
         Fill::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    const WORKERS: usize = 4;
+    const PER_WORKER: usize = 125;
+    const FOLLOWERS: usize = WORKERS * PER_WORKER;
+
+    /// Counts of what the followers saw.
+    #[derive(Default)]
+    struct Seen {
+        parked: AtomicUsize,
+        wakes: AtomicUsize,
+        heads: AtomicUsize,
+        completes: AtomicUsize,
+    }
+
+    /// Followers on four single-threaded runtimes (as Pier's workers are),
+    /// each parked on the fill before anything is published: one head
+    /// arrival must release every one of them with a single wake-up each,
+    /// and the body and the end must reach them all, with nothing published
+    /// twice. A lost or withheld wake-up leaves a follower waiting, which in
+    /// the server means a second origin request once the lock times out.
+    #[test]
+    fn one_head_arrival_releases_every_follower_on_every_worker() {
+        let fill = Arc::new(Fill::new());
+        let seen = Arc::new(Seen::default());
+        let (done_tx, done_rx) = mpsc::channel();
+        for _ in 0..WORKERS {
+            let (fill, seen, done) = (fill.clone(), seen.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async {
+                    let followers: Vec<_> = (0..PER_WORKER)
+                        .map(|_| {
+                            let (mut rx, seen) = (fill.follow(), seen.clone());
+                            tokio::task::spawn_local(async move {
+                                let mut head_seen = false;
+                                loop {
+                                    let (head, chunks, end) = {
+                                        let p = rx.borrow_and_update();
+                                        (p.head.is_some(), p.chunks.len(), p.end)
+                                    };
+                                    if head && !head_seen {
+                                        head_seen = true;
+                                        seen.heads.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                    if end == FillEnd::Complete && chunks == 1 {
+                                        seen.completes.fetch_add(1, Ordering::SeqCst);
+                                        return;
+                                    }
+                                    if !head {
+                                        seen.parked.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                    if rx.changed().await.is_err() {
+                                        return;
+                                    }
+                                    if !head {
+                                        seen.wakes.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    for f in followers {
+                        f.await.unwrap();
+                    }
+                });
+                done.send(()).unwrap();
+            });
+        }
+        let wait_for = |what: &str, counter: &AtomicUsize| {
+            for _ in 0..2000 {
+                if counter.load(Ordering::SeqCst) == FOLLOWERS {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            panic!(
+                "{what}: {} of {FOLLOWERS} followers",
+                counter.load(Ordering::SeqCst)
+            );
+        };
+        wait_for("parked before the head", &seen.parked);
+        fill.publish_head(FillHead {
+            status: 200,
+            fields: Box::new(*b"Cache-Control: max-age=60\r\n"),
+            body_len: Some(4),
+        });
+        wait_for("released by the one head", &seen.heads);
+        assert_eq!(
+            seen.wakes.load(Ordering::SeqCst),
+            FOLLOWERS,
+            "each follower woke once for the head"
+        );
+        fill.publish_chunk(Arc::from(&b"body"[..]));
+        fill.end(FillEnd::Complete);
+        for _ in 0..WORKERS {
+            done_rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{} of {FOLLOWERS} followers saw the end",
+                        seen.completes.load(Ordering::SeqCst)
+                    )
+                });
+        }
+        assert_eq!(seen.completes.load(Ordering::SeqCst), FOLLOWERS);
+        assert_eq!(seen.parked.load(Ordering::SeqCst), FOLLOWERS);
+    }
+}
