@@ -3,7 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pier::http1::{parse_request, BodyDecoder, Limits, Parsed, RequestError, RequestHead};
+use pier::http1::{
+    parse_request, BodyDecoder, HeaderLines, Limits, Parsed, RequestError, RequestHead,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&cfg, input)) = data.split_first() else {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pier::http1::{parse_response, Limits, Method, Parsed, ParsedResponseHead};
+use pier::http1::{parse_response, HeaderLines, Limits, Method, Parsed, ParsedResponseHead};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&cfg, input)) = data.split_first() else {
