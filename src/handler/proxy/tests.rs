@@ -252,7 +252,7 @@ fn response_head_keeps_end_to_end_fields_only() {
 
 #[test]
 fn field_names_are_classified_case_insensitively_and_exactly() {
-    let cases: [(&[u8], Field); 17] = [
+    let cases: [(&[u8], Field); 24] = [
         (b"TE", Field::HopByHop),
         (b"Host", Field::Host),
         (b"DATE", Field::Date),
@@ -270,20 +270,17 @@ fn field_names_are_classified_case_insensitively_and_exactly() {
         (b"X-FORWARDED-PROTO", Field::XForwardedProto),
         (b"Content-Type", Field::Other),
         (b"X-Forwarded-Fox", Field::Other),
+        // Near misses of the names above.
+        (b"T", Field::Other),
+        (b"TF", Field::Other),
+        (b"Hosts", Field::Other),
+        (b"Dat", Field::Other),
+        (b"Connectio", Field::Other),
+        (b"Keep-Alivf", Field::Other),
+        (b"", Field::Other),
     ];
     for (name, field) in cases {
         assert_eq!(Field::of(name), field, "{}", String::from_utf8_lossy(name));
-    }
-    for other in [
-        &b"T"[..],
-        b"TF",
-        b"Hosts",
-        b"Dat",
-        b"Connectio",
-        b"Keep-Alivf",
-        b"",
-    ] {
-        assert_eq!(Field::of(other), Field::Other);
     }
     assert!(Field::ContentLength.is_hop_by_hop());
     assert!(Field::Upgrade.is_hop_by_hop());

@@ -1097,15 +1097,15 @@ fn every_spelling_of_a_path_shares_one_cache_entry_and_its_decided_headers() {
     let fx = Fixture::new();
     let s = fx.server();
     let cache = OpenFileCache::default();
-    // The first asking opens the file, every other finds it.
-    for path in [
-        &b"/hello.txt"[..],
-        b"/hello.txt",
-        b"/%68ello.txt",
-        b"//hello.txt",
-        b"/./hello.txt",
-    ] {
-        let req = cached_get(path, &cache);
+    let spellings = [
+        "/hello.txt",
+        "/hello.txt",
+        "/%68ello.txt",
+        "//hello.txt",
+        "/./hello.txt",
+    ];
+    for path in spellings {
+        let req = cached_get(path.as_bytes(), &cache);
         let Reply::File(f) = s.reply_for(&req) else {
             panic!("{path:?} is the file");
         };
