@@ -488,8 +488,7 @@ async fn run_slot(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
                 let mut st = ctx.stats.borrow_mut();
                 conn.connected(&mut st, Instant::now());
                 if ctx.tls.is_some() {
-                    st.handshakes += 1;
-                    st.resumed += u64::from(c.resumed);
+                    st.record_handshake(c.resumed);
                 }
                 c.transport
             }

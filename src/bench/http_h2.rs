@@ -113,9 +113,7 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
                     ClientStream::Plain(_) => true,
                 };
                 if ctx.tls.is_some() {
-                    let mut st = ctx.stats.borrow_mut();
-                    st.handshakes += 1;
-                    st.resumed += u64::from(c.resumed);
+                    ctx.stats.borrow_mut().record_handshake(c.resumed);
                 }
                 if agreed {
                     let io = Counted {

@@ -32,6 +32,28 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [FailureKind; 6] = [
+        FailureKind::Connect,
+        FailureKind::Tls,
+        FailureKind::Timeout,
+        FailureKind::Reset,
+        FailureKind::Closed,
+        FailureKind::Malformed,
+    ];
+
+    /// The kind's name in reports (a JSON key, a word of the text report).
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Connect => "connect",
+            FailureKind::Tls => "tls",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Reset => "reset",
+            FailureKind::Closed => "closed",
+            FailureKind::Malformed => "malformed",
+        }
+    }
+
     /// What happened, as a sentence a user can act on.
     pub fn explain(self) -> &'static str {
         match self {
@@ -48,18 +70,8 @@ impl FailureKind {
 /// Error counts by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Errors {
-    /// See [`FailureKind::Connect`].
-    pub connect: u64,
-    /// See [`FailureKind::Tls`].
-    pub tls: u64,
-    /// See [`FailureKind::Timeout`].
-    pub timeout: u64,
-    /// See [`FailureKind::Reset`].
-    pub reset: u64,
-    /// See [`FailureKind::Closed`].
-    pub closed: u64,
-    /// See [`FailureKind::Malformed`].
-    pub malformed: u64,
+    /// Counts in the order of [`FailureKind::ALL`] (indexed by the kind).
+    counts: [u64; FailureKind::ALL.len()],
     /// The kind of the first error counted, to explain a run without a response.
     pub first: Option<FailureKind>,
 }
@@ -67,51 +79,37 @@ pub struct Errors {
 impl Errors {
     /// Adds `n` errors of `kind`.
     pub fn add(&mut self, kind: FailureKind, n: u64) {
-        let slot = match kind {
-            FailureKind::Connect => &mut self.connect,
-            FailureKind::Tls => &mut self.tls,
-            FailureKind::Timeout => &mut self.timeout,
-            FailureKind::Reset => &mut self.reset,
-            FailureKind::Closed => &mut self.closed,
-            FailureKind::Malformed => &mut self.malformed,
-        };
-        *slot += n;
+        self.counts[kind as usize] += n;
         if n > 0 && self.first.is_none() {
             self.first = Some(kind);
         }
     }
 
+    /// Errors of `kind`.
+    pub fn count(&self, kind: FailureKind) -> u64 {
+        self.counts[kind as usize]
+    }
+
     /// All errors.
     pub fn total(&self) -> u64 {
-        self.connect + self.tls + self.timeout + self.reset + self.closed + self.malformed
+        self.counts.iter().sum()
     }
 
     fn merge(&mut self, o: &Errors) {
-        self.connect += o.connect;
-        self.tls += o.tls;
-        self.timeout += o.timeout;
-        self.reset += o.reset;
-        self.closed += o.closed;
-        self.malformed += o.malformed;
+        for (a, b) in self.counts.iter_mut().zip(o.counts) {
+            *a += b;
+        }
         self.first = self.first.or(o.first);
     }
 
-    fn pairs(&self) -> [(&'static str, u64); 6] {
-        [
-            ("connect", self.connect),
-            ("tls", self.tls),
-            ("timeout", self.timeout),
-            ("reset", self.reset),
-            ("closed", self.closed),
-            ("malformed", self.malformed),
-        ]
+    fn pairs(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        FailureKind::ALL.iter().map(|&k| (k.name(), self.count(k)))
     }
 
     /// As a JSON object with every kind present.
     pub fn to_json(&self) -> Value {
         let map: serde_json::Map<String, Value> = self
             .pairs()
-            .iter()
             .map(|(k, v)| (k.to_string(), json!(v)))
             .collect();
         Value::Object(map)
@@ -120,11 +118,7 @@ impl Errors {
 
 impl fmt::Display for Errors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .pairs()
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
+        let parts: Vec<String> = self.pairs().map(|(k, v)| format!("{k} {v}")).collect();
         f.write_str(&parts.join(", "))
     }
 }
@@ -198,6 +192,12 @@ impl Stats {
     /// Counts one connection made, `took` after its connect started.
     pub fn record_connect(&mut self, took: Duration) {
         record_us(&mut self.connect, took);
+    }
+
+    /// Counts one TLS handshake completed, `resumed` or full.
+    pub fn record_handshake(&mut self, resumed: bool) {
+        self.handshakes += 1;
+        self.resumed += u64::from(resumed);
     }
 
     /// Counts one connection's first response byte, `took` after its connect started.
@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(a.requests, 102);
         assert_eq!(a.latency.len(), 102);
         assert_eq!(a.statuses().collect::<Vec<_>>(), vec![(200, 101), (404, 1)]);
-        assert_eq!(a.errors.timeout, 3);
+        assert_eq!(a.errors.count(FailureKind::Timeout), 3);
         assert_eq!(a.errors.total(), 4);
         assert_eq!(a.bytes_read, 15);
         assert_eq!((a.handshakes, a.resumed), (2, 1));
@@ -402,6 +402,18 @@ mod tests {
         assert_eq!(s.requests, 3);
         assert!(s.percentiles().max >= MAX_LATENCY_US / 1000 * 999);
         assert_eq!(s.statuses().count(), 1);
+    }
+
+    #[test]
+    fn errors_are_counted_in_their_kinds_own_slot() {
+        for (i, kind) in FailureKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, i, "{kind:?}");
+            let mut e = Errors::default();
+            e.add(kind, 2);
+            assert_eq!(e.count(kind), 2);
+            assert_eq!(e.total(), 2);
+            assert_eq!(e.first, Some(kind));
+        }
     }
 
     #[test]
