@@ -1,14 +1,17 @@
 //! The cache on the admin listener: purge by exact key or by key prefix
 //! (`PURGE` or `DELETE /cache/NAME?key=...` / `?prefix=...`, the key
-//! percent-encoded), and the zones' counters in the Prometheus text.
+//! percent-encoded), and the zones' counters and gauges, memory and disk
+//! tiers, in the Prometheus text.
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use percent_encoding::percent_decode;
 
+use super::disk::DiskTier;
 use super::zone::CacheZone;
+use crate::observe::exposition::family_head;
 
 /// An admin answer: status and a line of text.
 pub type PurgeAnswer = (u16, String);
@@ -54,105 +57,100 @@ pub fn purge_page(
     Some((status, format!("purged {n}\n")))
 }
 
+/// A counter on `/metrics`: name, the counter (`None` for a zone that does
+/// not keep it: no disk tier), and help.
+type ZoneCounter = (
+    &'static str,
+    fn(&CacheZone) -> Option<&AtomicU64>,
+    &'static str,
+);
+
+/// The zones' counters, in the order `/metrics` shows them.
+#[rustfmt::skip]
+const ZONE_COUNTERS: [ZoneCounter; 9] = [
+    ("pier_cache_hits_total",          |z| Some(&z.stats.hits),          "Requests answered from a fresh stored response."),
+    ("pier_cache_misses_total",        |z| Some(&z.stats.misses),        "Requests that went to the origin."),
+    ("pier_cache_stale_total",         |z| Some(&z.stats.stale),         "Requests answered from a stale stored response."),
+    ("pier_cache_revalidations_total", |z| Some(&z.stats.revalidations), "Conditional requests sent to refresh a stored response."),
+    ("pier_cache_revalidated_total",   |z| Some(&z.stats.revalidated),   "Revalidations answered 304."),
+    ("pier_cache_collapsed_total",     |z| Some(&z.stats.collapsed),     "Misses that followed another request's fetch."),
+    ("pier_cache_stored_total",        |z| Some(&z.stats.stored),        "Responses stored."),
+    ("pier_cache_evictions_total",     |z| Some(&z.stats.evictions),     "Responses evicted to stay within the memory budget."),
+    ("pier_cache_purged_total",        |z| Some(&z.stats.purged),        "Responses removed by purge or invalidation."),
+];
+
+/// The disk tiers' counters, in the order `/metrics` shows them.
+#[rustfmt::skip]
+const DISK_COUNTERS: [ZoneCounter; 4] = [
+    ("pier_cache_disk_hits_total",      |z| Some(&z.disk.as_deref()?.stats.hits),      "Requests answered from the disk tier."),
+    ("pier_cache_disk_writes_total",    |z| Some(&z.disk.as_deref()?.stats.writes),    "Responses written to the disk tier."),
+    ("pier_cache_disk_skipped_total",   |z| Some(&z.disk.as_deref()?.stats.skipped),   "Stored responses not written to disk (the write queue was full or the disk tier is off)."),
+    ("pier_cache_disk_evictions_total", |z| Some(&z.disk.as_deref()?.stats.evictions), "Files removed to keep the disk tier within its budget."),
+];
+
+/// A zone gauge with a line per tier: name, help, the memory tier's figure
+/// and the disk tier's (shown for zones that have one).
+type TierGauge = (
+    &'static str,
+    &'static str,
+    fn(&CacheZone) -> u64,
+    fn(&DiskTier) -> u64,
+);
+
+/// The zones' gauges, in the order `/metrics` shows them.
+const TIER_GAUGES: [TierGauge; 3] = [
+    (
+        "pier_cache_bytes",
+        "Bytes held in memory (stored responses and fills in progress).",
+        |z| z.stats.bytes.load(Ordering::Relaxed) as u64,
+        |d| d.stats.bytes.load(Ordering::Relaxed),
+    ),
+    (
+        "pier_cache_objects",
+        "Responses stored in memory.",
+        |z| z.stats.objects.load(Ordering::Relaxed) as u64,
+        |d| d.stats.objects.load(Ordering::Relaxed) as u64,
+    ),
+    (
+        "pier_cache_budget_bytes",
+        "The zone's memory budget.",
+        |z| z.settings.memory as u64,
+        DiskTier::budget,
+    ),
+];
+
 /// Appends the zones' counters and gauges to a Prometheus text page.
 pub fn render_prometheus(out: &mut String, zones: &[Arc<CacheZone>]) {
     if zones.is_empty() {
         return;
     }
-    type Get = fn(&CacheZone) -> u64;
-    let series: [(&str, &str, &str, Get); 11] = [
-        (
-            "pier_cache_hits_total",
-            "counter",
-            "Requests answered from a fresh stored response.",
-            |z| z.stats.hits.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_misses_total",
-            "counter",
-            "Requests that went to the origin.",
-            |z| z.stats.misses.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_stale_total",
-            "counter",
-            "Requests answered from a stale stored response.",
-            |z| z.stats.stale.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_revalidations_total",
-            "counter",
-            "Conditional requests sent to refresh a stored response.",
-            |z| z.stats.revalidations.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_revalidated_total",
-            "counter",
-            "Revalidations answered 304.",
-            |z| z.stats.revalidated.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_collapsed_total",
-            "counter",
-            "Misses that followed another request's fetch.",
-            |z| z.stats.collapsed.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_stored_total",
-            "counter",
-            "Responses stored.",
-            |z| z.stats.stored.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_evictions_total",
-            "counter",
-            "Responses evicted to stay within the memory budget.",
-            |z| z.stats.evictions.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_purged_total",
-            "counter",
-            "Responses removed by purge or invalidation.",
-            |z| z.stats.purged.load(Ordering::Relaxed),
-        ),
-        (
-            "pier_cache_bytes",
-            "gauge",
-            "Bytes held in memory (stored responses and fills in progress).",
-            |z| z.stats.bytes.load(Ordering::Relaxed) as u64,
-        ),
-        (
-            "pier_cache_objects",
-            "gauge",
-            "Responses stored in memory.",
-            |z| z.stats.objects.load(Ordering::Relaxed) as u64,
-        ),
-    ];
-    for (name, kind, help, get) in series {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+    render_counters(out, zones, &ZONE_COUNTERS);
+    for (name, help, memory, disk) in TIER_GAUGES {
+        family_head(out, name, "gauge", help);
         for z in zones {
-            let tier = if kind == "gauge" {
-                ",tier=\"memory\""
-            } else {
-                ""
-            };
-            let _ = writeln!(out, "{name}{{zone=\"{}\"{tier}}} {}", z.name, get(z));
-            super::disk_metrics::render_disk_gauge(out, name, z);
+            let (zone, v) = (&z.name, memory(z));
+            let _ = writeln!(out, "{name}{{zone=\"{zone}\",tier=\"memory\"}} {v}");
+            if let Some(d) = z.disk.as_deref() {
+                let v = disk(d);
+                let _ = writeln!(out, "{name}{{zone=\"{zone}\",tier=\"disk\"}} {v}");
+            }
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP pier_cache_budget_bytes The zone's memory budget."
-    );
-    let _ = writeln!(out, "# TYPE pier_cache_budget_bytes gauge");
-    for z in zones {
-        let _ = writeln!(
-            out,
-            "pier_cache_budget_bytes{{zone=\"{}\",tier=\"memory\"}} {}",
-            z.name, z.settings.memory
-        );
-        super::disk_metrics::render_disk_gauge(out, "pier_cache_budget_bytes", z);
+    if zones.iter().any(|z| z.disk.is_some()) {
+        render_counters(out, zones, &DISK_COUNTERS);
     }
-    super::disk_metrics::render_disk_counters(out, zones);
+}
+
+/// Writes the families of `table`, a line for each zone that keeps the
+/// counter.
+fn render_counters(out: &mut String, zones: &[Arc<CacheZone>], table: &[ZoneCounter]) {
+    for (name, counter, help) in table {
+        family_head(out, name, "counter", help);
+        for z in zones {
+            if let Some(c) = counter(z) {
+                let v = c.load(Ordering::Relaxed);
+                let _ = writeln!(out, "{name}{{zone=\"{}\"}} {v}", z.name);
+            }
+        }
+    }
 }

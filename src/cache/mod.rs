@@ -19,7 +19,6 @@ pub mod control;
 pub mod disk;
 pub mod disk_file;
 pub mod disk_hit;
-pub mod disk_metrics;
 pub mod entry;
 pub mod evict;
 pub mod fill;

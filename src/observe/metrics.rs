@@ -186,71 +186,36 @@ impl Default for RouteDurations {
 /// Status classes `1xx` to `5xx`.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-/// A `/metrics` family that is one [`WorkerStats`] counter summed over the
-/// workers: name, type, help, and the counter.
+/// A `/metrics` family that is one [`WorkerStats`] figure summed over the
+/// workers: name, type, the figure, and help.
 type SummedFamily = (
     &'static str,
     &'static str,
+    fn(&WorkerStats) -> u64,
     &'static str,
-    fn(&WorkerStats) -> &Counter,
 );
 
-/// The summed families, in the order `/metrics` shows them.
+/// The summed families shown after the process's own, in `/metrics` order.
+#[rustfmt::skip]
 const SUMMED_FAMILIES: [SummedFamily; 9] = [
-    (
-        "pier_connections_open",
-        "gauge",
-        "Downstream connections open now.",
-        |w| &w.open,
-    ),
-    (
-        "pier_connections_accepted_total",
-        "counter",
-        "Downstream connections accepted.",
-        |w| &w.accepted,
-    ),
-    (
-        "pier_connections_shed_total",
-        "counter",
-        "Times accepting paused at max_connections (new connections wait in the kernel backlog).",
-        |w| &w.shed,
-    ),
-    (
-        "pier_received_bytes_total",
-        "counter",
-        "HTTP bytes read from downstream clients.",
-        |w| &w.bytes_in,
-    ),
-    (
-        "pier_sent_bytes_total",
-        "counter",
-        "HTTP bytes written to downstream clients.",
-        |w| &w.bytes_out,
-    ),
-    (
-        "pier_upstream_requests_total",
-        "counter",
-        "Proxied requests sent towards an upstream.",
-        |w| &w.upstream_requests,
-    ),
-    (
-        "pier_upstream_errors_total",
-        "counter",
-        "Proxied requests that failed on the upstream side.",
-        |w| &w.upstream_errors,
-    ),
-    (
-        "pier_upstream_rejected_total",
-        "counter",
-        "Proxied requests and tcp streams refused at an upstream group's max_in_flight.",
-        |w| &w.upstream_rejected,
-    ),
-    (
-        "pier_log_lines_dropped_total",
-        "counter",
-        "Access-log lines dropped because the writer fell behind.",
-        |w| &w.log_dropped,
-    ),
+    ("pier_connections_open",           "gauge",   |w| w.open.get(),              "Downstream connections open now."),
+    ("pier_connections_accepted_total", "counter", |w| w.accepted.get(),          "Downstream connections accepted."),
+    ("pier_connections_shed_total",     "counter", |w| w.shed.get(),              "Times accepting paused at max_connections (new connections wait in the kernel backlog)."),
+    ("pier_received_bytes_total",       "counter", |w| w.bytes_in.get(),          "HTTP bytes read from downstream clients."),
+    ("pier_sent_bytes_total",           "counter", |w| w.bytes_out.get(),         "HTTP bytes written to downstream clients."),
+    ("pier_upstream_requests_total",    "counter", |w| w.upstream_requests.get(), "Proxied requests sent towards an upstream."),
+    ("pier_upstream_errors_total",      "counter", |w| w.upstream_errors.get(),   "Proxied requests that failed on the upstream side."),
+    ("pier_upstream_rejected_total",    "counter", |w| w.upstream_rejected.get(), "Proxied requests and tcp streams refused at an upstream group's max_in_flight."),
+    ("pier_log_lines_dropped_total",    "counter", |w| w.log_dropped.get(),       "Access-log lines dropped because the writer fell behind."),
+];
+
+/// The summed HTTP/2 families, shown after the TLS ones.
+#[rustfmt::skip]
+const HTTP2_FAMILIES: [SummedFamily; 4] = [
+    ("pier_http2_connections_total",  "counter", |w| w.h2_count(H2Event::Connection), "Downstream connections that spoke HTTP/2."),
+    ("pier_http2_requests_total",     "counter", |w| w.h2_count(H2Event::Request),    "Requests answered over HTTP/2 (pier_requests_total counts every protocol)."),
+    ("pier_http2_streams_open",       "gauge",   |w| w.h2_streams_open.get(),         "HTTP/2 streams being answered now."),
+    ("pier_http2_goaways_sent_total", "counter", |w| w.h2_count(H2Event::Goaway),     "HTTP/2 GOAWAY frames sent (drain, idle, max_requests, floods)."),
 ];
 
 /// The counters of one worker.
@@ -523,8 +488,8 @@ impl Registry {
             "Seconds since the process started serving.",
             &one(self.started.elapsed().as_secs()),
         );
-        for (name, kind, help, counter) in SUMMED_FAMILIES {
-            metric(name, kind, help, &one(self.sum(|w| counter(w).get())));
+        for (name, kind, figure, help) in SUMMED_FAMILIES {
+            metric(name, kind, help, &one(self.sum(figure)));
         }
         let mut requests = Vec::new();
         for h in HandlerKind::ALL {
@@ -588,30 +553,9 @@ impl Registry {
             "Failed downstream TLS handshakes, by cause.",
             &failures,
         );
-        metric(
-            "pier_http2_connections_total",
-            "counter",
-            "Downstream connections that spoke HTTP/2.",
-            &one(self.sum(|w| w.h2_count(H2Event::Connection))),
-        );
-        metric(
-            "pier_http2_requests_total",
-            "counter",
-            "Requests answered over HTTP/2 (pier_requests_total counts every protocol).",
-            &one(self.sum(|w| w.h2_count(H2Event::Request))),
-        );
-        metric(
-            "pier_http2_streams_open",
-            "gauge",
-            "HTTP/2 streams being answered now.",
-            &one(self.sum(|w| w.h2_streams_open.get())),
-        );
-        metric(
-            "pier_http2_goaways_sent_total",
-            "counter",
-            "HTTP/2 GOAWAY frames sent (drain, idle, max_requests, floods).",
-            &one(self.sum(|w| w.h2_count(H2Event::Goaway))),
-        );
+        for (name, kind, figure, help) in HTTP2_FAMILIES {
+            metric(name, kind, help, &one(self.sum(figure)));
+        }
         let resets: Vec<(String, u64)> = [
             ("client", H2Event::ClientReset),
             ("client_flood", H2Event::ResetFlood),
@@ -722,6 +666,12 @@ fn prom_escape(v: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The value of the sample `series` (name and labels) in `text`.
+    fn sample(text: &str, series: &str) -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
     #[test]
     fn request_durations_by_route_stay_within_their_slots() {
         let r = Registry::new(2, vec![]);
@@ -814,10 +764,11 @@ mod tests {
         r.workers[1].request(HandlerKind::NoRoute, 404);
         r.workers[0].request(HandlerKind::Error, 999);
         let text = r.render_prometheus();
-        assert!(text.contains("pier_requests_total{handler=\"static\",class=\"2xx\"} 2\n"));
-        assert!(text.contains("pier_requests_total{handler=\"none\",class=\"4xx\"} 1\n"));
-        assert!(text.contains("pier_requests_total{handler=\"error\",class=\"5xx\"} 1\n"));
-        assert!(text.contains("pier_requests_total{handler=\"proxy\",class=\"2xx\"} 0\n"));
+        let requests = |labels: &str| sample(&text, &format!("pier_requests_total{{{labels}}}"));
+        assert_eq!(requests("handler=\"static\",class=\"2xx\""), Some(2));
+        assert_eq!(requests("handler=\"none\",class=\"4xx\""), Some(1));
+        assert_eq!(requests("handler=\"error\",class=\"5xx\""), Some(1));
+        assert_eq!(requests("handler=\"proxy\",class=\"2xx\""), Some(0));
     }
 
     #[test]
@@ -827,11 +778,14 @@ mod tests {
         r.workers[0].upstream_latency(Duration::from_millis(30));
         r.workers[0].upstream_latency(Duration::from_secs(60));
         let text = r.render_prometheus();
-        assert!(text.contains("pier_upstream_latency_seconds_bucket{le=\"0.001\"} 1\n"));
-        assert!(text.contains("pier_upstream_latency_seconds_bucket{le=\"0.025\"} 1\n"));
-        assert!(text.contains("pier_upstream_latency_seconds_bucket{le=\"0.05\"} 2\n"));
-        assert!(text.contains("pier_upstream_latency_seconds_bucket{le=\"5\"} 2\n"));
-        assert!(text.contains("pier_upstream_latency_seconds_bucket{le=\"+Inf\"} 3\n"));
+        let bucket = |le: &str| {
+            sample(
+                &text,
+                &format!("pier_upstream_latency_seconds_bucket{{le=\"{le}\"}}"),
+            )
+        };
+        let cumulative = ["0.001", "0.025", "0.05", "5", "+Inf"].map(bucket);
+        assert_eq!(cumulative, [1, 1, 2, 2, 3].map(Some), "{text}");
         assert!(text.contains("pier_upstream_latency_seconds_count 3\n"));
     }
 
