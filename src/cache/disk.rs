@@ -26,7 +26,7 @@ use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,7 +34,7 @@ use tracing::{error, info, warn};
 
 use super::disk_file::{encode_head, read_head, ObjectHead};
 use super::entry::{StoredResponse, MAX_VARIANTS};
-use super::evict::{touch, Evictable, S3Fifo};
+use super::evict::{EvictMarks, Evictable, S3Fifo};
 use crate::http::request::RequestView;
 
 /// A zone's `disk_path` and `disk_size`.
@@ -87,16 +87,12 @@ impl Evictable for DiskObject {
         self.charge as usize
     }
 
-    fn freq(&self) -> &AtomicU8 {
-        &self.meta.freq
-    }
-
     fn key_hash(&self) -> u64 {
         self.meta.key_hash
     }
 
-    fn live(&self) -> bool {
-        self.meta.live.load(Ordering::Relaxed)
+    fn marks(&self) -> &EvictMarks {
+        &self.meta.marks
     }
 }
 
@@ -214,7 +210,7 @@ impl DiskTier {
             .iter()
             .find(|o| o.meta.matches(request))?
             .clone();
-        touch(&found.meta.freq);
+        found.meta.marks.touch();
         Some(found)
     }
 
@@ -519,7 +515,7 @@ impl DiskTier {
 
     /// Uncharges `o` once; its file name, to delete.
     fn forget(&self, w: &mut DiskWriter, o: &DiskObject) -> Option<Box<str>> {
-        if !o.meta.live.swap(false, Ordering::Relaxed) {
+        if !o.meta.marks.retire() {
             return None;
         }
         w.used = w.used.saturating_sub(o.charge);
@@ -546,22 +542,12 @@ impl DiskTier {
 /// What the index keeps of a stored response: all but its body.
 fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
     StoredResponse {
-        key: e.key.clone(),
-        key_hash,
-        status: e.status,
-        fields: e.fields.clone(),
-        body: Arc::new([]),
         body_len: e.body_len,
         vary: e.vary.clone(),
         directives: e.directives,
         lifetime: e.lifetime,
         initial_age: e.initial_age,
         stored_at: e.stored_at,
-        etag: e.etag.clone(),
-        last_modified: e.last_modified.clone(),
-        freq: AtomicU8::new(0),
-        live: AtomicBool::new(true),
-        refreshing: AtomicBool::new(false),
-        hit_for_miss: false,
+        ..StoredResponse::new(e.key.clone(), key_hash, e.status, e.fields.clone())
     }
 }

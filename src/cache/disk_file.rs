@@ -8,8 +8,6 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU8};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::control::ResponseDirectives;
@@ -129,11 +127,6 @@ fn decode_head(
     if !r.0.is_empty() || !(100..1000).contains(&status) {
         return None;
     }
-    let field = |name: &str| -> Option<Box<[u8]>> {
-        split_field_lines(&fields)
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.into())
-    };
     let directives = ResponseDirectives::parse(
         split_field_lines(&fields)
             .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
@@ -142,25 +135,16 @@ fn decode_head(
     // The time it spent on disk, this process down included, is age.
     let on_disk = wall.duration_since(stored_wall).unwrap_or_default();
     let vary: VarySelection = vary.into_boxed_slice();
+    let key_hash = key_hash(&key);
     Some(ObjectHead {
         meta: StoredResponse {
-            key_hash: key_hash(&key),
-            etag: field("etag"),
-            last_modified: field("last-modified"),
-            key,
-            status,
-            fields,
-            body: Arc::new([]),
             body_len,
             vary,
             directives,
             lifetime,
             initial_age: initial_age + on_disk,
             stored_at: now,
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
-            refreshing: AtomicBool::new(false),
-            hit_for_miss: false,
+            ..StoredResponse::new(key, key_hash, status, fields)
         },
         body_offset,
         stored_wall,
@@ -216,13 +200,11 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::sync::Arc;
 
     fn entry(body: &[u8]) -> StoredResponse {
+        let fields = *b"Cache-Control: max-age=60\r\nETag: \"v1\"\r\n";
         StoredResponse {
-            key: (*b"http://a.test/x").into(),
-            key_hash: 1,
-            status: 200,
-            fields: (*b"Cache-Control: max-age=60\r\nETag: \"v1\"\r\n").into(),
             body: Arc::new([body.into()]),
             body_len: body.len() as u64,
             vary: vec![
@@ -230,16 +212,9 @@ mod tests {
                 ("x-none".into(), None),
             ]
             .into_boxed_slice(),
-            directives: ResponseDirectives::default(),
             lifetime: Duration::from_secs(60),
             initial_age: Duration::from_secs(3),
-            stored_at: Instant::now(),
-            etag: None,
-            last_modified: None,
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
-            refreshing: AtomicBool::new(false),
-            hit_for_miss: false,
+            ..StoredResponse::new((*b"http://a.test/x").into(), 1, 200, fields.into())
         }
     }
 

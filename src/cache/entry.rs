@@ -3,12 +3,12 @@
 //! while it was stored), what freshness needs, and the request header values
 //! its `Vary` selects on.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::control::ResponseDirectives;
-use super::evict::Evictable;
+use super::evict::{EvictMarks, Evictable};
 use crate::http::request::RequestView;
 use crate::http1::grammar::list_elements;
 
@@ -58,10 +58,9 @@ pub struct StoredResponse {
     pub etag: Option<Box<[u8]>>,
     /// `Last-Modified`, for revalidation.
     pub last_modified: Option<Box<[u8]>>,
-    /// Hits since it entered its eviction queue.
-    pub freq: AtomicU8,
-    /// Cleared when it leaves the index (replaced, purged, evicted).
-    pub live: AtomicBool,
+    /// Hits since it entered its eviction queue, and whether it is still in
+    /// the index (cleared when replaced, purged or evicted).
+    pub marks: EvictMarks,
     /// A mark that the key was found uncacheable (no response is stored):
     /// requests go to the origin without collapsing until `lifetime` passes.
     pub hit_for_miss: bool,
@@ -71,6 +70,33 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
+    /// A response about to enter the index, arrived now: its validators read
+    /// from `fields`, and nothing else known yet (no body, no `Vary`
+    /// selection, no lifetime). Callers give the rest with `..` update syntax.
+    pub fn new(key: Box<[u8]>, key_hash: u64, status: u16, fields: Box<[u8]>) -> Self {
+        let mut e = StoredResponse {
+            key,
+            key_hash,
+            status,
+            fields,
+            body: Arc::new([]),
+            body_len: 0,
+            vary: Box::default(),
+            directives: ResponseDirectives::default(),
+            lifetime: Duration::ZERO,
+            initial_age: Duration::ZERO,
+            stored_at: Instant::now(),
+            etag: None,
+            last_modified: None,
+            marks: EvictMarks::default(),
+            hit_for_miss: false,
+            refreshing: AtomicBool::new(false),
+        };
+        e.etag = e.field("etag").map(Into::into);
+        e.last_modified = e.field("last-modified").map(Into::into);
+        e
+    }
+
     /// Its age now (§4.2.3 `current_age`).
     pub fn age(&self, now: Instant) -> Duration {
         self.initial_age + now.saturating_duration_since(self.stored_at)
@@ -107,16 +133,12 @@ impl Evictable for StoredResponse {
             + OBJECT_OVERHEAD
     }
 
-    fn freq(&self) -> &AtomicU8 {
-        &self.freq
-    }
-
     fn key_hash(&self) -> u64 {
         self.key_hash
     }
 
-    fn live(&self) -> bool {
-        self.live.load(Ordering::Relaxed)
+    fn marks(&self) -> &EvictMarks {
+        &self.marks
     }
 }
 

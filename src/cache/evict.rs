@@ -2,30 +2,61 @@
 //! enter, a main FIFO for objects seen again, and a ghost list of keys recently
 //! evicted from the small one. A one-hit scan passes through the small queue
 //! without pushing popular objects out of the main one. Hits only bump an
-//! atomic counter on the object ([`Evictable::freq`]); the queues are touched
+//! atomic counter on the object ([`EvictMarks::touch`]); the queues are touched
 //! by writers alone, under the zone's writer lock.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
 /// What the queues need from a stored object.
 pub trait Evictable {
     /// Bytes charged against the budget.
     fn charge(&self) -> usize;
-    /// Hits since it entered its queue (saturating at 3).
-    fn freq(&self) -> &AtomicU8;
     /// A hash of its key, remembered by the ghost list.
     fn key_hash(&self) -> u64;
-    /// Whether it is still in the index (replaced or purged objects are not).
-    fn live(&self) -> bool;
+    /// Its hits and whether it is still in the index.
+    fn marks(&self) -> &EvictMarks;
 }
 
-/// Counts a hit on `e`: one relaxed atomic, at most 3.
-pub fn touch(freq: &AtomicU8) {
-    let f = freq.load(Ordering::Relaxed);
-    if f < 3 {
-        freq.store(f + 1, Ordering::Relaxed);
+/// What eviction keeps on each object: hits since it entered its queue
+/// (saturating at 3) and whether it is still in the index (replaced or
+/// purged objects are not). Hits and removals change them without a lock.
+#[derive(Debug)]
+pub struct EvictMarks {
+    freq: AtomicU8,
+    live: AtomicBool,
+}
+
+impl Default for EvictMarks {
+    /// Not hit yet, in the index.
+    fn default() -> Self {
+        EvictMarks {
+            freq: AtomicU8::new(0),
+            live: AtomicBool::new(true),
+        }
+    }
+}
+
+impl EvictMarks {
+    /// Counts a hit: one relaxed atomic, at most 3.
+    #[inline]
+    pub fn touch(&self) {
+        let f = self.freq.load(Ordering::Relaxed);
+        if f < 3 {
+            self.freq.store(f + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the object is still in the index.
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Marks the object gone from the index: true the first time only, so
+    /// whoever removes it uncharges it once.
+    pub fn retire(&self) -> bool {
+        self.live.swap(false, Ordering::Relaxed)
     }
 }
 
@@ -73,11 +104,12 @@ impl<T: Evictable> S3Fifo<T> {
                 let w = self.small.pop_front()?;
                 let Some(e) = w.upgrade() else { continue };
                 self.small_bytes = self.small_bytes.saturating_sub(e.charge());
-                if !e.live() {
+                let marks = e.marks();
+                if !marks.is_live() {
                     continue;
                 }
-                if e.freq().load(Ordering::Relaxed) > 1 {
-                    e.freq().store(0, Ordering::Relaxed);
+                if marks.freq.load(Ordering::Relaxed) > 1 {
+                    marks.freq.store(0, Ordering::Relaxed);
                     self.main.push_back(w);
                     continue;
                 }
@@ -86,12 +118,13 @@ impl<T: Evictable> S3Fifo<T> {
             }
             let w = self.main.pop_front()?;
             let Some(e) = w.upgrade() else { continue };
-            if !e.live() {
+            let marks = e.marks();
+            if !marks.is_live() {
                 continue;
             }
-            let f = e.freq().load(Ordering::Relaxed);
+            let f = marks.freq.load(Ordering::Relaxed);
             if f > 0 {
-                e.freq().store(f - 1, Ordering::Relaxed);
+                marks.freq.store(f - 1, Ordering::Relaxed);
                 self.main.push_back(w);
                 continue;
             }
@@ -126,34 +159,28 @@ impl<T: Evictable> S3Fifo<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
 
     struct Obj {
         id: u64,
-        freq: AtomicU8,
-        live: AtomicBool,
+        marks: EvictMarks,
     }
 
     impl Evictable for Obj {
         fn charge(&self) -> usize {
             1
         }
-        fn freq(&self) -> &AtomicU8 {
-            &self.freq
-        }
         fn key_hash(&self) -> u64 {
             self.id
         }
-        fn live(&self) -> bool {
-            self.live.load(Ordering::Relaxed)
+        fn marks(&self) -> &EvictMarks {
+            &self.marks
         }
     }
 
     fn obj(id: u64) -> Arc<Obj> {
         Arc::new(Obj {
             id,
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
+            marks: EvictMarks::default(),
         })
     }
 
@@ -164,8 +191,8 @@ mod tests {
         let mut held = Vec::new();
         let hot = obj(0);
         q.admit(&hot);
-        touch(hot.freq());
-        touch(hot.freq());
+        hot.marks.touch();
+        hot.marks.touch();
         held.push(hot.clone());
         let mut evicted = Vec::new();
         for id in 1..100 {
@@ -173,15 +200,15 @@ mod tests {
             q.admit(&o);
             held.push(o);
             // Keep ten objects: evict down to the budget.
-            while held.iter().filter(|o| o.live()).count() > 10 {
+            while held.iter().filter(|o| o.marks.is_live()).count() > 10 {
                 let v = q.victim(10).expect("something to evict");
-                v.live.store(false, Ordering::Relaxed);
+                v.marks.retire();
                 evicted.push(v.id);
             }
-            touch(hot.freq());
+            hot.marks.touch();
         }
         assert!(!evicted.contains(&0), "the hot object survived the scan");
-        assert!(hot.live());
+        assert!(hot.marks.is_live());
     }
 
     #[test]
@@ -191,7 +218,7 @@ mod tests {
         q.admit(&a);
         let v = q.victim(10).unwrap();
         assert_eq!(v.id, 7);
-        v.live.store(false, Ordering::Relaxed);
+        v.marks.retire();
         let again = obj(7);
         q.admit(&again);
         assert_eq!(q.main.len(), 1);

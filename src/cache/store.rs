@@ -6,9 +6,9 @@
 //! key. Each chunk is charged against the zone's budget as it arrives, so
 //! responses in flight count too.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use super::control::{RequestDirectives, ResponseDirectives};
 use super::entry::{http_date, normalised_field, vary_names, StoredResponse, VarySelection};
@@ -146,24 +146,11 @@ impl CacheTap {
             l.finish(FillEnd::Uncacheable);
             let settings = &self.zone.settings;
             if !settings.hit_for_miss.is_zero() {
+                let key_hash = self.zone.key_hash(&self.key);
                 let marker = StoredResponse {
-                    key: self.key.clone(),
-                    key_hash: self.zone.key_hash(&self.key),
-                    status: 0,
-                    fields: Box::default(),
-                    body: Arc::new([]),
-                    body_len: 0,
-                    vary: Box::default(),
-                    directives: ResponseDirectives::default(),
                     lifetime: settings.hit_for_miss,
-                    initial_age: Duration::ZERO,
-                    stored_at: Instant::now(),
-                    etag: None,
-                    last_modified: None,
-                    freq: AtomicU8::new(0),
-                    live: AtomicBool::new(true),
-                    refreshing: AtomicBool::new(false),
                     hit_for_miss: true,
+                    ..StoredResponse::new(self.key.clone(), key_hash, 0, Box::default())
                 };
                 self.zone.insert(Arc::new(marker), 0);
             }
@@ -223,24 +210,15 @@ impl CacheTap {
             facts.last_modified = stale.last_modified.as_deref().and_then(http_date);
         }
         let now = SystemTime::now();
+        let fields = fields.into_boxed_slice();
         let entry = StoredResponse {
-            key: stale.key.clone(),
-            key_hash: stale.key_hash,
-            status: stale.status,
-            etag: find(&fields, "etag"),
-            last_modified: find(&fields, "last-modified"),
-            fields: fields.into_boxed_slice(),
             body: stale.body.clone(),
             body_len: stale.body_len,
             vary: stale.vary.clone(),
             directives: facts.directives,
             lifetime: policy::freshness_lifetime(&facts),
             initial_age: policy::initial_age(&facts, self.request_time, now),
-            stored_at: Instant::now(),
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
-            refreshing: AtomicBool::new(false),
-            hit_for_miss: false,
+            ..StoredResponse::new(stale.key.clone(), stale.key_hash, stale.status, fields)
         };
         let entry = Arc::new(entry);
         self.zone.stats.revalidated.fetch_add(1, Ordering::Relaxed);
@@ -405,14 +383,8 @@ impl ResponseTap for CacheTap {
         let Some(b) = self.building.take() else {
             return;
         };
-        let fields = b.fields;
+        let key_hash = self.zone.key_hash(&self.key);
         let entry = StoredResponse {
-            key: self.key.clone(),
-            key_hash: self.zone.key_hash(&self.key),
-            status: b.status,
-            etag: find(&fields, "etag"),
-            last_modified: find(&fields, "last-modified"),
-            fields,
             body: b.chunks.into(),
             body_len: b.len,
             vary: b.vary,
@@ -420,10 +392,7 @@ impl ResponseTap for CacheTap {
             lifetime: policy::freshness_lifetime(&b.facts),
             initial_age: policy::initial_age(&b.facts, self.request_time, b.response_time),
             stored_at: b.stored_at,
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
-            refreshing: AtomicBool::new(false),
-            hit_for_miss: false,
+            ..StoredResponse::new(self.key.clone(), key_hash, b.status, b.fields)
         };
         self.zone.insert(Arc::new(entry), b.reserved);
         if let Some(l) = self.leader.take() {
@@ -436,12 +405,6 @@ impl Drop for CacheTap {
     fn drop(&mut self) {
         self.abandon();
     }
-}
-
-fn find(fields: &[u8], name: &str) -> Option<Box<[u8]>> {
-    split_field_lines(fields)
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.into())
 }
 
 fn push_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::entry::{StoredResponse, MAX_VARIANTS, OBJECT_OVERHEAD};
-use super::evict::{touch, Evictable, S3Fifo};
+use super::evict::{Evictable, S3Fifo};
 use super::fill::{Fill, FillEnd};
 use crate::http::request::RequestView;
 
@@ -182,7 +182,7 @@ impl CacheZone {
                 continue;
             }
             if e.matches(request) {
-                touch(&e.freq);
+                e.marks.touch();
                 return Lookup::Found(e.clone());
             }
         }
@@ -354,7 +354,7 @@ impl CacheZone {
 
     /// Uncharges `e`, once.
     fn forget(&self, w: &mut Writer, e: &StoredResponse) {
-        if e.live.swap(false, Ordering::Relaxed) {
+        if e.marks.retire() {
             w.used = w.used.saturating_sub(e.charge());
             w.objects = w.objects.saturating_sub(1);
         }
@@ -411,28 +411,14 @@ pub fn start_disk_tiers(zones: &[Arc<CacheZone>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::control::ResponseDirectives;
-    use std::sync::atomic::{AtomicBool, AtomicU8};
 
     fn small(key: &str) -> Arc<StoredResponse> {
+        let fields = *b"Content-Type: text/plain\r\nCache-Control: max-age=3600\r\n";
         Arc::new(StoredResponse {
-            key: key.as_bytes().into(),
-            key_hash: 0,
-            status: 200,
-            fields: (*b"Content-Type: text/plain\r\nCache-Control: max-age=3600\r\n").into(),
             body: Arc::new([(*b"Hello, World!").into()]),
             body_len: 13,
-            vary: Box::default(),
-            directives: ResponseDirectives::default(),
             lifetime: Duration::from_secs(3600),
-            initial_age: Duration::ZERO,
-            stored_at: Instant::now(),
-            etag: None,
-            last_modified: None,
-            freq: AtomicU8::new(0),
-            live: AtomicBool::new(true),
-            refreshing: AtomicBool::new(false),
-            hit_for_miss: false,
+            ..StoredResponse::new(key.as_bytes().into(), 0, 200, fields.into())
         })
     }
 
