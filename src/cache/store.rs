@@ -14,7 +14,7 @@ use super::control::{RequestDirectives, ResponseDirectives};
 use super::entry::{http_date, normalised_field, vary_names, StoredResponse, VarySelection};
 use super::fill::{FillEnd, FillHead};
 use super::policy::{self, RequestFacts, ResponseFacts};
-use super::tap::{Instead, ResponseTap};
+use super::tap::{Instead, ResponseTap, TapHead};
 use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
@@ -288,14 +288,12 @@ impl ResponseTap for CacheTap {
         None
     }
 
-    fn on_head(
-        &mut self,
-        request: &RequestView<'_>,
-        resp: &UpstreamHead,
-        buf: &[u8],
-        fields: &mut Vec<u8>,
-        body_len: Option<u64>,
-    ) {
+    fn on_head(&mut self, request: &RequestView<'_>, head: TapHead<'_>, fields: &mut Vec<u8>) {
+        let TapHead {
+            parsed: resp,
+            buf,
+            body_len,
+        } = head;
         let facts = Self::facts(resp, buf);
         let max = self.zone.settings.max_object as u64;
         let ok =

@@ -14,6 +14,18 @@ use crate::http1::response::ParsedResponseHead as UpstreamHead;
 /// `Cache-Status` value.
 pub type Instead = (Arc<StoredResponse>, String);
 
+/// The upstream's response head as [`ResponseTap::on_head`] sees it: parsed,
+/// the bytes it was parsed from, and the body's length when it is known.
+#[derive(Clone, Copy)]
+pub struct TapHead<'a> {
+    /// The parsed head; its fields index into `buf`.
+    pub parsed: &'a UpstreamHead,
+    /// The bytes read from the upstream.
+    pub buf: &'a [u8],
+    /// The body's length, `None` when chunked or until close.
+    pub body_len: Option<u64>,
+}
+
 /// What a cache sees of a proxied exchange. Each hook does nothing unless a
 /// tap overrides it, so a tap states only what it watches; the defaults are
 /// inlined, and a route without a cache ([`NoTap`]) pays nothing for them.
@@ -38,15 +50,7 @@ pub trait ResponseTap {
     /// The response head is about to go downstream with `fields` (end-to-end
     /// `Name: value\r\n` lines), to which the tap may add lines.
     #[inline(always)]
-    fn on_head(
-        &mut self,
-        _request: &RequestView<'_>,
-        _resp: &UpstreamHead,
-        _buf: &[u8],
-        _fields: &mut Vec<u8>,
-        _body_len: Option<u64>,
-    ) {
-    }
+    fn on_head(&mut self, _request: &RequestView<'_>, _head: TapHead<'_>, _fields: &mut Vec<u8>) {}
 
     /// The next piece of the body, before it goes downstream.
     #[inline(always)]

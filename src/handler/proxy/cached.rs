@@ -16,13 +16,12 @@ use crate::cache::disk_hit::answer_from_disk;
 use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
-use crate::cache::tap::ResponseTap;
+use crate::cache::tap::{ResponseTap, TapHead};
 use crate::cache::zone::{CacheZone, FillRole, Lookup};
 use crate::http::request::RequestView;
 use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
-use crate::http1::response::ParsedResponseHead as UpstreamHead;
 use crate::http1::HeaderLines;
 
 /// Serves a request on a route whose responses `zone` stores.
@@ -162,17 +161,10 @@ struct PassTap {
 }
 
 impl ResponseTap for PassTap {
-    fn on_head(
-        &mut self,
-        _: &RequestView<'_>,
-        resp: &UpstreamHead,
-        buf: &[u8],
-        _: &mut Vec<u8>,
-        _: Option<u64>,
-    ) {
-        self.status = Some(resp.status);
+    fn on_head(&mut self, _: &RequestView<'_>, head: TapHead<'_>, _: &mut Vec<u8>) {
+        self.status = Some(head.parsed.status);
         for name in ["location", "content-location"] {
-            if let Some(v) = resp.header(buf, name) {
+            if let Some(v) = head.parsed.header(head.buf, name) {
                 self.locations.push(v.into());
             }
         }

@@ -11,7 +11,7 @@ use super::request_info::RequestInfo;
 use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
 use super::ProxyRoute;
-use crate::cache::tap::ResponseTap;
+use crate::cache::tap::{ResponseTap, TapHead};
 use crate::deadline;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::body::BodyDecoder;
@@ -81,7 +81,12 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
     // A 304's Content-Length describes the body it stands for: kept as sent.
     let keep_length = resp.body == ResponseBody::None && resp.status == 304;
     encode_response_fields(fields, resp, up_read, keep_length, false);
-    tap.on_head(&session.request(), resp, up_read, fields, len);
+    let tap_head = TapHead {
+        parsed: resp,
+        buf: up_read,
+        body_len: len,
+    };
+    tap.on_head(&session.request(), tap_head, fields);
     let head = ResponseHead {
         status: resp.status,
         fields: &[],
