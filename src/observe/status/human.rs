@@ -124,20 +124,15 @@ mod tests {
 
     #[test]
     fn bytes_use_binary_units() {
-        assert_eq!(bytes(0), "0 B");
-        assert_eq!(bytes(1023), "1023 B");
-        assert_eq!(bytes(1024), "1 KiB");
-        assert_eq!(bytes(3_565_158), "3.4 MiB");
-        assert_eq!(bytes(12 * 1024 * 1024 * 1024), "12 GiB");
+        let shown = [0, 1023, 1024, 3_565_158, 12 * 1024 * 1024 * 1024].map(bytes);
+        assert_eq!(shown, ["0 B", "1023 B", "1 KiB", "3.4 MiB", "12 GiB"]);
     }
 
     #[test]
     fn durations_show_their_two_largest_units() {
-        assert_eq!(seconds(42), "42 s");
-        assert_eq!(seconds(303), "5 m 3 s");
-        assert_eq!(seconds(3 * 3600 + 4 * 60 + 5), "3 h 4 m");
-        assert_eq!(seconds(2 * 86400 + 3 * 3600 + 59), "2 d 3 h");
-        assert_eq!(seconds(800 * 86400), "2 y 70 d");
+        let (m, h, d) = (60, 3600, 86400);
+        let shown = [42, 303, 3 * h + 4 * m + 5, 2 * d + 3 * h + 59, 800 * d].map(seconds);
+        assert_eq!(shown, ["42 s", "5 m 3 s", "3 h 4 m", "2 d 3 h", "2 y 70 d"]);
     }
 
     #[test]
