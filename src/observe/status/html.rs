@@ -475,7 +475,7 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 &workers_text(sv.marked_down_workers),
             );
             b.count("td", &p("in_flight"), sv.in_flight);
-            b.rate("td", &p("requests_per_s"), sv.requests_per_s);
+            b.rate("td", &p("requests_per_s"), sv.recent.requests_per_s);
             b.count("td", &p("requests"), sv.requests);
             b.count("td", &p("responses.5xx"), sv.responses.server_error);
             let _ = write!(
@@ -485,9 +485,9 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 escape(&causes_text(&sv.failures))
             );
             b.raw("<td>");
-            b.millis("span", &p("latency_p50_ms"), sv.latency_p50_ms);
+            b.millis("span", &p("latency_p50_ms"), sv.recent.p50_ms);
             b.raw(" / ");
-            b.millis("span", &p("latency_p99_ms"), sv.latency_p99_ms);
+            b.millis("span", &p("latency_p99_ms"), sv.recent.p99_ms);
             b.raw("</td>");
             b.checks(&p("checks"), &sv.checks);
             let _ = write!(

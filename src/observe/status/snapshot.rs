@@ -191,15 +191,11 @@ pub struct ServerView {
     pub errors: u64,
     /// Failed attempts since then, by cause.
     pub failures: FailureCauses,
-    /// Attempts per second over the last interval.
-    pub requests_per_s: f64,
-    /// Failed attempts per second over the last interval.
-    pub errors_per_s: f64,
-    /// Median time to the response head over the last interval, in
-    /// milliseconds; none without responses.
-    pub latency_p50_ms: Option<f64>,
-    /// 99th percentile of the same.
-    pub latency_p99_ms: Option<f64>,
+    /// Rates and latency over the last interval (rounded; in the JSON, the
+    /// server's own `requests_per_s`, `errors_per_s`, `latency_p50_ms` and
+    /// `latency_p99_ms`).
+    #[serde(flatten)]
+    pub recent: ServerRates,
 }
 
 /// Responses by status class.
@@ -295,13 +291,17 @@ fn worker_view(id: Option<usize>, w: &WorkerStats) -> WorkerView {
     }
 }
 
+/// Rounds a latency for the JSON: to the microsecond.
+fn micros_rounded(ms: Option<f64>) -> Option<f64> {
+    ms.map(|x| (x * 1000.0).round() / 1000.0)
+}
+
 fn set_rates(v: &mut WorkerView, r: &super::history::Rates) {
     v.accept_per_s = two_decimals(r.accept_per_s);
     v.requests_per_s = two_decimals(r.requests_per_s);
     v.errors_per_s = two_decimals(r.errors_per_s);
-    let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
-    v.latency_p50_ms = ms(r.p50_ms);
-    v.latency_p99_ms = ms(r.p99_ms);
+    v.latency_p50_ms = micros_rounded(r.p50_ms);
+    v.latency_p99_ms = micros_rounded(r.p99_ms);
     v.error_ratio = if r.requests_per_s > 0.0 {
         (r.errors_per_s / r.requests_per_s * 10_000.0).round() / 10_000.0
     } else {
@@ -363,7 +363,6 @@ fn group_view(
                 "up"
             };
             let r = rates.and_then(|r| r.get(i)).copied().unwrap_or_default();
-            let ms = |v: Option<f64>| v.map(|x| (x * 1000.0).round() / 1000.0);
             let [c1, c2, c3, c4, c5] = t.responses;
             let f = |cause: UpstreamFailure| t.failures[cause as usize];
             ServerView {
@@ -392,10 +391,12 @@ fn group_view(
                     timeout: f(UpstreamFailure::Timeout),
                     bad_response: f(UpstreamFailure::BadResponse),
                 },
-                requests_per_s: two_decimals(r.requests_per_s),
-                errors_per_s: two_decimals(r.errors_per_s),
-                latency_p50_ms: ms(r.p50_ms),
-                latency_p99_ms: ms(r.p99_ms),
+                recent: ServerRates {
+                    requests_per_s: two_decimals(r.requests_per_s),
+                    errors_per_s: two_decimals(r.errors_per_s),
+                    p50_ms: micros_rounded(r.p50_ms),
+                    p99_ms: micros_rounded(r.p99_ms),
+                },
             }
         })
         .collect();

@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use serde::Serialize;
+
 use super::quantile::quantile_ms;
 use super::ConfigView;
 use crate::handler::proxy::upstream::UpstreamGroup;
@@ -19,16 +21,19 @@ use crate::observe::upstream_stats::ServerTotals;
 /// A group: its configuration generation and its index in that configuration.
 pub type GroupKey = (u64, usize);
 
-/// One server's figures over the last interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// One server's figures over the last interval; `/status.json` shows them
+/// rounded, in each server's object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ServerRates {
     /// Attempts sent per second.
     pub requests_per_s: f64,
     /// Failed attempts per second.
     pub errors_per_s: f64,
     /// Median time to the response head, milliseconds; none without answers.
+    #[serde(rename = "latency_p50_ms")]
     pub p50_ms: Option<f64>,
     /// 99th percentile time to the response head, milliseconds.
+    #[serde(rename = "latency_p99_ms")]
     pub p99_ms: Option<f64>,
 }
 
@@ -132,7 +137,7 @@ mod tests {
     fn a_reloaded_group_takes_no_rate_from_the_group_it_replaced() {
         let state = json::tests::state_with_traffic();
         let old = state.snapshot();
-        assert_eq!(old.upstreams[0].servers[1].requests_per_s, 1.0);
+        assert_eq!(old.upstreams[0].servers[1].recent.requests_per_s, 1.0);
         let config = crate::config::build::load_str(
             "next.toml",
             "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:1\" }, { address = \"127.0.0.1:2\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n",
