@@ -436,3 +436,70 @@ fn http2_clients_get_the_same_encodings() {
         }
     }
 }
+
+/// A file's text, different from line to line and from file to file, so a
+/// body that took a byte left from another one would not decode to it.
+fn file_text(file: usize, len: usize) -> Vec<u8> {
+    let mut t: Vec<u8> = (0..)
+        .flat_map(|l| format!("<li>file {file}, line {l}: {}</li>\n", l * 7919 % 997).into_bytes())
+        .take(len)
+        .collect();
+    t.truncate(len);
+    t
+}
+
+#[test]
+fn gzip_bodies_in_turn_on_one_worker_each_decode_to_their_own_file() {
+    // One worker, so each body is gathered in the buffer the one before used:
+    // longer and shorter ones, whole-length ones at the gathering limit
+    // (128 KiB) and one past it (streamed), small files held in memory, and a
+    // `respond` body encoded from where it lies.
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [
+        100_000, 30_000, 131_072, 20_000, 600, 131_073, 99_999, 5_000, 100_000,
+    ];
+    for (i, &n) in sizes.iter().enumerate() {
+        std::fs::write(dir.path().join(format!("f{i}.html")), file_text(i, n)).unwrap();
+    }
+    let config = format!(
+        r#"
+[server]
+workers = 1
+
+[[listener]]
+listen = "127.0.0.1:0"
+
+[[route]]
+path = "/fixed"
+handler = "respond"
+body = "{fixed}"
+headers = {{ "Content-Type" = "text/plain" }}
+compress = {{ codings = ["gzip"] }}
+
+[[route]]
+path = "/"
+handler = "static"
+root = "{root}"
+compress = {{ codings = ["gzip"], levels = {{ gzip = 5 }} }}
+"#,
+        fixed = fixed(),
+        root = dir.path().to_str().unwrap()
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let addr = pier.http[0];
+    for round in 0..2 {
+        for (i, &n) in sizes.iter().enumerate() {
+            let a = ask(addr, "GET", &format!("/f{i}.html"), &accept("gzip"));
+            assert_eq!(a.status, 200);
+            assert_eq!(a.header("content-encoding"), Some("gzip"), "{}", a.head);
+            assert_eq!(
+                decode("gzip", &a.body),
+                file_text(i, n),
+                "file {i} ({n} bytes), round {round}"
+            );
+            let f = ask(addr, "GET", "/fixed", &accept("gzip"));
+            assert_eq!(f.header("content-encoding"), Some("gzip"));
+            assert_eq!(decode("gzip", &f.body), fixed().as_bytes());
+        }
+    }
+}

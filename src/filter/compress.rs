@@ -16,7 +16,8 @@
 //! gzip of a body of known length up to [`GATHER_MAX`] bytes is the exception
 //! that keeps the bound: the encoder gathers it and encodes it in one call when
 //! it ends (a third of the CPU of a stream saved; `encoder.rs`), so such a body
-//! given whole is handed over whole, and a file is read in one piece.
+//! given whole is encoded from where it lies, and a file from the page cache
+//! is read in one piece straight into the encoder's buffer.
 //!
 //! So no response is ever held whole in memory past that bound, and a large
 //! body cannot hold a worker for longer than one slice. Which responses, and
@@ -111,8 +112,8 @@ impl<'h> CompressingSession<'_, 'h> {
             State::Given(mut e, body) => {
                 let pool: &'h FileIoPool = &self.inner.worker().config.file_io;
                 let sent = match body {
-                    Body::Bytes(b) => self.encode_all(&mut e, b).await,
-                    Body::Owned(b) => self.encode_all(&mut e, &b).await,
+                    Body::Bytes(b) => self.encode_given(&mut e, b).await,
+                    Body::Owned(b) => self.encode_given(&mut e, &b).await,
                     Body::File(region) => self.encode_file(&mut e, &region, pool).await,
                     Body::Stream(mut s) => {
                         let r = self.encode_stream(&mut e, &mut *s).await;
@@ -123,9 +124,14 @@ impl<'h> CompressingSession<'_, 'h> {
                         }
                         return;
                     }
-                    _ => Ok(()),
+                    _ => Ok(false),
                 };
-                if sent.is_ok() && self.end(&mut e).await.is_ok() {
+                let ended = match sent {
+                    Ok(true) => true,
+                    Ok(false) => self.end(&mut e).await.is_ok(),
+                    Err(_) => false,
+                };
+                if ended {
                     self.inner.finish_body(&[]);
                 }
             }
@@ -158,6 +164,19 @@ impl<'h> CompressingSession<'_, 'h> {
         Ok(())
     }
 
+    /// A body given whole: encoded from where it lies when the encoder
+    /// gathers (then the stream is ended here, and this says `true`), else
+    /// in slices as [`encode_all`](Self::encode_all).
+    async fn encode_given(&mut self, e: &mut Encoding, data: &[u8]) -> io::Result<bool> {
+        if e.encoder.gathers() {
+            e.encoder.finish_with(data, &mut e.out)?;
+            self.drain(e).await?;
+            return Ok(true);
+        }
+        self.encode_all(e, data).await?;
+        Ok(false)
+    }
+
     async fn encode_all(&mut self, e: &mut Encoding, data: &[u8]) -> io::Result<()> {
         // Gathered input is only copied: no slices, nothing to yield for.
         let slice = if e.encoder.gathers() {
@@ -173,30 +192,51 @@ impl<'h> CompressingSession<'_, 'h> {
     }
 
     /// A file region: from memory when the open-file cache holds it, else
-    /// read in slices, from the page cache on the loop or off it when cold.
+    /// read in slices, from the page cache on the loop or off it when cold
+    /// (a gathered body from the page cache is read straight into the
+    /// encoder's buffer). `true` when the stream was ended here.
     async fn encode_file(
         &mut self,
         e: &mut Encoding,
         region: &FileRegion,
         pool: &FileIoPool,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         if let Some(bytes) = region.content.as_deref() {
             let start = usize::try_from(region.offset).unwrap_or(usize::MAX);
             let part = usize::try_from(region.len)
                 .ok()
                 .and_then(|len| bytes.get(start..start.checked_add(len)?));
             if let Some(part) = part {
-                return self.encode_all(e, part).await;
+                return self.encode_given(e, part).await;
             }
         }
         let end = region.offset + region.len;
         let mut pos = region.offset;
+        while pos < end {
+            let Some(space) = e.encoder.gather_space() else {
+                break;
+            };
+            let want = space.len().min((end - pos) as usize);
+            let n = match read_cached(&region.file, &mut space[..want], pos) {
+                Some(r) => r?,
+                // Cold: read off the loop below.
+                None => break,
+            };
+            if n == 0 {
+                return Err(shrank());
+            }
+            e.encoder.gathered(n);
+            pos += n as u64;
+        }
+        if pos == end {
+            return Ok(false);
+        }
         let read_size = if e.encoder.gathers() {
             GATHER_MAX
         } else {
             SLICE
         };
-        let mut buf = vec![0u8; read_size.min(region.len as usize)];
+        let mut buf = vec![0u8; read_size.min((end - pos) as usize)];
         let mut shared: Option<Arc<File>> = None;
         while pos < end {
             let want = (end - pos).min(read_size as u64) as usize;
@@ -217,15 +257,12 @@ impl<'h> CompressingSession<'_, 'h> {
                 }
             };
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "file shrank while being compressed",
-                ));
+                return Err(shrank());
             }
             pos += n as u64;
             self.encode_slice(e, &buf[..n], pos < end).await?;
         }
-        Ok(())
+        Ok(false)
     }
 
     async fn encode_stream(
@@ -250,6 +287,13 @@ impl<'h> CompressingSession<'_, 'h> {
         edit_head(&mut edit, decision);
         edit.send(self.inner, body);
     }
+}
+
+fn shrank() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file shrank while being compressed",
+    )
 }
 
 /// Gives the driver the output it has not taken yet, as far as it takes it.

@@ -9,6 +9,15 @@
 //! about 0.6x the CPU of a zlib stream at the same level, and smaller output.
 //! A flush, or more input than announced, turns the gathered input into a
 //! flate2 stream that goes on from there; other bodies are streams throughout.
+//!
+//! The gathering buffer and libdeflate's output buffer are kept by each worker
+//! thread and reused from response to response (a few spares, each at most
+//! [`GATHER_MAX`] and its bound), not allocated and freed each time: a fresh
+//! 100 KiB buffer is zeroed, and when freed the allocator hands its pages back
+//! to the kernel (an `madvise` per response), so the next response faulted
+//! them in again, a page at a time. A file is read straight into the
+//! gathering buffer ([`StreamEncoder::gather_space`]), and a body held whole
+//! in memory is encoded from where it lies ([`StreamEncoder::finish_with`]).
 
 use std::cell::RefCell;
 use std::io::{self, Write};
@@ -53,12 +62,36 @@ fn window_log(len: Option<u64>, min: u32, max: u32) -> u32 {
 /// gzip input of a body of known length, gathered to be encoded whole.
 struct Gathered {
     level: u32,
-    /// The body's announced length: the buffer is reserved for it at the
-    /// first write (a HEAD request never writes).
+    /// The body's announced length: a buffer at least this long is taken
+    /// at the first write (a HEAD request never writes).
     len: usize,
+    /// Gathered input in `input[..filled]`; what lies past it is left from
+    /// earlier use (the buffer is reused, never zeroed again).
     input: Vec<u8>,
+    filled: usize,
     /// The stream was ended: more input is an error, as for the others.
     finished: bool,
+}
+
+impl Gathered {
+    /// The buffer, taken from this thread's spares at the first use.
+    fn buffer(&mut self) -> &mut [u8] {
+        if self.input.len() < self.len {
+            self.input = take_input(self.len);
+        }
+        &mut self.input[..self.len]
+    }
+
+    /// The input gathered so far.
+    fn gathered(&self) -> &[u8] {
+        &self.input[..self.filled]
+    }
+}
+
+impl Drop for Gathered {
+    fn drop(&mut self) {
+        give_back_input(std::mem::take(&mut self.input));
+    }
 }
 
 impl StreamEncoder {
@@ -71,6 +104,7 @@ impl StreamEncoder {
                     level,
                     len,
                     input: Vec::new(),
+                    filled: 0,
                     finished: false,
                 }),
                 _ => Kind::Gzip(gzip_stream(level, len)),
@@ -106,7 +140,7 @@ impl StreamEncoder {
                 return Err(finished());
             }
             let mut c = gzip_stream(g.level, Some(g.len as u64));
-            deflate(&mut c, &g.input, out, FlushCompress::None)?;
+            deflate(&mut c, g.gathered(), out, FlushCompress::None)?;
             self.kind = Kind::Gzip(c);
         }
         Ok(())
@@ -115,11 +149,10 @@ impl StreamEncoder {
     /// Encodes `input`, appending to `out` whatever output is ready.
     pub fn write(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
         match &mut self.kind {
-            Kind::GzipGathered(g) if !g.finished && g.input.len() + input.len() <= g.len => {
-                if g.input.capacity() == 0 {
-                    g.input.reserve_exact(g.len);
-                }
-                g.input.extend_from_slice(input);
+            Kind::GzipGathered(g) if !g.finished && g.filled + input.len() <= g.len => {
+                let at = g.filled;
+                g.buffer()[at..at + input.len()].copy_from_slice(input);
+                g.filled += input.len();
                 Ok(())
             }
             Kind::GzipGathered(_) => {
@@ -130,6 +163,43 @@ impl StreamEncoder {
             Kind::Gzip(c) => deflate(c, input, out, FlushCompress::None),
             Kind::Br(w) => through(w, out, |w| w.write_all(input)),
             Kind::Zstd(e) => through(e, out, |e| e.write_all(input)),
+        }
+    }
+
+    /// Room for the rest of the announced body, to read it into in place
+    /// (then [`gathered`](Self::gathered) says how much came): only while
+    /// input is gathered, and only what the announced length has left.
+    pub fn gather_space(&mut self) -> Option<&mut [u8]> {
+        match &mut self.kind {
+            Kind::GzipGathered(g) if !g.finished && g.filled < g.len => {
+                let at = g.filled;
+                Some(&mut g.buffer()[at..])
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts `n` bytes read into [`gather_space`](Self::gather_space) as
+    /// gathered input.
+    pub fn gathered(&mut self, n: usize) {
+        if let Kind::GzipGathered(g) = &mut self.kind {
+            g.filled = (g.filled + n).min(g.len);
+        }
+    }
+
+    /// Encodes `input` and ends the stream: as [`write`](Self::write) then
+    /// [`finish`](Self::finish), but a gathering encoder that has nothing yet
+    /// encodes a whole body straight from where it lies, with no copy.
+    pub fn finish_with(&mut self, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        match &mut self.kind {
+            Kind::GzipGathered(g) if !g.finished && g.filled == 0 && input.len() == g.len => {
+                g.finished = true;
+                gzip_whole(g.level, input, out)
+            }
+            _ => {
+                self.write(input, out)?;
+                self.finish(out)
+            }
         }
     }
 
@@ -155,7 +225,9 @@ impl StreamEncoder {
                     return Err(finished());
                 }
                 g.finished = true;
-                gzip_whole(g.level, &std::mem::take(&mut g.input), out)
+                let r = gzip_whole(g.level, g.gathered(), out);
+                give_back_input(std::mem::take(&mut g.input));
+                r
             }
             Kind::Gzip(c) => deflate(c, &[], out, FlushCompress::Finish),
             Kind::Br(w) => {
@@ -210,33 +282,81 @@ fn gzip_stream(level: u32, len: Option<u64>) -> Box<Compress> {
     ))
 }
 
+/// Gathering buffers a thread keeps for later responses: one is enough
+/// while responses are read and encoded within one turn of the worker (a
+/// file from the page cache, a body given whole); a second serves a pushed
+/// body gathered across waits. More at once are allocated and freed.
+const SPARE_INPUTS: usize = 2;
+
+/// Gathered input shorter than this gets a buffer of its own length rather
+/// than a spare (a spare is [`GATHER_MAX`] long, allocated once).
+const SPARE_INPUT_MIN: usize = 16 * 1024;
+
+/// What a worker thread keeps for whole-body gzip between responses.
+#[derive(Default)]
+struct WholeGzip {
+    /// libdeflate compressors, one per level once used (a compressor sets
+    /// its tables up at each call, so nothing carries over).
+    compressors: Vec<(u32, Compressor)>,
+    /// libdeflate's output buffer, as long as the largest bound asked yet.
+    output: Vec<u8>,
+    /// Gathering buffers not in use, each [`GATHER_MAX`] long.
+    inputs: Vec<Vec<u8>>,
+}
+
 thread_local! {
-    /// This thread's libdeflate compressors, one per level once used: each
-    /// worker allocates its own once and reuses it for every response (a
-    /// compressor sets its tables up at each call, so nothing carries over).
-    static WHOLE_GZIP: RefCell<Vec<(u32, Compressor)>> = const { RefCell::new(Vec::new()) };
+    static WHOLE_GZIP: RefCell<WholeGzip> = RefCell::new(WholeGzip::default());
+}
+
+/// A buffer at least `len` long to gather input in: a spare when the input
+/// is not small.
+fn take_input(len: usize) -> Vec<u8> {
+    if len < SPARE_INPUT_MIN {
+        return vec![0; len];
+    }
+    WHOLE_GZIP
+        .try_with(|w| w.borrow_mut().inputs.pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| vec![0; GATHER_MAX])
+}
+
+/// Keeps a gathering buffer for a later response, if it is a spare and the
+/// thread has room for it.
+fn give_back_input(buf: Vec<u8>) {
+    if buf.len() != GATHER_MAX {
+        return;
+    }
+    let _ = WHOLE_GZIP.try_with(|w| {
+        let mut w = w.borrow_mut();
+        if w.inputs.len() < SPARE_INPUTS {
+            w.inputs.push(buf);
+        }
+    });
 }
 
 /// Encodes `input` whole as one gzip member, appended to `out`.
 fn gzip_whole(level: u32, input: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-    WHOLE_GZIP.with(|compressors| {
-        let mut compressors = compressors.borrow_mut();
-        let i = match compressors.iter().position(|(l, _)| *l == level) {
+    WHOLE_GZIP.with(|w| {
+        let w = &mut *w.borrow_mut();
+        let i = match w.compressors.iter().position(|(l, _)| *l == level) {
             Some(i) => i,
             None => {
                 let lvl = CompressionLvl::new(level as i32)
                     .map_err(|_| io::Error::other(format!("{level} is not a gzip level")))?;
-                compressors.push((level, Compressor::new(lvl)));
-                compressors.len() - 1
+                w.compressors.push((level, Compressor::new(lvl)));
+                w.compressors.len() - 1
             }
         };
-        let c = &mut compressors[i].1;
-        let start = out.len();
-        out.resize(start + c.gzip_compress_bound(input.len()), 0);
+        let c = &mut w.compressors[i].1;
+        let bound = c.gzip_compress_bound(input.len());
+        if w.output.len() < bound {
+            w.output.resize(bound, 0);
+        }
         let n = c
-            .gzip_compress(input, &mut out[start..])
+            .gzip_compress(input, &mut w.output[..bound])
             .map_err(|_| io::Error::other("the gzip encoder ran out of room"))?;
-        out.truncate(start + n);
+        out.extend_from_slice(&w.output[..n]);
         Ok(())
     })
 }
@@ -415,6 +535,123 @@ mod tests {
         assert!(!e.gathers());
         e.finish(&mut out).unwrap();
         assert_eq!(decode(Coding::Gzip, &out), input);
+    }
+
+    /// libdeflate's gzip of `input` in one call.
+    fn whole(input: &[u8]) -> Vec<u8> {
+        let mut c = Compressor::new(CompressionLvl::new(5).unwrap());
+        let mut out = vec![0; c.gzip_compress_bound(input.len())];
+        let n = c.gzip_compress(input, &mut out).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    fn spare_inputs() -> usize {
+        WHOLE_GZIP.with(|w| w.borrow().inputs.len())
+    }
+
+    #[test]
+    fn a_file_is_read_straight_into_the_gathering_buffer() {
+        let input = page(100_000);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+        let space = e.gather_space().unwrap();
+        assert_eq!(space.len(), input.len(), "room for the whole body");
+        space[..60_000].copy_from_slice(&input[..60_000]);
+        e.gathered(60_000);
+        let space = e.gather_space().unwrap();
+        assert_eq!(space.len(), 40_000, "room for the rest only");
+        space.copy_from_slice(&input[60_000..]);
+        e.gathered(40_000);
+        assert!(e.gather_space().is_none(), "no room past the length");
+        let mut out = Vec::new();
+        e.finish(&mut out).unwrap();
+        assert_eq!(out, whole(&input));
+        assert!(e.gather_space().is_none());
+        for (coding, len) in [(Coding::Gzip, None), (Coding::Br, Some(1000))] {
+            assert!(StreamEncoder::new(coding, 5, len)
+                .unwrap()
+                .gather_space()
+                .is_none());
+        }
+    }
+
+    #[test]
+    fn a_body_given_whole_is_encoded_from_where_it_lies() {
+        let input = page(70_000);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+        let mut out = Vec::new();
+        e.finish_with(&input, &mut out).unwrap();
+        assert_eq!(out, whole(&input));
+        assert!(e.finish(&mut out).is_err(), "already ended");
+        // Part gathered already: the rest follows it.
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+        let mut out = Vec::new();
+        e.write(&input[..1000], &mut out).unwrap();
+        e.finish_with(&input[1000..], &mut out).unwrap();
+        assert_eq!(out, whole(&input));
+        // Other codings write, then finish.
+        let mut e = StreamEncoder::new(Coding::Br, 5, Some(input.len() as u64)).unwrap();
+        let mut out = Vec::new();
+        e.finish_with(&input, &mut out).unwrap();
+        assert_eq!(decode(Coding::Br, &out), input);
+    }
+
+    #[test]
+    fn gathering_buffers_are_reused_and_never_leak_earlier_input() {
+        // A thread of its own: the spares are per thread.
+        std::thread::spawn(reuse_on_a_fresh_thread).join().unwrap();
+    }
+
+    fn reuse_on_a_fresh_thread() {
+        assert_eq!(spare_inputs(), 0);
+        let encode = |input: &[u8]| {
+            let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(input.len() as u64)).unwrap();
+            let mut out = Vec::new();
+            for slice in input.chunks(16384) {
+                e.write(slice, &mut out).unwrap();
+            }
+            e.finish(&mut out).unwrap();
+            out
+        };
+        let long = page(120_000);
+        assert_eq!(encode(&long), whole(&long));
+        assert_eq!(spare_inputs(), 1, "kept for the next response");
+        // A shorter body in the same buffer: none of the longer one's bytes.
+        let short: Vec<u8> = page(40_000)
+            .iter()
+            .map(|b| b.to_ascii_uppercase())
+            .collect();
+        assert_eq!(encode(&short), whole(&short));
+        assert_eq!(spare_inputs(), 1, "the same buffer, taken and given back");
+        // A small body gets its own buffer and leaves the spare alone.
+        assert_eq!(decode(Coding::Gzip, &encode(b"tiny body")), b"tiny body");
+        assert_eq!(spare_inputs(), 1);
+
+        // Bodies gathered at once each have their own; the thread keeps two.
+        let mut encoders: Vec<_> = (0..3)
+            .map(|_| StreamEncoder::new(Coding::Gzip, 5, Some(50_000)).unwrap())
+            .collect();
+        let bodies: Vec<Vec<u8>> = (0..3u8)
+            .map(|i| page(50_000).iter().map(|b| b ^ (i * 32)).collect())
+            .collect();
+        let mut out = Vec::new();
+        for (e, body) in encoders.iter_mut().zip(&bodies) {
+            e.write(body, &mut out).unwrap();
+        }
+        assert_eq!(spare_inputs(), 0);
+        for (e, body) in encoders.iter_mut().zip(&bodies) {
+            let mut out = Vec::new();
+            e.finish(&mut out).unwrap();
+            assert_eq!(decode(Coding::Gzip, &out), *body);
+        }
+        assert_eq!(spare_inputs(), SPARE_INPUTS);
+        // An encoder dropped while gathering gives its buffer back too.
+        drop(encoders);
+        let mut e = StreamEncoder::new(Coding::Gzip, 5, Some(50_000)).unwrap();
+        e.write(&bodies[0], &mut out).unwrap();
+        assert_eq!(spare_inputs(), SPARE_INPUTS - 1);
+        drop(e);
+        assert_eq!(spare_inputs(), SPARE_INPUTS);
     }
 
     #[test]
