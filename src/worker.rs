@@ -110,6 +110,9 @@ pub struct WorkerShared {
     /// This worker's counters, the only ones it keeps: the admin listener
     /// reads them, only this worker writes them.
     pub stats: Arc<WorkerStats>,
+    /// Turns of this worker's downloads on the blocking pool while it answers
+    /// other requests.
+    pub downloads: crate::server::download_pacing::DownloadPacer,
 }
 
 impl WorkerShared {
@@ -127,6 +130,7 @@ impl WorkerShared {
             conn_limit: Cell::new(ConnLimit::new(config.max_connections_per_worker())),
             capacity_signal: Notify::new(),
             stats,
+            downloads: Default::default(),
         })
     }
 

@@ -479,3 +479,122 @@ fn a_mount_that_stops_answering_never_blocks_the_worker_not_even_to_reopen_a_cac
     drop(pier);
     drop(fs);
 }
+
+/// Downloads from a FUSE mount are sent by pool threads. While the worker
+/// answers nothing else, the four of them send at once; once small requests
+/// are answered beside them, each send waits its turn (a worker keeps one
+/// MiB of download sends on the pool at a time), counted in
+/// `pier_download_turns_waited_total`. A rule of a yield per chunk alone
+/// never holds a download back, so the count would stay where it was.
+#[test]
+fn downloads_take_turns_on_the_pool_only_while_the_worker_answers_other_requests() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let Some(bin) = fs_binary() else { return };
+    let config = CONFIG
+        .replace("{timeout}", "30s")
+        .replace("file_io_threads = 2", "file_io_threads = 8");
+    let pier = Pier::with_config(&config, &[]);
+    let admin = pier.admin.expect("admin listener on");
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    const LEN: u64 = 64 << 20;
+    let names = ["a.bin", "b.bin", "c.bin", "d.bin"];
+    let empty: Vec<(&str, &[u8])> = names.iter().map(|n| (*n, &b""[..])).collect();
+    let fs = SlowFs::mount(bin, &pier.root().join("slow"), &empty);
+    for name in names {
+        // Sparse: the source costs no disk, the file system reads zeros.
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(fs._source.path().join(name))
+            .unwrap();
+        f.set_len(LEN).unwrap();
+    }
+
+    let progress: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
+    let readers: Vec<_> = names
+        .iter()
+        .zip(&progress)
+        .map(|(name, got)| {
+            let mut r = Reader::new(connect(pier.addr()));
+            r.send(
+                format!("GET /slow/{name} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            );
+            let got = got.clone();
+            std::thread::spawn(move || {
+                r.stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut all = 0u64;
+                loop {
+                    match r.stream.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            all += n as u64;
+                            got.store(all, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("download failed: {e}"),
+                    }
+                }
+                all
+            })
+        })
+        .collect();
+    let wait_for_each = |more: u64| {
+        let want: Vec<u64> = progress
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed) + more)
+            .collect();
+        let end = Instant::now() + Duration::from_secs(60);
+        while progress
+            .iter()
+            .zip(&want)
+            .any(|(p, w)| p.load(Ordering::Relaxed) < *w)
+        {
+            assert!(Instant::now() < end, "the downloads stalled");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+
+    // Past their start (each download's own request counts as other work
+    // until a send has ended after it): downloads alone never wait.
+    wait_for_each(2 << 20);
+    let waited = || metric(admin, "pier_download_turns_waited_total");
+    let alone = waited();
+    wait_for_each(4 << 20);
+    assert_eq!(waited(), alone, "downloads alone took turns");
+
+    // Small requests beside them: the downloads take turns, and the small
+    // requests are answered all along.
+    let mut small = Reader::new(connect(pier.addr()));
+    let mut answered = 0;
+    let beside = loop {
+        for _ in 0..20 {
+            small.send(b"GET /hello.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+            let r = small.response(false).expect("a small answer");
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+            answered += 1;
+        }
+        let now = waited();
+        let running = progress.iter().all(|p| p.load(Ordering::Relaxed) < LEN);
+        if now > alone || !running {
+            break now;
+        }
+    };
+    assert!(
+        beside > alone,
+        "no download waited for its turn while {answered} small requests were answered"
+    );
+    for reader in readers {
+        let got = reader.join().unwrap();
+        // The whole body after a head of a few hundred bytes.
+        assert!(
+            (LEN + 64..LEN + 1024).contains(&got),
+            "a download ended short: {got} bytes with its head"
+        );
+    }
+    drop(pier);
+    drop(fs);
+}

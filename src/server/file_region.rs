@@ -21,7 +21,10 @@
 //! ([`crate::file_io::readahead`], up to 4 MiB of page cache ahead), so a
 //! download runs at the disk's throughput rather than at one read per disk
 //! latency. After every chunk the task yields, so a large download cannot
-//! starve the small replies of the same worker. A file that shrinks, a read
+//! starve the small replies of the same worker, and while the worker answers
+//! other requests its downloads' pool sends take turns
+//! ([`super::download_pacing`]): the pool threads' sends cost the worker's
+//! core too, which the yield alone does not limit. A file that shrinks, a read
 //! error or a pool timeout ends the send with an error, which closes the
 //! connection: the promised length can no longer be kept.
 //!
@@ -35,21 +38,32 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::download_pacing::DownloadPacer;
 use super::transport::{Downstream, FILE_CHUNK};
 use crate::deadline::io_within;
 use crate::file_io::readahead::ReadAhead;
 use crate::file_io::residency::{looks_resident, probe, read_cached, Residency};
 use crate::file_io::{read_up_to, FileIoError, FileIoPool};
+use crate::observe::metrics::WorkerStats;
 
 /// Most bytes one send from a pool thread may take: the worker spends nothing
 /// on the bytes themselves, so fewer, larger jobs mean fewer hops between the
 /// threads, each a wait for the scheduler on a busy core.
 const POOL_SEND_MAX: u64 = 4 * FILE_CHUNK;
 
+/// What paces a worker's downloads: its pacer, and its request counters, which
+/// say whether it is answering anything else.
+#[derive(Clone, Copy)]
+pub(crate) struct Pacing<'a> {
+    pub pacer: &'a DownloadPacer,
+    pub stats: &'a WorkerStats,
+}
+
 /// Sends `len` bytes of `file` from `offset` over `io`.
 pub(crate) async fn send_file_region<D: Downstream>(
     io: &mut D,
     pool: &FileIoPool,
+    pacing: Pacing<'_>,
     file: &File,
     offset: u64,
     len: u64,
@@ -102,7 +116,19 @@ pub(crate) async fn send_file_region<D: Downstream>(
                 let f = off_loop.file(file)?;
                 let want = (end - pos).min(POOL_SEND_MAX);
                 off_loop.read_ahead(pool, pos, end);
-                let sent = match pool.run(move || send_chunk(&sock, &f, pos, want)).await {
+                let turn = pacing
+                    .pacer
+                    .turn(
+                        want,
+                        pacing.stats.requests_total(),
+                        &pacing.stats.download_turns_waited,
+                    )
+                    .await;
+                let sent = pool.run(move || send_chunk(&sock, &f, pos, want)).await;
+                // The turn ends before the wait for the client below: a slow
+                // reader must not hold the other downloads back.
+                turn.end(pacing.stats.requests_total());
+                let sent = match sent {
                     Ok(sent) => sent,
                     Err(e) => {
                         off_loop.abandon_socket();

@@ -2,6 +2,7 @@
 //! driver turns requests into [`crate::http::Session`]s for the handlers and
 //! their answers back into bytes; handlers never import a driver.
 
+pub mod download_pacing;
 mod file_region;
 pub mod h1;
 pub mod h2;

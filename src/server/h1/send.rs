@@ -13,7 +13,7 @@ use crate::http::status::has_no_body;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion, ResponseHead};
 use crate::http1::parse::{Method, Version};
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
-use crate::server::file_region::send_file_region;
+use crate::server::file_region::{send_file_region, Pacing};
 use crate::server::transport::FILE_CHUNK;
 
 /// Files up to this size are copied into the output buffer (one write with the head,
@@ -196,6 +196,10 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let r = send_file_region(
             &mut self.io,
             &self.ctx.config.file_io,
+            Pacing {
+                pacer: &self.ctx.downloads,
+                stats: &self.ctx.stats,
+            },
             &region.file,
             region.offset,
             region.len,
