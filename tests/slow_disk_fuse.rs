@@ -480,6 +480,64 @@ fn a_mount_that_stops_answering_never_blocks_the_worker_not_even_to_reopen_a_cac
     drop(fs);
 }
 
+/// A symbolic link in the document root that leads onto a mount which has
+/// stopped answering: the mount table names no such mount under the path as
+/// written, yet the open of a file through the link goes to the stalled
+/// server. It is opened off the loop (and the pool's timeout answers it), so
+/// the worker answers other clients meanwhile. (A file Pier has opened before
+/// is reopened off the loop by its device; this one it has not.)
+#[test]
+fn a_link_onto_a_mount_that_stops_answering_is_followed_off_the_loop() {
+    let Some(bin) = fs_binary() else { return };
+    let config = CONFIG.replace("{timeout}", "1s").replace(
+        "root = \"{dir}\"",
+        "root = \"{dir}\"\nallow_symlinks_outside = true",
+    );
+    let pier = Pier::with_config(&config, &[]);
+    std::fs::write(pier.root().join("hello.txt"), b"hello").unwrap();
+    // The mount lies outside the document root; names and attributes are
+    // cached for a minute, so the kernel follows the link without asking.
+    let outside = tempfile::tempdir().unwrap();
+    let fs = SlowFs::mount_with(
+        bin,
+        &outside.path().join("slow"),
+        &[("small.txt", b"small")],
+        &["-delay", "1ms", "-cache-timeout", "60s"],
+    );
+    std::os::unix::fs::symlink(outside.path().join("slow"), pier.root().join("linked")).unwrap();
+    let fetch = |path: &str| {
+        get(
+            pier.addr(),
+            &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    // Read once through the link by another process: the names are in the
+    // dentry cache and the link's access time is later than its change time
+    // (a tick of the coarse clock after it was made), so the kernel would
+    // resolve the path without asking or writing; the open itself still goes
+    // to the server.
+    std::thread::sleep(Duration::from_millis(50));
+    let direct = std::fs::read(pier.root().join("linked/small.txt")).unwrap();
+    assert_eq!(direct, b"small");
+
+    fs.toggle_stall();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut through = Reader::new(connect(pier.addr()));
+    through.send(b"GET /linked/small.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..3 {
+        small_file_answers(&pier);
+    }
+    let (head, _) = read_to_close(through, Duration::from_secs(20));
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+
+    fs.toggle_stall();
+    let r = fetch("/linked/small.txt");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"small"[..]));
+    drop(pier);
+    drop(fs);
+}
+
 /// Downloads from a FUSE mount are sent by pool threads. While the worker
 /// answers nothing else, the four of them send at once; once small requests
 /// are answered beside them, each send waits its turn (a worker keeps one

@@ -9,6 +9,19 @@
 //! loop ([`under_remote_mount`]); the open-file cache's revalidation of them
 //! too. The table is read once and again when the kernel reports a change of
 //! the mounts (it is polled at most every [`RECHECK`]).
+//!
+//! Every other file system counts as local, its opens of cached names made on
+//! the event loop, and that is by design: an open whose every name is in the
+//! dentry cache (`RESOLVE_CACHED` refuses any that needs a lookup or a
+//! revalidation) finds its inode in memory, and a local file system's open
+//! does no IO of its own, so it cannot wait for a disk. What can wait is a file
+//! system whose open or revalidation asks a server, and those are the network
+//! types and FUSE named in [`REMOTE_TYPES`]. Telling them apart by anything
+//! else does not work: btrfs, overlayfs and tmpfs have anonymous devices (major
+//! 0) just as NFS has, and `statfs`, which would name the type, is itself
+//! answered by the server. A network file system missing from the list would
+//! have its cached opens made inline; its reads are still sent off the loop
+//! whenever they are not known to be cached, like every file's.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

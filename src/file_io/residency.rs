@@ -108,6 +108,11 @@ pub fn looks_resident(file: &File, offset: u64, len: u64) -> bool {
 /// system or FUSE, where the open itself (and the stat after it) goes to a
 /// server that may hang. `Err(WouldBlock)` sends the open to the pool, as
 /// does a lease holder that must be asked to let go first.
+///
+/// The mount table is asked about the path as written, so a path with a
+/// symbolic link in it is first opened with links refused; one that has a
+/// link goes through [`open_cached_through_links`], which finds out where the
+/// links lead before opening anything there.
 pub fn open_cached(path: &Path) -> io::Result<File> {
     use std::os::unix::ffi::OsStrExt;
     if NO_CACHED_OPEN.load(Ordering::Relaxed)
@@ -115,17 +120,56 @@ pub fn open_cached(path: &Path) -> io::Result<File> {
     {
         return Err(io::ErrorKind::WouldBlock.into());
     }
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    match rustix::fs::openat2(CWD, path, flags, Mode::empty(), ResolveFlags::CACHED) {
+    let resolve = ResolveFlags::CACHED | ResolveFlags::NO_SYMLINKS;
+    match rustix::fs::openat2(CWD, path, OPEN_FLAGS, Mode::empty(), resolve) {
         Ok(fd) => Ok(File::from(fd)),
+        Err(Errno::LOOP) => open_cached_through_links(path),
+        Err(e) => Err(cached_open_error(e)),
+    }
+}
+
+/// How a file is opened to be sent: read-only, non-blocking (a FIFO does not
+/// wait for a writer), never a controlling terminal.
+const OPEN_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+/// [`open_cached`] for a path with a symbolic link in it, which may lead onto
+/// a network or FUSE mount its words do not name. The path is resolved first
+/// without opening the file (`O_PATH`: no file system's open runs, so no
+/// server is asked), the file system it ends on is looked up by device, and
+/// only where that is neither network nor FUSE is the file opened inline. A
+/// link loop still fails as one (a 404).
+fn open_cached_through_links(path: &Path) -> io::Result<File> {
+    let found = rustix::fs::openat2(
+        CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::CACHED,
+    )
+    .map_err(cached_open_error)?;
+    if mounts::kind_of_file(&File::from(found)) == FsKind::Remote {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    match rustix::fs::openat2(CWD, path, OPEN_FLAGS, Mode::empty(), ResolveFlags::CACHED) {
+        Ok(fd) => Ok(File::from(fd)),
+        Err(e) => Err(cached_open_error(e)),
+    }
+}
+
+/// What a refused cached open means: `WouldBlock` sends it to the pool.
+fn cached_open_error(e: Errno) -> io::Error {
+    match e {
         // `EPERM` may be a seccomp filter that does not know `openat2`, or a
         // security module's answer: the pool's plain open tells which.
-        Err(Errno::AGAIN | Errno::PERM) => Err(io::ErrorKind::WouldBlock.into()),
-        Err(Errno::NOSYS | Errno::INVAL) => {
+        Errno::AGAIN | Errno::PERM => io::ErrorKind::WouldBlock.into(),
+        Errno::NOSYS | Errno::INVAL => {
             NO_CACHED_OPEN.store(true, Ordering::Relaxed);
-            Err(io::ErrorKind::WouldBlock.into())
+            io::ErrorKind::WouldBlock.into()
         }
-        Err(e) => Err(e.into()),
+        e => e.into(),
     }
 }
 
