@@ -423,6 +423,21 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         Poll::Ready(Ok(take))
     }
 
+    fn poll_write_body_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if !matches!(self.state, State::Pushed(_)) {
+            // Not compressed: the pieces reach the driver as they are.
+            return self.inner.poll_write_body_gathered(cx, pieces);
+        }
+        match pieces.iter().find(|p| !p.is_empty()) {
+            Some(first) => self.poll_write_body(cx, first),
+            None => Poll::Ready(Ok(0)),
+        }
+    }
+
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if let State::Pushed(e) = &mut self.state {
             loop {

@@ -25,7 +25,9 @@ pub mod placeholder;
 
 use std::fmt;
 use std::future::Future;
+use std::io::IoSlice;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use crate::handler::{BoxedHandler, Handler};
 use crate::http::session_layer::{LayeredSession, SessionLayer};
@@ -171,6 +173,16 @@ impl<'h> SessionLayer<'h> for ResponseFilters<'h> {
             }
         }
         edit.send(inner, body);
+    }
+
+    fn poll_write_body_gathered(
+        &mut self,
+        inner: &mut dyn Session<'h>,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        // Filters edit heads only: body pieces reach the driver gathered.
+        inner.poll_write_body_gathered(cx, pieces)
     }
 }
 

@@ -5,6 +5,7 @@
 //! driver over HTTP/2 streams can implement it without a runtime of its own.
 
 use std::future::Future;
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -93,6 +94,23 @@ pub trait Session<'h> {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>>;
 
+    /// Takes the next pieces of a [`Body::Push`] body, in order, and returns
+    /// how many bytes of them it took, as [`Session::poll_write_body`] does.
+    /// A handler holding the body as several buffers (a stored response) hands
+    /// them all at once: the HTTP/1 driver over plain TCP then sends its
+    /// pending head and the pieces in one gathered write, copying none of
+    /// them. By default only the first piece that is not empty is taken.
+    fn poll_write_body_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match pieces.iter().find(|p| !p.is_empty()) {
+            Some(first) => self.poll_write_body(cx, first),
+            None => Poll::Ready(Ok(0)),
+        }
+    }
+
     /// Sends what the driver holds of a [`Body::Push`] body; a handler calls
     /// it before it waits for more of the body, so a slow source's bytes are
     /// not held back.
@@ -131,6 +149,20 @@ pub trait SessionExt<'h>: Session<'h> {
         while !data.is_empty() {
             let n = std::future::poll_fn(|cx| self.poll_write_body(cx, data)).await?;
             data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Hands all of `pieces` to a [`Body::Push`] body; see
+    /// [`Session::poll_write_body_gathered`].
+    async fn write_body_gathered(&mut self, mut pieces: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+        IoSlice::advance_slices(&mut pieces, 0);
+        while !pieces.is_empty() {
+            let n = std::future::poll_fn(|cx| self.poll_write_body_gathered(cx, pieces)).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut pieces, n);
         }
         Ok(())
     }

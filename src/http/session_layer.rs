@@ -2,6 +2,7 @@
 //! of the driver's session calls and passes the others through. The passing
 //! through is written once, here, so a layer states only what it changes.
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -59,6 +60,22 @@ pub trait SessionLayer<'h> {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         inner.poll_write_body(cx, data)
+    }
+
+    /// See [`Session::poll_write_body_gathered`]. By default the pieces go
+    /// one at a time through this layer's own [`SessionLayer::poll_write_body`],
+    /// so a layer that changes body bytes sees them all; a layer that leaves
+    /// bodies alone passes them to `inner` whole.
+    fn poll_write_body_gathered(
+        &mut self,
+        inner: &mut dyn Session<'h>,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match pieces.iter().find(|p| !p.is_empty()) {
+            Some(first) => self.poll_write_body(inner, cx, first),
+            None => Poll::Ready(Ok(0)),
+        }
     }
 
     /// See [`Session::poll_flush_body`].
@@ -137,6 +154,14 @@ impl<'h, L: SessionLayer<'h>> Session<'h> for LayeredSession<'_, 'h, L> {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         self.layer.poll_write_body(self.inner, cx, data)
+    }
+
+    fn poll_write_body_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.layer.poll_write_body_gathered(self.inner, cx, pieces)
     }
 
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

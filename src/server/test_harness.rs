@@ -95,6 +95,22 @@ where
     C: FnOnce(TcpStream) -> CF,
     CF: Future<Output = ()>,
 {
+    with_one_windowed_connection(None, serve, client)
+}
+
+/// [`with_one_connection`] with the client's receive buffer set to
+/// `recv_buffer` before it connects, so a server writing more than that
+/// while the client does not read finds its socket full.
+pub(super) fn with_one_windowed_connection<S, SF, C, CF>(
+    recv_buffer: Option<u32>,
+    serve: S,
+    client: C,
+) where
+    S: FnOnce(TcpStream, SocketAddr) -> SF + 'static,
+    SF: Future<Output = ()> + 'static,
+    C: FnOnce(TcpStream) -> CF,
+    CF: Future<Output = ()>,
+{
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -107,7 +123,11 @@ where
             let (stream, peer) = listener.accept().await.unwrap();
             serve(stream, peer).await;
         });
-        client(TcpStream::connect(addr).await.unwrap()).await;
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        if let Some(size) = recv_buffer {
+            socket.set_recv_buffer_size(size).unwrap();
+        }
+        client(socket.connect(addr).await.unwrap()).await;
         server.await.unwrap();
     });
 }

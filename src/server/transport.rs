@@ -81,6 +81,24 @@ pub trait Downstream {
     /// Writes some of `data` (and flushes what the transport buffers).
     fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
 
+    /// Whether [`Downstream::poll_write_gathered`] hands all its slices to
+    /// the kernel in one `writev`, so a head and body pieces held elsewhere
+    /// leave together without being copied into one buffer first.
+    const GATHERED_WRITES: bool = false;
+
+    /// Writes some of `bufs`, in order, and returns how many bytes; without
+    /// [`Downstream::GATHERED_WRITES`], only the first slice that is not empty.
+    fn poll_write_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match bufs.iter().find(|b| !b.is_empty()) {
+            Some(first) => self.poll_write_some(cx, first),
+            None => Poll::Ready(Ok(0)),
+        }
+    }
+
     /// Subject (RFC 4514) of the verified client certificate, if one was presented.
     fn peer_subject(&self) -> Option<&str> {
         None
@@ -236,6 +254,16 @@ impl Downstream for Plain {
 
     fn poll_write_some(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         std::pin::Pin::new(&mut self.stream).poll_write(cx, data)
+    }
+
+    const GATHERED_WRITES: bool = true;
+
+    fn poll_write_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 }
 

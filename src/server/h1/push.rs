@@ -2,11 +2,13 @@
 //! framed as it comes (a chunk, or bytes counted against the promised
 //! length), copied behind what is pending when small and written straight
 //! from the handler's buffer when large, so a relayed body is never held
-//! whole and costs no allocation.
+//! whole and costs no allocation. A body the handler holds whole in several
+//! buffers (a stored response) is taken at once and, over plain TCP, leaves
+//! with what is pending in gathered writes (`writev`), none of it copied.
 //!
 //! [`Body::Push`]: crate::http::Body::Push
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::task::{ready, Context, Poll};
 
 use tokio::time::Instant;
@@ -15,8 +17,14 @@ use super::{Downstream, Http1Conn, WRITE_HIGH_WATER};
 use crate::http1::write;
 
 /// Pieces at least this large are written straight from the handler's buffer
-/// once the output buffer is flushed, rather than copied into it.
-const DIRECT_WRITE_MIN: usize = 16 * 1024;
+/// once the output buffer is flushed (or with it, in one gathered write),
+/// rather than copied into it; in-memory bodies this large are not copied
+/// behind their head either.
+pub(super) const DIRECT_WRITE_MIN: usize = 16 * 1024;
+
+/// Slices per gathered write: the output buffer and this many pieces less
+/// one, far under the kernel's `IOV_MAX`; more pieces go with the next write.
+const GATHER_SLICES: usize = 64;
 
 /// The state of a pushed body, reset with each response.
 #[derive(Default)]
@@ -35,7 +43,7 @@ pub(super) struct PushState {
     direct: usize,
     /// When the write that waits started waiting: the write timeout runs
     /// from there, on the connection's one rolling timer.
-    stalled_since: Option<Instant>,
+    pub(super) stalled_since: Option<Instant>,
 }
 
 impl PushState {
@@ -157,6 +165,85 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         self.push.direct = data.len();
         self.poll_push(cx, data)
+    }
+
+    /// Takes the next pieces of a pushed body at once; see
+    /// `Session::poll_write_body_gathered`. Over a transport with gathered
+    /// writes, a large body of known length goes out with what is pending
+    /// (the head, earlier pipelined answers) in one `writev`, straight from
+    /// where the handler holds it; otherwise, and for small or chunked
+    /// bodies, piece by piece as [`Http1Conn::poll_push`] takes them.
+    pub(super) fn poll_push_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let total: usize = pieces.iter().map(|p| p.len()).sum();
+        let gather = D::GATHERED_WRITES
+            && total >= DIRECT_WRITE_MIN
+            && self.push.active
+            && !self.push.finished
+            && !self.push.drop
+            && self.push.direct == 0
+            && self.answer.is_some_and(|a| !a.chunked);
+        if !gather {
+            return match pieces.iter().find(|p| !p.is_empty()) {
+                Some(first) => self.poll_push(cx, first),
+                None => Poll::Ready(Ok(0)),
+            };
+        }
+        if let Some(len) = self.answer.and_then(|a| a.length) {
+            if self.push.written + total as u64 > len {
+                return Poll::Ready(Err(io::Error::other("pushed body longer than its length")));
+            }
+        }
+        let n = ready!(self.poll_write_behind_pending(cx, pieces))?;
+        self.push.written += n as u64;
+        Poll::Ready(Ok(n))
+    }
+
+    /// Writes what the output buffer holds, then some of `pieces`, in one
+    /// gathered write each time, under the write timeout; returns how many
+    /// bytes of `pieces` went (at least one, once the buffer is out).
+    pub(super) fn poll_write_behind_pending(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.note_log_head();
+        let b = self.bufs.as_mut().expect("buffers held while answering");
+        loop {
+            let mut slices = [IoSlice::new(&[]); GATHER_SLICES];
+            slices[0] = IoSlice::new(&b.write);
+            let mut used = 1;
+            for p in pieces.iter().filter(|p| !p.is_empty()) {
+                if used == GATHER_SLICES {
+                    break;
+                }
+                slices[used] = *p;
+                used += 1;
+            }
+            let first = usize::from(b.write.is_empty());
+            let n = match self.io.poll_write_gathered(cx, &slices[first..used]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return self.poll_write_timeout(cx),
+            };
+            self.push.stalled_since = None;
+            self.ctx.stats.bytes_out.add(n as u64);
+            self.sent += n as u64;
+            let pending = b.write.len();
+            if n >= pending {
+                b.write.clear();
+                if n > pending || used == 1 {
+                    return Poll::Ready(Ok(n - pending));
+                }
+            } else {
+                // Only part of what was pending: the rest goes first next time.
+                b.write.drain(..n);
+            }
+        }
     }
 
     /// Ends a pushed body; see `Session::finish_body`.

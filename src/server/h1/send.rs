@@ -1,11 +1,15 @@
 //! Answers as HTTP/1 bytes: the head with the framing the body calls for, small
 //! bodies copied behind it (pipelined answers leave in one write), large ones
-//! sent after it by sendfile, in bounded chunks, or piece by piece from a stream.
+//! sent after it by sendfile, in bounded chunks, or piece by piece from a
+//! stream; over plain TCP a large body in memory leaves with its head in one
+//! gathered write, from where it is.
 
+use std::io::IoSlice;
 use std::task::Poll;
 
 use tracing::debug;
 
+use super::push::DIRECT_WRITE_MIN;
 use super::{Answered, Downstream, Exit, Http1Conn, WRITE_HIGH_WATER};
 use crate::deadline::io_within;
 use crate::file_io::residency::read_cached;
@@ -19,9 +23,10 @@ use crate::server::transport::FILE_CHUNK;
 /// Files up to this size are copied into the output buffer (one write with the head,
 /// and pipelined responses coalesce); larger ones go by sendfile or bounded chunks.
 const INLINE_FILE_MAX: u64 = 64 * 1024;
-/// Bodies in memory up to this size are copied into the output buffer; larger
-/// ones are written from where they are in bounded chunks, so clients that do
-/// not read cannot each pin a copy.
+/// Bodies in memory up to this size are copied into the output buffer where
+/// the transport cannot gather writes (TLS); larger ones are written from
+/// where they are in bounded chunks, so clients that do not read cannot each
+/// pin a copy.
 const INLINE_BODY_MAX: usize = 64 * 1024;
 
 impl<'a, D: Downstream> Http1Conn<'a, D> {
@@ -90,10 +95,17 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         if is_head || bodiless {
             return;
         }
+        // Bodies in memory are copied behind the head when small; larger ones
+        // leave with it in one gathered write where the transport has them.
+        let inline_max = if D::GATHERED_WRITES {
+            DIRECT_WRITE_MIN - 1
+        } else {
+            INLINE_BODY_MAX
+        };
         match body {
-            Body::Bytes(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(bytes),
+            Body::Bytes(bytes) if bytes.len() <= inline_max => out.extend_from_slice(bytes),
             Body::Empty | Body::Tunnel(_) | Body::Push(_) => {}
-            Body::Owned(bytes) if bytes.len() <= INLINE_BODY_MAX => out.extend_from_slice(&bytes),
+            Body::Owned(bytes) if bytes.len() <= inline_max => out.extend_from_slice(&bytes),
             Body::File(region) => {
                 if let Some(bytes) = region.content.as_deref() {
                     let start = usize::try_from(region.offset).unwrap_or(usize::MAX);
@@ -216,8 +228,25 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
     }
 
     /// Writes bytes after the head, chunk by chunk, each under the write
-    /// timeout: a stall is what ends the connection, not a slow but steady reader.
+    /// timeout: a stall is what ends the connection, not a slow but steady
+    /// reader. Where the transport gathers writes, the head and whatever
+    /// else is pending leave with the first chunk, none of them copied.
     async fn send_bytes(&mut self, bytes: &[u8]) -> Result<(), Exit> {
+        if D::GATHERED_WRITES {
+            self.push.stalled_since = None;
+            let mut rest = bytes;
+            while !rest.is_empty() {
+                let piece = [IoSlice::new(&rest[..rest.len().min(FILE_CHUNK as usize)])];
+                match std::future::poll_fn(|cx| self.poll_write_behind_pending(cx, &piece)).await {
+                    Ok(n) => rest = &rest[n..],
+                    Err(e) => {
+                        debug!(peer = %self.peer, error = %e, "body send failed");
+                        return Err(Exit::Broken);
+                    }
+                }
+            }
+            return Ok(());
+        }
         if self.flush().await.is_err() {
             return Err(Exit::Broken);
         }

@@ -247,6 +247,14 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         self.poll_push(cx, data)
     }
 
+    fn poll_write_body_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        pieces: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_push_gathered(cx, pieces)
+    }
+
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.push.drop {
             return Poll::Ready(Ok(()));

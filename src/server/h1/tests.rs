@@ -3,7 +3,7 @@
 //! streamed response bodies framed by the driver (chunked with trailers, a
 //! known length, close-delimited for HTTP/1.0, nothing for HEAD).
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use super::serve_http1;
 use crate::handler::Handler;
 use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, SessionExt};
-use crate::server::test_harness::{echo_route, test_ctx, test_route, with_one_connection};
+use crate::server::test_harness::{echo_route, test_ctx, test_route, with_one_windowed_connection};
 use crate::server::transport::Plain;
 
 /// A body in three pieces, with a trailer; `known` says whether it declares its length.
@@ -65,8 +65,9 @@ fn pieces_route(known: bool) -> Box<dyn Handler> {
     })
 }
 
-/// Body size of the `/big` route: under the size copied behind the head, so
-/// many pipelined answers pile up in the output buffer.
+/// Body size of the `/big` route: under the size copied behind the head over
+/// TLS; over plain TCP each answer leaves with its head in a gathered write,
+/// the body from the configuration.
 const BIG_BODY: usize = 60_000;
 
 /// A route pushing its body through the session: `pieces` of `piece` bytes
@@ -94,8 +95,50 @@ fn pushed_route(known: bool, pieces: usize, piece: usize, finish: bool) -> Box<d
     })
 }
 
+/// Size of the `/gathered` body and of the `/huge` respond body (over a
+/// file chunk, so it is written in more than one step).
+const GATHERED_BODY: usize = 120_001;
+const HUGE_BODY: usize = 300_000;
+
+/// `len` letters that do not repeat with a short period, so a body resumed
+/// at the wrong byte cannot match.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| b'a' + ((i as u64).wrapping_mul(2_654_435_761) >> 7) as u8 % 26)
+        .collect()
+}
+
+/// A route pushing [`pattern`] as three pieces of very different sizes
+/// handed over at once, declaring `len` (right, wrong, or none).
+fn gathered_route(len: Option<u64>) -> Box<dyn Handler> {
+    test_route(false, move |session| {
+        Served::Pending(Box::pin(async move {
+            let body = pattern(GATHERED_BODY);
+            session.send_response(&ResponseHead::new(200, &[]), Body::Push(len));
+            let mut pieces = [
+                IoSlice::new(&body[..50_000]),
+                IoSlice::new(&body[50_000..50_001]),
+                IoSlice::new(&body[50_001..]),
+            ];
+            if session.write_body_gathered(&mut pieces).await.is_ok() {
+                session.finish_body(&[]);
+            }
+        }))
+    })
+}
+
 /// Serves one connection with these routes and runs `client` against it.
 fn with_server<F, Fut>(client: F)
+where
+    F: FnOnce(TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    with_server_buffers(None, client)
+}
+
+/// [`with_server`] with the server's send buffer and the client's receive
+/// buffer both set to `buffers` bytes, so large answers find the socket full.
+fn with_server_buffers<F, Fut>(buffers: Option<u32>, client: F)
 where
     F: FnOnce(TcpStream) -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -106,8 +149,10 @@ where
          body_read_timeout = \"300ms\"\n\
          [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n\
          headers = {{ \"X-One\" = \"1\", \"Content-Type\" = \"text/plain\" }}\n\
-         [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n",
-        "x".repeat(BIG_BODY)
+         [[route]]\npath = \"/big\"\nhandler = \"respond\"\nbody = \"{}\"\n\
+         [[route]]\npath = \"/huge\"\nhandler = \"respond\"\nbody = \"{}\"\n",
+        "x".repeat(BIG_BODY),
+        String::from_utf8(pattern(HUGE_BODY)).unwrap(),
     );
     let ctx = test_ctx(
         &toml,
@@ -118,12 +163,20 @@ where
             ("/push-chunked", pushed_route(false, 3, 20_000, true)),
             ("/push-sized", pushed_route(true, 2, 5, true)),
             ("/push-short", pushed_route(true, 2, 5, false)),
+            ("/gathered", gathered_route(Some(GATHERED_BODY as u64))),
+            ("/gathered-chunked", gathered_route(None)),
+            ("/gathered-over", gathered_route(Some(100_000))),
         ],
     );
-    let serve = move |stream, peer| async move {
+    let serve = move |stream: TcpStream, peer| async move {
+        if let Some(size) = buffers {
+            socket2::SockRef::from(&stream)
+                .set_send_buffer_size(size as usize)
+                .unwrap();
+        }
         serve_http1(Plain::new(stream), &ctx, peer, None).await;
     };
-    with_one_connection(serve, client);
+    with_one_windowed_connection(buffers, serve, client);
 }
 
 /// Sends `request` on a connection of its own and reads the answer until the
@@ -473,4 +526,92 @@ fn trailers_go_only_where_the_framing_carries_them() {
         answer_to_request(b"HEAD /push-chunked HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert!(text.ends_with("X-Two: 2\r\n\r\n"), "{text}");
     assert!(!text.contains("x-pieces"), "{text}");
+}
+
+/// Takes the next answer off `rest`: its head and its body, decoded when
+/// chunked; a `HEAD` answer has none.
+fn next_answer(rest: &mut &[u8], head_request: bool) -> (String, Vec<u8>) {
+    let end = rest
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole head")
+        + 4;
+    let head = String::from_utf8(rest[..end].to_vec()).unwrap();
+    *rest = &rest[end..];
+    if head_request {
+        return (head, Vec::new());
+    }
+    if head.contains("Transfer-Encoding: chunked\r\n") {
+        let text = std::str::from_utf8(rest).unwrap();
+        let (data, after) = dechunk(text);
+        *rest = &rest[rest.len() - after.len()..];
+        return (head, data.into_bytes());
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("a length")
+        .parse()
+        .unwrap();
+    let body = rest[..len].to_vec();
+    *rest = &rest[len..];
+    (head, body)
+}
+
+#[test]
+fn gathered_bodies_cut_short_by_a_full_socket_resume_at_the_right_byte_in_order() {
+    use std::time::Duration;
+    with_server_buffers(Some(4096), |mut s| async move {
+        s.write_all(
+            b"GET /gathered HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET / HTTP/1.1\r\nHost: x\r\n\r\n\
+              HEAD /gathered HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /big HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /gathered-chunked HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /gathered HTTP/1.1\r\nHost: x\r\n\r\n\
+              GET /huge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        // Not reading for a while: each large answer fills the socket and
+        // waits, part written, until the client reads on.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).await.unwrap();
+        let mut rest = all.as_slice();
+        let want = pattern(GATHERED_BODY);
+        let (head, body) = next_answer(&mut rest, false);
+        assert!(head.contains("Content-Length: 120001\r\n"), "{head}");
+        assert!(body == want, "the first gathered body differs");
+        let (_, body) = next_answer(&mut rest, false);
+        assert_eq!(body, b"root");
+        let (head, _) = next_answer(&mut rest, true);
+        assert!(head.contains("Content-Length: 120001\r\n"), "{head}");
+        let (_, body) = next_answer(&mut rest, false);
+        assert!(body == vec![b'x'; BIG_BODY], "the respond body differs");
+        let (head, body) = next_answer(&mut rest, false);
+        assert!(head.contains("Transfer-Encoding: chunked\r\n"), "{head}");
+        assert!(body == want, "the chunked gathered body differs");
+        let (_, body) = next_answer(&mut rest, false);
+        assert!(body == want, "the second gathered body differs");
+        let (head, body) = next_answer(&mut rest, false);
+        assert!(head.contains("Connection: close\r\n"), "{head}");
+        assert!(body == pattern(HUGE_BODY), "the huge respond body differs");
+        assert!(
+            rest.is_empty(),
+            "{} bytes after the last answer",
+            rest.len()
+        );
+    });
+}
+
+#[test]
+fn a_gathered_body_longer_than_its_length_sends_none_of_it_and_closes() {
+    let text = answer_to_request(
+        b"GET /gathered-over HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    // Refused before a byte of it went: at most the head, no second answer.
+    let body = text.find("\r\n\r\n").map_or("", |i| &text[i + 4..]);
+    assert!(body.is_empty(), "{} body bytes sent", body.len());
+    assert!(!text.contains("root"), "{text}");
 }
