@@ -13,7 +13,7 @@ use std::fmt;
 
 use super::placeholder::Template;
 use super::{HeadEdit, RouteFilter};
-use crate::http::{RequestId, RequestView};
+use crate::http::{RequestId, RequestView, ResponseHead};
 
 /// Field names the rules may not touch, on either side: framing and
 /// connection management belong to the driver (and the proxy), and `Date` and
@@ -42,6 +42,10 @@ pub struct HeaderRules {
     add: Box<[(Box<str>, Template)]>,
     /// Error answers (4xx, 5xx) too.
     always: bool,
+    /// The set and added fields as HTTP/1 field lines, made once when no
+    /// value has a placeholder: a head none of whose fields the rules drop
+    /// takes them as they are, with no field list rebuilt per response.
+    fixed_lines: Option<Box<[u8]>>,
 }
 
 impl fmt::Debug for HeaderRules {
@@ -63,7 +67,7 @@ impl HeaderRules {
         add: Vec<(String, Template)>,
         always: bool,
     ) -> Self {
-        HeaderRules {
+        let mut rules = HeaderRules {
             remove: remove
                 .into_iter()
                 .map(|n| n.to_ascii_lowercase().into())
@@ -71,7 +75,50 @@ impl HeaderRules {
             set: set.into_iter().map(|(n, t)| (n.into(), t)).collect(),
             add: add.into_iter().map(|(n, t)| (n.into(), t)).collect(),
             always,
+            fixed_lines: None,
+        };
+        rules.fixed_lines = rules.prepare_lines();
+        rules
+    }
+
+    /// The set and added fields as field lines when every value is fixed and
+    /// reads back the same from a line (no space or tab at either end, which
+    /// a reader of the line would trim); `None` otherwise.
+    fn prepare_lines(&self) -> Option<Box<[u8]>> {
+        let mut lines = Vec::new();
+        for (name, template) in self.set.iter().chain(self.add.iter()) {
+            let value = template.as_literal()?;
+            if value.is_empty() {
+                // Not sent, as `HeadEdit::push_template` leaves it out.
+                continue;
+            }
+            let padded = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+            if padded(value.first()) || padded(value.last()) {
+                return None;
+            }
+            lines.extend_from_slice(name.as_bytes());
+            lines.extend_from_slice(b": ");
+            lines.extend_from_slice(value);
+            lines.extend_from_slice(b"\r\n");
         }
+        Some(lines.into_boxed_slice())
+    }
+
+    /// The head `head` becomes under these rules without being rebuilt: its
+    /// own fields, then the prepared lines. `None` when the rules have
+    /// placeholders, drop one of the head's fields, or the head already ends
+    /// in field lines; then [`HeaderRules::apply`] edits it. The caller has
+    /// checked [`HeaderRules::applies_to`].
+    pub fn with_fixed_lines<'a>(&'a self, head: &ResponseHead<'a>) -> Option<ResponseHead<'a>> {
+        let lines = self.fixed_lines.as_deref()?;
+        if !head.field_lines.is_empty() || head.all_fields().any(|(n, _)| self.drops(n.as_bytes()))
+        {
+            return None;
+        }
+        Some(ResponseHead {
+            field_lines: lines,
+            ..*head
+        })
     }
 
     /// Whether the rules do nothing.
@@ -148,6 +195,10 @@ impl RouteFilter for ResponseHeaders {
             self.0.apply(req, id, head);
         }
     }
+
+    fn header_rules(&self) -> Option<&HeaderRules> {
+        Some(&self.0)
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +266,107 @@ mod tests {
                 ("Link", "</a.css>; rel=preload"),
             ])
         );
+    }
+
+    /// A head as the HTTP/1 driver writes its fields.
+    fn http1_lines(head: &ResponseHead<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(n, v) in head.fields {
+            out.extend_from_slice(n.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(block) = head.configured {
+            out.extend_from_slice(block.http1_lines());
+        }
+        out.extend_from_slice(head.field_lines);
+        out
+    }
+
+    fn fixed_rules(set: &[(&str, &str)], add: &[(&str, &str)]) -> HeaderRules {
+        let list = |l: &[(&str, &str)]| {
+            l.iter()
+                .map(|(n, v)| (n.to_string(), Template::compile(v).unwrap()))
+                .collect()
+        };
+        HeaderRules::new(vec!["X-Powered-By".into()], list(set), list(add), false)
+    }
+
+    #[test]
+    fn prepared_lines_send_what_the_edit_sends() {
+        let r = fixed_rules(
+            &[
+                ("Strict-Transport-Security", "max-age=31536000"),
+                ("Cache-Control", "no-store"),
+            ],
+            &[("Link", "</a.css>; rel=preload"), ("X-Empty", "")],
+        );
+        let configured = crate::http::FieldBlock::new(vec![crate::http::OwnedField::new(
+            "Content-Type",
+            b"text/plain",
+        )]);
+        let computed: [(&str, &[u8]); 1] = [("ETag", b"\"1\"")];
+        let head = ResponseHead {
+            configured: Some(&configured),
+            ..ResponseHead::new(200, &computed)
+        };
+        let fixed = r
+            .with_fixed_lines(&head)
+            .expect("fixed values, nothing dropped");
+        let raw = b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n";
+        let mut req_head = RequestHead::default();
+        assert!(matches!(
+            parse_request(raw, &Limits::default(), &mut req_head),
+            Ok(Parsed::Complete)
+        ));
+        let req = RequestView::http1(&req_head, raw, "127.0.0.1:1".parse().unwrap(), None);
+        let mut edit = HeadEdit::from_head(&head);
+        r.apply(&req, &RequestId::default(), &mut edit);
+        let edited_fields = edit.fields();
+        let edited = ResponseHead::new(200, &edited_fields);
+        assert_eq!(
+            String::from_utf8(http1_lines(&fixed)).unwrap(),
+            String::from_utf8(http1_lines(&edited)).unwrap()
+        );
+        // Other protocols read the same fields one by one.
+        assert_eq!(
+            fixed.all_fields().collect::<Vec<_>>(),
+            edited.all_fields().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn heads_the_prepared_lines_do_not_fit_are_edited() {
+        let fixed = fixed_rules(&[("Cache-Control", "no-store")], &[]);
+        let plain: [(&str, &[u8]); 1] = [("Content-Type", b"text/html")];
+        assert!(fixed
+            .with_fixed_lines(&ResponseHead::new(200, &plain))
+            .is_some());
+        // A field the rules replace or remove.
+        let replaced: [(&str, &[u8]); 1] = [("cache-control", b"max-age=5")];
+        assert!(fixed
+            .with_fixed_lines(&ResponseHead::new(200, &replaced))
+            .is_none());
+        let removed: [(&str, &[u8]); 1] = [("X-POWERED-BY", b"php")];
+        assert!(fixed
+            .with_fixed_lines(&ResponseHead::new(200, &removed))
+            .is_none());
+        // A head that already ends in lines (a proxied one).
+        let proxied = ResponseHead {
+            field_lines: b"X-Up: 1\r\n",
+            ..ResponseHead::new(200, &plain)
+        };
+        assert!(fixed.with_fixed_lines(&proxied).is_none());
+        // Values made per request, or that a reader of the line would trim.
+        let placeholder = fixed_rules(&[("X-Path", "{path}")], &[]);
+        assert!(placeholder
+            .with_fixed_lines(&ResponseHead::new(200, &plain))
+            .is_none());
+        let padded = fixed_rules(&[], &[("X-Pad", "a ")]);
+        assert!(padded
+            .with_fixed_lines(&ResponseHead::new(200, &plain))
+            .is_none());
     }
 
     #[test]

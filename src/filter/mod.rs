@@ -66,6 +66,13 @@ pub trait RouteFilter: fmt::Debug + Send + Sync {
     /// Edits a response head before the session sends it, given the request
     /// and its identifier (the same for every filter).
     fn response_filter<'a>(&'a self, _: &RequestView<'_>, _: &RequestId, _: &mut HeadEdit<'a>) {}
+
+    /// The header rules this filter is, when it is one: a route whose only
+    /// response filter is header rules with fixed values adds them to a head
+    /// as prepared lines instead of editing it field by field.
+    fn header_rules(&self) -> Option<&headers::HeaderRules> {
+        None
+    }
 }
 
 /// A filter as a route holds it.
@@ -82,10 +89,19 @@ pub fn wrap(
         return handler;
     }
     let edits_response = filters.iter().any(|f| f.edits_response());
+    let mut editors = filters
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.edits_response());
+    let header_rules_only = match (editors.next(), editors.next()) {
+        (Some((i, f)), None) if f.header_rules().is_some() => Some(i),
+        _ => None,
+    };
     Box::new(Filtered {
         handler,
         filters: filters.into(),
         edits_response,
+        header_rules_only,
         compress,
     })
 }
@@ -96,6 +112,9 @@ pub struct Filtered {
     handler: BoxedHandler,
     filters: Box<[BoxedFilter]>,
     edits_response: bool,
+    /// The filter that is the route's only response filter when it is header
+    /// rules (whose fixed lines then spare the head edit).
+    header_rules_only: Option<usize>,
     /// Compression of the handler's responses, inside the other filters.
     compress: Option<CompressSettings>,
 }
@@ -117,33 +136,50 @@ impl Handler for Filtered {
     }
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
+        let mut filtered = LayeredSession {
+            inner: session,
+            layer: ResponseFilters {
+                filters: &self.filters,
+                edits_response: self.edits_response,
+                header_rules: self
+                    .header_rules_only
+                    .and_then(|i| self.filters[i].header_rules()),
+            },
+        };
+        // Two futures, so that a route without compression does not carry
+        // compression's state in the future allocated for every request.
+        let Some(settings) = &self.compress else {
+            return Served::Pending(Box::pin(async move {
+                if self.request_filters(&mut filtered).await {
+                    match self.handler.serve(&mut filtered) {
+                        Served::Done => {}
+                        Served::Pending(answer) => answer.await,
+                    }
+                }
+            }));
+        };
         Served::Pending(Box::pin(async move {
-            let mut filtered = LayeredSession {
-                inner: session,
-                layer: ResponseFilters {
-                    filters: &self.filters,
-                    edits_response: self.edits_response,
-                },
-            };
-            for filter in self.filters.iter() {
-                let go_on = match filter.request_filter(&mut filtered) {
-                    Verdict::Continue => true,
-                    Verdict::Answered => false,
-                    Verdict::Pending(wait) => wait.await,
-                };
-                if !go_on || filtered.responded() {
-                    return;
-                }
+            if self.request_filters(&mut filtered).await {
+                compress::serve_compressed(&*self.handler, settings, &mut filtered).await;
             }
-            let Some(settings) = &self.compress else {
-                match self.handler.serve(&mut filtered) {
-                    Served::Done => {}
-                    Served::Pending(answer) => answer.await,
-                }
-                return;
-            };
-            compress::serve_compressed(&*self.handler, settings, &mut filtered).await;
         }))
+    }
+}
+
+impl Filtered {
+    /// Runs the request filters in order; `false` once one answered.
+    async fn request_filters<'h>(&'h self, filtered: &mut dyn Session<'h>) -> bool {
+        for filter in self.filters.iter() {
+            let go_on = match filter.request_filter(filtered) {
+                Verdict::Continue => true,
+                Verdict::Answered => false,
+                Verdict::Pending(wait) => wait.await,
+            };
+            if !go_on || filtered.responded() {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -152,6 +188,8 @@ impl Handler for Filtered {
 struct ResponseFilters<'h> {
     filters: &'h [BoxedFilter],
     edits_response: bool,
+    /// The route's only response filter, when it is header rules.
+    header_rules: Option<&'h headers::HeaderRules>,
 }
 
 impl<'h> SessionLayer<'h> for ResponseFilters<'h> {
@@ -163,6 +201,14 @@ impl<'h> SessionLayer<'h> for ResponseFilters<'h> {
     ) {
         if !self.edits_response || inner.responded() {
             return inner.send_response(head, body);
+        }
+        if let Some(rules) = self.header_rules {
+            if !rules.applies_to(head.status) {
+                return inner.send_response(head, body);
+            }
+            if let Some(edited) = rules.with_fixed_lines(head) {
+                return inner.send_response(&edited, body);
+            }
         }
         let mut edit = HeadEdit::from_head(head);
         {
