@@ -18,13 +18,16 @@
 //!
 //! The table is allocated once, at its configured size, and never grows:
 //! `max_keys` slots in buckets of four (one cache line), the bucket chosen by
-//! a keyed SipHash of the key (random per table, so clients cannot aim their
-//! keys at one bucket). A new key takes an empty slot of its bucket, or one
-//! whose `tat` has passed (such a key is indistinguishable from a new one), or
-//! else the slot with the earliest `tat`: the client that owes least is
-//! forgotten first, so a flood of new addresses evicts its own entries before
-//! it evicts a client held at its limit. Memory is 16 bytes a slot whatever the
-//! traffic.
+//! a keyed hash of the key (foldhash, seeded at random per table, so clients
+//! cannot aim their keys at one bucket without knowing the seed; a few
+//! multiplications where SipHash costs a hundred instructions and more). A new
+//! key takes an empty slot of its bucket, or one whose `tat` has passed (such
+//! a key is indistinguishable from a new one), or else the slot with the
+//! earliest `tat`: the client that owes least is forgotten first, so a flood
+//! of new addresses evicts its own entries before it evicts a client held at
+//! its limit. Memory is 16 bytes a slot whatever the traffic. Time is the
+//! worker's time of its current wake-up, read once for every request answered
+//! in it, as nginx's cached time.
 //!
 //! Approximations, all on the side of letting a request through: two keys
 //! whose 64-bit keyed hashes are equal share a cell; when a slot changes hands,
@@ -39,7 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use std::collections::hash_map::RandomState;
+use foldhash::quality::FoldHasher;
+use foldhash::SharedSeed;
 
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
@@ -79,7 +83,7 @@ impl RouteFilter for RateLimit {
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
         let key = {
             let request = session.request();
-            let mut h = self.table.hasher.build_hasher();
+            let mut h = self.table.hasher();
             match &self.key {
                 RateKey::Header(name) => match request.header(name) {
                     Some(value) => {
@@ -92,7 +96,10 @@ impl RouteFilter for RateLimit {
             }
             h.finish()
         };
-        match self.table.acquire(key, self.table.now()) {
+        // The worker's time of this wake-up: what every request answered in
+        // it reads, as nginx's cached time, instead of a clock read each.
+        let now = self.table.nanos_at(session.worker().clock.now().into_std());
+        match self.table.acquire(key, now) {
             Ok(()) => Verdict::Continue,
             Err(wait) => {
                 // Whole seconds (RFC 9110), rounded up, at least one.
@@ -108,9 +115,16 @@ impl RouteFilter for RateLimit {
     }
 }
 
+/// Hashes a client address as one 128-bit number, an IPv4 address as the
+/// IPv6 address it maps to (the same client either way), after a tag that
+/// keeps it apart from a header value.
 fn hash_addr(h: &mut impl Hasher, addr: IpAddr) {
-    0u8.hash(h);
-    addr.hash(h);
+    let bits = match addr {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
+        IpAddr::V6(v6) => v6.to_bits(),
+    };
+    h.write_u8(0);
+    h.write_u128(bits);
 }
 
 /// One key's state: the keyed hash that owns the slot (0: free) and its
@@ -132,7 +146,12 @@ struct GcraBucket {
 #[derive(Debug)]
 pub(super) struct GcraTable {
     buckets: Box<[GcraBucket]>,
-    hasher: RandomState,
+    /// foldhash's two seeds, drawn from the system's randomness (through
+    /// std's keyed SipHash state) when the table is made: foldhash's own
+    /// random state is seeded from addresses and the time, which is not
+    /// enough for keys chosen by clients.
+    seed: u64,
+    shared_seed: SharedSeed,
     epoch: Instant,
     /// Nanoseconds between two requests at the steady rate.
     interval: u64,
@@ -145,18 +164,32 @@ impl GcraTable {
     pub(super) fn new(per_request: Duration, burst: u32, max_keys: usize) -> Self {
         let buckets = max_keys.div_ceil(WAYS).next_power_of_two().max(1);
         let interval = (per_request.as_nanos() as u64).max(1);
+        let random = std::collections::hash_map::RandomState::new();
         GcraTable {
             buckets: (0..buckets).map(|_| GcraBucket::default()).collect(),
-            hasher: RandomState::new(),
+            seed: random.hash_one(0u8),
+            shared_seed: SharedSeed::from_u64(random.hash_one(1u8)),
             epoch: Instant::now(),
             interval,
             tolerance: interval.saturating_mul(u64::from(burst.max(1) - 1)),
         }
     }
 
-    /// Nanoseconds since the epoch, never 0 so a fresh slot reads as passed.
+    /// A hasher for one key.
+    fn hasher(&self) -> FoldHasher<'_> {
+        FoldHasher::with_seed(self.seed, &self.shared_seed)
+    }
+
+    /// Nanoseconds from the epoch to `at` (0 before it), plus one: never 0,
+    /// so a fresh slot reads as passed.
+    fn nanos_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_nanos() as u64 + 1
+    }
+
+    /// [`GcraTable::nanos_at`] the clock's present.
+    #[cfg(test)]
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64 + 1
+        self.nanos_at(Instant::now())
     }
 
     /// Counts one request of `key` at `now`, or says how long until one would pass.
@@ -285,6 +318,35 @@ mod tests {
         assert!(t.occupied() <= slots);
         // The flood evicted its own entries, which owe less than the held client.
         assert!(t.acquire(held, now + 100_000).is_err());
+    }
+
+    #[test]
+    fn a_client_is_one_key_in_either_address_form_and_tables_differ() {
+        let t = table(1, 1, 64);
+        let other = table(1, 1, 64);
+        let key = |t: &GcraTable, a: &str| {
+            let mut h = t.hasher();
+            hash_addr(&mut h, a.parse().unwrap());
+            h.finish()
+        };
+        assert_eq!(key(&t, "192.0.2.1"), key(&t, "::ffff:192.0.2.1"));
+        assert_ne!(key(&t, "192.0.2.1"), key(&t, "192.0.2.2"));
+        assert_ne!(key(&t, "::1"), key(&t, "::2"));
+        // A header value with an address's bytes is another key.
+        let mut h = t.hasher();
+        1u8.hash(&mut h);
+        b"\0\0\0\0\0\0\0\0\0\0\xff\xff\xc0\0\x02\x01"[..].hash(&mut h);
+        assert_ne!(h.finish(), key(&t, "192.0.2.1"));
+        // Each table has its own seeds.
+        assert_ne!(key(&t, "192.0.2.1"), key(&other, "192.0.2.1"));
+    }
+
+    #[test]
+    fn the_worker_clock_reads_as_nanoseconds_from_the_epoch() {
+        let t = table(1, 1, 64);
+        assert_eq!(t.nanos_at(t.epoch + Duration::from_millis(3)), 3 * MS + 1);
+        // An instant read before the table was made counts as its epoch.
+        assert_eq!(t.nanos_at(t.epoch - Duration::from_millis(3)), 1);
     }
 
     #[test]
