@@ -22,10 +22,54 @@ pub struct AddressRule {
     pub allow: bool,
 }
 
+/// A rule as it is tried: the network as a masked 128-bit number (an IPv4
+/// address in the low 32 bits), so a match is one AND and two compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CompiledRule {
+    /// The family the network is of; `None` for `all`.
+    v4: Option<bool>,
+    /// The prefix bits, the rest zero.
+    network: u128,
+    /// Ones over the prefix.
+    mask: u128,
+    /// Whether a match lets the request through.
+    allow: bool,
+}
+
+impl CompiledRule {
+    fn new(rule: &AddressRule) -> Self {
+        let (v4, network, prefix_len, width) = match rule.net {
+            None => (None, 0, 0, 128),
+            Some(IpNet::V4(n)) => (
+                Some(true),
+                u128::from(n.network().to_bits()),
+                n.prefix_len(),
+                32,
+            ),
+            Some(IpNet::V6(n)) => (Some(false), n.network().to_bits(), n.prefix_len(), 128),
+        };
+        let ones = u32::from(prefix_len);
+        let mask = match ones {
+            0 => 0,
+            n => (u128::MAX << (128 - n)) >> (128 - width),
+        };
+        CompiledRule {
+            v4,
+            network,
+            mask,
+            allow: rule.allow,
+        }
+    }
+
+    fn matches(&self, v4: bool, bits: u128) -> bool {
+        self.v4.is_none_or(|f| f == v4) && bits & self.mask == self.network
+    }
+}
+
 /// A route's rules in order, and what happens when none matches.
 #[derive(Debug)]
 pub struct AddressRules {
-    rules: Box<[AddressRule]>,
+    rules: Box<[CompiledRule]>,
     /// Taken when no rule matches: a route with an `allow` list refuses the
     /// rest (nginx's `allow ...; deny all;` written once); a route with only
     /// `deny` lets the rest through.
@@ -37,7 +81,7 @@ impl AddressRules {
     pub fn new(rules: Vec<AddressRule>) -> Self {
         let otherwise_allow = !rules.iter().any(|r| r.allow);
         AddressRules {
-            rules: rules.into_boxed_slice(),
+            rules: rules.iter().map(CompiledRule::new).collect(),
             otherwise_allow,
         }
     }
@@ -45,10 +89,13 @@ impl AddressRules {
     /// Whether `addr` may be answered. An IPv4 client on an IPv6 socket
     /// (`::ffff:192.0.2.1`) is matched as the IPv4 address it is.
     pub fn allows(&self, addr: IpAddr) -> bool {
-        let addr = addr.to_canonical();
+        let (v4, bits) = match addr.to_canonical() {
+            IpAddr::V4(a) => (true, u128::from(a.to_bits())),
+            IpAddr::V6(a) => (false, a.to_bits()),
+        };
         self.rules
             .iter()
-            .find(|r| r.net.is_none_or(|net| net.contains(&addr)))
+            .find(|r| r.matches(v4, bits))
             .map_or(self.otherwise_allow, |r| r.allow)
     }
 }
@@ -133,6 +180,52 @@ mod tests {
         let r = rules(&[("127.0.0.0/8", true)]);
         assert!(r.allows(ip("::ffff:127.0.0.1")));
         assert!(!r.allows(ip("::1")));
+    }
+
+    #[test]
+    fn compiled_rules_match_as_the_networks_contain() {
+        // Every prefix length of both families, at its edges, as ipnet says.
+        let probes: Vec<IpAddr> = [
+            "0.0.0.0",
+            "10.0.0.0",
+            "10.0.0.1",
+            "10.255.255.255",
+            "11.0.0.0",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "::ffff:10.0.0.1",
+            "2001:db8::",
+            "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+            "2001:db9::",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        ]
+        .iter()
+        .map(|s| ip(s))
+        .collect();
+        let mut nets: Vec<IpNet> = (0..=32u8)
+            .map(|p| IpNet::new(ip("10.0.0.1"), p).unwrap().trunc())
+            .collect();
+        nets.extend((0..=128u8).map(|p| IpNet::new(ip("2001:db8::1"), p).unwrap().trunc()));
+        nets.push("::ffff:10.0.0.0/104".parse().unwrap());
+        for net in nets {
+            let r = CompiledRule::new(&AddressRule {
+                net: Some(net),
+                allow: true,
+            });
+            for &addr in &probes {
+                let canonical = addr.to_canonical();
+                let (v4, bits) = match canonical {
+                    IpAddr::V4(a) => (true, u128::from(a.to_bits())),
+                    IpAddr::V6(a) => (false, a.to_bits()),
+                };
+                assert_eq!(
+                    r.matches(v4, bits),
+                    net.contains(&canonical),
+                    "{net} {addr}"
+                );
+            }
+        }
     }
 
     #[test]
