@@ -34,6 +34,10 @@ impl CacheFields {
 }
 
 impl RouteFilter for CacheFields {
+    fn decides_at_once(&self) -> bool {
+        true
+    }
+
     fn edits_response(&self) -> bool {
         true
     }

@@ -181,6 +181,10 @@ impl HeaderRules {
 pub struct ResponseHeaders(pub HeaderRules);
 
 impl RouteFilter for ResponseHeaders {
+    fn decides_at_once(&self) -> bool {
+        true
+    }
+
     fn edits_response(&self) -> bool {
         true
     }

@@ -9,7 +9,9 @@
 //! knowing they exist.
 //!
 //! A route without filters is not wrapped at all: it costs nothing. A route
-//! with filters costs one allocation for the wrapped answer, and one buffer
+//! with filters costs one allocation for the wrapped answer (none when every
+//! filter decides at once and the handler answers at once, as a `respond`
+//! route behind allow lists, rate limits and header rules), and one buffer
 //! when a response filter puts a value made for the request (a placeholder,
 //! `Expires`) in the head; the edited head itself is on the stack.
 
@@ -57,6 +59,13 @@ pub trait RouteFilter: fmt::Debug + Send + Sync {
         Verdict::Continue
     }
 
+    /// Whether [`RouteFilter::request_filter`] never returns
+    /// [`Verdict::Pending`]: filters that all decide at once around a handler
+    /// that answers at once run without a future.
+    fn decides_at_once(&self) -> bool {
+        false
+    }
+
     /// Whether [`RouteFilter::response_filter`] does anything, so routes whose
     /// filters only look at requests do not edit heads.
     fn edits_response(&self) -> bool {
@@ -97,11 +106,15 @@ pub fn wrap(
         (Some((i, f)), None) if f.header_rules().is_some() => Some(i),
         _ => None,
     };
+    let at_once = compress.is_none()
+        && handler.answers_at_once()
+        && filters.iter().all(|f| f.decides_at_once());
     Box::new(Filtered {
         handler,
         filters: filters.into(),
         edits_response,
         header_rules_only,
+        at_once,
         compress,
     })
 }
@@ -115,6 +128,9 @@ pub struct Filtered {
     /// The filter that is the route's only response filter when it is header
     /// rules (whose fixed lines then spare the head edit).
     header_rules_only: Option<usize>,
+    /// Every filter decides at once and the handler answers at once, without
+    /// compression: the request is served without a future.
+    at_once: bool,
     /// Compression of the handler's responses, inside the other filters.
     compress: Option<CompressSettings>,
 }
@@ -146,6 +162,24 @@ impl Handler for Filtered {
                     .and_then(|i| self.filters[i].header_rules()),
             },
         };
+        if self.at_once {
+            for filter in self.filters.iter() {
+                let go_on = match filter.request_filter(&mut filtered) {
+                    Verdict::Continue => true,
+                    Verdict::Answered => false,
+                    Verdict::Pending(_) => {
+                        debug_assert!(false, "{filter:?} decides at once");
+                        false
+                    }
+                };
+                if !go_on || filtered.responded() {
+                    return Served::Done;
+                }
+            }
+            let served = self.handler.serve(&mut filtered);
+            debug_assert!(matches!(served, Served::Done), "answers at once");
+            return Served::Done;
+        }
         // Two futures, so that a route without compression does not carry
         // compression's state in the future allocated for every request.
         let Some(settings) = &self.compress else {
@@ -264,5 +298,34 @@ mod tests {
         );
         assert!(format!("{compressed:?}").starts_with("Filtered"));
         assert_eq!(compressed.kind(), HandlerKind::Respond);
+    }
+
+    #[test]
+    fn only_filters_and_a_handler_that_all_answer_at_once_run_without_a_future() {
+        let rules = || {
+            Box::new(headers::ResponseHeaders(headers::HeaderRules::new(
+                vec!["x-a".into()],
+                Vec::new(),
+                Vec::new(),
+                false,
+            ))) as BoxedFilter
+        };
+        let respond = || Box::new(Respond::new(200, Vec::new(), &[])) as BoxedHandler;
+        let at_once = |h: &BoxedHandler| format!("{h:?}").contains("at_once: true");
+        assert!(at_once(&wrap(respond(), vec![rules()], None)));
+        assert!(!at_once(&wrap(
+            respond(),
+            vec![rules()],
+            Some(CompressSettings::default())
+        )));
+        /// A filter that may wait (as basic auth does).
+        #[derive(Debug)]
+        struct Waits;
+        impl RouteFilter for Waits {}
+        assert!(!at_once(&wrap(
+            respond(),
+            vec![rules(), Box::new(Waits)],
+            None
+        )));
     }
 }

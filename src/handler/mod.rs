@@ -40,4 +40,11 @@ pub trait Handler: fmt::Debug + Send + Sync {
     /// the head alone gives its response and returns [`Served::Done`] without
     /// allocating; one that must wait returns the future that answers.
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s>;
+
+    /// Whether [`Handler::serve`] always answers before it returns (always
+    /// [`Served::Done`]): route filters around such a handler then run
+    /// without a future of their own.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
 }

@@ -46,6 +46,10 @@ impl Handler for Respond {
         HandlerKind::Respond
     }
 
+    fn answers_at_once(&self) -> bool {
+        true
+    }
+
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         let head = ResponseHead {
             status: self.status,

@@ -101,6 +101,10 @@ impl AddressRules {
 }
 
 impl RouteFilter for AddressRules {
+    fn decides_at_once(&self) -> bool {
+        true
+    }
+
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
         if self.allows(session.request().client()) {
             Verdict::Continue

@@ -80,6 +80,10 @@ impl RateLimit {
 }
 
 impl RouteFilter for RateLimit {
+    fn decides_at_once(&self) -> bool {
+        true
+    }
+
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
         let key = {
             let request = session.request();
