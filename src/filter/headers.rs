@@ -227,14 +227,19 @@ mod tests {
         )
     }
 
-    fn edited(r: &HeaderRules, status: u16) -> Vec<(String, String)> {
-        let raw = b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n";
-        let mut req_head = RequestHead::default();
+    /// `GET /p` from 127.0.0.1, parsed into `head`: the request the rules see.
+    fn get_p(head: &mut RequestHead) -> RequestView<'_> {
+        let raw: &'static [u8] = b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n";
         assert!(matches!(
-            parse_request(raw, &Limits::default(), &mut req_head),
+            parse_request(raw, &Limits::default(), head),
             Ok(Parsed::Complete)
         ));
-        let req = RequestView::http1(&req_head, raw, "127.0.0.1:1".parse().unwrap(), None);
+        RequestView::http1(head, raw, "127.0.0.1:1".parse().unwrap(), None)
+    }
+
+    fn edited(r: &HeaderRules, status: u16) -> Vec<(String, String)> {
+        let mut req_head = RequestHead::default();
+        let req = get_p(&mut req_head);
         let fields: [(&str, &[u8]); 4] = [
             ("Content-Type", b"text/html"),
             ("cache-control", b"max-age=60"),
@@ -318,13 +323,8 @@ mod tests {
         let fixed = r
             .with_fixed_lines(&head)
             .expect("fixed values, nothing dropped");
-        let raw = b"GET /p HTTP/1.1\r\nHost: h\r\n\r\n";
         let mut req_head = RequestHead::default();
-        assert!(matches!(
-            parse_request(raw, &Limits::default(), &mut req_head),
-            Ok(Parsed::Complete)
-        ));
-        let req = RequestView::http1(&req_head, raw, "127.0.0.1:1".parse().unwrap(), None);
+        let req = get_p(&mut req_head);
         let mut edit = HeadEdit::from_head(&head);
         r.apply(&req, &RequestId::default(), &mut edit);
         let edited_fields = edit.fields();
