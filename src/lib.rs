@@ -18,6 +18,7 @@ pub mod filter;
 pub mod handler;
 pub mod http;
 pub mod http1;
+pub mod http2;
 pub mod listener;
 pub mod local_thread;
 pub mod logging;
