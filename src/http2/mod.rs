@@ -15,19 +15,33 @@ pub mod hpack;
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// Not an error: a graceful end.
     NoError,
+    /// The peer broke the protocol.
     ProtocolError,
+    /// Something failed on this side.
     InternalError,
+    /// A flow-control window was overrun.
     FlowControlError,
+    /// SETTINGS were not acknowledged in time.
     SettingsTimeout,
+    /// A frame came on a stream already half-closed.
     StreamClosed,
+    /// A frame had a size its type does not allow.
     FrameSizeError,
+    /// The stream was not processed: safe to retry.
     RefusedStream,
+    /// The stream is no longer wanted.
     Cancel,
+    /// The HPACK state cannot be kept in step.
     CompressionError,
+    /// A CONNECT tunnel failed.
     ConnectError,
+    /// The peer does too much (a flood).
     EnhanceYourCalm,
+    /// The TLS parameters are not good enough.
     InadequateSecurity,
+    /// The request needs HTTP/1.1.
     Http11Required,
     /// A code this codec does not know, kept as received.
     Other(u32),

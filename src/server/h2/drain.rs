@@ -4,12 +4,14 @@
 //! on the stream is checked (malformed trailers reset it with
 //! PROTOCOL_ERROR, a window overflow with FLOW_CONTROL_ERROR, RFC 9113
 //! §8.1.1 and §6.9.1) rather than dropped unseen with the stream. Past the
-//! bound the stream is dropped and h2 asks the client to stop sending with
-//! RST_STREAM(NO_ERROR) (RFC 9113 §8.1).
+//! bound the stream is reset with NO_ERROR, which asks the client to stop
+//! sending (RFC 9113 §8.1).
 
+use std::future::poll_fn;
 use std::time::Duration;
 
 use super::stream::H2Stream;
+use crate::http::Session;
 
 /// Most body bytes read (and discarded) after the answer.
 const DRAIN_MAX_BYTES: usize = 64 * 1024;
@@ -17,27 +19,34 @@ const DRAIN_MAX_BYTES: usize = 64 * 1024;
 /// Longest wait for the rest of the body after the answer.
 const DRAIN_MAX_WAIT: Duration = Duration::from_secs(1);
 
-impl H2Stream<'_, '_> {
+impl H2Stream<'_> {
     /// Reads what is left of the request body, up to the bounds above;
     /// returns at once when the body ended (every request without one: a
-    /// HEADERS frame with END_STREAM) or failed.
-    pub(super) async fn drain_unread_body(&mut self) {
-        if self.body_done || self.body_error.is_some() || self.recv.is_end_stream() {
-            return;
+    /// HEADERS frame with END_STREAM) or failed. True when it ended.
+    pub(super) async fn drain_unread_body(&mut self) -> bool {
+        if self.body_done || self.body_error.is_some() {
+            return self.body_done;
         }
-        let recv = &mut self.recv;
         let drain = async {
             let mut left = DRAIN_MAX_BYTES;
-            while let Some(Ok(data)) = recv.data().await {
-                let n = data.len();
-                // Discarded, so the connection window opens for other streams.
-                let _ = recv.flow_control().release_capacity(n);
-                if n >= left {
-                    break;
+            loop {
+                match poll_fn(|cx| self.poll_body(cx)).await {
+                    Ok(0) => return true,
+                    Ok(n) => {
+                        // Discarded, so the connection window opens for
+                        // other streams.
+                        self.consume_body(n);
+                        if n >= left {
+                            return false;
+                        }
+                        left -= n;
+                    }
+                    Err(_) => return false,
                 }
-                left -= n;
             }
         };
-        let _ = tokio::time::timeout(DRAIN_MAX_WAIT, drain).await;
+        tokio::time::timeout(DRAIN_MAX_WAIT, drain)
+            .await
+            .unwrap_or(false)
     }
 }

@@ -1,42 +1,38 @@
 //! The HTTP/2 driver for a downstream connection (TLS with ALPN `h2`, or plain
-//! TCP with prior knowledge), on the `h2` crate: a second driver of the
-//! [`Session`] seam, so every handler serves HTTP/2 as it serves HTTP/1.
+//! TCP with prior knowledge), on Pier's own codec ([`crate::http2`]): a
+//! second driver of the [`Session`] seam, so every handler serves HTTP/2 as
+//! it serves HTTP/1.
 //!
-//! The connection task drives h2 (reading frames, writing what the streams
-//! queued) and owns the connection's limits: the idle timeout, the request
-//! count, the budget of streams the client resets before their answer
-//! (rapid reset), a write stall, and the GOAWAY of a drain. Each stream runs
-//! as a task of its own on the worker's runtime, so a slow handler delays no
-//! other stream; the tasks end with the connection. The protocol's own
-//! floods (CONTINUATION, empty DATA, resets before accept, PING and SETTINGS
-//! acks never read: h2 stops reading while an ack waits) are bounded by h2 as
-//! configured from `[http2]`.
+//! The connection task moves bytes between the socket and the codec, starts
+//! a stream for each request and owns the connection's limits: the idle
+//! timeout, the request count, the budget of streams the client resets
+//! before their answer (rapid reset), a write stall, and the GOAWAY of a
+//! drain. A stream that can answer at once (a `respond` route, a file in
+//! memory) is answered inside the read that brought it, so the answers to
+//! one read leave in one write; one that waits goes on as a task of its own
+//! on the worker's runtime, so a slow handler delays no other stream. The
+//! protocol's floods (PING, SETTINGS, empty frames, CONTINUATION, resets for
+//! errors) are bounded by the codec as configured from `[http2]`; a client
+//! that never reads what the connection owes it is not read from.
 //!
 //! [`Session`]: crate::http::Session
 
 mod drain;
-mod flood;
 mod request;
-mod reuse;
 mod send;
 mod stream;
+mod streams;
 #[cfg(test)]
 mod tests;
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -46,19 +42,24 @@ use crate::handler::Handler;
 use crate::http::client_address::ClientAddress;
 use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
 use crate::http1::parse::BodyKind;
+use crate::http2::conn::{ConnLimits, ServerConnection};
+use crate::http2::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
 use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
 use crate::server::transport::Downstream;
 use crate::worker::WorkerCtx;
-use stream::{H2Stream, StreamOut};
+use stream::H2Stream;
+use streams::{Fresh, Shared, SharedCell, StreamTable, OUTPUT_HIGH};
 
 /// How long a connection that sent GOAWAY stays open once its last stream
-/// is done, for frames already in flight; a client that never acknowledges
-/// the GOAWAY's PING cannot keep it longer.
+/// is done, for frames already in flight.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
+/// Room kept free in the read buffer before each read.
+const READ_ROOM: usize = 16 * 1024;
+
 /// What a request view needs of the connection's TLS session, copied once so
-/// streams do not borrow the transport h2 owns.
+/// streams do not borrow the transport.
 #[derive(Default)]
 pub(crate) struct ConnFacts {
     secure: bool,
@@ -70,7 +71,7 @@ pub(crate) struct ConnFacts {
     client_address: Option<Arc<ClientAddress>>,
 }
 
-/// What the connection task and its streams share.
+/// What the connection task and its streams share besides the codec.
 pub(crate) struct ConnState {
     /// Streams being answered.
     active: Cell<usize>,
@@ -78,131 +79,133 @@ pub(crate) struct ConnState {
     idle_since: Cell<Instant>,
     /// Streams the client reset before their answer was complete.
     client_resets: Cell<u32>,
-    /// The client sent control frames past its budget.
-    flooded: Cell<bool>,
     /// Since when the socket has refused output.
     stalled_since: Cell<Option<Instant>>,
     /// Tells the connection task to look at the above again.
     wake: Notify,
-    /// What one stream leaves for the next.
-    reuse: reuse::StreamReuse,
 }
 
-/// The transport as h2 sees it, noting when writes stall (for the
-/// connection's write timeout) and counting bytes.
-struct Watched<'c, T> {
-    io: T,
-    /// Frees the transport's read buffer ([`Downstream::release_idle_io`]).
-    release: fn(&mut T),
-    budget: flood::ControlBudget,
+/// Counts a stream as open until dropped (its task may be aborted), then
+/// takes it out of the table.
+struct StreamGuard {
     state: Rc<ConnState>,
-    ctx: &'c WorkerCtx,
+    ctx: Rc<WorkerCtx>,
+    shared: Rc<SharedCell>,
+    id: u32,
 }
-
-impl<T: AsyncRead + Unpin> AsyncRead for Watched<'_, T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.state.flooded.get() {
-            // Nothing more is read; the connection task closes it.
-            return Poll::Pending;
-        }
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.io).poll_read(cx, buf);
-        if r.is_pending() && self.state.active.get() == 0 {
-            // Nothing to read and no stream open: an idle connection keeps
-            // no read buffer, as an idle HTTP/1 one keeps none.
-            (self.release)(&mut self.io);
-        }
-        let n = buf.filled().len() - before;
-        self.ctx.stats.bytes_in.add(n as u64);
-        if !self.budget.scan(&buf.filled()[before..]) {
-            buf.set_filled(before);
-            self.state.flooded.set(true);
-            self.state.wake.notify_one();
-            return Poll::Pending;
-        }
-        r
-    }
-}
-
-impl<T: AsyncWrite + Unpin> Watched<'_, T> {
-    /// Runs one write on the transport, counting the bytes it took and
-    /// noting whether it stalled.
-    fn counted_write(
-        &mut self,
-        write: impl FnOnce(Pin<&mut T>) -> Poll<io::Result<usize>>,
-    ) -> Poll<io::Result<usize>> {
-        let r = write(Pin::new(&mut self.io));
-        if let Poll::Ready(Ok(n)) = r {
-            self.ctx.stats.bytes_out.add(n as u64);
-        }
-        self.note(r)
-    }
-
-    fn note<R>(&self, r: Poll<R>) -> Poll<R> {
-        match r {
-            Poll::Pending => {
-                if self.state.stalled_since.get().is_none() {
-                    self.state.stalled_since.set(Some(Instant::now()));
-                    self.state.wake.notify_one();
-                }
-            }
-            Poll::Ready(_) => self.state.stalled_since.set(None),
-        }
-        r
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<'_, T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.counted_write(|io| io.poll_write(cx, buf))
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.counted_write(|io| io.poll_write_vectored(cx, bufs))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let r = Pin::new(&mut self.io).poll_flush(cx);
-        self.note(r)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-/// Counts a stream as open until dropped (its task may be aborted).
-struct StreamGuard(Rc<ConnState>, Rc<WorkerCtx>);
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        let n = self.0.active.get() - 1;
-        self.0.active.set(n);
-        self.1
-            .stats
-            .h2_streams_open
-            .set(self.1.stats.h2_streams_open.get().saturating_sub(1));
+        if let Ok(mut sh) = self.shared.try_borrow_mut() {
+            let sh = &mut *sh;
+            sh.table.remove(self.id);
+            // Whatever the stream has not ended ends here (NO_ERROR after a
+            // whole answer: the client may stop sending its body).
+            sh.conn.reset_stream(self.id, ErrorCode::NoError);
+            sh.table.wake_conn();
+        }
+        let n = self.state.active.get() - 1;
+        self.state.active.set(n);
+        let open = &self.ctx.stats.h2_streams_open;
+        open.set(open.get().saturating_sub(1));
         if n == 0 {
-            self.0.idle_since.set(self.1.clock.now());
-            self.0.wake.notify_one();
+            self.state.idle_since.set(self.ctx.clock.now());
+            self.state.wake.notify_one();
         }
     }
+}
+
+/// What the socket did.
+enum IoEvent {
+    /// Bytes arrived (in the read buffer).
+    Read,
+    /// The peer closed, or the socket failed.
+    Closed,
+}
+
+/// Writes what the codec queued, then reads if the output is not backed up.
+fn poll_io<D: Downstream>(
+    cx: &mut Context<'_>,
+    io: &mut D,
+    shared: &SharedCell,
+    rbuf: &mut Vec<u8>,
+    state: &ConnState,
+    ctx: &WorkerCtx,
+) -> Poll<IoEvent> {
+    let mut sh = shared.borrow_mut();
+    let sh = &mut *sh;
+    sh.table.set_conn_waker(cx.waker());
+    loop {
+        let out = sh.conn.output();
+        if out.is_empty() {
+            break;
+        }
+        match io.poll_write_some(cx, out) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(IoEvent::Closed),
+            Poll::Ready(Ok(n)) => {
+                sh.conn.consume_output(n);
+                ctx.stats.bytes_out.add(n as u64);
+                state.stalled_since.set(None);
+            }
+            Poll::Pending => {
+                if state.stalled_since.get().is_none() {
+                    state.stalled_since.set(Some(Instant::now()));
+                    state.wake.notify_one();
+                }
+                break;
+            }
+        }
+    }
+    if sh.table.output_waiters && sh.conn.output().len() < OUTPUT_HIGH / 2 {
+        sh.table.output_waiters = false;
+        sh.table.wake_all();
+    }
+    if sh.conn.output().len() >= OUTPUT_HIGH {
+        // A client that does not read what it is owed is not read from.
+        return Poll::Pending;
+    }
+    if rbuf.capacity() - rbuf.len() < READ_ROOM / 4 {
+        rbuf.reserve(READ_ROOM);
+    }
+    match io.poll_read_into(cx, rbuf) {
+        Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(IoEvent::Closed),
+        Poll::Ready(Ok(n)) => {
+            ctx.stats.bytes_in.add(n as u64);
+            Poll::Ready(IoEvent::Read)
+        }
+        Poll::Pending => {
+            if state.active.get() == 0 {
+                // Nothing to read and no stream open: an idle connection
+                // keeps no buffer, as an idle HTTP/1 one keeps none.
+                if rbuf.is_empty() {
+                    *rbuf = Vec::new();
+                }
+                sh.conn.release_idle_buffers();
+                sh.table.release_spares();
+                D::release_idle_io(io.io_mut());
+            }
+            Poll::Pending
+        }
+    }
+}
+
+/// Writes what the codec queued for a moment, before the connection closes.
+async fn flush_last<D: Downstream>(io: &mut D, shared: &SharedCell) {
+    let flush = std::future::poll_fn(|cx| {
+        let mut sh = shared.borrow_mut();
+        loop {
+            let out = sh.conn.output();
+            if out.is_empty() {
+                return Poll::Ready(());
+            }
+            match io.poll_write_some(cx, out) {
+                Poll::Ready(Ok(n)) if n > 0 => sh.conn.consume_output(n),
+                Poll::Ready(_) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    });
+    let _ = tokio::time::timeout(Duration::from_millis(100), flush).await;
 }
 
 /// Serves one downstream HTTP/2 connection until it closes.
@@ -230,52 +233,33 @@ pub async fn serve_h2<D: Downstream>(
         active: Cell::new(0),
         idle_since: Cell::new(Instant::now()),
         client_resets: Cell::new(0),
-        flooded: Cell::new(false),
         stalled_since: Cell::new(None),
         wake: Notify::new(),
-        reuse: reuse::StreamReuse::default(),
     });
     let cfg = &ctx.config.http2;
     let http = &ctx.config.http;
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(cfg.max_concurrent_streams)
-        .initial_window_size(cfg.initial_stream_window)
-        .initial_connection_window_size(cfg.initial_connection_window)
-        .max_frame_size(cfg.max_frame_size)
-        .max_header_list_size(http.limits.max_head_bytes as u32)
-        .header_table_size(cfg.header_table_size)
-        .max_send_buffer_size(cfg.max_send_buffer)
-        .max_pending_accept_reset_streams(cfg.max_pending_resets)
-        .max_local_error_reset_streams(Some(cfg.max_error_resets));
-    let watched = Watched {
-        io: io.io_mut(),
-        release: |io| D::release_idle_io(io),
-        budget: flood::ControlBudget::new(cfg.max_control_frames),
-        state: state.clone(),
-        ctx: &ctx,
+    let limits = ConnLimits {
+        max_concurrent_streams: cfg.max_concurrent_streams,
+        initial_stream_window: cfg.initial_stream_window,
+        initial_connection_window: cfg.initial_connection_window,
+        max_frame_size: cfg.max_frame_size,
+        header_table_size: cfg.header_table_size,
+        max_header_list_size: http.limits.max_head_bytes as u32,
+        max_header_fields: http.limits.max_headers,
+        max_control_frames: cfg.max_control_frames,
+        max_error_resets: cfg.max_error_resets,
+        max_empty_frames: cfg.max_control_frames,
     };
+    let shared: Rc<SharedCell> = Rc::new(RefCell::new(Shared {
+        conn: ServerConnection::new(limits),
+        table: StreamTable::new(http.limits),
+    }));
     let started = Instant::now();
-    let mut conn = match tokio::time::timeout(
-        http.header_read_timeout,
-        builder.handshake::<_, Bytes>(watched),
-    )
-    .await
-    {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            debug!(%peer, error = %e, "HTTP/2 preface refused");
-            return;
-        }
-        Err(_) => {
-            debug!(%peer, "HTTP/2 preface timed out");
-            return;
-        }
-    };
-    ctx.stats.h2_event(H2Event::Connection);
+    let mut rbuf: Vec<u8> = Vec::new();
     let mut streams = JoinSet::new();
-    let mut batch = Vec::new();
+    let mut fresh: Vec<Fresh> = Vec::new();
     let mut requests = 0u64;
+    let mut spoke = false;
     let mut goaway_at: Option<Instant> = None;
     let mut calmed = false;
     // One timer for the connection's life, moved when its deadline moves.
@@ -304,21 +288,14 @@ pub async fn serve_h2<D: Downstream>(
             biased;
             () = ctx.draining(), if goaway_at.is_none() => {
                 debug!(%peer, "draining: HTTP/2 GOAWAY");
-                conn.graceful_shutdown();
+                shared.borrow_mut().conn.goaway(ErrorCode::NoError);
                 ctx.stats.h2_event(H2Event::Goaway);
                 goaway_at.get_or_insert_with(Instant::now);
             }
             () = state.wake.notified() => {
-                if state.flooded.get() {
-                    debug!(%peer, "PING or SETTINGS flood: GOAWAY");
-                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                    ctx.stats.h2_event(H2Event::Goaway);
-                    ctx.stats.h2_event(H2Event::ControlFlood);
-                    break;
-                }
                 if !calmed && state.client_resets.get() > cfg.max_client_resets {
                     debug!(%peer, "too many streams reset by the client: GOAWAY");
-                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    shared.borrow_mut().conn.goaway(ErrorCode::EnhanceYourCalm);
                     ctx.stats.h2_event(H2Event::Goaway);
                     ctx.stats.h2_event(H2Event::ResetFlood);
                     calmed = true;
@@ -331,68 +308,84 @@ pub async fn serve_h2<D: Downstream>(
                     break;
                 }
                 if state.active.get() == 0 {
-                    if goaway_at.is_some() {
-                        // The grace after GOAWAY is over.
+                    if goaway_at.is_some() || !spoke {
+                        // The grace after GOAWAY is over, or the preface
+                        // never came in time.
                         break;
                     }
                     debug!(%peer, "HTTP/2 connection idle: GOAWAY");
-                    conn.graceful_shutdown();
+                    shared.borrow_mut().conn.goaway(ErrorCode::NoError);
                     ctx.stats.h2_event(H2Event::Goaway);
                     goaway_at.get_or_insert_with(Instant::now);
                     state.idle_since.set(Instant::now());
                 }
             }
-            accepted = conn.accept() => {
-                // Every stream that came in the same read is accepted before
-                // any is answered, so their answers leave in one write.
-                let mut next = Some(accepted);
-                let mut closed = false;
-                while let Some(accepted) = next.take() {
-                    match accepted {
-                        Some(Ok((_, mut respond))) if requests >= cfg.max_requests => {
-                            // Past max_requests, before the client saw the GOAWAY:
-                            // refused, so it retries on a new connection.
-                            respond.send_reset(h2::Reason::REFUSED_STREAM);
-                        }
-                        Some(Ok(stream)) => {
-                            requests += 1;
-                            if requests >= cfg.max_requests && goaway_at.is_none() {
-                                conn.graceful_shutdown();
-                                ctx.stats.h2_event(H2Event::Goaway);
-                                goaway_at.get_or_insert_with(Instant::now);
-                            }
-                            state.active.set(state.active.get() + 1);
-                            ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);
-                            batch.push((stream, StreamGuard(state.clone(), ctx.clone())));
-                        }
-                        Some(Err(e)) => {
-                            debug!(%peer, error = %e, "HTTP/2 connection error");
-                            if e.is_go_away() || e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
-                                ctx.stats.h2_event(H2Event::Goaway);
-                            }
-                            closed = true;
-                        }
-                        None => closed = true,
+            event = std::future::poll_fn(|cx| poll_io(cx, &mut io, &shared, &mut rbuf, &state, &ctx)) => {
+                if let IoEvent::Closed = event {
+                    break;
+                }
+                let received = {
+                    let mut sh = shared.borrow_mut();
+                    let sh = &mut *sh;
+                    let r = sh.conn.receive(&rbuf, ctx.clock.now().into_std(), &mut sh.table);
+                    std::mem::swap(&mut fresh, &mut sh.table.fresh);
+                    for (id, n) in sh.table.unclaimed.drain(..) {
+                        sh.conn.release(id, n);
                     }
-                    if !closed {
-                        let more = std::future::poll_fn(|cx| Poll::Ready(conn.poll_accept(cx)));
-                        next = match more.await {
-                            Poll::Ready(item) => Some(item),
-                            Poll::Pending => None,
-                        };
+                    r
+                };
+                let closing = match &received {
+                    Ok(n) => {
+                        let n = *n;
+                        rbuf.drain(..n);
+                        false
                     }
+                    Err(e) => {
+                        debug!(%peer, code = ?e.code, "HTTP/2 connection error: GOAWAY");
+                        ctx.stats.h2_event(H2Event::Goaway);
+                        if e.code == ErrorCode::EnhanceYourCalm {
+                            ctx.stats.h2_event(H2Event::ControlFlood);
+                        }
+                        true
+                    }
+                };
+                if !spoke && received.is_ok() {
+                    spoke = true;
+                    ctx.stats.h2_event(H2Event::Connection);
                 }
                 ctx.clock.woke();
-                for ((req, respond), guard) in batch.drain(..) {
-                    let (ctx, state, facts) = (ctx.clone(), state.clone(), facts.clone());
+                for f in fresh.drain(..) {
+                    if requests >= cfg.max_requests {
+                        // Past max_requests, before the client saw the GOAWAY:
+                        // refused, so it retries on a new connection.
+                        let mut sh = shared.borrow_mut();
+                        sh.conn.reset_stream(f.id, ErrorCode::RefusedStream);
+                        sh.table.remove(f.id);
+                        sh.table.give_head(f.buf, f.head);
+                        continue;
+                    }
+                    requests += 1;
+                    if requests >= cfg.max_requests && goaway_at.is_none() {
+                        shared.borrow_mut().conn.goaway(ErrorCode::NoError);
+                        ctx.stats.h2_event(H2Event::Goaway);
+                        goaway_at.get_or_insert_with(Instant::now);
+                    }
+                    state.active.set(state.active.get() + 1);
+                    ctx.stats.h2_streams_open.set(ctx.stats.h2_streams_open.get() + 1);
+                    let guard = StreamGuard {
+                        state: state.clone(),
+                        ctx: ctx.clone(),
+                        shared: shared.clone(),
+                        id: f.id,
+                    };
+                    let (ctx, state, facts, shared) =
+                        (ctx.clone(), state.clone(), facts.clone(), shared.clone());
                     let mut stream = Box::pin(async move {
                         let _guard = guard;
-                        let (parts, recv) = req.into_parts();
                         let clock = &ctx.clock;
-                        clock.track(run_stream(&ctx, state, facts, peer, parts, recv, respond)).await;
+                        clock.track(run_stream(&ctx, state, facts, shared, peer, f)).await;
                     });
-                    // A stream answered at once (a `respond` route, a file in
-                    // memory that fits the window) ends here, with no task of
+                    // A stream answered at once ends here, with no task of
                     // its own; one that waits goes on as a task, so it delays
                     // no other stream.
                     let waits = std::future::poll_fn(|cx| Poll::Ready(stream.as_mut().poll(cx).is_pending())).await;
@@ -400,27 +393,16 @@ pub async fn serve_h2<D: Downstream>(
                         streams.spawn_local(stream);
                     }
                 }
-                if closed {
+                if closing {
                     break;
                 }
             }
             Some(_) = streams.join_next(), if !streams.is_empty() => {}
         }
     }
-    // The last frames (a GOAWAY) go out if the socket takes them at once.
-    let _ = futures_poll_closed(&mut conn).await;
+    // The last frames (a GOAWAY) go out if the socket takes them soon.
+    flush_last(&mut io, &shared).await;
     streams.abort_all();
-}
-
-/// Lets h2 write what it holds for a moment before the connection closes.
-async fn futures_poll_closed<T: AsyncRead + AsyncWrite + Unpin>(
-    conn: &mut h2::server::Connection<T, Bytes>,
-) -> Result<(), tokio::time::error::Elapsed> {
-    tokio::time::timeout(
-        Duration::from_millis(100),
-        std::future::poll_fn(|cx| conn.poll_closed(cx).map(|_| ())),
-    )
-    .await
 }
 
 /// Serves one stream: its head checked and routed, its handler run beside a
@@ -429,26 +411,15 @@ async fn run_stream(
     ctx: &WorkerCtx,
     state: Rc<ConnState>,
     facts: Rc<ConnFacts>,
+    shared: Rc<SharedCell>,
     peer: SocketAddr,
-    parts: http::request::Parts,
-    recv: RecvStream,
-    respond: SendResponse<Bytes>,
+    fresh: Fresh,
 ) {
     let started = ctx.clock.now();
-    let (mut buf, mut head) = state.reuse.take_head();
-    let parsed = request::read_h2_head(
-        &parts,
-        recv.is_end_stream(),
-        &ctx.config.http.limits,
-        &mut buf,
-        &mut head,
-    );
-    drop(parts);
-    let out = RefCell::new(StreamOut {
-        respond,
-        send: None,
-    });
-    let mut s = H2Stream::new(ctx, facts, state.clone(), peer, buf, head, recv, &out);
+    let Fresh {
+        id, buf, head, parsed,
+    } = fresh;
+    let mut s = H2Stream::new(ctx, facts, shared, peer, id, buf, head);
     let mut route_slot = ROUTE_NONE;
     let kind = match parsed {
         Err(status) => {
@@ -472,7 +443,7 @@ async fn run_stream(
             Some(BodyReadError::Malformed) => send_status(&mut s, 400),
             Some(BodyReadError::Timeout) => send_status(&mut s, 408),
             Some(BodyReadError::Closed) => {
-                s.reset(h2::Reason::CANCEL);
+                s.reset(ErrorCode::Cancel);
                 return;
             }
             None => {
@@ -484,18 +455,18 @@ async fn run_stream(
     ctx.stats.request(kind, s.status);
     if s.push.active && !s.push.finished {
         debug!(%peer, stream = s.stream_id, "pushed response body left unfinished");
-        s.reset(h2::Reason::INTERNAL_ERROR);
+        s.reset(ErrorCode::InternalError);
         ctx.stats.h2_event(H2Event::ServerReset);
     } else if let Err(e) = s.send_pending().await {
         debug!(%peer, stream = s.stream_id, error = %e, "HTTP/2 response body not sent whole");
-        let reason = if e.kind() == io::ErrorKind::TimedOut {
+        let code = if e.kind() == std::io::ErrorKind::TimedOut {
             ctx.stats.h2_event(H2Event::WriteTimeout);
-            h2::Reason::CANCEL
+            ErrorCode::Cancel
         } else {
             ctx.stats.h2_event(H2Event::ServerReset);
-            h2::Reason::INTERNAL_ERROR
+            ErrorCode::InternalError
         };
-        s.reset(reason);
+        s.reset(code);
     }
     let took = ctx.clock.now().saturating_duration_since(started);
     ctx.stats.request_duration(route_slot, s.status, took);
@@ -526,15 +497,12 @@ async fn run_stream(
     }
     s.drain_unread_body().await;
     let (buf, head) = (std::mem::take(&mut s.buf), std::mem::take(&mut s.head));
-    state.reuse.give_head(buf, head);
+    s.shared.borrow_mut().table.give_head(buf, head);
 }
 
 /// Routes the request and lets its handler answer; `None` when the client
 /// reset the stream first (the handler's work is dropped with it).
-async fn route_and_serve<'a>(
-    s: &mut H2Stream<'a, '_>,
-    route_slot: &mut usize,
-) -> Option<HandlerKind> {
+async fn route_and_serve<'a>(s: &mut H2Stream<'a>, route_slot: &mut usize) -> Option<HandlerKind> {
     let ctx = s.ctx;
     let routes = &ctx.config.routes;
     if s.head.body == BodyKind::None && routes.has_pre_routes() {
@@ -568,30 +536,31 @@ async fn route_and_serve<'a>(
 
 /// Runs `handler` on the stream until it is done; false if the client reset
 /// the stream before the answer was complete.
-async fn serve_watched<'a>(s: &mut H2Stream<'a, '_>, handler: &'a dyn Handler) -> bool {
-    let out = s.out;
+async fn serve_watched<'a>(s: &mut H2Stream<'a>, handler: &'a dyn Handler) -> bool {
+    let shared = s.shared.clone();
+    let id = s.stream_id;
     let Served::Pending(mut fut) = handler.serve(s) else {
         return true;
     };
-    let mut watching = true;
     std::future::poll_fn(|cx| {
         if fut.as_mut().poll(cx).is_ready() {
             return Poll::Ready(true);
         }
-        if watching {
-            match out.borrow_mut().respond.poll_reset(cx) {
-                Poll::Ready(Ok(_)) => return Poll::Ready(false),
-                Poll::Ready(Err(_)) => watching = false,
-                Poll::Pending => {}
+        let mut sh = shared.borrow_mut();
+        match sh.table.slot_mut(id) {
+            Some(slot) if slot.reset.is_some() => Poll::Ready(false),
+            Some(slot) => {
+                slot.wait(cx.waker());
+                Poll::Pending
             }
+            None => Poll::Ready(false),
         }
-        Poll::Pending
     })
     .await
 }
 
 /// Answers with the status page of `status`.
-fn send_status(s: &mut H2Stream<'_, '_>, status: u16) {
+fn send_status(s: &mut H2Stream<'_>, status: u16) {
     let fields = [("content-type", b"text/plain; charset=utf-8".as_slice())];
     s.send_response(
         &ResponseHead::new(status, &fields),

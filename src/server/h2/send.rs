@@ -1,9 +1,9 @@
-//! Response bodies over HTTP/2: every piece is sized to the capacity h2
-//! grants (the client's stream and connection windows, capped by the
-//! per-stream send buffer), so a client that reads slowly holds at most that
-//! much of the server's memory, and a file is read a bounded chunk at a time
-//! only once the client can take it (from the page cache on the loop, else on
-//! the file pool). Each wait for the window is bounded by the write timeout.
+//! Response bodies over HTTP/2: every piece is sized to the room the stream
+//! has (the client's stream and connection windows, and the connection's
+//! queued output), so a client that reads slowly holds at most that much of
+//! the server's memory, and a file is read a bounded chunk at a time only
+//! once the client can take it (from the page cache on the loop, else on
+//! the file pool). Each wait for room is bounded by the write timeout.
 
 use std::fs::File;
 use std::future::poll_fn;
@@ -11,21 +11,14 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::stream::H2Stream;
 use crate::file_io::residency::read_cached;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion};
 
-/// Largest read of a file for one DATA send.
+/// Largest read of a file for one send.
 const FILE_READ_MAX: usize = 64 * 1024;
 
-/// Largest DATA frame payload sent: with its 9-byte frame head it fills one
-/// TLS record (16 KiB of plaintext) exactly, where a 16 KiB payload would
-/// take a second record for the last 9 bytes.
-const DATA_PIECE_MAX: usize = 16 * 1024 - 9;
-
-impl<'a> H2Stream<'a, '_> {
+impl<'a> H2Stream<'a> {
     /// Sends the body kept by `send_response`, then ends the stream; an error
     /// leaves the stream to be reset.
     pub(super) async fn send_pending(&mut self) -> io::Result<()> {
@@ -35,7 +28,7 @@ impl<'a> H2Stream<'a, '_> {
         match body {
             Body::Empty | Body::Push(_) | Body::Tunnel(_) => self.end_body(&[]),
             Body::Bytes(bytes) => self.send_slice(bytes, true).await,
-            Body::Owned(bytes) => self.send_owned(Bytes::from(bytes), true).await,
+            Body::Owned(bytes) => self.send_slice(&bytes, true).await,
             Body::File(region) => self.send_region(&region, true).await,
             Body::Parts(parts) => {
                 let last = parts.len().saturating_sub(1);
@@ -54,7 +47,8 @@ impl<'a> H2Stream<'a, '_> {
         }
     }
 
-    /// Sends bytes owned elsewhere, copying one granted piece at a time.
+    /// Sends bytes, one granted piece at a time; when the room is there at
+    /// once (a small answer), without waiting.
     async fn send_slice(&mut self, mut data: &[u8], end: bool) -> io::Result<()> {
         if data.is_empty() {
             return if end { self.end_body(&[]) } else { Ok(()) };
@@ -63,31 +57,9 @@ impl<'a> H2Stream<'a, '_> {
             let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
             let (piece, rest) = data.split_at(n);
             data = rest;
-            self.send_pieces(Bytes::copy_from_slice(piece), end && data.is_empty())?;
+            self.send_data(piece, end && data.is_empty())?;
         }
         Ok(())
-    }
-
-    /// Sends bytes built for this request without copying them.
-    async fn send_owned(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
-        if data.is_empty() {
-            return if end { self.end_body(&[]) } else { Ok(()) };
-        }
-        while !data.is_empty() {
-            let n = poll_fn(|cx| self.poll_send_capacity(cx, data.len())).await?;
-            let piece = data.split_to(n);
-            self.send_pieces(piece, end && data.is_empty())?;
-        }
-        Ok(())
-    }
-
-    /// Hands `data` to h2 in frames of at most [`DATA_PIECE_MAX`] bytes,
-    /// slices of one buffer.
-    pub(super) fn send_pieces(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
-        while data.len() > DATA_PIECE_MAX {
-            self.send_data(data.split_to(DATA_PIECE_MAX), false)?;
-        }
-        self.send_data(data, end)
     }
 
     /// Sends a file region, reading each chunk only once the window has room.
@@ -101,10 +73,11 @@ impl<'a> H2Stream<'a, '_> {
         let stop = region.offset + region.len;
         let mut pos = region.offset;
         let mut shared: Option<Arc<File>> = None;
+        let mut buf = Vec::new();
         while pos < stop {
             let want = ((stop - pos) as usize).min(FILE_READ_MAX);
             let n = poll_fn(|cx| self.poll_send_capacity(cx, want)).await?;
-            let mut buf = vec![0u8; n];
+            buf.resize(n, 0);
             let read = match read_cached(&region.file, &mut buf, pos) {
                 Some(r) => r?,
                 None => {
@@ -112,13 +85,14 @@ impl<'a> H2Stream<'a, '_> {
                         Some(f) => f.clone(),
                         None => shared.insert(Arc::new(region.file.try_clone()?)).clone(),
                     };
+                    let mut owned = std::mem::take(&mut buf);
                     let (back, r) = self
                         .ctx
                         .config
                         .file_io
                         .run(move || {
-                            let r = f.read_at(&mut buf, pos);
-                            (buf, r)
+                            let r = f.read_at(&mut owned, pos);
+                            (owned, r)
                         })
                         .await
                         .map_err(|e| io::Error::new(io::ErrorKind::TimedOut, e.to_string()))?;
@@ -132,9 +106,8 @@ impl<'a> H2Stream<'a, '_> {
                     "file shrank while being sent",
                 ));
             }
-            buf.truncate(read);
             pos += read as u64;
-            self.send_pieces(Bytes::from(buf), end && pos == stop)?;
+            self.send_data(&buf[..read], end && pos == stop)?;
         }
         Ok(())
     }
@@ -142,12 +115,13 @@ impl<'a> H2Stream<'a, '_> {
     /// Pulls a stream's pieces and sends each, then its trailers.
     async fn send_stream(&mut self, mut stream: Box<dyn BodyStream + 'a>) -> io::Result<()> {
         let mut total = 0u64;
+        let mut piece = Vec::new();
         loop {
-            let mut piece = Vec::new();
+            piece.clear();
             let more = poll_fn(|cx| stream.poll_chunk(cx, &mut piece)).await?;
             total += piece.len() as u64;
             if !piece.is_empty() {
-                self.send_owned(Bytes::from(piece), false).await?;
+                self.send_slice(&piece, false).await?;
             }
             if !more {
                 break;

@@ -1,10 +1,9 @@
 //! One HTTP/2 stream as a [`Session`]: the request view over the head made
-//! by `request.rs`, the request body read from the stream's DATA frames
-//! (window released as the handler uses it, so the client's sending follows
-//! the handler's reading), and the answer as a HEADERS frame whose body
-//! `send.rs` writes within the client's flow-control windows.
+//! by `request.rs`, the request body taken from the connection's table as
+//! the codec delivers it (windows released as the handler uses it, so the
+//! client's sending follows the handler's reading), and the answer queued
+//! through the codec, whose body `send.rs` sizes to the client's windows.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -12,15 +11,17 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{RecvStream, SendStream};
 use tokio::time::Sleep;
 
-use super::{ConnFacts, ConnState};
+use super::streams::{SharedCell, OUTPUT_HIGH};
+use super::ConnFacts;
 use crate::http::status::has_no_body;
-use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session, TlsFacts};
+use crate::http::{
+    Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts,
+};
 use crate::http1::parse::{Method, RequestHead};
+use crate::http2::conn::StreamId;
+use crate::http2::ErrorCode;
 use crate::worker::WorkerCtx;
 
 /// Fields that describe a connection, not a message: never sent over HTTP/2
@@ -34,14 +35,6 @@ const CONNECTION_FIELDS: [&str; 6] = [
     "te",
 ];
 
-/// The stream's sending half, shared with the watch for the client's
-/// reset, which runs beside the handler; it lives on the stream's stack
-/// frame, so a stream costs no allocation for it.
-pub(super) struct StreamOut {
-    pub(super) respond: SendResponse<Bytes>,
-    pub(super) send: Option<SendStream<Bytes>>,
-}
-
 /// A pushed body's progress.
 #[derive(Default)]
 pub(super) struct PushH2 {
@@ -53,36 +46,36 @@ pub(super) struct PushH2 {
 }
 
 /// One request and its answer on an HTTP/2 connection.
-pub struct H2Stream<'a, 'o> {
+pub struct H2Stream<'a> {
     pub(super) ctx: &'a WorkerCtx,
     pub(super) facts: Rc<ConnFacts>,
-    conn: Rc<ConnState>,
+    pub(super) shared: Rc<SharedCell>,
     pub(super) peer: SocketAddr,
-    pub(super) stream_id: u32,
+    pub(super) stream_id: StreamId,
     /// The head as HTTP/1 text, and its parse.
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
-    pub(super) recv: RecvStream,
     /// DATA received and not yet used: `chunk[chunk_pos..]`.
-    chunk: Bytes,
+    chunk: Vec<u8>,
     chunk_pos: usize,
     received: u64,
     pub(super) body_done: bool,
     pub(super) body_error: Option<BodyReadError>,
     /// The request's trailers, once the body ended with them.
-    trailers: Option<Box<http::HeaderMap>>,
+    trailers: Option<Vec<OwnedField>>,
     continued: bool,
     body_stall: Option<Pin<Box<Sleep>>>,
-    pub(super) out: &'o RefCell<StreamOut>,
     /// The answer's status, once given.
     pub(super) status: u16,
     /// The promised length of the answer's body, when one was sent.
     pub(super) length: Option<u64>,
+    /// The answer's head ended the stream.
+    pub(super) ended: bool,
     /// The body still to send after the head.
     pub(super) pending: Option<Body<'a>>,
     pub(super) push: PushH2,
     write_stall: Option<Pin<Box<Sleep>>>,
-    /// Body bytes handed to h2 for this response.
+    /// Body bytes queued for this response.
     pub(super) sent: u64,
     pub(super) request_id: crate::http::RequestId,
     pub(super) upstream: Option<(SocketAddr, Duration)>,
@@ -90,32 +83,29 @@ pub struct H2Stream<'a, 'o> {
     pub(super) cache: Option<&'static str>,
 }
 
-impl<'a, 'o> H2Stream<'a, 'o> {
+impl<'a> H2Stream<'a> {
     /// A stream whose head is parsed into `head` over `buf`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         ctx: &'a WorkerCtx,
         facts: Rc<ConnFacts>,
-        conn: Rc<ConnState>,
+        shared: Rc<SharedCell>,
         peer: SocketAddr,
+        stream_id: StreamId,
         buf: Vec<u8>,
         head: RequestHead,
-        recv: RecvStream,
-        out: &'o RefCell<StreamOut>,
     ) -> Self {
-        let stream_id = u32::from(out.borrow().respond.stream_id());
         let body_done = head.body == crate::http1::parse::BodyKind::None;
         let continued = !head.expect_continue;
         H2Stream {
             ctx,
             facts,
-            conn,
+            shared,
             peer,
             stream_id,
             buf,
             head,
-            recv,
-            chunk: Bytes::new(),
+            chunk: Vec::new(),
             chunk_pos: 0,
             received: 0,
             body_done,
@@ -123,9 +113,9 @@ impl<'a, 'o> H2Stream<'a, 'o> {
             trailers: None,
             continued,
             body_stall: None,
-            out,
             status: 0,
             length: None,
+            ended: false,
             pending: None,
             push: PushH2::default(),
             write_stall: None,
@@ -152,46 +142,47 @@ impl<'a, 'o> H2Stream<'a, 'o> {
             if !self.continued {
                 self.continued = true;
                 if self.status == 0 {
-                    let interim = http::Response::builder()
-                        .status(100)
-                        .body(())
-                        .expect("a valid interim head");
-                    let _ = self.out.borrow_mut().respond.send_informational(interim);
+                    let mut sh = self.shared.borrow_mut();
+                    sh.conn
+                        .send_headers(self.stream_id, 100, &mut std::iter::empty(), false);
+                    sh.table.wake_conn();
                 }
             }
-            match self.recv.poll_data(cx) {
-                Poll::Ready(Some(Ok(data))) => {
-                    self.body_stall = None;
-                    self.received += data.len() as u64;
-                    if self.received > self.ctx.config.http.max_body_bytes {
-                        return Poll::Ready(Err(BodyReadError::TooLarge));
-                    }
-                    self.ctx.stats.bytes_in.add(data.len() as u64);
-                    self.chunk = data;
-                    self.chunk_pos = 0;
+            let mut sh = self.shared.borrow_mut();
+            let Some(slot) = sh.table.slot_mut(self.stream_id) else {
+                return Poll::Ready(Err(BodyReadError::Closed));
+            };
+            if !slot.body.is_empty() {
+                self.chunk.clear();
+                std::mem::swap(&mut self.chunk, &mut slot.body);
+                drop(sh);
+                self.chunk_pos = 0;
+                self.body_stall = None;
+                let n = self.chunk.len() as u64;
+                self.received += n;
+                if self.received > self.ctx.config.http.max_body_bytes {
+                    return Poll::Ready(Err(BodyReadError::TooLarge));
                 }
-                Poll::Ready(Some(Err(_))) => return Poll::Ready(Err(BodyReadError::Closed)),
-                Poll::Ready(None) => {
-                    // Trailers, if any, are what ended the data.
-                    match self.recv.poll_trailers(cx) {
-                        Poll::Ready(Ok(Some(map))) => self.trailers = Some(Box::new(map)),
-                        Poll::Ready(Ok(None)) => {}
-                        Poll::Ready(Err(_)) => return Poll::Ready(Err(BodyReadError::Closed)),
-                        Poll::Pending => return Poll::Pending,
-                    }
-                    self.body_done = true;
-                }
-                Poll::Pending => {
-                    let limit = self.ctx.config.http.body_read_timeout;
-                    let stall = self
-                        .body_stall
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                    if stall.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Err(BodyReadError::Timeout));
-                    }
-                    return Poll::Pending;
-                }
+                continue;
             }
+            if slot.reset.is_some() {
+                return Poll::Ready(Err(BodyReadError::Closed));
+            }
+            if slot.body_end {
+                self.trailers = slot.trailers.take();
+                self.body_done = true;
+                continue;
+            }
+            slot.wait(cx.waker());
+            drop(sh);
+            let limit = self.ctx.config.http.body_read_timeout;
+            let stall = self
+                .body_stall
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+            if stall.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(BodyReadError::Timeout));
+            }
+            return Poll::Pending;
         }
     }
 
@@ -212,97 +203,107 @@ impl<'a, 'o> H2Stream<'a, 'o> {
         }
     }
 
-    /// Capacity to send up to `want` bytes: `Ok(n)` with `0 < n <= want`.
+    /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`,
+    /// within the client's windows and the connection's queued output.
     pub(super) fn poll_send_capacity(
         &mut self,
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<std::io::Result<usize>> {
-        let mut out = self.out.borrow_mut();
-        let Some(send) = out.send.as_mut() else {
-            return Poll::Ready(Err(std::io::Error::other("no response body is open")));
-        };
-        send.reserve_capacity(want);
-        loop {
-            let cap = send.capacity();
+        {
+            let shared = self.shared.clone();
+            let mut sh = shared.borrow_mut();
+            let sh = &mut *sh;
+            let Some(slot) = sh.table.slot_mut(self.stream_id) else {
+                return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+            };
+            if slot.reset.is_some() {
+                return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+            }
+            let room = OUTPUT_HIGH.saturating_sub(sh.conn.output().len());
+            let cap = sh.conn.send_capacity(self.stream_id).min(room);
             if cap > 0 {
-                drop(out);
                 self.write_stall = None;
                 return Poll::Ready(Ok(cap.min(want)));
             }
-            match send.poll_capacity(cx) {
-                Poll::Ready(Some(Ok(_))) => {}
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(std::io::Error::other(e))),
-                Poll::Ready(None) => {
-                    return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
-                }
-                Poll::Pending => {
-                    drop(out);
-                    return self.poll_write_stall(cx).map(Err);
-                }
+            slot.wait(cx.waker());
+            if room == 0 {
+                sh.table.output_waiters = true;
             }
         }
+        self.poll_write_stall(cx).map(Err)
     }
 
-    /// Hands `data` (within the capacity just granted) to h2.
-    pub(super) fn send_data(&mut self, data: Bytes, end: bool) -> std::io::Result<()> {
-        let n = data.len() as u64;
-        let mut out = self.out.borrow_mut();
-        let send = out
-            .send
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("no response body is open"))?;
-        send.send_data(data, end).map_err(std::io::Error::other)?;
-        self.sent += n;
-        self.ctx.stats.bytes_out.add(n);
+    /// Queues `data` (within the capacity just granted).
+    pub(super) fn send_data(&mut self, data: &[u8], end: bool) -> std::io::Result<()> {
+        let mut sh = self.shared.borrow_mut();
+        let taken = sh.conn.send_data(self.stream_id, data, end);
+        sh.table.wake_conn();
+        drop(sh);
+        self.sent += taken as u64;
+        if taken < data.len() {
+            return Err(std::io::Error::other("DATA past the send window"));
+        }
         Ok(())
     }
 
     /// Ends the response body, with trailers when there are any.
     pub(super) fn end_body(&mut self, trailers: &[(&str, &[u8])]) -> std::io::Result<()> {
         if trailers.is_empty() {
-            return self.send_data(Bytes::new(), true);
+            return self.send_data(&[], true);
         }
-        let mut map = http::HeaderMap::new();
-        for (name, value) in trailers {
-            if let Some((n, v)) = h2_field(name, value) {
-                map.append(n, v);
-            }
-        }
-        let mut out = self.out.borrow_mut();
-        let send = out
-            .send
-            .as_mut()
-            .ok_or_else(|| std::io::Error::other("no response body is open"))?;
-        send.send_trailers(map).map_err(std::io::Error::other)
+        let lowered = lowercase_fields(trailers.iter().copied());
+        let mut sh = self.shared.borrow_mut();
+        let mut fields = lowered.iter().map(|(n, v)| (n.as_slice(), *v));
+        sh.conn.send_trailers(self.stream_id, &mut fields);
+        sh.table.wake_conn();
+        Ok(())
     }
 
     /// Ends the stream with RST_STREAM: a body that cannot be sent whole must
     /// not look whole.
-    pub(super) fn reset(&mut self, reason: h2::Reason) {
-        let mut out = self.out.borrow_mut();
-        match out.send.as_mut() {
-            Some(s) => s.send_reset(reason),
-            None => out.respond.send_reset(reason),
-        }
+    pub(super) fn reset(&mut self, code: ErrorCode) {
+        let mut sh = self.shared.borrow_mut();
+        sh.conn.reset_stream(self.stream_id, code);
+        sh.table.wake_conn();
     }
 }
 
-/// A field as h2 takes it: the name lowercased; `None` for a field HTTP/2
-/// does not carry (connection-specific) or that is not valid.
-fn h2_field(name: &str, value: &[u8]) -> Option<(http::HeaderName, http::HeaderValue)> {
-    if CONNECTION_FIELDS
+/// Whether HTTP/2 carries a field of this name (connection-specific fields
+/// are left out).
+fn carried(name: &str) -> bool {
+    !CONNECTION_FIELDS
         .iter()
         .any(|c| c.eq_ignore_ascii_case(name))
-    {
-        return None;
-    }
-    let name = http::HeaderName::from_bytes(name.as_bytes()).ok()?;
-    let value = http::HeaderValue::from_bytes(value).ok()?;
-    Some((name, value))
 }
 
-impl<'a> Session<'a> for H2Stream<'a, '_> {
+/// `fields` as HTTP/2 takes them, names lowercase, connection-specific ones
+/// left out.
+fn lowercase_fields<'f>(
+    fields: impl Iterator<Item = (&'f str, &'f [u8])>,
+) -> Vec<(Vec<u8>, &'f [u8])> {
+    fields
+        .filter(|(n, _)| carried(n))
+        .map(|(n, v)| (n.as_bytes().to_ascii_lowercase(), v))
+        .collect()
+}
+
+/// Writes `n` in decimal into `out`, returning the digits.
+fn decimal(n: u64, out: &mut [u8; 20]) -> &[u8] {
+    let mut i = out.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        out[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &out[i..]
+}
+
+impl<'a> Session<'a> for H2Stream<'a> {
     fn request(&self) -> RequestView<'_> {
         let tls = self.facts.secure.then(|| TlsFacts {
             version: self.facts.version,
@@ -340,14 +341,14 @@ impl<'a> Session<'a> for H2Stream<'a, '_> {
         let n = n.min(self.chunk.len() - self.chunk_pos);
         self.chunk_pos += n;
         // The window opens as the handler uses the bytes, not as they arrive.
-        let _ = self.recv.flow_control().release_capacity(n);
+        let mut sh = self.shared.borrow_mut();
+        sh.conn.release(self.stream_id, n);
+        sh.table.wake_conn();
     }
 
     fn request_trailers(&self) -> Vec<(&str, &[u8])> {
-        self.trailers.as_deref().map_or_else(Vec::new, |map| {
-            map.iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes()))
-                .collect()
+        self.trailers.as_deref().map_or_else(Vec::new, |t| {
+            t.iter().map(|f| (&*f.name, &*f.value)).collect()
         })
     }
 
@@ -364,52 +365,55 @@ impl<'a> Session<'a> for H2Stream<'a, '_> {
         let bodiless = has_no_body(status);
         let tunnel = matches!(body, Body::Tunnel(_));
         let length = if bodiless || tunnel { None } else { body.len() };
-        let mut response = http::Response::new(());
-        *response.status_mut() =
-            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        {
-            let headers = response.headers_mut();
-            let reuse = &self.conn.reuse;
-            headers.insert(http::header::SERVER, http::HeaderValue::from_static("pier"));
-            if let Some(v) = reuse.date(self.ctx) {
-                headers.insert(http::header::DATE, v);
-            }
-            if let Some(n) = length {
-                headers.insert(http::header::CONTENT_LENGTH, reuse.length(n));
-            }
-            for (name, value) in head.all_fields() {
-                if name.eq_ignore_ascii_case("content-length") {
-                    continue;
-                }
-                if let Some((n, v)) = h2_field(name, value) {
-                    headers.append(n, v);
-                }
-            }
-        }
         let drop_body = self.is_head() || bodiless || tunnel;
         let end = drop_body || length == Some(0);
         self.length = length;
-        let sent = {
-            let mut out = self.out.borrow_mut();
-            let r = out.respond.send_response(response, end);
-            r.map(|s| out.send = Some(s))
-        };
-        if sent.is_err() {
-            return;
+        self.ended = end;
+        {
+            let mut date = [0u8; 40];
+            let date = {
+                let mut cache = self.ctx.date.borrow_mut();
+                let now = cache.get_at(self.ctx.clock.now());
+                let n = now.len().min(date.len());
+                date[..n].copy_from_slice(&now[..n]);
+                &date[..n]
+            };
+            let mut digits = [0u8; 20];
+            let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
+            let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
+                .into_iter()
+                .chain(length_field);
+            let given = || {
+                head.all_fields()
+                    .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length"))
+            };
+            let mut sh = self.shared.borrow_mut();
+            if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
+                let mut fields = own.chain(
+                    given()
+                        .filter(|(n, _)| carried(n))
+                        .map(|(n, v)| (n.as_bytes(), v)),
+                );
+                sh.conn.send_headers(self.stream_id, status, &mut fields, end);
+            } else {
+                let lowered = lowercase_fields(given());
+                let mut fields = own.chain(lowered.iter().map(|(n, v)| (n.as_slice(), *v)));
+                sh.conn.send_headers(self.stream_id, status, &mut fields, end);
+            }
+            sh.table.wake_conn();
         }
         if tunnel {
             // No upgrade over HTTP/2 (the Upgrade field is refused): end here.
-            self.reset(h2::Reason::INTERNAL_ERROR);
+            self.reset(ErrorCode::InternalError);
             return;
         }
         if let Body::Push(_) = body {
             self.push = PushH2 {
                 active: true,
                 finished: false,
-                drop: drop_body,
+                drop: end,
                 written: 0,
             };
-            self.push.drop = end;
             return;
         }
         if !end {
@@ -448,14 +452,14 @@ impl<'a> Session<'a> for H2Stream<'a, '_> {
             }
         }
         let n = std::task::ready!(self.poll_send_capacity(cx, data.len()))?;
-        self.send_pieces(Bytes::copy_from_slice(&data[..n]), false)?;
+        self.send_data(&data[..n], false)?;
         self.push.written += n as u64;
         Poll::Ready(Ok(n))
     }
 
     fn poll_flush_body(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        // Data handed to h2 goes out as the connection task writes; what it
-        // buffers is bounded by the capacity it granted.
+        // Queued DATA goes out as the connection task writes; what it holds
+        // is bounded by the windows and OUTPUT_HIGH.
         Poll::Ready(Ok(()))
     }
 

@@ -1,0 +1,214 @@
+//! The streams of one connection as the connection task and the stream
+//! tasks share them: the codec, and per stream the request body received and
+//! not yet read, its trailers, a reset, and the waker of the task that waits
+//! on any of those or on the send window. The connection task fills the
+//! table from the codec's [`Events`]; a stream task takes its body from it
+//! and queues its answer through the codec; nothing here blocks or locks
+//! (one thread, one `RefCell`, borrowed for a step at a time).
+
+use std::cell::RefCell;
+use std::task::Waker;
+
+use super::request::read_h2_head;
+use crate::http::OwnedField;
+use crate::http1::parse::{Limits, RequestHead};
+use crate::http2::conn::{Events, RequestHead as DecodedHead, ServerConnection, StreamId};
+use crate::http2::ErrorCode;
+
+/// Queued output past which streams wait before adding more: a client that
+/// reads slowly holds at most about this much of the server's memory, and
+/// large answers take turns.
+pub(super) const OUTPUT_HIGH: usize = 256 * 1024;
+
+/// Spare head buffers kept: enough for the streams started in one read.
+const SPARE_HEADS: usize = 16;
+
+/// A spare head buffer larger than this is dropped rather than kept, so one
+/// large head does not pin its memory for the connection's life.
+const SPARE_HEAD_BYTES: usize = 4096;
+
+/// The codec and the streams' side of it.
+pub(super) struct Shared {
+    pub(super) conn: ServerConnection,
+    pub(super) table: StreamTable,
+}
+
+/// The shared state of one connection.
+pub(super) type SharedCell = RefCell<Shared>;
+
+/// What a stream task reads from and waits on.
+pub(super) struct Slot {
+    id: StreamId,
+    /// Body bytes received and not yet taken by the stream.
+    pub(super) body: Vec<u8>,
+    /// The body ended (END_STREAM, or trailers).
+    pub(super) body_end: bool,
+    pub(super) trailers: Option<Vec<OwnedField>>,
+    /// The stream was reset by the client or for its protocol error.
+    pub(super) reset: Option<ErrorCode>,
+    waker: Option<Waker>,
+}
+
+impl Slot {
+    fn wake(&mut self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// The stream's task waits on this slot.
+    pub(super) fn wait(&mut self, waker: &Waker) {
+        match &mut self.waker {
+            Some(w) if w.will_wake(waker) => {}
+            w => *w = Some(waker.clone()),
+        }
+    }
+}
+
+/// A request that arrived in the last read, to be started.
+pub(super) struct Fresh {
+    pub(super) id: StreamId,
+    pub(super) buf: Vec<u8>,
+    pub(super) head: RequestHead,
+    /// `Err(status)` when the head is refused (431 too large, 400...).
+    pub(super) parsed: Result<(), u16>,
+}
+
+/// The streams being answered, and the requests to start.
+pub(super) struct StreamTable {
+    slots: Vec<Slot>,
+    pub(super) fresh: Vec<Fresh>,
+    limits: Limits,
+    spare: Vec<(Vec<u8>, RequestHead)>,
+    /// Body bytes that arrived for streams already answered and gone, to be
+    /// released so the connection window stays open.
+    pub(super) unclaimed: Vec<(StreamId, usize)>,
+    /// Streams wait for the output to drain.
+    pub(super) output_waiters: bool,
+    conn_waker: Option<Waker>,
+}
+
+impl StreamTable {
+    /// An empty table whose heads are held to `limits`.
+    pub(super) fn new(limits: Limits) -> Self {
+        StreamTable {
+            slots: Vec::new(),
+            fresh: Vec::new(),
+            limits,
+            spare: Vec::new(),
+            unclaimed: Vec::new(),
+            output_waiters: false,
+            conn_waker: None,
+        }
+    }
+
+    /// The slot of a stream being answered.
+    pub(super) fn slot_mut(&mut self, id: StreamId) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Forgets a stream whose task ended.
+    pub(super) fn remove(&mut self, id: StreamId) {
+        if let Some(i) = self.slots.iter().position(|s| s.id == id) {
+            self.slots.swap_remove(i);
+        }
+        if self.slots.is_empty() {
+            self.slots = Vec::new();
+        }
+    }
+
+    /// Keeps a finished stream's head buffers for the next stream.
+    pub(super) fn give_head(&mut self, mut buf: Vec<u8>, head: RequestHead) {
+        if self.spare.len() < SPARE_HEADS && buf.capacity() <= SPARE_HEAD_BYTES {
+            buf.clear();
+            self.spare.push((buf, head));
+        }
+    }
+
+    /// Drops the spare head buffers (the connection is idle).
+    pub(super) fn release_spares(&mut self) {
+        self.spare = Vec::new();
+    }
+
+    /// Wakes every stream task: the send window grew or the output drained.
+    pub(super) fn wake_all(&mut self) {
+        for s in &mut self.slots {
+            s.wake();
+        }
+    }
+
+    /// The connection task, to be woken when a stream queued output.
+    pub(super) fn set_conn_waker(&mut self, waker: &Waker) {
+        match &mut self.conn_waker {
+            Some(w) if w.will_wake(waker) => {}
+            w => *w = Some(waker.clone()),
+        }
+    }
+
+    /// Lets the connection task write what a stream queued.
+    pub(super) fn wake_conn(&self) {
+        if let Some(w) = &self.conn_waker {
+            w.wake_by_ref();
+        }
+    }
+}
+
+impl Events for StreamTable {
+    fn request(&mut self, stream: StreamId, head: &DecodedHead, end_stream: bool) {
+        let (mut buf, mut parsed_head) = self.spare.pop().unwrap_or_default();
+        let parsed = read_h2_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
+        self.slots.push(Slot {
+            id: stream,
+            body: Vec::new(),
+            body_end: end_stream,
+            trailers: None,
+            reset: None,
+            waker: None,
+        });
+        self.fresh.push(Fresh {
+            id: stream,
+            buf,
+            head: parsed_head,
+            parsed,
+        });
+    }
+
+    fn data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) {
+        match self.slot_mut(stream) {
+            Some(slot) => {
+                slot.body.extend_from_slice(data);
+                slot.body_end |= end_stream;
+                slot.wake();
+            }
+            None => self.unclaimed.push((stream, data.len())),
+        }
+    }
+
+    fn trailers(&mut self, stream: StreamId, fields: &DecodedHead) {
+        if let Some(slot) = self.slot_mut(stream) {
+            let owned = fields
+                .fields()
+                .filter_map(|(name, value)| {
+                    Some(OwnedField {
+                        name: std::str::from_utf8(name).ok()?.into(),
+                        value: value.into(),
+                    })
+                })
+                .collect();
+            slot.trailers = Some(owned);
+            slot.body_end = true;
+            slot.wake();
+        }
+    }
+
+    fn reset(&mut self, stream: StreamId, code: ErrorCode) {
+        if let Some(slot) = self.slot_mut(stream) {
+            slot.reset = Some(code);
+            slot.wake();
+        }
+    }
+
+    fn send_window(&mut self) {
+        self.wake_all();
+    }
+}
