@@ -417,7 +417,10 @@ async fn run_stream(
 ) {
     let started = ctx.clock.now();
     let Fresh {
-        id, buf, head, parsed,
+        id,
+        buf,
+        head,
+        parsed,
     } = fresh;
     let mut s = H2Stream::new(ctx, facts, shared, peer, id, buf, head);
     let mut route_slot = ROUTE_NONE;

@@ -16,9 +16,7 @@ use tokio::time::Sleep;
 use super::streams::{SharedCell, OUTPUT_HIGH};
 use super::ConnFacts;
 use crate::http::status::has_no_body;
-use crate::http::{
-    Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts,
-};
+use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
@@ -394,11 +392,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
                         .filter(|(n, _)| carried(n))
                         .map(|(n, v)| (n.as_bytes(), v)),
                 );
-                sh.conn.send_headers(self.stream_id, status, &mut fields, end);
+                sh.conn
+                    .send_headers(self.stream_id, status, &mut fields, end);
             } else {
                 let lowered = lowercase_fields(given());
                 let mut fields = own.chain(lowered.iter().map(|(n, v)| (n.as_slice(), *v)));
-                sh.conn.send_headers(self.stream_id, status, &mut fields, end);
+                sh.conn
+                    .send_headers(self.stream_id, status, &mut fields, end);
             }
             sh.table.wake_conn();
         }

@@ -165,3 +165,69 @@ fn request_bodies_are_read_through_the_session_and_the_limit_applies() {
         assert_eq!(head.status, 413);
     });
 }
+
+/// A connection's shared state over a fresh codec, for driving `poll_io`.
+fn idle_shared() -> super::SharedCell {
+    let limits = crate::http2::conn::ConnLimits {
+        max_concurrent_streams: 128,
+        initial_stream_window: 65_535,
+        initial_connection_window: 65_535,
+        max_frame_size: 16_384,
+        header_table_size: 4096,
+        max_header_list_size: 16_384,
+        max_header_fields: 100,
+        max_control_frames: 100,
+        max_error_resets: 100,
+        max_empty_frames: 100,
+    };
+    std::cell::RefCell::new(super::Shared {
+        conn: crate::http2::conn::ServerConnection::new(limits),
+        table: super::StreamTable::new(crate::http1::parse::Limits::default()),
+    })
+}
+
+#[test]
+fn an_idle_connection_frees_its_buffers_and_one_with_a_stream_keeps_them() {
+    let ctx = test_ctx(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n",
+        Vec::new(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut io = Plain::new(server);
+        let shared = idle_shared();
+        let state = super::ConnState {
+            active: std::cell::Cell::new(1),
+            idle_since: std::cell::Cell::new(tokio::time::Instant::now()),
+            client_resets: std::cell::Cell::new(0),
+            stalled_since: std::cell::Cell::new(None),
+            wake: tokio::sync::Notify::new(),
+        };
+        // The codec's SETTINGS go out; then nothing to read.
+        let mut rbuf = Vec::with_capacity(8192);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let r = super::poll_io(&mut cx, &mut io, &shared, &mut rbuf, &state, &ctx);
+        assert!(r.is_pending());
+        assert!(shared.borrow().conn.output().is_empty(), "SETTINGS written");
+        // A stream is open: the next bytes are expected soon, the buffer stays.
+        assert!(rbuf.capacity() > 0);
+        // No stream and nothing to read: idle, the buffer goes.
+        state.active.set(0);
+        let r = super::poll_io(&mut cx, &mut io, &shared, &mut rbuf, &state, &ctx);
+        assert!(r.is_pending());
+        assert_eq!(
+            rbuf.capacity(),
+            0,
+            "an idle connection keeps no read buffer"
+        );
+        drop(client);
+    });
+}
