@@ -9,6 +9,8 @@
 //! request head in `request_head.rs`. This file holds the state and the
 //! sending side.
 
+#[cfg(test)]
+mod h2spec_harness;
 mod receive;
 mod request_head;
 mod streams;
