@@ -10,6 +10,8 @@
 //! sending side.
 
 #[cfg(test)]
+mod error_tests;
+#[cfg(test)]
 mod h2spec_harness;
 mod receive;
 mod request_head;

@@ -154,7 +154,8 @@ impl ServerConnection {
             return Err(self.connection_error(ErrorCode::ProtocolError));
         };
         let end_stream = h.has(flag::END_STREAM);
-        if payload.is_empty() && !end_stream {
+        // Padding alone carries nothing either.
+        if data.is_empty() && !end_stream {
             self.empty_frame(now)?;
         }
         let len = payload.len() as i64;
@@ -431,7 +432,17 @@ impl ServerConnection {
             if !payload.is_empty() {
                 return Err(self.connection_error(ErrorCode::FrameSizeError));
             }
-            self.settings_acked = true;
+            if !self.settings_acked {
+                self.settings_acked = true;
+                // Streams opened before the acknowledgement were given the
+                // default window; our smaller one applies to them now, as
+                // the client applies it (RFC 9113 §6.9.2).
+                let shrink =
+                    frame::DEFAULT_WINDOW.saturating_sub(self.limits.initial_stream_window);
+                for s in self.streams.iter_mut() {
+                    s.recv_window -= i64::from(shrink);
+                }
+            }
             return Ok(());
         }
         if payload.len() % 6 != 0 {
