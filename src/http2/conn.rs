@@ -4,11 +4,27 @@
 //! `send_*` methods; the frames to write come out of
 //! [`ServerConnection::output`].
 //!
-//! API CONTRACT (the driver in `server::h2` is written against it).
+//! The receiving side (frames, header blocks, flow control, the abuse
+//! budgets) is in `receive.rs`; what is kept per stream in `streams.rs`; the
+//! request head in `request_head.rs`. This file holds the state and the
+//! sending side.
 
-use std::time::Instant;
+#[cfg(test)]
+mod error_tests;
+#[cfg(test)]
+mod h2spec_harness;
+mod receive;
+mod request_head;
+mod streams;
+#[cfg(test)]
+mod tests;
 
+use super::frame::{self, setting};
+use super::hpack::{Decoder, Encoder};
 use super::ErrorCode;
+use streams::{FloodBudget, RecentResets, StreamTable};
+
+pub use request_head::RequestHead;
 
 /// A stream's identifier (odd: opened by the client).
 pub type StreamId = u32;
@@ -58,48 +74,6 @@ pub struct ConnError {
     pub code: ErrorCode,
 }
 
-/// A request head, decoded and checked (RFC 9113 §8.1.2, §8.3.1): pseudo
-/// fields present and valid, no connection-specific field, names lowercase.
-/// Malformed heads never reach the driver: the stream is reset with
-/// PROTOCOL_ERROR instead.
-pub struct RequestHead {
-    // private: the decoded bytes and the spans of each field
-}
-
-impl RequestHead {
-    /// `:method`.
-    pub fn method(&self) -> &[u8] {
-        &[]
-    }
-    /// `:scheme` (absent for CONNECT).
-    pub fn scheme(&self) -> Option<&[u8]> {
-        None
-    }
-    /// `:authority`.
-    pub fn authority(&self) -> Option<&[u8]> {
-        None
-    }
-    /// `:path` (absent for CONNECT).
-    pub fn path(&self) -> Option<&[u8]> {
-        None
-    }
-    /// The regular fields in the order received (`cookie` fields as sent,
-    /// one per crumb or not: joining them is the reader's business).
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        std::iter::empty()
-    }
-    /// `content-length`, when the request gave one (already checked to be a
-    /// number, and the DATA frames are held to it).
-    pub fn content_length(&self) -> Option<u64> {
-        None
-    }
-    /// The head passed `max_header_list_size` or `max_header_fields`; its
-    /// fields are not kept (pseudo fields are, when they fit).
-    pub fn oversized(&self) -> bool {
-        false
-    }
-}
-
 /// What the client's frames mean, reported by [`ServerConnection::receive`].
 pub trait Events {
     /// A new stream's request head; `end_stream`: there is no body.
@@ -119,30 +93,119 @@ pub trait Events {
     fn send_window(&mut self);
 }
 
+/// A header block spread over HEADERS and CONTINUATION frames, waiting for
+/// its END_HEADERS.
+#[derive(Clone, Copy, Debug)]
+struct PendingBlock {
+    stream: StreamId,
+    end_stream: bool,
+    /// The HEADERS' priority made the stream depend on itself.
+    self_dependent: bool,
+}
+
 /// One HTTP/2 connection, server side.
-pub struct ServerConnection {}
+pub struct ServerConnection {
+    limits: ConnLimits,
+    decoder: Decoder,
+    encoder: Encoder,
+    /// Frames to write: `out[out_pos..]`.
+    out: Vec<u8>,
+    out_pos: usize,
+    streams: StreamTable,
+    recent_resets: RecentResets,
+    /// The head being decoded, reused from stream to stream.
+    head: RequestHead,
+    /// The joined fragments of a header block split over CONTINUATIONs.
+    block: Vec<u8>,
+    pending: Option<PendingBlock>,
+    /// A header block of the server's past the client's max frame size.
+    scratch: Vec<u8>,
+    preface_done: bool,
+    settings_received: bool,
+    /// The client acknowledged our SETTINGS, so our INITIAL_WINDOW_SIZE
+    /// applies to the streams it opens.
+    settings_acked: bool,
+    /// The highest stream id the client used in HEADERS.
+    max_seen: StreamId,
+    /// The highest stream delivered to the driver.
+    last_taken: StreamId,
+    /// The last stream id of the GOAWAY we sent.
+    goaway_sent: Option<StreamId>,
+    peer_goaway: bool,
+    /// The connection ended on this error; nothing more is taken.
+    dead: Option<ErrorCode>,
+    conn_recv_window: i64,
+    conn_recv_owed: u64,
+    conn_recv_initial: u32,
+    conn_send_window: i64,
+    peer_initial_window: i64,
+    peer_max_frame: usize,
+    control_budget: FloodBudget,
+    empty_budget: FloodBudget,
+    error_resets: usize,
+}
 
 impl ServerConnection {
     /// A connection that has queued its SETTINGS (and the connection window's
     /// WINDOW_UPDATE) in the output, to go out before anything else.
-    pub fn new(limits: ConnLimits) -> Self {
-        let _ = limits;
-        ServerConnection {}
-    }
-
-    /// Reads the client's bytes: first the preface, then whole frames.
-    /// Returns how many bytes were used (a partial frame is left for the next
-    /// call, with more bytes after it). `now` times the flood budgets.
-    /// Replies the protocol asks for (SETTINGS ack, PING ack, RST_STREAM,
-    /// WINDOW_UPDATE) are queued in the output.
-    pub fn receive(
-        &mut self,
-        input: &[u8],
-        now: Instant,
-        events: &mut dyn Events,
-    ) -> Result<usize, ConnError> {
-        let _ = (input, now, events);
-        Ok(0)
+    pub fn new(mut limits: ConnLimits) -> Self {
+        limits.max_frame_size = limits
+            .max_frame_size
+            .clamp(frame::DEFAULT_MAX_FRAME_SIZE, frame::MAX_MAX_FRAME_SIZE);
+        limits.initial_stream_window = limits.initial_stream_window.min(frame::MAX_WINDOW as u32);
+        let conn_window = limits
+            .initial_connection_window
+            .clamp(frame::DEFAULT_WINDOW, frame::MAX_WINDOW as u32);
+        let mut out = Vec::with_capacity(64);
+        let settings = [
+            (
+                setting::MAX_CONCURRENT_STREAMS,
+                limits.max_concurrent_streams,
+            ),
+            (setting::INITIAL_WINDOW_SIZE, limits.initial_stream_window),
+            (setting::MAX_FRAME_SIZE, limits.max_frame_size),
+            (setting::MAX_HEADER_LIST_SIZE, limits.max_header_list_size),
+            (setting::HEADER_TABLE_SIZE, limits.header_table_size),
+        ];
+        let n = if limits.header_table_size == 4096 {
+            4
+        } else {
+            5
+        };
+        frame::write_settings(&mut out, &settings[..n]);
+        if conn_window > frame::DEFAULT_WINDOW {
+            frame::write_window_update(&mut out, 0, conn_window - frame::DEFAULT_WINDOW);
+        }
+        ServerConnection {
+            decoder: Decoder::new(limits.header_table_size),
+            encoder: Encoder::default(),
+            out,
+            out_pos: 0,
+            streams: StreamTable::default(),
+            recent_resets: RecentResets::default(),
+            head: RequestHead::new(limits.max_header_list_size, limits.max_header_fields),
+            block: Vec::new(),
+            pending: None,
+            scratch: Vec::new(),
+            preface_done: false,
+            settings_received: false,
+            settings_acked: false,
+            max_seen: 0,
+            last_taken: 0,
+            goaway_sent: None,
+            peer_goaway: false,
+            dead: None,
+            conn_recv_window: i64::from(conn_window),
+            conn_recv_owed: 0,
+            conn_recv_initial: conn_window,
+            conn_send_window: i64::from(frame::DEFAULT_WINDOW),
+            peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
+            peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
+            control_budget: FloodBudget::new(limits.max_control_frames),
+            empty_budget: FloodBudget::new(limits.max_empty_frames),
+            error_resets: 0,
+            limits,
+        }
     }
 
     /// Queues the response head of `stream`: `:status` then `fields` (names
@@ -156,14 +219,81 @@ impl ServerConnection {
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
     ) {
-        let _ = (stream, status, fields, end_stream);
+        let interim = status < 200;
+        let Some(s) = self.sendable(stream) else {
+            return;
+        };
+        if s.head_sent {
+            return;
+        }
+        let end_stream = end_stream && !interim;
+        if !interim {
+            s.head_sent = true;
+            s.send_closed = end_stream;
+        }
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; frame::HEAD_LEN]);
+        self.encoder.begin_block(&mut self.out);
+        self.encoder.encode_status(status, &mut self.out);
+        for (name, value) in fields {
+            self.encoder.encode_field(name, value, &mut self.out);
+        }
+        self.finish_header_block(at, stream, end_stream);
+    }
+
+    /// Turns the header block written after a placeholder frame head at
+    /// `at` into HEADERS (plus CONTINUATIONs when it is too large).
+    fn finish_header_block(&mut self, at: usize, stream: StreamId, end_stream: bool) {
+        let len = self.out.len() - at - frame::HEAD_LEN;
+        if len <= self.peer_max_frame {
+            let mut flags = frame::flag::END_HEADERS;
+            if end_stream {
+                flags |= frame::flag::END_STREAM;
+            }
+            self.out[at..at + frame::HEAD_LEN].copy_from_slice(&frame::head_bytes(
+                len,
+                frame::kind::HEADERS,
+                flags,
+                stream,
+            ));
+        } else {
+            self.scratch.clear();
+            self.scratch
+                .extend_from_slice(&self.out[at + frame::HEAD_LEN..]);
+            self.out.truncate(at);
+            frame::write_header_block(
+                &mut self.out,
+                stream,
+                &self.scratch,
+                end_stream,
+                self.peer_max_frame,
+            );
+        }
+        if end_stream {
+            self.streams.remove_if_done(stream);
+        }
+    }
+
+    /// The stream when the server may still send on it.
+    fn sendable(&mut self, stream: StreamId) -> Option<&mut streams::Stream> {
+        if self.dead.is_some() {
+            return None;
+        }
+        self.streams.get_mut(stream).filter(|s| !s.send_closed)
     }
 
     /// How many body bytes `stream` may send now: the smaller of its window
     /// and the connection's; 0 for a stream that cannot send.
     pub fn send_capacity(&self, stream: StreamId) -> usize {
-        let _ = stream;
-        0
+        if self.dead.is_some() {
+            return 0;
+        }
+        match self.streams.get(stream) {
+            Some(s) if s.head_sent && !s.send_closed => {
+                s.send_window.min(self.conn_send_window).max(0) as usize
+            }
+            _ => 0,
+        }
     }
 
     /// Queues DATA frames of `data` (at most the client's max frame size
@@ -171,8 +301,32 @@ impl ServerConnection {
     /// taken. `end_stream` applies only when all of `data` was taken; empty
     /// `data` with `end_stream` sends an empty DATA frame that ends the stream.
     pub fn send_data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) -> usize {
-        let _ = (stream, data, end_stream);
-        0
+        let room = self.send_capacity(stream);
+        let Some(s) = self.streams.get_mut(stream).filter(|s| s.head_sent) else {
+            return 0;
+        };
+        if s.send_closed {
+            return 0;
+        }
+        let take = data.len().min(room);
+        let ends = end_stream && take == data.len();
+        s.send_window -= take as i64;
+        self.conn_send_window -= take as i64;
+        if ends {
+            s.send_closed = true;
+        }
+        let mut chunks = data[..take].chunks(self.peer_max_frame).peekable();
+        while let Some(chunk) = chunks.next() {
+            let last = chunks.peek().is_none();
+            frame::write_data(&mut self.out, stream, chunk, ends && last);
+        }
+        if ends {
+            if take == 0 {
+                frame::write_data(&mut self.out, stream, &[], true);
+            }
+            self.streams.remove_if_done(stream);
+        }
+        take
     }
 
     /// Queues the response trailers, which end the stream.
@@ -181,44 +335,124 @@ impl ServerConnection {
         stream: StreamId,
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
     ) {
-        let _ = (stream, fields);
+        let Some(s) = self.sendable(stream) else {
+            return;
+        };
+        if !s.head_sent {
+            return;
+        }
+        s.send_closed = true;
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0; frame::HEAD_LEN]);
+        self.encoder.begin_block(&mut self.out);
+        for (name, value) in fields {
+            self.encoder.encode_field(name, value, &mut self.out);
+        }
+        self.finish_header_block(at, stream, true);
     }
 
     /// Ends `stream` with RST_STREAM(`code`), unless it is closed already.
     pub fn reset_stream(&mut self, stream: StreamId, code: ErrorCode) {
-        let _ = (stream, code);
+        if self.dead.is_some() || self.streams.remove(stream).is_none() {
+            return;
+        }
+        frame::write_rst_stream(&mut self.out, stream, code.to_u32());
+        self.recent_resets.add(stream);
     }
 
     /// The driver used `n` body bytes of `stream` (or dropped them): its
     /// window and the connection's reopen, with WINDOW_UPDATE frames once
     /// enough is owed (half the window).
     pub fn release(&mut self, stream: StreamId, n: usize) {
-        let _ = (stream, n);
+        if self.dead.is_some() || n == 0 {
+            return;
+        }
+        let half = (self.limits.initial_stream_window / 2).max(1);
+        if let Some(s) = self.streams.get_mut(stream).filter(|s| !s.recv_closed) {
+            s.recv_owed = s.recv_owed.saturating_add(n as u32);
+            if s.recv_owed >= half {
+                let inc = i64::from(s.recv_owed).min(frame::MAX_WINDOW - s.recv_window);
+                if inc > 0 {
+                    frame::write_window_update(&mut self.out, stream, inc as u32);
+                    s.recv_window += inc;
+                }
+                s.recv_owed = 0;
+            }
+        }
+        self.release_connection(n);
+    }
+
+    /// Reopens the connection's receive window by `n` bytes.
+    fn release_connection(&mut self, n: usize) {
+        self.conn_recv_owed += n as u64;
+        if self.conn_recv_owed >= u64::from(self.conn_recv_initial / 2) {
+            let inc = (self.conn_recv_owed as i64).min(frame::MAX_WINDOW - self.conn_recv_window);
+            if inc > 0 {
+                frame::write_window_update(&mut self.out, 0, inc as u32);
+                self.conn_recv_window += inc;
+            }
+            self.conn_recv_owed = 0;
+        }
     }
 
     /// Queues GOAWAY naming the last stream this connection took. With
     /// NO_ERROR the streams in flight go on and new ones are refused; the
     /// driver closes when they are done.
     pub fn goaway(&mut self, code: ErrorCode) {
-        let _ = code;
+        if self.dead.is_some() {
+            return;
+        }
+        frame::write_goaway(&mut self.out, self.last_taken, code.to_u32());
+        self.goaway_sent = Some(self.last_taken);
+        if code != ErrorCode::NoError {
+            self.dead = Some(code);
+        }
     }
 
     /// Streams open or half-closed (counted against max_concurrent_streams).
     pub fn open_streams(&self) -> usize {
-        0
+        self.streams.len()
     }
 
     /// The frames queued to write.
     pub fn output(&self) -> &[u8] {
-        &[]
+        &self.out[self.out_pos..]
     }
 
     /// The first `n` bytes of [`Self::output`] were written.
     pub fn consume_output(&mut self, n: usize) {
-        let _ = n;
+        self.out_pos = (self.out_pos + n).min(self.out.len());
+        if self.out_pos == self.out.len() {
+            self.out.clear();
+            self.out_pos = 0;
+        } else if self.out_pos >= 64 * 1024 && self.out_pos * 2 >= self.out.len() {
+            self.out.drain(..self.out_pos);
+            self.out_pos = 0;
+        }
     }
 
     /// Frees the output buffer when nothing waits in it, so an idle
-    /// connection holds no buffer.
-    pub fn release_idle_buffers(&mut self) {}
+    /// connection holds no buffer (and the head and block buffers when no
+    /// stream is open).
+    pub fn release_idle_buffers(&mut self) {
+        if self.out_pos == self.out.len() {
+            self.out = Vec::new();
+            self.out_pos = 0;
+        }
+        self.scratch = Vec::new();
+        if self.streams.len() == 0 && self.pending.is_none() {
+            self.head.release_buffers();
+            self.block = Vec::new();
+            self.streams.release_idle();
+        }
+    }
+
+    /// Queues GOAWAY for a connection error and ends the connection.
+    fn connection_error(&mut self, code: ErrorCode) -> ConnError {
+        if self.dead.is_none() {
+            frame::write_goaway(&mut self.out, self.last_taken, code.to_u32());
+            self.dead = Some(code);
+        }
+        ConnError { code }
+    }
 }

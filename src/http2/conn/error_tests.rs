@@ -1,0 +1,452 @@
+//! The error rules of RFC 9113 and the defences against floods, each made
+//! to happen with raw frames and checked for its answer.
+
+use std::time::Duration;
+
+use super::tests::*;
+use super::*;
+use crate::http2::frame::{flag, kind, PREFACE};
+
+#[test]
+fn a_wrong_preface_ends_the_connection_without_goaway() {
+    let mut c = Client::fresh(limits());
+    c.frames();
+    let r = c.conn.receive(b"GET / HTTP/1.1\r\n", c.now, &mut c.events);
+    assert_eq!(
+        r,
+        Err(ConnError {
+            code: ErrorCode::ProtocolError
+        })
+    );
+    assert!(c.conn.output().is_empty());
+}
+
+#[test]
+fn the_first_frame_must_be_settings() {
+    let mut c = Client::fresh(limits());
+    c.frames();
+    let mut b = PREFACE.to_vec();
+    b.extend(frame(kind::PING, 0, 0, b"12345678"));
+    c.expect_goaway(&b, ErrorCode::ProtocolError);
+}
+
+#[test]
+fn malformed_heads_reset_the_stream_and_are_never_delivered() {
+    let mut l = limits();
+    l.max_error_resets = 100;
+    let mut c = Client::new(l);
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("uppercase name", &[("Accept", "x")]),
+        ("connection field", &[("connection", "close")]),
+        ("te gzip", &[("te", "gzip")]),
+        ("content-length not a number", &[("content-length", "x")]),
+        ("unknown pseudo field", &[(":foo", "x")]),
+        ("CR in a value", &[("a", "b\rc")]),
+    ];
+    let mut id = 1;
+    for (name, extra) in cases {
+        let mut f = GET.to_vec();
+        f.extend_from_slice(extra);
+        c.send(&headers(id, &block(&f), true)).unwrap();
+        let f = c.frames();
+        assert!(
+            f.len() == 1
+                && f[0].kind == kind::RST_STREAM
+                && f[0].code() == ErrorCode::ProtocolError,
+            "case {name:?}: {f:?}"
+        );
+        assert!(c.events().is_empty(), "case {name:?} was delivered");
+        id += 2;
+    }
+    for (name, fields) in [("no :path", &GET[..3]), ("no :method", &GET[1..])] {
+        c.send(&headers(id, &block(fields), true)).unwrap();
+        assert_eq!(
+            c.one(kind::RST_STREAM).code(),
+            ErrorCode::ProtocolError,
+            "{name}"
+        );
+        id += 2;
+    }
+    let mut prio = vec![0, 0, 0, id as u8, 255];
+    prio.extend(get_block());
+    let h = frame(kind::HEADERS, flag::END_HEADERS | flag::PRIORITY, id, &prio);
+    c.expect_reset(&h, id, ErrorCode::ProtocolError);
+    assert!(
+        c.events().is_empty(),
+        "a self-dependent stream is not delivered"
+    );
+}
+
+#[test]
+fn ping_and_settings_floods_end_the_connection() {
+    let mut c = Client::new(limits());
+    // `Client::new` spent one token on its SETTINGS.
+    for _ in 0..9 {
+        c.send(&frame(kind::PING, 0, 0, b"abcdefgh")).unwrap();
+    }
+    let f = c.frames();
+    assert_eq!(f.len(), 9);
+    assert!(f
+        .iter()
+        .all(|f| f.flags == flag::ACK && f.payload == b"abcdefgh"));
+    c.expect_goaway(
+        &frame(kind::PING, 0, 0, b"abcdefgh"),
+        ErrorCode::EnhanceYourCalm,
+    );
+
+    let mut c = Client::new(limits());
+    c.now += Duration::from_secs(1);
+    // Refilled by one (a tenth of 10) a second: 10 in all.
+    for _ in 0..10 {
+        c.send(&settings(&[])).unwrap();
+    }
+    c.send(&frame(kind::PING, flag::ACK, 0, b"abcdefgh"))
+        .unwrap();
+    c.expect_goaway(&settings(&[]), ErrorCode::EnhanceYourCalm);
+}
+
+#[test]
+fn empty_frame_floods_end_the_connection() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    for _ in 0..10 {
+        c.send(&data(1, b"", false)).unwrap();
+    }
+    c.expect_goaway(&data(1, b"", false), ErrorCode::EnhanceYourCalm);
+
+    // DATA frames of padding only carry nothing either.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    for _ in 0..10 {
+        c.send(&frame(kind::DATA, flag::PADDED, 1, &[0])).unwrap();
+    }
+    c.expect_goaway(
+        &frame(kind::DATA, flag::PADDED, 1, &[1, 0]),
+        ErrorCode::EnhanceYourCalm,
+    );
+
+    let mut c = Client::new(limits());
+    let mut b = frame(kind::HEADERS, 0, 1, &get_block());
+    for _ in 0..10 {
+        b.extend(frame(kind::CONTINUATION, 0, 1, &[]));
+    }
+    c.send(&b).unwrap();
+    c.expect_goaway(
+        &frame(kind::CONTINUATION, 0, 1, &[]),
+        ErrorCode::EnhanceYourCalm,
+    );
+}
+
+#[test]
+fn a_continuation_flood_ends_the_connection() {
+    let mut l = limits();
+    l.max_header_list_size = 16_384;
+    let mut c = Client::new(l);
+    c.send(&frame(kind::HEADERS, 0, 1, &[0; 16_000])).unwrap();
+    c.send(&frame(kind::CONTINUATION, 0, 1, &[0; 16_000]))
+        .unwrap();
+    c.expect_goaway(
+        &frame(kind::CONTINUATION, 0, 1, &[0; 1000]),
+        ErrorCode::EnhanceYourCalm,
+    );
+}
+
+#[test]
+fn too_many_error_resets_end_the_connection() {
+    let mut c = Client::new(limits());
+    let mut bad = GET.to_vec();
+    bad.push(("connection", "close"));
+    for id in (1..10).step_by(2) {
+        c.expect_reset(
+            &headers(id, &block(&bad), true),
+            id,
+            ErrorCode::ProtocolError,
+        );
+    }
+    c.expect_goaway(&headers(11, &block(&bad), true), ErrorCode::EnhanceYourCalm);
+}
+
+#[test]
+fn continuation_sequencing() {
+    let b = get_block();
+    let open = frame(kind::HEADERS, flag::END_STREAM, 1, &b);
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("PING inside a block", frame(kind::PING, 0, 0, b"abcdefgh")),
+        (
+            "CONTINUATION of another stream",
+            frame(kind::CONTINUATION, flag::END_HEADERS, 3, &[]),
+        ),
+        ("unknown frame inside a block", frame(0x42, 0, 0, b"x")),
+        ("DATA inside a block", data(1, b"x", false)),
+        ("HEADERS inside a block", headers(3, &b, true)),
+    ];
+    for (name, second) in cases {
+        let mut c = Client::new(limits());
+        c.send(&open).unwrap();
+        assert_eq!(
+            c.send(&second),
+            Err(ConnError {
+                code: ErrorCode::ProtocolError
+            }),
+            "{name}"
+        );
+    }
+    let mut c = Client::new(limits());
+    c.expect_goaway(
+        &frame(kind::CONTINUATION, flag::END_HEADERS, 1, &b),
+        ErrorCode::ProtocolError,
+    );
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &b, true)).unwrap();
+    c.expect_goaway(
+        &frame(kind::CONTINUATION, flag::END_HEADERS, 1, &b),
+        ErrorCode::ProtocolError,
+    );
+}
+
+#[test]
+fn unknown_frames_and_flags_are_ignored() {
+    let mut c = Client::new(limits());
+    c.send(&frame(0x42, 0xff, 0, b"whatever")).unwrap();
+    c.send(&frame(0x42, 0, 7, b"")).unwrap();
+    c.send(&frame(kind::PING, 0xf0, 0, b"abcdefgh")).unwrap();
+    assert_eq!(c.one(kind::PING).flags, flag::ACK);
+    c.send(&frame(
+        kind::HEADERS,
+        0xc0 | flag::END_HEADERS | flag::END_STREAM,
+        1,
+        &get_block(),
+    ))
+    .unwrap();
+    assert_eq!(c.events().len(), 1);
+}
+
+#[test]
+fn frames_on_closed_and_idle_streams() {
+    // DATA on a stream the client ended: STREAM_CLOSED.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.events();
+    c.expect_reset(&data(1, b"x", true), 1, ErrorCode::StreamClosed);
+    assert_eq!(c.events(), [Ev::Reset(1, ErrorCode::StreamClosed)]);
+
+    // HEADERS on a stream the client ended, still open on our side.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.expect_reset(&headers(1, &get_block(), true), 1, ErrorCode::StreamClosed);
+
+    // On a stream both sides ended: DATA is a stream error, HEADERS a
+    // connection error.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
+    c.frames();
+    assert_eq!(c.conn.open_streams(), 0);
+    c.expect_reset(&data(1, b"x", true), 1, ErrorCode::StreamClosed);
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
+    c.expect_goaway(&headers(1, &get_block(), true), ErrorCode::StreamClosed);
+
+    // A lower id than one used before.
+    let mut c = Client::new(limits());
+    c.send(&headers(5, &get_block(), true)).unwrap();
+    c.expect_goaway(&headers(3, &get_block(), true), ErrorCode::ProtocolError);
+
+    // After the server reset a stream, its frames are dropped (DATA
+    // counted and released on the connection).
+    let mut l = limits();
+    l.initial_connection_window = 65_535;
+    let mut c = Client::new(l);
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.conn.reset_stream(1, ErrorCode::Cancel);
+    let f = c.one(kind::RST_STREAM);
+    assert_eq!((f.stream, f.code()), (1, ErrorCode::Cancel));
+    for _ in 0..3 {
+        c.send(&data(1, &[0; 11_000], false)).unwrap();
+    }
+    c.send(&headers(1, &block(&[("a", "b")]), true)).unwrap();
+    c.send(&window_update(1, 5)).unwrap();
+    c.send(&frame(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]))
+        .unwrap();
+    let f = c.one(kind::WINDOW_UPDATE);
+    assert_eq!((f.stream, frame::read_u32(&f.payload)), (0, 33_000));
+
+    // Idle streams.
+    for (name, bytes, code) in [
+        ("DATA", data(1, b"x", false), ErrorCode::ProtocolError),
+        (
+            "RST_STREAM",
+            frame(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "WINDOW_UPDATE",
+            window_update(1, 5),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "even HEADERS",
+            headers(2, &get_block(), true),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "PUSH_PROMISE",
+            frame(kind::PUSH_PROMISE, flag::END_HEADERS, 1, &[0, 0, 0, 2]),
+            ErrorCode::ProtocolError,
+        ),
+    ] {
+        let mut c = Client::new(limits());
+        assert_eq!(c.send(&bytes), Err(ConnError { code }), "{name}");
+    }
+    let mut c = Client::new(limits());
+    c.send(&frame(kind::PRIORITY, 0, 9, &[0, 0, 0, 1, 16]))
+        .unwrap();
+    assert!(c.frames().is_empty(), "PRIORITY is fine on an idle stream");
+}
+
+#[test]
+fn frame_size_and_stream_zero_rules() {
+    let big = frame(kind::DATA, 0, 1, &[0; 16_385]);
+    for (name, bytes, code) in [
+        ("over max frame size", big, ErrorCode::FrameSizeError),
+        (
+            "PING of 7",
+            frame(kind::PING, 0, 0, b"1234567"),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "PING on a stream",
+            frame(kind::PING, 0, 1, b"12345678"),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "SETTINGS of 5",
+            frame(kind::SETTINGS, 0, 0, &[0; 5]),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "SETTINGS ack with payload",
+            frame(kind::SETTINGS, flag::ACK, 0, &[0; 6]),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "SETTINGS on a stream",
+            frame(kind::SETTINGS, 0, 1, &[]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "ENABLE_PUSH 2",
+            settings(&[(2, 2)]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "MAX_FRAME_SIZE small",
+            settings(&[(5, 16_383)]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "MAX_FRAME_SIZE large",
+            settings(&[(5, 1 << 24)]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "RST_STREAM on 0",
+            frame(kind::RST_STREAM, 0, 0, &[0; 4]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "PRIORITY on 0",
+            frame(kind::PRIORITY, 0, 0, &[0; 5]),
+            ErrorCode::ProtocolError,
+        ),
+        ("DATA on 0", data(0, b"x", false), ErrorCode::ProtocolError),
+        (
+            "HEADERS on 0",
+            headers(0, &get_block(), true),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "GOAWAY on a stream",
+            frame(kind::GOAWAY, 0, 1, &[0; 8]),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "WINDOW_UPDATE of 3",
+            frame(kind::WINDOW_UPDATE, 0, 0, &[0; 3]),
+            ErrorCode::FrameSizeError,
+        ),
+        (
+            "WINDOW_UPDATE 0 on 0",
+            window_update(0, 0),
+            ErrorCode::ProtocolError,
+        ),
+        (
+            "connection window overflow",
+            window_update(0, (1 << 31) - 65_535),
+            ErrorCode::FlowControlError,
+        ),
+    ] {
+        let mut c = Client::new(limits());
+        assert_eq!(c.send(&bytes), Err(ConnError { code }), "{name}");
+        let f = c.frames();
+        assert_eq!(
+            f.last().map(|f| (f.kind, f.code())),
+            Some((kind::GOAWAY, code)),
+            "{name}"
+        );
+    }
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.expect_reset(
+        &frame(kind::PRIORITY, 0, 1, &[0; 4]),
+        1,
+        ErrorCode::FrameSizeError,
+    );
+    c.send(&headers(3, &post_block(None), false)).unwrap();
+    c.expect_reset(&window_update(3, 0), 3, ErrorCode::ProtocolError);
+    c.send(&headers(5, &post_block(None), false)).unwrap();
+    c.expect_reset(
+        &window_update(5, (1 << 31) - 65_535),
+        5,
+        ErrorCode::FlowControlError,
+    );
+    c.expect_goaway(
+        &frame(kind::RST_STREAM, 0, 5, &[0; 3]),
+        ErrorCode::FrameSizeError,
+    );
+}
+
+#[test]
+fn streams_past_the_limit_are_refused_and_their_blocks_decoded() {
+    let mut c = Client::new(limits());
+    for id in [1, 3, 5, 7] {
+        c.send(&headers(id, &post_block(None), false)).unwrap();
+    }
+    // Stream 9 adds a field to the HPACK table (literal with incremental
+    // indexing); stream 11 refers to it (index 62), which only works when
+    // the refused stream's block was decoded.
+    let mut b = get_block();
+    b.push(0x40);
+    hpack_int(&mut b, 0, 7, 6);
+    b.extend(b"x-seen");
+    hpack_int(&mut b, 0, 7, 3);
+    b.extend(b"yes");
+    c.expect_reset(&headers(9, &b, true), 9, ErrorCode::RefusedStream);
+    c.send(&data(9, b"late", false)).unwrap();
+    assert!(c.frames().is_empty(), "DATA of a refused stream is dropped");
+    assert_eq!(c.events().len(), 4);
+    c.send(&frame(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]))
+        .unwrap();
+    let mut b = get_block();
+    b.push(0x80 | 62);
+    c.send(&headers(11, &b, true)).unwrap();
+    match &c.events()[..] {
+        [Ev::Reset(1, _), Ev::Request {
+            stream: 11, fields, ..
+        }] => {
+            assert_eq!(fields, &[(b"x-seen".to_vec(), b"yes".to_vec())]);
+        }
+        e => panic!("{e:?}"),
+    }
+}

@@ -1,0 +1,502 @@
+//! The request head (and trailers) a connection decodes HPACK into, checked
+//! field by field as the decoder yields them (RFC 9113 §8.2, §8.3.1). One
+//! head per connection is reused from stream to stream: the field bytes go
+//! into one buffer and the head keeps spans into it, so a request allocates
+//! nothing once the buffers have grown to the connection's usual size.
+
+/// A field's place in [`RequestHead`]'s buffer.
+#[derive(Clone, Copy, Debug, Default)]
+struct FieldSpan {
+    start: u32,
+    name_len: u32,
+    value_len: u32,
+}
+
+/// A pseudo field's value in the buffer.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// The pseudo fields of a request, in the order [`RequestHead`] keeps them.
+const METHOD: usize = 0;
+const SCHEME: usize = 1;
+const AUTHORITY: usize = 2;
+const PATH: usize = 3;
+
+/// What the fields being decoded are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HeadKind {
+    /// A request head: pseudo fields first, then regular fields.
+    Request,
+    /// Trailers: regular fields only.
+    Trailers,
+}
+
+/// A request head, decoded and checked (RFC 9113 §8.2, §8.3.1): pseudo
+/// fields present and valid, no connection-specific field, names lowercase.
+/// Malformed heads never reach the driver: the stream is reset with
+/// PROTOCOL_ERROR instead. Trailers come in the same type, without pseudo
+/// fields.
+pub struct RequestHead {
+    buf: Vec<u8>,
+    fields: Vec<FieldSpan>,
+    pseudo: [Option<Span>; 4],
+    content_length: Option<u64>,
+    oversized: bool,
+    // The state of the head being decoded.
+    kind: HeadKind,
+    list_size: usize,
+    regular: usize,
+    max_list_size: usize,
+    max_fields: usize,
+    malformed: Option<&'static str>,
+}
+
+impl RequestHead {
+    /// An empty head enforcing the connection's limits.
+    pub(super) fn new(max_list_size: u32, max_fields: usize) -> Self {
+        RequestHead {
+            buf: Vec::new(),
+            fields: Vec::new(),
+            pseudo: [None; 4],
+            content_length: None,
+            oversized: false,
+            kind: HeadKind::Request,
+            list_size: 0,
+            regular: 0,
+            max_list_size: max_list_size as usize,
+            max_fields,
+            malformed: None,
+        }
+    }
+
+    /// `:method`.
+    pub fn method(&self) -> &[u8] {
+        self.pseudo_value(METHOD).unwrap_or(&[])
+    }
+
+    /// `:scheme` (absent for CONNECT).
+    pub fn scheme(&self) -> Option<&[u8]> {
+        self.pseudo_value(SCHEME)
+    }
+
+    /// `:authority`.
+    pub fn authority(&self) -> Option<&[u8]> {
+        self.pseudo_value(AUTHORITY)
+    }
+
+    /// `:path` (absent for CONNECT).
+    pub fn path(&self) -> Option<&[u8]> {
+        self.pseudo_value(PATH)
+    }
+
+    /// The regular fields in the order received (`cookie` fields as sent,
+    /// one per crumb or not: joining them is the reader's business).
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields.iter().map(|f| {
+            let s = f.start as usize;
+            let n = s + f.name_len as usize;
+            (&self.buf[s..n], &self.buf[n..n + f.value_len as usize])
+        })
+    }
+
+    /// `content-length`, when the request gave one (already checked to be a
+    /// number, and the DATA frames are held to it).
+    pub fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// The head passed `max_header_list_size` or `max_header_fields`; its
+    /// fields are not kept (pseudo fields are, when they fit).
+    pub fn oversized(&self) -> bool {
+        self.oversized
+    }
+
+    fn pseudo_value(&self, i: usize) -> Option<&[u8]> {
+        self.pseudo[i].map(|s| &self.buf[s.start as usize..(s.start + s.len) as usize])
+    }
+
+    /// Starts decoding a new head, keeping the buffers' capacity.
+    pub(super) fn begin(&mut self, kind: HeadKind) {
+        self.buf.clear();
+        self.fields.clear();
+        self.pseudo = [None; 4];
+        self.content_length = None;
+        self.oversized = false;
+        self.kind = kind;
+        self.list_size = 0;
+        self.regular = 0;
+        self.malformed = None;
+    }
+
+    /// Drops the buffers' allocations (no stream is open).
+    pub(super) fn release_buffers(&mut self) {
+        self.buf = Vec::new();
+        self.fields = Vec::new();
+    }
+
+    /// Takes one decoded field; the first rule it breaks is kept for
+    /// [`Self::finish`].
+    pub(super) fn push(&mut self, name: &[u8], value: &[u8]) {
+        if self.malformed.is_some() {
+            return;
+        }
+        if let Err(why) = self.check_and_push(name, value) {
+            self.malformed = Some(why);
+        }
+    }
+
+    fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
+        check_value(value)?;
+        self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            if self.kind == HeadKind::Trailers {
+                return Err("pseudo field in trailers");
+            }
+            if !self.fields.is_empty() || self.regular > 0 {
+                return Err("pseudo field after a regular field");
+            }
+            let i = match pseudo {
+                b"method" => METHOD,
+                b"scheme" => SCHEME,
+                b"authority" => AUTHORITY,
+                b"path" => PATH,
+                b"status" => return Err("response pseudo field"),
+                _ => return Err("unknown pseudo field"),
+            };
+            if self.pseudo[i].is_some() {
+                return Err("duplicate pseudo field");
+            }
+            if self.list_size > self.max_list_size {
+                self.oversized = true;
+            }
+            // Kept even when oversized, so the driver can answer 431 to
+            // the right request; four values at most, each bounded by the
+            // header block or the HPACK table.
+            let start = self.buf.len() as u32;
+            self.buf.extend_from_slice(value);
+            self.pseudo[i] = Some(Span {
+                start,
+                len: value.len() as u32,
+            });
+            return Ok(());
+        }
+        check_name(name)?;
+        match name {
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" => return Err("connection-specific field"),
+            b"te" if !value.eq_ignore_ascii_case(b"trailers") => {
+                return Err("te other than trailers")
+            }
+            b"content-length" if self.kind == HeadKind::Request => {
+                let n = parse_content_length(value).ok_or("content-length not a number")?;
+                if self.content_length.is_some_and(|c| c != n) {
+                    return Err("content-length given twice with different values");
+                }
+                self.content_length = Some(n);
+            }
+            _ => {}
+        }
+        self.regular += 1;
+        if self.list_size > self.max_list_size || self.regular > self.max_fields {
+            self.oversized = true;
+            self.fields.clear();
+        }
+        if !self.oversized {
+            let start = self.buf.len() as u32;
+            self.buf.extend_from_slice(name);
+            self.buf.extend_from_slice(value);
+            self.fields.push(FieldSpan {
+                start,
+                name_len: name.len() as u32,
+                value_len: value.len() as u32,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends the head: the first rule broken, if any. `end_stream`: the
+    /// HEADERS frame ended the stream (a request head then promises no body).
+    pub(super) fn finish(&mut self, end_stream: bool) -> Result<(), &'static str> {
+        if let Some(why) = self.malformed {
+            return Err(why);
+        }
+        if self.kind == HeadKind::Trailers {
+            return Ok(());
+        }
+        if self.pseudo[METHOD].is_none() {
+            return Err("no :method");
+        }
+        if self.method() == b"CONNECT" {
+            if self.pseudo[SCHEME].is_some() || self.pseudo[PATH].is_some() {
+                return Err("CONNECT with :scheme or :path");
+            }
+            if self.pseudo[AUTHORITY].is_none() {
+                return Err("CONNECT without :authority");
+            }
+        } else {
+            if self.pseudo[SCHEME].is_none() {
+                return Err("no :scheme");
+            }
+            match self.path() {
+                None => return Err("no :path"),
+                Some([]) => return Err("empty :path"),
+                Some(_) => {}
+            }
+        }
+        if end_stream && self.content_length.is_some_and(|n| n > 0) {
+            return Err("content-length without a body");
+        }
+        Ok(())
+    }
+}
+
+/// RFC 9113 §8.2.1: no control characters, space, DEL, non-ASCII or
+/// uppercase letters in a regular field's name, and no colon.
+fn check_name(name: &[u8]) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty field name");
+    }
+    for &b in name {
+        if b.is_ascii_uppercase() {
+            return Err("uppercase field name");
+        }
+        if b <= 0x20 || b >= 0x7f || b == b':' {
+            return Err("invalid character in field name");
+        }
+    }
+    Ok(())
+}
+
+/// RFC 9113 §8.2.1: no NUL, CR or LF in a value, and no whitespace around it.
+fn check_value(value: &[u8]) -> Result<(), &'static str> {
+    if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+        return Err("NUL, CR or LF in a field value");
+    }
+    let ws = |b: Option<&u8>| matches!(b, Some(b' ' | b'\t'));
+    if ws(value.first()) || ws(value.last()) {
+        return Err("whitespace around a field value");
+    }
+    Ok(())
+}
+
+fn parse_content_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(fields: &[(&str, &str)], end_stream: bool) -> Result<RequestHead, &'static str> {
+        let mut h = RequestHead::new(1024, 8);
+        h.begin(HeadKind::Request);
+        for (n, v) in fields {
+            h.push(n.as_bytes(), v.as_bytes());
+        }
+        h.finish(end_stream).map(|()| h)
+    }
+
+    const GET: [(&str, &str); 4] = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/a?b"),
+    ];
+
+    #[test]
+    fn a_valid_head_keeps_its_fields() {
+        let mut f = GET.to_vec();
+        f.extend([("accept", "*/*"), ("cookie", "a=1"), ("cookie", "b=2")]);
+        f.push(("content-length", "12"));
+        f.push(("te", "trailers"));
+        let h = head(&f, false).unwrap();
+        assert_eq!(h.method(), b"GET");
+        assert_eq!(h.scheme(), Some(&b"https"[..]));
+        assert_eq!(h.authority(), Some(&b"example.com"[..]));
+        assert_eq!(h.path(), Some(&b"/a?b"[..]));
+        assert_eq!(h.content_length(), Some(12));
+        let got: Vec<_> = h.fields().collect();
+        assert_eq!(got[0], (&b"accept"[..], &b"*/*"[..]));
+        assert_eq!(got[2], (&b"cookie"[..], &b"b=2"[..]));
+        assert_eq!(got.len(), 5);
+        assert!(!h.oversized());
+    }
+
+    #[test]
+    fn connect_needs_only_method_and_authority() {
+        let h = head(&[(":method", "CONNECT"), (":authority", "a:443")], false).unwrap();
+        assert_eq!((h.scheme(), h.path()), (None, None));
+    }
+
+    #[test]
+    fn each_malformed_head_is_refused() {
+        let get = |extra: &[(&'static str, &'static str)]| {
+            let mut f = GET.to_vec();
+            f.extend_from_slice(extra);
+            f
+        };
+        type Case = (&'static str, Vec<(&'static str, &'static str)>, bool);
+        let cases: Vec<Case> = vec![
+            ("uppercase name", get(&[("Accept", "x")]), false),
+            ("space in name", get(&[("a b", "x")]), false),
+            ("colon in name", get(&[("a:b", "x")]), false),
+            ("non-ascii name", get(&[("caf\u{e9}", "x")]), false),
+            ("empty name", get(&[("", "x")]), false),
+            (
+                "pseudo after regular",
+                {
+                    let mut f = GET[..3].to_vec();
+                    f.push(("accept", "x"));
+                    f.push((":path", "/"));
+                    f
+                },
+                false,
+            ),
+            ("unknown pseudo", get(&[(":protocol", "websocket")]), false),
+            (
+                "response pseudo",
+                {
+                    let mut f = vec![(":status", "200")];
+                    f.extend(GET);
+                    f
+                },
+                false,
+            ),
+            (
+                "duplicate pseudo",
+                {
+                    let mut f = GET.to_vec();
+                    f.insert(1, (":method", "GET"));
+                    f
+                },
+                false,
+            ),
+            ("no method", GET[1..].to_vec(), false),
+            ("no scheme", vec![GET[0], GET[2], GET[3]], false),
+            ("no path", GET[..3].to_vec(), false),
+            (
+                "empty path",
+                vec![GET[0], GET[1], GET[2], (":path", "")],
+                false,
+            ),
+            (
+                "CONNECT with path",
+                vec![(":method", "CONNECT"), (":authority", "a"), (":path", "/")],
+                false,
+            ),
+            (
+                "CONNECT with scheme",
+                vec![
+                    (":method", "CONNECT"),
+                    (":authority", "a"),
+                    (":scheme", "https"),
+                ],
+                false,
+            ),
+            (
+                "CONNECT without authority",
+                vec![(":method", "CONNECT")],
+                false,
+            ),
+            ("connection", get(&[("connection", "close")]), false),
+            ("keep-alive", get(&[("keep-alive", "1")]), false),
+            ("proxy-connection", get(&[("proxy-connection", "x")]), false),
+            (
+                "transfer-encoding",
+                get(&[("transfer-encoding", "chunked")]),
+                false,
+            ),
+            ("upgrade", get(&[("upgrade", "h2c")]), false),
+            ("te gzip", get(&[("te", "gzip")]), false),
+            (
+                "content-length letters",
+                get(&[("content-length", "1a")]),
+                false,
+            ),
+            (
+                "content-length empty",
+                get(&[("content-length", "")]),
+                false,
+            ),
+            (
+                "content-length overflow",
+                get(&[("content-length", "99999999999999999999")]),
+                false,
+            ),
+            (
+                "content-length twice",
+                get(&[("content-length", "1"), ("content-length", "2")]),
+                false,
+            ),
+            (
+                "content-length without body",
+                get(&[("content-length", "1")]),
+                true,
+            ),
+            ("NUL in value", get(&[("a", "x\0y")]), false),
+            ("CR in value", get(&[("a", "x\ry")]), false),
+            ("LF in value", get(&[("a", "x\ny")]), false),
+            ("leading space", get(&[("a", " x")]), false),
+            ("trailing tab", get(&[("a", "x\t")]), false),
+            (
+                "bad pseudo value",
+                vec![GET[0], GET[1], GET[2], (":path", "/\n")],
+                false,
+            ),
+        ];
+        for (name, fields, end_stream) in cases {
+            assert!(
+                head(&fields, end_stream).is_err(),
+                "case {name:?} was accepted"
+            );
+        }
+        assert!(head(&get(&[("content-length", "0")]), true).is_ok());
+        assert!(head(
+            &get(&[("content-length", "3"), ("content-length", "3")]),
+            false
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn trailers_take_no_pseudo_field() {
+        let mut h = RequestHead::new(1024, 8);
+        h.begin(HeadKind::Trailers);
+        h.push(b"grpc-status", b"0");
+        assert!(h.finish(true).is_ok());
+        assert_eq!(h.fields().count(), 1);
+        h.begin(HeadKind::Trailers);
+        h.push(b":path", b"/");
+        assert!(h.finish(true).is_err());
+    }
+
+    #[test]
+    fn oversized_heads_keep_only_pseudo_fields() {
+        let long = "x".repeat(2000);
+        let mut f = GET.to_vec();
+        f.push(("a", "1"));
+        f.push(("big", &long));
+        let h = head(&f, false).unwrap();
+        assert!(h.oversized());
+        assert_eq!(h.fields().count(), 0);
+        assert_eq!(h.path(), Some(&b"/a?b"[..]));
+
+        let mut f = GET.to_vec();
+        f.extend(std::iter::repeat_n(("a", "1"), 9));
+        let h = head(&f, false).unwrap();
+        assert!(h.oversized(), "nine fields past a limit of eight");
+        assert!(h.buf.len() < 64, "dropped fields are not stored");
+    }
+}

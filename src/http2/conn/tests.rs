@@ -1,0 +1,689 @@
+//! The connection driven with raw frames, as a client would send them:
+//! the exchanges and flow control here, the error rules and the defences in
+//! `error_tests.rs`. The helpers build frames and HPACK blocks by hand.
+
+use std::time::Instant;
+
+use super::*;
+use crate::http2::frame::{flag, kind, FrameHead, PREFACE};
+
+pub(super) fn limits() -> ConnLimits {
+    ConnLimits {
+        max_concurrent_streams: 4,
+        initial_stream_window: 65_535,
+        initial_connection_window: 1 << 20,
+        max_frame_size: 16_384,
+        header_table_size: 4096,
+        max_header_list_size: 8192,
+        max_header_fields: 20,
+        max_control_frames: 10,
+        max_error_resets: 5,
+        max_empty_frames: 10,
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Ev {
+    Request {
+        stream: StreamId,
+        method: Vec<u8>,
+        path: Option<Vec<u8>>,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+        oversized: bool,
+        end_stream: bool,
+    },
+    Data(StreamId, Vec<u8>, bool),
+    Trailers(StreamId, Vec<(Vec<u8>, Vec<u8>)>),
+    Reset(StreamId, ErrorCode),
+    SendWindow,
+}
+
+#[derive(Default)]
+pub(super) struct Recorder(Vec<Ev>);
+
+pub(super) fn owned(head: &RequestHead) -> Vec<(Vec<u8>, Vec<u8>)> {
+    head.fields()
+        .map(|(n, v)| (n.to_vec(), v.to_vec()))
+        .collect()
+}
+
+impl Events for Recorder {
+    fn request(&mut self, stream: StreamId, head: &RequestHead, end_stream: bool) {
+        self.0.push(Ev::Request {
+            stream,
+            method: head.method().to_vec(),
+            path: head.path().map(<[u8]>::to_vec),
+            fields: owned(head),
+            oversized: head.oversized(),
+            end_stream,
+        });
+    }
+    fn data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) {
+        self.0.push(Ev::Data(stream, data.to_vec(), end_stream));
+    }
+    fn trailers(&mut self, stream: StreamId, fields: &RequestHead) {
+        self.0.push(Ev::Trailers(stream, owned(fields)));
+    }
+    fn reset(&mut self, stream: StreamId, code: ErrorCode) {
+        self.0.push(Ev::Reset(stream, code));
+    }
+    fn send_window(&mut self) {
+        self.0.push(Ev::SendWindow);
+    }
+}
+
+/// A frame as bytes.
+pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    frame::write_head(&mut f, payload.len(), kind, flags, stream);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An HPACK integer with an `n`-bit prefix after `first`'s high bits.
+pub(super) fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(first | v as u8);
+        return;
+    }
+    out.push(first | max as u8);
+    v -= max;
+    while v >= 128 {
+        out.push((v % 128) as u8 | 0x80);
+        v /= 128;
+    }
+    out.push(v as u8);
+}
+
+/// A header block of literal fields without indexing (new names, no
+/// Huffman coding): the decoder's simplest form.
+pub(super) fn block(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (n, v) in fields {
+        b.push(0);
+        hpack_int(&mut b, 0, 7, n.len());
+        b.extend_from_slice(n.as_bytes());
+        hpack_int(&mut b, 0, 7, v.len());
+        b.extend_from_slice(v.as_bytes());
+    }
+    b
+}
+
+pub(super) const GET: [(&str, &str); 4] = [
+    (":method", "GET"),
+    (":scheme", "https"),
+    (":authority", "example.com"),
+    (":path", "/"),
+];
+
+pub(super) fn get_block() -> Vec<u8> {
+    block(&GET)
+}
+
+pub(super) fn post_block(content_length: Option<&str>) -> Vec<u8> {
+    let mut f = vec![
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/up"),
+    ];
+    if let Some(cl) = content_length {
+        f.push(("content-length", cl));
+    }
+    block(&f)
+}
+
+pub(super) fn headers(stream: u32, block: &[u8], end_stream: bool) -> Vec<u8> {
+    let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+    frame(kind::HEADERS, flags, stream, block)
+}
+
+pub(super) fn data(stream: u32, payload: &[u8], end_stream: bool) -> Vec<u8> {
+    let flags = if end_stream { flag::END_STREAM } else { 0 };
+    frame(kind::DATA, flags, stream, payload)
+}
+
+pub(super) fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
+    let mut f = Vec::new();
+    frame::write_settings(&mut f, pairs);
+    f
+}
+
+pub(super) fn window_update(stream: u32, inc: u32) -> Vec<u8> {
+    frame(kind::WINDOW_UPDATE, 0, stream, &inc.to_be_bytes())
+}
+
+/// A parsed output frame.
+#[derive(Debug)]
+pub(super) struct Out {
+    pub(super) kind: u8,
+    pub(super) flags: u8,
+    pub(super) stream: u32,
+    pub(super) payload: Vec<u8>,
+}
+
+impl Out {
+    pub(super) fn code(&self) -> ErrorCode {
+        let at = if self.kind == kind::GOAWAY { 4 } else { 0 };
+        ErrorCode::from_u32(frame::read_u32(&self.payload[at..]))
+    }
+}
+
+/// A client: the connection under test, what it reported, and the clock.
+pub(super) struct Client {
+    pub(super) conn: ServerConnection,
+    pub(super) events: Recorder,
+    pub(super) now: Instant,
+}
+
+impl Client {
+    /// A connection past the preface and the SETTINGS exchange, its output
+    /// drained.
+    pub(super) fn new(limits: ConnLimits) -> Client {
+        let mut c = Client::fresh(limits);
+        let mut hello = PREFACE.to_vec();
+        hello.extend(settings(&[]));
+        hello.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+        c.send(&hello).unwrap();
+        c.frames();
+        c
+    }
+
+    pub(super) fn fresh(limits: ConnLimits) -> Client {
+        Client {
+            conn: ServerConnection::new(limits),
+            events: Recorder::default(),
+            now: Instant::now(),
+        }
+    }
+
+    /// Feeds bytes, all of which must be used unless there is an error.
+    #[track_caller]
+    pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+        let n = self.conn.receive(bytes, self.now, &mut self.events)?;
+        assert_eq!(n, bytes.len(), "whole frames are all used");
+        Ok(())
+    }
+
+    /// The frames written since the last call.
+    pub(super) fn frames(&mut self) -> Vec<Out> {
+        let out = self.conn.output().to_vec();
+        self.conn.consume_output(out.len());
+        let mut frames = Vec::new();
+        let mut at = 0;
+        while at < out.len() {
+            let h = FrameHead::parse(&out[at..]);
+            let payload = out[at + 9..at + 9 + h.len].to_vec();
+            frames.push(Out {
+                kind: h.kind,
+                flags: h.flags,
+                stream: h.stream,
+                payload,
+            });
+            at += 9 + h.len;
+        }
+        frames
+    }
+
+    /// The single frame written, which must be of `kind`.
+    #[track_caller]
+    pub(super) fn one(&mut self, kind: u8) -> Out {
+        let mut f = self.frames();
+        assert_eq!(f.len(), 1, "one frame expected: {f:?}");
+        let f = f.remove(0);
+        assert_eq!(f.kind, kind, "{f:?}");
+        f
+    }
+
+    pub(super) fn events(&mut self) -> Vec<Ev> {
+        std::mem::take(&mut self.events.0)
+    }
+
+    /// Sends `bytes`, which must end the connection with GOAWAY(`code`).
+    #[track_caller]
+    pub(super) fn expect_goaway(&mut self, bytes: &[u8], code: ErrorCode) {
+        assert_eq!(self.send(bytes), Err(ConnError { code }));
+        let f = self.frames();
+        let last = f.last().expect("a GOAWAY");
+        assert_eq!((last.kind, last.code()), (kind::GOAWAY, code), "{f:?}");
+        assert_eq!(self.send(&settings(&[])), Err(ConnError { code }), "dead");
+        assert!(self.conn.output().is_empty(), "nothing more after GOAWAY");
+    }
+
+    /// Sends `bytes`, which must reset `stream` with `code`.
+    #[track_caller]
+    pub(super) fn expect_reset(&mut self, bytes: &[u8], stream: u32, code: ErrorCode) {
+        self.send(bytes).unwrap();
+        let f = self.one(kind::RST_STREAM);
+        assert_eq!((f.stream, f.code()), (stream, code));
+    }
+}
+
+#[test]
+fn settings_go_out_first_and_the_clients_are_acked() {
+    let mut c = Client::fresh(limits());
+    let mut want = settings(&[(3, 4), (4, 65_535), (5, 16_384), (6, 8192)]);
+    want.extend(window_update(0, (1 << 20) - 65_535));
+    assert_eq!(c.conn.output(), &want[..]);
+    c.frames();
+
+    let mut l = limits();
+    l.header_table_size = 1024;
+    l.initial_connection_window = 1000;
+    let c2 = Client::fresh(l);
+    let want = settings(&[(3, 4), (4, 65_535), (5, 16_384), (6, 8192), (1, 1024)]);
+    assert_eq!(
+        c2.conn.output(),
+        &want[..],
+        "no WINDOW_UPDATE below the default"
+    );
+
+    let n = c
+        .conn
+        .receive(&PREFACE[..10], c.now, &mut c.events)
+        .unwrap();
+    assert_eq!(n, 0, "a partial preface waits for the rest");
+    let mut hello = PREFACE.to_vec();
+    hello.extend(settings(&[(4, 1000), (0x99, 7)]));
+    hello.extend(&frame(kind::PING, 0, 0, b"12345678")[..5]);
+    let n = c.conn.receive(&hello, c.now, &mut c.events).unwrap();
+    assert_eq!(n, 24 + 9 + 12, "the partial PING is left");
+    let f = c.one(kind::SETTINGS);
+    assert_eq!((f.flags, f.payload.len()), (flag::ACK, 0));
+}
+
+#[test]
+fn a_get_is_delivered_with_its_fields_and_answered() {
+    let mut c = Client::new(limits());
+    let mut f = GET.to_vec();
+    f.push(("accept", "*/*"));
+    f.push(("cookie", "a=1"));
+    c.send(&headers(1, &block(&f), true)).unwrap();
+    assert_eq!(
+        c.events(),
+        [Ev::Request {
+            stream: 1,
+            method: b"GET".to_vec(),
+            path: Some(b"/".to_vec()),
+            fields: vec![
+                (b"accept".to_vec(), b"*/*".to_vec()),
+                (b"cookie".to_vec(), b"a=1".to_vec())
+            ],
+            oversized: false,
+            end_stream: true,
+        }]
+    );
+    assert_eq!(c.conn.open_streams(), 1);
+    assert_eq!(c.conn.send_capacity(1), 0, "no head sent yet");
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    assert_eq!(c.conn.send_capacity(1), 65_535);
+    assert_eq!(c.conn.send_data(1, b"hello", true), 5);
+    let f = c.frames();
+    assert_eq!(f.len(), 2);
+    assert_eq!(
+        (f[0].kind, f[0].flags, f[0].stream),
+        (kind::HEADERS, flag::END_HEADERS, 1)
+    );
+    assert_eq!((f[1].kind, f[1].flags), (kind::DATA, flag::END_STREAM));
+    assert_eq!(f[1].payload, b"hello");
+    assert_eq!(c.conn.open_streams(), 0, "both sides ended");
+    assert_eq!(c.conn.send_data(1, b"more", true), 0);
+    assert!(c.conn.output().is_empty());
+}
+
+#[test]
+fn a_header_block_may_span_continuations() {
+    let mut c = Client::new(limits());
+    let b = get_block();
+    let mut bytes = frame(kind::HEADERS, flag::END_STREAM, 1, &b[..3]);
+    bytes.extend(frame(kind::CONTINUATION, 0, 1, &b[3..10]));
+    bytes.extend(frame(kind::CONTINUATION, flag::END_HEADERS, 1, &b[10..]));
+    c.send(&bytes).unwrap();
+    assert!(matches!(
+        c.events()[..],
+        [Ev::Request {
+            stream: 1,
+            end_stream: true,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn a_post_body_is_held_to_the_windows_and_release_reopens_them() {
+    let mut l = limits();
+    l.initial_stream_window = 1000;
+    l.initial_connection_window = 0;
+    let mut c = Client::new(l);
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.events();
+    c.send(&data(1, &[b'a'; 400], false)).unwrap();
+    assert_eq!(c.events(), [Ev::Data(1, vec![b'a'; 400], false)]);
+    c.conn.release(1, 400);
+    assert!(c.frames().is_empty(), "400 owed is under half the window");
+    c.send(&data(1, &[b'b'; 600], false)).unwrap();
+    c.events();
+    c.conn.release(1, 100);
+    let f = c.one(kind::WINDOW_UPDATE);
+    assert_eq!((f.stream, frame::read_u32(&f.payload)), (1, 500));
+    // The stream may now send 500 more; 501 overruns its window.
+    c.expect_reset(&data(1, &[0; 501], false), 1, ErrorCode::FlowControlError);
+    assert_eq!(c.events(), [Ev::Reset(1, ErrorCode::FlowControlError)]);
+    // The connection's window (65,535 at least) reopens by all it
+    // received: what the driver released, and at once the 501 bytes of the
+    // reset stream. Its WINDOW_UPDATE goes out at half the window owed.
+    c.conn.release(1, 500);
+    assert!(c.frames().is_empty());
+    c.conn.release(3, 32_767 - 1501);
+    let f = c.one(kind::WINDOW_UPDATE);
+    assert_eq!((f.stream, frame::read_u32(&f.payload)), (0, 32_767));
+}
+
+#[test]
+fn the_connection_window_cannot_be_overrun() {
+    let mut l = limits();
+    l.initial_connection_window = 65_535;
+    l.max_frame_size = 100_000;
+    let mut c = Client::new(l);
+    c.send(&settings(&[])).unwrap();
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.send(&headers(3, &post_block(None), false)).unwrap();
+    c.send(&data(1, &[0; 40_000], false)).unwrap();
+    c.frames();
+    c.expect_goaway(&data(3, &[0; 30_000], false), ErrorCode::FlowControlError);
+}
+
+#[test]
+fn padding_counts_against_the_windows_and_is_released_at_once() {
+    let mut l = limits();
+    l.initial_stream_window = 100;
+    l.initial_connection_window = 65_535;
+    let mut c = Client::new(l);
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.events();
+    let mut p = vec![59];
+    p.extend([b'x'; 10]);
+    p.extend([0; 59]);
+    c.send(&frame(kind::DATA, flag::PADDED, 1, &p)).unwrap();
+    assert_eq!(c.events(), [Ev::Data(1, vec![b'x'; 10], false)]);
+    let f = c.one(kind::WINDOW_UPDATE);
+    assert_eq!(
+        (f.stream, frame::read_u32(&f.payload)),
+        (1, 60),
+        "pad byte and padding"
+    );
+    c.expect_goaway(
+        &frame(kind::DATA, flag::PADDED, 1, &[3, 1, 2]),
+        ErrorCode::ProtocolError,
+    );
+}
+
+#[test]
+fn content_length_is_enforced() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(Some("3")), false)).unwrap();
+    c.send(&data(1, b"ab", false)).unwrap();
+    c.events();
+    c.expect_reset(&data(1, b"", true), 1, ErrorCode::ProtocolError);
+    assert_eq!(c.events(), [Ev::Reset(1, ErrorCode::ProtocolError)]);
+
+    c.send(&headers(3, &post_block(Some("3")), false)).unwrap();
+    c.events();
+    c.expect_reset(&data(3, b"abcd", false), 3, ErrorCode::ProtocolError);
+    assert_eq!(c.events(), [Ev::Reset(3, ErrorCode::ProtocolError)]);
+
+    c.send(&headers(5, &post_block(Some("3")), false)).unwrap();
+    c.send(&data(5, b"abc", true)).unwrap();
+    assert_eq!(c.events()[1], Ev::Data(5, b"abc".to_vec(), true));
+
+    // A head that ends the stream may not promise a body.
+    c.send(&headers(7, &post_block(Some("3")), true)).unwrap();
+    let f = c.one(kind::RST_STREAM);
+    assert_eq!((f.stream, f.code()), (7, ErrorCode::ProtocolError));
+    assert!(c.events().is_empty(), "never delivered");
+}
+
+#[test]
+fn trailers_end_the_body() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.send(&data(1, b"ab", false)).unwrap();
+    c.send(&headers(1, &block(&[("grpc-status", "0")]), true))
+        .unwrap();
+    let ev = c.events();
+    assert_eq!(
+        ev[2],
+        Ev::Trailers(1, vec![(b"grpc-status".to_vec(), b"0".to_vec())])
+    );
+    c.send(&headers(3, &post_block(None), false)).unwrap();
+    c.events();
+    c.expect_reset(
+        &headers(3, &block(&[("a", "b")]), false),
+        3,
+        ErrorCode::ProtocolError,
+    );
+    c.send(&headers(5, &post_block(None), false)).unwrap();
+    c.events();
+    c.expect_reset(
+        &headers(5, &block(&[(":path", "/")]), true),
+        5,
+        ErrorCode::ProtocolError,
+    );
+    assert_eq!(c.events(), [Ev::Reset(5, ErrorCode::ProtocolError)]);
+}
+
+#[test]
+fn send_data_splits_by_the_clients_frame_size_and_stops_at_its_window() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    c.frames();
+    c.events();
+    let body = vec![7; 40_000];
+    assert_eq!(c.conn.send_data(1, &body, false), 40_000);
+    let sizes: Vec<_> = c.frames().iter().map(|f| f.payload.len()).collect();
+    assert_eq!(sizes, [16_384, 16_384, 7232]);
+    assert_eq!(c.conn.send_capacity(1), 65_535 - 40_000);
+    assert_eq!(
+        c.conn.send_data(1, &body, true),
+        25_535,
+        "the window's rest"
+    );
+    assert_eq!(
+        c.frames()
+            .iter()
+            .filter(|f| f.flags & flag::END_STREAM != 0)
+            .count(),
+        0
+    );
+    assert_eq!(
+        c.conn.send_data(1, &body, true),
+        0,
+        "a closed window takes nothing"
+    );
+    assert!(c.frames().is_empty());
+    c.send(&settings(&[(frame::setting::MAX_FRAME_SIZE, 20_000)]))
+        .unwrap();
+    c.send(&window_update(0, 30_000)).unwrap();
+    c.send(&window_update(1, 30_000)).unwrap();
+    assert_eq!(c.events(), [Ev::SendWindow, Ev::SendWindow]);
+    c.frames();
+    assert_eq!(c.conn.send_data(1, &body[..25_000], true), 25_000);
+    let f = c.frames();
+    assert_eq!(
+        f.iter().map(|f| f.payload.len()).collect::<Vec<_>>(),
+        [20_000, 5000]
+    );
+    assert_eq!(f[1].flags, flag::END_STREAM);
+}
+
+#[test]
+fn a_one_byte_window_sends_one_byte_then_resumes() {
+    let mut c = Client::new(limits());
+    c.send(&settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 1)]))
+        .unwrap();
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    c.frames();
+    c.events();
+    assert_eq!(c.conn.send_data(1, b"hello", true), 1);
+    let f = c.one(kind::DATA);
+    assert_eq!((f.payload.as_slice(), f.flags), (&b"h"[..], 0));
+    assert_eq!(c.conn.send_capacity(1), 0);
+    assert_eq!(c.conn.send_data(1, b"ello", true), 0);
+    c.send(&window_update(1, 10)).unwrap();
+    assert_eq!(c.events(), [Ev::SendWindow]);
+    assert_eq!(c.conn.send_data(1, b"ello", true), 4);
+    assert_eq!(c.one(kind::DATA).flags, flag::END_STREAM);
+}
+
+#[test]
+fn initial_window_size_changes_move_open_streams_windows() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    assert_eq!(c.conn.send_data(1, &[0; 1000], false), 1000);
+    c.send(&settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 500)]))
+        .unwrap();
+    assert_eq!(c.conn.send_capacity(1), 0, "window is 500 - 1000 < 0");
+    c.send(&window_update(1, 600)).unwrap();
+    assert_eq!(c.conn.send_capacity(1), 100);
+    c.events();
+    c.send(&settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 1500)]))
+        .unwrap();
+    assert_eq!(c.conn.send_capacity(1), 1100);
+    assert_eq!(c.events(), [Ev::SendWindow]);
+    c.frames();
+    c.send(&window_update(1, frame::MAX_WINDOW as u32 - 1100))
+        .unwrap();
+    c.expect_goaway(
+        &settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 1501)]),
+        ErrorCode::FlowControlError,
+    );
+    let mut c = Client::new(limits());
+    c.expect_goaway(
+        &settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 1 << 31)]),
+        ErrorCode::FlowControlError,
+    );
+}
+
+#[test]
+fn an_oversized_head_is_delivered_marked() {
+    let mut l = limits();
+    l.max_header_list_size = 300;
+    let mut c = Client::new(l);
+    let long = "v".repeat(300);
+    let mut f = GET.to_vec();
+    f.push(("x-long", &long));
+    c.send(&headers(1, &block(&f), true)).unwrap();
+    match &c.events()[..] {
+        [Ev::Request {
+            oversized: true,
+            fields,
+            path,
+            ..
+        }] => {
+            assert!(fields.is_empty());
+            assert_eq!(path.as_deref(), Some(&b"/"[..]));
+        }
+        e => panic!("{e:?}"),
+    }
+}
+
+#[test]
+fn client_resets_are_reported() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &post_block(None), false)).unwrap();
+    c.events();
+    c.send(&frame(kind::RST_STREAM, 0, 1, &8u32.to_be_bytes()))
+        .unwrap();
+    assert_eq!(c.events(), [Ev::Reset(1, ErrorCode::Cancel)]);
+    assert_eq!(c.conn.open_streams(), 0);
+    assert!(c.frames().is_empty());
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), true);
+    assert!(c.frames().is_empty(), "nothing is sent on a reset stream");
+}
+
+#[test]
+fn goaway_names_the_last_stream_taken_and_later_streams_are_ignored() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.send(&headers(3, &post_block(None), false)).unwrap();
+    c.events();
+    c.conn.goaway(ErrorCode::NoError);
+    let f = c.one(kind::GOAWAY);
+    assert_eq!(frame::read_u32(&f.payload), 3);
+    assert_eq!(f.code(), ErrorCode::NoError);
+    c.send(&headers(5, &get_block(), true)).unwrap();
+    c.send(&data(5, b"x", false)).unwrap();
+    c.send(&data(3, b"body", true)).unwrap();
+    assert_eq!(
+        c.events(),
+        [Ev::Data(3, b"body".to_vec(), true)],
+        "stream 5 ignored"
+    );
+    assert!(c.frames().is_empty());
+
+    // A connection error's GOAWAY names the last stream too.
+    c.expect_goaway(&frame(kind::PING, 0, 0, b"1"), ErrorCode::FrameSizeError);
+}
+
+#[test]
+fn a_large_response_head_spans_continuations() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    let long = vec![b'v'; 20_000];
+    let mut fields = [(&b"x-long"[..], &long[..])].into_iter();
+    c.conn.send_headers(1, 103, &mut std::iter::empty(), true);
+    c.conn.send_headers(1, 200, &mut fields, true);
+    let f = c.frames();
+    assert_eq!(
+        f[0].flags,
+        flag::END_HEADERS,
+        "a 1xx head never ends the stream"
+    );
+    assert_eq!(
+        (f[1].kind, f[1].flags, f[1].payload.len()),
+        (kind::HEADERS, flag::END_STREAM, 16_384)
+    );
+    assert_eq!(
+        (f[2].kind, f[2].flags),
+        (kind::CONTINUATION, flag::END_HEADERS)
+    );
+    assert_eq!(c.conn.open_streams(), 0);
+}
+
+#[test]
+fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
+    let mut c = Client::new(limits());
+    c.send(&frame(kind::PING, 0, 0, b"abcdefgh")).unwrap();
+    let all = c.conn.output().to_vec();
+    c.conn.consume_output(5);
+    assert_eq!(c.conn.output(), &all[5..]);
+    c.conn.release_idle_buffers();
+    assert_eq!(c.conn.output(), &all[5..], "kept while not written");
+    c.conn.consume_output(all.len() - 5);
+    assert!(c.conn.output().is_empty());
+    c.conn.release_idle_buffers();
+    assert_eq!(c.conn.out.capacity(), 0);
+    assert_eq!(c.conn.block.capacity(), 0);
+}
+
+#[test]
+fn a_smaller_stream_window_applies_once_the_settings_are_acknowledged() {
+    let mut l = limits();
+    l.initial_stream_window = 1000;
+    let mut c = Client::fresh(l);
+    let mut hello = PREFACE.to_vec();
+    hello.extend(settings(&[]));
+    hello.extend(headers(1, &post_block(None), false));
+    // Before the ACK the client may count on the default window.
+    hello.extend(data(1, &[0; 2000], false));
+    c.send(&hello).unwrap();
+    c.frames();
+    c.events();
+    // After it the stream's window is 1000 - 2000: nothing more may come.
+    c.send(&frame(kind::SETTINGS, flag::ACK, 0, &[])).unwrap();
+    c.expect_reset(&data(1, b"x", false), 1, ErrorCode::FlowControlError);
+}
