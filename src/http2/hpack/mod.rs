@@ -1,65 +1,79 @@
 //! HPACK (RFC 7541): the decoder for request header blocks and the encoder
 //! for response header blocks of one connection.
 //!
-//! API CONTRACT (the connection in `conn.rs` is written against it).
+//! Both sides are sans-IO and work on whole header blocks. The decoder hands
+//! each field to a callback as slices into the block, its dynamic table or a
+//! scratch buffer it keeps, so decoding allocates nothing per field; the
+//! encoder indexes the fields that repeat from one response to the next and
+//! sends the ones that change every time (dates, lengths) or must stay
+//! private (cookies, credentials) without touching the table.
+
+mod decode;
+mod encode;
+mod huffman;
+mod table;
+
+#[cfg(test)]
+mod tests;
+
+pub use decode::Decoder;
+pub use encode::Encoder;
 
 /// Why a header block could not be decoded; every one is a connection
 /// error of type COMPRESSION_ERROR (RFC 9113 §4.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeError {
-    /// Placeholder until the decoder lands.
-    Invalid,
+    /// An integer (§5.1) does not fit in 32 bits.
+    IntegerOverflow,
+    /// An indexed representation names index 0, which §6.1 reserves.
+    IndexZero,
+    /// An index past the end of the static and dynamic tables.
+    IndexOutOfRange,
+    /// A Huffman-coded string contains the EOS symbol (§5.2).
+    HuffmanEos,
+    /// A Huffman-coded string ends in padding longer than 7 bits or not
+    /// made of one bits (§5.2).
+    HuffmanPadding,
+    /// A dynamic table size update above our SETTINGS_HEADER_TABLE_SIZE
+    /// (§6.3).
+    TableSizeAboveMax,
+    /// A dynamic table size update after the first field of the block
+    /// (§4.2).
+    TableSizeUpdateNotAtStart,
+    /// The block ends in the middle of a representation.
+    Truncated,
+    /// A string's declared length runs past the end of the block.
+    StringPastEnd,
 }
 
-/// The decoding side of a connection: its dynamic table persists from one
-/// header block to the next.
-pub struct Decoder {}
-
-impl Decoder {
-    /// A decoder whose peer may grow its dynamic table up to `max_table_size`
-    /// (our SETTINGS_HEADER_TABLE_SIZE).
-    pub fn new(max_table_size: u32) -> Self {
-        let _ = max_table_size;
-        Decoder {}
-    }
-
-    /// Decodes one whole header block (HEADERS plus any CONTINUATION
-    /// payloads, joined), calling `field(name, value)` for each field in
-    /// order. The slices are valid for the call only. The dynamic table is
-    /// updated whatever `field` does with the fields.
-    pub fn decode(
-        &mut self,
-        block: &[u8],
-        field: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> Result<(), DecodeError> {
-        let _ = (block, field);
-        Err(DecodeError::Invalid)
-    }
-}
-
-/// The encoding side of a connection.
-pub struct Encoder {}
-
-impl Default for Encoder {
-    fn default() -> Self {
-        Encoder {}
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DecodeError::IntegerOverflow => {
+                "The header block holds an integer too large to decode."
+            }
+            DecodeError::IndexZero => {
+                "The header block refers to table index 0, which is not allowed."
+            }
+            DecodeError::IndexOutOfRange => {
+                "The header block refers to a table index past the end of the table."
+            }
+            DecodeError::HuffmanEos => "A Huffman-coded string in the header block contains EOS.",
+            DecodeError::HuffmanPadding => {
+                "A Huffman-coded string in the header block has invalid padding."
+            }
+            DecodeError::TableSizeAboveMax => {
+                "The header block sets the dynamic table above the size we allow."
+            }
+            DecodeError::TableSizeUpdateNotAtStart => {
+                "The header block changes the dynamic table size after its first field."
+            }
+            DecodeError::Truncated => "The header block ends in the middle of a field.",
+            DecodeError::StringPastEnd => {
+                "A string in the header block is longer than the rest of the block."
+            }
+        })
     }
 }
 
-impl Encoder {
-    /// The peer's SETTINGS_HEADER_TABLE_SIZE: the most our dynamic table may
-    /// hold from now on (a size update is sent at the next block's start).
-    pub fn set_peer_table_size(&mut self, size: u32) {
-        let _ = size;
-    }
-
-    /// Appends the `:status` field.
-    pub fn encode_status(&mut self, status: u16, out: &mut Vec<u8>) {
-        let _ = (status, out);
-    }
-
-    /// Appends one field; `name` is lowercase.
-    pub fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-        let _ = (name, value, out);
-    }
-}
+impl std::error::Error for DecodeError {}

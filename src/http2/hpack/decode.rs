@@ -1,0 +1,173 @@
+//! Decoding header blocks (RFC 7541 §6): one pass over the block, fields
+//! handed out as borrowed slices, the dynamic table updated whatever the
+//! caller does with them.
+
+use super::huffman;
+use super::table::{DynamicTable, STATIC_LEN, STATIC_TABLE};
+use super::DecodeError;
+
+/// The decoding side of a connection: its dynamic table persists from one
+/// header block to the next.
+#[derive(Debug)]
+pub struct Decoder {
+    table: DynamicTable,
+    /// Our SETTINGS_HEADER_TABLE_SIZE: the largest size update we accept.
+    max_table_size: usize,
+    /// Huffman-decoded names and names copied out of the dynamic table
+    /// before an insertion may evict them; kept between blocks so decoding
+    /// allocates only while the buffers grow.
+    name_buf: Vec<u8>,
+    /// Huffman-decoded values.
+    value_buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// A decoder whose peer may grow its dynamic table up to `max_table_size`
+    /// (our SETTINGS_HEADER_TABLE_SIZE). The table starts at that size, as
+    /// the peer's encoder assumes until it sends a size update.
+    pub fn new(max_table_size: u32) -> Self {
+        let max = max_table_size as usize;
+        Decoder {
+            table: DynamicTable::new(max),
+            max_table_size: max,
+            name_buf: Vec::new(),
+            value_buf: Vec::new(),
+        }
+    }
+
+    /// Decodes one whole header block (HEADERS plus any CONTINUATION
+    /// payloads, joined), calling `field(name, value)` for each field in
+    /// order. The slices are valid for the call only. The dynamic table is
+    /// updated whatever `field` does with the fields.
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        field: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), DecodeError> {
+        let mut pos = 0;
+        let mut at_start = true;
+        while let Some(&first) = block.get(pos) {
+            if first & 0x80 != 0 {
+                // Indexed field (§6.1).
+                let index = read_int(block, &mut pos, 7)?;
+                let (name, value) = self.entry(index)?;
+                field(name, value);
+            } else if first & 0x40 != 0 {
+                // Literal with incremental indexing (§6.2.1). A name taken
+                // from the dynamic table is copied first: the insertion may
+                // evict its entry (§4.4).
+                let index = read_int(block, &mut pos, 6)?;
+                let name: &[u8] = if index == 0 {
+                    read_string(block, &mut pos, &mut self.name_buf)?
+                } else if index <= STATIC_LEN {
+                    STATIC_TABLE[index - 1].0
+                } else {
+                    let (name, _) = entry(&self.table, index)?;
+                    self.name_buf.clear();
+                    self.name_buf.extend_from_slice(name);
+                    &self.name_buf
+                };
+                let value = read_string(block, &mut pos, &mut self.value_buf)?;
+                self.table.insert(name, value);
+                field(name, value);
+            } else if first & 0x20 != 0 {
+                // Dynamic table size update (§6.3), only before the first
+                // field (§4.2).
+                if !at_start {
+                    return Err(DecodeError::TableSizeUpdateNotAtStart);
+                }
+                let size = read_int(block, &mut pos, 5)?;
+                if size > self.max_table_size {
+                    return Err(DecodeError::TableSizeAboveMax);
+                }
+                self.table.set_max_size(size);
+                continue;
+            } else {
+                // Literal without indexing (0000) or never indexed (0001),
+                // §6.2.2 and §6.2.3: the table is not touched.
+                let index = read_int(block, &mut pos, 4)?;
+                let name: &[u8] = if index == 0 {
+                    read_string(block, &mut pos, &mut self.name_buf)?
+                } else {
+                    entry(&self.table, index)?.0
+                };
+                let value = read_string(block, &mut pos, &mut self.value_buf)?;
+                field(name, value);
+            }
+            at_start = false;
+        }
+        Ok(())
+    }
+
+    fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), DecodeError> {
+        entry(&self.table, index)
+    }
+
+    /// The dynamic table, for tests that check its contents.
+    #[cfg(test)]
+    pub(super) fn table(&self) -> &DynamicTable {
+        &self.table
+    }
+}
+
+/// The field at `index` of the combined address space (§2.3.3).
+fn entry(table: &DynamicTable, index: usize) -> Result<(&[u8], &[u8]), DecodeError> {
+    match index {
+        0 => Err(DecodeError::IndexZero),
+        1..=STATIC_LEN => Ok(STATIC_TABLE[index - 1]),
+        _ => table
+            .get(index - STATIC_LEN - 1)
+            .ok_or(DecodeError::IndexOutOfRange),
+    }
+}
+
+/// Reads an integer with an N-bit prefix (§5.1) whose first octet is at
+/// `*pos`, which must be in the block. Values past `u32::MAX` are refused,
+/// and so are encodings longer than needed to reach it.
+fn read_int(block: &[u8], pos: &mut usize, prefix_bits: u8) -> Result<usize, DecodeError> {
+    let mask = (1u8 << prefix_bits) - 1;
+    let mut value = u64::from(block[*pos] & mask);
+    *pos += 1;
+    if value < u64::from(mask) {
+        return Ok(value as usize);
+    }
+    let mut shift = 0u32;
+    loop {
+        let &byte = block.get(*pos).ok_or(DecodeError::Truncated)?;
+        *pos += 1;
+        if shift > 28 {
+            return Err(DecodeError::IntegerOverflow);
+        }
+        value += u64::from(byte & 0x7f) << shift;
+        if value > u64::from(u32::MAX) {
+            return Err(DecodeError::IntegerOverflow);
+        }
+        if byte & 0x80 == 0 {
+            return Ok(value as usize);
+        }
+        shift += 7;
+    }
+}
+
+/// Reads a string literal (§5.2): a slice of the block when it is raw, of
+/// `scratch` when it is Huffman-coded.
+fn read_string<'a>(
+    block: &'a [u8],
+    pos: &mut usize,
+    scratch: &'a mut Vec<u8>,
+) -> Result<&'a [u8], DecodeError> {
+    let &first = block.get(*pos).ok_or(DecodeError::Truncated)?;
+    let len = read_int(block, pos, 7)?;
+    let start = *pos;
+    if len > block.len() - start {
+        return Err(DecodeError::StringPastEnd);
+    }
+    *pos = start + len;
+    let raw = &block[start..start + len];
+    if first & 0x80 == 0 {
+        return Ok(raw);
+    }
+    scratch.clear();
+    huffman::decode(raw, scratch)?;
+    Ok(scratch)
+}
