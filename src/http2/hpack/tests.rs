@@ -466,3 +466,35 @@ fn fields_ignored_by_the_caller_still_update_the_table() {
         Ok(fields(&[(":authority", "www.example.com")]))
     );
 }
+
+#[test]
+fn random_blocks_never_panic() {
+    // Seeded xorshift: random octets, mostly small indices and lengths so
+    // that many blocks get past the first representation.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for max in [0u32, 64, 4096] {
+        let mut d = Decoder::new(max);
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let block: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    match r % 4 {
+                        0 => r as u8 >> 4,
+                        1 => 0x40 | (r >> 8) as u8 & 0x3f,
+                        _ => (r >> 16) as u8,
+                    }
+                })
+                .collect();
+            let _ = d.decode(&block, &mut |_, _| {});
+            let t = d.table();
+            assert!(t.size() <= t.max_size() && t.max_size() <= max as usize);
+        }
+    }
+}
