@@ -376,6 +376,8 @@ fn build_step_table() -> Box<StepTable> {
 /// Appends the decoding of `src` to `dst`.
 pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
     let table = step_table();
+    // The shortest code is five bits: this is the most `src` can yield.
+    dst.reserve(src.len() * 8 / 5);
     let mut state = 0u8;
     let mut accept = true;
     for &byte in src {
