@@ -328,10 +328,12 @@ impl ServerConnection {
             return Err(self.connection_error(code));
         }
         self.max_seen = id;
-        if self.goaway_sent.is_some() {
-            return self.decode_block(block, BlockUse::Discard);
-        }
-        if self.peer_goaway || self.streams.len() >= self.limits.max_concurrent_streams as usize {
+        // After our GOAWAY, or past the stream limit: refused, which tells
+        // the client it may retry the request on another connection.
+        if self.goaway_sent.is_some()
+            || self.peer_goaway
+            || self.streams.len() >= self.limits.max_concurrent_streams as usize
+        {
             self.decode_block(block, BlockUse::Discard)?;
             frame::write_rst_stream(&mut self.out, id, ErrorCode::RefusedStream.to_u32());
             self.recent_resets.add(id);
