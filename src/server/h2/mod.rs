@@ -55,6 +55,22 @@ use streams::{Fresh, Shared, SharedCell, StreamTable, OUTPUT_HIGH};
 /// is done, for frames already in flight.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
+/// How long a connection with no open stream keeps its buffers (read,
+/// output, spare heads) before freeing them: long enough that a busy
+/// connection between two reads keeps them, short enough that an idle one
+/// holds as little as an idle HTTP/1 connection.
+const RELEASE_AFTER: Duration = Duration::from_millis(200);
+
+/// Frees what an idle connection holds beyond its codec's state.
+fn release_idle_buffers(shared: &SharedCell, rbuf: &mut Vec<u8>) {
+    if rbuf.is_empty() {
+        *rbuf = Vec::new();
+    }
+    let mut sh = shared.borrow_mut();
+    sh.conn.release_idle_buffers();
+    sh.table.release_idle();
+}
+
 /// Room kept free in the read buffer before each read.
 const READ_ROOM: usize = 16 * 1024;
 
@@ -175,13 +191,8 @@ fn poll_io<D: Downstream>(
         }
         Poll::Pending => {
             if state.active.get() == 0 {
-                // Nothing to read and no stream open: an idle connection
-                // keeps no buffer, as an idle HTTP/1 one keeps none.
-                if rbuf.is_empty() {
-                    *rbuf = Vec::new();
-                }
-                sh.conn.release_idle_buffers();
-                sh.table.release_spares();
+                // Nothing to read and no stream open: the transport's read
+                // buffer goes at once, the connection's own at RELEASE_AFTER.
                 D::release_idle_io(io.io_mut());
             }
             Poll::Pending
@@ -262,6 +273,8 @@ pub async fn serve_h2<D: Downstream>(
     let mut spoke = false;
     let mut goaway_at: Option<Instant> = None;
     let mut calmed = false;
+    // Buffers are held (since the last read) and not yet freed.
+    let mut holding = true;
     // One timer for the connection's life, moved when its deadline moves.
     let timer = tokio::time::sleep_until(started + Duration::from_secs(1 << 30));
     tokio::pin!(timer);
@@ -280,6 +293,9 @@ pub async fn serve_h2<D: Downstream>(
         }
         if let Some(since) = state.stalled_since.get() {
             deadline = deadline.min(since + http.write_timeout);
+        }
+        if holding && state.active.get() == 0 {
+            deadline = deadline.min(state.idle_since.get() + RELEASE_AFTER);
         }
         if timer.deadline() != deadline {
             timer.as_mut().reset(deadline);
@@ -307,6 +323,11 @@ pub async fn serve_h2<D: Downstream>(
                     debug!(%peer, "HTTP/2 connection write timeout");
                     break;
                 }
+                if holding && state.active.get() == 0 && state.idle_since.get() + RELEASE_AFTER <= Instant::now() {
+                    release_idle_buffers(&shared, &mut rbuf);
+                    holding = false;
+                    continue;
+                }
                 if state.active.get() == 0 {
                     if goaway_at.is_some() || !spoke {
                         // The grace after GOAWAY is over, or the preface
@@ -324,6 +345,7 @@ pub async fn serve_h2<D: Downstream>(
                 if let IoEvent::Closed = event {
                     break;
                 }
+                holding = true;
                 let received = {
                     let mut sh = shared.borrow_mut();
                     let sh = &mut *sh;

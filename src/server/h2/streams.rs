@@ -112,9 +112,6 @@ impl StreamTable {
         if let Some(i) = self.slots.iter().position(|s| s.id == id) {
             self.slots.swap_remove(i);
         }
-        if self.slots.is_empty() {
-            self.slots = Vec::new();
-        }
     }
 
     /// Keeps a finished stream's head buffers for the next stream.
@@ -125,9 +122,16 @@ impl StreamTable {
         }
     }
 
-    /// Drops the spare head buffers (the connection is idle).
-    pub(super) fn release_spares(&mut self) {
+    /// Drops the spare head buffers and the empty lists (the connection
+    /// is idle).
+    pub(super) fn release_idle(&mut self) {
         self.spare = Vec::new();
+        if self.slots.is_empty() {
+            self.slots = Vec::new();
+        }
+        if self.fresh.is_empty() {
+            self.fresh = Vec::new();
+        }
     }
 
     /// Wakes every stream task: the send window grew or the output drained.

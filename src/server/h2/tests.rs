@@ -187,7 +187,7 @@ fn idle_shared() -> super::SharedCell {
 }
 
 #[test]
-fn an_idle_connection_frees_its_buffers_and_one_with_a_stream_keeps_them() {
+fn an_idle_connection_frees_its_read_buffer_and_one_with_a_stream_keeps_it() {
     let ctx = test_ctx(
         "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n",
         Vec::new(),
@@ -219,10 +219,13 @@ fn an_idle_connection_frees_its_buffers_and_one_with_a_stream_keeps_them() {
         assert!(shared.borrow().conn.output().is_empty(), "SETTINGS written");
         // A stream is open: the next bytes are expected soon, the buffer stays.
         assert!(rbuf.capacity() > 0);
-        // No stream and nothing to read: idle, the buffer goes.
+        // No stream and nothing to read: the buffer stays until the
+        // connection has been idle for RELEASE_AFTER, then goes.
         state.active.set(0);
         let r = super::poll_io(&mut cx, &mut io, &shared, &mut rbuf, &state, &ctx);
         assert!(r.is_pending());
+        assert!(rbuf.capacity() > 0);
+        super::release_idle_buffers(&shared, &mut rbuf);
         assert_eq!(
             rbuf.capacity(),
             0,
