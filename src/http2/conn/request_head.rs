@@ -137,6 +137,11 @@ impl RequestHead {
         self.fields = Vec::new();
     }
 
+    #[cfg(test)]
+    pub(super) fn buffers_released(&self) -> bool {
+        self.buf.capacity() == 0 && self.fields.capacity() == 0
+    }
+
     /// Takes one decoded field; the first rule it breaks is kept for
     /// [`Self::finish`].
     pub(super) fn push(&mut self, name: &[u8], value: &[u8]) {
