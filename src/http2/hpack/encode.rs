@@ -139,7 +139,10 @@ impl Encoder {
 /// Fields whose values must not be stored by any intermediary's compressor
 /// (§7.1.3): they are sent "never indexed".
 fn is_sensitive(name: &[u8]) -> bool {
-    matches!(name, b"set-cookie" | b"cookie" | b"authorization" | b"proxy-authorization")
+    matches!(
+        name,
+        b"set-cookie" | b"cookie" | b"authorization" | b"proxy-authorization"
+    )
 }
 
 /// Fields whose values differ in nearly every response: indexing them would
@@ -197,5 +200,244 @@ fn encode_string(out: &mut Vec<u8>, s: &[u8]) {
     } else {
         encode_int(out, 0x00, 7, s.len());
         out.extend_from_slice(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Decoder, Encoder};
+
+    type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+    type Response<'a> = (u16, Vec<(&'a [u8], &'a [u8])>);
+
+    fn decode(d: &mut Decoder, block: &[u8]) -> Fields {
+        let mut out = Vec::new();
+        d.decode(block, &mut |n, v| out.push((n.to_vec(), v.to_vec())))
+            .expect("the encoder's block decodes");
+        out
+    }
+
+    /// Encodes a response (status, fields) as one block.
+    fn block(e: &mut Encoder, status: u16, list: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        e.begin_block(&mut out);
+        e.encode_status(status, &mut out);
+        for (n, v) in list {
+            e.encode_field(n, v, &mut out);
+        }
+        out
+    }
+
+    fn expected(status: u16, list: &[(&[u8], &[u8])]) -> Fields {
+        let mut f = vec![(b":status".to_vec(), status.to_string().into_bytes())];
+        f.extend(list.iter().map(|(n, v)| (n.to_vec(), v.to_vec())));
+        f
+    }
+
+    #[test]
+    fn static_statuses_take_one_octet_and_others_are_indexed_once_seen() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::new(4096);
+        for (status, index) in [
+            (200, 8),
+            (204, 9),
+            (206, 10),
+            (304, 11),
+            (400, 12),
+            (404, 13),
+            (500, 14),
+        ] {
+            let b = block(&mut e, status, &[]);
+            assert_eq!(b, [0x80 | index]);
+            assert_eq!(decode(&mut d, &b), expected(status, &[]));
+        }
+        // 302: static name 8, with incremental indexing, then indexed.
+        let b = block(&mut e, 302, &[]);
+        assert_eq!(b[0], 0x48);
+        assert_eq!(decode(&mut d, &b), expected(302, &[]));
+        assert_eq!(block(&mut e, 302, &[]), [0xbe]);
+        for status in [100, 101, 999, 1000, 65535] {
+            let b = block(&mut e, status, &[]);
+            assert_eq!(decode(&mut d, &b), expected(status, &[]));
+        }
+    }
+
+    #[test]
+    fn field_representations_follow_the_policy() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::new(4096);
+        let mut out = Vec::new();
+        let mut first = |name: &[u8], value: &[u8]| {
+            out.clear();
+            e.encode_field(name, value, &mut out);
+            assert_eq!(decode(&mut d, &out), [(name.to_vec(), value.to_vec())]);
+            out[0]
+        };
+        // Exact static match: indexed.
+        assert_eq!(first(b"accept-encoding", b"gzip, deflate"), 0x80 | 16);
+        assert_eq!(first(b"accept-ranges", b""), 0x80 | 18);
+        // Repeating field: incremental indexing with the static name.
+        assert_eq!(first(b"content-type", b"text/html"), 0x40 | 31);
+        // Then indexed from the dynamic table.
+        assert_eq!(first(b"content-type", b"text/html"), 0x80 | 62);
+        // Unknown name: incremental indexing with a literal name.
+        assert_eq!(first(b"x-served-by", b"pier"), 0x40);
+        assert_eq!(first(b"x-served-by", b"pier"), 0x80 | 62);
+        // Same name, other value: the dynamic name index is used.
+        assert_eq!(first(b"x-served-by", b"edge"), 0x40 | 62);
+        assert_eq!(first(b"content-type", b"text/html"), 0x80 | 64);
+        // Sensitive: never indexed, never in the table.
+        assert_eq!(first(b"set-cookie", b"a=b"), 0x10 | 0x0f);
+        assert_eq!(first(b"set-cookie", b"a=b"), 0x10 | 0x0f);
+        assert_eq!(first(b"x-custom", b"1"), 0x40);
+        assert_eq!(first(b"authorization", b"Basic x"), 0x10 | 0x0f);
+        // Values that change every response: without indexing.
+        assert_eq!(first(b"content-length", b"1234"), 0x0f);
+        assert_eq!(first(b"date", b"Mon, 21 Oct 2013 20:13:21 GMT"), 0x0f);
+        assert_eq!(first(b"etag", b"\"abc\""), 0x0f);
+        // Long values: without indexing.
+        assert_eq!(first(b"content-security-policy", &[b'x'; 65]), 0x00);
+        assert_eq!(first(b"content-security-policy", &[b'x'; 64]), 0x40);
+    }
+
+    #[test]
+    fn c5_responses_round_trip_within_a_256_octet_table() {
+        let mut e = Encoder::default();
+        e.set_peer_table_size(256);
+        let mut d = Decoder::new(256);
+        let cookie: &[u8] = b"foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
+        let responses: [Response; 3] = [
+            (
+                302,
+                vec![
+                    (b"cache-control", b"private"),
+                    (b"date", b"Mon, 21 Oct 2013 20:13:21 GMT"),
+                    (b"location", b"https://www.example.com"),
+                ],
+            ),
+            (
+                307,
+                vec![
+                    (b"cache-control", b"private"),
+                    (b"date", b"Mon, 21 Oct 2013 20:13:21 GMT"),
+                    (b"location", b"https://www.example.com"),
+                ],
+            ),
+            (
+                200,
+                vec![
+                    (b"cache-control", b"private"),
+                    (b"date", b"Mon, 21 Oct 2013 20:13:22 GMT"),
+                    (b"location", b"https://www.example.com"),
+                    (b"content-encoding", b"gzip"),
+                    (b"set-cookie", cookie),
+                ],
+            ),
+        ];
+        for (i, (status, list)) in responses.iter().enumerate() {
+            let b = block(&mut e, *status, list);
+            if i == 0 {
+                // The size update to 256 comes first.
+                assert_eq!(&b[..3], [0x3f, 0xe1, 0x01]);
+            }
+            assert_eq!(decode(&mut d, &b), expected(*status, list));
+            assert!(e.table().size() <= 256);
+        }
+    }
+
+    #[test]
+    fn shrinking_the_peer_table_sends_updates_at_the_next_block() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::new(4096);
+        let b = block(&mut e, 200, &[(b"x-a", b"1"), (b"x-b", b"2")]);
+        decode(&mut d, &b);
+        assert_eq!(e.table().len(), 2);
+        // Down to 0 then up to 100 between blocks: both are signalled.
+        e.set_peer_table_size(0);
+        e.set_peer_table_size(100);
+        let b = block(&mut e, 200, &[(b"x-a", b"1")]);
+        assert_eq!(&b[..3], [0x20, 0x3f, 0x45]);
+        assert_eq!(decode(&mut d, &b), expected(200, &[(b"x-a", b"1")]));
+        assert_eq!(e.table().max_size(), 100);
+        // The peer allowing more than ours changes nothing past 4096.
+        e.set_peer_table_size(1 << 20);
+        let b = block(&mut e, 204, &[]);
+        assert_eq!(&b[..3], [0x3f, 0xe1, 0x1f]);
+        assert_eq!(block(&mut e, 204, &[]), [0x89]);
+        // A peer that allows no table at all gets only literals.
+        e.set_peer_table_size(0);
+        let mut d0 = Decoder::new(0);
+        let b = block(&mut e, 200, &[(b"x-a", b"1")]);
+        assert_eq!(&b[..2], [0x20, 0x88]);
+        assert_eq!(decode(&mut d0, &b), expected(200, &[(b"x-a", b"1")]));
+        assert_eq!(e.table().len(), 0);
+    }
+
+    /// A small deterministic generator (xorshift), so the test needs no
+    /// dependency and fails the same way every time.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn random_responses_round_trip_through_small_tables() {
+        let names: [&[u8]; 12] = [
+            b"content-type",
+            b"cache-control",
+            b"x-a",
+            b"x-longer-custom-name",
+            b"set-cookie",
+            b"date",
+            b"server",
+            b"vary",
+            b"location",
+            b"x-b",
+            b":status",
+            b"content-length",
+        ];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for peer_size in [0u32, 40, 100, 256, 4096] {
+            let mut e = Encoder::default();
+            e.set_peer_table_size(peer_size);
+            let mut d = Decoder::new(peer_size);
+            for _ in 0..500 {
+                let status = [200, 302, 404, 418, 503][rng.below(5)];
+                let count = rng.below(8);
+                let mut owned = Vec::new();
+                for _ in 0..count {
+                    let name = names[rng.below(names.len())];
+                    let len = [0, 1, 5, 20, 70][rng.below(5)];
+                    // Few distinct values, so many repeat and hit the table.
+                    let seed = rng.below(4) as u8;
+                    let value: Vec<u8> = (0..len)
+                        .map(|i| {
+                            if seed == 3 {
+                                rng.below(256) as u8
+                            } else {
+                                b'a' + (seed + i as u8) % 26
+                            }
+                        })
+                        .collect();
+                    owned.push((name, value));
+                }
+                let list: Vec<(&[u8], &[u8])> =
+                    owned.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+                let b = block(&mut e, status, &list);
+                assert_eq!(decode(&mut d, &b), expected(status, &list));
+                assert!(e.table().size() <= peer_size as usize);
+                assert_eq!(e.table().size(), d.table().size(), "the tables agree");
+            }
+        }
     }
 }

@@ -376,6 +376,8 @@ fn build_step_table() -> Box<StepTable> {
 /// Appends the decoding of `src` to `dst`.
 pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
     let table = step_table();
+    // The shortest code is five bits: this is the most `src` can yield.
+    dst.reserve(src.len() * 8 / 5);
     let mut state = 0u8;
     let mut accept = true;
     for &byte in src {
@@ -484,7 +486,7 @@ mod tests {
     fn eos_in_a_string_is_refused() {
         // 'a' (00011) then EOS (thirty ones), then two bits of padding.
         let bits: u64 = (0b00011 << 30 | 0x3fff_ffff) << 5 | 0b11111;
-        let bytes = (bits as u64).to_be_bytes();
+        let bytes = bits.to_be_bytes();
         let mut dec = Vec::new();
         assert_eq!(decode(&bytes[3..], &mut dec), Err(DecodeError::HuffmanEos));
     }
@@ -510,6 +512,9 @@ mod tests {
         dec.clear();
         assert_eq!(decode(&[], &mut dec), Ok(()));
         // A truncated symbol (not all ones) is refused: '0' is 00000.
-        assert_eq!(decode(&[0b0000_0000], &mut dec), Err(DecodeError::HuffmanPadding));
+        assert_eq!(
+            decode(&[0b0000_0000], &mut dec),
+            Err(DecodeError::HuffmanPadding)
+        );
     }
 }

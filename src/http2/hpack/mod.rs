@@ -49,8 +49,12 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            DecodeError::IntegerOverflow => "The header block holds an integer too large to decode.",
-            DecodeError::IndexZero => "The header block refers to table index 0, which is not allowed.",
+            DecodeError::IntegerOverflow => {
+                "The header block holds an integer too large to decode."
+            }
+            DecodeError::IndexZero => {
+                "The header block refers to table index 0, which is not allowed."
+            }
             DecodeError::IndexOutOfRange => {
                 "The header block refers to a table index past the end of the table."
             }

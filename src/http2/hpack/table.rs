@@ -189,11 +189,13 @@ impl DynamicTable {
     }
 
     /// The number of entries.
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// The table's current size (§4.1).
+    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
     }

@@ -2,7 +2,7 @@
 //! from the encoder through the decoder.
 
 use super::table::DynamicTable;
-use super::{DecodeError, Decoder, Encoder};
+use super::{DecodeError, Decoder};
 
 /// Octets from the RFC's hex dumps (spaces ignored).
 fn hex(s: &str) -> Vec<u8> {
@@ -61,11 +61,17 @@ fn c2_literal_representations() {
 
     let mut d = Decoder::new(4096);
     let block = hex("040c 2f73 616d 706c 652f 7061 7468");
-    assert_eq!(decode(&mut d, &block), Ok(fields(&[(":path", "/sample/path")])));
+    assert_eq!(
+        decode(&mut d, &block),
+        Ok(fields(&[(":path", "/sample/path")]))
+    );
     assert_eq!(d.table().len(), 0);
 
     let block = hex("1008 7061 7373 776f 7264 0673 6563 7265 74");
-    assert_eq!(decode(&mut d, &block), Ok(fields(&[("password", "secret")])));
+    assert_eq!(
+        decode(&mut d, &block),
+        Ok(fields(&[("password", "secret")]))
+    );
     assert_eq!(d.table().len(), 0);
 
     assert_eq!(decode(&mut d, &[0x82]), Ok(fields(&[(":method", "GET")])));
@@ -231,4 +237,264 @@ fn c6_responses_with_huffman() {
          77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f \
          9587 3160 65c0 03ed 4ee5 b106 3d50 07",
     ]);
+}
+
+fn decode_err(d: &mut Decoder, block: &[u8]) -> DecodeError {
+    decode(d, block).expect_err("the block is malformed")
+}
+
+#[test]
+fn integer_overflow_is_refused() {
+    let mut d = Decoder::new(4096);
+    // Index 127 + 2^35: past 32 bits.
+    assert_eq!(
+        decode_err(&mut d, &[0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]),
+        DecodeError::IntegerOverflow
+    );
+    // Within five continuation octets but above u32::MAX.
+    assert_eq!(
+        decode_err(&mut d, &[0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),
+        DecodeError::IntegerOverflow
+    );
+    // A string length that overflows.
+    assert_eq!(
+        decode_err(&mut d, &[0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0x7f]),
+        DecodeError::IntegerOverflow
+    );
+    // The largest accepted integer decodes (then names no entry).
+    assert_eq!(
+        decode_err(&mut d, &[0xff, 0x80, 0xff, 0xff, 0xff, 0x0f]),
+        DecodeError::IndexOutOfRange
+    );
+}
+
+#[test]
+fn index_zero_is_refused() {
+    let mut d = Decoder::new(4096);
+    assert_eq!(decode_err(&mut d, &[0x80]), DecodeError::IndexZero);
+}
+
+#[test]
+fn index_past_the_tables_is_refused() {
+    let mut d = Decoder::new(4096);
+    // 62 is the first dynamic index; the table is empty.
+    assert_eq!(decode_err(&mut d, &[0xbe]), DecodeError::IndexOutOfRange);
+    // A literal whose name index is past the end.
+    assert_eq!(
+        decode_err(&mut d, &[0x7e, 0x01, b'x']),
+        DecodeError::IndexOutOfRange
+    );
+    assert_eq!(
+        decode_err(&mut d, &[0x0f, 0x2f, 0x01, b'x']),
+        DecodeError::IndexOutOfRange
+    );
+    // Once an entry is added, 62 names it and 63 is past the end.
+    decode(&mut d, &[0x40, 0x01, b'a', 0x01, b'b']).unwrap();
+    assert_eq!(decode(&mut d, &[0xbe]), Ok(fields(&[("a", "b")])));
+    assert_eq!(decode_err(&mut d, &[0xbf]), DecodeError::IndexOutOfRange);
+}
+
+#[test]
+fn huffman_errors_are_refused() {
+    let mut d = Decoder::new(4096);
+    // Value: 'a' (00011) then EOS (30 ones) then 5 ones of padding.
+    let mut block = vec![0x04 | 0x01, 0x85];
+    block.extend_from_slice(&[0x1f, 0xff, 0xff, 0xff, 0xff]);
+    assert_eq!(decode_err(&mut d, &block), DecodeError::HuffmanEos);
+    // Value: 'a' then 0 bits of padding, all ones expected.
+    assert_eq!(
+        decode_err(&mut d, &[0x04, 0x81, 0b0001_1000]),
+        DecodeError::HuffmanPadding
+    );
+    // Value: 'a' then eleven one bits.
+    assert_eq!(
+        decode_err(&mut d, &[0x04, 0x82, 0b0001_1111, 0xff]),
+        DecodeError::HuffmanPadding
+    );
+    // The Huffman name of a literal is checked too.
+    assert_eq!(
+        decode_err(&mut d, &[0x40, 0x81, 0xff, 0x00]),
+        DecodeError::HuffmanPadding
+    );
+}
+
+#[test]
+fn table_size_updates() {
+    let mut d = Decoder::new(4096);
+    decode(&mut d, &[0x40, 0x01, b'a', 0x01, b'b']).unwrap();
+    // Several updates at the start: down to 0 evicts everything, then back.
+    assert_eq!(
+        decode(&mut d, &[0x20, 0x3f, 0xe1, 0x1f, 0x82]),
+        Ok(fields(&[(":method", "GET")]))
+    );
+    assert_eq!(table(d.table()), (vec![], 0));
+    assert_eq!(d.table().max_size(), 4096);
+    // Exactly the maximum is allowed, one more is not.
+    assert_eq!(decode(&mut d, &[0x3f, 0xe1, 0x1f]), Ok(vec![]));
+    assert_eq!(
+        decode_err(&mut d, &[0x3f, 0xe2, 0x1f]),
+        DecodeError::TableSizeAboveMax
+    );
+    // A smaller table holds fewer entries: 34 octets each, 70 holds two.
+    assert_eq!(decode(&mut d, &[0x3f, 0x27]), Ok(vec![]));
+    for c in b"xyz" {
+        decode(&mut d, &[0x40, 0x01, *c, 0x01, b'1']).unwrap();
+    }
+    assert_eq!(table(d.table()), (fields(&[("z", "1"), ("y", "1")]), 68));
+}
+
+#[test]
+fn table_size_update_after_a_field_is_refused() {
+    let mut d = Decoder::new(4096);
+    assert_eq!(
+        decode_err(&mut d, &[0x82, 0x20]),
+        DecodeError::TableSizeUpdateNotAtStart
+    );
+    // Also in a block that started with an update.
+    assert_eq!(
+        decode_err(&mut d, &[0x20, 0x82, 0x3f, 0x01]),
+        DecodeError::TableSizeUpdateNotAtStart
+    );
+}
+
+#[test]
+fn truncated_blocks_are_refused() {
+    let mut d = Decoder::new(4096);
+    for block in [
+        &[0xff][..],         // index continues past the end
+        &[0xff, 0x80],       // still continues
+        &[0x40],             // no name string
+        &[0x40, 0x01, b'a'], // no value string
+        &[0x00, 0x7f],       // name length continues past the end
+        &[0x3f],             // size update continues past the end
+        &[0x10, 0x01, b'a'], // never indexed without a value
+        &[0x41],             // indexed name without a value
+    ] {
+        assert_eq!(
+            decode_err(&mut d, block),
+            DecodeError::Truncated,
+            "{block:x?}"
+        );
+    }
+}
+
+#[test]
+fn strings_past_the_end_are_refused() {
+    let mut d = Decoder::new(4096);
+    assert_eq!(
+        decode_err(&mut d, &[0x40, 0x05, b'a', b'b']),
+        DecodeError::StringPastEnd
+    );
+    assert_eq!(
+        decode_err(&mut d, &[0x01, 0x83, 0xff]),
+        DecodeError::StringPastEnd
+    );
+    // Nothing of a refused literal reaches the table.
+    assert_eq!(d.table().len(), 0);
+}
+
+#[test]
+fn every_error_has_a_sentence() {
+    for e in [
+        DecodeError::IntegerOverflow,
+        DecodeError::IndexZero,
+        DecodeError::IndexOutOfRange,
+        DecodeError::HuffmanEos,
+        DecodeError::HuffmanPadding,
+        DecodeError::TableSizeAboveMax,
+        DecodeError::TableSizeUpdateNotAtStart,
+        DecodeError::Truncated,
+        DecodeError::StringPastEnd,
+    ] {
+        let s = e.to_string();
+        assert!(s.starts_with(char::is_uppercase) && s.ends_with('.'), "{s}");
+    }
+}
+
+#[test]
+fn eviction_follows_insertion_order_and_sizes() {
+    // 100 octets: "aaaa: 1111" is 40, so two fit and the third evicts the
+    // first; a wrong eviction shows up as the wrong field at index 62/63.
+    let mut d = Decoder::new(100);
+    let lit = |n: &[u8; 4], v: &[u8; 4]| {
+        let mut b = vec![0x40, 0x04];
+        b.extend_from_slice(n);
+        b.push(0x04);
+        b.extend_from_slice(v);
+        b
+    };
+    decode(&mut d, &lit(b"aaaa", b"1111")).unwrap();
+    decode(&mut d, &lit(b"bbbb", b"2222")).unwrap();
+    assert_eq!(
+        decode(&mut d, &[0xbe, 0xbf]),
+        Ok(fields(&[("bbbb", "2222"), ("aaaa", "1111")]))
+    );
+    decode(&mut d, &lit(b"cccc", b"3333")).unwrap();
+    assert_eq!(
+        decode(&mut d, &[0xbe, 0xbf]),
+        Ok(fields(&[("cccc", "3333"), ("bbbb", "2222")]))
+    );
+    assert_eq!(decode_err(&mut d, &[0xc0]), DecodeError::IndexOutOfRange);
+    // An entry larger than the table empties it and is not added.
+    let mut big = vec![0x40, 0x04, b'd', b'd', b'd', b'd', 0x41];
+    big.extend_from_slice(&[b'4'; 65]);
+    let got = decode(&mut d, &big).unwrap();
+    assert_eq!(got[0].1.len(), 65);
+    assert_eq!(table(d.table()), (vec![], 0));
+}
+
+#[test]
+fn a_name_from_an_entry_the_insertion_evicts_is_kept() {
+    // §4.4: the new entry may refer to the name of the entry it evicts.
+    let mut d = Decoder::new(40);
+    decode(&mut d, &[0x40, 0x04, b'n', b'a', b'm', b'e', 0x01, b'1']).unwrap();
+    // Name index 62 ("name"), value "2": 37 octets, evicts "name: 1" first.
+    assert_eq!(
+        decode(&mut d, &[0x7e, 0x01, b'2']),
+        Ok(fields(&[("name", "2")]))
+    );
+    assert_eq!(table(d.table()), (fields(&[("name", "2")]), 37));
+}
+
+#[test]
+fn fields_ignored_by_the_caller_still_update_the_table() {
+    let mut d = Decoder::new(4096);
+    let block = hex("8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff");
+    d.decode(&block, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        decode(&mut d, &[0xbe]),
+        Ok(fields(&[(":authority", "www.example.com")]))
+    );
+}
+
+#[test]
+fn random_blocks_never_panic() {
+    // Seeded xorshift: random octets, mostly small indices and lengths so
+    // that many blocks get past the first representation.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for max in [0u32, 64, 4096] {
+        let mut d = Decoder::new(max);
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let block: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    match r % 4 {
+                        0 => r as u8 >> 4,
+                        1 => 0x40 | (r >> 8) as u8 & 0x3f,
+                        _ => (r >> 16) as u8,
+                    }
+                })
+                .collect();
+            let _ = d.decode(&block, &mut |_, _| {});
+            let t = d.table();
+            assert!(t.size() <= t.max_size() && t.max_size() <= max as usize);
+        }
+    }
 }
