@@ -15,19 +15,33 @@ pub mod hpack;
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// Graceful: no error.
     NoError,
+    /// The peer broke a protocol rule.
     ProtocolError,
+    /// The sender failed on its own.
     InternalError,
+    /// A flow-control window was overrun.
     FlowControlError,
+    /// SETTINGS were not acknowledged in time.
     SettingsTimeout,
+    /// A frame came on a stream already half-closed or closed.
     StreamClosed,
+    /// A frame had the wrong size.
     FrameSizeError,
+    /// The stream was refused before any processing; it may be retried.
     RefusedStream,
+    /// The stream is no longer needed.
     Cancel,
+    /// The HPACK state could not be kept in step.
     CompressionError,
+    /// The CONNECT tunnel failed.
     ConnectError,
+    /// The peer is generating too much load.
     EnhanceYourCalm,
+    /// The TLS parameters are too weak.
     InadequateSecurity,
+    /// HTTP/1.1 must be used instead.
     Http11Required,
     /// A code this codec does not know, kept as received.
     Other(u32),
