@@ -48,8 +48,8 @@ pub struct ConnLimits {
     /// SETTINGS_MAX_HEADER_LIST_SIZE announced: a head whose decoded size
     /// (RFC 9113 §6.5.2) is larger is delivered with
     /// [`RequestHead::oversized`] set (the driver answers 431); a header block
-    /// whose encoded bytes pass twice this, across CONTINUATION frames, ends
-    /// the connection (GOAWAY ENHANCE_YOUR_CALM).
+    /// whose encoded bytes pass twice this (16 KiB at least), across
+    /// CONTINUATION frames, ends the connection (GOAWAY ENHANCE_YOUR_CALM).
     pub max_header_list_size: u32,
     /// Most fields in a head; more is `oversized` too.
     pub max_header_fields: usize,
@@ -302,10 +302,13 @@ impl ServerConnection {
     /// `data` with `end_stream` sends an empty DATA frame that ends the stream.
     pub fn send_data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) -> usize {
         let room = self.send_capacity(stream);
-        let Some(s) = self.streams.get_mut(stream).filter(|s| s.head_sent) else {
+        if self.dead.is_some() {
+            return 0;
+        }
+        let Some(s) = self.streams.get_mut(stream) else {
             return 0;
         };
-        if s.send_closed {
+        if !s.head_sent || s.send_closed {
             return 0;
         }
         let take = data.len().min(room);

@@ -15,33 +15,33 @@ pub mod hpack;
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
-    /// Not an error: a graceful end.
+    /// Graceful: no error.
     NoError,
-    /// The peer broke the protocol.
+    /// The peer broke a protocol rule.
     ProtocolError,
-    /// Something failed on this side.
+    /// The sender failed on its own.
     InternalError,
     /// A flow-control window was overrun.
     FlowControlError,
     /// SETTINGS were not acknowledged in time.
     SettingsTimeout,
-    /// A frame came on a stream already half-closed.
+    /// A frame came on a stream already half-closed or closed.
     StreamClosed,
-    /// A frame had a size its type does not allow.
+    /// A frame had the wrong size.
     FrameSizeError,
-    /// The stream was not processed: safe to retry.
+    /// The stream was refused before any processing; it may be retried.
     RefusedStream,
-    /// The stream is no longer wanted.
+    /// The stream is no longer needed.
     Cancel,
-    /// The HPACK state cannot be kept in step.
+    /// The HPACK state could not be kept in step.
     CompressionError,
-    /// A CONNECT tunnel failed.
+    /// The CONNECT tunnel failed.
     ConnectError,
-    /// The peer does too much (a flood).
+    /// The peer is generating too much load.
     EnhanceYourCalm,
-    /// The TLS parameters are not good enough.
+    /// The TLS parameters are too weak.
     InadequateSecurity,
-    /// The request needs HTTP/1.1.
+    /// HTTP/1.1 must be used instead.
     Http11Required,
     /// A code this codec does not know, kept as received.
     Other(u32),

@@ -450,3 +450,9 @@ fn streams_past_the_limit_are_refused_and_their_blocks_decoded() {
         e => panic!("{e:?}"),
     }
 }
+
+#[test]
+fn a_header_block_that_does_not_decode_is_a_compression_error() {
+    let mut c = Client::new(limits());
+    c.expect_goaway(&headers(1, &[0x80], true), ErrorCode::CompressionError);
+}

@@ -87,6 +87,11 @@ impl StreamTable {
         self.streams.iter_mut()
     }
 
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.streams.capacity()
+    }
+
     /// Frees the table's allocation when it is empty.
     pub(super) fn release_idle(&mut self) {
         if self.streams.is_empty() {

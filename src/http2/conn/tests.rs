@@ -671,6 +671,24 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.release_idle_buffers();
     assert_eq!(c.conn.out.capacity(), 0);
     assert_eq!(c.conn.block.capacity(), 0);
+
+    // A finished request leaves nothing allocated but the HPACK tables.
+    let b = get_block();
+    let mut bytes = frame(kind::HEADERS, flag::END_STREAM, 1, &b[..5]);
+    bytes.extend(frame(kind::CONTINUATION, flag::END_HEADERS, 1, &b[5..]));
+    c.send(&bytes).unwrap();
+    c.conn.release_idle_buffers();
+    assert!(
+        c.conn.head.path().is_some(),
+        "kept while the stream is open"
+    );
+    c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
+    c.frames();
+    c.conn.release_idle_buffers();
+    assert_eq!(c.conn.out.capacity(), 0);
+    assert_eq!(c.conn.block.capacity(), 0);
+    assert!(c.conn.head.buffers_released());
+    assert_eq!(c.conn.streams.capacity(), 0);
 }
 
 #[test]
@@ -689,4 +707,27 @@ fn a_smaller_stream_window_applies_once_the_settings_are_acknowledged() {
     // After it the stream's window is 1000 - 2000: nothing more may come.
     c.send(&frame(kind::SETTINGS, flag::ACK, 0, &[])).unwrap();
     c.expect_reset(&data(1, b"x", false), 1, ErrorCode::FlowControlError);
+}
+
+#[test]
+fn response_trailers_end_the_stream() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    assert_eq!(c.conn.send_data(1, b"body", false), 4);
+    let fields = [(&b"grpc-status"[..], &b"0"[..])];
+    c.conn.send_trailers(1, &mut fields.into_iter());
+    let f = c.frames();
+    let t = &f[2];
+    assert_eq!(
+        (t.kind, t.flags),
+        (kind::HEADERS, flag::END_HEADERS | flag::END_STREAM)
+    );
+    let mut got = Vec::new();
+    crate::http2::hpack::Decoder::new(4096)
+        .decode(&t.payload, &mut |n, v| got.push((n.to_vec(), v.to_vec())))
+        .unwrap();
+    assert_eq!(got, [(b"grpc-status".to_vec(), b"0".to_vec())]);
+    assert_eq!(c.conn.open_streams(), 0);
+    assert_eq!(c.conn.send_data(1, b"late", true), 0);
 }
