@@ -82,3 +82,87 @@ pub(super) fn read_h2_head(
     head.keep_alive = true;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::HeaderLines;
+
+    fn decoded(fields: &[(&str, &str)], end_stream: bool) -> DecodedHead {
+        DecodedHead::decoded_for_test(fields, 16 * 1024, end_stream).expect("a valid head")
+    }
+
+    #[test]
+    fn pseudo_fields_become_the_request_line_and_host() {
+        let d = decoded(
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":authority", "example.com:8443"),
+                (":path", "/a/b?x=1"),
+                ("cookie", "a=1"),
+                ("user-agent", "t"),
+                ("cookie", "b=2"),
+                ("host", "other"),
+            ],
+            true,
+        );
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.path(&buf), b"/a/b");
+        assert_eq!(head.query(&buf), Some(&b"x=1"[..]));
+        assert_eq!(head.host(&buf), Some(&b"example.com:8443"[..]));
+        assert_eq!(head.header(&buf, "cookie"), Some(&b"a=1; b=2"[..]));
+        assert_eq!(head.header(&buf, "user-agent"), Some(&b"t"[..]));
+        assert_eq!(head.body, BodyKind::None);
+    }
+
+    #[test]
+    fn a_body_without_length_ends_with_the_stream_and_limits_apply() {
+        let post = [(":method", "POST"), (":scheme", "http"), (":path", "/up")];
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        read_h2_head(&decoded(&post, false), false, &Limits::default(), &mut buf, &mut head)
+            .unwrap();
+        assert_eq!(head.body, BodyKind::Chunked);
+        let mut with_length = post.to_vec();
+        with_length.push(("content-length", "5"));
+        let d = decoded(&with_length, false);
+        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.body, BodyKind::Length(5));
+
+        let names: Vec<String> = (0..20).map(|i| format!("x-{i}")).collect();
+        let mut many = vec![(":method", "GET"), (":scheme", "http"), (":path", "/")];
+        many.extend(names.iter().map(|n| (n.as_str(), "v")));
+        let limits = Limits {
+            max_headers: 10,
+            ..Limits::default()
+        };
+        let d = decoded(&many, true);
+        assert_eq!(read_h2_head(&d, true, &limits, &mut buf, &mut head), Err(431));
+        // A target HTTP/1 would not take (a space) is refused, not passed on.
+        let bad = [(":method", "GET"), (":scheme", "http"), (":path", "/a b")];
+        let d = decoded(&bad, true);
+        assert_eq!(
+            read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head),
+            Err(400)
+        );
+    }
+
+    #[test]
+    fn an_oversized_head_is_431() {
+        let long = "v".repeat(200);
+        let fields = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("x-long", long.as_str()),
+        ];
+        let d = DecodedHead::decoded_for_test(&fields, 100, true).expect("delivered, oversized");
+        assert!(d.oversized());
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        assert_eq!(
+            read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head),
+            Err(431)
+        );
+    }
+}
