@@ -458,7 +458,7 @@ fn a_header_block_that_does_not_decode_is_a_compression_error() {
 }
 
 #[test]
-fn random_frames_never_panic_and_output_stays_bounded() {
+fn random_frames_never_panic_and_streams_stay_bounded() {
     // xorshift64*, seeded: the same frames on every run.
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
