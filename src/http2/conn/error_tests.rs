@@ -456,3 +456,86 @@ fn a_header_block_that_does_not_decode_is_a_compression_error() {
     let mut c = Client::new(limits());
     c.expect_goaway(&headers(1, &[0x80], true), ErrorCode::CompressionError);
 }
+
+#[test]
+fn random_frames_never_panic_and_streams_stay_bounded() {
+    // xorshift64*, seeded: the same frames on every run.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let blocks = [get_block(), post_block(Some("4")), vec![0x80], vec![]];
+    // Mostly frames a client would send, so connections live a while.
+    let kinds = [0, 0, 0, 1, 1, 1, 2, 3, 4, 6, 7, 8, 8, 10, 9, 5];
+    let mut l = limits();
+    l.max_error_resets = 1000;
+    l.max_concurrent_streams = 3;
+    let (mut frames, mut conns, mut delivered) = (0, 1, 0);
+    let mut c = Client::new(l.clone());
+    let mut last = 0;
+    while frames < 20_000 {
+        let r = next();
+        // Now and then anything at all; mostly what a client would send.
+        let odd = r >> 59 == 0;
+        let mut kind = kinds[(r % if odd { 16 } else { 14 }) as usize];
+        if !odd && last == 0 && ![kind::SETTINGS, kind::PING, kind::GOAWAY].contains(&kind) {
+            kind = kind::HEADERS;
+        }
+        let flags = if odd {
+            (r >> 8) as u8
+        } else {
+            (r >> 8) as u8 & flag::END_STREAM | flag::END_HEADERS
+        };
+        let stream = match kind {
+            _ if odd => (r >> 16) as u32 % 12,
+            kind::SETTINGS | kind::PING | kind::GOAWAY => 0,
+            kind::HEADERS if r >> 20 & 1 == 0 => last + 2,
+            kind::WINDOW_UPDATE if r >> 20 & 1 == 0 => 0,
+            _ => last.max(1) - 2 * ((r >> 21) as u32 % 2).min(last / 2),
+        };
+        let len = match kind {
+            kind::SETTINGS => 6 * ((r >> 32) % 3),
+            kind::PING | kind::GOAWAY => 8,
+            kind::PRIORITY => 5,
+            kind::RST_STREAM | kind::WINDOW_UPDATE => 4,
+            _ => (r >> 32) % 12,
+        };
+        let payload: Vec<u8> = match kind {
+            kind::HEADERS | kind::CONTINUATION => blocks[(r >> 24) as usize % 4].clone(),
+            _ => (0..len).map(|i| (next() >> i) as u8 & 0x3f).collect(),
+        };
+        frames += 1;
+        let bytes = frame(kind, flags, stream, &payload);
+        if c.conn.receive(&bytes, c.now, &mut c.events).is_err() {
+            c = Client::new(l.clone());
+            (conns, last) = (conns + 1, 0);
+            continue;
+        }
+        if kind == kind::HEADERS && stream > last {
+            last = stream;
+        }
+        delivered += c.events().len();
+        let stream = last.max(1);
+        match next() % 4 {
+            0 => c
+                .conn
+                .send_headers(stream, 200, &mut std::iter::empty(), false),
+            1 => {
+                c.conn.send_data(stream, b"hello", next() % 2 == 0);
+            }
+            2 => c.conn.release(stream, (next() % 100) as usize),
+            _ => {}
+        }
+        assert!(c.conn.open_streams() <= 3);
+        if c.conn.output().len() > 64 * 1024 {
+            c.frames();
+        }
+    }
+    assert!(
+        conns < 6000 && delivered > 2000,
+        "{conns} connections, {delivered} events"
+    );
+}
