@@ -315,6 +315,25 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
+impl RequestHead {
+    /// The checked head of `fields` (pseudo fields first) as a connection
+    /// would deliver it, for the tests of code that reads heads.
+    pub fn decoded_for_test(
+        fields: &[(&str, &str)],
+        max_list_size: u32,
+        end_stream: bool,
+    ) -> Result<Self, &'static str> {
+        let mut head = RequestHead::new(max_list_size, 100);
+        head.begin(HeadKind::Request);
+        for (name, value) in fields {
+            head.push(name.as_bytes(), value.as_bytes());
+        }
+        head.finish(end_stream)?;
+        Ok(head)
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -517,24 +536,5 @@ mod tests {
         let h = head(&f, false).unwrap();
         assert!(h.oversized(), "nine fields past a limit of eight");
         assert!(h.buf.len() < 64, "dropped fields are not stored");
-    }
-}
-
-#[cfg(test)]
-impl RequestHead {
-    /// The checked head of `fields` (pseudo fields first) as a connection
-    /// would deliver it, for the tests of code that reads heads.
-    pub fn decoded_for_test(
-        fields: &[(&str, &str)],
-        max_list_size: u32,
-        end_stream: bool,
-    ) -> Result<Self, &'static str> {
-        let mut head = RequestHead::new(max_list_size, 100);
-        head.begin(HeadKind::Request);
-        for (name, value) in fields {
-            head.push(name.as_bytes(), value.as_bytes());
-        }
-        head.finish(end_stream)?;
-        Ok(head)
     }
 }

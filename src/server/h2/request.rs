@@ -119,10 +119,21 @@ mod tests {
 
     #[test]
     fn a_body_without_length_ends_with_the_stream_and_limits_apply() {
-        let post = [(":method", "POST"), (":scheme", "http"), (":path", "/up")];
+        let post = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "x"),
+            (":path", "/up"),
+        ];
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(&decoded(&post, false), false, &Limits::default(), &mut buf, &mut head)
-            .unwrap();
+        read_h2_head(
+            &decoded(&post, false),
+            false,
+            &Limits::default(),
+            &mut buf,
+            &mut head,
+        )
+        .unwrap();
         assert_eq!(head.body, BodyKind::Chunked);
         let mut with_length = post.to_vec();
         with_length.push(("content-length", "5"));
@@ -131,20 +142,35 @@ mod tests {
         assert_eq!(head.body, BodyKind::Length(5));
 
         let names: Vec<String> = (0..20).map(|i| format!("x-{i}")).collect();
-        let mut many = vec![(":method", "GET"), (":scheme", "http"), (":path", "/")];
+        let mut many = vec![
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "x"),
+            (":path", "/"),
+        ];
         many.extend(names.iter().map(|n| (n.as_str(), "v")));
         let limits = Limits {
             max_headers: 10,
             ..Limits::default()
         };
         let d = decoded(&many, true);
-        assert_eq!(read_h2_head(&d, true, &limits, &mut buf, &mut head), Err(431));
-        // A target HTTP/1 would not take (a space) is refused, not passed on.
-        let bad = [(":method", "GET"), (":scheme", "http"), (":path", "/a b")];
-        let d = decoded(&bad, true);
         assert_eq!(
-            read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head),
-            Err(400)
+            read_h2_head(&d, true, &limits, &mut buf, &mut head),
+            Err(431)
+        );
+        // The HTTP/1 target limit holds over HTTP/2 too.
+        let long = format!("/{}", "a".repeat(100));
+        let d = decoded(
+            &[(":method", "GET"), (":scheme", "http"), (":path", &long)],
+            true,
+        );
+        let limits = Limits {
+            max_uri_bytes: 50,
+            ..Limits::default()
+        };
+        assert_eq!(
+            read_h2_head(&d, true, &limits, &mut buf, &mut head),
+            Err(414)
         );
     }
 
