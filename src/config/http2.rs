@@ -24,13 +24,11 @@ pub struct RawHttp2 {
     pub max_frame_size: Option<Spanned<i64>>,
     /// HPACK dynamic table the client's encoder may use.
     pub header_table_size: Option<Spanned<i64>>,
-    /// Response bytes buffered per stream ahead of the client's window.
+    /// Response bytes a connection queues ahead of the socket.
     pub max_send_buffer: Option<Spanned<i64>>,
     /// Streams a client may reset before their answer, per connection, before
     /// the connection is closed (rapid reset, CVE-2023-44487).
     pub max_client_resets: Option<Spanned<i64>>,
-    /// Streams reset by the client before the server took them, queued at once.
-    pub max_pending_resets: Option<Spanned<i64>>,
     /// Streams the server resets for the client's protocol errors, per connection.
     pub max_error_resets: Option<Spanned<i64>>,
     /// PING and SETTINGS frames a client may send at once (refilled at a
@@ -56,12 +54,12 @@ pub struct Http2Config {
     pub max_frame_size: u32,
     /// SETTINGS_HEADER_TABLE_SIZE.
     pub header_table_size: u32,
-    /// Response bytes buffered per stream beyond what the client's window takes.
+    /// Response bytes queued per connection ahead of the socket: streams
+    /// wait past it, so a client that does not read costs at most this (for
+    /// write_timeout), and large answers take turns.
     pub max_send_buffer: usize,
     /// Client resets of unanswered streams per connection before GOAWAY.
     pub max_client_resets: u32,
-    /// Reset streams waiting to be accepted before GOAWAY.
-    pub max_pending_resets: usize,
     /// Streams reset for the client's protocol errors before GOAWAY.
     pub max_error_resets: usize,
     /// PING and SETTINGS frames allowed in a burst.
@@ -80,9 +78,8 @@ impl Default for Http2Config {
             initial_connection_window: 1024 * 1024,
             max_frame_size: 16 * 1024,
             header_table_size: 4096,
-            max_send_buffer: 64 * 1024,
+            max_send_buffer: 256 * 1024,
             max_client_resets: 200,
-            max_pending_resets: 20,
             max_error_resets: 64,
             max_control_frames: 200,
             max_requests: 10_000,
@@ -116,7 +113,6 @@ pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, Co
         header_table_size: limit!(header_table_size, 0..=65_536),
         max_send_buffer: limit!(max_send_buffer, 1024..=(16 << 20)),
         max_client_resets: limit!(max_client_resets, 0..=1_000_000),
-        max_pending_resets: limit!(max_pending_resets, 1..=100_000),
         max_error_resets: limit!(max_error_resets, 1..=100_000),
         max_control_frames: limit!(max_control_frames, 10..=1_000_000),
         max_requests: limit!(max_requests, 1..=i64::MAX),

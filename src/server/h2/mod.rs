@@ -49,7 +49,7 @@ use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
 use crate::server::transport::Downstream;
 use crate::worker::WorkerCtx;
 use stream::H2Stream;
-use streams::{Fresh, Shared, SharedCell, StreamTable, OUTPUT_HIGH};
+use streams::{Fresh, Shared, SharedCell, StreamTable};
 
 /// How long a connection that sent GOAWAY stays open once its last stream
 /// is done, for frames already in flight.
@@ -172,11 +172,12 @@ fn poll_io<D: Downstream>(
             }
         }
     }
-    if sh.table.output_waiters && sh.conn.output().len() < OUTPUT_HIGH / 2 {
+    let high = ctx.config.http2.max_send_buffer;
+    if sh.table.output_waiters && sh.conn.output().len() < high / 2 {
         sh.table.output_waiters = false;
         sh.table.wake_all();
     }
-    if sh.conn.output().len() >= OUTPUT_HIGH {
+    if sh.conn.output().len() >= high {
         // A client that does not read what it is owed is not read from.
         return Poll::Pending;
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Sleep;
 
-use super::streams::{SharedCell, OUTPUT_HIGH};
+use super::streams::SharedCell;
 use super::ConnFacts;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
@@ -218,7 +218,8 @@ impl<'a> H2Stream<'a> {
             if slot.reset.is_some() {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             }
-            let room = OUTPUT_HIGH.saturating_sub(sh.conn.output().len());
+            let high = self.ctx.config.http2.max_send_buffer;
+            let room = high.saturating_sub(sh.conn.output().len());
             let cap = sh.conn.send_capacity(self.stream_id).min(room);
             if cap > 0 {
                 self.write_stall = None;
@@ -459,7 +460,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
 
     fn poll_flush_body(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         // Queued DATA goes out as the connection task writes; what it holds
-        // is bounded by the windows and OUTPUT_HIGH.
+        // is bounded by the windows and `[http2] max_send_buffer`.
         Poll::Ready(Ok(()))
     }
 

@@ -15,11 +15,6 @@ use crate::http1::parse::{Limits, RequestHead};
 use crate::http2::conn::{Events, RequestHead as DecodedHead, ServerConnection, StreamId};
 use crate::http2::ErrorCode;
 
-/// Queued output past which streams wait before adding more: a client that
-/// reads slowly holds at most about this much of the server's memory, and
-/// large answers take turns.
-pub(super) const OUTPUT_HIGH: usize = 256 * 1024;
-
 /// Spare head buffers kept: enough for the streams started in one read.
 const SPARE_HEADS: usize = 16;
 
