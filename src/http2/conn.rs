@@ -19,6 +19,11 @@ mod streams;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::Bytes;
+
 use super::frame::{self, setting};
 use super::hpack::{Decoder, Encoder};
 use super::ErrorCode;
@@ -108,9 +113,18 @@ pub struct ServerConnection {
     limits: ConnLimits,
     decoder: Decoder,
     encoder: Encoder,
-    /// Frames to write: `out[out_pos..]`.
+    /// Frames to write, after `pieces`: `out[out_pos..]` (`out_pos` is 0
+    /// while pieces wait).
     out: Vec<u8>,
     out_pos: usize,
+    /// Output written before `out`: body buffers queued without a copy
+    /// ([`Self::send_data_owned`]), each after the frames cut off from `out`
+    /// before it, so the order holds.
+    pieces: VecDeque<Bytes>,
+    /// Bytes of `pieces.front()` already written.
+    piece_pos: usize,
+    /// Bytes in `pieces`, written ones included.
+    pieces_len: usize,
     streams: StreamTable,
     recent_resets: RecentResets,
     /// The head being decoded, reused from stream to stream.
@@ -181,6 +195,9 @@ impl ServerConnection {
             encoder: Encoder::default(),
             out,
             out_pos: 0,
+            pieces: VecDeque::new(),
+            piece_pos: 0,
+            pieces_len: 0,
             streams: StreamTable::default(),
             recent_resets: RecentResets::default(),
             head: RequestHead::new(limits.max_header_list_size, limits.max_header_fields),
@@ -332,6 +349,52 @@ impl ServerConnection {
         take
     }
 
+    /// [`Self::send_data`] for a body buffer the connection may keep: the
+    /// DATA frames carry slices of `data` itself, written from it without a
+    /// copy (a file chunk goes from its read straight to the socket, or to
+    /// TLS encryption).
+    pub fn send_data_owned(&mut self, stream: StreamId, data: Bytes, end_stream: bool) -> usize {
+        let room = self.send_capacity(stream);
+        if self.dead.is_some() {
+            return 0;
+        }
+        let Some(s) = self.streams.get_mut(stream) else {
+            return 0;
+        };
+        if !s.head_sent || s.send_closed {
+            return 0;
+        }
+        let take = data.len().min(room);
+        if take == 0 {
+            return 0;
+        }
+        let ends = end_stream && take == data.len();
+        s.send_window -= take as i64;
+        self.conn_send_window -= take as i64;
+        if ends {
+            s.send_closed = true;
+        }
+        let mut at = 0;
+        while at < take {
+            let len = (take - at).min(self.peer_max_frame);
+            let last = at + len == take;
+            let flags = if ends && last {
+                frame::flag::END_STREAM
+            } else {
+                0
+            };
+            frame::write_head(&mut self.out, len, frame::kind::DATA, flags, stream);
+            self.cut_out();
+            self.pieces_len += len;
+            self.pieces.push_back(data.slice(at..at + len));
+            at += len;
+        }
+        if ends {
+            self.streams.remove_if_done(stream);
+        }
+        take
+    }
+
     /// Queues the response trailers, which end the stream.
     pub fn send_trailers<'f>(
         &mut self,
@@ -417,13 +480,54 @@ impl ServerConnection {
         self.streams.len()
     }
 
-    /// The frames queued to write.
+    /// The first run of queued output (all of it, unless bodies were queued
+    /// with [`Self::send_data_owned`]: see [`Self::output_slices`]).
     pub fn output(&self) -> &[u8] {
-        &self.out[self.out_pos..]
+        match self.pieces.front() {
+            Some(p) => &p[self.piece_pos..],
+            None => &self.out[self.out_pos..],
+        }
     }
 
-    /// The first `n` bytes of [`Self::output`] were written.
-    pub fn consume_output(&mut self, n: usize) {
+    /// Bytes queued to write.
+    pub fn output_len(&self) -> usize {
+        self.pieces_len - self.piece_pos + self.out.len() - self.out_pos
+    }
+
+    /// Fills `dst` with the queued output in order, as many runs as fit;
+    /// returns how many it filled.
+    pub fn output_slices<'s>(&'s self, dst: &mut [IoSlice<'s>]) -> usize {
+        let mut n = 0;
+        let runs = self
+            .pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if i == 0 { &p[self.piece_pos..] } else { &p[..] })
+            .chain(std::iter::once(&self.out[self.out_pos..]))
+            .filter(|run| !run.is_empty());
+        for (slot, run) in dst.iter_mut().zip(runs) {
+            *slot = IoSlice::new(run);
+            n += 1;
+        }
+        n
+    }
+
+    /// The first `n` bytes of the queued output were written.
+    pub fn consume_output(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.pieces.front() else {
+                break;
+            };
+            let left = front.len() - self.piece_pos;
+            if n < left {
+                self.piece_pos += n;
+                return;
+            }
+            n -= left;
+            self.pieces_len -= front.len();
+            self.piece_pos = 0;
+            self.pieces.pop_front();
+        }
         self.out_pos = (self.out_pos + n).min(self.out.len());
         if self.out_pos == self.out.len() {
             self.out.clear();
@@ -434,10 +538,24 @@ impl ServerConnection {
         }
     }
 
+    /// Moves what `out` holds into the pieces, so a body buffer can follow it.
+    fn cut_out(&mut self) {
+        if self.out_pos < self.out.len() {
+            let mut run = std::mem::take(&mut self.out);
+            run.drain(..self.out_pos);
+            self.out_pos = 0;
+            self.pieces_len += run.len();
+            self.pieces.push_back(Bytes::from(run));
+        }
+    }
+
     /// Frees the output buffer when nothing waits in it, so an idle
     /// connection holds no buffer (and the head and block buffers when no
     /// stream is open).
     pub fn release_idle_buffers(&mut self) {
+        if self.pieces.is_empty() {
+            self.pieces = VecDeque::new();
+        }
         if self.out_pos == self.out.len() {
             self.out = Vec::new();
             self.out_pos = 0;

@@ -87,7 +87,8 @@ pub trait Downstream {
     const GATHERED_WRITES: bool = false;
 
     /// Writes some of `bufs`, in order, and returns how many bytes; without
-    /// [`Downstream::GATHERED_WRITES`], only the first slice that is not empty.
+    /// [`Downstream::GATHERED_WRITES`], by default only the first slice that
+    /// is not empty (TLS takes them all into its records).
     fn poll_write_gathered(
         &mut self,
         cx: &mut Context<'_>,
@@ -348,6 +349,20 @@ impl Downstream for Tls {
         let n = std::task::ready!(s.as_mut().poll_write(cx, data))?;
         // Records rustls holds are pushed out now; if the socket is full they
         // go with the next write.
+        let _ = s.poll_flush(cx);
+        Poll::Ready(Ok(n))
+    }
+
+    /// All of `bufs` go to rustls in one call, which cuts them into full
+    /// records (a DATA frame's head and the body slice after it share one),
+    /// then out as `poll_write_some` sends them.
+    fn poll_write_gathered(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut s = std::pin::Pin::new(&mut self.stream);
+        let n = std::task::ready!(s.as_mut().poll_write_vectored(cx, bufs))?;
         let _ = s.poll_flush(cx);
         Poll::Ready(Ok(n))
     }

@@ -207,8 +207,17 @@ impl Client {
     }
 
     /// The frames written since the last call.
+    /// All the queued output, pieces joined, without consuming it.
+    pub(super) fn output_bytes(&self) -> Vec<u8> {
+        let mut slices = [std::io::IoSlice::new(&[]); 256];
+        let n = self.conn.output_slices(&mut slices);
+        let out: Vec<u8> = slices[..n].iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(out.len(), self.conn.output_len());
+        out
+    }
+
     pub(super) fn frames(&mut self) -> Vec<Out> {
-        let out = self.conn.output().to_vec();
+        let out = self.output_bytes();
         self.conn.consume_output(out.len());
         let mut frames = Vec::new();
         let mut at = 0;
@@ -730,4 +739,69 @@ fn response_trailers_end_the_stream() {
     assert_eq!(got, [(b"grpc-status".to_vec(), b"0".to_vec())]);
     assert_eq!(c.conn.open_streams(), 0);
     assert_eq!(c.conn.send_data(1, b"late", true), 0);
+}
+
+#[test]
+fn owned_bodies_go_out_in_order_between_other_frames_and_resume_mid_piece() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    c.conn.send_headers(3, 200, &mut std::iter::empty(), false);
+    c.frames();
+    c.events();
+    let body: Vec<u8> = (0..40_000u32).map(|i| i as u8).collect();
+    assert_eq!(
+        c.conn
+            .send_data_owned(1, bytes::Bytes::from(body.clone()), false),
+        40_000
+    );
+    // Frames queued after the body follow it.
+    assert_eq!(c.conn.send_data(3, b"three", true), 5);
+    assert_eq!(
+        c.conn
+            .send_data_owned(1, bytes::Bytes::from_static(b"end"), true),
+        3
+    );
+    let all = c.output_bytes();
+    assert_eq!(all.len(), c.conn.output_len());
+    // Written in odd-sized steps: each step resumes where the last stopped.
+    let mut written = Vec::new();
+    while c.conn.output_len() > 0 {
+        let run = c.conn.output();
+        let n = run.len().min(7_777);
+        written.extend_from_slice(&run[..n]);
+        c.conn.consume_output(n);
+    }
+    assert_eq!(written, all);
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at < all.len() {
+        let h = FrameHead::parse(&all[at..]);
+        frames.push((h.stream, h.len, h.flags & flag::END_STREAM != 0));
+        at += 9 + h.len;
+    }
+    assert_eq!(
+        frames,
+        [
+            (1, 16_384, false),
+            (1, 16_384, false),
+            (1, 7_232, false),
+            (3, 5, true),
+            (1, 3, true),
+        ]
+    );
+    let mut got = Vec::new();
+    let mut at = 0;
+    while at < all.len() {
+        let h = FrameHead::parse(&all[at..]);
+        if h.stream == 1 {
+            got.extend_from_slice(&all[at + 9..at + 9 + h.len]);
+        }
+        at += 9 + h.len;
+    }
+    assert_eq!(&got[..40_000], &body[..]);
+    assert_eq!(&got[40_000..], b"end");
+    c.conn.release_idle_buffers();
+    assert_eq!(c.conn.output_len(), 0);
 }

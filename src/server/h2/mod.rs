@@ -71,6 +71,10 @@ fn release_idle_buffers(shared: &SharedCell, rbuf: &mut Vec<u8>) {
     sh.table.release_idle();
 }
 
+/// Most runs of queued output handed to one write (a DATA frame's head and
+/// its body slice are two).
+const WRITE_SLICES: usize = 64;
+
 /// Room kept free in the read buffer before each read.
 const READ_ROOM: usize = 16 * 1024;
 
@@ -152,11 +156,12 @@ fn poll_io<D: Downstream>(
     let sh = &mut *sh;
     sh.table.set_conn_waker(cx.waker());
     loop {
-        let out = sh.conn.output();
-        if out.is_empty() {
+        if sh.conn.output_len() == 0 {
             break;
         }
-        match io.poll_write_some(cx, out) {
+        let mut slices = [std::io::IoSlice::new(&[]); WRITE_SLICES];
+        let n = sh.conn.output_slices(&mut slices);
+        match io.poll_write_gathered(cx, &slices[..n]) {
             Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(IoEvent::Closed),
             Poll::Ready(Ok(n)) => {
                 sh.conn.consume_output(n);
@@ -173,11 +178,11 @@ fn poll_io<D: Downstream>(
         }
     }
     let high = ctx.config.http2.max_send_buffer;
-    if sh.table.output_waiters && sh.conn.output().len() < high / 2 {
+    if sh.table.output_waiters && sh.conn.output_len() < high / 2 {
         sh.table.output_waiters = false;
         sh.table.wake_all();
     }
-    if sh.conn.output().len() >= high {
+    if sh.conn.output_len() >= high {
         // A client that does not read what it is owed is not read from.
         return Poll::Pending;
     }
@@ -206,11 +211,12 @@ async fn flush_last<D: Downstream>(io: &mut D, shared: &SharedCell) {
     let flush = std::future::poll_fn(|cx| {
         let mut sh = shared.borrow_mut();
         loop {
-            let out = sh.conn.output();
-            if out.is_empty() {
+            if sh.conn.output_len() == 0 {
                 return Poll::Ready(());
             }
-            match io.poll_write_some(cx, out) {
+            let mut slices = [std::io::IoSlice::new(&[]); WRITE_SLICES];
+            let n = sh.conn.output_slices(&mut slices);
+            match io.poll_write_gathered(cx, &slices[..n]) {
                 Poll::Ready(Ok(n)) if n > 0 => sh.conn.consume_output(n),
                 Poll::Ready(_) => return Poll::Ready(()),
                 Poll::Pending => return Poll::Pending,

@@ -11,6 +11,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::stream::H2Stream;
 use crate::file_io::residency::read_cached;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion};
@@ -73,11 +75,12 @@ impl<'a> H2Stream<'a> {
         let stop = region.offset + region.len;
         let mut pos = region.offset;
         let mut shared: Option<Arc<File>> = None;
-        let mut buf = Vec::new();
         while pos < stop {
             let want = ((stop - pos) as usize).min(FILE_READ_MAX);
             let n = poll_fn(|cx| self.poll_send_capacity(cx, want)).await?;
-            buf.resize(n, 0);
+            // Each chunk is read into a buffer of its own that the DATA frames
+            // then carry to the socket (or to TLS) without a copy.
+            let mut buf = vec![0u8; n];
             let read = match read_cached(&region.file, &mut buf, pos) {
                 Some(r) => r?,
                 None => {
@@ -107,7 +110,8 @@ impl<'a> H2Stream<'a> {
                 ));
             }
             pos += read as u64;
-            self.send_data(&buf[..read], end && pos == stop)?;
+            buf.truncate(read);
+            self.send_data_owned(Bytes::from(buf), end && pos == stop)?;
         }
         Ok(())
     }

@@ -219,7 +219,7 @@ impl<'a> H2Stream<'a> {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             }
             let high = self.ctx.config.http2.max_send_buffer;
-            let room = high.saturating_sub(sh.conn.output().len());
+            let room = high.saturating_sub(sh.conn.output_len());
             let cap = sh.conn.send_capacity(self.stream_id).min(room);
             if cap > 0 {
                 self.write_stall = None;
@@ -241,6 +241,20 @@ impl<'a> H2Stream<'a> {
         drop(sh);
         self.sent += taken as u64;
         if taken < data.len() {
+            return Err(std::io::Error::other("DATA past the send window"));
+        }
+        Ok(())
+    }
+
+    /// Queues `data` (within the capacity just granted) without copying it.
+    pub(super) fn send_data_owned(&mut self, data: bytes::Bytes, end: bool) -> std::io::Result<()> {
+        let len = data.len();
+        let mut sh = self.shared.borrow_mut();
+        let taken = sh.conn.send_data_owned(self.stream_id, data, end);
+        sh.table.wake_conn();
+        drop(sh);
+        self.sent += taken as u64;
+        if taken < len {
             return Err(std::io::Error::other("DATA past the send window"));
         }
         Ok(())
