@@ -52,6 +52,7 @@ fn main() {
         max_control_frames: 100,
         max_error_resets: 100,
         max_empty_frames: 100,
+        max_inert_frames: 1000,
     });
     let mut events = LastRequest(0);
     let now = Instant::now();

@@ -1,7 +1,8 @@
 //! HTTP/2 limits and defences against a real `pier` process: each test makes
 //! the abuse with frames written by hand (or a client that never opens its
 //! window) and checks the bound: rapid reset, CONTINUATION and empty DATA
-//! floods, PING and SETTINGS floods whose acks are never read, a client that
+//! floods, PING and SETTINGS floods whose acks are never read, PRIORITY and
+//! WINDOW_UPDATE floods (and a download that is not one), a client that
 //! never reads, the idle timeout, max_requests, max_concurrent_streams,
 //! oversized heads, and a drain's GOAWAY that lets streams in flight finish.
 //! Where the abuse could slow the worker, a client on another connection
@@ -192,6 +193,88 @@ fn continuation_and_empty_data_floods_end_the_connection() {
         "no GOAWAY"
     );
     assert!(c.closed_within(Duration::from_secs(5)));
+}
+
+#[test]
+fn priority_and_window_update_floods_end_the_connection_and_others_stay_fast() {
+    let pier = Pier::with_config(&config("", ""), &[]);
+    let addr = pier.addr();
+    for kind in [h2raw::PRIORITY, h2raw::WINDOW_UPDATE] {
+        let p99 = p99_during(addr, move || {
+            let mut c = RawH2::connect(addr);
+            // PRIORITY of idle stream 1 on stream 0; a connection window
+            // raised by one byte at a time.
+            let one = if kind == h2raw::PRIORITY {
+                frame(kind, 0, 1, &[0, 0, 0, 0, 16])
+            } else {
+                frame(kind, 0, 0, &1u32.to_be_bytes())
+            };
+            let batch: Vec<u8> = one.iter().copied().cycle().take(one.len() * 100).collect();
+            let mut sent = 0;
+            // 100,000 frames: fifty times the default max_inert_frames.
+            for _ in 0..1000 {
+                if c.try_send(&batch).is_err() {
+                    break;
+                }
+                sent += 100;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let goaway = c
+                .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY)
+                .expect("a GOAWAY");
+            assert_eq!(goaway.error_code(), Some(11), "ENHANCE_YOUR_CALM");
+            assert!(c.closed_within(Duration::from_secs(5)));
+            assert!(sent < 100_000, "the server took all {sent} frames");
+        });
+        assert!(
+            p99 < Duration::from_millis(50),
+            "p99 {p99:?} during the flood of frame type {kind}"
+        );
+    }
+}
+
+#[test]
+fn a_download_answered_by_a_window_update_per_data_frame_is_not_a_flood() {
+    let pier = Pier::with_config(&config("max_inert_frames = 100", ""), &[]);
+    let big: Vec<u8> = (0..4_000_000).map(|i| (i % 251) as u8).collect();
+    std::fs::write(pier.root().join("big.bin"), &big).unwrap();
+    let mut c = RawH2::connect(pier.addr());
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&get_fields("/big.bin")),
+    ));
+    let (mut got, mut data_frames) = (0usize, 0);
+    loop {
+        let f = c
+            .next_frame(Duration::from_secs(10))
+            .expect("the download goes on");
+        assert_ne!(f.kind, h2raw::GOAWAY, "{f:?}");
+        if f.kind != h2raw::DATA {
+            continue;
+        }
+        got += f.payload.len();
+        data_frames += 1;
+        if f.flags & h2raw::END_STREAM != 0 {
+            break;
+        }
+        // What some clients do: give back each DATA frame at once, on the
+        // stream and on the connection.
+        let n = (f.payload.len() as u32).to_be_bytes();
+        let mut updates = frame(h2raw::WINDOW_UPDATE, 0, 1, &n);
+        updates.extend(frame(h2raw::WINDOW_UPDATE, 0, 0, &n));
+        if !f.payload.is_empty() {
+            c.send(&updates);
+        }
+    }
+    assert_eq!(got, big.len());
+    assert!(
+        data_frames > 100,
+        "{data_frames} DATA frames, fewer than the budget"
+    );
+    // The connection is still good.
+    assert_eq!(raw_get(&mut c, 3, "/fixed").unwrap().kind, h2raw::HEADERS);
 }
 
 #[test]

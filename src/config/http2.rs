@@ -34,6 +34,10 @@ pub struct RawHttp2 {
     /// PING and SETTINGS frames a client may send at once (refilled at a
     /// tenth of that per second) before the connection is closed.
     pub max_control_frames: Option<Spanned<i64>>,
+    /// PRIORITY, WINDOW_UPDATE and other frames that make the server do
+    /// nothing, allowed at once (refilled at a tenth of that per second; the
+    /// WINDOW_UPDATEs answering a download are not counted).
+    pub max_inert_frames: Option<Spanned<i64>>,
     /// Requests served on one connection before it is closed with GOAWAY.
     pub max_requests: Option<Spanned<i64>>,
     /// A connection with no open stream for this long is closed with GOAWAY.
@@ -64,6 +68,8 @@ pub struct Http2Config {
     pub max_error_resets: usize,
     /// PING and SETTINGS frames allowed in a burst.
     pub max_control_frames: u32,
+    /// Frames that do no work (PRIORITY, WINDOW_UPDATE...) allowed in a burst.
+    pub max_inert_frames: u32,
     /// Requests per connection.
     pub max_requests: u64,
     /// Time without an open stream before GOAWAY.
@@ -82,6 +88,7 @@ impl Default for Http2Config {
             max_client_resets: 200,
             max_error_resets: 64,
             max_control_frames: 200,
+            max_inert_frames: 2000,
             max_requests: 10_000,
             idle_timeout: Duration::from_secs(60),
         }
@@ -115,6 +122,7 @@ pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, Co
         max_client_resets: limit!(max_client_resets, 0..=1_000_000),
         max_error_resets: limit!(max_error_resets, 1..=100_000),
         max_control_frames: limit!(max_control_frames, 10..=1_000_000),
+        max_inert_frames: limit!(max_inert_frames, 10..=10_000_000),
         max_requests: limit!(max_requests, 1..=i64::MAX),
         idle_timeout: duration(loc, &h.idle_timeout, "http2.idle_timeout", d.idle_timeout)?,
     })

@@ -461,6 +461,7 @@ fn http2_settings_alpn_and_prior_knowledge_are_validated_with_their_line() {
     .unwrap();
     assert_eq!(ok.http2.max_concurrent_streams, 16);
     assert_eq!(ok.http2.idle_timeout, Duration::from_secs(2));
+    assert_eq!(ok.http2.max_inert_frames, 2000, "the default");
     assert_eq!(
         ok.http2.max_client_resets,
         Http2Config::default().max_client_resets
@@ -476,6 +477,11 @@ fn http2_settings_alpn_and_prior_knowledge_are_validated_with_their_line() {
         (e.line, e.key.as_str()),
         (2, "http2.max_concurrent_streams")
     );
+    let e = check(&format!(
+        "[http2]\nmax_requests = 5\nmax_inert_frames = 3\n[[listener]]\nlisten = \"127.0.0.1:1\"\n{route}"
+    ))
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (3, "http2.max_inert_frames"));
     let e = check(&format!(
         "[[listener]]\nlisten = \"127.0.0.1:1\"\nalpn = [\"h2\"]\n{route}"
     ))

@@ -69,6 +69,12 @@ pub struct ConnLimits {
     /// CONTINUATION without payload or END_HEADERS, ...) allowed in a burst,
     /// refilled as for `max_control_frames`; past it GOAWAY ENHANCE_YOUR_CALM.
     pub max_empty_frames: u32,
+    /// Frames that make the server do nothing (PRIORITY, WINDOW_UPDATE,
+    /// RST_STREAM on a closed stream, unsolicited acks, unknown types)
+    /// allowed in a burst, refilled as for `max_control_frames`; a
+    /// WINDOW_UPDATE answering DATA the server sent is not counted (see
+    /// `receive.rs`). Past it GOAWAY ENHANCE_YOUR_CALM.
+    pub max_inert_frames: u32,
 }
 
 /// A connection error: the GOAWAY is queued in the output; the driver writes
@@ -156,6 +162,11 @@ pub struct ServerConnection {
     peer_max_frame: usize,
     control_budget: FloodBudget,
     empty_budget: FloodBudget,
+    inert_budget: FloodBudget,
+    /// Inert frames the client has earned: two per DATA frame the server
+    /// wrote (the WINDOW_UPDATEs of its stream and of the connection that
+    /// answer it) and one per request taken; spent before `inert_budget`.
+    inert_credits: u64,
     error_resets: usize,
 }
 
@@ -220,6 +231,8 @@ impl ServerConnection {
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
             control_budget: FloodBudget::new(limits.max_control_frames),
             empty_budget: FloodBudget::new(limits.max_empty_frames),
+            inert_budget: FloodBudget::new(limits.max_inert_frames),
+            inert_credits: 0,
             error_resets: 0,
             limits,
         }
@@ -339,6 +352,7 @@ impl ServerConnection {
         while let Some(chunk) = chunks.next() {
             let last = chunks.peek().is_none();
             frame::write_data(&mut self.out, stream, chunk, ends && last);
+            self.inert_credits += 2;
         }
         if ends {
             if take == 0 {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub const DATA: u8 = 0;
 pub const HEADERS: u8 = 1;
+pub const PRIORITY: u8 = 2;
 pub const RST_STREAM: u8 = 3;
 pub const SETTINGS: u8 = 4;
 pub const PING: u8 = 6;

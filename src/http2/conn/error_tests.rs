@@ -539,3 +539,115 @@ fn random_frames_never_panic_and_streams_stay_bounded() {
         "{conns} connections, {delivered} events"
     );
 }
+
+/// A PRIORITY frame on stream 3 (idle: allowed), depending on stream 0.
+fn priority(stream: u32) -> Vec<u8> {
+    frame(kind::PRIORITY, 0, stream, &[0, 0, 0, 0, 16])
+}
+
+#[test]
+fn priority_and_window_update_floods_end_the_connection() {
+    // `limits()` allows 20 inert frames at once.
+    let mut c = Client::new(limits());
+    for _ in 0..20 {
+        c.send(&priority(3)).unwrap();
+    }
+    assert!(c.frames().is_empty(), "PRIORITY makes no output");
+    c.expect_goaway(&priority(3), ErrorCode::EnhanceYourCalm);
+
+    let mut c = Client::new(limits());
+    for _ in 0..20 {
+        c.send(&window_update(0, 1)).unwrap();
+    }
+    c.expect_goaway(&window_update(0, 1), ErrorCode::EnhanceYourCalm);
+
+    // Both share the budget, refilled at a tenth of it (2) a second.
+    let mut c = Client::new(limits());
+    for _ in 0..10 {
+        c.send(&priority(3)).unwrap();
+        c.send(&window_update(0, 1)).unwrap();
+    }
+    c.now += Duration::from_secs(1);
+    c.send(&priority(3)).unwrap();
+    c.send(&window_update(0, 1)).unwrap();
+    c.expect_goaway(&priority(3), ErrorCode::EnhanceYourCalm);
+}
+
+#[test]
+fn resets_of_closed_streams_acks_of_nothing_and_unknown_frames_are_inert() {
+    // RST_STREAM in a loop on a stream the server already answered: its
+    // request earned one, the bucket gives 20.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
+    c.frames();
+    let rst = frame(kind::RST_STREAM, 0, 1, &[0, 0, 0, 8]);
+    for _ in 0..21 {
+        c.send(&rst).unwrap();
+    }
+    c.expect_goaway(&rst, ErrorCode::EnhanceYourCalm);
+
+    for (name, inert) in [
+        ("PING ack", frame(kind::PING, flag::ACK, 0, b"abcdefgh")),
+        ("SETTINGS ack", frame(kind::SETTINGS, flag::ACK, 0, &[])),
+        ("unknown type", frame(0x42, 0, 0, b"x")),
+    ] {
+        let mut c = Client::new(limits());
+        for _ in 0..20 {
+            c.send(&inert).unwrap();
+        }
+        assert_eq!(
+            c.send(&inert),
+            Err(ConnError {
+                code: ErrorCode::EnhanceYourCalm
+            }),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_download_answered_by_a_window_update_per_data_frame_is_never_cut_off() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    c.frames();
+    let body = vec![7u8; 64_000];
+    let mut data_frames = 0;
+    // 2,000 rounds of 64,000 bytes (four DATA frames each) at one instant,
+    // so the bucket never refills: only the DATA sent pays for the updates.
+    for _ in 0..2000 {
+        assert_eq!(c.conn.send_data(1, &body, false), body.len());
+        let mut updates = Vec::new();
+        for f in c.frames() {
+            assert_eq!(f.kind, kind::DATA);
+            let n = f.payload.len() as u32;
+            updates.extend(window_update(1, n));
+            updates.extend(window_update(0, n));
+            data_frames += 1;
+        }
+        c.send(&updates).unwrap();
+    }
+    assert_eq!(data_frames, 8000);
+    assert!(c.frames().is_empty());
+    // A reprioritisation now and then costs from the bucket, as does a
+    // client that raises its windows ahead of the data.
+    for _ in 0..5 {
+        c.send(&priority(1)).unwrap();
+        c.send(&window_update(0, 1000)).unwrap();
+    }
+    assert_eq!(c.conn.send_data(1, b"end", true), 3);
+
+    // The credit is what the server sent, no more: once spent, the bucket
+    // (20, of which 10 are gone, plus the request's one) is all that is left.
+    let mut c2 = Client::new(limits());
+    c2.send(&headers(1, &get_block(), true)).unwrap();
+    c2.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    assert_eq!(c2.conn.send_data(1, &body, false), body.len());
+    c2.frames();
+    // Four DATA frames earned eight updates, the request one more.
+    for _ in 0..8 + 1 + 20 {
+        c2.send(&window_update(1, 1)).unwrap();
+    }
+    c2.expect_goaway(&window_update(1, 1), ErrorCode::EnhanceYourCalm);
+}

@@ -49,6 +49,7 @@ fn serve(mut sock: TcpStream) -> std::io::Result<()> {
         max_control_frames: 100,
         max_error_resets: 100,
         max_empty_frames: 100,
+        max_inert_frames: 1000,
     });
     let mut input = Vec::new();
     let mut buf = vec![0; 64 * 1024];

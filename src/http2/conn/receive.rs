@@ -3,6 +3,25 @@
 //! into the request head, DATA held to the flow-control windows and the
 //! content-length, and the budgets that end a connection whose client floods
 //! it with frames that cost the server more than they cost the client.
+//!
+//! Inert frames (CVE-2019-9513 and 9516's family: PRIORITY, WINDOW_UPDATE,
+//! RST_STREAM on a closed stream, acks of nothing, unknown frame types) make
+//! no output, so the output limits never stop a client that sends them in a
+//! loop: each costs a parse and a stream lookup, forever. They share one
+//! token bucket, `max_inert_frames` (2,000 by default, ten times the control
+//! frames: browsers send a few PRIORITY frames per page, and some clients a
+//! WINDOW_UPDATE per DATA frame), refilled at a tenth a second. A download
+//! must never trip it, however long, so the bucket is not the only source:
+//! each DATA frame the server writes earns two inert frames (the stream's
+//! and the connection's WINDOW_UPDATE that answer it), and each request
+//! taken earns one (its PRIORITY, or the RST_STREAM that crosses its
+//! answer), spent first. Refilling by work done rather than by noticing
+//! which WINDOW_UPDATE "unblocked" something keeps the rule exact for a
+//! client that batches or lags its updates, and bounds a flood at two
+//! frames per DATA frame the client made the server write. nginx counts
+//! PRIORITY frames against a limit that grows with the streams opened, and
+//! closes a connection whose input is mostly frames without payload; this
+//! is the same idea with the time refill the other budgets use.
 
 use std::time::Instant;
 
@@ -91,21 +110,35 @@ impl ServerConnection {
         match h.kind {
             kind::DATA => self.on_data(h, payload, now, events),
             kind::HEADERS => self.on_headers(h, payload, now, events),
-            kind::PRIORITY => self.on_priority(h, payload, events),
-            kind::RST_STREAM => self.on_rst_stream(h, payload, events),
+            kind::PRIORITY => self.on_priority(h, payload, now, events),
+            kind::RST_STREAM => self.on_rst_stream(h, payload, now, events),
             kind::SETTINGS => self.on_settings(h, payload, now, events),
             kind::PUSH_PROMISE => Err(self.connection_error(ErrorCode::ProtocolError)),
             kind::PING => self.on_ping(h, payload, now),
             kind::GOAWAY => self.on_goaway(h, payload),
-            kind::WINDOW_UPDATE => self.on_window_update(h, payload, events),
+            kind::WINDOW_UPDATE => self.on_window_update(h, payload, now, events),
             kind::CONTINUATION => self.on_continuation(h, payload, now, events),
-            _ => Ok(()),
+            // Unknown types are ignored (RFC 9113 §4.1), so they do no work.
+            _ => self.inert_frame(now),
         }
     }
 
     /// Counts a frame that carries nothing against its budget.
     fn empty_frame(&mut self, now: Instant) -> Result<(), ConnError> {
         if self.empty_budget.take(now) {
+            Ok(())
+        } else {
+            Err(self.connection_error(ErrorCode::EnhanceYourCalm))
+        }
+    }
+
+    /// Counts a frame that makes no output and changes nothing the client
+    /// waits for: an earned credit first, then the bucket.
+    fn inert_frame(&mut self, now: Instant) -> Result<(), ConnError> {
+        if self.inert_credits > 0 {
+            self.inert_credits -= 1;
+            Ok(())
+        } else if self.inert_budget.take(now) {
             Ok(())
         } else {
             Err(self.connection_error(ErrorCode::EnhanceYourCalm))
@@ -355,6 +388,7 @@ impl ServerConnection {
         s.content_length = self.head.content_length();
         self.streams.insert(s);
         self.last_taken = id;
+        self.inert_credits += 1;
         events.request(id, &self.head, b.end_stream);
         Ok(())
     }
@@ -388,8 +422,12 @@ impl ServerConnection {
         &mut self,
         h: FrameHead,
         payload: &[u8],
+        now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
+        // Pier does not schedule by priority (RFC 9113 §5.3.2 deprecates
+        // it): a valid PRIORITY frame does nothing.
+        self.inert_frame(now)?;
         if h.stream == 0 {
             return Err(self.connection_error(ErrorCode::ProtocolError));
         }
@@ -406,6 +444,7 @@ impl ServerConnection {
         &mut self,
         h: FrameHead,
         payload: &[u8],
+        now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
         if h.stream == 0 || h.stream > self.max_seen {
@@ -416,8 +455,10 @@ impl ServerConnection {
         }
         if self.streams.remove(h.stream).is_some() {
             events.reset(h.stream, ErrorCode::from_u32(frame::read_u32(payload)));
+            return Ok(());
         }
-        Ok(())
+        // A stream already closed: nothing to do.
+        self.inert_frame(now)
     }
 
     fn on_settings(
@@ -434,16 +475,17 @@ impl ServerConnection {
             if !payload.is_empty() {
                 return Err(self.connection_error(ErrorCode::FrameSizeError));
             }
-            if !self.settings_acked {
-                self.settings_acked = true;
-                // Streams opened before the acknowledgement were given the
-                // default window; our smaller one applies to them now, as
-                // the client applies it (RFC 9113 §6.9.2).
-                let shrink =
-                    frame::DEFAULT_WINDOW.saturating_sub(self.limits.initial_stream_window);
-                for s in self.streams.iter_mut() {
-                    s.recv_window -= i64::from(shrink);
-                }
+            if self.settings_acked {
+                // Only one SETTINGS of ours was ever sent.
+                return self.inert_frame(now);
+            }
+            self.settings_acked = true;
+            // Streams opened before the acknowledgement were given the
+            // default window; our smaller one applies to them now, as the
+            // client applies it (RFC 9113 §6.9.2).
+            let shrink = frame::DEFAULT_WINDOW.saturating_sub(self.limits.initial_stream_window);
+            for s in self.streams.iter_mut() {
+                s.recv_window -= i64::from(shrink);
             }
             return Ok(());
         }
@@ -504,7 +546,8 @@ impl ServerConnection {
             return Err(self.connection_error(ErrorCode::FrameSizeError));
         }
         if h.has(flag::ACK) {
-            return Ok(());
+            // The server sends no PING: an ack of nothing.
+            return self.inert_frame(now);
         }
         if !self.control_budget.take(now) {
             return Err(self.connection_error(ErrorCode::EnhanceYourCalm));
@@ -528,11 +571,13 @@ impl ServerConnection {
         &mut self,
         h: FrameHead,
         payload: &[u8],
+        now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
         if payload.len() != 4 {
             return Err(self.connection_error(ErrorCode::FrameSizeError));
         }
+        self.inert_frame(now)?;
         let inc = i64::from(frame::read_u31(payload));
         if h.stream == 0 {
             if inc == 0 {

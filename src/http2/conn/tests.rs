@@ -19,6 +19,7 @@ pub(super) fn limits() -> ConnLimits {
         max_control_frames: 10,
         max_error_resets: 5,
         max_empty_frames: 10,
+        max_inert_frames: 20,
     }
 }
 

@@ -267,6 +267,7 @@ pub async fn serve_h2<D: Downstream>(
         max_control_frames: cfg.max_control_frames,
         max_error_resets: cfg.max_error_resets,
         max_empty_frames: cfg.max_control_frames,
+        max_inert_frames: cfg.max_inert_frames,
     };
     let shared: Rc<SharedCell> = Rc::new(RefCell::new(Shared {
         conn: ServerConnection::new(limits),

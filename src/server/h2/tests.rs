@@ -179,6 +179,7 @@ fn idle_shared() -> super::SharedCell {
         max_control_frames: 100,
         max_error_resets: 100,
         max_empty_frames: 100,
+        max_inert_frames: 1000,
     };
     std::cell::RefCell::new(super::Shared {
         conn: crate::http2::conn::ServerConnection::new(limits),
