@@ -32,6 +32,7 @@ use super::span::offset_of;
 pub use super::framing::BodyKind;
 pub use super::request_error::RequestError;
 pub use super::span::{HeaderLines, HeaderSpan, Span};
+pub use from_fields::RequestHeadBuilder;
 
 /// Hard ceiling on header slots, whatever [`Limits::max_headers`] says: the
 /// slots live on the stack (uninitialised, so the size costs nothing per parse).
@@ -368,12 +369,7 @@ pub fn parse_request(
     head.method = Method::from_token(method.as_bytes());
     head.method_span = span_of(rest, method.as_bytes(), skip);
     let target = target.as_bytes();
-    if target.len() > limits.max_uri_bytes {
-        return Err(RequestError::UriTooLong);
-    }
-    let target_at = offset_of(rest, target) + skip;
-    head.target = Span::new(target_at, target_at + target.len());
-    parse_target(head, target, target_at)?;
+    check_target(head, target, offset_of(rest, target) + skip, limits)?;
 
     let mut framing = Framing::default();
     for h in req.headers.iter() {
@@ -387,19 +383,53 @@ pub fn parse_request(
             value: Span::new(value_at, value_at + h.value.len()),
         };
         head.headers.push(header);
-        match framing.field(h.name.as_bytes(), h.value)? {
-            FieldRole::Host => {
-                let (host_len, _) =
-                    split_authority(h.value, false).ok_or(RequestError::InvalidHost)?;
-                if head.host.is_none() {
-                    head.host = Some(header.value);
-                    head.host_name = Some(Span::new(value_at, value_at + host_len));
-                }
-            }
-            FieldRole::Other => {}
-        }
+        judge_field(head, &mut framing, header, h.name.as_bytes(), h.value)?;
     }
+    conclude(head, &framing)?;
+    Ok(Parsed::Complete)
+}
 
+/// The target's length limit (414) and grammar against the method; `at` is
+/// its offset in the buffer.
+fn check_target(
+    head: &mut RequestHead,
+    target: &[u8],
+    at: usize,
+    limits: &Limits,
+) -> Result<(), RequestError> {
+    if target.len() > limits.max_uri_bytes {
+        return Err(RequestError::UriTooLong);
+    }
+    head.target = Span::new(at, at + target.len());
+    parse_target(head, target, at)
+}
+
+/// Records what one field line (already stored in `head`) says about framing
+/// and the host; `name` and `value` are the bytes `header` covers.
+fn judge_field(
+    head: &mut RequestHead,
+    framing: &mut Framing,
+    header: HeaderSpan,
+    name: &[u8],
+    value: &[u8],
+) -> Result<(), RequestError> {
+    match framing.field(name, value)? {
+        FieldRole::Host => {
+            let (host_len, _) = split_authority(value, false).ok_or(RequestError::InvalidHost)?;
+            if head.host.is_none() {
+                let at = header.value.start();
+                head.host = Some(header.value);
+                head.host_name = Some(Span::new(at, at + host_len));
+            }
+        }
+        FieldRole::Other => {}
+    }
+    Ok(())
+}
+
+/// The rules over all field lines together: Host required in 1.1, body
+/// framing, persistence and `100-continue`.
+fn conclude(head: &mut RequestHead, framing: &Framing) -> Result<(), RequestError> {
     if framing.host_lines == 0 && head.version == Version::Http11 {
         return Err(RequestError::MissingHost);
     }
@@ -411,7 +441,7 @@ pub fn parse_request(
     head.expect_continue = framing.expect_continue
         && head.version == Version::Http11
         && matches!(head.body, BodyKind::Chunked | BodyKind::Length(1..));
-    Ok(Parsed::Complete)
+    Ok(())
 }
 
 /// Skips up to [`MAX_LEADING_EMPTY_LINES`] CRLFs; `None` if the window ends first.
@@ -589,5 +619,6 @@ fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
         .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
 }
 
+mod from_fields;
 #[cfg(test)]
 mod tests;

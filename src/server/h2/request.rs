@@ -1,13 +1,14 @@
 //! An HTTP/2 request head made into the HTTP/1 head the handlers read: the
 //! pseudo-fields become a request line and `Host`, split `Cookie` fields are
-//! joined (RFC 9113 §8.2.3), and the result goes through the HTTP/1 parser,
-//! so both protocols meet the same grammar and the same `[http]` limits
-//! (field count, head size, target length) and handlers see one request view.
+//! joined (RFC 9113 §8.2.3), and the head is built with the HTTP/1 parser's
+//! checks, so both protocols meet the same grammar and the same `[http]`
+//! limits (field count, head size, target length) and handlers see one
+//! request view.
 
-use crate::http1::parse::{parse_request, BodyKind, Limits, Parsed, RequestHead};
+use crate::http1::parse::{BodyKind, Limits, RequestError, RequestHead, RequestHeadBuilder};
 use crate::http2::conn::RequestHead as DecodedHead;
 
-/// Writes `decoded` as an HTTP/1 head into `buf` and parses it into `head`.
+/// Builds `decoded` as an HTTP/1 head in `buf` and `head`.
 /// `end_of_stream`: the HEADERS frame ended the stream, so there is no body.
 /// Errors are the status to answer with (400, 414, 431).
 pub(super) fn read_h2_head(
@@ -20,59 +21,7 @@ pub(super) fn read_h2_head(
     if decoded.oversized() {
         return Err(431);
     }
-    buf.clear();
-    let method = decoded.method();
-    buf.extend_from_slice(method);
-    buf.push(b' ');
-    let authority = decoded.authority();
-    if method == b"CONNECT" {
-        buf.extend_from_slice(authority.unwrap_or_default());
-    } else {
-        let target = decoded.path().unwrap_or_default();
-        if target.is_empty() {
-            return Err(400);
-        }
-        buf.extend_from_slice(target);
-    }
-    buf.extend_from_slice(b" HTTP/1.1\r\n");
-    if let Some(a) = authority {
-        buf.extend_from_slice(b"host: ");
-        buf.extend_from_slice(a);
-        buf.extend_from_slice(b"\r\n");
-    }
-    let mut cookies = 0;
-    for (name, value) in decoded.fields() {
-        if name == b"cookie" {
-            cookies += 1;
-            continue;
-        }
-        // `:authority` wins over `Host` (RFC 9113 §8.3.1).
-        if name == b"host" && authority.is_some() {
-            continue;
-        }
-        buf.extend_from_slice(name);
-        buf.extend_from_slice(b": ");
-        buf.extend_from_slice(value);
-        buf.extend_from_slice(b"\r\n");
-    }
-    if cookies > 0 {
-        buf.extend_from_slice(b"cookie: ");
-        let crumbs = decoded.fields().filter(|(n, _)| *n == b"cookie");
-        for (i, (_, v)) in crumbs.enumerate() {
-            if i > 0 {
-                buf.extend_from_slice(b"; ");
-            }
-            buf.extend_from_slice(v);
-        }
-        buf.extend_from_slice(b"\r\n");
-    }
-    buf.extend_from_slice(b"\r\n");
-    head.clear();
-    match parse_request(buf, limits, head) {
-        Ok(Parsed::Complete) => {}
-        Ok(Parsed::Partial) => return Err(400),
-        Err(e) => return Err(e.status()),
-    }
+    build_head(decoded, limits, buf, head).map_err(|e| e.status())?;
     head.body = match head.body {
         _ if end_of_stream => BodyKind::None,
         BodyKind::Length(n) => BodyKind::Length(n),
@@ -81,6 +30,42 @@ pub(super) fn read_h2_head(
     };
     head.keep_alive = true;
     Ok(())
+}
+
+fn build_head(
+    decoded: &DecodedHead,
+    limits: &Limits,
+    buf: &mut Vec<u8>,
+    head: &mut RequestHead,
+) -> Result<(), RequestError> {
+    let method = decoded.method();
+    let authority = decoded.authority();
+    let target = if method == b"CONNECT" {
+        authority.unwrap_or_default()
+    } else {
+        decoded.path().unwrap_or_default()
+    };
+    let mut builder = RequestHeadBuilder::new(buf, head, limits, method, target)?;
+    if let Some(a) = authority {
+        builder.field(b"host", a)?;
+    }
+    let mut cookies = false;
+    for (name, value) in decoded.fields() {
+        if name == b"cookie" {
+            cookies = true;
+            continue;
+        }
+        // `:authority` wins over `Host` (RFC 9113 §8.3.1).
+        if name == b"host" && authority.is_some() {
+            continue;
+        }
+        builder.field(name, value)?;
+    }
+    if cookies {
+        let crumbs = decoded.fields().filter(|(n, _)| *n == b"cookie");
+        builder.joined_field(b"cookie", b"; ", crumbs.map(|(_, v)| v))?;
+    }
+    builder.finish()
 }
 
 #[cfg(test)]
@@ -172,6 +157,85 @@ mod tests {
             read_h2_head(&d, true, &limits, &mut buf, &mut head),
             Err(414)
         );
+    }
+
+    /// The status `read_h2_head` gives a GET to `/` with `extra` fields.
+    fn get_status(pseudo: &[(&str, &str)], extra: &[(&str, &str)]) -> Result<(), u16> {
+        let mut fields = pseudo.to_vec();
+        fields.extend_from_slice(extra);
+        let d = decoded(&fields, false);
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head)
+    }
+
+    const GET: [(&str, &str); 4] = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/"),
+    ];
+
+    #[test]
+    fn what_http2_lets_through_and_http1_refuses_is_400() {
+        assert_eq!(get_status(&GET, &[("accept", "*/*")]), Ok(()));
+        let bad_method = [GET[1], GET[2], GET[3], (":method", "G T")];
+        assert_eq!(get_status(&bad_method, &[]), Err(400), "method not a token");
+        assert_eq!(
+            get_status(&GET, &[("a(b", "v")]),
+            Err(400),
+            "name not a token"
+        );
+        assert_eq!(
+            get_status(&GET, &[("a", "x\u{1}y")]),
+            Err(400),
+            "control byte"
+        );
+        assert_eq!(
+            get_status(&GET, &[("cookie", "a=1"), ("cookie", "b\u{7f}")]),
+            Err(400),
+            "control byte in a crumb"
+        );
+        let cl = ("content-length", "1");
+        assert_eq!(get_status(&GET, &[cl, cl]), Err(400), "two lengths");
+        let bad_authority = [GET[0], GET[1], GET[3], (":authority", "a b")];
+        assert_eq!(get_status(&bad_authority, &[]), Err(400), "authority");
+        let fragment = [GET[0], GET[1], GET[2], (":path", "/a#b")];
+        assert_eq!(get_status(&fragment, &[]), Err(400), "fragment");
+        let star = [GET[1], GET[2], (":path", "*"), (":method", "GET")];
+        assert_eq!(get_status(&star, &[]), Err(400), "* is for OPTIONS");
+    }
+
+    #[test]
+    fn connect_options_and_expect_read_as_in_http1() {
+        let d = decoded(
+            &[(":method", "CONNECT"), (":authority", "o.test:443")],
+            false,
+        );
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.method, crate::http1::Method::Connect);
+        assert_eq!(head.host_name(&buf), Some(&b"o.test"[..]));
+        assert_eq!(head.path(&buf), b"o.test:443");
+        let d = decoded(&[(":method", "CONNECT"), (":authority", "o.test")], false);
+        assert_eq!(
+            read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head),
+            Err(400),
+            "CONNECT needs a port"
+        );
+
+        let options = [GET[1], GET[2], (":path", "*"), (":method", "OPTIONS")];
+        let d = decoded(&options, true);
+        read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.target_form, crate::http1::TargetForm::Asterisk);
+
+        let mut post = GET.to_vec();
+        post[0] = (":method", "POST");
+        post.extend([("content-length", "3"), ("expect", "100-continue")]);
+        let d = decoded(&post, false);
+        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.method, crate::http1::Method::Post);
+        assert_eq!(head.body, BodyKind::Length(3));
+        assert!(head.expect_continue);
     }
 
     #[test]
