@@ -402,6 +402,7 @@ impl ServerConnection {
             self.pieces_len += len;
             self.pieces.push_back(data.slice(at..at + len));
             at += len;
+            self.inert_credits += 2;
         }
         if ends {
             self.streams.remove_if_done(stream);

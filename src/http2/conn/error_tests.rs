@@ -613,11 +613,18 @@ fn a_download_answered_by_a_window_update_per_data_frame_is_never_cut_off() {
     c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
     c.frames();
     let body = vec![7u8; 64_000];
+    let owned = bytes::Bytes::from(body.clone());
     let mut data_frames = 0;
     // 2,000 rounds of 64,000 bytes (four DATA frames each) at one instant,
-    // so the bucket never refills: only the DATA sent pays for the updates.
-    for _ in 0..2000 {
-        assert_eq!(c.conn.send_data(1, &body, false), body.len());
+    // so the bucket never refills: only the DATA sent pays for the updates,
+    // whether copied into the output or queued as owned buffers.
+    for round in 0..2000 {
+        let taken = if round % 2 == 0 {
+            c.conn.send_data(1, &body, false)
+        } else {
+            c.conn.send_data_owned(1, owned.clone(), false)
+        };
+        assert_eq!(taken, body.len());
         let mut updates = Vec::new();
         for f in c.frames() {
             assert_eq!(f.kind, kind::DATA);
