@@ -331,23 +331,9 @@ impl ServerConnection {
     /// taken. `end_stream` applies only when all of `data` was taken; empty
     /// `data` with `end_stream` sends an empty DATA frame that ends the stream.
     pub fn send_data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) -> usize {
-        let room = self.send_capacity(stream);
-        if self.dead.is_some() {
-            return 0;
-        }
-        let Some(s) = self.streams.get_mut(stream) else {
+        let Some((take, ends)) = self.take_window(stream, data.len(), end_stream) else {
             return 0;
         };
-        if !s.head_sent || s.send_closed {
-            return 0;
-        }
-        let take = data.len().min(room);
-        let ends = end_stream && take == data.len();
-        s.send_window -= take as i64;
-        self.conn_send_window -= take as i64;
-        if ends {
-            s.send_closed = true;
-        }
         let mut chunks = data[..take].chunks(self.peer_max_frame).peekable();
         while let Some(chunk) = chunks.next() {
             let last = chunks.peek().is_none();
@@ -368,25 +354,11 @@ impl ServerConnection {
     /// copy (a file chunk goes from its read straight to the socket, or to
     /// TLS encryption).
     pub fn send_data_owned(&mut self, stream: StreamId, data: Bytes, end_stream: bool) -> usize {
-        let room = self.send_capacity(stream);
-        if self.dead.is_some() {
-            return 0;
-        }
-        let Some(s) = self.streams.get_mut(stream) else {
+        let Some((take, ends)) = self.take_window(stream, data.len(), end_stream) else {
             return 0;
         };
-        if !s.head_sent || s.send_closed {
-            return 0;
-        }
-        let take = data.len().min(room);
         if take == 0 {
             return 0;
-        }
-        let ends = end_stream && take == data.len();
-        s.send_window -= take as i64;
-        self.conn_send_window -= take as i64;
-        if ends {
-            s.send_closed = true;
         }
         let mut at = 0;
         while at < take {
@@ -408,6 +380,34 @@ impl ServerConnection {
             self.streams.remove_if_done(stream);
         }
         take
+    }
+
+    /// Takes up to `len` bytes of `stream`'s and the connection's send
+    /// windows for DATA: how many, and whether they end the stream; `None`
+    /// when the stream cannot send (no head yet, ended, gone, or the
+    /// connection is).
+    fn take_window(
+        &mut self,
+        stream: StreamId,
+        len: usize,
+        end_stream: bool,
+    ) -> Option<(usize, bool)> {
+        let room = self.send_capacity(stream);
+        if self.dead.is_some() {
+            return None;
+        }
+        let s = self.streams.get_mut(stream)?;
+        if !s.head_sent || s.send_closed {
+            return None;
+        }
+        let take = len.min(room);
+        let ends = end_stream && take == len;
+        s.send_window -= take as i64;
+        self.conn_send_window -= take as i64;
+        if ends {
+            s.send_closed = true;
+        }
+        Some((take, ends))
     }
 
     /// Queues the response trailers, which end the stream.

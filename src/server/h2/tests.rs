@@ -167,23 +167,11 @@ fn request_bodies_are_read_through_the_session_and_the_limit_applies() {
 }
 
 /// A connection's shared state over a fresh codec, for driving `poll_io`.
-fn idle_shared() -> super::SharedCell {
-    let limits = crate::http2::conn::ConnLimits {
-        max_concurrent_streams: 128,
-        initial_stream_window: 65_535,
-        initial_connection_window: 65_535,
-        max_frame_size: 16_384,
-        header_table_size: 4096,
-        max_header_list_size: 16_384,
-        max_header_fields: 100,
-        max_control_frames: 100,
-        max_error_resets: 100,
-        max_empty_frames: 100,
-        max_inert_frames: 1000,
-    };
+fn idle_shared(ctx: &crate::worker::WorkerCtx) -> super::SharedCell {
+    let limits = super::conn_limits(&ctx.config.http2, &ctx.config.http);
     std::cell::RefCell::new(super::Shared {
         conn: crate::http2::conn::ServerConnection::new(limits),
-        table: super::StreamTable::new(crate::http1::parse::Limits::default()),
+        table: super::StreamTable::new(ctx.config.http.limits),
     })
 }
 
@@ -204,7 +192,7 @@ fn an_idle_connection_frees_its_read_buffer_and_one_with_a_stream_keeps_it() {
             .unwrap();
         let (server, _) = listener.accept().await.unwrap();
         let mut io = Plain::new(server);
-        let shared = idle_shared();
+        let shared = idle_shared(&ctx);
         let state = super::ConnState {
             active: std::cell::Cell::new(1),
             idle_since: std::cell::Cell::new(tokio::time::Instant::now()),
