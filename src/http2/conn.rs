@@ -583,6 +583,15 @@ impl ServerConnection {
         }
     }
 
+    /// A connection error of `code` when `broken` (a rule of RFC 9113 the
+    /// client broke), else nothing.
+    fn refuse_if(&mut self, broken: bool, code: ErrorCode) -> Result<(), ConnError> {
+        if broken {
+            return Err(self.connection_error(code));
+        }
+        Ok(())
+    }
+
     /// Queues GOAWAY for a connection error and ends the connection.
     fn connection_error(&mut self, code: ErrorCode) -> ConnError {
         if self.dead.is_none() {

@@ -79,9 +79,10 @@ impl ServerConnection {
         }
         while input.len() - pos >= frame::HEAD_LEN {
             let head = FrameHead::parse(&input[pos..]);
-            if head.len > self.limits.max_frame_size as usize {
-                return Err(self.connection_error(ErrorCode::FrameSizeError));
-            }
+            self.refuse_if(
+                head.len > self.limits.max_frame_size as usize,
+                ErrorCode::FrameSizeError,
+            )?;
             let end = pos + frame::HEAD_LEN + head.len;
             if end > input.len() {
                 break;
@@ -99,13 +100,15 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if !self.settings_received && (h.kind != kind::SETTINGS || h.has(flag::ACK)) {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(
+            !self.settings_received && (h.kind != kind::SETTINGS || h.has(flag::ACK)),
+            ErrorCode::ProtocolError,
+        )?;
         if let Some(p) = self.pending {
-            if h.kind != kind::CONTINUATION || h.stream != p.stream {
-                return Err(self.connection_error(ErrorCode::ProtocolError));
-            }
+            self.refuse_if(
+                h.kind != kind::CONTINUATION || h.stream != p.stream,
+                ErrorCode::ProtocolError,
+            )?;
         }
         match h.kind {
             kind::DATA => self.on_data(h, payload, now, events),
@@ -160,9 +163,10 @@ impl ServerConnection {
         }
         self.recent_resets.add(stream);
         self.error_resets += 1;
-        if self.error_resets > self.limits.max_error_resets {
-            return Err(self.connection_error(ErrorCode::EnhanceYourCalm));
-        }
+        self.refuse_if(
+            self.error_resets > self.limits.max_error_resets,
+            ErrorCode::EnhanceYourCalm,
+        )?;
         Ok(())
     }
 
@@ -180,9 +184,7 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(h.stream == 0, ErrorCode::ProtocolError)?;
         let Some((data, pad)) = frame::unpad(h.has(flag::PADDED), payload) else {
             return Err(self.connection_error(ErrorCode::ProtocolError));
         };
@@ -192,15 +194,11 @@ impl ServerConnection {
             self.empty_frame(now)?;
         }
         let len = payload.len() as i64;
-        if len > self.conn_recv_window {
-            return Err(self.connection_error(ErrorCode::FlowControlError));
-        }
+        self.refuse_if(len > self.conn_recv_window, ErrorCode::FlowControlError)?;
         self.conn_recv_window -= len;
         let id = h.stream;
         let Some(s) = self.streams.get_mut(id) else {
-            if id > self.max_seen {
-                return Err(self.connection_error(ErrorCode::ProtocolError));
-            }
+            self.refuse_if(id > self.max_seen, ErrorCode::ProtocolError)?;
             self.release_connection(payload.len());
             if self.dropped_stream(id) {
                 return Ok(());
@@ -243,17 +241,13 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if h.stream == 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(h.stream == 0, ErrorCode::ProtocolError)?;
         let Some((mut fragment, _)) = frame::unpad(h.has(flag::PADDED), payload) else {
             return Err(self.connection_error(ErrorCode::ProtocolError));
         };
         let mut self_dependent = false;
         if h.has(flag::PRIORITY) {
-            if fragment.len() < 5 {
-                return Err(self.connection_error(ErrorCode::FrameSizeError));
-            }
+            self.refuse_if(fragment.len() < 5, ErrorCode::FrameSizeError)?;
             self_dependent = frame::read_u31(fragment) == h.stream;
             fragment = &fragment[5..];
         }
@@ -303,9 +297,10 @@ impl ServerConnection {
     /// past twice `max_header_list_size` (a CONTINUATION flood otherwise).
     fn append_fragment(&mut self, fragment: &[u8]) -> Result<(), ConnError> {
         let limit = (2 * self.limits.max_header_list_size as usize).max(MIN_BLOCK_LIMIT);
-        if self.block.len() + fragment.len() > limit {
-            return Err(self.connection_error(ErrorCode::EnhanceYourCalm));
-        }
+        self.refuse_if(
+            self.block.len() + fragment.len() > limit,
+            ErrorCode::EnhanceYourCalm,
+        )?;
         self.block.extend_from_slice(fragment);
         Ok(())
     }
@@ -337,9 +332,7 @@ impl ServerConnection {
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
         let id = b.stream;
-        if id % 2 == 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(id % 2 == 0, ErrorCode::ProtocolError)?;
         if let Some(s) = self.streams.get(id) {
             if s.recv_closed {
                 self.decode_block(block, BlockUse::Discard)?;
@@ -428,9 +421,7 @@ impl ServerConnection {
         // Pier does not schedule by priority (RFC 9113 §5.3.2 deprecates
         // it): a valid PRIORITY frame does nothing.
         self.inert_frame(now)?;
-        if h.stream == 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(h.stream == 0, ErrorCode::ProtocolError)?;
         if payload.len() != 5 {
             return self.stream_error(h.stream, ErrorCode::FrameSizeError, events);
         }
@@ -447,12 +438,11 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if h.stream == 0 || h.stream > self.max_seen {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
-        if payload.len() != 4 {
-            return Err(self.connection_error(ErrorCode::FrameSizeError));
-        }
+        self.refuse_if(
+            h.stream == 0 || h.stream > self.max_seen,
+            ErrorCode::ProtocolError,
+        )?;
+        self.refuse_if(payload.len() != 4, ErrorCode::FrameSizeError)?;
         if self.streams.remove(h.stream).is_some() {
             events.reset(h.stream, ErrorCode::from_u32(frame::read_u32(payload)));
             return Ok(());
@@ -468,13 +458,9 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if h.stream != 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(h.stream != 0, ErrorCode::ProtocolError)?;
         if h.has(flag::ACK) {
-            if !payload.is_empty() {
-                return Err(self.connection_error(ErrorCode::FrameSizeError));
-            }
+            self.refuse_if(!payload.is_empty(), ErrorCode::FrameSizeError)?;
             if self.settings_acked {
                 // Only one SETTINGS of ours was ever sent.
                 return self.inert_frame(now);
@@ -489,12 +475,9 @@ impl ServerConnection {
             }
             return Ok(());
         }
-        if payload.len() % 6 != 0 {
-            return Err(self.connection_error(ErrorCode::FrameSizeError));
-        }
-        if !self.control_budget.take(now) {
-            return Err(self.connection_error(ErrorCode::EnhanceYourCalm));
-        }
+        self.refuse_if(payload.len() % 6 != 0, ErrorCode::FrameSizeError)?;
+        let within = self.control_budget.take(now);
+        self.refuse_if(!within, ErrorCode::EnhanceYourCalm)?;
         self.settings_received = true;
         let mut windows_grew = false;
         for s in payload.chunks_exact(6) {
@@ -506,9 +489,7 @@ impl ServerConnection {
                 }
                 setting::INITIAL_WINDOW_SIZE => {
                     let value = i64::from(value);
-                    if value > frame::MAX_WINDOW {
-                        return Err(self.connection_error(ErrorCode::FlowControlError));
-                    }
+                    self.refuse_if(value > frame::MAX_WINDOW, ErrorCode::FlowControlError)?;
                     let delta = value - self.peer_initial_window;
                     self.peer_initial_window = value;
                     let mut overflow = false;
@@ -516,9 +497,7 @@ impl ServerConnection {
                         s.send_window += delta;
                         overflow |= s.send_window > frame::MAX_WINDOW;
                     }
-                    if overflow {
-                        return Err(self.connection_error(ErrorCode::FlowControlError));
-                    }
+                    self.refuse_if(overflow, ErrorCode::FlowControlError)?;
                     windows_grew |= delta > 0;
                 }
                 setting::MAX_FRAME_SIZE => {
@@ -539,30 +518,21 @@ impl ServerConnection {
     }
 
     fn on_ping(&mut self, h: FrameHead, payload: &[u8], now: Instant) -> Result<(), ConnError> {
-        if h.stream != 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
-        if payload.len() != 8 {
-            return Err(self.connection_error(ErrorCode::FrameSizeError));
-        }
+        self.refuse_if(h.stream != 0, ErrorCode::ProtocolError)?;
+        self.refuse_if(payload.len() != 8, ErrorCode::FrameSizeError)?;
         if h.has(flag::ACK) {
             // The server sends no PING: an ack of nothing.
             return self.inert_frame(now);
         }
-        if !self.control_budget.take(now) {
-            return Err(self.connection_error(ErrorCode::EnhanceYourCalm));
-        }
+        let within = self.control_budget.take(now);
+        self.refuse_if(!within, ErrorCode::EnhanceYourCalm)?;
         frame::write_ping_ack(&mut self.out, payload);
         Ok(())
     }
 
     fn on_goaway(&mut self, h: FrameHead, payload: &[u8]) -> Result<(), ConnError> {
-        if h.stream != 0 {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
-        if payload.len() < 8 {
-            return Err(self.connection_error(ErrorCode::FrameSizeError));
-        }
+        self.refuse_if(h.stream != 0, ErrorCode::ProtocolError)?;
+        self.refuse_if(payload.len() < 8, ErrorCode::FrameSizeError)?;
         self.peer_goaway = true;
         Ok(())
     }
@@ -574,25 +544,20 @@ impl ServerConnection {
         now: Instant,
         events: &mut dyn Events,
     ) -> Result<(), ConnError> {
-        if payload.len() != 4 {
-            return Err(self.connection_error(ErrorCode::FrameSizeError));
-        }
+        self.refuse_if(payload.len() != 4, ErrorCode::FrameSizeError)?;
         self.inert_frame(now)?;
         let inc = i64::from(frame::read_u31(payload));
         if h.stream == 0 {
-            if inc == 0 {
-                return Err(self.connection_error(ErrorCode::ProtocolError));
-            }
+            self.refuse_if(inc == 0, ErrorCode::ProtocolError)?;
             self.conn_send_window += inc;
-            if self.conn_send_window > frame::MAX_WINDOW {
-                return Err(self.connection_error(ErrorCode::FlowControlError));
-            }
+            self.refuse_if(
+                self.conn_send_window > frame::MAX_WINDOW,
+                ErrorCode::FlowControlError,
+            )?;
             events.send_window();
             return Ok(());
         }
-        if h.stream > self.max_seen {
-            return Err(self.connection_error(ErrorCode::ProtocolError));
-        }
+        self.refuse_if(h.stream > self.max_seen, ErrorCode::ProtocolError)?;
         if self.dropped_stream(h.stream) {
             return Ok(());
         }
