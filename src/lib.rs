@@ -1,8 +1,8 @@
-//! Pier: a thread-per-core HTTP/1.1 and TLS edge server.
+//! Pier: a thread-per-core HTTP/1.1, HTTP/2 and TLS edge server.
 //!
 //! The library holds everything; `main.rs` only turns argv into a [`cli::Command`]
-//! and an exit code. Protocol code (`http1`) is sans-IO; `server` holds the drivers that
-//! move bytes between a downstream socket and the codec, and `http` the
+//! and an exit code. Protocol code (`http1`, `http2`) is sans-IO; `server` holds the
+//! drivers that move bytes between a downstream socket and the codecs, and `http` the
 //! protocol-neutral session handlers answer through.
 #![forbid(unsafe_code)]
 
