@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use pier::http2::conn::{ConnLimits, Events, RequestHead, ServerConnection, StreamId};
+use pier::http2::conn::{Events, RequestHead, ServerConnection, StreamId};
 use pier::http2::ErrorCode;
 
 /// Remembers the stream to answer.
@@ -41,19 +41,9 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .expect("usage: h2_codec REQUESTS");
-    let mut conn = ServerConnection::new(ConnLimits {
-        max_concurrent_streams: 100,
-        initial_stream_window: 65_535,
-        initial_connection_window: 1 << 20,
-        max_frame_size: 16_384,
-        header_table_size: 4096,
-        max_header_list_size: 16_384,
-        max_header_fields: 100,
-        max_control_frames: 100,
-        max_error_resets: 100,
-        max_empty_frames: 100,
-        max_inert_frames: 1000,
-    });
+    let defaults = pier::config::http2::Http2Config::default();
+    let mut conn =
+        ServerConnection::new(defaults.conn_limits(&pier::config::HttpConfig::default()));
     let mut events = LastRequest(0);
     let now = Instant::now();
     let mut input = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();

@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
 use super::value::{duration, int, RawDuration};
+use crate::http2::conn::ConnLimits;
 
 /// `[http2]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -91,6 +92,26 @@ impl Default for Http2Config {
             max_inert_frames: 2000,
             max_requests: 10_000,
             idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Http2Config {
+    /// The limits the HTTP/2 codec enforces and announces, from these and
+    /// `[http]`'s head limits: the one place the two are mapped.
+    pub fn conn_limits(&self, http: &super::HttpConfig) -> ConnLimits {
+        ConnLimits {
+            max_concurrent_streams: self.max_concurrent_streams,
+            initial_stream_window: self.initial_stream_window,
+            initial_connection_window: self.initial_connection_window,
+            max_frame_size: self.max_frame_size,
+            header_table_size: self.header_table_size,
+            max_header_list_size: http.limits.max_head_bytes as u32,
+            max_header_fields: http.limits.max_headers,
+            max_control_frames: self.max_control_frames,
+            max_error_resets: self.max_error_resets,
+            max_empty_frames: self.max_control_frames,
+            max_inert_frames: self.max_inert_frames,
         }
     }
 }

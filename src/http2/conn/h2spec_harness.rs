@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{ConnLimits, ErrorCode, Events, RequestHead, ServerConnection, StreamId};
+use super::{ErrorCode, Events, RequestHead, ServerConnection, StreamId};
 
 const BODY: &[u8] = b"hello";
 
@@ -38,19 +38,9 @@ impl Events for Todo {
 }
 
 fn serve(mut sock: TcpStream) -> std::io::Result<()> {
-    let mut conn = ServerConnection::new(ConnLimits {
-        max_concurrent_streams: 100,
-        initial_stream_window: 65_535,
-        initial_connection_window: 1 << 20,
-        max_frame_size: 16_384,
-        header_table_size: 4096,
-        max_header_list_size: 16_384,
-        max_header_fields: 100,
-        max_control_frames: 100,
-        max_error_resets: 100,
-        max_empty_frames: 100,
-        max_inert_frames: 1000,
-    });
+    let defaults = crate::config::http2::Http2Config::default();
+    let mut conn =
+        ServerConnection::new(defaults.conn_limits(&crate::config::HttpConfig::default()));
     let mut input = Vec::new();
     let mut buf = vec![0; 64 * 1024];
     // Streams answered, with how much of the body went out.

@@ -38,13 +38,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::config::http2::Http2Config;
-use crate::config::HttpConfig;
 use crate::handler::Handler;
 use crate::http::client_address::ClientAddress;
 use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
 use crate::http1::parse::BodyKind;
-use crate::http2::conn::{ConnLimits, ServerConnection};
+use crate::http2::conn::ServerConnection;
 use crate::http2::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
 use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
@@ -228,23 +226,6 @@ async fn flush_last<D: Downstream>(io: &mut D, shared: &SharedCell) {
     let _ = tokio::time::timeout(Duration::from_millis(100), flush).await;
 }
 
-/// The codec's limits from `[http2]` and `[http]`.
-fn conn_limits(cfg: &Http2Config, http: &HttpConfig) -> ConnLimits {
-    ConnLimits {
-        max_concurrent_streams: cfg.max_concurrent_streams,
-        initial_stream_window: cfg.initial_stream_window,
-        initial_connection_window: cfg.initial_connection_window,
-        max_frame_size: cfg.max_frame_size,
-        header_table_size: cfg.header_table_size,
-        max_header_list_size: http.limits.max_head_bytes as u32,
-        max_header_fields: http.limits.max_headers,
-        max_control_frames: cfg.max_control_frames,
-        max_error_resets: cfg.max_error_resets,
-        max_empty_frames: cfg.max_control_frames,
-        max_inert_frames: cfg.max_inert_frames,
-    }
-}
-
 /// Serves one downstream HTTP/2 connection until it closes.
 pub async fn serve_h2<D: Downstream>(
     mut io: D,
@@ -275,7 +256,7 @@ pub async fn serve_h2<D: Downstream>(
     });
     let cfg = &ctx.config.http2;
     let http = &ctx.config.http;
-    let limits = conn_limits(&ctx.config.http2, &ctx.config.http);
+    let limits = ctx.config.http2.conn_limits(&ctx.config.http);
     let shared: Rc<SharedCell> = Rc::new(RefCell::new(Shared {
         conn: ServerConnection::new(limits),
         table: StreamTable::new(http.limits),

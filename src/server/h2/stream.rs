@@ -208,9 +208,8 @@ impl<'a> H2Stream<'a> {
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<std::io::Result<usize>> {
-        {
-            let shared = self.shared.clone();
-            let mut sh = shared.borrow_mut();
+        let granted = {
+            let mut sh = self.shared.borrow_mut();
             let sh = &mut *sh;
             let Some(slot) = sh.table.slot_mut(self.stream_id) else {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
@@ -221,14 +220,15 @@ impl<'a> H2Stream<'a> {
             let high = self.ctx.config.http2.max_send_buffer;
             let room = high.saturating_sub(sh.conn.output_len());
             let cap = sh.conn.send_capacity(self.stream_id).min(room);
-            if cap > 0 {
-                self.write_stall = None;
-                return Poll::Ready(Ok(cap.min(want)));
+            if cap == 0 {
+                slot.wait(cx.waker());
+                sh.table.output_waiters |= room == 0;
             }
-            slot.wait(cx.waker());
-            if room == 0 {
-                sh.table.output_waiters = true;
-            }
+            cap
+        };
+        if granted > 0 {
+            self.write_stall = None;
+            return Poll::Ready(Ok(granted.min(want)));
         }
         self.poll_write_stall(cx).map(Err)
     }

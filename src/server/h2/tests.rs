@@ -168,7 +168,7 @@ fn request_bodies_are_read_through_the_session_and_the_limit_applies() {
 
 /// A connection's shared state over a fresh codec, for driving `poll_io`.
 fn idle_shared(ctx: &crate::worker::WorkerCtx) -> super::SharedCell {
-    let limits = super::conn_limits(&ctx.config.http2, &ctx.config.http);
+    let limits = ctx.config.http2.conn_limits(&ctx.config.http);
     std::cell::RefCell::new(super::Shared {
         conn: crate::http2::conn::ServerConnection::new(limits),
         table: super::StreamTable::new(ctx.config.http.limits),
