@@ -33,7 +33,7 @@ use rustix::net::{
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
-use crate::worker::ListenerKey;
+use crate::listener_key::ListenerKey;
 
 const ENV_PARENT: &str = "PIER_UPGRADE_PARENT";
 const ENV_SOCKET: &str = "PIER_UPGRADE_SOCKET";

@@ -12,8 +12,8 @@ use tracing::{info, warn};
 
 use crate::binary_upgrade::Inherited;
 use crate::config::ListenerConfig;
+use crate::listener_key::ListenerKey;
 use crate::sockopt::{self, SocketOptions};
-use crate::worker::ListenerKey;
 
 /// Binds `count` sockets to `addr` with SO_REUSEPORT and default socket options.
 /// With port 0 the first socket picks the port and the rest join it.

@@ -17,11 +17,12 @@ use crate::cli::{BinaryUpgradeArgs, CheckArgs, ProcessArgs, ServeArgs, TunnelArg
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
+use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
 use crate::observe::status::StatusState;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
-use crate::worker::{self, Generation, ListenerKey, WorkerListeners};
+use crate::worker::Generation;
 
 /// How long a binary upgrade waits for the new process to report ready before
 /// it gives up on it and keeps serving.
@@ -244,7 +245,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         None => "off".to_string(),
     };
     raise_nofile_limit(config.max_connections);
-    crate::handler::proxy::health::spawn_health_checks(&config.upstreams)
+    crate::upstream::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
     crate::cache::zone::start_disk_tiers(&config.caches);
     crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
@@ -289,7 +290,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
                 }
-                if let Err(e) = worker::run(id, first, reload_rx, rx, stats) {
+                if let Err(e) = crate::server::run::run_worker(id, first, reload_rx, rx, stats) {
                     tracing::error!(worker = id, error = %e, "worker failed");
                 }
             })
@@ -505,7 +506,7 @@ impl ServerProcess {
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
         crate::cache::zone::start_disk_tiers(&next.caches);
-        if let Err(e) = crate::handler::proxy::health::spawn_health_checks(&next.upstreams) {
+        if let Err(e) = crate::upstream::health::spawn_health_checks(&next.upstreams) {
             warn!(error = %e, "cannot start health checks of the reloaded configuration");
         }
         if let Err(e) =

@@ -25,12 +25,12 @@ use tracing::{debug, warn};
 
 use crate::config::TcpForward;
 use crate::deadline;
-use crate::handler::proxy::balance::{hash64, Balance, HashKey};
-use crate::handler::proxy::group_state::GroupState;
 use crate::handler::proxy::{connect, ErrorKind};
 use crate::observe::metrics::Counter;
 use crate::observe::upstream_stats::ServerAttempt;
 use crate::proxy_protocol::{self, ProxyVersion};
+use crate::upstream::balance::{hash64, Balance, HashKey};
+use crate::upstream::group_state::GroupState;
 
 /// Buffer per direction of a relayed stream when it starts: one TLS record.
 pub const RELAY_BUF: usize = 16 * 1024;

@@ -20,13 +20,13 @@ use crate::file_io::{FileIoPool, FileIoSettings};
 use crate::filter;
 use crate::handler::mime_table::{self, MimeTable};
 use crate::handler::proxy::configure as proxy_configure;
-use crate::handler::proxy::upstream::UpstreamGroup;
 use crate::handler::{redirect_configure, respond_configure, static_configure};
 use crate::http::client_address::ClientAddress;
 use crate::http1::parse::Limits;
 use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
 use crate::proxy_protocol;
 use crate::route::{BoxedHandler, RouteTable};
+use crate::upstream::group::UpstreamGroup;
 
 /// Loads `file`, or the embedded default without one, and applies the flags.
 /// Relative paths in a file are taken from the file's directory.

@@ -24,13 +24,13 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
 use crate::file_io::FileIoPool;
-use crate::handler::proxy::upstream::UpstreamGroup;
 use crate::http::client_address::ClientAddress;
 use crate::http1::parse::Limits;
 use crate::observe::access_log::AccessLogConfig;
 use crate::proxy_protocol;
 use crate::route::RouteTable;
 pub use crate::tls::ListenerTls;
+use crate::upstream::group::UpstreamGroup;
 pub use error::{ConfigError, Locator};
 pub use flags::Overrides;
 pub use http2::Http2Config;

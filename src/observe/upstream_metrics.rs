@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use crate::handler::proxy::upstream::UpstreamGroup;
 use crate::observe::exposition::{family_head, latency_histogram};
 use crate::observe::upstream_stats::{server_down, ServerTotals, UpstreamFailure};
+use crate::upstream::group::UpstreamGroup;
 
 /// Status classes, the `class` label.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];

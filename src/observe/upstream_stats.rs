@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use crate::handler::proxy::error::{ErrorKind, ProxyError};
 use crate::observe::latency::{latency_bucket, whole_micros, LATENCY_BOUNDS};
 use crate::observe::metrics::Counter;
+use crate::upstream::error::{ErrorKind, ProxyError};
 
 /// Why an attempt on a server failed: the `cause` label, a fixed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,7 +282,7 @@ pub fn server_down(actively_up: bool, t: &ServerTotals, workers: usize) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handler::proxy::error::Side;
+    use crate::upstream::error::Side;
 
     fn error(kind: ErrorKind) -> ProxyError {
         ProxyError {

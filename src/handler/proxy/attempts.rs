@@ -1,5 +1,5 @@
 //! Phases 2 to 6 of a proxied request, run again as the retry policy
-//! ([`super::retry`]) says: choose a server, rewrite the request for it,
+//! ([`crate::upstream::retry`]) says: choose a server, rewrite the request for it,
 //! connect, send, read the response head. What comes out is either an
 //! upstream that answered, or the error the client is to be answered with.
 
@@ -8,19 +8,19 @@ use std::net::SocketAddr;
 use tracing::debug;
 
 use super::choose_upstream::{balance_key, choose_upstream};
-use super::connect::{connect_upstream, InFlight};
 use super::log::note_failure;
-use super::pool::Pooled;
 use super::request_info::RequestInfo;
 use super::response_head::read_response_head;
-use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 use super::rewrite_request::encode_for_server;
 use super::send::{send_request, Answer, BodySend, SendError};
-use super::{ErrorKind, ProxyError, ProxyRoute, ProxyWorker, POOLED_BUF_MAX};
+use super::{ErrorKind, ProxyBuffers, ProxyError, ProxyRoute, POOLED_BUF_MAX};
 use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
+use crate::upstream::connect::{connect_upstream, InFlight};
+use crate::upstream::pool::Pooled;
+use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 
 /// The buffers of one exchange, taken from the worker and given back after it.
 pub struct ExchangeBufs {
@@ -36,7 +36,7 @@ pub struct ExchangeBufs {
 
 impl ExchangeBufs {
     /// Buffers for a request whose body is `body` (none needs no body buffer).
-    pub(super) fn take(worker: &ProxyWorker, body: BodyKind) -> Self {
+    pub(super) fn take(worker: &ProxyBuffers, body: BodyKind) -> Self {
         let mut bufs = worker.take_exchange().unwrap_or_else(|| ExchangeBufs {
             up_head: worker.take_buf(),
             up_read: worker.take_buf(),
@@ -51,7 +51,7 @@ impl ExchangeBufs {
 
     /// Returns the buffers to the worker for the next request, as one set; a
     /// buffer that grew too large is freed and a fresh one takes its place.
-    pub(super) fn give_back(mut self, worker: &ProxyWorker) {
+    pub(super) fn give_back(mut self, worker: &ProxyBuffers) {
         worker.give_buf(std::mem::take(&mut self.out));
         for b in [&mut self.up_head, &mut self.up_read] {
             if b.capacity() > POOLED_BUF_MAX {
@@ -104,7 +104,7 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
     let ctx = session.worker();
     let http = &ctx.config.http;
     let group = &*route.group;
-    let state = &ctx.proxy.groups[group.index];
+    let state = &ctx.upstreams.groups[group.index];
     let key = balance_key(group, &session.request());
     // The rewrite depends on the server only when Host is replaced, so the head is
     // encoded once, and again for another server only in that case.

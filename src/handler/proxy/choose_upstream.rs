@@ -4,11 +4,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::balance::{hash64, hash64_parts, Balance, HashKey};
-use super::group_state::GroupState;
-use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
 use crate::http::RequestView;
+use crate::upstream::balance::{hash64, hash64_parts, Balance, HashKey};
+use crate::upstream::group::UpstreamGroup;
+use crate::upstream::group_state::GroupState;
 
 /// The balancing key of a request (for `balance = "hash"`).
 pub(super) fn hash_key(key: &HashKey, request: &RequestView<'_>) -> u64 {

@@ -13,15 +13,15 @@ use std::time::Duration;
 use rustls::pki_types::ServerName;
 use toml::Spanned;
 
-use super::balance::{Balance, HashKey, Ring};
-use super::upstream::{
-    CheckKind, HealthCheck, Server, UpstreamGroup, UpstreamProtocol, UpstreamTls,
-};
 use super::{Forwarding, ProxyRoute};
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawDuration, RawHealthCheck, RawProxy, RawUpstream, RawUpstreamTls};
 use crate::config::value::{duration, int, unknown_choice};
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
+use crate::upstream::balance::{Balance, HashKey, Ring};
+use crate::upstream::group::{
+    CheckKind, HealthCheck, Server, UpstreamGroup, UpstreamProtocol, UpstreamTls,
+};
 
 /// The group the `upstream` key of a listener or route (`key`, its table at
 /// `span`) names; `needed_by` says who needs the key when it is missing.

@@ -2,9 +2,9 @@
 //! stream: choose a server ([`super::choose_upstream`], the same balancing,
 //! passive health and counters as HTTP/1 groups), rewrite the request
 //! ([`super::h2_request`]), take a stream on a pooled connection
-//! ([`super::h2_pool`]), then exchange ([`super::h2_exchange`]) and log.
+//! ([`crate::upstream::h2_pool`]), then exchange ([`super::h2_exchange`]) and log.
 //!
-//! Retries follow [`super::retry`]: a failed connect goes to another server;
+//! Retries follow [`crate::upstream::retry`]: a failed connect goes to another server;
 //! a stream the server refused unprocessed (REFUSED_STREAM, or cut off by a
 //! GOAWAY before the server saw it) is sent again while none of its body was
 //! taken from the client; a reused connection found dead is retried once on a
@@ -19,20 +19,20 @@ use h2::client::SendRequest;
 use tracing::debug;
 
 use super::choose_upstream::{balance_key, choose_upstream};
-use super::connect::InFlight;
 use super::error_page::answer_with_page;
-use super::group_state::GroupAdmission;
 use super::h2_exchange::{ExchangeError, H2Exchange, Limits, Upload};
-use super::h2_pool::StreamLease;
 use super::h2_request::{answer_grpc_error, grpc_timeout, h2_request, is_grpc};
 use super::log::{log_failure, log_response, note_failure};
 use super::request_filter::take_buffered_body;
 use super::request_info::RequestInfo;
-use super::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 use super::rewrite_request::encode_for_server;
-use super::{ErrorKind, ProxyError, ProxyRoute};
+use super::{ErrorKind, ProxyBuffers, ProxyError, ProxyRoute};
 use crate::http::{Body, ResponseHead, Session};
 use crate::http1::parse::{BodyKind, Method};
+use crate::upstream::connect::InFlight;
+use crate::upstream::group_state::GroupAdmission;
+use crate::upstream::h2_pool::StreamLease;
+use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 
 /// Serves a request routed to an h2 group: phases 2 to 10.
 pub(super) async fn forward_h2<'h>(
@@ -44,7 +44,7 @@ pub(super) async fn forward_h2<'h>(
 ) {
     let ctx = session.worker();
     let group = &*route.group;
-    let state = &ctx.proxy.groups[group.index];
+    let state = &ctx.upstreams.groups[group.index];
     let grpc = is_grpc(&session.request());
     let limits = Limits {
         response: group.response_timeout,
@@ -57,7 +57,7 @@ pub(super) async fn forward_h2<'h>(
     };
     ctx.stats.upstream_requests.add(1);
     let key = balance_key(group, &session.request());
-    let mut encoded = ctx.proxy.take_buf();
+    let mut encoded = ProxyBuffers::of(ctx).take_buf();
     let mut tried: Vec<usize> = Vec::new();
     let mut budget = RetryBudget::new(group.retries);
     let mut fresh_only = false;
@@ -80,7 +80,7 @@ pub(super) async fn forward_h2<'h>(
             Ok(s) => s,
             Err((e, addr)) => {
                 failed(session, &e, addr);
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
         };
@@ -96,7 +96,7 @@ pub(super) async fn forward_h2<'h>(
             Err(e) => {
                 debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");
                 answer_with_page(session, &route.error_pages, 400, None);
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
         };
@@ -122,7 +122,7 @@ pub(super) async fn forward_h2<'h>(
                     continue;
                 }
                 failed(session, &e, Some(addr));
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
         };
@@ -156,7 +156,7 @@ pub(super) async fn forward_h2<'h>(
                 if let Some(x) = exchange.as_mut() {
                     x.upload.cancel();
                 }
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
             ExchangeError::DeadlinePassed => {
@@ -166,7 +166,7 @@ pub(super) async fn forward_h2<'h>(
                 let e = ProxyError::upstream(ErrorKind::Timeout, "grpc-timeout passed");
                 in_flight.attempt.failed(&e, false);
                 failed(session, &e, Some(addr));
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
             ExchangeError::Stalled => {
@@ -216,7 +216,7 @@ pub(super) async fn forward_h2<'h>(
             }
             Retry::GiveUp => {
                 failed(session, &error, Some(addr));
-                ctx.proxy.give_buf(encoded);
+                ProxyBuffers::of(ctx).give_buf(encoded);
                 return;
             }
         }
@@ -229,7 +229,7 @@ pub(super) async fn forward_h2<'h>(
         answer_with_page(session, &route.error_pages, head.status.as_u16(), None);
         exchange.upload.cancel();
         take_buffered_body(session, info, exchange.upload.polled);
-        ctx.proxy.give_buf(encoded);
+        ProxyBuffers::of(ctx).give_buf(encoded);
         return;
     }
     let fields = &mut encoded;
@@ -315,7 +315,7 @@ pub(super) async fn forward_h2<'h>(
     }
     drop(in_flight);
     drop(admission);
-    ctx.proxy.give_buf(encoded);
+    ProxyBuffers::of(ctx).give_buf(encoded);
 }
 
 /// Waits for room for a new stream on the connection, then opens it with the

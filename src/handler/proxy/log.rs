@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tracing::warn;
 
-use super::group_state::GroupState;
-use super::upstream::UpstreamGroup;
 use super::ProxyError;
 use crate::http::Session;
+use crate::upstream::group::UpstreamGroup;
+use crate::upstream::group_state::GroupState;
 
 /// Counts a failure against a server's passive health, logging when it goes down.
 pub(super) fn note_failure(

@@ -1,15 +1,15 @@
 //! `proxy`: HTTP/1.1 reverse proxy. Pingora's shape: the two sides are named
 //! *downstream* (the client) and *upstream* (the origin server), errors record
-//! which side failed ([`error`]), and every request goes through the same
+//! which side failed ([`crate::upstream::error`]), and every request goes through the same
 //! phases in one fixed order, each a function in a file of its own:
 //!
 //! 1. **request filter** ([`request_filter`]): refuse what cannot be proxied
 //!    (CONNECT, an oversized body), admission under `max_in_flight`;
 //! 2. **choose upstream** ([`choose_upstream`]): the hash key, balancing over
-//!    the servers that are up ([`balance`]);
+//!    the servers that are up ([`crate::upstream::balance`]);
 //! 3. **rewrite the upstream request** ([`rewrite_request`]): hop-by-hop fields
 //!    dropped, forwarding fields added, framing made unambiguous;
-//! 4. **connect** ([`mod@connect`]): a pooled connection ([`pool`]) or a new one;
+//! 4. **connect** ([`mod@crate::upstream::connect`]): a pooled connection ([`crate::upstream::pool`]) or a new one;
 //! 5. **send** ([`send`]): the head and the body, re-framed, with backpressure,
 //!    stopping when the upstream answers early;
 //! 6. **read the response head** ([`response_head`]), interim heads skipped;
@@ -20,41 +20,31 @@
 //! 10. **log** ([`log`]): statistics, the access-log fields, failures with the
 //!     upstream address, passive health.
 //!
-//! Phases 2 to 6 repeat as the retry policy ([`retry`], a pure function) says
+//! Phases 2 to 6 repeat as the retry policy ([`crate::upstream::retry`], a pure function) says
 //! ([`attempts`]). Everything per request lives in buffers reused through the
 //! worker, so a warm keep-alive exchange does not allocate.
 
 pub mod attempts;
-pub mod balance;
 pub mod cached;
 pub mod choose_upstream;
 pub mod configure;
-pub mod connect;
-pub mod dial;
-pub mod error;
 pub mod error_page;
 pub mod fields;
-pub mod group_state;
 pub mod h2_exchange;
 pub mod h2_forward;
-pub mod h2_pool;
 pub mod h2_request;
-pub mod health;
 pub mod log;
-pub mod pool;
 mod refresh_session;
 pub mod relay_body;
 pub mod request_filter;
 pub mod request_info;
 pub mod response_head;
-pub mod retry;
 pub mod rewrite_request;
 pub mod rewrite_response;
 pub mod send;
 #[cfg(test)]
 mod tests;
 pub mod tunnel;
-pub mod upstream;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -63,21 +53,18 @@ use tracing::debug;
 
 use crate::cache::answer::answer_stored;
 use crate::cache::tap::{NoTap, ResponseTap};
-use crate::config::Config;
 use crate::http::Session;
-use crate::worker::READ_BUF;
+use crate::upstream::UpstreamGroup;
+pub use crate::upstream::{connect, ErrorKind, ProxyError, Side};
+use crate::worker::{WorkerCtx, READ_BUF};
 use attempts::{run_attempts, ExchangeBufs};
-pub use dial::connect;
-pub use error::{ErrorKind, ProxyError, Side};
 use error_page::{answer_with_page, body_fully_read};
-use group_state::GroupState;
 use log::{log_failure, log_response};
 use relay_body::relay_response;
 use relay_body::release_upstream;
 use request_filter::{filter_request, refuse_busy, take_buffered_body};
 use request_info::RequestInfo;
 use send::BodySend;
-use upstream::UpstreamGroup;
 
 /// Which forwarding fields a route adds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,10 +98,10 @@ pub struct ProxyRoute {
     pub cache: Option<Arc<crate::cache::zone::CacheZone>>,
 }
 
-/// A worker's proxy state: one [`GroupState`] per upstream group, plus reusable buffers.
-pub struct ProxyWorker {
-    /// Indexed by [`UpstreamGroup::index`].
-    pub groups: Vec<GroupState>,
+/// A worker's proxy buffers, reused from request to request: its slot of
+/// handler state ([`crate::worker::HandlerSlots`]).
+#[derive(Default)]
+pub struct ProxyBuffers {
     bufs: RefCell<Vec<Vec<u8>>>,
     /// Whole sets of an exchange's buffers: one pop and one push per request.
     exchanges: RefCell<Vec<ExchangeBufs>>,
@@ -125,18 +112,10 @@ const POOLED_BUFS: usize = 256;
 /// A buffer that grew beyond this is freed rather than pooled.
 const POOLED_BUF_MAX: usize = 128 * 1024;
 
-impl ProxyWorker {
-    /// State for every group of `config`.
-    pub fn new(config: &Config) -> Self {
-        ProxyWorker {
-            groups: config
-                .upstreams
-                .iter()
-                .map(|g| GroupState::new(g, config.workers))
-                .collect(),
-            bufs: RefCell::new(Vec::new()),
-            exchanges: RefCell::new(Vec::new()),
-        }
+impl ProxyBuffers {
+    /// The buffers of the worker (and generation) `ctx`.
+    pub(super) fn of(ctx: &WorkerCtx) -> &ProxyBuffers {
+        ctx.handlers.get()
     }
 
     pub(super) fn take_buf(&self) -> Vec<u8> {
@@ -168,24 +147,6 @@ impl ProxyWorker {
             sets.push(b);
         }
     }
-
-    /// Closes expired idle upstream connections of every group.
-    pub fn sweep(&self) {
-        let now = std::time::Instant::now();
-        for g in &self.groups {
-            g.pool.sweep(now);
-            g.h2.sweep(now);
-        }
-    }
-
-    /// Closes every idle upstream connection: the configuration drains, and
-    /// nothing will check them out or sweep them again.
-    pub fn close_idle(&self) {
-        for g in &self.groups {
-            g.pool.clear();
-            g.h2.clear();
-        }
-    }
 }
 
 /// Serves a request routed to a proxy: the phases in order, through the
@@ -203,7 +164,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
 ) {
     let ctx = session.worker();
     let group = &*route.group;
-    let state = &ctx.proxy.groups[group.index];
+    let state = &ctx.upstreams.groups[group.index];
     let info = RequestInfo::new(&session.request());
     // The driver read the wake-up clock for the request's start already.
     let started = ctx.clock.now().into_std();
@@ -218,13 +179,13 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
         return;
     };
 
-    if group.protocol == upstream::UpstreamProtocol::H2 {
+    if group.protocol == crate::upstream::group::UpstreamProtocol::H2 {
         h2_forward::forward_h2(session, route, &info, started, admission).await;
         return;
     }
 
     // Phases 2 to 6, repeated as the retry policy says.
-    let mut bufs = ExchangeBufs::take(&ctx.proxy, info.body);
+    let mut bufs = ExchangeBufs::take(ProxyBuffers::of(ctx), info.body);
     let mut body = BodySend::new(info.body);
     let result = run_attempts(session, route, &info, started, &mut bufs, &mut body, tap).await;
 
@@ -251,7 +212,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
                 answer_stored(session, &stored, &status, head_at).await;
                 drop(admission);
                 release_upstream(session, route, answered, &bufs, head_at, reusable);
-                bufs.give_back(&ctx.proxy);
+                bufs.give_back(ProxyBuffers::of(ctx));
                 return;
             }
             if !answered.complete && !take_buffered_body(session, &info, body.waited) {
@@ -266,7 +227,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
                 answer_with_page(session, &route.error_pages, bufs.resp.status, None);
                 drop(admission);
                 release_upstream(session, route, answered, &bufs, head_at, reusable);
-                bufs.give_back(&ctx.proxy);
+                bufs.give_back(ProxyBuffers::of(ctx));
                 return;
             }
             relay_response(
@@ -275,5 +236,5 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
             .await;
         }
     }
-    bufs.give_back(&ctx.proxy);
+    bufs.give_back(ProxyBuffers::of(ctx));
 }

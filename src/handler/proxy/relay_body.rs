@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use super::attempts::{Answered, ExchangeBufs};
-use super::group_state::GroupAdmission;
 use super::request_info::RequestInfo;
 use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
@@ -19,6 +18,7 @@ use crate::http1::parse::{BodyKind, Method};
 use crate::http1::parse_content_length;
 use crate::http1::response::ResponseBody;
 use crate::http1::HeaderLines;
+use crate::upstream::group_state::GroupAdmission;
 
 /// Upstream read buffer capacity while streaming a body.
 pub(super) const UPSTREAM_READ_BUF: usize = 32 * 1024;
@@ -192,7 +192,7 @@ pub(super) fn release_upstream(
     at_end: bool,
 ) {
     let ctx = session.worker();
-    let state = &ctx.proxy.groups[route.group.index];
+    let state = &ctx.upstreams.groups[route.group.index];
     if at_end && answered.complete && bufs.resp.keep_alive && !ctx.draining.get() {
         state
             .pool

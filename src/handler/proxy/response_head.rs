@@ -10,13 +10,13 @@
 use std::future::{poll_fn, Future};
 use std::task::Poll;
 
-use super::pool::Pooled;
 use super::request_info::RequestInfo;
-use super::upstream::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
 use crate::deadline::{DeadlinePassed, WakeClock};
 use crate::http1::client::parse_final_head;
 use crate::http1::response::ParsedResponseHead;
+use crate::upstream::group::UpstreamGroup;
+use crate::upstream::pool::Pooled;
 use crate::worker::READ_BUF;
 
 /// How reading a response head failed.

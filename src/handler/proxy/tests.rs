@@ -4,13 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::balance::Balance;
 use super::fields::{ConnectionOptions, Field, FieldCopy};
 use super::request_info::RequestInfo;
 use super::rewrite_request::{encode_request_head, Client};
 use super::rewrite_response::encode_response_fields;
 use super::send::Answer;
-use super::upstream::UpstreamGroup;
 use super::{ErrorKind, Forwarding, ProxyError, ProxyRoute, Side};
 use crate::http::RequestView;
 use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
@@ -18,6 +16,8 @@ use crate::http1::response::parse_response;
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::{HeaderLines, Parsed};
+use crate::upstream::balance::Balance;
+use crate::upstream::group::UpstreamGroup;
 
 /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
 /// each made the answer final, and whether an interim head was seen.
@@ -84,7 +84,7 @@ fn route() -> ProxyRoute {
         retry_after: "1".into(),
         socket: Default::default(),
         counters: Default::default(),
-        protocol: super::upstream::UpstreamProtocol::Http1,
+        protocol: crate::upstream::group::UpstreamProtocol::Http1,
         max_streams: 100,
     };
     ProxyRoute {

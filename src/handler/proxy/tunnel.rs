@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tracing::debug;
 
-use super::connect::InFlight;
-use super::group_state::GroupAdmission;
 use crate::http::{Tunnel, TunnelIo};
 use crate::http1::client::ClientStream;
+use crate::upstream::connect::InFlight;
+use crate::upstream::group_state::GroupAdmission;
 
 /// An upgraded upstream connection waiting for the downstream one. It holds
 /// the request's admission and in-flight count: an open tunnel is in flight.

@@ -74,7 +74,7 @@ fn static_request<'r>(
         if_modified_since: req.header("if-modified-since"),
         range: req.header("range"),
         if_range: req.header("if-range"),
-        open_files: Some(&session.worker().open_files),
+        open_files: Some(session.worker().handlers.get()),
         listing_json: req
             .header("accept")
             .is_some_and(|a| contains_ignore_case(a, b"application/json")),

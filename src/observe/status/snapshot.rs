@@ -14,10 +14,10 @@ use super::history::{Charts, Recent};
 use super::upstream_rates::ServerRates;
 use super::ConfigView;
 use crate::config::Config;
-use crate::handler::proxy::balance::{Balance, HashKey};
-use crate::handler::proxy::upstream::{CheckKind, UpstreamGroup};
 use crate::observe::metrics::{Registry, WorkerStats};
 use crate::observe::upstream_stats::{server_down, UpstreamFailure};
+use crate::upstream::balance::{Balance, HashKey};
+use crate::upstream::group::{CheckKind, UpstreamGroup};
 
 /// Certificates closer to expiry than this are shown in red.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);

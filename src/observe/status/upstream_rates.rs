@@ -14,9 +14,9 @@ use serde::Serialize;
 
 use super::quantile::quantile_ms;
 use super::ConfigView;
-use crate::handler::proxy::upstream::UpstreamGroup;
 use crate::observe::latency::LATENCY_BOUNDS;
 use crate::observe::upstream_stats::ServerTotals;
+use crate::upstream::group::UpstreamGroup;
 
 /// A group: its configuration generation and its index in that configuration.
 pub type GroupKey = (u64, usize);

@@ -2,7 +2,7 @@
 //! roots, within the group's connect timeout. The HTTP/1 pool, the HTTP/2
 //! pool and the health checker all open their connections here.
 
-use super::upstream::{self, UpstreamGroup};
+use super::group::{self, UpstreamGroup};
 use super::{ErrorKind, ProxyError};
 use crate::deadline;
 use crate::http1::client::{connect_stream, ClientStream, ConnectFailure, ConnectStep};
@@ -16,7 +16,7 @@ pub async fn connect(group: &UpstreamGroup, i: usize) -> Result<ClientStream, Pr
             let name = match &tls.sni {
                 Some(n) => n.clone(),
                 None => rustls::pki_types::ServerName::try_from(
-                    upstream::host_of(&server.authority).to_string(),
+                    group::host_of(&server.authority).to_string(),
                 )
                 .map_err(|e| ProxyError::upstream(ErrorKind::Connect, e))?,
             };

@@ -40,7 +40,7 @@ pub struct ProxyError {
 }
 
 impl ProxyError {
-    pub(super) fn upstream(kind: ErrorKind, cause: impl fmt::Display) -> Self {
+    pub(crate) fn upstream(kind: ErrorKind, cause: impl fmt::Display) -> Self {
         ProxyError {
             side: Side::Upstream,
             kind,

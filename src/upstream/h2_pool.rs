@@ -15,7 +15,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tracing::debug;
 
-use super::upstream::UpstreamGroup;
+use super::group::UpstreamGroup;
 use super::{ErrorKind, ProxyError};
 use crate::deadline;
 use crate::http1::client::ClientStream;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use tracing::{info, warn};
 
-use super::upstream::{CheckKind, UpstreamGroup, UpstreamProtocol};
+use super::group::{CheckKind, UpstreamGroup, UpstreamProtocol};
 use crate::deadline;
 use crate::http1::client::parse_final_head;
 use crate::http1::client::request::{end_head, write_field, write_request_start};

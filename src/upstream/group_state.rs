@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::balance::{Balance, SmoothWrr};
+use super::group::UpstreamGroup;
 use super::h2_pool::H2Pool;
 use super::pool::Pool;
-use super::upstream::UpstreamGroup;
 
 /// A worker's state for one server: passive health and open requests.
 #[derive(Debug, Default)]

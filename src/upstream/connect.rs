@@ -3,25 +3,25 @@
 //! count `least_conn` balances on.
 
 use super::dial::connect;
+use super::group::UpstreamGroup;
 use super::group_state::GroupState;
 use super::pool::Pooled;
-use super::upstream::UpstreamGroup;
 use super::ProxyError;
 use crate::http1::client::ClientStream;
 use crate::observe::upstream_stats::ServerAttempt;
 
 /// Counts a request as in flight on a server while alive: in this worker's
 /// count (least_conn) and in its per-server counters (`/metrics`, status page).
-pub(super) struct InFlight<'a> {
+pub(crate) struct InFlight<'a> {
     active: &'a std::cell::Cell<u32>,
     /// The attempt in the per-server counters: ended with [`InFlight::answered`]
     /// or [`InFlight::failed`].
-    pub(super) attempt: ServerAttempt<'a>,
+    pub(crate) attempt: ServerAttempt<'a>,
 }
 
 impl<'a> InFlight<'a> {
     /// An attempt on `server` starts at `now`.
-    pub(super) fn new(state: &'a GroupState, server: usize, now: std::time::Instant) -> Self {
+    pub(crate) fn new(state: &'a GroupState, server: usize, now: std::time::Instant) -> Self {
         let active = &state.servers[server].active;
         active.set(active.get() + 1);
         InFlight {
@@ -42,7 +42,7 @@ impl Drop for InFlight<'_> {
 /// handshake) is a large state machine and the rare case under keep-alive: it
 /// is boxed, so every request's future stays small enough for the
 /// allocator's fast path.
-pub(super) async fn connect_upstream(
+pub(crate) async fn connect_upstream(
     group: &UpstreamGroup,
     state: &GroupState,
     server: usize,

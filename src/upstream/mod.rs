@@ -1,0 +1,65 @@
+//! Upstreams: the origin servers Pier forwards to, as every user of them sees
+//! them (the `proxy` handler, `tcp` listeners, metrics and the status page).
+//! Pingora keeps the same machinery in crates of its own
+//! (`pingora-load-balancing`, `pingora-pool`).
+//!
+//! - [`group`]: a configured group and its servers (frozen, shared by workers);
+//! - [`group_state`]: one worker's view of a group (pools, balancer, in flight);
+//! - [`balance`]: choosing a server; [`retry`]: whether to try another;
+//! - [`dial`], [`connect`], [`pool`], [`h2_pool`]: connections, new and reused;
+//! - [`health`]: active checks off the workers' event loops;
+//! - [`error`]: which side failed, and how.
+
+pub mod balance;
+pub mod connect;
+pub mod dial;
+pub mod error;
+pub mod group;
+pub mod group_state;
+pub mod h2_pool;
+pub mod health;
+pub mod pool;
+pub mod retry;
+
+use crate::config::Config;
+pub use dial::connect;
+pub use error::{ErrorKind, ProxyError, Side};
+pub use group::UpstreamGroup;
+use group_state::GroupState;
+
+/// A worker's upstream state: one [`GroupState`] per configured group.
+pub struct UpstreamWorker {
+    /// Indexed by [`UpstreamGroup::index`].
+    pub groups: Vec<GroupState>,
+}
+
+impl UpstreamWorker {
+    /// State for every group of `config`.
+    pub fn new(config: &Config) -> Self {
+        UpstreamWorker {
+            groups: config
+                .upstreams
+                .iter()
+                .map(|g| GroupState::new(g, config.workers))
+                .collect(),
+        }
+    }
+
+    /// Closes expired idle upstream connections of every group.
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        for g in &self.groups {
+            g.pool.sweep(now);
+            g.h2.sweep(now);
+        }
+    }
+
+    /// Closes every idle upstream connection: the configuration drains, and
+    /// nothing will check them out or sweep them again.
+    pub fn close_idle(&self) {
+        for g in &self.groups {
+            g.pool.clear();
+            g.h2.clear();
+        }
+    }
+}
