@@ -28,6 +28,7 @@ pub mod proxy_protocol;
 pub mod route;
 pub mod runtime;
 pub mod server;
+pub mod service;
 pub mod sockopt;
 pub mod stream_proxy;
 pub mod systemd;

@@ -11,7 +11,6 @@ use crate::http::RequestView;
 use crate::http1::parse::Version;
 use crate::http1::HeaderLines;
 use crate::observe::access_log::{Entry, TlsFields, WorkerLog};
-use crate::observe::metrics::ROUTE_NONE;
 
 /// What the access log needs of a request, kept across the awaits that answer it.
 #[derive(Default)]
@@ -79,28 +78,19 @@ impl<D: Downstream> Http1Conn<'_, D> {
     /// Answers the parsed request, logging it when the access log is on.
     pub(super) async fn handle(&mut self) -> Result<bool, Exit> {
         let ctx = self.ctx;
-        self.route_slot = ROUTE_NONE;
         // The wake-up's time: requests answered without waiting take one
         // clock read per read of input, not two per request.
         let Some(log) = &ctx.access_log else {
-            let started = ctx.clock.now();
-            let r = self.answer().await;
-            if self.status != 0 {
-                let took = ctx.clock.now().saturating_duration_since(started);
-                ctx.stats
-                    .request_duration(self.route_slot, self.status, took);
-            }
-            return r;
+            return self.answer(ctx.clock.now()).await;
         };
         self.begin_log(true);
         // The log line's start time serves the duration metric too: one clock read.
-        let started = self.logged.as_ref().and_then(|l| l.started);
-        let r = self.answer().await;
-        if let (Some(started), true) = (started, self.status != 0) {
-            let took = ctx.clock.now().saturating_duration_since(started);
-            ctx.stats
-                .request_duration(self.route_slot, self.status, took);
-        }
+        let started = self
+            .logged
+            .as_ref()
+            .and_then(|l| l.started)
+            .unwrap_or_else(|| ctx.clock.now());
+        let r = self.answer(started).await;
         // A refused request is logged once its error response is written.
         if !matches!(r, Err(Exit::Reject(_))) && self.status != 0 {
             self.end_log(log);

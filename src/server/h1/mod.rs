@@ -22,14 +22,15 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::futures::Notified;
+use tokio::time::Instant;
 use tracing::debug;
 
-use crate::handler::Handler;
 use crate::http::client_address::ClientAddress;
-use crate::http::{Body, BodyReadError, Served, Session, SessionExt};
+use crate::http::{Body, BodyReadError, SessionExt};
 use crate::http1::parse::{parse_request, BodyKind, Parsed};
 use crate::http1::write;
-use crate::observe::metrics::{HandlerKind, ROUTE_NONE};
+use crate::observe::metrics::HandlerKind;
+use crate::service::{self, DriverSession, NeverAbandoned, Outcome};
 use crate::worker::{ConnBuffers, WorkerCtx, READ_BUF};
 
 pub use super::transport::Downstream;
@@ -45,7 +46,7 @@ const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
 
 /// Why a connection ends.
-pub(crate) enum Exit {
+pub enum Exit {
     /// Nothing more to say: end of stream, idle timeout, shutdown, or `Connection: close` answered.
     Done,
     /// Answer with this status and close, draining the input for a moment.
@@ -76,8 +77,9 @@ pub struct Http1Conn<'a, D> {
     pub(crate) upstream: Option<(SocketAddr, Duration)>,
     /// How the cache answered the request, for the access log.
     pub(crate) cache_outcome: Option<&'static str>,
-    /// Route of the request being answered (`Route::index`), for the metrics.
-    route_slot: usize,
+    /// Whether the connection may carry the next request once the current
+    /// answer is sent: decided when the answer's body starts.
+    keep_alive_after: bool,
     /// Set when the connection ends with input left unread (a request body the
     /// answer made moot): read and drop it for a moment after the last write,
     /// so the client sees the answer rather than a reset.
@@ -132,7 +134,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         status: 0,
         upstream: None,
         cache_outcome: None,
-        route_slot: ROUTE_NONE,
+        keep_alive_after: false,
         linger_on_close: false,
         logged: None,
         answer: None,
@@ -355,98 +357,25 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
     }
 
-    /// Routes the parsed request, lets its handler answer through the session,
-    /// and sends the answer; returns whether the connection stays open.
-    async fn answer(&mut self) -> Result<bool, Exit> {
-        let ctx = self.ctx;
+    /// Hands the parsed request to the service step, then sends the answer;
+    /// returns whether the connection stays open.
+    async fn answer(&mut self, started: Instant) -> Result<bool, Exit> {
         let b = self.bufs.as_ref().expect("buffers held while handling");
         let head_len = b.head.head_len;
-        let body_kind = b.head.body;
         // `pending` is always taken by the previous answer.
         self.answer = None;
         self.request_id.reset();
         self.body.start(
-            body_kind,
+            b.head.body,
             b.head.expect_continue,
             self.rpos + head_len,
-            ctx.config.http.max_body_bytes,
+            self.ctx.config.http.max_body_bytes,
         );
-        let mut kind = None;
-        // Handlers registered ahead of the routes (ACME HTTP-01 validations)
-        // see requests without a body first; one that gives no answer leaves the
-        // request to the routes.
-        if body_kind == BodyKind::None && ctx.config.routes.has_pre_routes() {
-            let req = &b.read[self.rpos..self.rpos + head_len];
-            if let Some(pre) = ctx.config.routes.pre_route(D::SECURE, b.head.path(req)) {
-                self.serve_with(pre).await;
-                kind = self.answer.is_some().then(|| pre.kind());
-            }
-        }
-        let kind = match kind {
-            Some(kind) => kind,
-            None => {
-                let b = self.bufs.as_ref().expect("buffers held while handling");
-                let req = &b.read[self.rpos..self.rpos + head_len];
-                let route = ctx
-                    .config
-                    .routes
-                    .find_route(b.head.host_name(req), b.head.path(req));
-                self.route_slot = route.map_or(ROUTE_NONE, |r| r.index);
-                match route {
-                    None => {
-                        if body_kind != BodyKind::None {
-                            self.discard_request_body(body_kind).await?;
-                        }
-                        self.send_status(404);
-                        HandlerKind::NoRoute
-                    }
-                    Some(route) => {
-                        let handler = &*route.handler;
-                        if body_kind != BodyKind::None && !handler.reads_body() {
-                            self.discard_request_body(body_kind).await?;
-                        }
-                        self.serve_with(handler).await;
-                        handler.kind()
-                    }
-                }
-            }
-        };
-        if self.answer.is_none() {
-            if let Some(e) = self.body.error {
-                return Err(body_exit(e));
-            }
-            debug!(peer = %self.peer, "handler gave no answer");
-            self.send_status(500);
-        }
-        ctx.stats.request(kind, self.status);
-        if self.push.end() {
-            // A pushed body left short: the client must not take it for whole.
-            debug!(peer = %self.peer, "pushed response body left unfinished");
-            return Err(Exit::Broken);
-        }
-        let answered = self.answer.expect("an answer was given");
-        let body_done = self.body.finish(&mut self.rpos);
-        let keep_alive = answered.keep_alive && body_done;
-        if !body_done {
-            self.linger_on_close = true;
-        }
-        if let Some(body) = self.pending.take() {
-            let r = self.send_body(body, answered).await;
-            ctx.clock.woke();
-            r?;
-        }
-        Ok(keep_alive)
-    }
-
-    /// Lets `handler` answer through this connection's session.
-    async fn serve_with(&mut self, handler: &'a dyn Handler) {
-        let clock = &self.ctx.clock;
-        match handler.serve(self) {
-            Served::Done => {}
-            Served::Pending(fut) => {
-                clock.track(fut).await;
-                clock.woke();
-            }
+        match service::serve_request(self, started).await {
+            Outcome::Answered { .. } => Ok(self.keep_alive_after),
+            // A client gives up on an HTTP/1 request only by closing.
+            Outcome::Abandoned => Err(Exit::Broken),
+            Outcome::Stopped(exit) => Err(exit),
         }
     }
 
@@ -467,15 +396,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
     }
 
-    /// Answers with the status page of `status` (`404 Not Found\n`).
-    fn send_status(&mut self, status: u16) {
-        let fields = [("Content-Type", b"text/plain; charset=utf-8".as_slice())];
-        self.send_response(
-            &crate::http::ResponseHead::new(status, &fields),
-            Body::Bytes(crate::http::status::status_text(status)),
-        );
-    }
-
     /// After an error response: stop sending, then read and drop input for a
     /// moment so the peer sees the response rather than a reset.
     async fn linger(&mut self) {
@@ -491,6 +411,59 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             }
         }
         b.read.clear();
+    }
+}
+
+/// How HTTP/1 meets the service step: a body nobody reads is read off the
+/// connection, a body over the limit is refused with the connection, and the
+/// client gives up on a request only by closing.
+impl<'a, D: Downstream> DriverSession<'a> for Http1Conn<'a, D> {
+    type Stop = Exit;
+    type Watch = NeverAbandoned;
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn body_error(&self) -> Option<BodyReadError> {
+        self.body.error
+    }
+
+    fn watch(&self) -> NeverAbandoned {
+        NeverAbandoned
+    }
+
+    async fn skip_unwanted_body(&mut self) -> Result<(), Exit> {
+        let kind = self.bufs.as_ref().map_or(BodyKind::None, |b| b.head.body);
+        self.discard_request_body(kind).await
+    }
+
+    fn refuse_oversized_body(&mut self) -> Result<(), Exit> {
+        Err(Exit::Reject(413))
+    }
+
+    fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), Exit> {
+        Err(body_exit(error))
+    }
+
+    async fn finish_answer(&mut self) -> Result<(), Exit> {
+        if self.push.end() {
+            // A pushed body left short: the client must not take it for whole.
+            debug!(peer = %self.peer, "pushed response body left unfinished");
+            return Err(Exit::Broken);
+        }
+        let answered = self.answer.expect("an answer was given");
+        let body_done = self.body.finish(&mut self.rpos);
+        self.keep_alive_after = answered.keep_alive && body_done;
+        if !body_done {
+            self.linger_on_close = true;
+        }
+        if let Some(body) = self.pending.take() {
+            let r = self.send_body(body, answered).await;
+            self.ctx.clock.woke();
+            r?;
+        }
+        Ok(())
     }
 }
 

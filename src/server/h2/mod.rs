@@ -38,15 +38,14 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::handler::Handler;
 use crate::http::client_address::ClientAddress;
-use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
-use crate::http1::parse::BodyKind;
+use crate::http::{BodyReadError, Session};
 use crate::http2::conn::ServerConnection;
 use crate::http2::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
-use crate::observe::metrics::{H2Event, HandlerKind, ROUTE_NONE};
+use crate::observe::metrics::H2Event;
 use crate::server::transport::Downstream;
+use crate::service::{self, AbandonWatch, DriverSession, Outcome};
 use crate::worker::WorkerCtx;
 use stream::H2Stream;
 use streams::{Fresh, Shared, SharedCell, StreamTable};
@@ -423,8 +422,8 @@ pub async fn serve_h2<D: Downstream>(
     streams.abort_all();
 }
 
-/// Serves one stream: its head checked and routed, its handler run beside a
-/// watch for the client's reset, its body sent, its log line written.
+/// Serves one stream: its head handed to the service step (or refused, when
+/// the codec marked it so), its log line written.
 async fn run_stream(
     ctx: &WorkerCtx,
     state: Rc<ConnState>,
@@ -441,56 +440,22 @@ async fn run_stream(
         parsed,
     } = fresh;
     let mut s = H2Stream::new(ctx, facts, shared, peer, id, buf, head);
-    let mut route_slot = ROUTE_NONE;
-    let kind = match parsed {
-        Err(status) => {
-            send_status(&mut s, status);
-            HandlerKind::Error
-        }
-        Ok(()) => match route_and_serve(&mut s, &mut route_slot).await {
-            Some(kind) => kind,
-            None => {
-                // Reset by the client before its answer.
-                ctx.stats.h2_event(H2Event::ClientReset);
-                state.client_resets.set(state.client_resets.get() + 1);
-                state.wake.notify_one();
-                return;
-            }
-        },
+    let outcome = match parsed {
+        Err(status) => service::refuse_request(&mut s, status, started).await,
+        Ok(()) => service::serve_request(&mut s, started).await,
     };
-    if s.status == 0 {
-        match s.body_error {
-            Some(BodyReadError::TooLarge) => send_status(&mut s, 413),
-            Some(BodyReadError::Malformed) => send_status(&mut s, 400),
-            Some(BodyReadError::Timeout) => send_status(&mut s, 408),
-            Some(BodyReadError::Closed) => {
-                s.reset(ErrorCode::Cancel);
-                return;
-            }
-            None => {
-                debug!(%peer, "handler gave no answer");
-                send_status(&mut s, 500);
-            }
+    let took = match outcome {
+        Outcome::Answered { took, .. } => took,
+        Outcome::Abandoned => {
+            // Reset by the client before its answer.
+            ctx.stats.h2_event(H2Event::ClientReset);
+            state.client_resets.set(state.client_resets.get() + 1);
+            state.wake.notify_one();
+            return;
         }
-    }
-    ctx.stats.request(kind, s.status);
-    if s.push.active && !s.push.finished {
-        debug!(%peer, stream = s.stream_id, "pushed response body left unfinished");
-        s.reset(ErrorCode::InternalError);
-        ctx.stats.h2_event(H2Event::ServerReset);
-    } else if let Err(e) = s.send_pending().await {
-        debug!(%peer, stream = s.stream_id, error = %e, "HTTP/2 response body not sent whole");
-        let code = if e.kind() == std::io::ErrorKind::TimedOut {
-            ctx.stats.h2_event(H2Event::WriteTimeout);
-            ErrorCode::Cancel
-        } else {
-            ctx.stats.h2_event(H2Event::ServerReset);
-            ErrorCode::InternalError
-        };
-        s.reset(code);
-    }
-    let took = ctx.clock.now().saturating_duration_since(started);
-    ctx.stats.request_duration(route_slot, s.status, took);
+        // The client went away mid-body: the stream is reset.
+        Outcome::Stopped(StreamReset) => return,
+    };
     ctx.stats.h2_event(H2Event::Request);
     if let Some(log) = &ctx.access_log {
         let view = s.request();
@@ -521,70 +486,92 @@ async fn run_stream(
     s.shared.borrow_mut().table.give_head(buf, head);
 }
 
-/// Routes the request and lets its handler answer; `None` when the client
-/// reset the stream first (the handler's work is dropped with it).
-async fn route_and_serve<'a>(s: &mut H2Stream<'a>, route_slot: &mut usize) -> Option<HandlerKind> {
-    let ctx = s.ctx;
-    let routes = &ctx.config.routes;
-    if s.head.body == BodyKind::None && routes.has_pre_routes() {
-        if let Some(pre) = routes.pre_route(s.facts.secure, s.head.path(&s.buf)) {
-            if !serve_watched(s, pre).await {
-                return None;
-            }
-            if s.status != 0 {
-                return Some(pre.kind());
-            }
+/// How HTTP/2 meets the service step: a body nobody reads is left to the
+/// stream's end, a body over the limit is answered 413 on the stream, and a
+/// client gives up on a request by resetting its stream.
+impl<'a> DriverSession<'a> for H2Stream<'a> {
+    type Stop = StreamReset;
+    type Watch = ResetWatch;
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn body_error(&self) -> Option<BodyReadError> {
+        self.body_error
+    }
+
+    fn watch(&self) -> ResetWatch {
+        ResetWatch {
+            shared: self.shared.clone(),
+            id: self.stream_id,
         }
     }
-    let route = routes.find_route(s.head.host_name(&s.buf), s.head.path(&s.buf));
-    *route_slot = route.map_or(ROUTE_NONE, |r| r.index);
-    let Some(route) = route else {
-        send_status(s, 404);
-        return Some(HandlerKind::NoRoute);
-    };
-    if let BodyKind::Length(n) = s.head.body {
-        if n > ctx.config.http.max_body_bytes {
-            send_status(s, 413);
-            return Some(route.handler.kind());
+
+    async fn skip_unwanted_body(&mut self) -> Result<(), StreamReset> {
+        Ok(())
+    }
+
+    fn refuse_oversized_body(&mut self) -> Result<(), StreamReset> {
+        service::send_status(self, 413);
+        Ok(())
+    }
+
+    fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
+        let status = match error {
+            BodyReadError::TooLarge => 413,
+            BodyReadError::Malformed => 400,
+            BodyReadError::Timeout => 408,
+            BodyReadError::Closed => {
+                self.reset(ErrorCode::Cancel);
+                return Err(StreamReset);
+            }
+        };
+        service::send_status(self, status);
+        Ok(())
+    }
+
+    async fn finish_answer(&mut self) -> Result<(), StreamReset> {
+        let ctx = self.ctx;
+        if self.push.active && !self.push.finished {
+            debug!(peer = %self.peer, stream = self.stream_id, "pushed response body left unfinished");
+            self.reset(ErrorCode::InternalError);
+            ctx.stats.h2_event(H2Event::ServerReset);
+        } else if let Err(e) = self.send_pending().await {
+            debug!(peer = %self.peer, stream = self.stream_id, error = %e, "HTTP/2 response body not sent whole");
+            let code = if e.kind() == std::io::ErrorKind::TimedOut {
+                ctx.stats.h2_event(H2Event::WriteTimeout);
+                ErrorCode::Cancel
+            } else {
+                ctx.stats.h2_event(H2Event::ServerReset);
+                ErrorCode::InternalError
+            };
+            self.reset(code);
         }
+        // A stream whose answer failed is still counted and logged.
+        Ok(())
     }
-    let handler: &'a dyn Handler = &*route.handler;
-    if !serve_watched(s, handler).await {
-        return None;
-    }
-    Some(handler.kind())
 }
 
-/// Runs `handler` on the stream until it is done; false if the client reset
-/// the stream before the answer was complete.
-async fn serve_watched<'a>(s: &mut H2Stream<'a>, handler: &'a dyn Handler) -> bool {
-    let shared = s.shared.clone();
-    let id = s.stream_id;
-    let Served::Pending(mut fut) = handler.serve(s) else {
-        return true;
-    };
-    std::future::poll_fn(|cx| {
-        if fut.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(true);
-        }
-        let mut sh = shared.borrow_mut();
-        match sh.table.slot_mut(id) {
-            Some(slot) if slot.reset.is_some() => Poll::Ready(false),
+/// The stream was reset: nothing more is sent on it.
+pub struct StreamReset;
+
+/// Watches one stream's table slot for the client's reset.
+pub struct ResetWatch {
+    shared: Rc<SharedCell>,
+    id: u32,
+}
+
+impl AbandonWatch for ResetWatch {
+    fn poll_abandoned(&self, cx: &mut Context<'_>) -> bool {
+        let mut sh = self.shared.borrow_mut();
+        match sh.table.slot_mut(self.id) {
+            Some(slot) if slot.reset.is_some() => true,
             Some(slot) => {
                 slot.wait(cx.waker());
-                Poll::Pending
+                false
             }
-            None => Poll::Ready(false),
+            None => true,
         }
-    })
-    .await
-}
-
-/// Answers with the status page of `status`.
-fn send_status(s: &mut H2Stream<'_>, status: u16) {
-    let fields = [("content-type", b"text/plain; charset=utf-8".as_slice())];
-    s.send_response(
-        &ResponseHead::new(status, &fields),
-        Body::Bytes(crate::http::status::status_text(status)),
-    );
+    }
 }
