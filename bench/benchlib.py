@@ -25,14 +25,17 @@ BODY = b"Hello, World!"
 ALL_SERVERS = ["pier", "nginx", "h2o", "lighttpd", "haproxy", "hitch", "stunnel"]
 PEER_SERVERS = ALL_SERVERS[1:]
 # bench/compare's reference servers, never counted as peers: `floor` (bench/floor.c,
-# the kernel's own cost per request) and `pier-base` (a second Pier binary, the one
-# before a change, run with Pier's templates).
+# the kernel's own cost per request), `proxy-floor` (bench/proxy_floor.c, the same
+# for a proxied request) and `pier-base` (a second Pier binary, the one before a
+# change, run with Pier's templates).
 FLOOR = "floor"
+PROXY_FLOOR = "proxy-floor"
 BASELINE = "pier-base"
-REFERENCE_SERVERS = [FLOOR, BASELINE]
+REFERENCE_SERVERS = [FLOOR, PROXY_FLOOR, BASELINE]
+# The floors, each built from its C source; a workload has at most one of them.
+FLOOR_SOURCES = {FLOOR: BENCH / "floor.c", PROXY_FLOOR: BENCH / "proxy_floor.c"}
 # The templates and command line a server uses when it is not its own name.
 SERVER_KIND = {BASELINE: "pier"}
-FLOOR_SOURCE = BENCH / "floor.c"
 ALL_WORKLOADS = ["fixed", "guarded", "static", "https", "https-bulk", "handshake", "proxy",
                  "tls-small", "tls-bulk"]
 WORKLOAD_PATH = {"fixed": "/", "guarded": "/", "static": "/hello.txt", "https": "/hello",
@@ -59,7 +62,7 @@ WORKLOAD_SERVERS = {
     "https": ["pier", "nginx", "h2o", "haproxy"],
     "https-bulk": ["pier", "nginx", "h2o", "haproxy"],
     "handshake": ["pier", "nginx", "h2o", "haproxy"],
-    "proxy": ["pier", "nginx", "haproxy"],
+    "proxy": ["pier", "proxy-floor", "nginx", "haproxy"],
     "tls-small": ["pier", "hitch", "stunnel", "haproxy"],
     "tls-bulk": ["pier", "hitch", "stunnel", "haproxy"],
 }
@@ -298,15 +301,16 @@ def ensure_pier(path, build, notes, timeout=3600):
 # ---------------------------------------------------------------- floor
 
 
-def build_floor(directory, timeout=120):
-    """Compiles bench/floor.c with gcc -O2 into `directory`; returns (path, None)
-    or (None, why)."""
+def build_floor(directory, name=FLOOR, timeout=120):
+    """Compiles the floor `name` (bench/floor.c or bench/proxy_floor.c) with gcc -O2
+    into `directory`; returns (path, None) or (None, why)."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         return None, "gcc is not installed"
-    out = Path(directory) / "floor"
+    out = Path(directory) / name
     try:
-        r = subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-o", str(out), str(FLOOR_SOURCE)],
+        r = subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-o", str(out),
+                            str(FLOOR_SOURCES[name])],
                            capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"gcc failed: {e}"
@@ -328,8 +332,8 @@ def gcc_version():
 
 
 def server_version(name, binary):
-    if name == FLOOR:
-        return f"bench/floor.c, gcc -O2 ({gcc_version()})"
+    if name in FLOOR_SOURCES:
+        return f"bench/{FLOOR_SOURCES[name].name}, gcc -O2 ({gcc_version()})"
     name = kind_of(name)
     flag = {"pier": "--version", "hitch": "--version", "stunnel": "-version"}.get(name, "-v")
     try:
@@ -641,8 +645,8 @@ class Server:
         return f"{scheme}://127.0.0.1:{self.port}{self.path}"
 
     def _render(self, extra_pier_toml):
-        if self.kind == FLOOR:
-            return None  # no configuration: the port is its argument
+        if self.kind in FLOOR_SOURCES:
+            return None  # no configuration: the ports are its arguments
         ext = {"pier": "toml", "nginx": "conf", "h2o": "yaml", "lighttpd": "conf",
                "haproxy": "cfg", "hitch": "conf", "stunnel": "conf"}[self.kind]
         kind = "https" if self.workload in TLS_WORKLOADS else self.workload
@@ -669,6 +673,7 @@ class Server:
             "hitch": [b, f"--config={c}", "--user=nobody", "--group=nogroup"],
             "stunnel": [b, c],
             FLOOR: [b, str(self.port)],
+            PROXY_FLOOR: [b, str(self.port), self.vars.get("origin_port", "")],
         }[self.kind]
 
     def start(self):
