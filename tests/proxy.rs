@@ -682,6 +682,60 @@ fn idle_pooled_connections_expire() {
     );
 }
 
+/// `n` requests for `/slow` at once, each on its own client connection; their
+/// statuses.
+fn burst(pier: SocketAddr, n: usize) -> Vec<u16> {
+    let clients: Vec<_> = (0..n)
+        .map(|_| std::thread::spawn(move || get(pier, &req("/slow")).status))
+        .collect();
+    clients.into_iter().map(|c| c.join().unwrap()).collect()
+}
+
+/// An upstream whose `/slow` answers after 300 ms, so a burst of them is in
+/// flight at once.
+fn slow_upstream() -> Upstream {
+    Upstream::start(|r| {
+        if r.target == "/slow" {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        ok("x")
+    })
+}
+
+#[test]
+fn the_pool_keeps_the_connections_a_burst_needed() {
+    // Six requests at once take six upstream connections. max_idle is one,
+    // yet the six stay pooled for the next burst rather than five being
+    // closed and dialled again.
+    let up = slow_upstream();
+    let pier = start(&[(up.addr, 1)], "max_idle = 1", "");
+    assert_eq!(burst(pier.addr(), 6), vec![200; 6]);
+    assert_eq!(up.accepts(), 6);
+    assert_eq!(burst(pier.addr(), 6), vec![200; 6]);
+    assert_eq!(
+        up.accepts(),
+        6,
+        "the second burst went over the first one's connections"
+    );
+}
+
+#[test]
+fn a_quiet_pool_falls_back_to_max_idle() {
+    let up = slow_upstream();
+    let pier = start(
+        &[(up.addr, 1)],
+        "max_idle = 1\nidle_peak_window = \"100ms\"",
+        "",
+    );
+    assert_eq!(burst(pier.addr(), 6), vec![200; 6]);
+    assert_eq!(up.accepts(), 6);
+    // Many windows without a request, and the sweep (once a second) closes
+    // all but max_idle: the next burst reuses one and dials five.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(burst(pier.addr(), 6), vec![200; 6]);
+    assert_eq!(up.accepts(), 11);
+}
+
 #[test]
 fn client_cert_header_carries_the_verified_subject_and_never_a_forged_one() {
     let up = Upstream::start(|_| ok("x"));

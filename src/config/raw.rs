@@ -642,6 +642,11 @@ pub struct RawUpstream {
     pub retries: Option<Spanned<i64>>,
     /// Idle keep-alive connections kept per server, per worker.
     pub max_idle: Option<Spanned<i64>>,
+    /// Idle connections kept per server, per worker, when recent load needed
+    /// more than `max_idle`.
+    pub max_idle_peak: Option<Spanned<i64>>,
+    /// How long a peak of load is held before the idle limit halves.
+    pub idle_peak_window: Option<Spanned<RawDuration>>,
     /// How long an idle pooled connection is kept.
     pub idle_timeout: Option<Spanned<RawDuration>>,
     /// Consecutive failures that mark a server down (0 = never).
@@ -678,6 +683,8 @@ impl Default for RawUpstream {
             read_timeout: None,
             retries: None,
             max_idle: None,
+            max_idle_peak: None,
+            idle_peak_window: None,
             idle_timeout: None,
             max_fails: None,
             fail_timeout: None,

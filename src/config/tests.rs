@@ -148,6 +148,47 @@ fn max_in_flight_is_split_across_workers_and_retry_after_rounds_up() {
 }
 
 #[test]
+fn the_idle_pool_follows_load_up_to_max_idle_peak() {
+    let group = |extra: &str| {
+        format!(
+            "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[upstream]]\nname = \"app\"\nservers = [{{ address = \"127.0.0.1:9\" }}]\n{extra}\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n"
+        )
+    };
+    let cfg = check(&group("")).unwrap();
+    let app = &cfg.upstreams[0];
+    assert_eq!(
+        (app.max_idle, app.max_idle_peak, app.idle_peak_window),
+        (64, 1024, Duration::from_secs(5))
+    );
+    let cfg = check(&group(
+        "max_idle = 8\nmax_idle_peak = 0\nidle_peak_window = \"500ms\"",
+    ))
+    .unwrap();
+    let app = &cfg.upstreams[0];
+    assert_eq!(
+        (app.max_idle, app.max_idle_peak, app.idle_peak_window),
+        (8, 0, Duration::from_millis(500))
+    );
+    refused_at(&group("max_idle_peak = -1"), 6, "upstream[1].max_idle_peak");
+    refused_at(
+        &group("max_idle_peak = 10001"),
+        6,
+        "upstream[1].max_idle_peak",
+    );
+    let e = refused_at(
+        &group("idle_peak_window = \"0s\""),
+        6,
+        "upstream[1].idle_peak_window",
+    );
+    assert!(e.message.contains("above zero"), "{e}");
+    refused_at(
+        &group("idle_peak_window = \"soon\""),
+        6,
+        "upstream[1].idle_peak_window",
+    );
+}
+
+#[test]
 fn embedded_default_is_valid() {
     let args = Overrides {
         no_tls: true,

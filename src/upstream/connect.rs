@@ -38,10 +38,11 @@ impl Drop for InFlight<'_> {
 }
 
 /// Phase 4: a pooled connection to `server` (unless `fresh_only`), else a new
-/// one; with whether it was reused. Dialling (a TCP connect, perhaps a TLS
-/// handshake) is a large state machine and the rare case under keep-alive: it
-/// is boxed, so every request's future stays small enough for the
-/// allocator's fast path.
+/// one; with whether it was reused. The requests in flight on the server, this
+/// one included, are the pool's measure of how many connections to keep.
+/// Dialling (a TCP connect, perhaps a TLS handshake) is a large state machine
+/// and the rare case under keep-alive: it is boxed, so every request's future
+/// stays small enough for the allocator's fast path.
 pub(crate) async fn connect_upstream(
     group: &UpstreamGroup,
     state: &GroupState,
@@ -49,6 +50,8 @@ pub(crate) async fn connect_upstream(
     fresh_only: bool,
     now: std::time::Instant,
 ) -> Result<(Pooled, bool), ProxyError> {
+    let in_use = state.servers.get(server).map_or(0, |s| s.active.get());
+    state.pool.note_in_use(server, in_use as usize, now);
     let pooled = if fresh_only {
         None
     } else {

@@ -114,8 +114,13 @@ pub struct UpstreamGroup {
     pub read_timeout: Duration,
     /// Further attempts after a connect failure or an early reset.
     pub retries: u32,
-    /// Idle connections kept per server per worker.
+    /// Idle connections kept per server per worker, whatever the load.
     pub max_idle: usize,
+    /// Idle connections kept per server per worker when the recent peak of
+    /// requests in flight asks for more than `max_idle`.
+    pub max_idle_peak: usize,
+    /// How long that peak is held before it halves, each such window.
+    pub idle_peak_window: Duration,
     /// Lifetime of an idle pooled connection.
     pub idle_timeout: Duration,
     /// Consecutive failures that mark a server down (0: never).

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::balance::{Balance, SmoothWrr};
 use super::group::UpstreamGroup;
 use super::h2_pool::H2Pool;
-use super::pool::Pool;
+use super::pool::{Pool, PoolLimits};
 
 /// A worker's state for one server: passive health and open requests.
 #[derive(Debug, Default)]
@@ -52,7 +52,7 @@ impl GroupState {
                 .iter()
                 .map(|_| ServerState::default())
                 .collect(),
-            pool: Pool::new(group.servers.len(), group.max_idle, group.idle_timeout),
+            pool: Pool::new(group.servers.len(), PoolLimits::of(group)),
             h2: H2Pool::new(group),
             wrr: RefCell::new(SmoothWrr::new(group.servers.iter().map(|s| s.weight))),
             counters: group.counters.register(group.servers.len()),

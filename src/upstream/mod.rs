@@ -49,7 +49,9 @@ impl UpstreamWorker {
     pub fn sweep(&self) {
         let now = std::time::Instant::now();
         for g in &self.groups {
-            g.pool.sweep(now);
+            g.pool.sweep(now, |i| {
+                g.servers.get(i).map_or(0, |s| s.active.get() as usize)
+            });
             g.h2.sweep(now);
         }
     }

@@ -275,6 +275,8 @@ pub fn build_upstream(
         read_timeout: keys.duration("read_timeout", &raw.read_timeout, 60)?,
         retries: keys.int("retries", &raw.retries, 0..=16, 1)? as u32,
         max_idle: keys.int("max_idle", &raw.max_idle, 0..=10_000, 64)? as usize,
+        max_idle_peak: keys.int("max_idle_peak", &raw.max_idle_peak, 0..=10_000, 1024)? as usize,
+        idle_peak_window: keys.positive_duration("idle_peak_window", &raw.idle_peak_window, 5)?,
         idle_timeout: keys.duration("idle_timeout", &raw.idle_timeout, 60)?,
         max_fails: keys.int("max_fails", &raw.max_fails, 0..=1000, 1)? as u32,
         fail_timeout: keys.duration("fail_timeout", &raw.fail_timeout, 10)?,
@@ -324,6 +326,21 @@ impl<'a, 'l> TableKeys<'a, 'l> {
     ) -> Result<Duration, ConfigError> {
         let default = Duration::from_secs(default_secs);
         duration(self.loc, v, &self.key(name), default)
+    }
+
+    /// A duration key that must be above zero, `default_secs` seconds when
+    /// absent.
+    fn positive_duration(
+        &self,
+        name: &str,
+        v: &Option<Spanned<RawDuration>>,
+        default_secs: u64,
+    ) -> Result<Duration, ConfigError> {
+        let d = self.duration(name, v, default_secs)?;
+        match v {
+            Some(v) if d.is_zero() => Err(self.error(v.span(), name, "must be above zero")),
+            _ => Ok(d),
+        }
     }
 
     /// An integer key within `range`, `default` when absent.

@@ -76,6 +76,8 @@ fn route() -> ProxyRoute {
         read_timeout: Duration::from_secs(1),
         retries: 1,
         max_idle: 1,
+        max_idle_peak: 1,
+        idle_peak_window: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(1),
         max_fails: 1,
         fail_timeout: Duration::from_secs(1),
