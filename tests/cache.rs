@@ -834,3 +834,29 @@ fn a_follower_gets_the_first_bytes_before_the_origin_has_sent_the_last() {
     assert_eq!(leader.join().unwrap().body.len(), 100_000);
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "one origin request");
 }
+
+#[test]
+fn early_hints_reach_the_client_that_went_to_the_origin_and_are_never_stored() {
+    let origin = Upstream::start(|_| {
+        Reply::Raw(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+        )
+    });
+    let pier = start(&origin, "");
+    let mut r = common::Reader::new(common::connect(pier.addr()));
+    r.send(req("/hinted", "").as_bytes());
+    let early = r.response(false).unwrap();
+    assert_eq!(early.status, 103);
+    assert_eq!(early.header("link"), Some("</style.css>; rel=preload"));
+    let miss = r.response(false).unwrap();
+    assert_eq!((miss.status, miss.body.as_slice()), (200, &b"ok"[..]));
+    assert_eq!(miss.header("cache-status"), Some("pier; fwd=miss; stored"));
+    // The stored response is the final one: a hit answers with it alone
+    // (RFC 9111 stores no 1xx, and a hit need not replay one).
+    r.send(req("/hinted", "").as_bytes());
+    let hit = r.response(false).unwrap();
+    assert_eq!((hit.status, hit.body.as_slice()), (200, &b"ok"[..]));
+    assert!(hit.header("cache-status").unwrap().starts_with("pier; hit"));
+    assert!(hit.header("link").is_none());
+    assert_eq!(seen(&origin, "/hinted").len(), 1);
+}

@@ -484,3 +484,32 @@ set = {{ "X-Filtered" = "yes" }}
     assert_eq!(reqs[1].body, b"hello");
     assert!(reqs[1].trailers.is_empty());
 }
+
+#[test]
+fn early_hints_from_an_h2_upstream_are_relayed_and_an_endless_run_is_a_502() {
+    let origin = H2Origin::start();
+    let pier = Pier::with_config(&h2_config(origin.addr, ""), &[]);
+    let mut r = common::Reader::new(connect(pier.addr()));
+    r.send(b"GET /early-hints/1 HTTP/1.1\r\nHost: h\r\n\r\n");
+    let early = r.response(false).unwrap();
+    assert_eq!(early.status, 103);
+    assert_eq!(
+        early.headers,
+        [("link".to_string(), "</style.css>; rel=preload".to_string())]
+    );
+    let resp = r.response(false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hinted"[..]));
+
+    r.send(b"GET /early-hints/20 HTTP/1.1\r\nHost: h\r\n\r\n");
+    let mut statuses = Vec::new();
+    loop {
+        let resp = r.response(false).unwrap();
+        statuses.push(resp.status);
+        if resp.status >= 200 {
+            break;
+        }
+    }
+    let early = statuses.len() - 1;
+    assert!((1..=8).contains(&early), "{statuses:?}");
+    assert_eq!(statuses[early], 502, "{statuses:?}");
+}

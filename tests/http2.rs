@@ -696,3 +696,58 @@ fn nghttp_and_h2load_interoperate_over_tls_and_prior_knowledge() {
         assert!(text.contains("status codes: 200 2xx"), "{text}");
     }
 }
+
+#[test]
+fn early_hints_from_an_http1_upstream_reach_h2_clients_before_the_answer() {
+    let origin = Upstream::start(|_| {
+        Reply::Raw(
+            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nServer: origin\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+        )
+    });
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[upstream]]
+name = "app"
+servers = [{{ address = "{}" }}]
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+"#,
+            origin.addr
+        ),
+        &[],
+    );
+    let addr = pier.addr();
+    rt().block_on(async move {
+        let mut c = h2_client(addr, None).await;
+        for _ in 0..2 {
+            let req = get(&format!("http://{addr}/page")).body(()).unwrap();
+            let (mut resp, _) = c.send_request(req, true).unwrap();
+            let early = std::future::poll_fn(|cx| resp.poll_informational(cx))
+                .await
+                .expect("an interim head before the final one")
+                .unwrap();
+            assert_eq!(early.status(), 103);
+            let fields: Vec<_> = early.headers().iter().collect();
+            assert_eq!(fields.len(), 1, "{fields:?}");
+            assert_eq!(
+                early.headers().get("link").unwrap(),
+                "</style.css>; rel=preload"
+            );
+            let more = std::future::poll_fn(|cx| resp.poll_informational(cx)).await;
+            assert!(more.is_none(), "one interim head");
+            let (head, mut body) = resp.await.unwrap().into_parts();
+            assert_eq!(head.status, 200);
+            let mut data = Vec::new();
+            while let Some(chunk) = body.data().await {
+                data.extend_from_slice(&chunk.unwrap());
+            }
+            assert_eq!(data, b"ok");
+        }
+    });
+}

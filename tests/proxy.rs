@@ -1475,3 +1475,166 @@ fn request_bodies_and_early_answers_over_tls_to_the_upstream() {
     assert!(head.contains("Connection: close\r\n"), "{head}");
     assert!(sent < BIG_BODY, "sent {sent}");
 }
+
+/// The early hints the origins below send.
+const EARLY_HINTS: &[u8] = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n";
+
+/// An origin on raw sockets: to each request (a head without a body) it
+/// sends `interim` at once, then waits for a word on `gate` (at most 10 s),
+/// then answers `200 ok`.
+fn interim_origin(interim: Vec<u8>, gate: std::sync::mpsc::Receiver<()>) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let gate = std::sync::Arc::new(std::sync::Mutex::new(gate));
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let (interim, gate) = (interim.clone(), gate.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let end = loop {
+                        if let Some(i) = common::find(&buf, b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    buf.drain(..end);
+                    if s.write_all(&interim).is_err() {
+                        return;
+                    }
+                    let _ = gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
+                    if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn early_hints_reach_http11_clients_before_the_answer_and_never_http10_ones() {
+    let (go, gate) = std::sync::mpsc::channel();
+    // Fields the route removes, replaces or that belong to the hop are not
+    // hinted; Link is.
+    let mut hints = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nX-Internal: secret\r\nX-Frame-Options: SAMEORIGIN\r\nServer: origin\r\nConnection: x-hop\r\nX-Hop: 1\r\n\r\n".to_vec();
+    // An interim head that hints nothing once those are out is not sent.
+    hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\nX-Internal: secret\r\n\r\n");
+    let origin = interim_origin(hints, gate);
+    let pier = start(
+        &[(origin, 1)],
+        "",
+        r#"response_headers = { remove = ["X-Internal"], set = { X-Frame-Options = "DENY" }, add = { X-Added = "1" } }"#,
+    );
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(req("/page").as_bytes());
+    // The 103 comes while the origin still holds its answer back.
+    let early = r.response(false).unwrap();
+    assert_eq!(early.status, 103);
+    assert_eq!(
+        early.headers,
+        [("Link".to_string(), "</style.css>; rel=preload".to_string())]
+    );
+    go.send(()).unwrap();
+    let resp = r.response(false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"ok"[..]));
+    assert_eq!(resp.header("x-frame-options"), Some("DENY"));
+    assert_eq!(resp.header("x-added"), Some("1"));
+    // The connection goes on as before.
+    go.send(()).unwrap();
+    r.send(req("/again").as_bytes());
+    assert_eq!(r.response(false).unwrap().status, 103);
+    assert_eq!(r.response(false).unwrap().status, 200);
+
+    // HTTP/1.0 knows no interim answers: its client gets the final one alone.
+    go.send(()).unwrap();
+    let mut c = connect(pier.addr());
+    c.write_all(b"GET /old HTTP/1.0\r\nHost: app.test\r\n\r\n")
+        .unwrap();
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(!text.contains("103"), "{text}");
+    assert!(text.ends_with("\r\n\r\nok"), "{text}");
+}
+
+#[test]
+fn an_upstream_sending_endless_interim_heads_gets_a_502() {
+    let (_go, gate) = std::sync::mpsc::channel();
+    let origin = interim_origin(EARLY_HINTS.repeat(20), gate);
+    let pier = start(&[(origin, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(req("/").as_bytes());
+    let mut statuses = Vec::new();
+    loop {
+        let resp = r.response(false).unwrap();
+        statuses.push(resp.status);
+        if resp.status >= 200 {
+            break;
+        }
+    }
+    // A handful relayed, then the run is a bad response.
+    let early = statuses.len() - 1;
+    assert!((1..=8).contains(&early), "{statuses:?}");
+    assert!(statuses[..early].iter().all(|&s| s == 103), "{statuses:?}");
+    assert_eq!(statuses[early], 502, "{statuses:?}");
+}
+
+#[test]
+fn a_request_whose_interim_head_was_relayed_is_not_sent_to_another_server() {
+    // One server hints then closes; a retry would reach the other.
+    let hinting = Upstream::start(|_| Reply::RawClose(EARLY_HINTS.to_vec()));
+    let other = Upstream::start(|_| ok("other"));
+    let pier = start(&[(hinting.addr, 1), (other.addr, 1)], "retries = 1", "");
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        let mut r = Reader::new(connect(pier.addr()));
+        r.send(req("/").as_bytes());
+        let first = r.response(false).unwrap();
+        statuses.push(first.status);
+        if first.status == 103 {
+            statuses.push(r.response(false).unwrap().status);
+        }
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [103, 200, 502]);
+    assert_eq!(hinting.requests().len(), 1);
+    assert_eq!(
+        other.requests().len(),
+        1,
+        "the hinted request stayed where it was"
+    );
+}
+
+#[test]
+fn a_client_expecting_100_continue_gets_one_whatever_the_upstream_sends() {
+    let (go, gate) = std::sync::mpsc::channel();
+    let mut interim = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+    interim.extend_from_slice(EARLY_HINTS);
+    let origin = interim_origin(interim, gate);
+    let pier = start(&[(origin, 1)], "", "");
+    let mut r = Reader::new(connect(pier.addr()));
+    r.send(b"POST /form HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+    // Pier's own, as it waits for the body; the upstream's is not sent again.
+    assert_eq!(r.response(false).unwrap().status, 100);
+    r.send(b"hi");
+    go.send(()).unwrap();
+    let mut statuses = Vec::new();
+    loop {
+        let resp = r.response(false).unwrap();
+        statuses.push(resp.status);
+        if resp.status >= 200 {
+            break;
+        }
+    }
+    assert_eq!(statuses, [103, 200]);
+}

@@ -398,6 +398,11 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         self.inner.responded()
     }
 
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        // An interim head has no body to encode: it passes as it is.
+        self.inner.send_interim(status, fields)
+    }
+
     fn request_id(&self) -> &RequestId {
         self.inner.request_id()
     }

@@ -8,6 +8,12 @@
 //! (2xx, 3xx, 304 included, so caches revalidating keep `Cache-Control`) get
 //! the rules; error answers (4xx, 5xx) get them only with `always = true`, as
 //! `add_header ... always` does.
+//!
+//! Interim heads (a relayed `103 Early Hints`) get the removals only: a field
+//! the route removes, or replaces with a `set` value, is left out of them, so
+//! a 103 never shows a client what the final answer would not. Nothing is
+//! set or added to them, as nginx's `add_header` does not reach early hints:
+//! the values are meant for the final answer, whose status is not known yet.
 
 use std::fmt;
 
@@ -200,6 +206,10 @@ impl RouteFilter for ResponseHeaders {
         }
     }
 
+    fn drops_from_interim(&self, name: &str) -> bool {
+        self.0.drops(name.as_bytes())
+    }
+
     fn header_rules(&self) -> Option<&HeaderRules> {
         Some(&self.0)
     }
@@ -275,6 +285,17 @@ mod tests {
                 ("Link", "</a.css>; rel=preload"),
             ])
         );
+    }
+
+    #[test]
+    fn interim_heads_lose_removed_and_replaced_fields_and_gain_none() {
+        let filter = ResponseHeaders(rules(false));
+        // Removed, and replaced by a `set` on the final answer: left out.
+        assert!(filter.drops_from_interim("x-powered-by"));
+        assert!(filter.drops_from_interim("Cache-Control"));
+        // Added to the final answer only: the upstream's own hints stay.
+        assert!(!filter.drops_from_interim("link"));
+        assert!(!filter.drops_from_interim("content-type"));
     }
 
     /// A head as the HTTP/1 driver writes its fields.

@@ -76,6 +76,14 @@ pub trait RouteFilter: fmt::Debug + Send + Sync {
     /// and its identifier (the same for every filter).
     fn response_filter<'a>(&'a self, _: &RequestView<'_>, _: &RequestId, _: &mut HeadEdit<'a>) {}
 
+    /// Whether a field called `name` is left out of an interim (1xx) head
+    /// relayed to the client. Such a head goes out before the final answer
+    /// is known and is never edited otherwise: a filter only keeps fields out
+    /// of it that the route keeps from its clients.
+    fn drops_from_interim(&self, _name: &str) -> bool {
+        false
+    }
+
     /// The header rules this filter is, when it is one: a route whose only
     /// response filter is header rules with fixed values adds them to a head
     /// as prepared lines instead of editing it field by field.
@@ -253,6 +261,22 @@ impl<'h> SessionLayer<'h> for ResponseFilters<'h> {
             }
         }
         edit.send(inner, body);
+    }
+
+    fn send_interim(&mut self, inner: &mut dyn Session<'h>, status: u16, fields: &[(&str, &[u8])]) {
+        if !self.edits_response || inner.responded() {
+            return inner.send_interim(status, fields);
+        }
+        let kept: Vec<(&str, &[u8])> = fields
+            .iter()
+            .copied()
+            .filter(|(name, _)| !self.filters.iter().any(|f| f.drops_from_interim(name)))
+            .collect();
+        // Early hints that the rules left without a field hint nothing.
+        if status == 103 && kept.is_empty() {
+            return;
+        }
+        inner.send_interim(status, &kept);
     }
 
     fn poll_write_body_gathered(

@@ -78,6 +78,22 @@ pub trait Session<'h> {
     /// Whether a response was given already.
     fn responded(&self) -> bool;
 
+    /// Sends an interim (1xx) response ahead of the final one, as a proxy
+    /// relays an upstream's `103 Early Hints` (its `Link` fields let the
+    /// client fetch what the page needs while the server still works on it).
+    /// `fields` are end-to-end fields with token names. The driver queues the
+    /// head in front of the final answer and sends it with its next write;
+    /// [`Session::poll_flush_body`] sends it at once. It is dropped where it
+    /// has no place: once the final head was given, for an HTTP/1.0 client
+    /// (which knows no 1xx), for a status outside 100..=199 or 101 (an upgrade
+    /// is a final answer here), and for a `100 Continue` the client did not
+    /// ask for or was sent already (the driver sends its own as the body is
+    /// first waited for: a client never gets two). By default, for a session
+    /// that answers no client, it is dropped.
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        let _ = (status, fields);
+    }
+
     /// This request's identifier: one per request, made on first use, the
     /// same for every filter, handler and upstream request that shows it.
     fn request_id(&self) -> &RequestId;
@@ -113,7 +129,8 @@ pub trait Session<'h> {
 
     /// Sends what the driver holds of a [`Body::Push`] body; a handler calls
     /// it before it waits for more of the body, so a slow source's bytes are
-    /// not held back.
+    /// not held back. Before the final head, it sends the interim heads
+    /// queued by [`Session::send_interim`].
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
 
     /// Ends a [`Body::Push`] body, with trailer fields: the one way a handler

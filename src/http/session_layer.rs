@@ -52,6 +52,11 @@ pub trait SessionLayer<'h> {
         inner.responded()
     }
 
+    /// See [`Session::send_interim`].
+    fn send_interim(&mut self, inner: &mut dyn Session<'h>, status: u16, fields: &[(&str, &[u8])]) {
+        inner.send_interim(status, fields)
+    }
+
     /// See [`Session::poll_write_body`].
     fn poll_write_body(
         &mut self,
@@ -142,6 +147,10 @@ impl<'h, L: SessionLayer<'h>> Session<'h> for LayeredSession<'_, 'h, L> {
 
     fn responded(&self) -> bool {
         self.layer.responded(self.inner)
+    }
+
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        self.layer.send_interim(self.inner, status, fields)
     }
 
     fn request_id(&self) -> &RequestId {

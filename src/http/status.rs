@@ -66,6 +66,12 @@ status_table! {
     505 "HTTP Version Not Supported",
 }
 
+/// Whether a status is an interim answer that another head follows (RFC 9110
+/// §15.2); 101 is not, as the connection is no longer HTTP after it.
+pub fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
 /// Whether a response with this status never carries a body (RFC 9110 §6.4.1),
 /// so it gets no length header either.
 pub fn has_no_body(status: u16) -> bool {

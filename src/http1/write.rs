@@ -210,6 +210,24 @@ pub fn write_error(out: &mut Vec<u8>, status: u16, date: &[u8]) {
     write_status_body(out, status, date, ConnectionHeader::Close, [], false);
 }
 
+/// Appends an interim (1xx) head: the status line and `fields`, without the
+/// `Server` and `Date` of a final head (RFC 9110 §15.2: an interim answer is
+/// advice, not the response). The caller checks that the status is 1xx.
+pub fn write_interim(out: &mut Vec<u8>, status: u16, fields: &[(&str, &[u8])]) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(&three_digits(status));
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in fields {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Appends one chunk of a chunked body. Empty `data` writes nothing, since a
 /// zero-size chunk would end the body; use [`LAST_CHUNK`] for that.
 pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
@@ -371,6 +389,23 @@ pub fn write_status_body<'n, 'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interim_head_is_its_status_line_and_fields_alone() {
+        let mut out = Vec::new();
+        write_interim(
+            &mut out,
+            103,
+            &[("Link", b"</style.css>; rel=preload"), ("X-A", b"1")],
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nX-A: 1\r\n\r\n"
+        );
+        out.clear();
+        write_interim(&mut out, 100, &[]);
+        assert_eq!(out, CONTINUE);
+    }
 
     #[test]
     fn a_date_at_an_instant_is_the_wall_clock_second_and_kept_until_it_ends() {

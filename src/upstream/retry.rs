@@ -34,7 +34,8 @@ pub struct FailedExchange {
     pub reused: bool,
     /// The whole request is still buffered, so it can be sent again.
     pub replayable: bool,
-    /// An interim 1xx head arrived while the request was being sent.
+    /// An interim 1xx head arrived (and went on to the client): the request
+    /// reached the upstream, and the client has part of its answer.
     pub interim: bool,
     /// Writing the request failed, with this kind.
     pub write: Option<ErrorKind>,

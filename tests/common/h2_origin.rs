@@ -9,6 +9,8 @@
 //! - `/ticks`: sends `tick\n` every 50 ms for 5 s.
 //! - `/trailers-only`: a gRPC trailers-only answer (`grpc-status: 5`).
 //! - `/fail`: 503 with the body `origin failure`.
+//! - `/early-hints/<n>`: `n` × `103 Early Hints` with a `link` field, then
+//!   `hinted`.
 //! - anything else: `<method> <path> <authority> te=<te>`, with `x-origin: h2`.
 #![allow(dead_code)]
 
@@ -240,6 +242,27 @@ async fn answer(
             }
         }
         let _ = send.send_data(Bytes::new(), true);
+        return;
+    }
+    if let Some(n) = path.strip_prefix("/early-hints/") {
+        for _ in 0..n.parse().unwrap_or(0) {
+            let hint = Response::builder()
+                .status(103)
+                .header("link", "</style.css>; rel=preload")
+                .body(())
+                .unwrap();
+            if respond.send_informational(hint).is_err() {
+                return;
+            }
+        }
+        let resp = Response::builder()
+            .status(200)
+            .header("content-length", "6")
+            .body(())
+            .unwrap();
+        if let Ok(mut send) = respond.send_response(resp, false) {
+            let _ = send.send_data(Bytes::from_static(b"hinted"), true);
+        }
         return;
     }
     if path == "/fail" {

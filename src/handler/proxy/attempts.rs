@@ -160,7 +160,9 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
 
         // Phase 5: send the head and body, watching for an early answer.
         bufs.up_read.clear();
-        let mut interim = false;
+        // Interim heads from the upstream: once one came (and went on to the
+        // client), the request is never sent again.
+        let mut interim = 0;
         let sent = send_request(
             session,
             &mut up.stream,
@@ -192,9 +194,11 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
             (None, None)
         } else {
             match read_response_head(
+                session,
                 &mut up,
                 &mut bufs.up_read,
                 &mut bufs.resp,
+                &mut interim,
                 info,
                 group,
                 http,
@@ -220,7 +224,7 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
         let failure = FailedExchange {
             reused,
             replayable,
-            interim,
+            interim: interim > 0,
             write,
             head,
         };

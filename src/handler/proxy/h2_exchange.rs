@@ -29,6 +29,8 @@ pub(super) enum ExchangeError {
     Stalled,
     /// The call's `grpc-timeout` passed.
     DeadlinePassed,
+    /// More interim (1xx) heads than [`super::interim::MAX_INTERIM`].
+    TooManyInterim,
 }
 
 /// The request body on its way up.
@@ -228,6 +230,11 @@ pub(super) struct H2Exchange {
     download: Option<Download>,
     /// Counts every move of bytes, so a stall is told from a slow exchange.
     activity: u64,
+    /// Interim (1xx) heads from the upstream, each relayed to the client
+    /// where it can go: once there is one, the request is never sent again.
+    pub(super) interim: u32,
+    /// An interim head was given to the session and not yet flushed.
+    interim_unflushed: bool,
 }
 
 /// Timeouts of one exchange.
@@ -265,6 +272,8 @@ impl H2Exchange {
             response: Some(response),
             download: None,
             activity: 0,
+            interim: 0,
+            interim_unflushed: false,
         }
     }
 
@@ -327,6 +336,27 @@ impl H2Exchange {
                 h2::Reason::INTERNAL_ERROR,
             ))));
         };
+        // Interim heads first, relayed as they come (the h2 crate keeps them
+        // apart from the final head).
+        while let Poll::Ready(Some(interim)) = response.poll_informational(cx) {
+            let interim = match interim {
+                Ok(interim) => interim,
+                Err(e) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
+            };
+            if self.interim >= super::interim::MAX_INTERIM {
+                return Poll::Ready(Err(ExchangeError::TooManyInterim));
+            }
+            self.interim += 1;
+            self.activity += 1;
+            super::interim::send_h2_head(session, &interim);
+            self.interim_unflushed = true;
+        }
+        if self.interim_unflushed {
+            // A client gone shows when the answer is given.
+            if session.poll_flush_body(cx).is_ready() {
+                self.interim_unflushed = false;
+            }
+        }
         let head = ready!(std::pin::Pin::new(response).poll(cx));
         self.response = None;
         match head {

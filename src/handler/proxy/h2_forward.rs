@@ -149,6 +149,9 @@ pub(super) async fn forward_h2<'h>(
             Err(e) => e,
         };
         let mut exchange = exchange;
+        // Interim heads came (and went on to the client): the request is not
+        // sent again.
+        let interim = exchange.as_ref().is_some_and(|x| x.interim > 0);
         let error = match error {
             ExchangeError::Downstream => {
                 // The client went away or sent a bad body: the driver answers
@@ -175,13 +178,19 @@ pub(super) async fn forward_h2<'h>(
                 }
                 ProxyError::upstream(ErrorKind::Timeout, "no response head in time")
             }
+            ExchangeError::TooManyInterim => {
+                if let Some(x) = exchange.as_mut() {
+                    x.upload.cancel();
+                }
+                ProxyError::upstream(ErrorKind::Malformed, super::interim::InterimError::TooMany)
+            }
             ExchangeError::Upstream(e) => {
                 if e.is_io() || e.is_go_away() || e.is_library() {
                     lease.connection().close();
                 }
                 let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
                     || (e.is_go_away() && e.is_remote());
-                if refused && !consumed {
+                if refused && !consumed && !interim {
                     // Not processed (RFC 9113 §8.7): safe to send again, the
                     // pool's other connections or a new one.
                     debug!(upstream = %addr, error = %e, "stream refused unprocessed; sending it again");
@@ -195,7 +204,7 @@ pub(super) async fn forward_h2<'h>(
         let failure = FailedExchange {
             reused,
             replayable: !consumed,
-            interim: false,
+            interim,
             write: None,
             head: Some((error.kind, !timed_out)),
         };

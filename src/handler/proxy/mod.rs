@@ -12,7 +12,8 @@
 //! 4. **connect** ([`mod@crate::upstream::connect`]): a pooled connection ([`crate::upstream::pool`]) or a new one;
 //! 5. **send** ([`send`]): the head and the body, re-framed, with backpressure,
 //!    stopping when the upstream answers early;
-//! 6. **read the response head** ([`response_head`]), interim heads skipped;
+//! 6. **read the response head** ([`response_head`]), interim heads relayed
+//!    to the client ([`interim`]);
 //! 7. **rewrite the downstream response** ([`rewrite_response`]);
 //! 8. **relay the body** ([`relay_body`]), never holding more than a buffer;
 //!    a cleanly finished upstream connection goes back to the pool;
@@ -33,6 +34,7 @@ pub mod fields;
 pub mod h2_exchange;
 pub mod h2_forward;
 pub mod h2_request;
+pub mod interim;
 pub mod log;
 mod refresh_session;
 pub mod relay_body;

@@ -14,8 +14,8 @@ use crate::http::session::{BodyReadError, Session};
 use crate::http::session_layer::SessionLayer;
 
 /// The layer over the real session, answered already, that makes it a sink:
-/// no request body (it was read for the client), and every answer, body and
-/// log note dropped.
+/// no request body (it was read for the client), and every answer (interim
+/// ones too), body and log note dropped.
 pub(super) struct RefreshSink;
 
 impl<'h> SessionLayer<'h> for RefreshSink {
@@ -38,6 +38,8 @@ impl<'h> SessionLayer<'h> for RefreshSink {
     fn responded(&self, _: &dyn Session<'h>) -> bool {
         false
     }
+
+    fn send_interim(&mut self, _: &mut dyn Session<'h>, _: u16, _: &[(&str, &[u8])]) {}
 
     fn poll_write_body(
         &mut self,

@@ -1,5 +1,5 @@
-//! Phase 6, reading the response head through the shared reader
-//! ([`crate::http1::client::head`]), within the group's response timeout.
+//! Phase 6, reading the response head within the group's response timeout,
+//! interim 1xx heads relayed to the client as they come ([`super::interim`]).
 //!
 //! The timeout runs on the connection's own timer ([`Pooled::timer`]), which
 //! stays armed across its keep-alive exchanges: a response that has to be
@@ -10,10 +10,11 @@
 use std::future::{poll_fn, Future};
 use std::task::Poll;
 
+use super::interim::relay_interim;
 use super::request_info::RequestInfo;
 use super::{ErrorKind, ProxyError};
 use crate::deadline::{DeadlinePassed, WakeClock};
-use crate::http1::client::parse_final_head;
+use crate::http::Session;
 use crate::http1::response::ParsedResponseHead;
 use crate::upstream::group::UpstreamGroup;
 use crate::upstream::pool::Pooled;
@@ -26,13 +27,17 @@ pub(super) struct HeadError {
     pub(super) nothing_received: bool,
 }
 
-/// Reads the upstream response head into `buf`, skipping interim 1xx heads
-/// other than 101 (the proxy answered `Expect: 100-continue` itself). After
-/// a wait, `clock` is told the work woke, so its next reading is fresh.
+/// Reads the upstream response head into `buf`, relaying interim 1xx heads
+/// other than 101 to the client through `session` (`interim` counts those
+/// that came, across the exchange). After a wait, `clock` is told the work woke, so its
+/// next reading is fresh.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn read_response_head(
+    session: &mut dyn Session<'_>,
     up: &mut Pooled,
     buf: &mut Vec<u8>,
     resp: &mut ParsedResponseHead,
+    interim: &mut u32,
     info: &RequestInfo,
     group: &UpstreamGroup,
     http: &crate::config::HttpConfig,
@@ -41,15 +46,17 @@ pub(super) async fn read_response_head(
     // Fixed at the first wait, `response_timeout` from then.
     let mut deadline = None;
     // Bytes may be there already: an answer that came while the request was sent.
-    let mut received = !buf.is_empty();
+    let mut received = !buf.is_empty() || *interim > 0;
     loop {
-        match parse_final_head(buf, &http.limits, info.method, resp) {
-            Ok(found) => {
-                if found.interim > 0 {
-                    buf.drain(..found.interim);
-                }
-                if !found.complete {
-                    // Read more.
+        let relayed = *interim;
+        match relay_interim(session, buf, &http.limits, info.method, resp, interim) {
+            Ok(complete) => {
+                if !complete {
+                    // Read more, once what was relayed is on its way (a
+                    // client gone shows when the answer is given).
+                    if *interim > relayed {
+                        let _ = poll_fn(|cx| session.poll_flush_body(cx)).await;
+                    }
                 } else if resp.status == 101 && !info.upgrade {
                     return Err(HeadError {
                         error: ProxyError::upstream(

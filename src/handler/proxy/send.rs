@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 
+use super::interim::relay_interim;
 use super::{ErrorKind, ProxyError};
 use crate::deadline::{Deadline, DeadlinePassed};
 use crate::http::Session;
-use crate::http1::client::{parse_final_head, ClientStream};
+use crate::http1::client::ClientStream;
 use crate::http1::parse::{BodyKind, Method};
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::write;
@@ -50,25 +51,26 @@ pub(super) struct Answer<'a> {
     pub(super) method: Method,
     /// Head limits, as for any upstream response.
     pub(super) limits: &'a crate::http1::Limits,
-    /// Set once an interim 1xx head was dropped: the upstream has answered.
-    pub(super) interim: &'a mut bool,
+    /// Interim 1xx heads the upstream sent so far (each relayed to the client
+    /// where it can go): once there is one, the upstream has answered.
+    pub(super) interim: &'a mut u32,
 }
 
 impl Answer<'_> {
     /// Whether what the upstream sent so far ends the sending: a final response
-    /// head (or bytes that cannot start one). Interim 1xx heads are dropped,
-    /// and part of a head waits for the rest.
-    pub(super) fn is_final(&mut self) -> bool {
-        match parse_final_head(self.buf, self.limits, self.method, self.head) {
-            Ok(found) => {
-                if found.interim > 0 {
-                    self.buf.drain(..found.interim);
-                    *self.interim = true;
-                }
-                found.complete
-            }
-            Err(_) => true,
-        }
+    /// head (or bytes that cannot start one, or too many interim heads).
+    /// Interim 1xx heads are relayed to the client through `session` and
+    /// dropped from the buffer, and part of a head waits for the rest.
+    pub(super) fn is_final(&mut self, session: &mut dyn Session<'_>) -> bool {
+        relay_interim(
+            session,
+            self.buf,
+            self.limits,
+            self.method,
+            self.head,
+            self.interim,
+        )
+        .unwrap_or(true)
     }
 
     pub(super) fn reserve(&mut self) {
@@ -216,8 +218,15 @@ pub(super) async fn send_request(
     let replayable = |body: &BodySend| body.kept && !body.waited;
     macro_rules! write_out {
         () => {
-            let answered =
-                write_pending(up, out, &mut written, idle, replayable(body), &mut answer).await?;
+            let answered = write_pending(
+                up,
+                out,
+                &mut written,
+                idle,
+                replayable(body),
+                (&mut answer, &mut *session),
+            )
+            .await?;
             if answered {
                 return Ok(Sent {
                     replayable: replayable(body),
@@ -265,7 +274,7 @@ pub(super) async fn send_request(
         .await;
         match read {
             Err(Ok(n)) => {
-                if n == 0 || answer.is_final() {
+                if n == 0 || answer.is_final(session) {
                     return Ok(Sent {
                         replayable: replayable(body),
                         answered_early: true,
@@ -292,25 +301,26 @@ async fn write_pending(
     written: &mut usize,
     idle: Duration,
     replayable: bool,
-    answer: &mut Answer<'_>,
+    watch: (&mut Answer<'_>, &mut dyn Session<'_>),
 ) -> Result<bool, SendError> {
     if *written >= out.len() {
         return Ok(false);
     }
-    let r = write_upstream(up, &out[*written..], idle, replayable, Some(answer)).await;
+    let r = write_upstream(up, &out[*written..], idle, replayable, Some(watch)).await;
     *written = out.len();
     r
 }
 
 /// Writes `out` to the upstream. With `watch`, stops early (returning true)
 /// once the upstream sends a final response head or closes; its bytes are in
-/// the answer buffer. Interim 1xx heads do not stop the request.
+/// the answer buffer. Interim 1xx heads do not stop the request: they are
+/// relayed to the client through the session at once.
 pub(super) async fn write_upstream(
     up: &mut ClientStream,
     out: &[u8],
     idle: Duration,
     replayable: bool,
-    watch: Option<&mut Answer<'_>>,
+    watch: Option<(&mut Answer<'_>, &mut dyn Session<'_>)>,
 ) -> Result<bool, SendError> {
     // Most writes complete at once; a deadline arms a timer only when one does
     // not. `Deadline::run` itself: one future layer fewer per write than
@@ -320,19 +330,26 @@ pub(super) async fn write_upstream(
             .run(up.write_all(out))
             .await
             .map(|w| w.map(|()| false)),
-        Some(answer) => {
+        Some((answer, session)) => {
             let mut pos = 0;
             loop {
                 answer.reserve();
                 let watched = Deadline::after(idle)
                     .run(write_watching(up, out, &mut pos, answer.buf))
                     .await;
+                let relayed = *answer.interim;
                 match watched {
                     Ok(Ok(None)) => break Ok(Ok(false)),
                     Ok(Ok(Some(0))) => break Ok(Ok(true)),
-                    Ok(Ok(Some(_))) if answer.is_final() => break Ok(Ok(true)),
-                    // Part of a head, or an interim one: go on sending.
-                    Ok(Ok(Some(_))) => {}
+                    Ok(Ok(Some(_))) if answer.is_final(session) => break Ok(Ok(true)),
+                    // Part of a head, or an interim one: go on sending, the
+                    // interim head on its way to the client first (a client
+                    // gone shows when the answer is given).
+                    Ok(Ok(Some(_))) => {
+                        if *answer.interim > relayed {
+                            let _ = poll_fn(|cx| session.poll_flush_body(cx)).await;
+                        }
+                    }
                     Ok(Err(e)) => break Ok(Err(e)),
                     Err(passed) => break Err(passed),
                 }

@@ -2,6 +2,7 @@
 //! field classification, the early-answer watcher.
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::fields::{ConnectionOptions, Field, FieldCopy};
@@ -10,7 +11,7 @@ use super::rewrite_request::{encode_request_head, Client};
 use super::rewrite_response::encode_response_fields;
 use super::send::Answer;
 use super::{ErrorKind, Forwarding, ProxyError, ProxyRoute, Side};
-use crate::http::RequestView;
+use crate::http::{RequestView, Session};
 use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
 use crate::http1::response::parse_response;
 use crate::http1::response::ParsedResponseHead;
@@ -19,10 +20,66 @@ use crate::http1::{HeaderLines, Parsed};
 use crate::upstream::balance::Balance;
 use crate::upstream::group::UpstreamGroup;
 
+/// A session that only takes interim heads, and notes them.
+#[derive(Default)]
+struct InterimSink {
+    heads: Vec<(u16, Vec<(String, String)>)>,
+    id: crate::http::RequestId,
+}
+
+impl<'h> Session<'h> for InterimSink {
+    fn request(&self) -> RequestView<'_> {
+        unreachable!("the relay reads no request")
+    }
+    fn worker(&self) -> &'h crate::worker::WorkerCtx {
+        unreachable!("the relay needs no worker")
+    }
+    fn poll_body(
+        &mut self,
+        _: &mut Context<'_>,
+    ) -> Poll<Result<usize, crate::http::BodyReadError>> {
+        Poll::Ready(Ok(0))
+    }
+    fn body_chunk(&self) -> &[u8] {
+        &[]
+    }
+    fn consume_body(&mut self, _: usize) {}
+    fn send_response(&mut self, _: &crate::http::ResponseHead<'_>, _: crate::http::Body<'h>) {}
+    fn responded(&self) -> bool {
+        false
+    }
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        let fields = fields
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        self.heads.push((status, fields));
+    }
+    fn request_id(&self) -> &crate::http::RequestId {
+        &self.id
+    }
+    fn poll_write_body(&mut self, _: &mut Context<'_>, d: &[u8]) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(d.len()))
+    }
+    fn poll_flush_body(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn finish_body(&mut self, _: &[(&str, &[u8])]) {}
+    fn note_upstream(&mut self, _: std::net::SocketAddr, _: Duration) {}
+}
+
 /// Feeds `chunks` one at a time to an early-answer watcher; returns whether
 /// each made the answer final, and whether an interim head was seen.
 fn watch_answer(chunks: &[&[u8]]) -> (Vec<bool>, bool) {
-    let (mut buf, mut head, mut interim) = (Vec::new(), ParsedResponseHead::new(), false);
+    let (finals, _, seen) = watch_relaying(chunks);
+    (finals, seen > 0)
+}
+
+/// [`watch_answer`], with what the client was given and how many interim
+/// heads came.
+fn watch_relaying(chunks: &[&[u8]]) -> (Vec<bool>, InterimSink, u32) {
+    let (mut buf, mut head, mut interim) = (Vec::new(), ParsedResponseHead::new(), 0);
+    let mut sink = InterimSink::default();
     let limits = Limits::default();
     let mut answer = Answer {
         buf: &mut buf,
@@ -35,10 +92,46 @@ fn watch_answer(chunks: &[&[u8]]) -> (Vec<bool>, bool) {
         .iter()
         .map(|c| {
             answer.buf.extend_from_slice(c);
-            answer.is_final()
+            answer.is_final(&mut sink)
         })
         .collect();
-    (finals, interim)
+    (finals, sink, interim)
+}
+
+#[test]
+fn interim_heads_reach_the_client_without_hop_by_hop_date_or_server_fields() {
+    let (finals, sink, seen) = watch_relaying(&[
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nDate: x\r\nServer: up\r\nConnection: x-hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nServer: up\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 20",
+        b"0 OK\r\nContent-Length: 0\r\n\r\n",
+    ]);
+    assert_eq!((finals, seen), (vec![false, false, true], 3));
+    // The second 103 hints nothing once its Server field is left out: not sent.
+    let link = ("Link".to_string(), "</style.css>; rel=preload".to_string());
+    assert_eq!(sink.heads, [(103, vec![link]), (100, vec![])]);
+}
+
+#[test]
+fn an_endless_run_of_interim_heads_is_a_bad_response() {
+    let early = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+    let max = super::interim::MAX_INTERIM as usize;
+    let (finals, sink, _) = watch_relaying(&vec![&early[..]; max + 2]);
+    // The first MAX_INTERIM go to the client; the next one ends the sending
+    // (the head reader then answers 502) and is never relayed.
+    assert!(finals[..max].iter().all(|f| !f));
+    assert!(finals[max..].iter().all(|&f| f));
+    assert_eq!(sink.heads.len(), max);
+    let mut buf = early.repeat(2);
+    let mut count = super::interim::MAX_INTERIM;
+    let r = super::interim::relay_interim(
+        &mut InterimSink::default(),
+        &mut buf,
+        &Limits::default(),
+        Method::Get,
+        &mut ParsedResponseHead::new(),
+        &mut count,
+    );
+    assert_eq!(r, Err(super::interim::InterimError::TooMany));
 }
 
 #[test]

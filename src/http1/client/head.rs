@@ -1,7 +1,9 @@
-//! The response-head reader every client uses. Interim 1xx heads (RFC 9110
-//! §15.2) other than 101 are skipped: a client that sent `Expect:
-//! 100-continue` decides for itself when to send the body, and `103 Early
-//! Hints` is advice nobody here acts on. The final head's framing comes from
+//! The response-head reader of the clients that answer nobody (health checks,
+//! `pier bench`). Interim 1xx heads (RFC 9110 §15.2) other than 101 are
+//! skipped: such a client decides for itself when to send a body, and `103
+//! Early Hints` is advice it does not act on. The proxy reads heads one at a
+//! time instead, to relay interim ones to its client
+//! (`handler/proxy/interim.rs`). The final head's framing comes from
 //! [`parse_response`] (RFC 9112 §6.3, given the request's method), and
 //! [`body_decoder`] turns it into the decoder that reads the body.
 
@@ -19,10 +21,7 @@ pub struct FinalHead {
     pub complete: bool,
 }
 
-/// Whether a status is an interim answer that another head follows.
-pub fn is_interim(status: u16) -> bool {
-    (100..200).contains(&status) && status != 101
-}
+pub use crate::http::status::is_interim;
 
 /// Parses the response heads at the start of `buf`, skipping interim ones,
 /// until the final head (complete or not yet).

@@ -806,3 +806,46 @@ fn owned_bodies_go_out_in_order_between_other_frames_and_resume_mid_piece() {
     c.conn.release_idle_buffers();
     assert_eq!(c.conn.output_len(), 0);
 }
+
+#[test]
+fn interim_heads_carry_fields_precede_the_final_head_and_never_follow_it() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    let link = [(&b"link"[..], &b"</style.css>; rel=preload"[..])];
+    c.conn.send_headers(1, 103, &mut link.into_iter(), false);
+    c.conn.send_headers(1, 103, &mut link.into_iter(), true);
+    c.conn.send_headers(1, 200, &mut std::iter::empty(), false);
+    // After the final head, a late interim one is not sent.
+    c.conn.send_headers(1, 103, &mut link.into_iter(), false);
+    assert_eq!(c.conn.send_data(1, b"ok", true), 2);
+    let f = c.frames();
+    let kinds: Vec<_> = f.iter().map(|f| (f.kind, f.flags)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (kind::HEADERS, flag::END_HEADERS),
+            (kind::HEADERS, flag::END_HEADERS),
+            (kind::HEADERS, flag::END_HEADERS),
+            (kind::DATA, flag::END_STREAM),
+        ],
+        "no interim head ends the stream"
+    );
+    // One decoder for the connection's blocks, in order (its table is shared).
+    let mut decoder = crate::http2::hpack::Decoder::new(4096);
+    let mut heads = Vec::new();
+    for h in &f[..3] {
+        let mut got = Vec::new();
+        decoder
+            .decode(&h.payload, &mut |n, v| got.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        heads.push(got);
+    }
+    let early = vec![
+        (b":status".to_vec(), b"103".to_vec()),
+        (b"link".to_vec(), b"</style.css>; rel=preload".to_vec()),
+    ];
+    assert_eq!(heads[0], early);
+    assert_eq!(heads[1], early);
+    assert_eq!(heads[2], [(b":status".to_vec(), b"200".to_vec())]);
+    assert_eq!(c.conn.open_streams(), 0);
+}

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::{Downstream, Http1Conn};
 use crate::http::{Body, BodyReadError, RequestId, RequestView, ResponseHead, Session};
 use crate::http1::body::{BodyDecoder, BodyError};
-use crate::http1::parse::BodyKind;
+use crate::http1::parse::{BodyKind, Version};
 use crate::worker::{WorkerCtx, READ_BUF};
 
 /// Request body state: the body's bytes are decoded in place, just past the
@@ -239,6 +239,29 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         self.answer.is_some()
     }
 
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        if self.answer.is_some() || !crate::http::status::is_interim(status) {
+            return;
+        }
+        let Some(b) = self.bufs.as_mut() else {
+            return;
+        };
+        // HTTP/1.0 has no interim answers: its client would take one for the
+        // response.
+        if b.head.version != Version::Http11 {
+            return;
+        }
+        if status == 100 {
+            if self.body.continued {
+                return;
+            }
+            self.body.continued = true;
+        }
+        // Queued behind whatever answers precede it; flushed with the next
+        // write or by `poll_flush_body`.
+        crate::http1::write::write_interim(&mut b.write, status, fields);
+    }
+
     fn request_id(&self) -> &RequestId {
         &self.request_id
     }
@@ -256,7 +279,9 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
     }
 
     fn poll_flush_body(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.push.drop {
+        // Before the answer, what is queued is interim heads (the last
+        // response's body state says nothing then).
+        if self.push.drop && self.answer.is_some() {
             return Poll::Ready(Ok(()));
         }
         self.poll_flush_timed(cx)

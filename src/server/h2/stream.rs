@@ -440,6 +440,26 @@ impl<'a> Session<'a> for H2Stream<'a> {
         self.status != 0
     }
 
+    fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
+        if self.status != 0 || !crate::http::status::is_interim(status) {
+            return;
+        }
+        if status == 100 {
+            if self.continued {
+                return;
+            }
+            self.continued = true;
+        }
+        // A HEADERS frame without END_STREAM (RFC 9113 §8.1); the final head
+        // follows on the same stream.
+        let lowered = lowercase_fields(fields.iter().copied());
+        let mut fields = lowered.iter().map(|(n, v)| (n.as_slice(), *v));
+        let mut sh = self.shared.borrow_mut();
+        sh.conn
+            .send_headers(self.stream_id, status, &mut fields, false);
+        sh.table.wake_conn();
+    }
+
     fn request_id(&self) -> &crate::http::RequestId {
         &self.request_id
     }
