@@ -22,7 +22,6 @@ use crate::http::request::RequestView;
 use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
-use crate::http1::HeaderLines;
 
 /// Serves a request on a route whose responses `zone` stores.
 pub(crate) async fn forward_cached<'h>(
@@ -162,9 +161,9 @@ struct PassTap {
 
 impl ResponseTap for PassTap {
     fn on_head(&mut self, _: &RequestView<'_>, head: TapHead<'_>, _: &mut Vec<u8>) {
-        self.status = Some(head.parsed.status);
+        self.status = Some(head.head.status());
         for name in ["location", "content-location"] {
-            if let Some(v) = head.parsed.header(head.buf, name) {
+            if let Some(v) = head.head.header(name) {
                 self.locations.push(v.into());
             }
         }
