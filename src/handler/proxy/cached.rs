@@ -17,7 +17,8 @@ use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
 use crate::cache::tap::{ResponseTap, TapHead};
-use crate::cache::zone::{CacheZone, FillRole, Lookup};
+use crate::cache::tier::{Found, Lookup};
+use crate::cache::zone::{CacheZone, FillRole};
 use crate::http::request::RequestView;
 use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
@@ -50,7 +51,7 @@ pub(crate) async fn forward_cached<'h>(
     let mut stale = None;
     let mut hit_for_miss = false;
     match zone.lookup(&key, &request, now) {
-        Lookup::Found(stored) => {
+        Lookup::Found(Found::Memory(stored)) => {
             let age = stored.age(now);
             match usable(stored.lifetime, age, &stored.directives, &facts.directives) {
                 Usable::Fresh => {
@@ -87,12 +88,13 @@ pub(crate) async fn forward_cached<'h>(
                 Usable::Revalidate => stale = Some(stored),
             }
         }
-        Lookup::HitForMiss => hit_for_miss = true,
-        Lookup::Miss => {
-            if answer_from_disk(session, zone, &key, &facts, now).await {
+        Lookup::Found(Found::Disk(found)) => {
+            if answer_from_disk(session, zone, found, &facts, now).await {
                 return;
             }
         }
+        Lookup::HitForMiss => hit_for_miss = true,
+        Lookup::Miss => {}
     }
     if facts.directives.only_if_cached {
         answer_with_page(
