@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use percent_encoding::percent_decode;
 
-use super::disk::DiskTier;
+use super::tier::TierStats;
 use super::zone::CacheZone;
 use crate::observe::exposition::family_head;
 
@@ -57,66 +57,51 @@ pub fn purge_page(
     Some((status, format!("purged {n}\n")))
 }
 
-/// A counter on `/metrics`: name, the counter (`None` for a zone that does
-/// not keep it: no disk tier), and help.
-type ZoneCounter = (
-    &'static str,
-    fn(&CacheZone) -> Option<&AtomicU64>,
-    &'static str,
-);
+/// A counter on `/metrics`: name, its value for a zone (`None` for a zone
+/// that does not keep it: no disk tier), and help.
+type ZoneCounter = (&'static str, fn(&CacheZone) -> Option<u64>, &'static str);
+
+/// The figures of `zone`'s tier named `tier`, if it has one.
+fn tier(zone: &CacheZone, tier: &str) -> Option<TierStats> {
+    zone.tiers().find(|t| t.name() == tier).map(|t| t.stats())
+}
+
+fn count(c: &AtomicU64) -> Option<u64> {
+    Some(c.load(Ordering::Relaxed))
+}
 
 /// The zones' counters, in the order `/metrics` shows them.
 #[rustfmt::skip]
 const ZONE_COUNTERS: [ZoneCounter; 9] = [
-    ("pier_cache_hits_total",          |z| Some(&z.stats.hits),          "Requests answered from a fresh stored response."),
-    ("pier_cache_misses_total",        |z| Some(&z.stats.misses),        "Requests that went to the origin."),
-    ("pier_cache_stale_total",         |z| Some(&z.stats.stale),         "Requests answered from a stale stored response."),
-    ("pier_cache_revalidations_total", |z| Some(&z.stats.revalidations), "Conditional requests sent to refresh a stored response."),
-    ("pier_cache_revalidated_total",   |z| Some(&z.stats.revalidated),   "Revalidations answered 304."),
-    ("pier_cache_collapsed_total",     |z| Some(&z.stats.collapsed),     "Misses that followed another request's fetch."),
-    ("pier_cache_stored_total",        |z| Some(&z.stats.stored),        "Responses stored."),
-    ("pier_cache_evictions_total",     |z| Some(&z.stats.evictions),     "Responses evicted to stay within the memory budget."),
-    ("pier_cache_purged_total",        |z| Some(&z.stats.purged),        "Responses removed by purge or invalidation."),
+    ("pier_cache_hits_total",          |z| count(&z.stats.hits),               "Requests answered from a fresh stored response."),
+    ("pier_cache_misses_total",        |z| count(&z.stats.misses),             "Requests that went to the origin."),
+    ("pier_cache_stale_total",         |z| count(&z.stats.stale),              "Requests answered from a stale stored response."),
+    ("pier_cache_revalidations_total", |z| count(&z.stats.revalidations),      "Conditional requests sent to refresh a stored response."),
+    ("pier_cache_revalidated_total",   |z| count(&z.stats.revalidated),        "Revalidations answered 304."),
+    ("pier_cache_collapsed_total",     |z| count(&z.stats.collapsed),          "Misses that followed another request's fetch."),
+    ("pier_cache_stored_total",        |z| Some(tier(z, "memory")?.stored),    "Responses stored."),
+    ("pier_cache_evictions_total",     |z| Some(tier(z, "memory")?.evictions), "Responses evicted to stay within the memory budget."),
+    ("pier_cache_purged_total",        |z| count(&z.stats.purged),             "Responses removed by purge or invalidation."),
 ];
 
 /// The disk tiers' counters, in the order `/metrics` shows them.
 #[rustfmt::skip]
 const DISK_COUNTERS: [ZoneCounter; 4] = [
-    ("pier_cache_disk_hits_total",      |z| Some(&z.disk.as_deref()?.stats.hits),      "Requests answered from the disk tier."),
-    ("pier_cache_disk_writes_total",    |z| Some(&z.disk.as_deref()?.stats.writes),    "Responses written to the disk tier."),
-    ("pier_cache_disk_skipped_total",   |z| Some(&z.disk.as_deref()?.stats.skipped),   "Stored responses not written to disk (the write queue was full or the disk tier is off)."),
-    ("pier_cache_disk_evictions_total", |z| Some(&z.disk.as_deref()?.stats.evictions), "Files removed to keep the disk tier within its budget."),
+    ("pier_cache_disk_hits_total",      |z| z.has_disk().then(|| z.stats.disk_hits.load(Ordering::Relaxed)), "Requests answered from the disk tier."),
+    ("pier_cache_disk_writes_total",    |z| Some(tier(z, "disk")?.stored),    "Responses written to the disk tier."),
+    ("pier_cache_disk_skipped_total",   |z| Some(tier(z, "disk")?.skipped),   "Stored responses not written to disk (the write queue was full or the disk tier is off)."),
+    ("pier_cache_disk_evictions_total", |z| Some(tier(z, "disk")?.evictions), "Files removed to keep the disk tier within its budget."),
 ];
 
-/// A zone gauge with a line per tier: name, help, the memory tier's figure
-/// and the disk tier's (shown for zones that have one).
-type TierGauge = (
-    &'static str,
-    &'static str,
-    fn(&CacheZone) -> u64,
-    fn(&DiskTier) -> u64,
-);
+/// A gauge with a line per tier of each zone: name, help, and the figure.
+type TierGauge = (&'static str, &'static str, fn(&TierStats) -> u64);
 
-/// The zones' gauges, in the order `/metrics` shows them.
+/// The tiers' gauges, in the order `/metrics` shows them.
+#[rustfmt::skip]
 const TIER_GAUGES: [TierGauge; 3] = [
-    (
-        "pier_cache_bytes",
-        "Bytes held in memory (stored responses and fills in progress).",
-        |z| z.stats.bytes.load(Ordering::Relaxed) as u64,
-        |d| d.stats.bytes.load(Ordering::Relaxed),
-    ),
-    (
-        "pier_cache_objects",
-        "Responses stored in memory.",
-        |z| z.stats.objects.load(Ordering::Relaxed) as u64,
-        |d| d.stats.objects.load(Ordering::Relaxed) as u64,
-    ),
-    (
-        "pier_cache_budget_bytes",
-        "The zone's memory budget.",
-        |z| z.settings.memory as u64,
-        DiskTier::budget,
-    ),
+    ("pier_cache_bytes",        "Bytes held in memory (stored responses and fills in progress).", |t| t.bytes),
+    ("pier_cache_objects",      "Responses stored in memory.",                                    |t| t.objects),
+    ("pier_cache_budget_bytes", "The zone's memory budget.",                                      |t| t.budget),
 ];
 
 /// Appends the zones' counters and gauges to a Prometheus text page.
@@ -125,18 +110,16 @@ pub fn render_prometheus(out: &mut String, zones: &[Arc<CacheZone>]) {
         return;
     }
     render_counters(out, zones, &ZONE_COUNTERS);
-    for (name, help, memory, disk) in TIER_GAUGES {
+    for (name, help, figure) in TIER_GAUGES {
         family_head(out, name, "gauge", help);
         for z in zones {
-            let (zone, v) = (&z.name, memory(z));
-            let _ = writeln!(out, "{name}{{zone=\"{zone}\",tier=\"memory\"}} {v}");
-            if let Some(d) = z.disk.as_deref() {
-                let v = disk(d);
-                let _ = writeln!(out, "{name}{{zone=\"{zone}\",tier=\"disk\"}} {v}");
+            for t in z.tiers() {
+                let (zone, tier, v) = (&z.name, t.name(), figure(&t.stats()));
+                let _ = writeln!(out, "{name}{{zone=\"{zone}\",tier=\"{tier}\"}} {v}");
             }
         }
     }
-    if zones.iter().any(|z| z.disk.is_some()) {
+    if zones.iter().any(|z| z.has_disk()) {
         render_counters(out, zones, &DISK_COUNTERS);
     }
 }
@@ -147,8 +130,7 @@ fn render_counters(out: &mut String, zones: &[Arc<CacheZone>], table: &[ZoneCoun
     for (name, counter, help) in table {
         family_head(out, name, "counter", help);
         for z in zones {
-            if let Some(c) = counter(z) {
-                let v = c.load(Ordering::Relaxed);
+            if let Some(v) = counter(z) {
                 let _ = writeln!(out, "{name}{{zone=\"{}\"}} {v}", z.name);
             }
         }

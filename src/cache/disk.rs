@@ -33,8 +33,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tracing::{error, info, warn};
 
 use super::disk_file::{encode_head, read_head, ObjectHead};
+use super::disk_object::DiskObject;
 use super::entry::{StoredResponse, MAX_VARIANTS};
-use super::evict::{EvictMarks, Evictable, S3Fifo};
+use super::evict::S3Fifo;
+use super::tier::{CacheTier, Found, Lookup, OnDisk, TierStats};
 use crate::http::request::RequestView;
 
 /// A zone's `disk_path` and `disk_size`.
@@ -54,11 +56,10 @@ const QUEUE_BYTES: usize = 32 << 20;
 /// Files are charged by the blocks they take.
 const BLOCK: u64 = 4096;
 
-/// Counters and gauges of a disk tier, for `/metrics`.
+/// Counters and gauges of a disk tier, for `/metrics` through
+/// [`CacheTier::stats`].
 #[derive(Debug, Default)]
-pub struct DiskStats {
-    /// Requests answered from a disk object.
-    pub hits: AtomicU64,
+struct DiskStats {
     /// Objects written.
     pub writes: AtomicU64,
     /// Stored responses not written: the queue was full or the tier is off.
@@ -69,31 +70,6 @@ pub struct DiskStats {
     pub bytes: AtomicU64,
     /// Objects now.
     pub objects: AtomicUsize,
-}
-
-/// One response on disk.
-pub struct DiskObject {
-    /// Its head and what freshness needs; the body is in the file (`body`
-    /// is empty, `body_len` is the length on disk).
-    pub meta: StoredResponse,
-    /// Where the body starts in the file.
-    pub body_offset: u64,
-    name: Box<str>,
-    charge: u64,
-}
-
-impl Evictable for DiskObject {
-    fn charge(&self) -> usize {
-        self.charge as usize
-    }
-
-    fn key_hash(&self) -> u64 {
-        self.meta.key_hash
-    }
-
-    fn marks(&self) -> &EvictMarks {
-        &self.meta.marks
-    }
 }
 
 /// Work for the disk thread, done in the order it was asked for (so a purge
@@ -122,8 +98,7 @@ pub struct DiskTier {
     /// The directory.
     pub dir: PathBuf,
     budget: AtomicU64,
-    /// Its counters.
-    pub stats: DiskStats,
+    stats: DiskStats,
     index: papaya::HashMap<Box<[u8]>, DiskVariants>,
     writer: Mutex<DiskWriter>,
     jobs: Mutex<Option<mpsc::Sender<DiskJob>>>,
@@ -180,7 +155,7 @@ impl DiskTier {
     }
 
     /// The byte budget.
-    pub fn budget(&self) -> u64 {
+    fn budget(&self) -> u64 {
         self.budget.load(Ordering::Relaxed)
     }
 
@@ -200,66 +175,9 @@ impl DiskTier {
         });
     }
 
-    /// Finds the disk object for `key` whose `Vary` matches `request`;
-    /// takes no lock.
-    pub fn lookup(&self, key: &[u8], request: &RequestView<'_>) -> Option<Arc<DiskObject>> {
-        let guard = self.index.guard();
-        let found = self
-            .index
-            .get(key, &guard)?
-            .iter()
-            .find(|o| o.meta.matches(request))?
-            .clone();
-        found.meta.marks.touch();
-        Some(found)
-    }
-
     /// The path of `obj`'s file.
-    pub fn path_of(&self, obj: &DiskObject) -> PathBuf {
+    fn path_of(&self, obj: &DiskObject) -> PathBuf {
         self.dir.join(format!("{}.obj", obj.name))
-    }
-
-    /// Queues `entry` to be written, unless the tier is off or too far behind.
-    pub fn offer(&self, entry: &Arc<StoredResponse>) {
-        if self.state.load(Ordering::Acquire) != RUNNING {
-            return;
-        }
-        let size = entry.body_len as usize + entry.fields.len() + entry.key.len();
-        if size as u64 > self.budget()
-            || self.queued.fetch_add(size, Ordering::Relaxed) + size > QUEUE_BYTES
-        {
-            self.queued.fetch_sub(size, Ordering::Relaxed);
-            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        if !self.send(DiskJob::Write(entry.clone(), size)) {
-            self.queued.fetch_sub(size, Ordering::Relaxed);
-        }
-    }
-
-    /// Removes the objects of `key` now, and any a queued write adds;
-    /// returns how many were removed now.
-    pub fn purge(&self, key: &[u8]) -> usize {
-        let removed = {
-            let mut w = self.lock_writer();
-            self.remove_where(&mut w, |k| k == key)
-        };
-        let n = removed.len();
-        self.delete_later(removed);
-        self.send(DiskJob::Purge(key.into()));
-        n
-    }
-
-    /// Removes the objects whose key starts with `prefix`, as [`DiskTier::purge`].
-    pub fn purge_prefix(&self, prefix: &[u8]) -> usize {
-        let removed = {
-            let mut w = self.lock_writer();
-            self.remove_where(&mut w, |k| k.starts_with(prefix))
-        };
-        let n = removed.len();
-        self.delete_later(removed);
-        self.send(DiskJob::PurgePrefix(prefix.into()));
-        n
     }
 
     fn send(&self, job: DiskJob) -> bool {
@@ -536,6 +454,89 @@ impl DiskTier {
         let mut h = self.hasher.build_hasher();
         h.write(key);
         h.finish()
+    }
+}
+
+impl CacheTier for DiskTier {
+    fn name(&self) -> &'static str {
+        "disk"
+    }
+
+    /// Takes no lock, as the memory tier's.
+    fn lookup(&self, key: &[u8], request: &RequestView<'_>, _now: Instant) -> Lookup {
+        let guard = self.index.guard();
+        let found = self
+            .index
+            .get(key, &guard)
+            .and_then(|variants| variants.iter().find(|o| o.meta.matches(request)).cloned());
+        match found {
+            Some(object) => {
+                object.meta.marks.touch();
+                let path = self.path_of(&object);
+                Lookup::Found(Found::Disk(OnDisk { object, path }))
+            }
+            None => Lookup::Miss,
+        }
+    }
+
+    /// Queues `entry` to be written, unless the tier is off or too far
+    /// behind. A hit-for-miss mark is not written: it holds no response, and
+    /// memory alone answers it.
+    fn store(&self, entry: &Arc<StoredResponse>, _reserved: usize) -> bool {
+        if entry.hit_for_miss || self.state.load(Ordering::Acquire) != RUNNING {
+            return false;
+        }
+        let size = entry.body_len as usize + entry.fields.len() + entry.key.len();
+        if size as u64 > self.budget()
+            || self.queued.fetch_add(size, Ordering::Relaxed) + size > QUEUE_BYTES
+        {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if !self.send(DiskJob::Write(entry.clone(), size)) {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Removes the objects of `key` now, and any a queued write adds;
+    /// returns how many were removed now.
+    fn purge(&self, key: &[u8]) -> usize {
+        let removed = {
+            let mut w = self.lock_writer();
+            self.remove_where(&mut w, |k| k == key)
+        };
+        let n = removed.len();
+        self.delete_later(removed);
+        self.send(DiskJob::Purge(key.into()));
+        n
+    }
+
+    /// Removes the objects whose key starts with `prefix`, now and from
+    /// queued writes, as a purge of one key does.
+    fn purge_prefix(&self, prefix: &[u8]) -> usize {
+        let removed = {
+            let mut w = self.lock_writer();
+            self.remove_where(&mut w, |k| k.starts_with(prefix))
+        };
+        let n = removed.len();
+        self.delete_later(removed);
+        self.send(DiskJob::PurgePrefix(prefix.into()));
+        n
+    }
+
+    fn stats(&self) -> TierStats {
+        let s = &self.stats;
+        TierStats {
+            bytes: s.bytes.load(Ordering::Relaxed),
+            objects: s.objects.load(Ordering::Relaxed) as u64,
+            budget: self.budget(),
+            stored: s.writes.load(Ordering::Relaxed),
+            evictions: s.evictions.load(Ordering::Relaxed),
+            skipped: s.skipped.load(Ordering::Relaxed),
+        }
     }
 }
 

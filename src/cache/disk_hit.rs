@@ -10,26 +10,22 @@ use std::time::Instant;
 
 use super::answer::{answer_stored_from, StoredBody};
 use super::policy::{usable, RequestFacts, Usable};
+use super::tier::OnDisk;
 use super::zone::CacheZone;
 use crate::file_io::residency::{open_blocking, open_cached};
 use crate::http::Session;
 
-/// Answers `session` from `zone`'s disk tier when it holds a usable response
-/// for `key`; `false` (nothing sent) otherwise. A stale disk object is not
+/// Answers `session` with `found`, a response `zone` found on disk, when it
+/// is usable; `false` (nothing sent) otherwise. A stale disk object is not
 /// used: it is fetched again whole.
 pub async fn answer_from_disk<'h>(
     session: &mut dyn Session<'h>,
     zone: &CacheZone,
-    key: &[u8],
+    found: OnDisk,
     facts: &RequestFacts,
     now: Instant,
 ) -> bool {
-    let Some(disk) = zone.disk.as_deref() else {
-        return false;
-    };
-    let Some(obj) = disk.lookup(key, &session.request()) else {
-        return false;
-    };
+    let OnDisk { object: obj, path } = found;
     let meta = &obj.meta;
     let age = meta.age(now);
     let (status, fresh) = match usable(meta.lifetime, age, &meta.directives, &facts.directives) {
@@ -43,7 +39,6 @@ pub async fn answer_from_disk<'h>(
         }
         Usable::StaleWhileRevalidate | Usable::Revalidate => return false,
     };
-    let path = disk.path_of(&obj);
     let opened = match open_cached(&path) {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             let pool = &session.worker().config.file_io;
@@ -70,7 +65,7 @@ pub async fn answer_from_disk<'h>(
     } else {
         zone.stats.stale.fetch_add(1, Ordering::Relaxed);
     }
-    disk.stats.hits.fetch_add(1, Ordering::Relaxed);
+    zone.stats.disk_hits.fetch_add(1, Ordering::Relaxed);
     let body = StoredBody::File(Rc::new(file), obj.body_offset);
     answer_stored_from(session, meta, body, &status, now).await;
     session.note_cache(if fresh { "hit" } else { "stale" });

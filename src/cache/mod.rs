@@ -1,16 +1,17 @@
 //! A shared HTTP cache for proxy routes (RFC 9111), in named zones that
 //! routes share by naming them (`cache = "NAME"`).
 //!
-//! A zone ([`zone`]) is one index for every worker, read without a lock;
-//! [`policy`] holds the RFC 9111 decisions as pure functions over
-//! [`control`]'s directives; the proxy calls the cache through a tap
-//! ([`tap`], [`store`]) on its phases, so a route without a cache pays one
-//! branch. Concurrent misses of a key collapse into one upstream request
-//! ([`fill`], [`follow`]); hits are answered by [`answer`]; memory stays
-//! within the zone's budget under S3-FIFO eviction ([`evict`]). A zone may
-//! add a disk tier ([`disk`], files in [`disk_file`]'s format, answered by
-//! [`disk_hit`]): responses are written through to it and found again after
-//! a restart.
+//! A zone ([`zone`]) keeps its responses in tiers behind one storage
+//! interface ([`tier`]): memory ([`memory`]), one index for every worker read
+//! without a lock, and optionally disk ([`disk`], files in [`disk_file`]'s
+//! format, answered by [`disk_hit`]), to which responses are written through
+//! and where they are found again after a restart; each stays within its
+//! budget under S3-FIFO eviction ([`evict`]). [`policy`] holds the RFC 9111
+//! decisions as pure functions over [`control`]'s directives; the proxy calls
+//! the cache through a tap ([`tap`], [`store`]) on its phases, whatever the
+//! upstream's protocol, so a route without a cache pays one branch.
+//! Concurrent misses of a key collapse into one upstream request ([`fill`],
+//! [`follow`]); hits are answered by [`answer`].
 
 pub mod admin;
 pub mod answer;
@@ -19,12 +20,15 @@ pub mod control;
 pub mod disk;
 pub mod disk_file;
 pub mod disk_hit;
+pub mod disk_object;
 pub mod entry;
 pub mod evict;
 pub mod fill;
 pub mod follow;
 pub mod key;
+pub mod memory;
 pub mod policy;
 pub mod store;
 pub mod tap;
+pub mod tier;
 pub mod zone;

@@ -14,12 +14,10 @@ use super::control::{RequestDirectives, ResponseDirectives};
 use super::entry::{http_date, normalised_field, vary_names, StoredResponse, VarySelection};
 use super::fill::{FillEnd, FillHead};
 use super::policy::{self, RequestFacts, ResponseFacts};
-use super::tap::{Instead, ResponseTap, TapHead};
+use super::tap::{Instead, ResponseTap, TapHead, UpstreamHead};
 use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
-use crate::http1::response::ParsedResponseHead as UpstreamHead;
-use crate::http1::HeaderLines;
 
 /// Request fields the cache answers itself, so the origin is not asked for them.
 const CLIENT_CONDITIONALS: &[&[u8]] = &[
@@ -98,25 +96,25 @@ impl CacheTap {
         self
     }
 
-    fn facts(resp: &UpstreamHead, buf: &[u8]) -> ResponseFacts {
+    fn facts(resp: UpstreamHead<'_>) -> ResponseFacts {
         let values = |name: &'static str| {
-            resp.headers(buf)
+            resp.headers()
                 .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
                 .map(|(_, v)| v)
         };
         let (_, vary_any) = vary_names(values("vary"));
         ResponseFacts {
-            status: resp.status,
+            status: resp.status(),
             directives: ResponseDirectives::parse(values("cache-control")),
-            expires: resp.header(buf, "expires").map(http_date),
-            date: resp.header(buf, "date").and_then(http_date),
-            last_modified: resp.header(buf, "last-modified").and_then(http_date),
+            expires: resp.header("expires").map(http_date),
+            date: resp.header("date").and_then(http_date),
+            last_modified: resp.header("last-modified").and_then(http_date),
             age: resp
-                .header(buf, "age")
+                .header("age")
                 .and_then(|a| std::str::from_utf8(a).ok()?.trim().parse().ok()),
             vary_any,
-            sets_cookie: resp.header(buf, "set-cookie").is_some(),
-            etag: resp.header(buf, "etag").is_some(),
+            sets_cookie: resp.header("set-cookie").is_some(),
+            etag: resp.header("etag").is_some(),
         }
     }
 
@@ -179,24 +177,24 @@ impl CacheTap {
     /// A 304 to a revalidation: the stored response with the 304's fields
     /// in place of its own (RFC 9111 §4.3.4), stored again and published to
     /// the followers.
-    fn refreshed(&mut self, resp: &UpstreamHead, buf: &[u8]) -> Option<Instead> {
+    fn refreshed(&mut self, resp: UpstreamHead<'_>) -> Option<Instead> {
         let stale = self.stale.clone()?;
         let mut fields = Vec::with_capacity(stale.fields.len());
         let update = |n: &[u8]| !n.eq_ignore_ascii_case(b"content-length") && !is_hop_or_framing(n);
         for (name, value) in split_field_lines(&stale.fields) {
             let replaced = resp
-                .headers(buf)
+                .headers()
                 .any(|(n, _)| update(n) && n.eq_ignore_ascii_case(name.as_bytes()));
             if !replaced {
                 push_line(&mut fields, name.as_bytes(), value);
             }
         }
-        for (name, value) in resp.headers(buf) {
+        for (name, value) in resp.headers() {
             if update(name) && !name.eq_ignore_ascii_case(b"age") {
                 push_line(&mut fields, name, value);
             }
         }
-        let mut facts = Self::facts(resp, buf);
+        let mut facts = Self::facts(resp);
         facts.status = stale.status;
         facts.directives = ResponseDirectives::parse(
             split_field_lines(&fields)
@@ -278,23 +276,23 @@ impl ResponseTap for CacheTap {
         self.stale_on_error(0)
     }
 
-    fn instead_of_head(&mut self, resp: &UpstreamHead, buf: &[u8]) -> Option<Instead> {
-        if resp.status == 304 && self.revalidate {
-            return self.refreshed(resp, buf);
+    fn instead_of_head(&mut self, resp: UpstreamHead<'_>) -> Option<Instead> {
+        let status = resp.status();
+        if status == 304 && self.revalidate {
+            return self.refreshed(resp);
         }
-        if resp.status >= 500 {
-            return self.stale_on_error(resp.status);
+        if status >= 500 {
+            return self.stale_on_error(status);
         }
         None
     }
 
     fn on_head(&mut self, request: &RequestView<'_>, head: TapHead<'_>, fields: &mut Vec<u8>) {
         let TapHead {
-            parsed: resp,
-            buf,
+            head: resp,
             body_len,
         } = head;
-        let facts = Self::facts(resp, buf);
+        let facts = Self::facts(resp);
         let max = self.zone.settings.max_object as u64;
         let ok =
             policy::storable(&self.request, &facts).is_ok() && body_len.is_none_or(|n| n <= max);
@@ -305,7 +303,7 @@ impl ResponseTap for CacheTap {
         };
         if ok {
             let (names, _) = vary_names(
-                resp.headers(buf)
+                resp.headers()
                     .filter(|(n, _)| n.eq_ignore_ascii_case(b"vary"))
                     .map(|(_, v)| v),
             );
@@ -327,13 +325,13 @@ impl ResponseTap for CacheTap {
             };
             if let Some(l) = &self.leader {
                 l.fill.publish_head(FillHead {
-                    status: resp.status,
+                    status: resp.status(),
                     fields: stored_fields.clone().into_boxed_slice(),
                     body_len,
                 });
             }
             self.building = Some(Building {
-                status: resp.status,
+                status: resp.status(),
                 fields: stored_fields.into_boxed_slice(),
                 facts,
                 vary,

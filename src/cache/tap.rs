@@ -3,26 +3,111 @@
 //! failure) may be replaced by a stored response, and the relayed response may
 //! be copied as it streams. The proxy is generic over the tap, so a route
 //! without a cache runs [`NoTap`], whose hooks compile to nothing.
+//!
+//! The hooks see the upstream's answer through [`UpstreamHead`], which reads
+//! an HTTP/1 head and an HTTP/2 one alike: the cache sits in front of every
+//! upstream protocol without knowing which one answered.
 
 use std::sync::Arc;
 
+use http::header::{HeaderMap, HeaderValue};
+
 use super::entry::StoredResponse;
 use crate::http::request::RequestView;
-use crate::http1::response::ParsedResponseHead as UpstreamHead;
+use crate::http1::response::ParsedResponseHead;
+use crate::http1::span::HeaderSpan;
+use crate::http1::HeaderLines;
 
 /// A stored response to answer with instead of the upstream's, and its
 /// `Cache-Status` value.
 pub type Instead = (Arc<StoredResponse>, String);
 
-/// The upstream's response head as [`ResponseTap::on_head`] sees it: parsed,
-/// the bytes it was parsed from, and the body's length when it is known.
+/// The upstream's final response head, as it came over whichever protocol
+/// the group speaks.
+#[derive(Clone, Copy)]
+pub enum UpstreamHead<'a> {
+    /// An HTTP/1 head: parsed, and the bytes it was parsed from (its fields
+    /// index into them).
+    Http1 {
+        /// The parsed head.
+        parsed: &'a ParsedResponseHead,
+        /// The bytes read from the upstream.
+        buf: &'a [u8],
+    },
+    /// An HTTP/2 response head.
+    H2 {
+        /// The `:status`.
+        status: u16,
+        /// The fields, names in lower case.
+        fields: &'a HeaderMap,
+    },
+}
+
+impl<'a> UpstreamHead<'a> {
+    /// The final status.
+    pub fn status(&self) -> u16 {
+        match self {
+            UpstreamHead::Http1 { parsed, .. } => parsed.status,
+            UpstreamHead::H2 { status, .. } => *status,
+        }
+    }
+
+    /// The first value of the field `name` (given in lower case), matched
+    /// case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        match *self {
+            UpstreamHead::Http1 { parsed, buf } => parsed.header(buf, name),
+            UpstreamHead::H2 { fields, .. } => fields.get(name).map(HeaderValue::as_bytes),
+        }
+    }
+
+    /// Every field line in order, as (name, value).
+    pub fn headers(&self) -> Fields<'a> {
+        match *self {
+            UpstreamHead::Http1 { parsed, buf } => Fields::Http1 {
+                spans: parsed.header_spans().iter(),
+                buf,
+            },
+            UpstreamHead::H2 { fields, .. } => Fields::H2(fields.iter()),
+        }
+    }
+}
+
+/// The field lines of an [`UpstreamHead`], as (name, value).
+pub enum Fields<'a> {
+    /// Spans into the bytes an HTTP/1 head was parsed from.
+    Http1 {
+        /// The lines left.
+        spans: std::slice::Iter<'a, HeaderSpan>,
+        /// The parsed bytes.
+        buf: &'a [u8],
+    },
+    /// An HTTP/2 head's map, walked in insertion order per name.
+    H2(http::header::Iter<'a, HeaderValue>),
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Fields::Http1 { spans, buf } => {
+                spans.next().map(|h| (h.name.get(buf), h.value.get(buf)))
+            }
+            Fields::H2(iter) => iter
+                .next()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        }
+    }
+}
+
+/// The upstream's response head as [`ResponseTap::on_head`] sees it, and the
+/// body's length when it is known.
 #[derive(Clone, Copy)]
 pub struct TapHead<'a> {
-    /// The parsed head; its fields index into `buf`.
-    pub parsed: &'a UpstreamHead,
-    /// The bytes read from the upstream.
-    pub buf: &'a [u8],
-    /// The body's length, `None` when chunked or until close.
+    /// The head, HTTP/1 or HTTP/2.
+    pub head: UpstreamHead<'a>,
+    /// The body's length, `None` when chunked, until close, or not given.
     pub body_len: Option<u64>,
 }
 
@@ -30,7 +115,9 @@ pub struct TapHead<'a> {
 /// tap overrides it, so a tap states only what it watches; the defaults are
 /// inlined, and a route without a cache ([`NoTap`]) pays nothing for them.
 pub trait ResponseTap {
-    /// Edits the encoded upstream request head (`...\r\n\r\n`).
+    /// Edits the encoded upstream request head (`...\r\n\r\n`), as the
+    /// request rewrite writes it for every protocol (an HTTP/2 request is
+    /// built from it).
     #[inline(always)]
     fn edit_upstream_head(&mut self, _head: &mut Vec<u8>) {}
 
@@ -40,10 +127,10 @@ pub trait ResponseTap {
         None
     }
 
-    /// The upstream answered with `resp`: a stored response to answer with
+    /// The upstream answered with `head`: a stored response to answer with
     /// instead (a 304 to a revalidation, a 5xx when stale may be served).
     #[inline(always)]
-    fn instead_of_head(&mut self, _resp: &UpstreamHead, _buf: &[u8]) -> Option<Instead> {
+    fn instead_of_head(&mut self, _head: UpstreamHead<'_>) -> Option<Instead> {
         None
     }
 
@@ -72,3 +159,45 @@ pub trait ResponseTap {
 pub struct NoTap;
 
 impl ResponseTap for NoTap {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::parse::{Limits, Method, Parsed};
+    use crate::http1::parse_response;
+
+    #[test]
+    fn an_http1_head_and_an_h2_head_read_alike() {
+        let raw = b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nCache-Control: max-age=60\r\nVary: a\r\nVary: b\r\nContent-Length: 0\r\n\r\n";
+        let mut parsed = ParsedResponseHead::default();
+        let done = parse_response(raw, &Limits::default(), Method::Get, &mut parsed);
+        assert!(matches!(done, Ok(Parsed::Complete)));
+        let http1 = UpstreamHead::Http1 {
+            parsed: &parsed,
+            buf: raw,
+        };
+        let mut map = HeaderMap::new();
+        map.append("etag", HeaderValue::from_static("\"v1\""));
+        map.append("cache-control", HeaderValue::from_static("max-age=60"));
+        map.append("vary", HeaderValue::from_static("a"));
+        map.append("vary", HeaderValue::from_static("b"));
+        map.append("content-length", HeaderValue::from_static("0"));
+        let h2 = UpstreamHead::H2 {
+            status: 200,
+            fields: &map,
+        };
+        for head in [http1, h2] {
+            assert_eq!(head.status(), 200);
+            assert_eq!(head.header("etag"), Some(&b"\"v1\""[..]));
+            assert_eq!(head.header("cache-control"), Some(&b"max-age=60"[..]));
+            assert_eq!(head.header("expires"), None);
+            let vary: Vec<_> = head
+                .headers()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"vary"))
+                .map(|(_, v)| v)
+                .collect();
+            assert_eq!(vary, [&b"a"[..], b"b"]);
+            assert_eq!(head.headers().count(), 5);
+        }
+    }
+}

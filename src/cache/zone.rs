@@ -1,24 +1,21 @@
-//! A cache zone: the index every worker reads, the byte budget, the eviction
-//! queues, the fills in progress and the counters.
+//! A cache zone: its tiers ([`super::tier`]: memory, then disk when it has
+//! one), the fills in progress and the counters of the requests it served.
 //!
-//! How shared state is read: the index is a `papaya` map, whose reads take no
-//! lock (an epoch guard, then an atomic load); a hit then clones the stored
-//! response's `Arc` and bumps its eviction counter with a relaxed atomic, so a
-//! hit on one worker never waits for another. Every change to the index
-//! (store, replace, evict, purge) is made under the zone's one writer lock,
-//! held for the few map operations it takes, which also keeps the byte count
-//! exact. Fills in progress are a second small map under its own lock, taken
-//! only by misses.
+//! The zone is what the proxy and the admin listener speak to: a lookup asks
+//! each tier in turn, a stored response goes to memory and through it to
+//! disk, and a purge reaches every tier. Fills in progress are a small map
+//! under its own lock, taken only by misses.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::entry::{StoredResponse, MAX_VARIANTS, OBJECT_OVERHEAD};
-use super::evict::{Evictable, S3Fifo};
+use super::disk::DiskTier;
+use super::entry::StoredResponse;
 use super::fill::{Fill, FillEnd};
+use super::memory::MemoryTier;
+use super::tier::{CacheTier, Lookup};
 use crate::http::request::RequestView;
 
 /// A zone's settings, from its `[cache.NAME]` table.
@@ -57,7 +54,8 @@ impl Default for ZoneSettings {
     }
 }
 
-/// Counters of a zone, for `/metrics`.
+/// Counters of the requests a zone served, for `/metrics` (each tier
+/// keeps its own figures: [`CacheTier::stats`]).
 #[derive(Debug, Default)]
 pub struct CacheStats {
     /// Answered from a fresh stored response.
@@ -73,26 +71,10 @@ pub struct CacheStats {
     pub revalidated: AtomicU64,
     /// Misses that followed another request's fetch instead of their own.
     pub collapsed: AtomicU64,
-    /// Responses stored.
-    pub stored: AtomicU64,
-    /// Responses evicted to stay within the budget.
-    pub evictions: AtomicU64,
     /// Responses removed by purge or invalidation.
     pub purged: AtomicU64,
-    /// Bytes charged now (stored objects and fills in progress).
-    pub bytes: AtomicUsize,
-    /// Objects stored now.
-    pub objects: AtomicUsize,
-}
-
-/// What a lookup found.
-pub enum Lookup {
-    /// A stored response whose `Vary` matches.
-    Found(Arc<StoredResponse>),
-    /// The key was recently uncacheable: go to the origin, do not collapse.
-    HitForMiss,
-    /// Nothing usable.
-    Miss,
+    /// Requests answered from the disk tier (fresh or stale).
+    pub disk_hits: AtomicU64,
 }
 
 /// Whether this request fetches the key or follows another's fetch.
@@ -103,17 +85,6 @@ pub enum FillRole {
     Follower(Arc<Fill>),
 }
 
-struct Writer {
-    queues: S3Fifo<StoredResponse>,
-    /// Bytes of stored objects.
-    used: usize,
-    /// Bytes reserved by fills in progress.
-    filling: usize,
-    objects: usize,
-}
-
-type Variants = Arc<[Arc<StoredResponse>]>;
-
 /// A named cache shared by the routes that name it, on every worker.
 pub struct CacheZone {
     /// Its name in the configuration.
@@ -122,12 +93,13 @@ pub struct CacheZone {
     pub settings: ZoneSettings,
     /// Its counters.
     pub stats: CacheStats,
-    /// Its disk tier: every response stored in memory is also written there.
-    pub disk: Option<Arc<super::disk::DiskTier>>,
-    index: papaya::HashMap<Box<[u8]>, Variants>,
-    writer: Mutex<Writer>,
+    /// The first tier: every lookup starts here, and fills reserve their
+    /// bytes from its budget.
+    memory: MemoryTier,
+    /// The tier below, when the zone has one: every response memory keeps is
+    /// also written there.
+    disk: Option<Arc<DiskTier>>,
     fills: Mutex<HashMap<Box<[u8]>, Arc<Fill>>>,
-    hasher: std::hash::RandomState,
 }
 
 impl std::fmt::Debug for CacheZone {
@@ -142,147 +114,91 @@ impl std::fmt::Debug for CacheZone {
 impl CacheZone {
     /// An empty zone.
     pub fn new(name: &str, settings: ZoneSettings) -> Self {
-        let ghost = settings.memory / 4096;
         CacheZone {
             name: name.to_string(),
-            disk: settings.disk.as_ref().map(super::disk::DiskTier::for_dir),
+            memory: MemoryTier::new(settings.memory, settings.max_object),
+            disk: settings.disk.as_ref().map(DiskTier::for_dir),
             settings,
             stats: CacheStats::default(),
-            index: papaya::HashMap::new(),
-            writer: Mutex::new(Writer {
-                queues: S3Fifo::new(ghost),
-                used: 0,
-                filling: 0,
-                objects: 0,
-            }),
             fills: Mutex::new(HashMap::new()),
-            hasher: std::hash::RandomState::new(),
         }
+    }
+
+    /// Its tiers, in the order lookups ask them.
+    pub fn tiers(&self) -> impl Iterator<Item = &dyn CacheTier> {
+        let memory: &dyn CacheTier = &self.memory;
+        let disk = self.disk.as_deref().map(|d| d as &dyn CacheTier);
+        std::iter::once(memory).chain(disk)
+    }
+
+    /// Whether the zone has a disk tier.
+    pub fn has_disk(&self) -> bool {
+        self.disk.is_some()
     }
 
     /// A hash of `key` for the eviction ghost list.
     pub fn key_hash(&self, key: &[u8]) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        h.write(key);
-        h.finish()
+        self.memory.key_hash(key)
     }
 
-    /// Finds the stored response for `key` whose `Vary` matches `request`.
-    /// Takes no lock: see the module doc.
+    /// Finds the stored response for `key` whose `Vary` matches `request`,
+    /// asking each tier in turn until one knows the key. Takes no lock.
     pub fn lookup(&self, key: &[u8], request: &RequestView<'_>, now: Instant) -> Lookup {
-        let guard = self.index.guard();
-        let Some(variants) = self.index.get(key, &guard) else {
-            return Lookup::Miss;
-        };
-        for e in variants.iter() {
-            if e.hit_for_miss {
-                if e.age(now) < e.lifetime {
-                    return Lookup::HitForMiss;
-                }
-                continue;
-            }
-            if e.matches(request) {
-                e.marks.touch();
-                return Lookup::Found(e.clone());
+        for tier in self.tiers() {
+            match tier.lookup(key, request, now) {
+                Lookup::Miss => continue,
+                known => return known,
             }
         }
         Lookup::Miss
     }
 
-    /// Stores `entry`, replacing the variant it selects (and a hit-for-miss
-    /// mark); `reserved` bytes of a fill move to the stored count. Returns
-    /// whether it was stored (a response over `max_object`, or one that
-    /// cannot be made room for, is not).
+    /// Stores `entry` in each tier in turn, memory first (where `reserved`
+    /// bytes of its fill move to the stored count); a response a tier does
+    /// not keep goes no further. Returns whether memory kept it.
     pub fn insert(&self, entry: Arc<StoredResponse>, reserved: usize) -> bool {
-        let charge = entry.charge();
-        let mut w = self.lock_writer();
-        w.filling = w.filling.saturating_sub(reserved);
-        if charge > self.settings.max_object.max(OBJECT_OVERHEAD * 2)
-            || !self.make_room(&mut w, charge)
-        {
-            self.publish_gauges(&w);
-            return false;
-        }
-        let guard = self.index.guard();
-        let mut kept: Vec<Arc<StoredResponse>> = vec![entry.clone()];
-        if let Some(old) = self.index.get(&entry.key, &guard) {
-            for e in old.iter() {
-                let replaced = e.hit_for_miss
-                    || entry.hit_for_miss
-                    || e.same_variant(&entry)
-                    || kept.len() >= MAX_VARIANTS;
-                if replaced {
-                    self.forget(&mut w, e);
-                } else {
-                    kept.push(e.clone());
-                }
+        let mut reserved = reserved;
+        let mut in_memory = None;
+        for tier in self.tiers() {
+            let kept = tier.store(&entry, std::mem::take(&mut reserved));
+            in_memory.get_or_insert(kept);
+            if !kept {
+                break;
             }
         }
-        w.used += charge;
-        w.objects += 1;
-        w.queues.admit(&entry);
-        if w.queues.slots() > 2 * w.objects + 1024 {
-            w.queues.compact();
-        }
-        self.index.insert(entry.key.clone(), kept.into(), &guard);
-        self.publish_gauges(&w);
-        drop(w);
-        if !entry.hit_for_miss {
-            self.stats.stored.fetch_add(1, Ordering::Relaxed);
-            if let Some(disk) = &self.disk {
-                disk.offer(&entry);
-            }
-        }
-        true
+        in_memory.unwrap_or(false)
     }
 
-    /// Removes every stored response of `key`; returns how many.
+    /// Removes every stored response of `key`, from every tier; returns how
+    /// many (a tier below holds the same objects, written through, or after a
+    /// restart ones memory has not seen again: the larger count).
     pub fn purge(&self, key: &[u8]) -> usize {
-        let mut w = self.lock_writer();
-        let n = self.remove_key(&mut w, key);
-        self.publish_gauges(&w);
-        drop(w);
-        // The disk holds the same objects (written through) or, after a
-        // restart, the ones memory has not seen again.
-        let on_disk = self.disk.as_ref().map_or(0, |d| d.purge(key));
-        n.max(on_disk)
+        let n = self.tiers().map(|t| t.purge(key)).max().unwrap_or(0);
+        self.stats.purged.fetch_add(n as u64, Ordering::Relaxed);
+        n
     }
 
-    /// Removes every stored response whose key starts with `prefix`; returns how many.
+    /// Removes every stored response whose key starts with `prefix`, from
+    /// every tier; returns how many, as [`CacheZone::purge`].
     pub fn purge_prefix(&self, prefix: &[u8]) -> usize {
-        let mut w = self.lock_writer();
-        let keys: Vec<Box<[u8]>> = {
-            let guard = self.index.guard();
-            self.index
-                .keys(&guard)
-                .filter(|k| k.starts_with(prefix))
-                .cloned()
-                .collect()
-        };
-        let n: usize = keys.iter().map(|k| self.remove_key(&mut w, k)).sum();
-        self.publish_gauges(&w);
-        drop(w);
-        let on_disk = self.disk.as_ref().map_or(0, |d| d.purge_prefix(prefix));
-        n.max(on_disk)
+        let n = self
+            .tiers()
+            .map(|t| t.purge_prefix(prefix))
+            .max()
+            .unwrap_or(0);
+        self.stats.purged.fetch_add(n as u64, Ordering::Relaxed);
+        n
     }
 
-    /// Makes `bytes` of room for a fill in progress; `false` when the budget
-    /// cannot hold them (the fill then stops storing).
+    /// Makes `bytes` of room in memory for a fill in progress; `false` when
+    /// the budget cannot hold them (the fill then stops storing).
     pub fn reserve(&self, bytes: usize) -> bool {
-        let mut w = self.lock_writer();
-        let ok = self.make_room(&mut w, bytes);
-        if ok {
-            w.filling += bytes;
-        }
-        self.publish_gauges(&w);
-        ok
+        self.memory.reserve(bytes)
     }
 
     /// Gives back bytes a fill reserved and did not store.
     pub fn release(&self, bytes: usize) {
-        let mut w = self.lock_writer();
-        w.filling = w.filling.saturating_sub(bytes);
-        self.publish_gauges(&w);
+        self.memory.release(bytes)
     }
 
     /// Leads the fetch of `key`, or follows the one in progress.
@@ -300,71 +216,6 @@ impl CacheZone {
             key: key.into(),
             fill,
         })
-    }
-
-    fn lock_writer(&self) -> MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Evicts until `need` more bytes fit.
-    fn make_room(&self, w: &mut Writer, need: usize) -> bool {
-        let budget = self.settings.memory;
-        if need > budget {
-            return false;
-        }
-        while w.used + w.filling + need > budget {
-            let Some(victim) = w.queues.victim(budget) else {
-                return false;
-            };
-            self.remove_one(w, &victim);
-            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
-        }
-        true
-    }
-
-    /// Takes `e` out of its key's variants.
-    fn remove_one(&self, w: &mut Writer, e: &Arc<StoredResponse>) {
-        let guard = self.index.guard();
-        if let Some(old) = self.index.get(&e.key, &guard) {
-            let kept: Vec<_> = old.iter().filter(|o| !Arc::ptr_eq(o, e)).cloned().collect();
-            if kept.is_empty() {
-                self.index.remove(&e.key, &guard);
-            } else if kept.len() != old.len() {
-                self.index.insert(e.key.clone(), kept.into(), &guard);
-            }
-        }
-        self.forget(w, e);
-    }
-
-    fn remove_key(&self, w: &mut Writer, key: &[u8]) -> usize {
-        let guard = self.index.guard();
-        let Some(old) = self.index.remove(key, &guard) else {
-            return 0;
-        };
-        let mut n = 0;
-        for e in old.iter() {
-            if !e.hit_for_miss {
-                n += 1;
-            }
-            self.forget(w, e);
-        }
-        self.stats.purged.fetch_add(n as u64, Ordering::Relaxed);
-        n
-    }
-
-    /// Uncharges `e`, once.
-    fn forget(&self, w: &mut Writer, e: &StoredResponse) {
-        if e.marks.retire() {
-            w.used = w.used.saturating_sub(e.charge());
-            w.objects = w.objects.saturating_sub(1);
-        }
-    }
-
-    fn publish_gauges(&self, w: &Writer) {
-        self.stats
-            .bytes
-            .store(w.used + w.filling, Ordering::Relaxed);
-        self.stats.objects.store(w.objects, Ordering::Relaxed);
     }
 }
 
@@ -411,24 +262,29 @@ pub fn start_disk_tiers(zones: &[Arc<CacheZone>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn small(key: &str) -> Arc<StoredResponse> {
-        let fields = *b"Content-Type: text/plain\r\nCache-Control: max-age=3600\r\n";
-        Arc::new(StoredResponse {
-            body: Arc::new([(*b"Hello, World!").into()]),
-            body_len: 13,
-            lifetime: Duration::from_secs(3600),
-            ..StoredResponse::new(key.as_bytes().into(), 0, 200, fields.into())
-        })
-    }
+    use crate::cache::tier::Found;
+    use crate::http1::parse::{parse_request, RequestHead};
+    use crate::http1::Limits;
 
     #[test]
-    fn a_small_object_is_charged_at_least_what_it_was_measured_to_cost() {
-        // bench/cache_memory: 685 bytes of RSS per stored 13-byte response
-        // with a 27-byte key and 53 bytes of head (debug build, 48,072 objects).
+    fn a_zone_stores_through_its_tiers_and_counts_what_a_purge_removed() {
         let zone = CacheZone::new("t", ZoneSettings::default());
-        assert!(zone.insert(small("http://localhost/?k=1000000"), 0));
-        let charged = zone.stats.bytes.load(Ordering::Relaxed);
-        assert!(charged >= 685, "{charged} bytes charged");
+        let entry = StoredResponse {
+            lifetime: Duration::from_secs(60),
+            ..StoredResponse::new(b"http://a/x".as_slice().into(), 0, 200, Box::default())
+        };
+        assert!(zone.insert(Arc::new(entry), 0));
+        let raw = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut head = RequestHead::default();
+        assert!(parse_request(raw, &Limits::default(), &mut head).is_ok());
+        let request = RequestView::http1(&head, raw, "192.0.2.1:4000".parse().unwrap(), None);
+        let found = zone.lookup(b"http://a/x", &request, Instant::now());
+        assert!(matches!(found, Lookup::Found(Found::Memory(_))));
+        let memory = zone.tiers().next().map(|t| t.stats()).unwrap_or_default();
+        assert_eq!((memory.stored, memory.objects), (1, 1));
+        assert_eq!(zone.purge_prefix(b"http://a/"), 1);
+        assert_eq!(zone.stats.purged.load(Ordering::Relaxed), 1);
+        let found = zone.lookup(b"http://a/x", &request, Instant::now());
+        assert!(matches!(found, Lookup::Miss));
     }
 }

@@ -11,6 +11,10 @@
 //! - `/fail`: 503 with the body `origin failure`.
 //! - `/early-hints/<n>`: `n` × `103 Early Hints` with a `link` field, then
 //!   `hinted`.
+//! - `/cache/<max-age>/<ms>/...`: after `ms` milliseconds, a cacheable 200
+//!   (`cache-control: max-age=<max-age>`, `etag: "v1"`) whose body is 40000
+//!   bytes of `c`, more than one DATA frame; to `if-none-match: "v1"`, a 304
+//!   at once, fresh for 60 s and marked `x-fresh: yes`.
 //! - anything else: `<method> <path> <authority> te=<te>`, with `x-origin: h2`.
 #![allow(dead_code)]
 
@@ -272,6 +276,10 @@ async fn answer(
         }
         return;
     }
+    if let Some(rest) = path.strip_prefix("/cache/") {
+        cacheable(&req, rest, respond).await;
+        return;
+    }
     if path == "/trailers-only" {
         let resp = Response::builder()
             .status(200)
@@ -301,5 +309,42 @@ async fn answer(
         .unwrap();
     if let Ok(mut send) = respond.send_response(resp, false) {
         let _ = send.send_data(Bytes::from(text), true);
+    }
+}
+
+/// Size of a `/cache/...` body.
+pub const CACHEABLE_LEN: usize = 40_000;
+
+/// A `/cache/<max-age>/<ms>/...` answer: a validator, freshness, and a 304
+/// to a request carrying the validator.
+async fn cacheable(req: &Request<()>, rest: &str, mut respond: SendResponse<Bytes>) {
+    let mut parts = rest.split('/');
+    let max_age: u64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(60);
+    let ms: u64 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let conditional = req
+        .headers()
+        .get("if-none-match")
+        .is_some_and(|v| v == "\"v1\"");
+    if conditional {
+        let resp = Response::builder()
+            .status(304)
+            .header("etag", "\"v1\"")
+            .header("cache-control", "max-age=60")
+            .header("x-fresh", "yes")
+            .body(())
+            .unwrap();
+        let _ = respond.send_response(resp, true);
+        return;
+    }
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    let resp = Response::builder()
+        .status(200)
+        .header("etag", "\"v1\"")
+        .header("cache-control", format!("max-age={max_age}"))
+        .header("content-length", CACHEABLE_LEN.to_string())
+        .body(())
+        .unwrap();
+    if let Ok(mut send) = respond.send_response(resp, false) {
+        let _ = send.send_data(Bytes::from(vec![b'c'; CACHEABLE_LEN]), true);
     }
 }

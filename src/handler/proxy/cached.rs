@@ -17,12 +17,12 @@ use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
 use crate::cache::tap::{ResponseTap, TapHead};
-use crate::cache::zone::{CacheZone, FillRole, Lookup};
+use crate::cache::tier::{Found, Lookup};
+use crate::cache::zone::{CacheZone, FillRole};
 use crate::http::request::RequestView;
 use crate::http::session_layer::LayeredSession;
 use crate::http::{Session, SessionExt};
 use crate::http1::parse::Method;
-use crate::http1::HeaderLines;
 
 /// Serves a request on a route whose responses `zone` stores.
 pub(crate) async fn forward_cached<'h>(
@@ -51,7 +51,7 @@ pub(crate) async fn forward_cached<'h>(
     let mut stale = None;
     let mut hit_for_miss = false;
     match zone.lookup(&key, &request, now) {
-        Lookup::Found(stored) => {
+        Lookup::Found(Found::Memory(stored)) => {
             let age = stored.age(now);
             match usable(stored.lifetime, age, &stored.directives, &facts.directives) {
                 Usable::Fresh => {
@@ -88,12 +88,13 @@ pub(crate) async fn forward_cached<'h>(
                 Usable::Revalidate => stale = Some(stored),
             }
         }
-        Lookup::HitForMiss => hit_for_miss = true,
-        Lookup::Miss => {
-            if answer_from_disk(session, zone, &key, &facts, now).await {
+        Lookup::Found(Found::Disk(found)) => {
+            if answer_from_disk(session, zone, found, &facts, now).await {
                 return;
             }
         }
+        Lookup::HitForMiss => hit_for_miss = true,
+        Lookup::Miss => {}
     }
     if facts.directives.only_if_cached {
         answer_with_page(
@@ -162,9 +163,9 @@ struct PassTap {
 
 impl ResponseTap for PassTap {
     fn on_head(&mut self, _: &RequestView<'_>, head: TapHead<'_>, _: &mut Vec<u8>) {
-        self.status = Some(head.parsed.status);
+        self.status = Some(head.head.status());
         for name in ["location", "content-location"] {
-            if let Some(v) = head.parsed.header(head.buf, name) {
+            if let Some(v) = head.head.header(name) {
                 self.locations.push(v.into());
             }
         }

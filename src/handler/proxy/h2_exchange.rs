@@ -15,6 +15,7 @@ use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
 use http::HeaderMap;
 
+use crate::cache::tap::ResponseTap;
 use crate::deadline::Deadline;
 use crate::http::Session;
 
@@ -158,6 +159,9 @@ pub(super) struct Download {
     taken: usize,
     /// Bytes handed to the client since the last flush.
     unflushed: bool,
+    /// The client went away while the body is stored for others: the rest
+    /// is read for the cache alone.
+    client_gone: bool,
 }
 
 impl Download {
@@ -168,16 +172,18 @@ impl Download {
             out: Bytes::new(),
             taken: 0,
             unflushed: false,
+            client_gone: false,
         }
     }
 
-    /// Relays DATA frames to the client until the body ends; then the
-    /// trailers, if any.
-    fn poll_relay(
+    /// Relays DATA frames to the client until the body ends, each shown to
+    /// `tap` first; then the trailers, if any.
+    fn poll_relay<T: ResponseTap>(
         &mut self,
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
         activity: &mut u64,
+        tap: &mut T,
     ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
         loop {
             while !self.out.is_empty() {
@@ -187,6 +193,13 @@ impl Download {
                         self.taken += n;
                         self.unflushed = true;
                         *activity += 1;
+                    }
+                    // Others wait on the body being stored: it is still
+                    // read to its end, and what the client missed is dropped.
+                    Err(_) if tap.storing() => {
+                        self.client_gone = true;
+                        self.taken += self.out.len();
+                        self.out = Bytes::new();
                     }
                     Err(_) => return Poll::Ready(Err(ExchangeError::Downstream)),
                 }
@@ -198,8 +211,16 @@ impl Download {
             }
             match self.recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
-                    self.out = data;
+                    tap.on_body(&data);
                     *activity += 1;
+                    if !self.client_gone {
+                        self.out = data;
+                    } else if tap.storing() {
+                        self.taken += data.len();
+                    } else {
+                        // The cache gave up on it too: nobody wants the rest.
+                        return Poll::Ready(Err(ExchangeError::Downstream));
+                    }
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
                 Poll::Ready(None) => {
@@ -207,7 +228,7 @@ impl Download {
                 }
                 Poll::Pending => {
                     // A slow source's bytes are not held back while it is quiet.
-                    if self.unflushed {
+                    if self.unflushed && !self.client_gone {
                         match session.poll_flush_body(cx) {
                             Poll::Ready(Ok(())) => self.unflushed = false,
                             Poll::Ready(Err(_)) => {
@@ -260,10 +281,6 @@ impl Limits {
     }
 }
 
-/// One poll of an exchange's step (the head, or the relay of the body).
-type StepFn<T> =
-    fn(&mut H2Exchange, &mut dyn Session<'_>, &mut Context<'_>) -> Poll<Result<T, ExchangeError>>;
-
 impl H2Exchange {
     /// A stream whose head went with `send`, answered through `response`.
     pub(super) fn new(upload: Upload, response: ResponseFuture) -> Self {
@@ -287,16 +304,21 @@ impl H2Exchange {
         self.run_step(session, limits, true, Self::poll_head).await
     }
 
-    /// Polls `step` to its end under the idle deadline, which starts again
-    /// whenever a byte moves either way; once the request body is all sent,
-    /// under the response deadline instead when `response` says so.
-    async fn run_step<T>(
+    /// Polls `step` (the head, or the relay of the body) to its end under
+    /// the idle deadline, which starts again whenever a byte moves either
+    /// way; once the request body is all sent, under the response deadline
+    /// instead when `response` says so.
+    async fn run_step<R>(
         &mut self,
         session: &mut dyn Session<'_>,
         limits: Limits,
         response: bool,
-        step: StepFn<T>,
-    ) -> Result<T, ExchangeError> {
+        mut step: impl FnMut(
+            &mut H2Exchange,
+            &mut dyn Session<'_>,
+            &mut Context<'_>,
+        ) -> Poll<Result<R, ExchangeError>>,
+    ) -> Result<R, ExchangeError> {
         loop {
             let limit = if response && self.upload.finished {
                 limits.response
@@ -376,21 +398,23 @@ impl H2Exchange {
             .is_none_or(|d| d.recv.is_end_stream())
     }
 
-    /// Relays the response body (the request body still flowing up); the
-    /// trailers once it ended.
-    pub(super) async fn relay(
+    /// Relays the response body (the request body still flowing up), each
+    /// piece shown to `tap` as it comes; the trailers once it ended.
+    pub(super) async fn relay<T: ResponseTap>(
         &mut self,
         session: &mut dyn Session<'_>,
         limits: Limits,
+        tap: &mut T,
     ) -> Result<Option<HeaderMap>, ExchangeError> {
-        self.run_step(session, limits, false, Self::poll_relay)
+        self.run_step(session, limits, false, |x, s, cx| x.poll_relay(s, cx, tap))
             .await
     }
 
-    fn poll_relay(
+    fn poll_relay<T: ResponseTap>(
         &mut self,
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
+        tap: &mut T,
     ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
         if let Poll::Ready(Err(ExchangeError::Downstream)) =
             self.upload.poll_send(session, cx, &mut self.activity)
@@ -398,7 +422,7 @@ impl H2Exchange {
             return Poll::Ready(Err(ExchangeError::Downstream));
         }
         match self.download.as_mut() {
-            Some(d) => d.poll_relay(session, cx, &mut self.activity),
+            Some(d) => d.poll_relay(session, cx, &mut self.activity, tap),
             None => Poll::Ready(Ok(None)),
         }
     }

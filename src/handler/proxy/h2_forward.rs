@@ -10,6 +10,12 @@
 //! taken from the client; a reused connection found dead is retried once on a
 //! fresh one. A `grpc-timeout` bounds the whole call: when it passes, the
 //! stream is reset upstream and the client gets `DEADLINE_EXCEEDED`.
+//!
+//! A cache's tap ([`crate::cache::tap`]) rides on these phases as on the
+//! HTTP/1 ones: it edits the request before it is built, may answer instead
+//! of a failure or of the head, and sees the head and body as they are
+//! relayed, so a cached route stores, revalidates and collapses the same in
+//! front of an h2 group.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -18,15 +24,19 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use tracing::debug;
 
+use super::attempts::{DownstreamFailed, Unanswered};
 use super::choose_upstream::{balance_key, choose_upstream};
 use super::error_page::answer_with_page;
 use super::h2_exchange::{ExchangeError, H2Exchange, Limits, Upload};
-use super::h2_request::{answer_grpc_error, grpc_timeout, h2_request, is_grpc};
+use super::h2_request::{grpc_timeout, h2_request, is_grpc};
 use super::log::{log_failure, log_response, note_failure};
 use super::request_filter::take_buffered_body;
 use super::request_info::RequestInfo;
 use super::rewrite_request::encode_for_server;
-use super::{ErrorKind, ProxyBuffers, ProxyError, ProxyRoute};
+use super::{
+    answer_unanswered, answered_from_cache, ErrorKind, ProxyBuffers, ProxyError, ProxyRoute,
+};
+use crate::cache::tap::{ResponseTap, TapHead, UpstreamHead};
 use crate::http::{Body, ResponseHead, Session};
 use crate::http1::parse::{BodyKind, Method};
 use crate::upstream::connect::InFlight;
@@ -34,17 +44,31 @@ use crate::upstream::group_state::GroupAdmission;
 use crate::upstream::h2_pool::StreamLease;
 use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 
-/// Serves a request routed to an h2 group: phases 2 to 10.
-pub(super) async fn forward_h2<'h>(
+/// A stream whose server answered with a final head.
+struct H2Answered<'a> {
+    /// The server's index in its group.
+    server: usize,
+    /// Counts the request as in flight on the server until the body is relayed.
+    in_flight: InFlight<'a>,
+    /// The stream's place on its connection, held until the exchange ends.
+    _lease: StreamLease,
+    /// The body still to relay.
+    exchange: H2Exchange,
+    /// The response head.
+    head: http::response::Parts,
+}
+
+/// Serves a request routed to an h2 group: phases 2 to 10, with `tap` on them.
+pub(super) async fn forward_h2<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &'h ProxyRoute,
     info: &RequestInfo,
     started: Instant,
     admission: GroupAdmission<'h>,
+    tap: &mut T,
 ) {
     let ctx = session.worker();
     let group = &*route.group;
-    let state = &ctx.upstreams.groups[group.index];
     let grpc = is_grpc(&session.request());
     let limits = Limits {
         response: group.response_timeout,
@@ -56,48 +80,80 @@ pub(super) async fn forward_h2<'h>(
             .map(|d| started + d),
     };
     ctx.stats.upstream_requests.add(1);
-    let key = balance_key(group, &session.request());
     let mut encoded = ProxyBuffers::of(ctx).take_buf();
+    let attempted = run_h2_attempts(session, route, info, started, limits, &mut encoded, tap).await;
+    match attempted {
+        // The client failed, or its request cannot be carried: answered.
+        Err(DownstreamFailed) => {}
+        Ok(Err(failed)) => {
+            let status = log_failure(session, group, &failed.error, failed.addr, started);
+            answer_unanswered(session, route, tap, status, grpc).await;
+        }
+        Ok(Ok(answered)) => {
+            let head_at = log_response(session, group, answered.server, started, Instant::now());
+            let relay = Relay {
+                route,
+                info,
+                limits,
+                grpc,
+                head_at,
+            };
+            relay_h2(session, &relay, answered, &mut encoded, tap).await;
+        }
+    }
+    drop(admission);
+    ProxyBuffers::of(ctx).give_buf(encoded);
+}
+
+/// Phases 2 to 6, repeated as the retry policy says, until a server answers
+/// with a head. `Err` when the client failed, or when its request cannot be
+/// sent over HTTP/2 (then answered with a 400): the exchange is over.
+async fn run_h2_attempts<'h, T: ResponseTap>(
+    session: &mut dyn Session<'h>,
+    route: &'h ProxyRoute,
+    info: &RequestInfo,
+    started: Instant,
+    limits: Limits,
+    encoded: &mut Vec<u8>,
+    tap: &mut T,
+) -> Result<Result<H2Answered<'h>, Unanswered>, DownstreamFailed> {
+    let ctx = session.worker();
+    let group = &*route.group;
+    let state = &ctx.upstreams.groups[group.index];
+    let key = balance_key(group, &session.request());
     let mut tried: Vec<usize> = Vec::new();
     let mut budget = RetryBudget::new(group.retries);
     let mut fresh_only = false;
     let mut last_failure: Option<(ProxyError, SocketAddr)> = None;
     let mut first_attempt = Some(started);
+    // The rewrite depends on the server only when Host is replaced: the head
+    // (and the tap's edit of it) is made again only then.
+    let mut encoded_for = None;
+    let unanswered = |error, addr| Ok(Err(Unanswered { error, addr }));
 
-    let failed = |session: &mut dyn Session<'h>, e: &ProxyError, addr: Option<SocketAddr>| {
-        let status = log_failure(session, group, e, addr, started);
-        if grpc {
-            answer_grpc_error(session, status);
-        } else {
-            answer_with_page(session, &route.error_pages, status, None);
-        }
-    };
-
-    let (server, in_flight, _lease, mut exchange, head) = loop {
+    loop {
         let now = first_attempt.take().unwrap_or_else(Instant::now);
         // Phase 2: choose upstream.
         let server = match choose_upstream(group, state, key, &tried, now, &mut last_failure) {
             Ok(s) => s,
-            Err((e, addr)) => {
-                failed(session, &e, addr);
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
-            }
+            Err((e, addr)) => return unanswered(e, addr),
         };
         let addr = group.servers[server].addr;
         let in_flight = InFlight::new(state, server, now);
 
         // Phase 3: the request for this server.
-        encoded.clear();
-        encode_for_server(&mut encoded, session, route, server, info);
-        let request = h2_request(&encoded, &session.request(), group.tls.is_some());
-        let request = match request {
+        if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
+            encoded.clear();
+            encode_for_server(encoded, session, route, server, info);
+            tap.edit_upstream_head(encoded);
+            encoded_for = Some(server);
+        }
+        let request = match h2_request(encoded, &session.request(), group.tls.is_some()) {
             Ok(r) => r,
             Err(e) => {
                 debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");
                 answer_with_page(session, &route.error_pages, 400, None);
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
+                return Err(DownstreamFailed);
             }
         };
 
@@ -121,9 +177,7 @@ pub(super) async fn forward_h2<'h>(
                     last_failure = Some((e, addr));
                     continue;
                 }
-                failed(session, &e, Some(addr));
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
+                return unanswered(e, Some(addr));
             }
         };
 
@@ -144,7 +198,13 @@ pub(super) async fn forward_h2<'h>(
             Ok((exchange, head)) => {
                 in_flight.attempt.answered(head.status.as_u16());
                 state.record_success(server);
-                break (server, in_flight, lease, exchange, head);
+                return Ok(Ok(H2Answered {
+                    server,
+                    in_flight,
+                    _lease: lease,
+                    exchange,
+                    head,
+                }));
             }
             Err(e) => e,
         };
@@ -159,8 +219,7 @@ pub(super) async fn forward_h2<'h>(
                 if let Some(x) = exchange.as_mut() {
                     x.upload.cancel();
                 }
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
+                return Err(DownstreamFailed);
             }
             ExchangeError::DeadlinePassed => {
                 if let Some(x) = exchange.as_mut() {
@@ -168,9 +227,7 @@ pub(super) async fn forward_h2<'h>(
                 }
                 let e = ProxyError::upstream(ErrorKind::Timeout, "grpc-timeout passed");
                 in_flight.attempt.failed(&e, false);
-                failed(session, &e, Some(addr));
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
+                return unanswered(e, Some(addr));
             }
             ExchangeError::Stalled => {
                 if let Some(x) = exchange.as_mut() {
@@ -223,27 +280,70 @@ pub(super) async fn forward_h2<'h>(
                 tried.push(server);
                 last_failure = Some((error, addr));
             }
-            Retry::GiveUp => {
-                failed(session, &error, Some(addr));
-                ProxyBuffers::of(ctx).give_buf(encoded);
-                return;
-            }
+            Retry::GiveUp => return unanswered(error, Some(addr)),
         }
+    }
+}
+
+/// What the relay of an answered stream goes by.
+struct Relay<'h, 'r> {
+    route: &'h ProxyRoute,
+    info: &'r RequestInfo,
+    limits: Limits,
+    /// A gRPC call: its failures are gRPC statuses, its errors never pages.
+    grpc: bool,
+    /// When the head came.
+    head_at: Instant,
+}
+
+/// Phases 7 to 10 of an answered stream: answers with the upstream's head
+/// (or what stands in for it), then relays the body and trailers. `fields`
+/// is a buffer for the head.
+async fn relay_h2<'h, T: ResponseTap>(
+    session: &mut dyn Session<'h>,
+    relay: &Relay<'h, '_>,
+    answered: H2Answered<'_>,
+    fields: &mut Vec<u8>,
+    tap: &mut T,
+) {
+    let H2Answered {
+        server,
+        in_flight,
+        _lease,
+        mut exchange,
+        head,
+    } = answered;
+    let Relay {
+        route,
+        info,
+        limits,
+        grpc,
+        head_at,
+    } = *relay;
+    let group = &*route.group;
+    let status = head.status.as_u16();
+    let upstream_head = UpstreamHead::H2 {
+        status,
+        fields: &head.headers,
     };
 
     // Phase 7: the response head.
-    log_response(session, group, server, started, Instant::now());
-    if !grpc && route.error_pages.intercepts(head.status.as_u16()) {
-        // The upstream's body is replaced, never relayed: its stream is reset.
-        answer_with_page(session, &route.error_pages, head.status.as_u16(), None);
+    if answered_from_cache(session, tap, upstream_head, head_at).await {
+        // A 304 to a revalidation, or a 5xx while stale may answer: the
+        // stored response went out, the upstream's body never does.
         exchange.upload.cancel();
         take_buffered_body(session, info, exchange.upload.polled);
-        ProxyBuffers::of(ctx).give_buf(encoded);
         return;
     }
-    let fields = &mut encoded;
+    if !grpc && route.error_pages.intercepts(status) {
+        // The upstream's body is replaced, never relayed: its stream is reset.
+        answer_with_page(session, &route.error_pages, status, None);
+        exchange.upload.cancel();
+        take_buffered_body(session, info, exchange.upload.polled);
+        return;
+    }
     fields.clear();
-    let keep_length = head.status.as_u16() == 304;
+    let keep_length = status == 304;
     for (name, value) in &head.headers {
         let keep = match name.as_str() {
             "content-length" => keep_length,
@@ -263,8 +363,13 @@ pub(super) async fn forward_h2<'h>(
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let tap_head = TapHead {
+        head: upstream_head,
+        body_len: len,
+    };
+    tap.on_head(&session.request(), tap_head, fields);
     let response_head = ResponseHead {
-        status: head.status.as_u16(),
+        status,
         fields: &[],
         configured: None,
         field_lines: fields,
@@ -282,10 +387,13 @@ pub(super) async fn forward_h2<'h>(
     let relayed = if ends_at_head {
         Ok(None)
     } else {
-        exchange.relay(session, limits).await
+        exchange.relay(session, limits, tap).await
     };
     match relayed {
         Ok(trailers) => {
+            // Stored without its trailers, as a body from an HTTP/1
+            // upstream is: the cache keeps a head and a body.
+            tap.on_end(true);
             if !ends_at_head {
                 let list: Vec<(&str, &[u8])> = trailers
                     .iter()
@@ -302,6 +410,7 @@ pub(super) async fn forward_h2<'h>(
             }
         }
         Err(ExchangeError::DeadlinePassed) if grpc => {
+            tap.on_end(false);
             exchange.upload.cancel();
             let (code, message) = super::h2_request::grpc_status_for(504);
             session.finish_body(&[("grpc-status", code), ("grpc-message", message)]);
@@ -310,6 +419,7 @@ pub(super) async fn forward_h2<'h>(
             // The body stays unfinished: the driver resets the client's
             // stream (or closes its connection), so it cannot take a cut
             // body for whole.
+            tap.on_end(false);
             exchange.upload.cancel();
             let addr = group.servers[server].addr;
             match e {
@@ -323,8 +433,6 @@ pub(super) async fn forward_h2<'h>(
         }
     }
     drop(in_flight);
-    drop(admission);
-    ProxyBuffers::of(ctx).give_buf(encoded);
 }
 
 /// Waits for room for a new stream on the connection, then opens it with the

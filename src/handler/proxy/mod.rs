@@ -54,7 +54,7 @@ use std::sync::Arc;
 use tracing::debug;
 
 use crate::cache::answer::answer_stored;
-use crate::cache::tap::{NoTap, ResponseTap};
+use crate::cache::tap::{NoTap, ResponseTap, UpstreamHead};
 use crate::http::Session;
 use crate::upstream::UpstreamGroup;
 pub use crate::upstream::{connect, ErrorKind, ProxyError, Side};
@@ -158,7 +158,9 @@ pub(crate) async fn forward<'h>(session: &mut dyn Session<'h>, route: &'h ProxyR
 }
 
 /// The phases with a cache's `tap` on them ([`crate::cache::tap`]); with
-/// [`NoTap`] they compile to the plain proxy.
+/// [`NoTap`] they compile to the plain proxy. The tap goes with the request
+/// whichever protocol its group speaks, so a cache stores, revalidates and
+/// collapses in front of HTTP/1 and HTTP/2 upstreams alike.
 pub(crate) async fn forward_with<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &'h ProxyRoute,
@@ -182,7 +184,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
     };
 
     if group.protocol == crate::upstream::group::UpstreamProtocol::H2 {
-        h2_forward::forward_h2(session, route, &info, started, admission).await;
+        h2_forward::forward_h2(session, route, &info, started, admission, tap).await;
         return;
     }
 
@@ -198,20 +200,19 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
         Err(_) => {}
         Ok(Err(failed)) => {
             let status = log_failure(session, group, &failed.error, failed.addr, started);
-            match tap.instead_of_error() {
-                Some((stored, status)) => {
-                    answer_stored(session, &stored, &status, std::time::Instant::now()).await
-                }
-                None => answer_with_page(session, &route.error_pages, status, None),
-            }
+            answer_unanswered(session, route, tap, status, false).await;
         }
         Ok(Ok(answered)) => {
             let head_at = log_response(session, group, answered.server, started, answered.head_at);
-            if let Some((stored, status)) = tap.instead_of_head(&bufs.resp, &bufs.up_read) {
+            let head = UpstreamHead::Http1 {
+                parsed: &bufs.resp,
+                buf: &bufs.up_read,
+            };
+            if answered_from_cache(session, tap, head, head_at).await {
                 // A 304 to a revalidation, or a 5xx when stale may answer:
-                // the stored response goes out, the upstream's body never.
+                // the stored response went out, the upstream's body never
+                // does; the connection is kept when that body was read.
                 let reusable = body_fully_read(&bufs);
-                answer_stored(session, &stored, &status, head_at).await;
                 drop(admission);
                 release_upstream(session, route, answered, &bufs, head_at, reusable);
                 bufs.give_back(ProxyBuffers::of(ctx));
@@ -239,4 +240,42 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
         }
     }
     bufs.give_back(ProxyBuffers::of(ctx));
+}
+
+/// Phase 10 when no upstream answered: a stored response when the cache lets
+/// one stand in for the failure (stale-if-error), else Pier's own answer for
+/// `status`: a gRPC status to a gRPC call, the route's error page otherwise.
+async fn answer_unanswered<'h, T: ResponseTap>(
+    session: &mut dyn Session<'h>,
+    route: &'h ProxyRoute,
+    tap: &mut T,
+    status: u16,
+    grpc: bool,
+) {
+    match tap.instead_of_error() {
+        Some((stored, cache_status)) => {
+            answer_stored(session, &stored, &cache_status, std::time::Instant::now()).await
+        }
+        None if grpc => h2_request::answer_grpc_error(session, status),
+        None => answer_with_page(session, &route.error_pages, status, None),
+    }
+}
+
+/// Phase 7 with a cache: whether the cache answered instead of the upstream's
+/// `head` (a 304 to its revalidation, a 5xx while a stale response may stand
+/// in), sending the stored response. The caller then drops the upstream's
+/// body, in the way its protocol allows.
+async fn answered_from_cache<'h, T: ResponseTap>(
+    session: &mut dyn Session<'h>,
+    tap: &mut T,
+    head: UpstreamHead<'_>,
+    at: std::time::Instant,
+) -> bool {
+    match tap.instead_of_head(head) {
+        Some((stored, cache_status)) => {
+            answer_stored(session, &stored, &cache_status, at).await;
+            true
+        }
+        None => false,
+    }
 }

@@ -10,7 +10,7 @@ use super::request_info::RequestInfo;
 use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
 use super::ProxyRoute;
-use crate::cache::tap::{ResponseTap, TapHead};
+use crate::cache::tap::{ResponseTap, TapHead, UpstreamHead};
 use crate::deadline;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::body::BodyDecoder;
@@ -82,8 +82,10 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
     let keep_length = resp.body == ResponseBody::None && resp.status == 304;
     encode_response_fields(fields, resp, up_read, keep_length, false);
     let tap_head = TapHead {
-        parsed: resp,
-        buf: up_read,
+        head: UpstreamHead::Http1 {
+            parsed: resp,
+            buf: up_read,
+        },
         body_len: len,
     };
     tap.on_head(&session.request(), tap_head, fields);
