@@ -10,16 +10,13 @@ use tracing::debug;
 use super::choose_upstream::{balance_key, choose_upstream};
 use super::log::note_failure;
 use super::request_info::RequestInfo;
-use super::response_head::read_response_head;
 use super::rewrite_request::encode_for_server;
-use super::send::{send_request, Answer, BodySend, SendError};
-use super::{ErrorKind, ProxyBuffers, ProxyError, ProxyRoute, POOLED_BUF_MAX};
+use super::{ProxyBuffers, ProxyError, ProxyRoute, POOLED_BUF_MAX};
 use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
-use crate::upstream::connect::{connect_upstream, InFlight};
-use crate::upstream::pool::Pooled;
+use crate::upstream::connect::InFlight;
 use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 
 /// The buffers of one exchange, taken from the worker and given back after it.
@@ -63,19 +60,18 @@ impl ExchangeBufs {
     }
 }
 
-/// An upstream that sent a final response head (in the exchange's buffers).
-pub struct Answered<'a> {
+/// A server that answered with a final response head: which one, when, and
+/// what its protocol's exchange carries on to the relay (`A`).
+pub struct Answered<'a, A> {
     /// The server's index in its group.
     pub(super) server: usize,
-    /// The connection, positioned after the head, with its timer.
-    pub(super) up: Pooled,
     /// When the head came (the worker's wake-up clock, read once for the
     /// server's latency, the access log's and the response's `Date`).
     pub(super) head_at: std::time::Instant,
     /// Counts the request as in flight on the server until the body is relayed.
     pub(super) in_flight: InFlight<'a>,
-    /// The whole request was sent (not cut short by an early answer).
-    pub(super) complete: bool,
+    /// The exchange, positioned after the head.
+    pub(super) upstream: A,
 }
 
 /// No upstream answered: the error the client gets.
@@ -90,19 +86,73 @@ pub struct Unanswered {
 /// exchange is over, and the driver answers for the client's fault.
 pub struct DownstreamFailed;
 
-/// Runs phases 2 to 6 until an upstream answers or the retry policy gives up.
-/// `Err` when the client failed (or sent a bad body): the exchange is over.
-pub(super) async fn run_attempts<'h, T: ResponseTap>(
+/// What one attempt on a server (phases 4 to 6) came to.
+pub(super) enum Attempt<A> {
+    /// The server answered with a final head (`status`) at `head_at`.
+    Answered {
+        /// The exchange, carried on to the relay.
+        upstream: A,
+        /// The final status.
+        status: u16,
+        /// When the head came.
+        head_at: std::time::Instant,
+    },
+    /// No connection (or no stream on one): nothing was sent, so any method
+    /// may go to another server.
+    ConnectFailed(ProxyError),
+    /// The exchange failed once the request was on its way: the retry policy
+    /// decides from `failure`.
+    Failed {
+        /// What the retry policy goes by.
+        failure: FailedExchange,
+        /// What the client is told if nothing else answers.
+        error: ProxyError,
+    },
+    /// The server refused the request unprocessed (HTTP/2 REFUSED_STREAM, or
+    /// a GOAWAY before the server saw it, RFC 9113 §8.7): it goes again on a
+    /// fresh connection, not counted against the server.
+    Refused,
+    /// No retry can help (a gRPC deadline passed): the client gets this error.
+    Final(ProxyError),
+    /// The client failed, or its request cannot be carried (and was
+    /// answered): the exchange is over.
+    Downstream,
+}
+
+/// One upstream protocol's phases 4 to 6 on a chosen server, for the one
+/// attempts loop ([`run_attempts`]): HTTP/1 (`h1_attempt.rs`) and
+/// HTTP/2 (`h2_attempt.rs`) alike.
+pub(super) trait UpstreamExchange<'h> {
+    /// What an answered attempt carries on to the relay.
+    type Answer;
+
+    /// The request head as phase 3 writes it (HTTP/1 field lines), rewritten
+    /// for a server only when it depends on the server.
+    fn head_buf(&mut self) -> &mut Vec<u8>;
+
+    /// Phases 4 to 6 on `server`: a connection (a pooled one unless
+    /// `fresh_only`), the request, the response head.
+    async fn attempt(
+        &mut self,
+        session: &mut dyn Session<'h>,
+        server: usize,
+        fresh_only: bool,
+        now: std::time::Instant,
+    ) -> Attempt<Self::Answer>;
+}
+
+/// Runs phases 2 to 6 until an upstream answers or the retry policy gives up,
+/// whatever the protocol `exchange` speaks. `Err` when the client failed (or
+/// sent a bad body): the exchange is over.
+pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
     started: std::time::Instant,
-    bufs: &mut ExchangeBufs,
-    body: &mut BodySend,
+    exchange: &mut X,
     tap: &mut T,
-) -> Result<Result<Answered<'h>, Unanswered>, DownstreamFailed> {
+) -> Result<Result<Answered<'h, X::Answer>, Unanswered>, DownstreamFailed> {
     let ctx = session.worker();
-    let http = &ctx.config.http;
     let group = &*route.group;
     let state = &ctx.upstreams.groups[group.index];
     let key = balance_key(group, &session.request());
@@ -132,18 +182,33 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
         // Phase 3: rewrite the request. Retries happen only while the buffer
         // still holds the whole request.
         if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
-            bufs.up_head.clear();
-            encode_for_server(&mut bufs.up_head, session, route, server, info);
-            tap.edit_upstream_head(&mut bufs.up_head);
+            let head = exchange.head_buf();
+            head.clear();
+            encode_for_server(head, session, route, server, info);
+            tap.edit_upstream_head(head);
             encoded_for = Some(server);
         }
 
-        // Phase 4: connect. Nothing has been sent on a failed connect, so any
-        // method may go to another server.
+        // Phases 4 to 6.
         let fresh = std::mem::take(&mut fresh_only);
-        let (mut up, reused) = match connect_upstream(group, state, server, fresh, now).await {
-            Ok(c) => c,
-            Err(e) => {
+        let (failure, error) = match exchange.attempt(session, server, fresh, now).await {
+            Attempt::Answered {
+                upstream,
+                status,
+                head_at,
+            } => {
+                in_flight.attempt.answered_at(status, head_at);
+                state.record_success(server);
+                return Ok(Ok(Answered {
+                    server,
+                    head_at,
+                    in_flight,
+                    upstream,
+                }));
+            }
+            Attempt::ConnectFailed(e) => {
+                // Nothing has been sent on a failed connect, so any method
+                // may go to another server.
                 in_flight.attempt.failed(&e, true);
                 note_failure(group, state, server, &e);
                 let idempotent = info.idempotent();
@@ -156,92 +221,23 @@ pub(super) async fn run_attempts<'h, T: ResponseTap>(
                 }
                 return Ok(Err(unanswered(e, Some(addr))));
             }
-        };
-
-        // Phase 5: send the head and body, watching for an early answer.
-        bufs.up_read.clear();
-        // Interim heads from the upstream: once one came (and went on to the
-        // client), the request is never sent again.
-        let mut interim = 0;
-        let sent = send_request(
-            session,
-            &mut up.stream,
-            &bufs.up_head,
-            &mut bufs.out,
-            body,
-            group.read_timeout,
-            Answer {
-                buf: &mut bufs.up_read,
-                head: &mut bufs.resp,
-                method: info.method,
-                limits: &http.limits,
-                interim: &mut interim,
-            },
-        )
-        .await;
-        // Whether the whole request went out; if not, the upstream answered
-        // first, or a write failed, perhaps because the upstream answered and
-        // closed without taking the whole body: either way its answer is read.
-        let (replayable, complete, write_error) = match sent {
-            Ok(s) => (s.replayable, !s.answered_early, None),
-            Err(SendError::Downstream) => return Err(DownstreamFailed),
-            Err(SendError::Upstream(e, replayable)) => (replayable, false, Some(e)),
-        };
-
-        // Phase 6: the response head, unless the write timed out.
-        let write = write_error.as_ref().map(|e| e.kind);
-        let (head, head_error) = if write == Some(ErrorKind::Timeout) {
-            (None, None)
-        } else {
-            match read_response_head(
-                session,
-                &mut up,
-                &mut bufs.up_read,
-                &mut bufs.resp,
-                &mut interim,
-                info,
-                group,
-                http,
-                &ctx.clock,
-            )
-            .await
-            {
-                Ok(()) => {
-                    let head_at = ctx.clock.now().into_std();
-                    in_flight.attempt.answered_at(bufs.resp.status, head_at);
-                    state.record_success(server);
-                    return Ok(Ok(Answered {
-                        server,
-                        up,
-                        head_at,
-                        in_flight,
-                        complete,
-                    }));
-                }
-                Err(h) => (Some((h.error.kind, h.nothing_received)), Some(h.error)),
+            Attempt::Refused => {
+                debug!(upstream = %addr, "request refused unprocessed; sending it again");
+                fresh_only = true;
+                continue;
             }
-        };
-        let failure = FailedExchange {
-            reused,
-            replayable,
-            interim: interim > 0,
-            write,
-            head,
+            Attempt::Final(e) => {
+                in_flight.attempt.failed(&e, false);
+                return Ok(Err(unanswered(e, Some(addr))));
+            }
+            Attempt::Downstream => return Err(DownstreamFailed),
+            Attempt::Failed { failure, error } => (failure, error),
         };
         let decision = decide_retry(
             &mut budget,
             AttemptFailure::Exchange(failure),
             info.idempotent(),
         );
-        // Unanswered, the failed write is what went wrong first; otherwise
-        // what the upstream sent (or did not send in time) is.
-        let error = if failure.unanswered() {
-            write_error.or(head_error)
-        } else {
-            head_error.or(write_error)
-        };
-        let error =
-            error.unwrap_or_else(|| ProxyError::upstream(ErrorKind::Reset, "exchange failed"));
         if decision.count_failure {
             in_flight.attempt.failed(&error, false);
             note_failure(group, state, server, &error);

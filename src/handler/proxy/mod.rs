@@ -31,6 +31,8 @@ pub mod choose_upstream;
 pub mod configure;
 pub mod error_page;
 pub mod fields;
+pub mod h1_attempt;
+pub mod h2_attempt;
 pub mod h2_exchange;
 pub mod h2_forward;
 pub mod h2_request;
@@ -61,6 +63,7 @@ pub use crate::upstream::{connect, ErrorKind, ProxyError, Side};
 use crate::worker::{WorkerCtx, READ_BUF};
 use attempts::{run_attempts, ExchangeBufs};
 use error_page::{answer_with_page, body_fully_read};
+use h1_attempt::Http1Attempt;
 use log::{log_failure, log_response};
 use relay_body::relay_response;
 use relay_body::release_upstream;
@@ -191,7 +194,14 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
     // Phases 2 to 6, repeated as the retry policy says.
     let mut bufs = ExchangeBufs::take(ProxyBuffers::of(ctx), info.body);
     let mut body = BodySend::new(info.body);
-    let result = run_attempts(session, route, &info, started, &mut bufs, &mut body, tap).await;
+    let mut exchange = Http1Attempt {
+        group,
+        state,
+        info: &info,
+        bufs: &mut bufs,
+        body: &mut body,
+    };
+    let result = run_attempts(session, route, &info, started, &mut exchange, tap).await;
 
     // Phases 7 to 10.
     ctx.stats.upstream_requests.add(1);
@@ -218,7 +228,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
                 bufs.give_back(ProxyBuffers::of(ctx));
                 return;
             }
-            if !answered.complete && !take_buffered_body(session, &info, body.waited) {
+            if !answered.upstream.complete && !take_buffered_body(session, &info, body.waited) {
                 // The upstream answered before the whole body came (nginx does the
                 // same): the answer is relayed, and since the rest of the body is
                 // unread, the driver closes the client's connection after it.

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use super::attempts::{Answered, ExchangeBufs};
+use super::h1_attempt::Http1Answer;
 use super::request_info::RequestInfo;
 use super::rewrite_response::encode_response_fields;
 use super::tunnel::UpgradeTunnel;
@@ -32,7 +33,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     route: &ProxyRoute,
     info: &RequestInfo,
-    mut answered: Answered<'h>,
+    mut answered: Answered<'h, Http1Answer>,
     bufs: &mut ExchangeBufs,
     head_at: Instant,
     admission: GroupAdmission<'h>,
@@ -55,7 +56,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
             field_lines: fields,
         };
         let tunnel = UpgradeTunnel {
-            up: answered.up.stream,
+            up: answered.upstream.up.stream,
             from_upstream: up_read[resp.head_len..].to_vec(),
             idle: group.read_timeout,
             addr,
@@ -150,7 +151,11 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
                 client_gone = true;
             }
             read_more = true;
-            match deadline::within(group.read_timeout, answered.up.stream.read_into(up_read)).await
+            match deadline::within(
+                group.read_timeout,
+                answered.upstream.up.stream.read_into(up_read),
+            )
+            .await
             {
                 Ok(Ok(0)) => {
                     if decoder.finish().is_ok() {
@@ -188,16 +193,16 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
 pub(super) fn release_upstream(
     session: &mut dyn Session<'_>,
     route: &ProxyRoute,
-    answered: Answered<'_>,
+    answered: Answered<'_, Http1Answer>,
     bufs: &ExchangeBufs,
     idle_since: Instant,
     at_end: bool,
 ) {
     let ctx = session.worker();
     let state = &ctx.upstreams.groups[route.group.index];
-    if at_end && answered.complete && bufs.resp.keep_alive && !ctx.draining.get() {
+    if at_end && answered.upstream.complete && bufs.resp.keep_alive && !ctx.draining.get() {
         state
             .pool
-            .checkin_pooled(answered.server, answered.up, idle_since);
+            .checkin_pooled(answered.server, answered.upstream.up, idle_since);
     }
 }

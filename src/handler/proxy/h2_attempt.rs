@@ -1,0 +1,185 @@
+//! Phases 4 to 6 on an HTTP/2 server (`protocol = "h2"` groups), for the
+//! attempts loop ([`super::attempts`]): a stream on a pooled connection or a
+//! new one, the request head (as HTTP/2 fields, [`super::h2_request`]), the
+//! body streamed within the stream's window, the response head (interim heads
+//! relayed to the client on the way).
+//!
+//! A stream the server refused unprocessed (REFUSED_STREAM, or cut off by a
+//! GOAWAY before the server saw it) goes again while none of its body was
+//! taken from the client; a `grpc-timeout` that passes ends the call.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tracing::debug;
+
+use super::attempts::{Attempt, UpstreamExchange};
+use super::error_page::answer_with_page;
+use super::h2_exchange::{ExchangeError, H2Exchange, Limits, Upload};
+use super::h2_request::h2_request;
+use super::request_info::RequestInfo;
+use super::{ErrorKind, ProxyError, ProxyRoute};
+use crate::http::Session;
+use crate::http1::parse::BodyKind;
+use crate::upstream::group_state::GroupState;
+use crate::upstream::h2_pool::StreamLease;
+use crate::upstream::retry::FailedExchange;
+
+/// A stream whose server answered with a final head.
+pub struct H2Answer {
+    /// The stream's place on its connection, held until the exchange ends.
+    pub(super) _lease: StreamLease,
+    /// The body still to relay.
+    pub(super) exchange: H2Exchange,
+    /// The response head.
+    pub(super) head: http::response::Parts,
+}
+
+/// One request's exchange with the servers of an HTTP/2 group.
+pub(super) struct H2Attempt<'b, 'h> {
+    pub(super) route: &'h ProxyRoute,
+    pub(super) state: &'h GroupState,
+    pub(super) info: &'b RequestInfo,
+    pub(super) limits: Limits,
+    /// The head as phase 3 writes it.
+    pub(super) encoded: &'b mut Vec<u8>,
+}
+
+impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
+    type Answer = H2Answer;
+
+    fn head_buf(&mut self) -> &mut Vec<u8> {
+        self.encoded
+    }
+
+    async fn attempt(
+        &mut self,
+        session: &mut dyn Session<'h>,
+        server: usize,
+        fresh_only: bool,
+        now: Instant,
+    ) -> Attempt<H2Answer> {
+        let group = &*self.route.group;
+        let request = match h2_request(self.encoded, &session.request(), group.tls.is_some()) {
+            Ok(r) => r,
+            Err(e) => {
+                debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");
+                answer_with_page(session, &self.route.error_pages, 400, None);
+                return Attempt::Downstream;
+            }
+        };
+
+        // Phase 4: a stream on a pooled connection, or on a new one.
+        let pooled = if fresh_only {
+            None
+        } else {
+            self.state.h2.checkout(server, now)
+        };
+        let (lease, reused) =
+            pooled.unwrap_or_else(|| (self.state.h2.connect(&self.route.group, server), false));
+        let send = match lease.sender().await {
+            Ok(send) => send,
+            Err(e) => return Attempt::ConnectFailed(e),
+        };
+
+        // Phase 5 and 6: the head, the body, the response head.
+        let no_body = self.info.body == BodyKind::None;
+        let result = match open_stream(send, &lease, request, no_body).await {
+            Ok((upload, response)) => {
+                let mut exchange = H2Exchange::new(Upload::new(upload, no_body), response);
+                match exchange.head(session, self.limits).await {
+                    Ok(head) => Ok((exchange, head)),
+                    Err(e) => Err((e, exchange.upload.consumed, Some(exchange))),
+                }
+            }
+            Err(e) => Err((ExchangeError::Upstream(e), false, None)),
+        };
+        let (error, consumed, mut exchange) = match result {
+            Ok((exchange, head)) => {
+                return Attempt::Answered {
+                    status: head.status.as_u16(),
+                    head_at: Instant::now(),
+                    upstream: H2Answer {
+                        _lease: lease,
+                        exchange,
+                        head,
+                    },
+                }
+            }
+            Err(e) => e,
+        };
+        // Interim heads came (and went on to the client): the request is not
+        // sent again.
+        let interim = exchange.as_ref().is_some_and(|x| x.interim > 0);
+        if !matches!(error, ExchangeError::Upstream(_)) {
+            if let Some(x) = exchange.as_mut() {
+                x.upload.cancel();
+            }
+        }
+        let error = match error {
+            // The client went away or sent a bad body: the driver answers
+            // for it, and the upstream hears of it.
+            ExchangeError::Downstream => return Attempt::Downstream,
+            ExchangeError::DeadlinePassed => {
+                return Attempt::Final(ProxyError::upstream(
+                    ErrorKind::Timeout,
+                    "grpc-timeout passed",
+                ))
+            }
+            ExchangeError::Stalled => {
+                ProxyError::upstream(ErrorKind::Timeout, "no response head in time")
+            }
+            ExchangeError::TooManyInterim => {
+                ProxyError::upstream(ErrorKind::Malformed, super::interim::InterimError::TooMany)
+            }
+            ExchangeError::Upstream(e) => {
+                if e.is_io() || e.is_go_away() || e.is_library() {
+                    lease.connection().close();
+                }
+                let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
+                    || (e.is_go_away() && e.is_remote());
+                if refused && !consumed && !interim {
+                    // Not processed (RFC 9113 §8.7): safe to send again, on
+                    // the pool's other connections or a new one.
+                    return Attempt::Refused;
+                }
+                ProxyError::upstream(ErrorKind::Reset, format!("HTTP/2: {e}"))
+            }
+        };
+        let timed_out = error.kind == ErrorKind::Timeout;
+        Attempt::Failed {
+            failure: FailedExchange {
+                reused,
+                replayable: !consumed,
+                interim,
+                write: None,
+                head: Some((error.kind, !timed_out)),
+            },
+            error,
+        }
+    }
+}
+
+/// Waits for room for a new stream on the connection, then opens it with the
+/// request head (END_STREAM with it when there is no body).
+async fn open_stream(
+    mut send: SendRequest<Bytes>,
+    lease: &StreamLease,
+    request: http::Request<()>,
+    no_body: bool,
+) -> Result<(h2::SendStream<Bytes>, h2::client::ResponseFuture), h2::Error> {
+    let opened = async {
+        std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
+        let (response, upload) = send.send_request(request, no_body)?;
+        Ok((upload, response))
+    }
+    .await;
+    if let Err(e) = &opened {
+        let e: &h2::Error = e;
+        if e.is_io() || e.is_go_away() || e.is_library() {
+            lease.connection().close();
+        }
+    }
+    opened
+}
