@@ -153,7 +153,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.listener.is_empty() {
         return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
     }
-    let client = crate::handler::access::configure::client_address(
+    let client = crate::filter::access::configure::client_address(
         &loc,
         "http",
         &raw.http.trusted_proxies,
@@ -389,7 +389,7 @@ fn validate_listener(
     let raw = l.get_ref();
     // The listener's own trusted proxies, else the server's.
     let client_address = if raw.trusted_proxies.is_some() || raw.client_address_header.is_some() {
-        crate::handler::access::configure::client_address(
+        crate::filter::access::configure::client_address(
             loc,
             key,
             &raw.trusted_proxies,
@@ -641,7 +641,7 @@ fn validate_route(
     // Access checks first: a refused request costs no more than the check.
     let route = (host.clone(), path.clone());
     let mut filters =
-        crate::handler::access::configure::access_filters(loc, key, route, &raw.filters)?;
+        crate::filter::access::configure::access_filters(loc, key, route, &raw.filters)?;
     filters.extend(filter::configure::route_filters(loc, key, raw)?);
     Ok((host, path, filter::wrap(handler, filters, compress)))
 }

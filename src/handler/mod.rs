@@ -3,7 +3,6 @@
 //! [`Handler`] trait, so adding a handler touches no driver. Each handler's
 //! runtime code and its config validation sit side by side, as in h2o.
 
-pub mod access;
 pub mod acme_challenge;
 pub mod mime;
 pub mod mime_table;
