@@ -4,7 +4,7 @@
 
 use toml::Spanned;
 
-use super::cache::CacheFields;
+use super::cache_headers::CacheHeaders;
 use super::headers::{HeaderRules, ResponseHeaders, DRIVER_FIELDS};
 use super::placeholder::Template;
 use super::BoxedFilter;
@@ -22,8 +22,8 @@ pub fn route_filters(
 ) -> Result<Vec<BoxedFilter>, ConfigError> {
     let mut filters: Vec<BoxedFilter> = Vec::new();
     if let RawHandler::Static(s) = route.handler.get_ref() {
-        if let Some(cache) = cache_fields(loc, key, s)? {
-            filters.push(Box::new(cache));
+        if let Some(headers) = cache_headers(loc, key, s)? {
+            filters.push(Box::new(headers));
         }
     }
     if let Some(rules) = &route.filters.response_headers {
@@ -36,11 +36,11 @@ pub fn route_filters(
 }
 
 /// `cache_control` and `expires` of a static route.
-fn cache_fields(
+fn cache_headers(
     loc: &Locator<'_>,
     key: &str,
     s: &RawStatic,
-) -> Result<Option<CacheFields>, ConfigError> {
+) -> Result<Option<CacheHeaders>, ConfigError> {
     let cache_control = match &s.cache_control {
         None => None,
         Some(v) => {
@@ -65,7 +65,7 @@ fn cache_fields(
     if cache_control.is_none() && expires.is_none() {
         return Ok(None);
     }
-    Ok(Some(CacheFields::new(cache_control, expires)))
+    Ok(Some(CacheHeaders::new(cache_control, expires)))
 }
 
 /// The rules for the request a proxy route sends upstream; an error on a
