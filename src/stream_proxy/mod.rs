@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use crate::config::TcpForward;
 use crate::handler::proxy::{connect, ErrorKind};
 use crate::observe::metrics::Counter;
-use crate::observe::upstream_stats::ServerAttempt;
+use crate::observe::upstream_counters::ServerAttempt;
 use crate::proxy_protocol::{self, ProxyVersion};
 use crate::upstream::balance::{hash64, Balance, HashKey};
 use crate::upstream::group_state::GroupState;
