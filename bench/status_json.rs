@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use pier::observe::metrics::{HandlerKind, Registry};
 use pier::observe::status::history::{Sampler, PROCESS_POINTS};
 use pier::observe::status::{html, json, StatusState};
-use pier::observe::upstream_stats::UpstreamFailure;
+use pier::observe::upstream_counters::UpstreamFailure;
 
 const WORKERS: usize = 64;
 const GROUPS: usize = 8;

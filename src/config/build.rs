@@ -1,26 +1,32 @@
-//! The second configuration stage: raw tables -> a frozen [`Config`], each
-//! value checked and each route's handler and filters built by their own
-//! configurators. It sits above the handlers (it calls them), which is why it
-//! is apart from the frozen types in `mod.rs` that workers read.
+//! Loading a configuration: the text parsed into raw tables (each route's
+//! handler keys by the reader the handler registry gives), then the second
+//! stage, raw tables -> a frozen [`Config`], each value checked and each
+//! route's handler and filters built by their own configurators. It sits above
+//! the handlers (it names their registry and calls them), which is why it is
+//! apart from the frozen types in `mod.rs` that workers read.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::de::IntoDeserializer;
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::raw::{self, RawAccessLog, RawAdmin, RawConfig, RawHandler, RawListener, RawRoute};
+use super::raw::{self, RawAccessLog, RawAdmin, RawConfig, RawListener, RawRoute, RouteError};
 use super::value::{duration, int, is_host_name, parse_duration, parse_size, unknown_choice};
 use super::{
-    flags, http2, parse, Config, ConfigError, HttpConfig, ListenerConfig, Locator, Overrides,
-    TcpForward, EMBEDDED_DEFAULT,
+    flags, http2, Config, ConfigError, HttpConfig, ListenerConfig, Locator, Overrides, TcpForward,
+    EMBEDDED_DEFAULT,
 };
 use crate::file_io::{FileIoPool, FileIoSettings};
 use crate::filter;
+use crate::handler::configure::RouteContext;
 use crate::handler::mime_table::{self, MimeTable};
 use crate::handler::proxy::configure as proxy_configure;
-use crate::handler::{redirect_configure, respond_configure, static_configure};
+use crate::handler::registry::HANDLERS;
 use crate::http::client_address::ClientAddress;
 use crate::http1::parse::Limits;
 use crate::observe::access_log::{AccessLogConfig, LogFormat, LogTarget};
@@ -64,6 +70,46 @@ pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
 pub fn load_str(name: &str, text: &str) -> Result<Config, ConfigError> {
     let raw = parse(name, text)?;
     validate(name, text, raw)
+}
+
+/// Parses TOML text into the raw structs (each route's handler keys by the
+/// handler's own reader), each error located by the parser's spans.
+pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
+    let loc = Locator::new(name, text);
+    let (tree, errors) = DeTable::parse_recoverable(text);
+    if let Some(e) = errors.first() {
+        return Err(loc.toml_error(tree.get_ref(), e));
+    }
+    let mut rest = tree.clone();
+    let routes = rest.get_mut().remove("route");
+    let mut raw = RawConfig::deserialize(rest.into_deserializer())
+        .map_err(|e| loc.toml_error(tree.get_ref(), &e))?;
+    let Some(routes) = routes else {
+        return Ok(raw);
+    };
+    let DeValue::Array(routes) = routes.into_inner() else {
+        return Err(loc.error(
+            0..0,
+            "route",
+            "`route` is a list of tables: write [[route]]",
+        ));
+    };
+    for (i, r) in routes.into_iter().enumerate() {
+        let route = RawRoute::from_toml(r, HANDLERS).map_err(|e| {
+            let at = match e.key() {
+                None | Some("") => format!("route[{}]", i + 1),
+                Some(key) => format!("route[{}].{key}", i + 1),
+            };
+            match e {
+                RouteError::Toml(e) => loc.toml_error(tree.get_ref(), &e),
+                RouteError::At { message, span, .. } | RouteError::Key { message, span, .. } => {
+                    loc.error(span, &at, message)
+                }
+            }
+        })?;
+        raw.route.push(route);
+    }
+    Ok(raw)
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
@@ -153,7 +199,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     if raw.listener.is_empty() {
         return Err(loc.error(0..0, "listener", "no [[listener]] configured"));
     }
-    let client = crate::handler::access::configure::client_address(
+    let client = crate::filter::access::configure::client_address(
         &loc,
         "http",
         &raw.http.trusted_proxies,
@@ -389,7 +435,7 @@ fn validate_listener(
     let raw = l.get_ref();
     // The listener's own trusted proxies, else the server's.
     let client_address = if raw.trusted_proxies.is_some() || raw.client_address_header.is_some() {
-        crate::handler::access::configure::client_address(
+        crate::filter::access::configure::client_address(
             loc,
             key,
             &raw.trusted_proxies,
@@ -580,11 +626,6 @@ fn validate_route(
     r: &Spanned<RawRoute>,
     refs: &RouteRefs<'_>,
 ) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
-    let RouteRefs {
-        upstreams,
-        caches,
-        mime,
-    } = *refs;
     let raw = r.get_ref();
     let host = match &raw.host {
         None => None,
@@ -613,35 +654,23 @@ fn validate_route(
             p.get_ref().clone()
         }
     };
-    let upstream_rules = filter::configure::upstream_request_rules(loc, key, raw)?;
-    let handler: BoxedHandler = match raw.handler.get_ref() {
-        RawHandler::Static(s) => {
-            Box::new(static_configure::build_static(loc, key, r.span(), s, mime)?)
-        }
-        RawHandler::Respond(s) => Box::new(respond_configure::build_respond(loc, key, s)?),
-        RawHandler::Redirect(s) => {
-            Box::new(redirect_configure::build_redirect(loc, key, r.span(), s)?)
-        }
-        RawHandler::Proxy(p) => {
-            let mut proxy = proxy_configure::build_proxy(loc, key, r.span(), p, upstreams)?;
-            if let Some(name) = &p.cache {
-                proxy.cache = Some(crate::cache::configure::zone_named(loc, key, name, caches)?);
-            }
-            proxy.request_rules = upstream_rules;
-            proxy.error_pages = crate::handler::proxy::error_page::build_error_pages(
-                loc,
-                key,
-                p.error_pages.as_ref(),
-                mime,
-            )?;
-            Box::new(proxy)
-        }
-    };
+    let request_rules = filter::configure::upstream_request_rules(loc, key, raw)?;
+    let keys = raw.handler.get_ref();
+    let handler = keys.build(RouteContext {
+        loc,
+        key,
+        span: r.span(),
+        upstreams: refs.upstreams,
+        caches: refs.caches,
+        mime: refs.mime,
+        request_rules,
+    })?;
     let compress = filter::compress_configure::compress_settings(loc, key, &raw.filters)?;
     // Access checks first: a refused request costs no more than the check.
     let route = (host.clone(), path.clone());
     let mut filters =
-        crate::handler::access::configure::access_filters(loc, key, route, &raw.filters)?;
+        crate::filter::access::configure::access_filters(loc, key, route, &raw.filters)?;
+    filters.extend(keys.own_filters(loc, key)?);
     filters.extend(filter::configure::route_filters(loc, key, raw)?);
     Ok((host, path, filter::wrap(handler, filters, compress)))
 }

@@ -9,9 +9,11 @@ use toml::Spanned;
 
 use super::error::{ConfigError, FLAG_SPAN};
 use super::raw::{
-    RawAccessLog, RawAdmin, RawConfig, RawHandler, RawListener, RawProxy, RawRoute, RawTls,
-    RawUpstream, RawUpstreamServer, RawUpstreamTls,
+    RawAccessLog, RawAdmin, RawConfig, RawListener, RawRoute, RawTls, RawUpstream,
+    RawUpstreamServer, RawUpstreamTls,
 };
+use crate::handler::proxy::configure::RawProxy;
+use crate::handler::static_configure::RawStatic;
 
 /// What `pier serve`'s flags say about the configuration; each field left at its
 /// default changes nothing.
@@ -83,7 +85,8 @@ pub fn apply(raw: &mut RawConfig, flags: &Overrides, embedded: bool) -> Result<(
     }
     if let Some(root) = &flags.root {
         for r in raw.route.iter_mut() {
-            if let RawHandler::Static(s) = r.get_mut().handler.get_mut() {
+            let keys = r.get_mut().handler.get_mut().as_any_mut();
+            if let Some(s) = keys.downcast_mut::<RawStatic>() {
                 s.root = Some(flag(root.display().to_string()));
             }
         }
@@ -163,7 +166,7 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
     raw.route = vec![flag(RawRoute {
         host: None,
         path: None,
-        handler: flag(RawHandler::Proxy(RawProxy {
+        handler: flag(Box::new(RawProxy {
             upstream: Some(flag(name)),
             ..RawProxy::default()
         })),

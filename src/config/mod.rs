@@ -3,9 +3,10 @@
 //! objects (socket addresses, opened roots, TLS configs), shared by `Arc`. Every
 //! error names the file, the line and the key.
 //!
-//! This file holds the frozen types the workers read and the parse into raw
-//! tables; the second stage, which calls every handler's configurator, sits
-//! apart in `build.rs`, so nothing a worker reads depends on the handlers'
+//! This file holds the frozen types the workers read. Reading the file into
+//! raw tables (each route's handler keys through the handlers' registry) and
+//! the second stage, which calls every handler's configurator, sit apart in
+//! `build.rs`, so nothing a worker reads depends on the handlers'
 //! configuration code.
 
 pub mod build;
@@ -19,10 +20,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::de::IntoDeserializer;
-use serde::Deserialize;
-use toml::de::{DeTable, DeValue};
-
 use crate::file_io::FileIoPool;
 use crate::http::client_address::ClientAddress;
 use crate::http1::parse::Limits;
@@ -34,7 +31,6 @@ use crate::upstream::group::UpstreamGroup;
 pub use error::{ConfigError, Locator};
 pub use flags::Overrides;
 pub use http2::Http2Config;
-use raw::{RawConfig, RawRoute, RouteError};
 pub use value::{
     duration, int, is_host_name, parse_duration, parse_size, read_named_file, unknown_choice,
     MAX_PEM_FILE,
@@ -152,49 +148,10 @@ impl Config {
     }
 }
 
-/// Parses TOML text into the raw structs, each error located by the parser's spans.
-pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
-    let loc = Locator::new(name, text);
-    let (tree, errors) = DeTable::parse_recoverable(text);
-    if let Some(e) = errors.first() {
-        return Err(loc.toml_error(tree.get_ref(), e));
-    }
-    let mut rest = tree.clone();
-    let routes = rest.get_mut().remove("route");
-    let mut raw = RawConfig::deserialize(rest.into_deserializer())
-        .map_err(|e| loc.toml_error(tree.get_ref(), &e))?;
-    let Some(routes) = routes else {
-        return Ok(raw);
-    };
-    let DeValue::Array(routes) = routes.into_inner() else {
-        return Err(loc.error(
-            0..0,
-            "route",
-            "`route` is a list of tables: write [[route]]",
-        ));
-    };
-    for (i, r) in routes.into_iter().enumerate() {
-        let route = RawRoute::from_toml(r).map_err(|e| {
-            let at = match e.key() {
-                None | Some("") => format!("route[{}]", i + 1),
-                Some(key) => format!("route[{}].{key}", i + 1),
-            };
-            match e {
-                RouteError::Toml(e) => loc.toml_error(tree.get_ref(), &e),
-                RouteError::At { message, span, .. } | RouteError::Key { message, span, .. } => {
-                    loc.error(span, &at, message)
-                }
-            }
-        })?;
-        raw.route.push(route);
-    }
-    Ok(raw)
-}
-
 /// For tests: both stages over `text`, read as the file `t.toml`.
 #[cfg(test)]
 pub fn check_text(text: &str) -> Result<Config, ConfigError> {
-    build::validate("t.toml", text, parse("t.toml", text)?)
+    build::load_str("t.toml", text)
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The configuration file as written: serde structs that mirror the TOML and only
 //! check its shape. Values that validation may reject keep their source span, so an
-//! error can name the line.
+//! error can name the line. A route's handler keys are that handler's own struct,
+//! beside its configurator in `src/handler/`, read by the [`HandlerSpec`] the
+//! route's `handler` names.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -11,7 +13,9 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use super::value::one_of;
 pub use super::value::{RawDuration, RawSize};
+use crate::handler::configure::{HandlerSpec, RawHandler};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -229,8 +233,9 @@ pub struct RawRoute {
     pub host: Option<Spanned<String>>,
     /// Path prefix; the longest matching prefix wins.
     pub path: Option<Spanned<String>>,
-    /// The `handler` key and the keys of that handler; the span is the `handler` value's.
-    pub handler: Spanned<RawHandler>,
+    /// The `handler` key and the keys of that handler, read into the struct
+    /// its [`HandlerSpec`] names; the span is the `handler` value's.
+    pub handler: Spanned<Box<dyn RawHandler>>,
     /// The filters around the handler, whatever the handler.
     pub filters: RawRouteFilters,
 }
@@ -344,32 +349,6 @@ pub enum RawFieldValues {
     Many(Vec<String>),
 }
 
-/// A route's handler, tagged by its `handler` key; each handler's keys are its own
-/// struct, so a key of another handler is an unknown key like any other.
-#[derive(Debug)]
-pub enum RawHandler {
-    /// `handler = "static"`.
-    Static(RawStatic),
-    /// `handler = "respond"`.
-    Respond(RawRespond),
-    /// `handler = "proxy"`.
-    Proxy(RawProxy),
-    /// `handler = "redirect"`.
-    Redirect(RawRedirect),
-}
-
-impl RawHandler {
-    /// The `handler` value naming this variant.
-    pub fn name(&self) -> &'static str {
-        match self {
-            RawHandler::Static(_) => "static",
-            RawHandler::Respond(_) => "respond",
-            RawHandler::Proxy(_) => "proxy",
-            RawHandler::Redirect(_) => "redirect",
-        }
-    }
-}
-
 /// The keys every route has, whatever its handler.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -379,13 +358,14 @@ struct RawRouteMatch {
     handler: Option<Spanned<String>>,
 }
 
-/// Handlers a route may name, for the error that lists them.
-const HANDLERS: &str = "\"static\", \"respond\", \"proxy\" or \"redirect\"";
-
 impl RawRoute {
     /// Reads one `[[route]]` element: the match keys, then the keys of the handler
-    /// it names, each into its own struct with its own unknown-key check.
-    pub fn from_toml<'i>(v: Spanned<DeValue<'i>>) -> Result<Spanned<RawRoute>, RouteError> {
+    /// it names (one of `handlers`), each into its own struct with its own
+    /// unknown-key check.
+    pub fn from_toml<'i>(
+        v: Spanned<DeValue<'i>>,
+        handlers: &[HandlerSpec],
+    ) -> Result<Spanned<RawRoute>, RouteError> {
         let span = v.span();
         let DeValue::Table(table) = v.into_inner() else {
             return Err(de_error("a route is a table", span, ""));
@@ -415,22 +395,25 @@ impl RawRoute {
                 });
             }
             return Err(de_error(
-                &format!("a route needs `handler`: {HANDLERS}"),
+                &format!("a route needs `handler`: {}", handler_names(handlers)),
                 span,
                 "handler",
             ));
         };
         let name = handler.get_ref().as_str();
-        let raw = match RawHandler::read(name, table_of(own.clone())) {
-            Some(Ok(raw)) => raw,
-            Some(Err(e)) => return Err(foreign_key(name, &own, e)),
-            None => {
-                return Err(de_error(
-                    &format!("unknown handler {name:?}; expected {HANDLERS}"),
-                    handler.span(),
-                    "handler",
-                ))
-            }
+        let Some(spec) = handlers.iter().find(|h| h.name == name) else {
+            return Err(de_error(
+                &format!(
+                    "unknown handler {name:?}; expected {}",
+                    handler_names(handlers)
+                ),
+                handler.span(),
+                "handler",
+            ));
+        };
+        let raw = match spec.read(table_of(own.clone())) {
+            Ok(raw) => raw,
+            Err(e) => return Err(foreign_key(name, &own, e, handlers)),
         };
         Ok(Spanned::new(
             span,
@@ -444,22 +427,18 @@ impl RawRoute {
     }
 }
 
-impl RawHandler {
-    /// Reads the keys of the handler called `name`; `None` when there is none.
-    fn read(name: &str, own: Spanned<DeValue<'_>>) -> Option<Result<Self, toml::de::Error>> {
-        let own = own.into_deserializer();
-        Some(match name {
-            "static" => RawStatic::deserialize(own).map(RawHandler::Static),
-            "respond" => RawRespond::deserialize(own).map(RawHandler::Respond),
-            "proxy" => RawProxy::deserialize(own).map(RawHandler::Proxy),
-            "redirect" => RawRedirect::deserialize(own).map(RawHandler::Redirect),
-            _ => return None,
-        })
-    }
+/// The handlers a route may name, for the errors that list them.
+fn handler_names(handlers: &[HandlerSpec]) -> String {
+    one_of(handlers.iter().map(|h| h.name))
 }
 
 /// An unknown key that is a key of another handler says so; other errors pass.
-fn foreign_key(handler: &str, own: &DeTable<'_>, e: toml::de::Error) -> RouteError {
+fn foreign_key(
+    handler: &str,
+    own: &DeTable<'_>,
+    e: toml::de::Error,
+    handlers: &[HandlerSpec],
+) -> RouteError {
     let unknown = e
         .message()
         .strip_prefix("unknown field `")
@@ -469,21 +448,18 @@ fn foreign_key(handler: &str, own: &DeTable<'_>, e: toml::de::Error) -> RouteErr
         return RouteError::Toml(e);
     };
     let alone: DeTable<'_> = std::iter::once((key.clone(), value.clone())).collect();
-    let owner = ["static", "respond", "proxy", "redirect"]
-        .into_iter()
-        .find(|other| {
-            *other != handler
-                && RawHandler::read(
-                    other,
-                    Spanned::new(value.span(), DeValue::Table(alone.clone())),
-                )
-                .is_some_and(|r| r.is_ok())
-        });
+    let owner = handlers.iter().find(|other| {
+        other.name != handler
+            && other
+                .read(Spanned::new(value.span(), DeValue::Table(alone.clone())))
+                .is_ok()
+    });
     match owner {
         Some(owner) => RouteError::Key {
             message: format!(
-                "`{}` is a key of the `{owner}` handler; this route's handler is `{handler}`",
-                key.get_ref()
+                "`{}` is a key of the `{}` handler; this route's handler is `{handler}`",
+                key.get_ref(),
+                owner.name
             ),
             span: key.span(),
             key: key.get_ref().to_string(),
@@ -541,81 +517,6 @@ fn de_error(message: &str, span: Range<usize>, key: &'static str) -> RouteError 
         span,
         key,
     }
-}
-
-/// The keys of a `static` route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawStatic {
-    /// Document root.
-    pub root: Option<Spanned<String>>,
-    /// Index file names tried for a directory.
-    pub index: Option<Spanned<Vec<String>>>,
-    /// HTML listing for directories without an index.
-    pub autoindex: Option<bool>,
-    /// Allow symlinks that lead outside the root.
-    pub allow_symlinks_outside: Option<bool>,
-    /// How long a worker reuses an opened file before opening its path again.
-    pub open_file_cache_valid: Option<Spanned<RawDuration>>,
-    /// `Cache-Control` sent with files, listings and redirects.
-    pub cache_control: Option<Spanned<String>>,
-    /// Serve dot-files (paths with a segment starting with `.`).
-    pub allow_hidden: Option<bool>,
-    /// Paths tried in order (`{path}` is the request's); the last one answers.
-    pub try_files: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Status -> page under the root sent with it.
-    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
-    /// `html` (default; JSON to `Accept: application/json`) or `json`.
-    pub autoindex_format: Option<Spanned<String>>,
-    /// `Expires` (now plus this) sent with files, listings and redirects.
-    pub expires: Option<Spanned<RawDuration>>,
-    /// Codings whose precompressed siblings (`file.br`, `file.zst`,
-    /// `file.gz`) are served, in the order preferred on equal weights.
-    pub precompressed: Option<Vec<Spanned<String>>>,
-}
-
-/// The keys of a `respond` route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRespond {
-    /// Status code.
-    pub status: Option<Spanned<i64>>,
-    /// Body.
-    pub body: Option<Spanned<String>>,
-    /// Extra header fields.
-    pub headers: Option<Spanned<BTreeMap<String, String>>>,
-}
-
-/// The keys of a `redirect` route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRedirect {
-    /// 301, 302 (default), 303, 307 or 308.
-    pub status: Option<Spanned<i64>>,
-    /// The `Location` template, e.g. `https://{host}{uri}`.
-    pub location: Option<Spanned<String>>,
-}
-
-/// The keys of a `proxy` route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawProxy {
-    /// Name of the `[[upstream]]` group.
-    pub upstream: Option<Spanned<String>>,
-    /// Which forwarding headers to add (`x-forwarded`, `forwarded`, `both`, `none`).
-    pub forwarded: Option<Spanned<String>>,
-    /// Add `Via: 1.1 pier`.
-    pub via: Option<bool>,
-    /// Keep the client's Host (else the server's address is sent).
-    pub preserve_host: Option<bool>,
-    /// Header carrying the client address (incoming copies removed).
-    pub client_addr_header: Option<Spanned<String>>,
-    /// Header carrying the client certificate subject (incoming copies removed).
-    pub client_cert_header: Option<Spanned<String>>,
-    /// Status -> file sent instead of an upstream 5xx or Pier's own 502/503/504.
-    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
-    /// Name of the `[cache.NAME]` zone that stores this route's responses.
-    pub cache: Option<Spanned<String>>,
 }
 
 /// One `[[upstream]]`: a named group of servers and how to use them.
@@ -782,19 +683,7 @@ impl RawConfig {
             }
         }
         for r in &mut self.route {
-            match r.get_mut().handler.get_mut() {
-                RawHandler::Static(s) => fix_opt(&mut s.root),
-                RawHandler::Proxy(p) => {
-                    for page in p
-                        .error_pages
-                        .iter_mut()
-                        .flat_map(|t| t.get_mut().values_mut())
-                    {
-                        fix(page);
-                    }
-                }
-                _ => {}
-            }
+            r.get_mut().handler.get_mut().resolve_paths(&fix);
             if let Some(auth) = r.get_mut().filters.basic_auth.as_mut() {
                 fix(&mut auth.get_mut().htpasswd);
             }

@@ -151,17 +151,22 @@ pub fn unknown_choice(
     let (span, text) = v
         .as_ref()
         .map_or((0..0, ""), |v| (v.span(), v.get_ref().as_str()));
-    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
-    let expected = match quoted.split_last() {
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
-    };
+    let expected = one_of(choices.iter().copied());
     loc.error(
         span,
         key,
         format!("unknown {what} {text:?}; expected {expected}"),
     )
+}
+
+/// The choices an error offers, quoted: `"a", "b" or "c"`.
+pub fn one_of<'a>(choices: impl IntoIterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = choices.into_iter().map(|c| format!("{c:?}")).collect();
+    match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// Largest certificate chain, key or CA bundle a configuration may name (the

@@ -4,28 +4,21 @@
 
 use toml::Spanned;
 
-use super::cache::CacheFields;
 use super::headers::{HeaderRules, ResponseHeaders, DRIVER_FIELDS};
 use super::placeholder::Template;
 use super::BoxedFilter;
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::{RawFieldValues, RawHandler, RawHeaderRules, RawRoute, RawStatic};
-use crate::config::value::parse_duration;
+use crate::config::raw::{RawFieldValues, RawHeaderRules, RawRoute};
 use crate::http1::grammar::is_token;
 
-/// The filters of one route, in the order they run; `key` names the route
-/// (`route[2]`).
+/// The route's `response_headers` filter (the access checks and the
+/// handler's own filters are built apart); `key` names the route (`route[2]`).
 pub fn route_filters(
     loc: &Locator<'_>,
     key: &str,
     route: &RawRoute,
 ) -> Result<Vec<BoxedFilter>, ConfigError> {
     let mut filters: Vec<BoxedFilter> = Vec::new();
-    if let RawHandler::Static(s) = route.handler.get_ref() {
-        if let Some(cache) = cache_fields(loc, key, s)? {
-            filters.push(Box::new(cache));
-        }
-    }
     if let Some(rules) = &route.filters.response_headers {
         let rules = header_rules(loc, &format!("{key}.response_headers"), rules)?;
         if !rules.is_empty() {
@@ -35,41 +28,8 @@ pub fn route_filters(
     Ok(filters)
 }
 
-/// `cache_control` and `expires` of a static route.
-fn cache_fields(
-    loc: &Locator<'_>,
-    key: &str,
-    s: &RawStatic,
-) -> Result<Option<CacheFields>, ConfigError> {
-    let cache_control = match &s.cache_control {
-        None => None,
-        Some(v) => {
-            let text = v.get_ref().trim();
-            if text.is_empty() || text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-                return Err(loc.error(
-                    v.span(),
-                    &format!("{key}.cache_control"),
-                    "a Cache-Control value such as \"public, max-age=3600\"",
-                ));
-            }
-            Some(text.to_string())
-        }
-    };
-    let expires = match &s.expires {
-        None => None,
-        Some(d) => Some(
-            parse_duration(d.get_ref())
-                .map_err(|m| loc.error(d.span(), &format!("{key}.expires"), m))?,
-        ),
-    };
-    if cache_control.is_none() && expires.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(CacheFields::new(cache_control, expires)))
-}
-
-/// The rules for the request a proxy route sends upstream; an error on a
-/// route of another handler, which sends no request anywhere.
+/// The rules for the request a route's handler sends upstream (a proxy's);
+/// an error on a route whose handler sends no request anywhere.
 pub fn upstream_request_rules(
     loc: &Locator<'_>,
     key: &str,
@@ -80,7 +40,7 @@ pub fn upstream_request_rules(
     };
     let handler = route.handler.get_ref();
     let key = format!("{key}.request_headers");
-    if !matches!(handler, RawHandler::Proxy(_)) {
+    if !handler.sends_upstream() {
         return Err(loc.error(
             rules.span(),
             &key,

@@ -1,12 +1,12 @@
 //! Route filters: what runs around a route's handler, whatever the handler
 //! and whatever the protocol. A route with filters gets its handler wrapped in
 //! [`Filtered`], which hands the handler a session of its own: request filters
-//! run before the handler (and may answer instead of it: a 403, a 401, a 429),
-//! response filters edit every head given to the session (header rules), the
-//! filters' own answers included, and compression (`compress.rs`), innermost,
-//! encodes bodies, so the header rules see (and may edit) its head. Both sides
-//! go through [`Session`] only, so an HTTP/2 driver gets the filters without
-//! knowing they exist.
+//! run before the handler (and may answer instead of it: the 403, 401 and 429
+//! of `access/`), response filters edit every head given to the session
+//! (header rules, `cache_headers.rs`), the filters' own answers included, and
+//! compression (`compress.rs`), innermost, encodes bodies, so the header rules
+//! see (and may edit) its head. Both sides go through [`Session`] only, so an
+//! HTTP/2 driver gets the filters without knowing they exist.
 //!
 //! A route without filters is not wrapped at all: it costs nothing. A route
 //! with filters costs one allocation for the wrapped answer (none when every
@@ -15,7 +15,8 @@
 //! when a response filter puts a value made for the request (a placeholder,
 //! `Expires`) in the head; the edited head itself is on the stack.
 
-pub mod cache;
+pub mod access;
+pub mod cache_headers;
 pub mod compress;
 pub mod compress_configure;
 pub mod compress_rules;

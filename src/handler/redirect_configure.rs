@@ -1,14 +1,49 @@
-//! Second configuration stage of the `redirect` handler: the status checked
-//! and the `location` template compiled, beside the handler.
+//! The configuration of the `redirect` handler, beside the handler: its keys
+//! as written ([`RawRedirect`]), the status checked and the `location`
+//! template compiled.
 
+use std::any::Any;
 use std::ops::Range;
 
+use serde::Deserialize;
+use toml::Spanned;
+
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::RawRedirect;
 use crate::filter::placeholder::Template;
 
+use super::configure::{HandlerSpec, RawHandler, RouteContext};
 use super::redirect::Redirect;
 use super::respond_configure::StatusRule;
+use super::BoxedHandler;
+
+/// `handler = "redirect"`.
+pub const REDIRECT: HandlerSpec = HandlerSpec::new::<RawRedirect>("redirect");
+
+/// The keys of a `redirect` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedirect {
+    /// 301, 302 (default), 303, 307 or 308.
+    pub status: Option<Spanned<i64>>,
+    /// The `Location` template, e.g. `https://{host}{uri}`.
+    pub location: Option<Spanned<String>>,
+}
+
+impl RawHandler for RawRedirect {
+    fn name(&self) -> &'static str {
+        REDIRECT.name
+    }
+
+    fn build(&self, route: RouteContext<'_>) -> Result<BoxedHandler, ConfigError> {
+        Ok(Box::new(build_redirect(
+            route.loc, route.key, route.span, self,
+        )?))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 /// Redirect statuses: moved permanently or temporarily, the method kept
 /// (307, 308) or turned into GET (301, 302 as browsers do, 303).

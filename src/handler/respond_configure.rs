@@ -1,13 +1,48 @@
-//! Second configuration stage of the `respond` handler: status, body and header
-//! fields checked and turned into a [`Respond`], beside the handler.
+//! The configuration of the `respond` handler, beside the handler: its keys
+//! as written ([`RawRespond`]), status, body and header fields checked and
+//! turned into a [`Respond`].
 
+use std::any::Any;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use toml::Spanned;
 
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::RawRespond;
 use crate::http1::grammar::is_token;
 
+use super::configure::{HandlerSpec, RawHandler, RouteContext};
 use super::respond::Respond;
+use super::BoxedHandler;
+
+/// `handler = "respond"`.
+pub const RESPOND: HandlerSpec = HandlerSpec::new::<RawRespond>("respond");
+
+/// The keys of a `respond` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRespond {
+    /// Status code.
+    pub status: Option<Spanned<i64>>,
+    /// Body.
+    pub body: Option<Spanned<String>>,
+    /// Extra header fields.
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+}
+
+impl RawHandler for RawRespond {
+    fn name(&self) -> &'static str {
+        RESPOND.name
+    }
+
+    fn build(&self, route: RouteContext<'_>) -> Result<BoxedHandler, ConfigError> {
+        Ok(Box::new(build_respond(route.loc, route.key, self)?))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 /// Header fields a fixed response may not set: the driver writes them itself.
 const RESERVED: [&str; 4] = ["content-length", "transfer-encoding", "connection", "date"];

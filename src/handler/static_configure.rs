@@ -1,17 +1,88 @@
-//! Second configuration stage of the `static` handler: its raw keys checked and
-//! turned into a [`StaticFiles`] (root opened, index names checked), beside the
-//! handler as h2o keeps each configurator beside its handler.
+//! The configuration of the `static` handler, beside the handler as h2o keeps
+//! each configurator beside its handler: its keys as written ([`RawStatic`]),
+//! checked and turned into a [`StaticFiles`] (root opened, index names
+//! checked) and the route's `Cache-Control`/`Expires` filter.
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use serde::Deserialize;
+use toml::Spanned;
+
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::RawStatic;
-use crate::config::value::parse_duration;
+use crate::config::value::{parse_duration, RawDuration};
+use crate::filter::cache_headers::CacheHeaders;
+use crate::filter::BoxedFilter;
 use crate::http::content_coding::Coding;
 
+use super::configure::{HandlerSpec, RawHandler, RouteContext};
 use super::mime_table::MimeTable;
 use super::static_files::{StaticFiles, StaticRules};
+use super::BoxedHandler;
+
+/// `handler = "static"`.
+pub const STATIC: HandlerSpec = HandlerSpec::new::<RawStatic>("static");
+
+/// The keys of a `static` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStatic {
+    /// Document root.
+    pub root: Option<Spanned<String>>,
+    /// Index file names tried for a directory.
+    pub index: Option<Spanned<Vec<String>>>,
+    /// HTML listing for directories without an index.
+    pub autoindex: Option<bool>,
+    /// Allow symlinks that lead outside the root.
+    pub allow_symlinks_outside: Option<bool>,
+    /// How long a worker reuses an opened file before opening its path again.
+    pub open_file_cache_valid: Option<Spanned<RawDuration>>,
+    /// `Cache-Control` sent with files, listings and redirects.
+    pub cache_control: Option<Spanned<String>>,
+    /// Serve dot-files (paths with a segment starting with `.`).
+    pub allow_hidden: Option<bool>,
+    /// Paths tried in order (`{path}` is the request's); the last one answers.
+    pub try_files: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Status -> page under the root sent with it.
+    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// `html` (default; JSON to `Accept: application/json`) or `json`.
+    pub autoindex_format: Option<Spanned<String>>,
+    /// `Expires` (now plus this) sent with files, listings and redirects.
+    pub expires: Option<Spanned<RawDuration>>,
+    /// Codings whose precompressed siblings (`file.br`, `file.zst`,
+    /// `file.gz`) are served, in the order preferred on equal weights.
+    pub precompressed: Option<Vec<Spanned<String>>>,
+}
+
+impl RawHandler for RawStatic {
+    fn name(&self) -> &'static str {
+        STATIC.name
+    }
+
+    fn resolve_paths(&mut self, resolve: &dyn Fn(&mut Spanned<String>)) {
+        if let Some(root) = &mut self.root {
+            resolve(root);
+        }
+    }
+
+    fn build(&self, route: RouteContext<'_>) -> Result<BoxedHandler, ConfigError> {
+        let files = build_static(route.loc, route.key, route.span, self, route.mime)?;
+        Ok(Box::new(files))
+    }
+
+    fn own_filters(&self, loc: &Locator<'_>, key: &str) -> Result<Vec<BoxedFilter>, ConfigError> {
+        Ok(match cache_headers(loc, key, self)? {
+            Some(headers) => vec![Box::new(headers)],
+            None => Vec::new(),
+        })
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 /// Builds a `static` route's handler; `key` names the route (`route[2]`) and
 /// `span` its table, for keys that are missing.
@@ -180,4 +251,38 @@ fn rules(
         autoindex_json,
         mime: mime.clone(),
     })
+}
+
+/// `cache_control` and `expires`: the route's `Cache-Control` and `Expires`
+/// headers, sent by a route filter.
+fn cache_headers(
+    loc: &Locator<'_>,
+    key: &str,
+    s: &RawStatic,
+) -> Result<Option<CacheHeaders>, ConfigError> {
+    let cache_control = match &s.cache_control {
+        None => None,
+        Some(v) => {
+            let text = v.get_ref().trim();
+            if text.is_empty() || text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+                return Err(loc.error(
+                    v.span(),
+                    &format!("{key}.cache_control"),
+                    "a Cache-Control value such as \"public, max-age=3600\"",
+                ));
+            }
+            Some(text.to_string())
+        }
+    };
+    let expires = match &s.expires {
+        None => None,
+        Some(d) => Some(
+            parse_duration(d.get_ref())
+                .map_err(|m| loc.error(d.span(), &format!("{key}.expires"), m))?,
+        ),
+    };
+    if cache_control.is_none() && expires.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(CacheHeaders::new(cache_control, expires)))
 }

@@ -11,5 +11,5 @@ pub mod log_limit;
 pub mod metrics;
 pub mod process;
 pub mod status;
-pub mod upstream_metrics;
-pub mod upstream_stats;
+pub mod upstream_counters;
+pub mod upstream_exposition;

@@ -14,6 +14,7 @@ use super::transport::{Downstream, Plain, Tls};
 use crate::config::ListenerConfig;
 use crate::deadline;
 use crate::observe::metrics::TlsFailure;
+use crate::proxy_protocol::receive::receive_proxy_header;
 use crate::stream_proxy::{self, TlsInfo};
 use crate::tls::stream::ReadAhead;
 use crate::worker::WorkerCtx;
@@ -44,7 +45,7 @@ pub(super) async fn serve_accepted(
     // From a peer the listener does not trust, no PROXY header is expected:
     // what it sends is read as HTTP (or TLS) from its first byte.
     if lc.accept_proxy_protocol && lc.client_address.accepts_proxy_header_from(peer.ip()) {
-        let header = stream_proxy::receive_proxy_header(&mut stream, handshake_timeout).await;
+        let header = receive_proxy_header(&mut stream, handshake_timeout).await;
         match header {
             Ok(Some(source)) => peer = source,
             Ok(None) => {}

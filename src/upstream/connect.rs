@@ -8,7 +8,7 @@ use super::group_state::GroupState;
 use super::pool::Pooled;
 use super::ProxyError;
 use crate::http1::client::ClientStream;
-use crate::observe::upstream_stats::ServerAttempt;
+use crate::observe::upstream_counters::ServerAttempt;
 
 /// Counts a request as in flight on a server while alive: in this worker's
 /// count (least_conn) and in its per-server counters (`/metrics`, status page).

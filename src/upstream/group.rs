@@ -138,7 +138,7 @@ pub struct UpstreamGroup {
     pub socket: crate::sockopt::SocketOptions,
     /// Per-server counters, one block per worker, for `/metrics` and the
     /// status page; they live and die with this group.
-    pub counters: crate::observe::upstream_stats::GroupCounters,
+    pub counters: crate::observe::upstream_counters::GroupCounters,
     /// HTTP/1.1 or HTTP/2 to the servers.
     pub protocol: UpstreamProtocol,
     /// h2: streams at most on one connection (fewer if the server says so);

@@ -38,7 +38,7 @@ pub struct GroupState {
     /// This worker's share of `max_in_flight` (0: no limit).
     pub max_in_flight: u32,
     /// This worker's per-server counters, parallel to [`UpstreamGroup::servers`].
-    pub counters: Arc<[crate::observe::upstream_stats::ServerCounters]>,
+    pub counters: Arc<[crate::observe::upstream_counters::ServerCounters]>,
 }
 
 impl GroupState {

@@ -1,9 +1,12 @@
 //! Second configuration stage of the proxy: each `[[upstream]]` checked and
 //! turned into an [`UpstreamGroup`] (servers resolved, TLS built), and a `proxy`
-//! route's raw keys into a [`ProxyRoute`] bound to its group; beside the proxy
+//! route's keys (read into [`RawProxy`], here too) into a [`ProxyRoute`] bound
+//! to its group and its cache zone; beside the proxy
 //! as h2o keeps each configurator beside its handler, so the runtime files
 //! (`upstream.rs`, the phases) never read raw configuration.
 
+use std::any::Any;
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::{Range, RangeInclusive};
 use std::sync::atomic::AtomicBool;
@@ -11,12 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
+use serde::Deserialize;
 use toml::Spanned;
 
+use super::error_page::build_error_pages;
 use super::{Forwarding, ProxyRoute};
+use crate::cache::configure::zone_named;
 use crate::config::error::{ConfigError, Locator};
-use crate::config::raw::{RawDuration, RawHealthCheck, RawProxy, RawUpstream, RawUpstreamTls};
+use crate::config::raw::{RawDuration, RawHealthCheck, RawUpstream, RawUpstreamTls};
 use crate::config::value::{duration, int, unknown_choice};
+use crate::handler::configure::{HandlerSpec, RawHandler, RouteContext};
+use crate::handler::BoxedHandler;
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 use crate::upstream::balance::{Balance, HashKey, Ring};
 use crate::upstream::group::{
@@ -47,6 +55,66 @@ pub fn upstream_named(
             &format!("{key}.upstream"),
             format!("no [[upstream]] named {:?}", name.get_ref()),
         )),
+    }
+}
+
+/// `handler = "proxy"`.
+pub const PROXY: HandlerSpec = HandlerSpec::new::<RawProxy>("proxy");
+
+/// The keys of a `proxy` route.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProxy {
+    /// Name of the `[[upstream]]` group.
+    pub upstream: Option<Spanned<String>>,
+    /// Which forwarding headers to add (`x-forwarded`, `forwarded`, `both`, `none`).
+    pub forwarded: Option<Spanned<String>>,
+    /// Add `Via: 1.1 pier`.
+    pub via: Option<bool>,
+    /// Keep the client's Host (else the server's address is sent).
+    pub preserve_host: Option<bool>,
+    /// Header carrying the client address (incoming copies removed).
+    pub client_addr_header: Option<Spanned<String>>,
+    /// Header carrying the client certificate subject (incoming copies removed).
+    pub client_cert_header: Option<Spanned<String>>,
+    /// Status -> file sent instead of an upstream 5xx or Pier's own 502/503/504.
+    pub error_pages: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// Name of the `[cache.NAME]` zone that stores this route's responses.
+    pub cache: Option<Spanned<String>>,
+}
+
+impl RawHandler for RawProxy {
+    fn name(&self) -> &'static str {
+        PROXY.name
+    }
+
+    fn resolve_paths(&mut self, resolve: &dyn Fn(&mut Spanned<String>)) {
+        for page in self
+            .error_pages
+            .iter_mut()
+            .flat_map(|t| t.get_mut().values_mut())
+        {
+            resolve(page);
+        }
+    }
+
+    fn sends_upstream(&self) -> bool {
+        true
+    }
+
+    fn build(&self, route: RouteContext<'_>) -> Result<BoxedHandler, ConfigError> {
+        let (loc, key) = (route.loc, route.key);
+        let mut proxy = build_proxy(loc, key, route.span, self, route.upstreams)?;
+        if let Some(name) = &self.cache {
+            proxy.cache = Some(zone_named(loc, key, name, route.caches)?);
+        }
+        proxy.request_rules = route.request_rules;
+        proxy.error_pages = build_error_pages(loc, key, self.error_pages.as_ref(), route.mime)?;
+        Ok(Box::new(proxy))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }
 

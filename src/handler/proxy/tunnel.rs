@@ -50,7 +50,8 @@ impl Tunnel for UpgradeTunnel<'_> {
             if !early.is_empty() && t.up.write_all(&early).await.is_err() {
                 return;
             }
-            let r = crate::stream_proxy::relay(&mut downstream, &mut t.up, t.idle).await;
+            let r =
+                crate::stream_proxy::byte_relay::relay(&mut downstream, &mut t.up, t.idle).await;
             debug!(upstream = %t.addr, result = ?r, "upgraded connection ended");
         })
     }

@@ -21,7 +21,7 @@ pub(crate) mod tests {
     use super::super::StatusState;
     use super::Snapshot;
     use crate::observe::metrics::{HandlerKind, Registry};
-    use crate::observe::upstream_stats::UpstreamFailure;
+    use crate::observe::upstream_counters::UpstreamFailure;
 
     /// A running-looking state: two workers with traffic, a TLS listener, and
     /// an upstream group with one server failing its checks.

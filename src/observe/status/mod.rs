@@ -186,7 +186,7 @@ impl StatusState {
     /// labels; the status page shows them.
     pub fn render_upstream_metrics(&self, out: &mut String) {
         let view = self.config.load();
-        crate::observe::upstream_metrics::render_prometheus(
+        crate::observe::upstream_exposition::render_prometheus(
             out,
             &view.current.upstreams,
             view.current.workers,

@@ -15,7 +15,7 @@ use super::upstream_rates::ServerRates;
 use super::ConfigView;
 use crate::config::Config;
 use crate::observe::metrics::{Registry, WorkerStats};
-use crate::observe::upstream_stats::{server_down, UpstreamFailure};
+use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
 use crate::upstream::group::{CheckKind, UpstreamGroup};
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::quantile::quantile_ms;
 use super::ConfigView;
 use crate::observe::latency::LATENCY_BOUNDS;
-use crate::observe::upstream_stats::ServerTotals;
+use crate::observe::upstream_counters::ServerTotals;
 use crate::upstream::group::UpstreamGroup;
 
 /// A group: its configuration generation and its index in that configuration.
@@ -120,7 +120,7 @@ mod tests {
     use super::super::json;
 
     /// `n` attempts on `server`, each answered 200 after 3 ms.
-    fn answer_in_3ms(server: &crate::observe::upstream_stats::ServerCounters, n: usize) {
+    fn answer_in_3ms(server: &crate::observe::upstream_counters::ServerCounters, n: usize) {
         for _ in 0..n {
             server.started();
             server.answered(200, Duration::from_millis(3));

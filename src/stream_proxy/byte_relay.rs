@@ -1,8 +1,6 @@
-//! TCP/TLS stream forwarding: a `kind = "tcp"` listener (plain or TLS-terminating)
-//! relays each connection to a server of an upstream group, with the same
-//! balancing, retries on connect failure and passive health as the HTTP proxy.
-//! Also the byte relay used after an HTTP upgrade, and reading an incoming
-//! PROXY protocol header.
+//! The two-way byte relay behind a `kind = "tcp"` listener's streams and an
+//! HTTP upgrade's tunnel (`src/handler/proxy/tunnel.rs`): whatever the bytes
+//! mean, they are copied both ways until both sides have ended.
 //!
 //! The relay is one task polling both directions, each through its own fixed
 //! buffer: a direction reads only when its buffer has been written out, so a slow
@@ -13,24 +11,12 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tracing::{debug, warn};
-
-use crate::config::TcpForward;
-use crate::deadline;
-use crate::handler::proxy::{connect, ErrorKind};
-use crate::observe::metrics::Counter;
-use crate::observe::upstream_stats::ServerAttempt;
-use crate::proxy_protocol::{self, ProxyVersion};
-use crate::upstream::balance::{hash64, Balance, HashKey};
-use crate::upstream::group_state::GroupState;
 
 /// Buffer per direction of a relayed stream when it starts: one TLS record.
 pub const RELAY_BUF: usize = 16 * 1024;
@@ -184,151 +170,6 @@ where
         Poll::Pending
     })
     .await
-}
-
-/// Reads a PROXY protocol header (v1 or v2) from the start of `stream` within
-/// `limit`, consuming exactly its bytes (they are peeked first, so whatever the
-/// client sent after it stays in the socket for TLS or HTTP). Returns the
-/// client address it carries, or `None` when it carries none (v2 LOCAL, v1
-/// UNKNOWN), in which case the socket's peer stands.
-pub async fn receive_proxy_header(
-    stream: &mut TcpStream,
-    limit: Duration,
-) -> Result<Option<SocketAddr>, String> {
-    let work = async {
-        let mut buf = vec![0u8; proxy_protocol::V1_MAX.max(536)];
-        let mut seen = 0;
-        loop {
-            let n = stream.peek(&mut buf).await.map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("connection closed before a PROXY header".to_string());
-            }
-            match proxy_protocol::parse_proxy_header(&buf[..n]) {
-                Ok(proxy_protocol::ProxyParsed::Complete(h, len)) => {
-                    let mut sink = vec![0u8; len];
-                    tokio::io::AsyncReadExt::read_exact(stream, &mut sink)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    return Ok(h.source);
-                }
-                Ok(proxy_protocol::ProxyParsed::Partial) => {
-                    if n == buf.len() {
-                        // A v2 header with TLVs longer than the first buffer.
-                        if buf.len() >= proxy_protocol::V2_MAX {
-                            return Err("PROXY header too long".to_string());
-                        }
-                        buf.resize(proxy_protocol::V2_MAX, 0);
-                    } else if n == seen {
-                        // Peeking again at once would see the same bytes: wait a little.
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    seen = n;
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-    };
-    match deadline::within(limit, work).await {
-        Ok(r) => r,
-        Err(_) => Err("no PROXY header in time".to_string()),
-    }
-}
-
-/// What a TLS listener learned in the handshake, for PROXY v2 TLVs.
-#[derive(Debug, Default, Clone)]
-pub struct TlsInfo {
-    /// Negotiated ALPN protocol.
-    pub alpn: Option<Vec<u8>>,
-    /// SNI the client sent.
-    pub sni: Option<String>,
-}
-
-/// Forwards one accepted stream to the listener's upstream group; `state` is
-/// this worker's view of that group, and `rejected` counts the streams its
-/// `max_in_flight` turns away.
-pub async fn relay_stream<S>(
-    state: &GroupState,
-    rejected: &Counter,
-    fwd: &TcpForward,
-    mut downstream: S,
-    peer: SocketAddr,
-    local: SocketAddr,
-    tls: Option<TlsInfo>,
-) where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let group = &*fwd.group;
-    // A stream counts against the group's max_in_flight while it lasts; over
-    // the limit it is closed at once (there is no status to send).
-    let Some(_admission) = state.admit() else {
-        rejected.add(1);
-        crate::warn_limited!(group = %group.name, %peer, "tcp: max_in_flight reached; stream closed");
-        return;
-    };
-    let key = match &group.balance {
-        Balance::Hash(HashKey::ClientIp) => match peer.ip() {
-            std::net::IpAddr::V4(v4) => hash64(&v4.octets()),
-            std::net::IpAddr::V6(v6) => hash64(&v6.octets()),
-        },
-        _ => 0,
-    };
-    let mut tried = Vec::new();
-    let mut retries_left = group.retries;
-    // The attempt counts in the server's counters (in flight until the stream ends).
-    let (server, mut upstream, _attempt) = loop {
-        let now = std::time::Instant::now();
-        let Some(server) = state.pick_server(group, key, &tried, now) else {
-            crate::warn_limited!(group = %group.name, %peer, "tcp: no server is up");
-            return;
-        };
-        let attempt = ServerAttempt::start(state.counters.get(server), now);
-        match connect(group, server).await {
-            Ok(s) => break (server, s, attempt),
-            Err(e) => {
-                attempt.failed(&e, true);
-                let addr = group.servers[server].addr;
-                if state.record_failure(group, server, now) {
-                    warn!(upstream = %addr, group = %group.name, "upstream marked down");
-                }
-                crate::warn_limited!(upstream = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
-                if retries_left == 0 {
-                    return;
-                }
-                retries_left -= 1;
-                tried.push(server);
-            }
-        }
-    };
-    state.record_success(server);
-    let addr = group.servers[server].addr;
-    if let Some(version) = fwd.send_proxy_protocol {
-        let mut header = Vec::with_capacity(64);
-        match version {
-            ProxyVersion::V1 => proxy_protocol::encode_v1(&mut header, peer, local),
-            ProxyVersion::V2 => {
-                let info = tls.unwrap_or_default();
-                proxy_protocol::encode_v2(
-                    &mut header,
-                    peer,
-                    local,
-                    info.alpn.as_deref(),
-                    info.sni.as_deref().map(str::as_bytes),
-                )
-            }
-        }
-        if let Err(e) = upstream.write_all(&header).await {
-            crate::warn_limited!(upstream = %addr, error = %e, "tcp: sending the PROXY header failed");
-            return;
-        }
-    }
-    let active = &state.servers[server].active;
-    active.set(active.get() + 1);
-    let r = relay(&mut downstream, &mut upstream, fwd.idle_timeout).await;
-    active.set(active.get().saturating_sub(1));
-    match r {
-        Ok((up, down)) => debug!(upstream = %addr, %peer, up, down, "tcp stream ended"),
-        Err(e) => debug!(upstream = %addr, %peer, error = %e, "tcp stream ended"),
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,10 @@
 //! connections without a valid header (anyone could otherwise claim any address):
 //! v1 lines are at most 107 bytes with exact spacing and CRLF, v2 headers must
 //! have the signature, version 2, a known command and an address block that fits.
+//!
+//! [`receive`] reads a header off an accepted socket with this parser.
+
+pub mod receive;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

@@ -6,11 +6,11 @@
 //! configuration ([`GroupCounters::register`]) and is the only writer of its
 //! block, so counting is a relaxed load and store on memory no other core
 //! writes: no lock and no contended read-modify-write on the request path. The
-//! admin thread sums the blocks when `/metrics` or `/status.json` is asked
-//! for. The blocks belong to the group, so they live exactly as long as the
-//! configuration generation that holds it: a reload starts every group at
-//! zero, and a replaced group's counters stay readable while its last requests
-//! finish, then go with it.
+//! admin thread sums the blocks when `/metrics` (`upstream_exposition.rs`) or
+//! `/status.json` is asked for. The blocks belong to the group, so they live
+//! exactly as long as the configuration generation that holds it: a reload
+//! starts every group at zero, and a replaced group's counters stay readable
+//! while its last requests finish, then go with it.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -1,7 +1,8 @@
-//! `cache_control` and `expires` of static routes: how long clients and caches
-//! may keep what the route serves, as nginx's `expires` and `add_header
-//! Cache-Control` say it. Sent on the answers that carry or confirm content
-//! (2xx and 3xx, 304 included), never on errors.
+//! The `Cache-Control` and `Expires` response headers of static routes (their
+//! `cache_control` and `expires` keys): how long clients and caches may keep
+//! what the route serves, as nginx's `expires` and `add_header Cache-Control`
+//! say it; the HTTP cache itself is `src/cache/`. Sent on the answers that
+//! carry or confirm content (2xx and 3xx, 304 included), never on errors.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,16 +10,16 @@ use super::{HeadEdit, RouteFilter};
 use crate::handler::static_files::HttpDateValue;
 use crate::http::{RequestId, RequestView};
 
-/// A static route's caching fields.
+/// A static route's `Cache-Control` and `Expires` headers.
 #[derive(Debug)]
-pub struct CacheFields {
+pub struct CacheHeaders {
     /// `Cache-Control` as configured, or `max-age=` from `expires`.
     cache_control: Option<Box<[u8]>>,
     /// `Expires` is now plus this.
     expires: Option<Duration>,
 }
 
-impl CacheFields {
+impl CacheHeaders {
     /// `cache_control` sent as written; `expires` sends `Expires` (and, when
     /// `cache_control` is not given, `Cache-Control: max-age=` the same time).
     pub fn new(cache_control: Option<String>, expires: Option<Duration>) -> Self {
@@ -26,14 +27,14 @@ impl CacheFields {
             .map(String::into_bytes)
             .or_else(|| expires.map(|d| format!("max-age={}", d.as_secs()).into_bytes()))
             .map(Vec::into_boxed_slice);
-        CacheFields {
+        CacheHeaders {
             cache_control,
             expires,
         }
     }
 }
 
-impl RouteFilter for CacheFields {
+impl RouteFilter for CacheHeaders {
     fn decides_at_once(&self) -> bool {
         true
     }

@@ -1,12 +1,13 @@
 //! The per-server upstream counters of a configuration's groups as a
 //! Prometheus text exposition (`/metrics`): one series per server of each
-//! group, summed over the workers' blocks (`upstream_stats.rs`).
+//! group, summed over the workers' blocks (`upstream_counters.rs`, which the
+//! workers write and the status page reads too).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::observe::exposition::{family_head, latency_histogram};
-use crate::observe::upstream_stats::{server_down, ServerTotals, UpstreamFailure};
+use crate::observe::upstream_counters::{server_down, ServerTotals, UpstreamFailure};
 use crate::upstream::group::UpstreamGroup;
 
 /// Status classes, the `class` label.

@@ -1,10 +1,11 @@
-//! Access control of a route, as route filters (`src/filter/`) that run
-//! before its handler: `allow` / `deny` address rules (403), `rate_limit`
-//! (429 with `Retry-After`) and `basic_auth` (401 with `WWW-Authenticate`),
-//! in that order. Each is built from the route's keys by [`configure`] and
-//! shared by the workers; the rate limit's and the authentication's state
-//! live in them, lock-free; a reload keeps the rate limits' counts of rules
-//! it finds unchanged, and the rest goes with its configuration generation.
+//! Access control of a route: the request filters that run first, before
+//! the route's other filters and its handler: `allow` / `deny` address rules
+//! (403), `rate_limit` (429 with `Retry-After`) and `basic_auth` (401 with
+//! `WWW-Authenticate`), in that order. Each is built from the route's keys by
+//! [`configure`] and shared by the workers; the rate limit's and the
+//! authentication's state live in them, lock-free; a reload keeps the rate
+//! limits' counts of rules it finds unchanged, and the rest goes with its
+//! configuration generation.
 
 pub mod address;
 pub mod basic_auth;
