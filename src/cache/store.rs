@@ -18,6 +18,7 @@ use super::tap::{Instead, ResponseTap, TapHead, UpstreamHead};
 use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
+use crate::upstream::request_head::RequestHeadSink;
 
 /// Request fields the cache answers itself, so the origin is not asked for them.
 const CLIENT_CONDITIONALS: &[&[u8]] = &[
@@ -241,35 +242,27 @@ impl CacheTap {
 }
 
 impl ResponseTap for CacheTap {
-    fn edit_upstream_head(&mut self, head: &mut Vec<u8>) {
-        let mut out = Vec::with_capacity(head.len() + 96);
-        let body_end = head.len().saturating_sub(2);
-        for line in head[..body_end].split_inclusive(|&b| b == b'\n') {
-            let name = line.split(|&b| b == b':').next().unwrap_or(b"");
-            if CLIENT_CONDITIONALS
-                .iter()
-                .any(|c| c.eq_ignore_ascii_case(name))
-            {
-                continue;
-            }
-            out.extend_from_slice(line);
+    fn drops_request_field(&self, name: &[u8]) -> bool {
+        CLIENT_CONDITIONALS
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+    }
+
+    fn add_request_fields(&mut self, head: &mut impl RequestHeadSink) {
+        if !self.revalidate {
+            return;
         }
-        if self.revalidate {
-            if let Some(stale) = &self.stale {
-                if let Some(etag) = &stale.etag {
-                    push_line(&mut out, b"If-None-Match", etag);
-                }
-                if let Some(lm) = &stale.last_modified {
-                    push_line(&mut out, b"If-Modified-Since", lm);
-                }
-                self.zone
-                    .stats
-                    .revalidations
-                    .fetch_add(1, Ordering::Relaxed);
-            }
+        let Some(stale) = &self.stale else { return };
+        if let Some(etag) = &stale.etag {
+            head.field(b"If-None-Match", etag);
         }
-        out.extend_from_slice(b"\r\n");
-        *head = out;
+        if let Some(lm) = &stale.last_modified {
+            head.field(b"If-Modified-Since", lm);
+        }
+        self.zone
+            .stats
+            .revalidations
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn instead_of_error(&mut self) -> Option<Instead> {

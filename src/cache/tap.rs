@@ -17,6 +17,7 @@ use crate::http::request::RequestView;
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::span::HeaderSpan;
 use crate::http1::HeaderLines;
+use crate::upstream::request_head::RequestHeadSink;
 
 /// A stored response to answer with instead of the upstream's, and its
 /// `Cache-Status` value.
@@ -115,11 +116,17 @@ pub struct TapHead<'a> {
 /// tap overrides it, so a tap states only what it watches; the defaults are
 /// inlined, and a route without a cache ([`NoTap`]) pays nothing for them.
 pub trait ResponseTap {
-    /// Edits the encoded upstream request head (`...\r\n\r\n`), as the
-    /// request rewrite writes it for every protocol (an HTTP/2 request is
-    /// built from it).
+    /// Whether the client's field `name` is left out of the upstream request
+    /// (the cache asks its own conditional questions).
     #[inline(always)]
-    fn edit_upstream_head(&mut self, _head: &mut Vec<u8>) {}
+    fn drops_request_field(&self, _name: &[u8]) -> bool {
+        false
+    }
+
+    /// Adds the tap's own fields to the upstream request head, after the
+    /// rewrite's (a revalidation's `If-None-Match`, `If-Modified-Since`).
+    #[inline(always)]
+    fn add_request_fields(&mut self, _head: &mut impl RequestHeadSink) {}
 
     /// No upstream answered: a stored response to answer with instead.
     #[inline(always)]

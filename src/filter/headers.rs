@@ -20,6 +20,7 @@ use std::fmt;
 use super::placeholder::Template;
 use super::{HeadEdit, RouteFilter};
 use crate::http::{RequestId, RequestView, ResponseHead};
+use crate::upstream::request_head::RequestHeadSink;
 
 /// Field names the rules may not touch, on either side: framing and
 /// connection management belong to the driver (and the proxy), and `Date` and
@@ -161,23 +162,22 @@ impl HeaderRules {
         }
     }
 
-    /// Appends the set and added fields as HTTP/1 field lines, for a head the
-    /// proxy encodes itself (the request sent upstream).
-    pub fn write_fields(&self, req: &RequestView<'_>, id: &RequestId, out: &mut Vec<u8>) {
+    /// Writes the set and added fields into a head the proxy makes itself
+    /// (the request sent upstream), whatever protocol carries it; a field
+    /// whose template expands to nothing is left out.
+    pub fn write_fields(
+        &self,
+        req: &RequestView<'_>,
+        id: &RequestId,
+        out: &mut impl RequestHeadSink,
+    ) {
         for (name, template) in self.set.iter().chain(self.add.iter()) {
-            let mark = out.len();
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            let value_at = out.len();
+            out.begin_field(name.as_bytes());
             match template.as_literal() {
-                Some(v) => out.extend_from_slice(v),
-                None => template.expand(req, id, out),
+                Some(v) => out.value().extend_from_slice(v),
+                None => template.expand(req, id, out.value()),
             }
-            if out.len() == value_at {
-                out.truncate(mark);
-            } else {
-                out.extend_from_slice(b"\r\n");
-            }
+            out.end_field(true);
         }
     }
 }

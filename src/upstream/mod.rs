@@ -8,6 +8,7 @@
 //! - [`balance`]: choosing a server; [`retry`]: whether to try another;
 //! - [`dial`], [`connect`], [`pool`], [`h2_pool`]: connections, new and reused;
 //! - [`health`]: active checks off the workers' event loops;
+//! - [`request_head`]: the upstream request head, as HTTP/1 bytes or fields;
 //! - [`error`]: which side failed, and how.
 
 pub mod balance;
@@ -19,6 +20,7 @@ pub mod group_state;
 pub mod h2_pool;
 pub mod health;
 pub mod pool;
+pub mod request_head;
 pub mod retry;
 
 use crate::config::Config;

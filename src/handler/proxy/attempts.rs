@@ -17,6 +17,7 @@ use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
 use crate::upstream::connect::InFlight;
+use crate::upstream::request_head::RequestHeadSink;
 use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
 
 /// The buffers of one exchange, taken from the worker and given back after it.
@@ -126,9 +127,14 @@ pub(super) trait UpstreamExchange<'h> {
     /// What an answered attempt carries on to the relay.
     type Answer;
 
-    /// The request head as phase 3 writes it (HTTP/1 field lines), rewritten
-    /// for a server only when it depends on the server.
-    fn head_buf(&mut self) -> &mut Vec<u8>;
+    /// Where phase 3 writes the request head in this protocol's form.
+    type Head<'a>: RequestHeadSink
+    where
+        Self: 'a;
+
+    /// The request head, rewritten for a server only when it depends on the
+    /// server.
+    fn head(&mut self) -> Self::Head<'_>;
 
     /// Phases 4 to 6 on `server`: a connection (a pooled one unless
     /// `fresh_only`), the request, the response head.
@@ -182,10 +188,9 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
         // Phase 3: rewrite the request. Retries happen only while the buffer
         // still holds the whole request.
         if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
-            let head = exchange.head_buf();
+            let mut head = exchange.head();
             head.clear();
-            encode_for_server(head, session, route, server, info);
-            tap.edit_upstream_head(head);
+            encode_for_server(&mut head, session, route, server, info, tap);
             encoded_for = Some(server);
         }
 

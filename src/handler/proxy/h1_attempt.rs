@@ -15,6 +15,7 @@ use crate::upstream::connect::connect_upstream;
 use crate::upstream::group::UpstreamGroup;
 use crate::upstream::group_state::GroupState;
 use crate::upstream::pool::Pooled;
+use crate::upstream::request_head::Http1Head;
 use crate::upstream::retry::FailedExchange;
 
 /// An HTTP/1 upstream connection after its server's final head.
@@ -39,8 +40,13 @@ pub(super) struct Http1Attempt<'b, 'h> {
 impl<'h> UpstreamExchange<'h> for Http1Attempt<'_, 'h> {
     type Answer = Http1Answer;
 
-    fn head_buf(&mut self) -> &mut Vec<u8> {
-        &mut self.bufs.up_head
+    type Head<'a>
+        = Http1Head<'a>
+    where
+        Self: 'a;
+
+    fn head(&mut self) -> Http1Head<'_> {
+        Http1Head::new(&mut self.bufs.up_head)
     }
 
     async fn attempt(

@@ -24,6 +24,7 @@ use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::upstream::group_state::GroupState;
 use crate::upstream::h2_pool::StreamLease;
+use crate::upstream::request_head::FieldList;
 use crate::upstream::retry::FailedExchange;
 
 /// A stream whose server answered with a final head.
@@ -43,14 +44,19 @@ pub(super) struct H2Attempt<'b, 'h> {
     pub(super) info: &'b RequestInfo,
     pub(super) limits: Limits,
     /// The head as phase 3 writes it.
-    pub(super) encoded: &'b mut Vec<u8>,
+    pub(super) head: &'b mut FieldList,
 }
 
 impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
     type Answer = H2Answer;
 
-    fn head_buf(&mut self) -> &mut Vec<u8> {
-        self.encoded
+    type Head<'a>
+        = &'a mut FieldList
+    where
+        Self: 'a;
+
+    fn head(&mut self) -> &mut FieldList {
+        self.head
     }
 
     async fn attempt(
@@ -61,7 +67,7 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
         now: Instant,
     ) -> Attempt<H2Answer> {
         let group = &*self.route.group;
-        let request = match h2_request(self.encoded, &session.request(), group.tls.is_some()) {
+        let request = match h2_request(self.head, &session.request(), group.tls.is_some()) {
             Ok(r) => r,
             Err(e) => {
                 debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");

@@ -51,14 +51,16 @@ pub(super) async fn forward_h2<'h, T: ResponseTap>(
             .map(|d| started + d),
     };
     ctx.stats.upstream_requests.add(1);
-    let mut encoded = ProxyBuffers::of(ctx).take_buf();
+    let buffers = ProxyBuffers::of(ctx);
+    let mut encoded = buffers.take_buf();
+    let mut head = buffers.take_field_list();
     let state = &ctx.upstreams.groups[group.index];
     let mut exchange = H2Attempt {
         route,
         state,
         info,
         limits,
-        encoded: &mut encoded,
+        head: &mut head,
     };
     let attempted = run_attempts(session, route, info, started, &mut exchange, tap).await;
     match attempted {
@@ -81,7 +83,8 @@ pub(super) async fn forward_h2<'h, T: ResponseTap>(
         }
     }
     drop(admission);
-    ProxyBuffers::of(ctx).give_buf(encoded);
+    buffers.give_buf(encoded);
+    buffers.give_field_list(head);
 }
 
 /// What the relay of an answered stream goes by.

@@ -1,65 +1,52 @@
 //! Phase 3 for `protocol = "h2"` groups: the upstream request as HTTP/2
-//! pseudo-fields and fields, taken from the head the HTTP/1 rewrite encodes
-//! (so forwarding fields, request rules and hop-by-hop removal are decided in
-//! one place); and the gRPC conventions the proxy honours: `grpc-timeout` as
-//! the request's deadline, and errors of its own answered as gRPC statuses.
+//! pseudo-fields and fields, from the field list the one request rewrite
+//! writes for every protocol (so forwarding fields, request rules and
+//! hop-by-hop removal are decided in one place, and no head is parsed
+//! again); and the gRPC conventions the proxy honours: `grpc-timeout` as the
+//! request's deadline, and errors of its own answered as gRPC statuses.
 
 use std::time::Duration;
 
-use http::header::{HeaderName, HeaderValue};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use http::{Method, Request, Uri};
 
-use crate::http::response::split_field_lines;
 use crate::http::{Body, RequestView, ResponseHead, Session};
 use crate::http1::grammar::list_elements;
+use crate::upstream::request_head::FieldList;
 
 /// Why a head could not be carried over HTTP/2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotH2(pub &'static str);
 
-/// Builds the HTTP/2 request from `encoded`, an HTTP/1.1 head as
-/// [`super::rewrite_request::encode_request_head`] writes it: `Host` becomes
-/// `:authority`, the framing and connection-specific fields go (RFC 9113
-/// §8.2.2), and `te: trailers` is kept when the client sent it (gRPC servers
-/// ask for it).
+/// Builds the HTTP/2 request from `head`, the rewritten request: its
+/// authority becomes `:authority`, connection-specific fields go (RFC 9113
+/// §8.2.2), a declared body length is `content-length`, and `te: trailers`
+/// is kept when the client sent it (gRPC servers ask for it).
 pub fn h2_request(
-    encoded: &[u8],
+    head: &FieldList,
     request: &RequestView<'_>,
     secure_upstream: bool,
 ) -> Result<Request<()>, NotH2> {
-    let line_end = encoded
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .ok_or(NotH2("no request line"))?;
-    let line = &encoded[..line_end];
-    let method_end = line
-        .iter()
-        .position(|&b| b == b' ')
-        .ok_or(NotH2("no method"))?;
-    let target = line[method_end + 1..]
-        .strip_suffix(b" HTTP/1.1")
-        .ok_or(NotH2("no version"))?;
-    let method = Method::from_bytes(&line[..method_end]).map_err(|_| NotH2("method"))?;
-    let head_end = encoded
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(encoded.len(), |p| p + 2);
+    let method = Method::from_bytes(head.method()).map_err(|_| NotH2("method"))?;
     let mut builder = Request::builder().method(method);
-    let mut authority = None;
-    for (name, value) in split_field_lines(&encoded[line_end + 2..head_end]) {
-        let lower = name.to_ascii_lowercase();
-        match lower.as_str() {
-            "host" => {
-                authority = Some(value);
-                continue;
-            }
-            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-            | "te" => continue,
-            _ => {}
+    for (name, value) in head.fields() {
+        let name = HeaderName::from_bytes(name).map_err(|_| NotH2("field name"))?;
+        if matches!(
+            name.as_str(),
+            "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "transfer-encoding"
+                | "upgrade"
+                | "te"
+        ) {
+            continue;
         }
-        let name = HeaderName::from_bytes(lower.as_bytes()).map_err(|_| NotH2("field name"))?;
         let value = HeaderValue::from_bytes(value).map_err(|_| NotH2("field value"))?;
         builder = builder.header(name, value);
+    }
+    if let Some(n) = head.content_length() {
+        builder = builder.header(CONTENT_LENGTH, n);
     }
     let te_trailers = request
         .headers()
@@ -68,11 +55,11 @@ pub fn h2_request(
     if te_trailers {
         builder = builder.header("te", "trailers");
     }
-    let authority = authority.ok_or(NotH2("no authority"))?;
+    let target = head.path();
     let target = if target == b"*" { b"/" } else { target };
     let uri = Uri::builder()
         .scheme(if secure_upstream { "https" } else { "http" })
-        .authority(authority)
+        .authority(head.authority())
         .path_and_query(target)
         .build()
         .map_err(|_| NotH2("request target"))?;
@@ -133,8 +120,10 @@ pub fn answer_grpc_error(session: &mut dyn Session<'_>, status: u16) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http1::parse::BodyKind;
     use crate::http1::parse::{parse_request, RequestHead};
     use crate::http1::Limits;
+    use crate::upstream::request_head::RequestHeadSink;
 
     fn view_of<'a>(raw: &'a [u8], head: &'a mut RequestHead) -> RequestView<'a> {
         parse_request(raw, &Limits::default(), head).unwrap();
@@ -160,12 +149,22 @@ mod tests {
     }
 
     #[test]
-    fn encoded_head_becomes_pseudo_fields_without_connection_fields() {
+    fn rewritten_head_becomes_pseudo_fields_without_connection_fields() {
         let raw = b"POST /pkg.Svc/Call?x=1 HTTP/1.1\r\nHost: client.test\r\nTE: trailers, deflate\r\nContent-Type: application/grpc\r\n\r\n";
         let mut head = RequestHead::new();
         let view = view_of(raw, &mut head);
-        let encoded = b"POST /pkg.Svc/Call?x=1 HTTP/1.1\r\nHost: app.internal:50051\r\nContent-Type: application/grpc\r\nX-Forwarded-For: 192.0.2.1\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n";
-        let req = h2_request(encoded, &view, false).unwrap();
+        let mut list = FieldList::default();
+        list.start(
+            b"POST",
+            b"/pkg.Svc/Call",
+            Some(b"x=1"),
+            b"app.internal:50051",
+        );
+        list.field(b"Content-Type", b"application/grpc");
+        list.field(b"X-Forwarded-For", b"192.0.2.1");
+        list.field(b"Connection", b"keep-alive");
+        list.finish(BodyKind::Chunked, None);
+        let req = h2_request(&list, &view, false).unwrap();
         assert_eq!(req.method(), Method::POST);
         assert_eq!(
             req.uri().to_string(),
@@ -185,7 +184,11 @@ mod tests {
         let raw = b"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\n\r\n";
         let mut head = RequestHead::new();
         let view = view_of(raw, &mut head);
-        let req = h2_request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &view, true).unwrap();
+        let mut list = FieldList::default();
+        list.start(b"GET", b"/", None, b"a");
+        list.finish(BodyKind::Length(3), None);
+        let req = h2_request(&list, &view, true).unwrap();
+        assert_eq!(req.headers()["content-length"], "3");
         assert!(req.headers().get("te").is_none());
         assert_eq!(req.uri().scheme_str(), Some("https"));
     }

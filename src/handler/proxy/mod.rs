@@ -58,6 +58,7 @@ use tracing::debug;
 use crate::cache::answer::answer_stored;
 use crate::cache::tap::{NoTap, ResponseTap, UpstreamHead};
 use crate::http::Session;
+use crate::upstream::request_head::{FieldList, RequestHeadSink};
 use crate::upstream::UpstreamGroup;
 pub use crate::upstream::{connect, ErrorKind, ProxyError, Side};
 use crate::worker::{WorkerCtx, READ_BUF};
@@ -110,6 +111,8 @@ pub struct ProxyBuffers {
     bufs: RefCell<Vec<Vec<u8>>>,
     /// Whole sets of an exchange's buffers: one pop and one push per request.
     exchanges: RefCell<Vec<ExchangeBufs>>,
+    /// Request heads as field lists, for HTTP/2 upstreams.
+    field_lists: RefCell<Vec<FieldList>>,
 }
 
 /// Buffers kept for reuse per worker.
@@ -138,6 +141,23 @@ impl ProxyBuffers {
         let mut bufs = self.bufs.borrow_mut();
         if bufs.len() < POOLED_BUFS {
             bufs.push(b);
+        }
+    }
+
+    /// A request head as a field list, empty.
+    pub(super) fn take_field_list(&self) -> FieldList {
+        self.field_lists.borrow_mut().pop().unwrap_or_default()
+    }
+
+    /// Returns a field list for the next request; one that grew too large is freed.
+    pub(super) fn give_field_list(&self, mut list: FieldList) {
+        if list.capacity() > POOLED_BUF_MAX {
+            return;
+        }
+        list.clear();
+        let mut lists = self.field_lists.borrow_mut();
+        if lists.len() < POOLED_BUFS {
+            lists.push(list);
         }
     }
 

@@ -1,5 +1,7 @@
-//! Phase 3, rewriting the upstream request: the head the upstream gets, encoded
-//! through the shared request encoder ([`crate::http1::client::request`]).
+//! Phase 3, rewriting the upstream request: the head the upstream gets,
+//! written once for every upstream protocol into a
+//! [`RequestHeadSink`]: HTTP/1 bytes, or a field list an HTTP/2 exchange takes
+//! as it is.
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -7,8 +9,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
+use crate::cache::tap::ResponseTap;
 use crate::http::{RequestId, RequestView, Session};
-use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
+use crate::upstream::request_head::RequestHeadSink;
 
 /// The downstream client as the forwarding fields describe it.
 #[derive(Debug, Clone, Copy)]
@@ -24,13 +27,14 @@ pub(super) struct Client<'a> {
 }
 
 /// Phase 3 for `server` of the route's group: the upstream request head, with
-/// the client as `session` describes it.
+/// the client as `session` describes it and the cache's `tap` on it.
 pub(super) fn encode_for_server(
-    out: &mut Vec<u8>,
+    out: &mut impl RequestHeadSink,
     session: &dyn Session<'_>,
     route: &ProxyRoute,
     server: usize,
     info: &RequestInfo,
+    tap: &mut impl ResponseTap,
 ) {
     let view = session.request();
     encode_request_head(
@@ -45,20 +49,23 @@ pub(super) fn encode_for_server(
             request_id: session.request_id(),
         },
         info,
+        tap,
     );
 }
 
-/// Phase 3: encodes the upstream request head. Host first (the client's, or the
-/// server's when `preserve_host` is off), then the client's fields minus
-/// hop-by-hop ones and those the proxy sets, then forwarding fields, then
-/// exactly one framing field.
+/// Phase 3: writes the upstream request head. The authority first (the
+/// client's, or the server's when `preserve_host` is off), then the client's
+/// fields minus hop-by-hop ones, those the proxy sets and those the cache's
+/// `tap` replaces, then forwarding fields, the route's rules and the tap's
+/// own, then the framing.
 pub(super) fn encode_request_head(
-    out: &mut Vec<u8>,
+    out: &mut impl RequestHeadSink,
     request: &RequestView<'_>,
     route: &ProxyRoute,
     server_authority: &str,
     client: Client<'_>,
     info: &RequestInfo,
+    tap: &mut impl ResponseTap,
 ) {
     let Client {
         addr: peer,
@@ -79,7 +86,7 @@ pub(super) fn encode_request_head(
         Some(h) if route.preserve_host => h,
         _ => server_authority.as_bytes(),
     };
-    write_request_start(out, request.method_token(), path, query, host);
+    out.start(request.method_token(), path, query, host);
 
     let options = ConnectionOptions::gather(|| request.headers());
     let fw = route.forwarding;
@@ -99,77 +106,76 @@ pub(super) fn encode_request_head(
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
-        if route.request_rules.as_ref().is_some_and(|r| r.drops(name)) {
+        if route.request_rules.as_ref().is_some_and(|r| r.drops(name))
+            || tap.drops_request_field(name)
+        {
             continue;
         }
-        write_field(out, name, value);
+        out.field(name, value);
     }
 
     let ip = peer.ip();
     let scheme = if secure { "https" } else { "http" };
     if fw.x_forwarded {
-        out.extend_from_slice(b"X-Forwarded-For: ");
-        for (name, value) in request.headers() {
+        out.begin_field(b"X-Forwarded-For");
+        let value = out.value();
+        for (name, v) in request.headers() {
             if name.len() == 15
-                && !value.is_empty()
+                && !v.is_empty()
                 && Field::of(name) == Field::XForwardedFor
                 && !options.names(name)
             {
-                out.extend_from_slice(value);
-                out.extend_from_slice(b", ");
+                value.extend_from_slice(v);
+                value.extend_from_slice(b", ");
             }
         }
-        write_ip(out, ip);
-        out.extend_from_slice(b"\r\n");
-        write_field(out, b"X-Forwarded-Proto", scheme.as_bytes());
+        write_ip(value, ip);
+        out.end_field(false);
+        out.field(b"X-Forwarded-Proto", scheme.as_bytes());
         if let Some(h) = client_host {
-            write_field(out, b"X-Forwarded-Host", h);
+            out.field(b"X-Forwarded-Host", h);
         }
     }
     if fw.forwarded {
-        out.extend_from_slice(b"Forwarded: for=");
+        out.begin_field(b"Forwarded");
+        let value = out.value();
+        value.extend_from_slice(b"for=");
         match ip {
-            IpAddr::V4(v4) => write_ipv4(out, v4),
+            IpAddr::V4(v4) => write_ipv4(value, v4),
             IpAddr::V6(v6) => {
-                let _ = write!(out, "\"[{v6}]\"");
+                let _ = write!(value, "\"[{v6}]\"");
             }
         }
-        out.extend_from_slice(b";proto=");
-        out.extend_from_slice(scheme.as_bytes());
+        value.extend_from_slice(b";proto=");
+        value.extend_from_slice(scheme.as_bytes());
         if let Some(h) = client_host {
-            out.extend_from_slice(b";host=\"");
-            out.extend_from_slice(h);
-            out.push(b'"');
+            value.extend_from_slice(b";host=\"");
+            value.extend_from_slice(h);
+            value.push(b'"');
         }
-        out.extend_from_slice(b"\r\n");
+        out.end_field(false);
     }
     if route.via {
-        out.extend_from_slice(b"Via: 1.1 pier\r\n");
+        out.field(b"Via", b"1.1 pier");
     }
     if let Some(h) = &route.client_addr_header {
-        out.extend_from_slice(h.as_bytes());
-        out.extend_from_slice(b": ");
-        write_ip(out, ip);
-        out.extend_from_slice(b"\r\n");
+        out.begin_field(h.as_bytes());
+        write_ip(out.value(), ip);
+        out.end_field(false);
     }
     // The subject is RFC 4514 text with control characters escaped, so it is a
     // valid field value as it stands.
     if let (Some(h), Some(subject)) = (&route.client_cert_header, subject) {
-        out.extend_from_slice(h.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(subject.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        out.field(h.as_bytes(), subject.as_bytes());
     }
     if let Some(rules) = &route.request_rules {
         rules.write_fields(request, request_id, out);
     }
-    if info.upgrade {
-        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: ");
-        out.extend_from_slice(request.header("upgrade").unwrap_or(b""));
-        out.extend_from_slice(b"\r\n");
-    }
-    write_framing(out, info.body);
-    end_head(out);
+    tap.add_request_fields(out);
+    let upgrade = info
+        .upgrade
+        .then(|| request.header("upgrade").unwrap_or(b""));
+    out.finish(info.body, upgrade);
 }
 
 /// Appends `ip` as its `Display` form would, an IPv4 address (the usual

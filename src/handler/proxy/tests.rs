@@ -11,6 +11,7 @@ use super::rewrite_request::{encode_request_head, Client};
 use super::rewrite_response::encode_response_fields;
 use super::send::Answer;
 use super::{ErrorKind, Forwarding, ProxyError, ProxyRoute, Side};
+use crate::cache::tap::NoTap;
 use crate::http::{RequestView, Session};
 use crate::http1::parse::{parse_request, Limits, Method, RequestHead};
 use crate::http1::response::parse_response;
@@ -19,6 +20,7 @@ use crate::http1::write::{self, BodyFraming, ConnectionHeader};
 use crate::http1::{HeaderLines, Parsed};
 use crate::upstream::balance::Balance;
 use crate::upstream::group::UpstreamGroup;
+use crate::upstream::request_head::Http1Head;
 
 /// A session that only takes interim heads, and notes them.
 #[derive(Default)]
@@ -217,7 +219,16 @@ fn rewrite_for(raw: &[u8], r: &ProxyRoute, client: Client<'_>) -> String {
     let view = RequestView::http1(&head, raw, client.addr, None);
     let info = RequestInfo::new(&view);
     let mut out = Vec::new();
-    encode_request_head(&mut out, &view, r, "10.0.0.9:3000", client, &info);
+    let mut head = Http1Head::new(&mut out);
+    encode_request_head(
+        &mut head,
+        &view,
+        r,
+        "10.0.0.9:3000",
+        client,
+        &info,
+        &mut NoTap,
+    );
     String::from_utf8(out).unwrap()
 }
 
