@@ -219,13 +219,7 @@ pub fn write_interim(out: &mut Vec<u8>, status: u16, fields: &[(&str, &[u8])]) {
     out.push(b' ');
     out.extend_from_slice(reason_phrase(status).as_bytes());
     out.extend_from_slice(b"\r\n");
-    for (name, value) in fields {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
+    end_with_fields(out, fields.iter().copied());
 }
 
 /// Appends one chunk of a chunked body. Empty `data` writes nothing, since a
@@ -333,6 +327,14 @@ pub fn write_head_fields<'n, 'v>(
     fields: impl IntoIterator<Item = (&'n str, &'v [u8])>,
 ) {
     write_head_start(out, status, date, framing, connection);
+    end_with_fields(out, fields);
+}
+
+/// Appends `fields` as `Name: value` lines, then the blank line that ends a head.
+fn end_with_fields<'n, 'v>(
+    out: &mut Vec<u8>,
+    fields: impl IntoIterator<Item = (&'n str, &'v [u8])>,
+) {
     for (name, value) in fields {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
