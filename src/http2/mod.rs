@@ -11,6 +11,7 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+mod shared;
 
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

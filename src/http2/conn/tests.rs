@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::*;
-use crate::http2::frame::{flag, kind, FrameHead, PREFACE};
+use crate::http2::frame::{self, flag, kind, FrameHead, PREFACE};
 
 pub(super) fn limits() -> ConnLimits {
     ConnLimits {
@@ -679,8 +679,8 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.consume_output(all.len() - 5);
     assert!(c.conn.output().is_empty());
     c.conn.release_idle_buffers();
-    assert_eq!(c.conn.out.capacity(), 0);
-    assert_eq!(c.conn.block.capacity(), 0);
+    assert_eq!(c.conn.core.out.capacity(), 0);
+    assert_eq!(c.conn.core.block.capacity(), 0);
 
     // A finished request leaves nothing allocated but the HPACK tables.
     let b = get_block();
@@ -695,10 +695,10 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
     c.frames();
     c.conn.release_idle_buffers();
-    assert_eq!(c.conn.out.capacity(), 0);
-    assert_eq!(c.conn.block.capacity(), 0);
+    assert_eq!(c.conn.core.out.capacity(), 0);
+    assert_eq!(c.conn.core.block.capacity(), 0);
     assert!(c.conn.head.buffers_released());
-    assert_eq!(c.conn.streams.capacity(), 0);
+    assert_eq!(c.conn.core.streams.capacity(), 0);
 }
 
 #[test]
