@@ -32,6 +32,11 @@ pub(crate) struct Stream {
     /// `content-length` of the peer's head, held against the DATA received.
     pub(crate) content_length: Option<u64>,
     pub(crate) received: u64,
+    /// Client: the request was HEAD, so the response carries no content
+    /// whatever its content-length says (RFC 9110 §6.4.1).
+    pub(crate) head_request: bool,
+    /// Client: interim (1xx) response heads received, which are bounded.
+    pub(crate) interim_heads: u8,
 }
 
 impl Stream {
@@ -47,6 +52,8 @@ impl Stream {
             send_window,
             content_length: None,
             received: 0,
+            head_request: false,
+            interim_heads: 0,
         }
     }
 }
@@ -85,6 +92,17 @@ impl StreamTable {
         if self.get(id).is_some_and(|s| s.recv_closed && s.send_closed) {
             self.remove(id);
         }
+    }
+
+    /// Removes the streams above `last`, telling `removed` each id.
+    pub(crate) fn remove_above(&mut self, last: StreamId, mut removed: impl FnMut(StreamId)) {
+        self.streams.retain(|s| {
+            let keep = s.id <= last;
+            if !keep {
+                removed(s.id);
+            }
+            keep
+        });
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
