@@ -12,8 +12,12 @@
 //! header block means (`receive.rs`) and the response head
 //! (`response_head.rs`).
 
+#[cfg(test)]
+mod error_tests;
 mod receive;
 mod response_head;
+#[cfg(test)]
+mod tests;
 
 use std::io::IoSlice;
 

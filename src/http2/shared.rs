@@ -18,6 +18,8 @@ pub(crate) mod output;
 mod receive;
 mod send;
 pub(crate) mod streams;
+#[cfg(test)]
+pub(crate) mod test_wire;
 
 use std::time::Instant;
 
