@@ -319,6 +319,33 @@ impl ConnCore {
             .map_err(|_| self.connection_error(ErrorCode::CompressionError))
     }
 
+    /// Ends a stream with the trailers its role decoded (`valid`: they
+    /// passed the role's checks): they must end the stream, and the body
+    /// before them must match its content-length; else the stream is reset
+    /// for a PROTOCOL_ERROR. True when the role reports them.
+    pub(crate) fn end_with_trailers(
+        &mut self,
+        b: PendingBlock,
+        valid: bool,
+        side: &mut dyn RoleSide,
+    ) -> Result<bool, ConnError> {
+        let id = b.stream;
+        if !b.end_stream || b.self_dependent || !valid {
+            self.stream_error(id, ErrorCode::ProtocolError, side)?;
+            return Ok(false);
+        }
+        let Some(s) = self.streams.get_mut(id) else {
+            return Ok(false);
+        };
+        if s.content_length.is_some_and(|cl| cl != s.received) {
+            self.stream_error(id, ErrorCode::ProtocolError, side)?;
+            return Ok(false);
+        }
+        s.recv_closed = true;
+        self.streams.remove_if_done(id);
+        Ok(true)
+    }
+
     /// Counts a frame that makes no output and changes nothing the peer
     /// waits for: an earned credit first, then the bucket.
     pub(crate) fn inert_frame(&mut self, now: Instant) -> Result<(), ConnError> {

@@ -107,24 +107,11 @@ impl ClientSide<'_> {
         b: PendingBlock,
         block: &[u8],
     ) -> Result<(), ConnError> {
-        let id = b.stream;
         self.decode(core, block, HeadKind::Trailers)?;
-        if !b.end_stream
-            || b.self_dependent
-            || self.head.finish(true).is_err()
-            || self.head.oversized()
-        {
-            return core.stream_error(id, ErrorCode::ProtocolError, self);
+        let valid = self.head.finish(true).is_ok() && !self.head.oversized();
+        if core.end_with_trailers(b, valid, self)? {
+            self.events.trailers(b.stream, self.head);
         }
-        let Some(s) = core.streams.get_mut(id) else {
-            return Ok(());
-        };
-        if s.content_length.is_some_and(|cl| cl != s.received) {
-            return core.stream_error(id, ErrorCode::ProtocolError, self);
-        }
-        s.recv_closed = true;
-        self.events.trailers(id, self.head);
-        core.streams.remove_if_done(id);
         Ok(())
     }
 }
