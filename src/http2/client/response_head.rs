@@ -79,6 +79,11 @@ impl ResponseHead {
         self.list.release_buffers();
     }
 
+    #[cfg(test)]
+    pub(super) fn buffers_released(&self) -> bool {
+        self.list.buffers_released()
+    }
+
     /// Takes one decoded field; the first rule it breaks is kept for
     /// [`Self::finish`].
     pub(super) fn push(&mut self, name: &[u8], value: &[u8]) {

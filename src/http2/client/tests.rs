@@ -711,3 +711,75 @@ fn goaway_refuses_the_streams_above_its_last_and_lets_the_rest_finish() {
     assert_eq!(p.cev.0.len(), 2);
     assert!(p.client.is_closed(), "going away and nothing left open");
 }
+
+#[test]
+fn an_early_complete_response_then_no_error_stops_the_upload() {
+    let mut p = Pair::new(limits(), limits());
+    let id = p.open("POST", "/up", false);
+    assert_eq!(p.client.send_data(id, b"part", false), 4);
+    p.pump();
+    // The server answers before the body ends and asks the client to stop
+    // sending (RFC 9113 §8.1).
+    p.server
+        .send_headers(id, 413, &mut std::iter::empty(), true);
+    p.server.reset_stream(id, ErrorCode::NoError);
+    p.pump();
+    assert!(matches!(
+        p.cev.0[..],
+        [
+            Ev::Response {
+                status: 413,
+                end_stream: true,
+                ..
+            },
+            Ev::Reset(_, ErrorCode::NoError)
+        ]
+    ));
+    assert_eq!(p.client.open_streams(), 0);
+    assert_eq!(p.client.send_capacity(id), 0);
+    assert_eq!(p.client.send_data(id, b"more", true), 0);
+}
+
+#[test]
+fn padding_is_released_at_once() {
+    let mut l = limits();
+    l.initial_stream_window = 100;
+    let mut o = Origin::new(l);
+    let id = o.open("GET", true);
+    o.send(&headers(id, &response_block("200", &[]), false))
+        .unwrap();
+    o.events();
+    let mut p = vec![59];
+    p.extend([b'x'; 10]);
+    p.extend([0; 59]);
+    o.send(&frame(kind::DATA, flag::PADDED, id, &p)).unwrap();
+    assert_eq!(o.events(), [Ev::Data(id, vec![b'x'; 10], false)]);
+    let f = o.one(kind::WINDOW_UPDATE);
+    assert_eq!(
+        (f.stream, frame::read_u32(&f.payload)),
+        (id, 60),
+        "pad byte and padding"
+    );
+}
+
+#[test]
+fn an_idle_connection_holds_no_buffers_but_its_hpack_tables() {
+    let mut l = limits();
+    l.max_header_list_size = 32_768;
+    let mut p = Pair::new(l, limits());
+    let long = vec![b'v'; 20_000];
+    let id = p.open("GET", "/", true);
+    p.pump();
+    let fields = [(&b"x-long"[..], &long[..])];
+    p.server
+        .send_headers(id, 200, &mut fields.into_iter(), false);
+    p.server.send_data(id, b"body", true);
+    // The head spans a CONTINUATION: the client joins it in its block.
+    p.pump();
+    assert_eq!(p.cev.0.len(), 2);
+    p.client.release_idle_buffers();
+    assert_eq!(p.client.core.out.capacity(), 0);
+    assert_eq!(p.client.core.block.capacity(), 0);
+    assert_eq!(p.client.core.streams.capacity(), 0);
+    assert!(p.client.head.buffers_released());
+}
