@@ -1,5 +1,5 @@
 //! HTTP/2 frames (RFC 9113 §4 and §6): the 9-byte frame head, the frame
-//! types and flags, and the writers of the frames a server sends. Frames are
+//! types and flags, and the writers of the frames either role sends. Frames are
 //! read in place from the input slice and written straight into the
 //! connection's output buffer, so no frame is ever allocated on its own.
 
@@ -33,7 +33,7 @@ pub mod kind {
     pub const RST_STREAM: u8 = 0x3;
     /// Connection parameters.
     pub const SETTINGS: u8 = 0x4;
-    /// Server push, which a client may never send.
+    /// Server push, which a client never sends and Pier as a client turns off.
     pub const PUSH_PROMISE: u8 = 0x5;
     /// Liveness and round-trip checks.
     pub const PING: u8 = 0x6;
@@ -63,7 +63,7 @@ pub mod flag {
 pub mod setting {
     /// The peer's HPACK dynamic table limit for what we encode.
     pub const HEADER_TABLE_SIZE: u16 = 0x1;
-    /// Server push allowed (0 or 1); meaningless from a client but checked.
+    /// Server push allowed (0 or 1): a client sends 0; a server may send only 0.
     pub const ENABLE_PUSH: u16 = 0x2;
     /// Streams the sender lets the other side open at once.
     pub const MAX_CONCURRENT_STREAMS: u16 = 0x3;
@@ -140,6 +140,12 @@ pub fn write_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
 /// Appends the acknowledgement of the peer's SETTINGS.
 pub fn write_settings_ack(out: &mut Vec<u8>) {
     write_head(out, 0, kind::SETTINGS, flag::ACK, 0);
+}
+
+/// Appends a PING (not an ack) carrying `payload`.
+pub fn write_ping(out: &mut Vec<u8>, payload: &[u8; 8]) {
+    write_head(out, 8, kind::PING, 0, 0);
+    out.extend_from_slice(payload);
 }
 
 /// Appends the answer to a PING, echoing its payload.

@@ -1,16 +1,23 @@
-//! HTTP/2 (RFC 9113) for the server side, sans-IO: frames in, frames out, as
-//! `http1` is for HTTP/1. The downstream driver (`server::h2`) moves bytes
-//! between a socket and a [`conn::ServerConnection`]; nothing here touches a
-//! socket, a clock of its own or a runtime. Upstream HTTP/2 (gRPC to origins)
-//! and `pier bench http --h2` use the `h2` crate as clients.
+//! HTTP/2 (RFC 9113), sans-IO: frames in, frames out, as `http1` is for
+//! HTTP/1. One implementation in both roles: [`conn::ServerConnection`] for
+//! the downstream driver (`server::h2`), [`client::ClientConnection`] for
+//! upstream exchanges with origins (which the proxy's `protocol = "h2"`
+//! groups do not use yet: they still speak through the `h2` crate); what
+//! the roles share (frames, HPACK,
+//! flow control, settings, GOAWAY, the flood budgets, the output queue)
+//! is written once in `shared`, so an origin meets the defences a client
+//! does. Nothing here touches a socket, a clock of its own or a runtime.
+//! `pier bench http --h2` keeps the `h2` crate as an independent client.
 //!
-//! Pier keeps its own server codec because the downstream side is where the
-//! cost and the memory of HTTP/2 are: per request it decodes HPACK straight
-//! into the head the handlers read, and an idle connection holds no buffers.
+//! Pier keeps its own codec because the downstream side is where the cost
+//! and the memory of HTTP/2 are: per request it decodes HPACK straight into
+//! the head the handlers read, and an idle connection holds no buffers.
 
+pub mod client;
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+mod shared;
 
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::tests::*;
 use super::*;
-use crate::http2::frame::{flag, kind, PREFACE};
+use crate::http2::frame::{self, flag, kind, PREFACE};
 
 #[test]
 fn a_wrong_preface_ends_the_connection_without_goaway() {

@@ -1,23 +1,10 @@
 //! The request head (and trailers) a connection decodes HPACK into, checked
 //! field by field as the decoder yields them (RFC 9113 §8.2, §8.3.1). One
-//! head per connection is reused from stream to stream: the field bytes go
-//! into one buffer and the head keeps spans into it, so a request allocates
-//! nothing once the buffers have grown to the connection's usual size.
+//! head per connection is reused from stream to stream; the regular fields
+//! and their checks are the shared [`FieldList`]'s, the request's pseudo
+//! fields are kept here.
 
-/// A field's place in [`RequestHead`]'s buffer.
-#[derive(Clone, Copy, Debug, Default)]
-struct FieldSpan {
-    start: u32,
-    name_len: u32,
-    value_len: u32,
-}
-
-/// A pseudo field's value in the buffer.
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    start: u32,
-    len: u32,
-}
+use crate::http2::shared::fields::{FieldList, Span};
 
 /// The pseudo fields of a request, in the order [`RequestHead`] keeps them.
 const METHOD: usize = 0;
@@ -40,17 +27,10 @@ pub(super) enum HeadKind {
 /// PROTOCOL_ERROR instead. Trailers come in the same type, without pseudo
 /// fields.
 pub struct RequestHead {
-    buf: Vec<u8>,
-    fields: Vec<FieldSpan>,
+    list: FieldList,
     pseudo: [Option<Span>; 4],
-    content_length: Option<u64>,
-    oversized: bool,
     // The state of the head being decoded.
     kind: HeadKind,
-    list_size: usize,
-    regular: usize,
-    max_list_size: usize,
-    max_fields: usize,
     malformed: Option<&'static str>,
 }
 
@@ -58,16 +38,9 @@ impl RequestHead {
     /// An empty head enforcing the connection's limits.
     pub(super) fn new(max_list_size: u32, max_fields: usize) -> Self {
         RequestHead {
-            buf: Vec::new(),
-            fields: Vec::new(),
+            list: FieldList::new(max_list_size, max_fields),
             pseudo: [None; 4],
-            content_length: None,
-            oversized: false,
             kind: HeadKind::Request,
-            list_size: 0,
-            regular: 0,
-            max_list_size: max_list_size as usize,
-            max_fields,
             malformed: None,
         }
     }
@@ -95,51 +68,41 @@ impl RequestHead {
     /// The regular fields in the order received (`cookie` fields as sent,
     /// one per crumb or not: joining them is the reader's business).
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.fields.iter().map(|f| {
-            let s = f.start as usize;
-            let n = s + f.name_len as usize;
-            (&self.buf[s..n], &self.buf[n..n + f.value_len as usize])
-        })
+        self.list.iter()
     }
 
     /// `content-length`, when the request gave one (already checked to be a
     /// number, and the DATA frames are held to it).
     pub fn content_length(&self) -> Option<u64> {
-        self.content_length
+        self.list.content_length()
     }
 
     /// The head passed `max_header_list_size` or `max_header_fields`; its
     /// fields are not kept (pseudo fields are, when they fit).
     pub fn oversized(&self) -> bool {
-        self.oversized
+        self.list.oversized()
     }
 
     fn pseudo_value(&self, i: usize) -> Option<&[u8]> {
-        self.pseudo[i].map(|s| &self.buf[s.start as usize..(s.start + s.len) as usize])
+        self.pseudo[i].map(|s| self.list.pseudo(s))
     }
 
     /// Starts decoding a new head, keeping the buffers' capacity.
     pub(super) fn begin(&mut self, kind: HeadKind) {
-        self.buf.clear();
-        self.fields.clear();
+        self.list.begin();
         self.pseudo = [None; 4];
-        self.content_length = None;
-        self.oversized = false;
         self.kind = kind;
-        self.list_size = 0;
-        self.regular = 0;
         self.malformed = None;
     }
 
     /// Drops the buffers' allocations (no stream is open).
     pub(super) fn release_buffers(&mut self) {
-        self.buf = Vec::new();
-        self.fields = Vec::new();
+        self.list.release_buffers();
     }
 
     #[cfg(test)]
     pub(super) fn buffers_released(&self) -> bool {
-        self.buf.capacity() == 0 && self.fields.capacity() == 0
+        self.list.buffers_released()
     }
 
     /// Takes one decoded field; the first rule it breaks is kept for
@@ -154,13 +117,12 @@ impl RequestHead {
     }
 
     fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        check_value(value)?;
-        self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
+        self.list.count(name, value)?;
         if let Some(pseudo) = name.strip_prefix(b":") {
             if self.kind == HeadKind::Trailers {
                 return Err("pseudo field in trailers");
             }
-            if !self.fields.is_empty() || self.regular > 0 {
+            if self.list.has_regular() {
                 return Err("pseudo field after a regular field");
             }
             let i = match pseudo {
@@ -174,52 +136,13 @@ impl RequestHead {
             if self.pseudo[i].is_some() {
                 return Err("duplicate pseudo field");
             }
-            if self.list_size > self.max_list_size {
-                self.oversized = true;
-            }
             // Kept even when oversized, so the driver can answer 431 to
-            // the right request; four values at most, each bounded by the
-            // header block or the HPACK table.
-            let start = self.buf.len() as u32;
-            self.buf.extend_from_slice(value);
-            self.pseudo[i] = Some(Span {
-                start,
-                len: value.len() as u32,
-            });
+            // the right request.
+            self.pseudo[i] = Some(self.list.push_pseudo(value));
             return Ok(());
         }
-        check_name(name)?;
-        match name {
-            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
-            | b"upgrade" => return Err("connection-specific field"),
-            b"te" if !value.eq_ignore_ascii_case(b"trailers") => {
-                return Err("te other than trailers")
-            }
-            b"content-length" if self.kind == HeadKind::Request => {
-                let n = parse_content_length(value).ok_or("content-length not a number")?;
-                if self.content_length.is_some_and(|c| c != n) {
-                    return Err("content-length given twice with different values");
-                }
-                self.content_length = Some(n);
-            }
-            _ => {}
-        }
-        self.regular += 1;
-        if self.list_size > self.max_list_size || self.regular > self.max_fields {
-            self.oversized = true;
-            self.fields.clear();
-        }
-        if !self.oversized {
-            let start = self.buf.len() as u32;
-            self.buf.extend_from_slice(name);
-            self.buf.extend_from_slice(value);
-            self.fields.push(FieldSpan {
-                start,
-                name_len: name.len() as u32,
-                value_len: value.len() as u32,
-            });
-        }
-        Ok(())
+        self.list
+            .push_regular(name, value, self.kind == HeadKind::Request)
     }
 
     /// Ends the head: the first rule broken, if any. `end_stream`: the
@@ -251,67 +174,11 @@ impl RequestHead {
                 Some(_) => {}
             }
         }
-        if end_stream && self.content_length.is_some_and(|n| n > 0) {
+        if end_stream && self.content_length().is_some_and(|n| n > 0) {
             return Err("content-length without a body");
         }
         Ok(())
     }
-}
-
-/// The bytes allowed in a regular field's name (RFC 9113 §8.2.1): no
-/// control characters, space, DEL, non-ASCII or uppercase letters, and no
-/// colon; one lookup a byte.
-const NAME_BYTE: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0x21;
-    while b < 0x7f {
-        t[b] = !(b as u8).is_ascii_uppercase() && b != b':' as usize;
-        b += 1;
-    }
-    t
-};
-
-fn check_name(name: &[u8]) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("empty field name");
-    }
-    if name.iter().all(|&b| NAME_BYTE[usize::from(b)]) {
-        return Ok(());
-    }
-    if name.iter().any(u8::is_ascii_uppercase) {
-        return Err("uppercase field name");
-    }
-    Err("invalid character in field name")
-}
-
-/// RFC 9113 §8.2.1: no NUL, CR or LF in a value, and no whitespace around it.
-fn check_value(value: &[u8]) -> Result<(), &'static str> {
-    // One comparison for most bytes: the three refused are all below 14.
-    if value
-        .iter()
-        .any(|&b| b <= b'\r' && (b == 0 || b == b'\r' || b == b'\n'))
-    {
-        return Err("NUL, CR or LF in a field value");
-    }
-    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
-        if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
-            return Err("whitespace around a field value");
-        }
-    }
-    Ok(())
-}
-
-fn parse_content_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.iter().try_fold(0u64, |n, &b| {
-        if b.is_ascii_digit() {
-            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-        } else {
-            None
-        }
-    })
 }
 
 #[cfg(test)]
@@ -535,6 +402,6 @@ mod tests {
         f.extend(std::iter::repeat_n(("a", "1"), 9));
         let h = head(&f, false).unwrap();
         assert!(h.oversized(), "nine fields past a limit of eight");
-        assert!(h.buf.len() < 64, "dropped fields are not stored");
+        assert!(h.list.stored_len() < 64, "dropped fields are not stored");
     }
 }

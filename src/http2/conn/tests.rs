@@ -5,23 +5,8 @@
 use std::time::Instant;
 
 use super::*;
-use crate::http2::frame::{flag, kind, FrameHead, PREFACE};
-
-pub(super) fn limits() -> ConnLimits {
-    ConnLimits {
-        max_concurrent_streams: 4,
-        initial_stream_window: 65_535,
-        initial_connection_window: 1 << 20,
-        max_frame_size: 16_384,
-        header_table_size: 4096,
-        max_header_list_size: 8192,
-        max_header_fields: 20,
-        max_control_frames: 10,
-        max_error_resets: 5,
-        max_empty_frames: 10,
-        max_inert_frames: 20,
-    }
-}
+use crate::http2::frame::{self, flag, kind, FrameHead, PREFACE};
+pub(super) use crate::http2::shared::test_wire::*;
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Ev {
@@ -73,44 +58,6 @@ impl Events for Recorder {
     }
 }
 
-/// A frame as bytes.
-pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::new();
-    frame::write_head(&mut f, payload.len(), kind, flags, stream);
-    f.extend_from_slice(payload);
-    f
-}
-
-/// An HPACK integer with an `n`-bit prefix after `first`'s high bits.
-pub(super) fn hpack_int(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
-    let max = (1usize << n) - 1;
-    if v < max {
-        out.push(first | v as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    v -= max;
-    while v >= 128 {
-        out.push((v % 128) as u8 | 0x80);
-        v /= 128;
-    }
-    out.push(v as u8);
-}
-
-/// A header block of literal fields without indexing (new names, no
-/// Huffman coding): the decoder's simplest form.
-pub(super) fn block(fields: &[(&str, &str)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    for (n, v) in fields {
-        b.push(0);
-        hpack_int(&mut b, 0, 7, n.len());
-        b.extend_from_slice(n.as_bytes());
-        hpack_int(&mut b, 0, 7, v.len());
-        b.extend_from_slice(v.as_bytes());
-    }
-    b
-}
-
 pub(super) const GET: [(&str, &str); 4] = [
     (":method", "GET"),
     (":scheme", "https"),
@@ -133,42 +80,6 @@ pub(super) fn post_block(content_length: Option<&str>) -> Vec<u8> {
         f.push(("content-length", cl));
     }
     block(&f)
-}
-
-pub(super) fn headers(stream: u32, block: &[u8], end_stream: bool) -> Vec<u8> {
-    let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
-    frame(kind::HEADERS, flags, stream, block)
-}
-
-pub(super) fn data(stream: u32, payload: &[u8], end_stream: bool) -> Vec<u8> {
-    let flags = if end_stream { flag::END_STREAM } else { 0 };
-    frame(kind::DATA, flags, stream, payload)
-}
-
-pub(super) fn settings(pairs: &[(u16, u32)]) -> Vec<u8> {
-    let mut f = Vec::new();
-    frame::write_settings(&mut f, pairs);
-    f
-}
-
-pub(super) fn window_update(stream: u32, inc: u32) -> Vec<u8> {
-    frame(kind::WINDOW_UPDATE, 0, stream, &inc.to_be_bytes())
-}
-
-/// A parsed output frame.
-#[derive(Debug)]
-pub(super) struct Out {
-    pub(super) kind: u8,
-    pub(super) flags: u8,
-    pub(super) stream: u32,
-    pub(super) payload: Vec<u8>,
-}
-
-impl Out {
-    pub(super) fn code(&self) -> ErrorCode {
-        let at = if self.kind == kind::GOAWAY { 4 } else { 0 };
-        ErrorCode::from_u32(frame::read_u32(&self.payload[at..]))
-    }
 }
 
 /// A client: the connection under test, what it reported, and the clock.
@@ -679,8 +590,8 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.consume_output(all.len() - 5);
     assert!(c.conn.output().is_empty());
     c.conn.release_idle_buffers();
-    assert_eq!(c.conn.out.capacity(), 0);
-    assert_eq!(c.conn.block.capacity(), 0);
+    assert_eq!(c.conn.core.out.capacity(), 0);
+    assert_eq!(c.conn.core.block.capacity(), 0);
 
     // A finished request leaves nothing allocated but the HPACK tables.
     let b = get_block();
@@ -695,10 +606,10 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.send_headers(1, 204, &mut std::iter::empty(), true);
     c.frames();
     c.conn.release_idle_buffers();
-    assert_eq!(c.conn.out.capacity(), 0);
-    assert_eq!(c.conn.block.capacity(), 0);
+    assert_eq!(c.conn.core.out.capacity(), 0);
+    assert_eq!(c.conn.core.block.capacity(), 0);
     assert!(c.conn.head.buffers_released());
-    assert_eq!(c.conn.streams.capacity(), 0);
+    assert_eq!(c.conn.core.streams.capacity(), 0);
 }
 
 #[test]

@@ -1,7 +1,8 @@
-//! Encoding response header blocks (RFC 7541 §6) with a policy for what a
-//! server sends: fields that repeat from one response to the next go into
-//! the dynamic table and cost one octet afterwards; fields that change every
-//! response are sent without indexing so they do not push the repeating ones
+//! Encoding header blocks (RFC 7541 §6), response heads on a server and
+//! request heads on a client, with one policy: fields that repeat from one
+//! head to the next (a status, an authority, a user agent) go into the
+//! dynamic table and cost one octet afterwards; fields that change every
+//! time are sent without indexing so they do not push the repeating ones
 //! out; credentials and cookies are never indexed (§7.1.3).
 
 use super::huffman;

@@ -1,10 +1,11 @@
-//! HPACK (RFC 7541): the decoder for request header blocks and the encoder
-//! for response header blocks of one connection.
+//! HPACK (RFC 7541): the decoder and the encoder of one connection, in
+//! either role (request blocks in and response blocks out on a server, the
+//! other way round on a client).
 //!
 //! Both sides are sans-IO and work on whole header blocks. The decoder hands
 //! each field to a callback as slices into the block, its dynamic table or a
 //! scratch buffer it keeps, so decoding allocates nothing per field; the
-//! encoder indexes the fields that repeat from one response to the next and
+//! encoder indexes the fields that repeat from one head to the next and
 //! sends the ones that change every time (dates, lengths) or must stay
 //! private (cookies, credentials) without touching the table.
 

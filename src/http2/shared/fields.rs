@@ -1,0 +1,235 @@
+//! The field list a decoded head keeps, and the checks every HTTP/2 head
+//! makes of its fields whatever its role (RFC 9113 §8.2): names lowercase
+//! and of token bytes, values without NUL, CR, LF or surrounding
+//! whitespace, no connection-specific field, `content-length` a number,
+//! and the list bounded by our SETTINGS_MAX_HEADER_LIST_SIZE and field
+//! count. The request head (server) and the response head (client) add
+//! their own pseudo fields on top.
+//!
+//! The field bytes go into one buffer and the list keeps spans into it, so
+//! a head allocates nothing once the buffers have grown to the
+//! connection's usual size.
+
+/// A field's place in the buffer.
+#[derive(Clone, Copy, Debug, Default)]
+struct FieldSpan {
+    start: u32,
+    name_len: u32,
+    value_len: u32,
+}
+
+/// A pseudo field's value in the buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// The regular fields of one head (or trailers), checked as they come.
+#[derive(Debug)]
+pub(crate) struct FieldList {
+    buf: Vec<u8>,
+    fields: Vec<FieldSpan>,
+    content_length: Option<u64>,
+    oversized: bool,
+    list_size: usize,
+    regular: usize,
+    max_list_size: usize,
+    max_fields: usize,
+}
+
+impl FieldList {
+    /// An empty list enforcing the connection's limits.
+    pub(crate) fn new(max_list_size: u32, max_fields: usize) -> Self {
+        FieldList {
+            buf: Vec::new(),
+            fields: Vec::new(),
+            content_length: None,
+            oversized: false,
+            list_size: 0,
+            regular: 0,
+            max_list_size: max_list_size as usize,
+            max_fields,
+        }
+    }
+
+    /// Starts a new head, keeping the buffers' capacity.
+    pub(crate) fn begin(&mut self) {
+        self.buf.clear();
+        self.fields.clear();
+        self.content_length = None;
+        self.oversized = false;
+        self.list_size = 0;
+        self.regular = 0;
+    }
+
+    /// Drops the buffers' allocations (no stream is open).
+    pub(crate) fn release_buffers(&mut self) {
+        self.buf = Vec::new();
+        self.fields = Vec::new();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn buffers_released(&self) -> bool {
+        self.buf.capacity() == 0 && self.fields.capacity() == 0
+    }
+
+    /// Bytes held in the buffer, for the tests that check dropped fields
+    /// are not stored.
+    #[cfg(test)]
+    pub(crate) fn stored_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Checks a field's value and counts the field's size (RFC 9113
+    /// §6.5.2); the first step for every field, pseudo or regular.
+    pub(crate) fn count(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
+        check_value(value)?;
+        self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
+        Ok(())
+    }
+
+    /// A regular field came before: pseudo fields may no longer follow.
+    pub(crate) fn has_regular(&self) -> bool {
+        !self.fields.is_empty() || self.regular > 0
+    }
+
+    /// Stores a pseudo field's value (kept even when the head is oversized:
+    /// a handful at most, each bounded by the header block or the HPACK
+    /// table), marking the head oversized when the list passed its limit.
+    pub(crate) fn push_pseudo(&mut self, value: &[u8]) -> Span {
+        if self.list_size > self.max_list_size {
+            self.oversized = true;
+        }
+        let start = self.buf.len() as u32;
+        self.buf.extend_from_slice(value);
+        Span {
+            start,
+            len: value.len() as u32,
+        }
+    }
+
+    /// A stored pseudo field's value.
+    pub(crate) fn pseudo(&self, s: Span) -> &[u8] {
+        &self.buf[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// Checks and stores a regular field; `content_length`: a
+    /// `content-length` field is the head's (not a trailer's) and is
+    /// parsed. Past the limits the head is oversized and its regular fields
+    /// are dropped.
+    pub(crate) fn push_regular(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        content_length: bool,
+    ) -> Result<(), &'static str> {
+        check_name(name)?;
+        match name {
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" => return Err("connection-specific field"),
+            b"te" if !value.eq_ignore_ascii_case(b"trailers") => {
+                return Err("te other than trailers")
+            }
+            b"content-length" if content_length => {
+                let n = parse_content_length(value).ok_or("content-length not a number")?;
+                if self.content_length.is_some_and(|c| c != n) {
+                    return Err("content-length given twice with different values");
+                }
+                self.content_length = Some(n);
+            }
+            _ => {}
+        }
+        self.regular += 1;
+        if self.list_size > self.max_list_size || self.regular > self.max_fields {
+            self.oversized = true;
+            self.fields.clear();
+        }
+        if !self.oversized {
+            let start = self.buf.len() as u32;
+            self.buf.extend_from_slice(name);
+            self.buf.extend_from_slice(value);
+            self.fields.push(FieldSpan {
+                start,
+                name_len: name.len() as u32,
+                value_len: value.len() as u32,
+            });
+        }
+        Ok(())
+    }
+
+    /// The regular fields in the order received.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.fields.iter().map(|f| {
+            let s = f.start as usize;
+            let n = s + f.name_len as usize;
+            (&self.buf[s..n], &self.buf[n..n + f.value_len as usize])
+        })
+    }
+
+    /// `content-length`, when the head gave one.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        self.content_length
+    }
+
+    /// The list passed `max_header_list_size` or `max_header_fields`.
+    pub(crate) fn oversized(&self) -> bool {
+        self.oversized
+    }
+}
+
+/// The bytes allowed in a regular field's name (RFC 9113 §8.2.1): no
+/// control characters, space, DEL, non-ASCII or uppercase letters, and no
+/// colon; one lookup a byte.
+const NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0x21;
+    while b < 0x7f {
+        t[b] = !(b as u8).is_ascii_uppercase() && b != b':' as usize;
+        b += 1;
+    }
+    t
+};
+
+fn check_name(name: &[u8]) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty field name");
+    }
+    if name.iter().all(|&b| NAME_BYTE[usize::from(b)]) {
+        return Ok(());
+    }
+    if name.iter().any(u8::is_ascii_uppercase) {
+        return Err("uppercase field name");
+    }
+    Err("invalid character in field name")
+}
+
+/// RFC 9113 §8.2.1: no NUL, CR or LF in a value, and no whitespace around it.
+fn check_value(value: &[u8]) -> Result<(), &'static str> {
+    // One comparison for most bytes: the three refused are all below 14.
+    if value
+        .iter()
+        .any(|&b| b <= b'\r' && (b == 0 || b == b'\r' || b == b'\n'))
+    {
+        return Err("NUL, CR or LF in a field value");
+    }
+    if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
+        if matches!(first, b' ' | b'\t') || matches!(last, b' ' | b'\t') {
+            return Err("whitespace around a field value");
+        }
+    }
+    Ok(())
+}
+
+fn parse_content_length(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}

@@ -1,0 +1,236 @@
+//! The sending side of a connection in either role: header blocks split to
+//! the peer's frame size, DATA held to the send windows (copied or queued
+//! as owned buffers), trailers, resets, the WINDOW_UPDATEs that reopen our
+//! receive windows as the driver consumes bodies, and GOAWAY.
+
+use bytes::Bytes;
+
+use super::streams::Stream;
+use super::{ConnCore, StreamId};
+use crate::http2::frame;
+use crate::http2::hpack::Encoder;
+use crate::http2::ErrorCode;
+
+impl ConnCore {
+    /// Queues a header block on `stream` as HEADERS (plus CONTINUATIONs
+    /// past the peer's max frame size); `encode` writes its fields.
+    pub(crate) fn write_header_block(
+        &mut self,
+        stream: StreamId,
+        end_stream: bool,
+        encode: impl FnOnce(&mut Encoder, &mut Vec<u8>),
+    ) {
+        let out = self.out.frames();
+        let at = out.len();
+        out.extend_from_slice(&[0; frame::HEAD_LEN]);
+        self.encoder.begin_block(out);
+        encode(&mut self.encoder, out);
+        let len = out.len() - at - frame::HEAD_LEN;
+        if len <= self.peer_max_frame {
+            let mut flags = frame::flag::END_HEADERS;
+            if end_stream {
+                flags |= frame::flag::END_STREAM;
+            }
+            out[at..at + frame::HEAD_LEN].copy_from_slice(&frame::head_bytes(
+                len,
+                frame::kind::HEADERS,
+                flags,
+                stream,
+            ));
+        } else {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&out[at + frame::HEAD_LEN..]);
+            out.truncate(at);
+            frame::write_header_block(out, stream, &self.scratch, end_stream, self.peer_max_frame);
+        }
+        if end_stream {
+            self.streams.remove_if_done(stream);
+        }
+    }
+
+    /// The stream when this side may still send on it.
+    pub(crate) fn sendable(&mut self, stream: StreamId) -> Option<&mut Stream> {
+        if self.dead.is_some() {
+            return None;
+        }
+        self.streams.get_mut(stream).filter(|s| !s.send_closed)
+    }
+
+    /// How many body bytes `stream` may send now: the smaller of its window
+    /// and the connection's; 0 for a stream that cannot send.
+    pub(crate) fn send_capacity(&self, stream: StreamId) -> usize {
+        if self.dead.is_some() {
+            return 0;
+        }
+        match self.streams.get(stream) {
+            Some(s) if s.head_sent && !s.send_closed => {
+                s.send_window.min(self.conn_send_window).max(0) as usize
+            }
+            _ => 0,
+        }
+    }
+
+    /// Queues DATA frames of `data` (at most the peer's max frame size
+    /// each) within [`Self::send_capacity`]; returns how many bytes were
+    /// taken. `end_stream` applies only when all of `data` was taken; empty
+    /// `data` with `end_stream` sends an empty DATA frame that ends the stream.
+    pub(crate) fn send_data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) -> usize {
+        let Some((take, ends)) = self.take_window(stream, data.len(), end_stream) else {
+            return 0;
+        };
+        let mut chunks = data[..take].chunks(self.peer_max_frame).peekable();
+        while let Some(chunk) = chunks.next() {
+            let last = chunks.peek().is_none();
+            frame::write_data(self.out.frames(), stream, chunk, ends && last);
+            self.budgets.earn_inert(2);
+        }
+        if ends {
+            if take == 0 {
+                frame::write_data(self.out.frames(), stream, &[], true);
+            }
+            self.streams.remove_if_done(stream);
+        }
+        take
+    }
+
+    /// [`Self::send_data`] for a body buffer the connection may keep: the
+    /// DATA frames carry slices of `data` itself, written from it without a
+    /// copy.
+    pub(crate) fn send_data_owned(
+        &mut self,
+        stream: StreamId,
+        data: Bytes,
+        end_stream: bool,
+    ) -> usize {
+        let Some((take, ends)) = self.take_window(stream, data.len(), end_stream) else {
+            return 0;
+        };
+        if take == 0 {
+            return 0;
+        }
+        let mut at = 0;
+        while at < take {
+            let len = (take - at).min(self.peer_max_frame);
+            let last = at + len == take;
+            let flags = if ends && last {
+                frame::flag::END_STREAM
+            } else {
+                0
+            };
+            frame::write_head(self.out.frames(), len, frame::kind::DATA, flags, stream);
+            self.out.push_owned(data.slice(at..at + len));
+            at += len;
+            self.budgets.earn_inert(2);
+        }
+        if ends {
+            self.streams.remove_if_done(stream);
+        }
+        take
+    }
+
+    /// Takes up to `len` bytes of `stream`'s and the connection's send
+    /// windows for DATA: how many, and whether they end the stream; `None`
+    /// when the stream cannot send (no head yet, ended, gone, or the
+    /// connection is).
+    fn take_window(
+        &mut self,
+        stream: StreamId,
+        len: usize,
+        end_stream: bool,
+    ) -> Option<(usize, bool)> {
+        let room = self.send_capacity(stream);
+        if self.dead.is_some() {
+            return None;
+        }
+        let s = self.streams.get_mut(stream)?;
+        if !s.head_sent || s.send_closed {
+            return None;
+        }
+        let take = len.min(room);
+        let ends = end_stream && take == len;
+        s.send_window -= take as i64;
+        self.conn_send_window -= take as i64;
+        if ends {
+            s.send_closed = true;
+        }
+        Some((take, ends))
+    }
+
+    /// Queues trailers on `stream` after its head, which end it.
+    pub(crate) fn send_trailers<'f>(
+        &mut self,
+        stream: StreamId,
+        fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
+        let Some(s) = self.sendable(stream) else {
+            return;
+        };
+        if !s.head_sent {
+            return;
+        }
+        s.send_closed = true;
+        self.write_header_block(stream, true, |encoder, out| {
+            for (name, value) in fields {
+                encoder.encode_field(name, value, out);
+            }
+        });
+    }
+
+    /// Ends `stream` with RST_STREAM(`code`), unless it is closed already.
+    pub(crate) fn reset_stream(&mut self, stream: StreamId, code: ErrorCode) {
+        if self.dead.is_some() || self.streams.remove(stream).is_none() {
+            return;
+        }
+        frame::write_rst_stream(self.out.frames(), stream, code.to_u32());
+        self.recent_resets.add(stream);
+    }
+
+    /// The driver used `n` body bytes of `stream` (or dropped them): its
+    /// window and the connection's reopen, with WINDOW_UPDATE frames once
+    /// enough is owed (half the window).
+    pub(crate) fn release(&mut self, stream: StreamId, n: usize) {
+        if self.dead.is_some() || n == 0 {
+            return;
+        }
+        let half = (self.limits.initial_stream_window / 2).max(1);
+        if let Some(s) = self.streams.get_mut(stream).filter(|s| !s.recv_closed) {
+            s.recv_owed = s.recv_owed.saturating_add(n as u32);
+            if s.recv_owed >= half {
+                let inc = i64::from(s.recv_owed).min(frame::MAX_WINDOW - s.recv_window);
+                if inc > 0 {
+                    frame::write_window_update(self.out.frames(), stream, inc as u32);
+                    s.recv_window += inc;
+                }
+                s.recv_owed = 0;
+            }
+        }
+        self.release_connection(n);
+    }
+
+    /// Reopens the connection's receive window by `n` bytes.
+    pub(crate) fn release_connection(&mut self, n: usize) {
+        self.conn_recv_owed += n as u64;
+        if self.conn_recv_owed >= u64::from(self.conn_recv_initial / 2) {
+            let inc = (self.conn_recv_owed as i64).min(frame::MAX_WINDOW - self.conn_recv_window);
+            if inc > 0 {
+                frame::write_window_update(self.out.frames(), 0, inc as u32);
+                self.conn_recv_window += inc;
+            }
+            self.conn_recv_owed = 0;
+        }
+    }
+
+    /// Queues GOAWAY naming the last peer-opened stream taken. With
+    /// NO_ERROR the streams in flight go on and new ones are refused; the
+    /// driver closes when they are done.
+    pub(crate) fn goaway(&mut self, code: ErrorCode) {
+        if self.dead.is_some() {
+            return;
+        }
+        frame::write_goaway(self.out.frames(), self.last_taken, code.to_u32());
+        self.goaway_sent = Some(self.last_taken);
+        if code != ErrorCode::NoError {
+            self.dead = Some(code);
+        }
+    }
+}
