@@ -117,14 +117,8 @@ impl RequestHead {
     }
 
     fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        self.list.count(name, value)?;
-        if let Some(pseudo) = name.strip_prefix(b":") {
-            if self.kind == HeadKind::Trailers {
-                return Err("pseudo field in trailers");
-            }
-            if self.list.has_regular() {
-                return Err("pseudo field after a regular field");
-            }
+        let trailers = self.kind == HeadKind::Trailers;
+        if let Some(pseudo) = self.list.count_and_split(name, value, trailers)? {
             let i = match pseudo {
                 b"method" => METHOD,
                 b"scheme" => SCHEME,

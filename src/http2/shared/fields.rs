@@ -89,8 +89,32 @@ impl FieldList {
         Ok(())
     }
 
+    /// Counts a decoded field against the list's limit and, for a pseudo
+    /// field, gives its name without the `:`, refusing one where no pseudo
+    /// field may stand: in trailers, or after a regular field (RFC 9113
+    /// §8.3). The rules that differ by role (which pseudo fields) are the
+    /// head's.
+    pub(crate) fn count_and_split<'n>(
+        &mut self,
+        name: &'n [u8],
+        value: &[u8],
+        trailers: bool,
+    ) -> Result<Option<&'n [u8]>, &'static str> {
+        self.count(name, value)?;
+        let Some(pseudo) = name.strip_prefix(b":") else {
+            return Ok(None);
+        };
+        if trailers {
+            return Err("pseudo field in trailers");
+        }
+        if self.has_regular() {
+            return Err("pseudo field after a regular field");
+        }
+        Ok(Some(pseudo))
+    }
+
     /// A regular field came before: pseudo fields may no longer follow.
-    pub(crate) fn has_regular(&self) -> bool {
+    fn has_regular(&self) -> bool {
         !self.fields.is_empty() || self.regular > 0
     }
 
