@@ -273,10 +273,7 @@ fn sigusr1_reopens_the_file_after_rotation() {
 #[test]
 fn proxied_requests_carry_upstream_address_and_time() {
     let app = Upstream::start(|_| ok("from app"));
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = common::refused_addr();
     let config = format!(
         r#"
 [server]

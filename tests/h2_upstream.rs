@@ -205,10 +205,7 @@ fn unreachable_h2_server_is_502_and_grpc_calls_get_unavailable() {
 #[test]
 fn balances_over_servers_skips_a_dead_one_and_checks_health_over_h2() {
     let (a, b) = (H2Origin::start(), H2Origin::start());
-    let dead = {
-        let o = H2Origin::start();
-        o.addr
-    };
+    let dead = common::refused_addr();
     let config = format!(
         r#"
 [server]

@@ -349,9 +349,7 @@ fn bad_rules_are_config_errors_naming_file_line_and_key() {
 #[test]
 fn the_proxy_s_own_errors_get_the_rules_with_always_only() {
     // A port nothing listens on: every request is the proxy's own 502.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = dead.local_addr().unwrap();
-    drop(dead);
+    let addr = common::refused_addr();
     let config = format!(
         r#"
 [[listener]]

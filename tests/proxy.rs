@@ -366,9 +366,7 @@ fn resets_before_a_response_are_retried_for_idempotent_methods_only() {
 
 #[test]
 fn connect_failures_go_to_another_server_for_any_method() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let dead = closed.local_addr().unwrap();
-    drop(closed);
+    let dead = common::refused_addr();
     let good = Upstream::start(|_| ok("good"));
     let pier = start(
         &[(dead, 1), (good.addr, 1)],

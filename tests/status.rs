@@ -31,13 +31,6 @@ struct Running {
 }
 
 /// A free loopback port nothing listens on.
-fn dead_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 fn json(admin: SocketAddr) -> serde_json::Value {
     let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
     assert_eq!(r.status, 200);
@@ -49,7 +42,7 @@ fn json(admin: SocketAddr) -> serde_json::Value {
 /// it, the dead server down, and a sampled interval.
 fn running_with_traffic() -> Running {
     let upstream = Upstream::start(|_| ok("from upstream"));
-    let dead = dead_port();
+    let dead = common::refused_addr();
     let config = format!(
         r#"
 [server]

@@ -676,11 +676,7 @@ max_in_flight = 1
 
 #[test]
 fn a_dead_upstream_under_load_does_not_flood_the_log() {
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = common::refused_addr().to_string();
     let pier = Pier::with_args(&[
         "tunnel",
         "--listen",

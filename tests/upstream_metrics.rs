@@ -10,16 +10,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use common::upstream::{ok, Reply, Upstream};
-use common::{get, Pier};
+use common::{get, refused_addr, Pier};
 use serde_json::Value;
-
-/// A free loopback port nothing listens on: connections to it are refused.
-fn closed_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 /// A server that reads each request head and resets the connection (RST,
 /// not FIN) instead of answering. Runs until the test process ends.
@@ -122,7 +114,7 @@ fn per_server_counters_count_answers_failures_by_cause_and_requests_in_flight() 
     });
     let bad = Upstream::start(|_| Reply::RawClose(b"HTTP/1.1 200 OK\nbare: lf\n\n".to_vec()));
     let slow = Upstream::start(|_| Reply::Silent);
-    let (dead, reset) = (closed_port(), resetting_upstream());
+    let (dead, reset) = (refused_addr(), resetting_upstream());
     let pier = Pier::with_config(&config(good.addr, dead, reset, bad.addr, slow.addr), &[]);
     let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
 
@@ -256,8 +248,8 @@ fn per_server_counters_count_answers_failures_by_cause_and_requests_in_flight() 
 #[test]
 fn a_reload_starts_the_servers_counters_again() {
     let good = Upstream::start(|_| ok("fine"));
-    let (dead, reset) = (closed_port(), resetting_upstream());
-    let text = config(good.addr, dead, reset, closed_port(), closed_port());
+    let (dead, reset) = (refused_addr(), resetting_upstream());
+    let text = config(good.addr, dead, reset, refused_addr(), refused_addr());
     let pier = Pier::with_config(&text, &[]);
     let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
     for _ in 0..3 {
@@ -288,7 +280,7 @@ fn a_reload_starts_the_servers_counters_again() {
 #[test]
 fn a_server_every_worker_keeps_out_after_failures_shows_down() {
     let good = Upstream::start(|_| ok("fine"));
-    let dead = closed_port();
+    let dead = refused_addr();
     let text = format!(
         "[server]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
          [[upstream]]\nname = \"pair\"\nservers = [{{ address = \"{dead}\" }}, {{ address = \"{}\" }}]\n\
@@ -359,7 +351,7 @@ fn echo_upstream() -> SocketAddr {
 #[test]
 fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors() {
     use std::io::Write;
-    let (echo, dead) = (echo_upstream(), closed_port());
+    let (echo, dead) = (echo_upstream(), refused_addr());
     let text = format!(
         "[server]\nworkers = 2\n[admin]\nlisten = \"127.0.0.1:0\"\n\
          [[listener]]\nlisten = \"127.0.0.1:0\"\nkind = \"tcp\"\nupstream = \"echo\"\n\

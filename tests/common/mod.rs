@@ -15,6 +15,24 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// A loopback address whose connections are refused, for as long as the test
+/// process runs. The port stays bound (a socket that never listens) so that no
+/// other listener of a test running beside this one can take it, as a port
+/// bound and released could be.
+pub fn refused_addr() -> SocketAddr {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .expect("a TCP socket");
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    socket.bind(&any.into()).expect("bind 127.0.0.1:0");
+    let addr = socket
+        .local_addr()
+        .unwrap()
+        .as_socket()
+        .expect("an IP address");
+    std::mem::forget(socket);
+    addr
+}
+
 /// A running `pier serve`, killed on drop.
 pub struct Pier {
     pub child: Child,
