@@ -164,6 +164,10 @@ pub struct CheckArgs {
     /// TOML configuration file to validate.
     #[arg(short, long)]
     pub config: PathBuf,
+    /// Also print, per listener and host, the routes a request meets in the
+    /// order they are tried.
+    #[arg(long)]
+    pub routes: bool,
 }
 
 /// Flags of `pier echo`.

@@ -49,6 +49,26 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         cfg.routes.handlers().count(),
         cfg.workers
     );
+    if args.routes {
+        let listeners: Vec<crate::route::print::ListenerLine> = cfg
+            .listeners
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.tcp.is_none())
+            .map(|(index, l)| crate::route::print::ListenerLine {
+                index,
+                label: match &l.name {
+                    Some(n) => format!("{n} ({})", l.addr),
+                    None => l.addr.to_string(),
+                },
+                secure: l.tls.is_some(),
+            })
+            .collect();
+        print!(
+            "{}",
+            crate::route::print::describe(&cfg.routes, &listeners, cfg.routes.labels())
+        );
+    }
     Ok(())
 }
 

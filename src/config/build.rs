@@ -16,6 +16,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::raw::{self, RawAccessLog, RawAdmin, RawConfig, RawListener, RawRoute, RouteError};
+use super::site_raw::{RawSite, SiteRoutePlace};
 use super::value::{duration, int, is_host_name, parse_duration, parse_size, unknown_choice};
 use super::{
     flags, http2, Config, ConfigError, HttpConfig, ListenerConfig, Locator, Overrides, TcpForward,
@@ -82,34 +83,55 @@ pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
     }
     let mut rest = tree.clone();
     let routes = rest.get_mut().remove("route");
+    let sites = rest.get_mut().remove("site");
     let mut raw = RawConfig::deserialize(rest.into_deserializer())
         .map_err(|e| loc.toml_error(tree.get_ref(), &e))?;
-    let Some(routes) = routes else {
-        return Ok(raw);
-    };
-    let DeValue::Array(routes) = routes.into_inner() else {
-        return Err(loc.error(
-            0..0,
-            "route",
-            "`route` is a list of tables: write [[route]]",
-        ));
-    };
-    for (i, r) in routes.into_iter().enumerate() {
-        let route = RawRoute::from_toml(r, HANDLERS).map_err(|e| {
-            let at = match e.key() {
-                None | Some("") => format!("route[{}]", i + 1),
-                Some(key) => format!("route[{}].{key}", i + 1),
-            };
-            match e {
-                RouteError::Toml(e) => loc.toml_error(tree.get_ref(), &e),
-                RouteError::At { message, span, .. } | RouteError::Key { message, span, .. } => {
-                    loc.error(span, &at, message)
-                }
+    let route_error = |at: String, e: RouteError| {
+        let at = match e.key() {
+            None | Some("") => at,
+            Some(key) => format!("{at}.{key}"),
+        };
+        match e {
+            RouteError::Toml(e) => loc.toml_error(tree.get_ref(), &e),
+            RouteError::At { message, span, .. } | RouteError::Key { message, span, .. } => {
+                loc.error(span, &at, message)
             }
-        })?;
+        }
+    };
+    for (i, r) in list_of(&loc, routes, "route")?.into_iter().enumerate() {
+        let route = RawRoute::from_toml(r, HANDLERS, &[])
+            .map_err(|e| route_error(format!("route[{}]", i + 1), e))?;
         raw.route.push(route);
     }
+    for (i, s) in list_of(&loc, sites, "site")?.into_iter().enumerate() {
+        let site = RawSite::from_toml(s, HANDLERS).map_err(|e| {
+            let at = match e.route {
+                None => format!("site[{}]", i + 1),
+                Some(SiteRoutePlace::Site) => format!("site[{}]", i + 1),
+                Some(SiteRoutePlace::Written(n)) => format!("site[{}].route[{n}]", i + 1),
+            };
+            route_error(at, e.error)
+        })?;
+        raw.site.push(site);
+    }
     Ok(raw)
+}
+
+/// The elements of a top-level array of tables (`[[route]]`, `[[site]]`).
+fn list_of<'i>(
+    loc: &Locator<'_>,
+    value: Option<Spanned<DeValue<'i>>>,
+    name: &str,
+) -> Result<Vec<Spanned<DeValue<'i>>>, ConfigError> {
+    match value.map(Spanned::into_inner) {
+        None => Ok(Vec::new()),
+        Some(DeValue::Array(list)) => Ok(list.into_iter().collect()),
+        Some(_) => Err(loc.error(
+            0..0,
+            name,
+            format!("`{name}` is a list of tables: write [[{name}]]"),
+        )),
+    }
 }
 
 fn read_file(path: &Path) -> Result<String, ConfigError> {
@@ -229,18 +251,73 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     let mut routes = RouteTable::default();
     routes.insert_pre_route(crate::handler::acme_challenge::AcmeChallenge::pre_route());
     let http_listeners = listeners.iter().any(|l| l.tcp.is_none());
-    if raw.route.is_empty() && http_listeners {
-        return Err(loc.error(0..0, "route", "no [[route]] configured"));
+    if raw.route.is_empty() && raw.site.is_empty() && http_listeners {
+        return Err(loc.error(0..0, "route", "no [[site]] or [[route]] configured"));
     }
     let refs = RouteRefs {
         upstreams: &upstreams,
         caches: &caches,
         mime: &mime,
+        listeners: &listeners,
     };
+    for (i, r) in raw.site.iter().enumerate() {
+        let key = format!("site[{}]", i + 1);
+        let mut site = super::site::site_of(&loc, &key, r, &listeners)?;
+        let first_host = site.hosts.first();
+        for (route, place) in &r.get_ref().routes {
+            let key = match place {
+                SiteRoutePlace::Site => key.clone(),
+                SiteRoutePlace::Written(n) => format!("{key}.route[{n}]"),
+            };
+            if route.get_ref().host.is_some() {
+                return Err(loc.error(
+                    route.span(),
+                    &format!("{key}.host"),
+                    "a site's routes answer the site's `hosts`; write the host there",
+                ));
+            }
+            let built = validate_route(&loc, &key, route, &refs, first_host.as_deref())?;
+            let label = format!(
+                "{}{}",
+                first_host.as_deref().unwrap_or(""),
+                built.matches.label()
+            );
+            let route_entry = crate::route::Route {
+                matches: built.matches,
+                index: routes.next_index(),
+                serves_plain: built.serves_plain,
+                handler: built.handler,
+            };
+            if let Err(msg) = routes.add_site_route(&mut site, route_entry, label) {
+                return Err(loc.error(route.span(), &key, msg));
+            }
+        }
+        let slot = routes.next_index();
+        if let Some(redirect) = super::site::https_redirect(r.get_ref(), &site, &listeners, slot) {
+            routes.add_label(format!("{}->https", first_host.as_deref().unwrap_or("")));
+            site.https_redirect = Some(redirect);
+        }
+        routes
+            .add_site(site)
+            .map_err(|msg| loc.error(r.span(), &format!("{key}.hosts"), msg))?;
+    }
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
-        let (host, path, handler) = validate_route(&loc, &key, r, &refs)?;
-        if let Err(msg) = routes.insert(host, path, handler) {
+        let built = validate_route(&loc, &key, r, &refs, None)?;
+        if built.serves_plain {
+            let span = r
+                .get_ref()
+                .conditions
+                .redirect_https
+                .as_ref()
+                .map_or(r.span(), Spanned::span);
+            return Err(loc.error(
+                span,
+                &format!("{key}.redirect_https"),
+                "only a site redirects to HTTPS: this key belongs on a route of a [[site]]",
+            ));
+        }
+        if let Err(msg) = routes.insert(built.host, built.matches, built.handler) {
             return Err(loc.error(r.span(), &key, msg));
         }
     }
@@ -531,6 +608,7 @@ fn validate_listener(
     };
     Ok(ListenerConfig {
         addr,
+        name: raw.name.as_ref().map(|n| n.get_ref().clone()),
         backlog,
         tls,
         accept_proxy_protocol: raw.accept_proxy_protocol.unwrap_or(false),
@@ -618,14 +696,28 @@ struct RouteRefs<'a> {
     upstreams: &'a [Arc<UpstreamGroup>],
     caches: &'a [Arc<crate::cache::zone::CacheZone>],
     mime: &'a Arc<MimeTable>,
+    listeners: &'a [ListenerConfig],
 }
 
+/// A route checked and built: where it matches and its handler in its filters.
+struct BuiltRoute {
+    /// A top-level route's `host`.
+    host: Option<String>,
+    matches: crate::route::matcher::RouteMatch,
+    /// `redirect_https = false`.
+    serves_plain: bool,
+    handler: BoxedHandler,
+}
+
+/// Checks and builds one route; `site_host` names its site (for the rate
+/// limit's identity across reloads).
 fn validate_route(
     loc: &Locator<'_>,
     key: &str,
     r: &Spanned<RawRoute>,
     refs: &RouteRefs<'_>,
-) -> Result<(Option<String>, String, BoxedHandler), ConfigError> {
+    site_host: Option<&str>,
+) -> Result<BuiltRoute, ConfigError> {
     let raw = r.get_ref();
     let host = match &raw.host {
         None => None,
@@ -641,19 +733,7 @@ fn validate_route(
             Some(v)
         }
     };
-    let path = match &raw.path {
-        None => "/".to_string(),
-        Some(p) => {
-            if !p.get_ref().starts_with('/') {
-                return Err(loc.error(
-                    p.span(),
-                    &format!("{key}.path"),
-                    "a path prefix must start with '/'",
-                ));
-            }
-            p.get_ref().clone()
-        }
-    };
+    let (matches, serves_plain) = super::site::route_match(loc, key, raw, refs.listeners)?;
     let request_rules = filter::configure::upstream_request_rules(loc, key, raw)?;
     let keys = raw.handler.get_ref();
     let handler = keys.build(RouteContext {
@@ -667,10 +747,18 @@ fn validate_route(
     })?;
     let compress = filter::compress_configure::compress_settings(loc, key, &raw.filters)?;
     // Access checks first: a refused request costs no more than the check.
-    let route = (host.clone(), path.clone());
+    let route = (
+        host.clone().or_else(|| site_host.map(str::to_string)),
+        matches.label(),
+    );
     let mut filters =
         crate::filter::access::configure::access_filters(loc, key, route, &raw.filters)?;
     filters.extend(keys.own_filters(loc, key)?);
     filters.extend(filter::configure::route_filters(loc, key, raw)?);
-    Ok((host, path, filter::wrap(handler, filters, compress)))
+    Ok(BuiltRoute {
+        host,
+        matches,
+        serves_plain,
+        handler: filter::wrap(handler, filters, compress),
+    })
 }

@@ -84,7 +84,7 @@ pub fn apply(raw: &mut RawConfig, flags: &Overrides, embedded: bool) -> Result<(
         }
     }
     if let Some(root) = &flags.root {
-        for r in raw.route.iter_mut() {
+        for r in raw.routes_mut() {
             let keys = r.get_mut().handler.get_mut().as_any_mut();
             if let Some(s) = keys.downcast_mut::<RawStatic>() {
                 s.root = Some(flag(root.display().to_string()));
@@ -166,6 +166,7 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
     raw.route = vec![flag(RawRoute {
         host: None,
         path: None,
+        conditions: Default::default(),
         handler: flag(Box::new(RawProxy {
             upstream: Some(flag(name)),
             ..RawProxy::default()

@@ -14,6 +14,9 @@ pub mod error;
 pub mod flags;
 pub mod http2;
 pub mod raw;
+pub mod route_raw;
+pub mod site;
+pub mod site_raw;
 pub mod value;
 
 use std::net::SocketAddr;
@@ -74,6 +77,8 @@ impl Default for HttpConfig {
 pub struct ListenerConfig {
     /// Address to bind (every worker binds it with SO_REUSEPORT).
     pub addr: SocketAddr,
+    /// The name sites and routes call it by, if it has one.
+    pub name: Option<String>,
     /// Kernel accept backlog.
     pub backlog: u32,
     /// TLS termination, if any.

@@ -5,17 +5,16 @@
 //! route's `handler` names.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::path::Path;
 
-use serde::de::IntoDeserializer;
 use serde::Deserialize;
-use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::value::one_of;
+pub use super::route_raw::{
+    RawBasicAuth, RawCompressSettings, RawConditions, RawFieldValues, RawHeaderRules, RawRate,
+    RawRateLimit, RawRoute, RawRouteFilters, RawStrings, RouteError, ROUTE_FILTER_KEYS,
+};
 pub use super::value::{RawDuration, RawSize};
-use crate::handler::configure::{HandlerSpec, RawHandler};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -37,6 +36,10 @@ pub struct RawConfig {
     /// [`RawRoute::from_toml`], as each handler has its own keys.
     #[serde(skip)]
     pub route: Vec<Spanned<RawRoute>>,
+    /// `[[site]]`: host names, listeners and the routes that serve them; read
+    /// apart by [`super::site_raw::RawSite::from_toml`].
+    #[serde(skip)]
+    pub site: Vec<Spanned<super::site_raw::RawSite>>,
     /// `[[upstream]]`: named groups of servers for proxy routes and tcp listeners.
     #[serde(default)]
     pub upstream: Vec<Spanned<RawUpstream>>,
@@ -126,6 +129,8 @@ pub struct RawHttp {
 pub struct RawListener {
     /// `ip:port`.
     pub listen: Spanned<String>,
+    /// A name sites and routes may use for it (`listeners = ["public"]`).
+    pub name: Option<Spanned<String>>,
     /// Kernel accept backlog.
     pub backlog: Option<Spanned<i64>>,
     /// TLS on this listener.
@@ -158,6 +163,7 @@ impl Default for RawListener {
     fn default() -> Self {
         RawListener {
             listen: Spanned::new(0..0, String::new()),
+            name: None,
             backlog: None,
             tls: None,
             kind: None,
@@ -222,301 +228,6 @@ pub struct RawCertificate {
     pub names: Option<Spanned<Vec<String>>>,
     /// Served to clients without SNI or with an unknown name.
     pub default: Option<bool>,
-}
-
-/// One `[[route]]`: where it matches, and its handler with that handler's own keys.
-/// Read by [`RawRoute::from_toml`] rather than a derive, so every value keeps its
-/// span (serde's tagged enums buffer the input and lose them).
-#[derive(Debug)]
-pub struct RawRoute {
-    /// Host to match (exact, case-insensitive, port ignored); absent matches any.
-    pub host: Option<Spanned<String>>,
-    /// Path prefix; the longest matching prefix wins.
-    pub path: Option<Spanned<String>>,
-    /// The `handler` key and the keys of that handler, read into the struct
-    /// its [`HandlerSpec`] names; the span is the `handler` value's.
-    pub handler: Spanned<Box<dyn RawHandler>>,
-    /// The filters around the handler, whatever the handler.
-    pub filters: RawRouteFilters,
-}
-
-/// Route keys that apply whatever the handler: the filters around it
-/// (`src/filter/`), each read into its own field.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRouteFilters {
-    /// Fields set, added and removed on the route's responses.
-    pub response_headers: Option<Spanned<RawHeaderRules>>,
-    /// Fields set, added and removed on the request sent upstream (proxy routes).
-    pub request_headers: Option<Spanned<RawHeaderRules>>,
-    /// Addresses and networks answered (access control).
-    pub allow: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Addresses and networks refused with 403.
-    pub deny: Option<Spanned<Vec<Spanned<String>>>>,
-    /// HTTP basic authentication from an htpasswd file.
-    pub basic_auth: Option<Spanned<RawBasicAuth>>,
-    /// Requests per second per client.
-    pub rate_limit: Option<Spanned<RawRateLimit>>,
-    /// Compression of responses: `true`, or a table of settings
-    /// ([`RawCompressSettings`]), read by `filter::compress_configure`.
-    pub compress: Option<Spanned<toml::Value>>,
-}
-
-/// The `compress` table of a route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawCompressSettings {
-    /// On (the default once the table is written) or off.
-    pub enabled: Option<bool>,
-    /// Codings on offer, in the order preferred on equal weights.
-    pub codings: Option<Vec<String>>,
-    /// Media types compressed (`text/*`, `application/*+json`).
-    pub types: Option<Vec<String>>,
-    /// Known-length bodies shorter than this are sent as they are.
-    pub min_length: Option<crate::config::value::RawSize>,
-    /// Level per coding: `{ gzip = 5, br = 4, zstd = 3 }`.
-    pub levels: Option<BTreeMap<String, i64>>,
-}
-
-/// `basic_auth = { htpasswd = "...", realm = "..." }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBasicAuth {
-    /// File of `user:hash` lines.
-    pub htpasswd: Spanned<String>,
-    /// Realm named in the challenge.
-    pub realm: Option<Spanned<String>>,
-}
-
-/// `rate_limit = { rate = "10/s", burst = 20, key = "...", max_keys = ... }`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRateLimit {
-    /// Requests per second, or `"N/s"`, `"N/m"`, `"N/h"`.
-    pub rate: Spanned<RawRate>,
-    /// Requests that may arrive at once.
-    pub burst: Option<Spanned<i64>>,
-    /// `remote_addr` (default) or `header:Name`.
-    pub key: Option<Spanned<String>>,
-    /// Clients tracked at most.
-    pub max_keys: Option<Spanned<i64>>,
-}
-
-/// A rate as written: a number per second, or text with a unit.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum RawRate {
-    /// Whole requests per second.
-    PerSecond(i64),
-    /// Fractional requests per second.
-    Fraction(f64),
-    /// `"N/s"`, `"N/m"` or `"N/h"`.
-    Text(String),
-}
-
-/// The keys of [`RawRouteFilters`], which a route reads apart from its handler's.
-pub const ROUTE_FILTER_KEYS: &[&str] = &[
-    "response_headers",
-    "request_headers",
-    "allow",
-    "deny",
-    "basic_auth",
-    "rate_limit",
-    "compress",
-];
-
-/// `response_headers = { ... }` or `request_headers = { ... }` of a route.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawHeaderRules {
-    /// Name -> value: every field of the name is replaced by this one.
-    pub set: Option<BTreeMap<String, Spanned<RawFieldValues>>>,
-    /// Name -> value (or list of values): sent beside fields of the same name.
-    pub add: Option<BTreeMap<String, Spanned<RawFieldValues>>>,
-    /// Names of fields dropped.
-    pub remove: Option<Vec<Spanned<String>>>,
-    /// Error answers (4xx, 5xx) get the rules too.
-    pub always: Option<bool>,
-}
-
-/// One value, or several (`add` sends one field per value).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum RawFieldValues {
-    /// One field.
-    One(String),
-    /// A field per element.
-    Many(Vec<String>),
-}
-
-/// The keys every route has, whatever its handler.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRouteMatch {
-    host: Option<Spanned<String>>,
-    path: Option<Spanned<String>>,
-    handler: Option<Spanned<String>>,
-}
-
-impl RawRoute {
-    /// Reads one `[[route]]` element: the match keys, then the keys of the handler
-    /// it names (one of `handlers`), each into its own struct with its own
-    /// unknown-key check.
-    pub fn from_toml<'i>(
-        v: Spanned<DeValue<'i>>,
-        handlers: &[HandlerSpec],
-    ) -> Result<Spanned<RawRoute>, RouteError> {
-        let span = v.span();
-        let DeValue::Table(table) = v.into_inner() else {
-            return Err(de_error("a route is a table", span, ""));
-        };
-        let (common, own): (DeTable<'i>, DeTable<'i>) = table
-            .into_iter()
-            .partition(|(k, _)| matches!(k.get_ref().as_ref(), "host" | "path" | "handler"));
-        let (filters, own): (DeTable<'i>, DeTable<'i>) = own
-            .into_iter()
-            .partition(|(k, _)| ROUTE_FILTER_KEYS.contains(&k.get_ref().as_ref()));
-        let table_of = |t: DeTable<'i>| Spanned::new(span.clone(), DeValue::Table(t));
-        let m = RawRouteMatch::deserialize(table_of(common).into_deserializer())?;
-        let filters = RawRouteFilters::deserialize(table_of(filters).into_deserializer())?;
-        let Some(handler) = m.handler else {
-            // A misspelt `handler` is the likely cause: point at it.
-            if let Some((k, _)) = own
-                .iter()
-                .find(|(k, _)| super::error::edit_distance(k.get_ref(), "handler") <= 2)
-            {
-                return Err(RouteError::Key {
-                    message: format!(
-                        "unknown field `{}`: not a key of a route; did you mean `handler`?",
-                        k.get_ref()
-                    ),
-                    span: k.span(),
-                    key: k.get_ref().to_string(),
-                });
-            }
-            return Err(de_error(
-                &format!("a route needs `handler`: {}", handler_names(handlers)),
-                span,
-                "handler",
-            ));
-        };
-        let name = handler.get_ref().as_str();
-        let Some(spec) = handlers.iter().find(|h| h.name == name) else {
-            return Err(de_error(
-                &format!(
-                    "unknown handler {name:?}; expected {}",
-                    handler_names(handlers)
-                ),
-                handler.span(),
-                "handler",
-            ));
-        };
-        let raw = match spec.read(table_of(own.clone())) {
-            Ok(raw) => raw,
-            Err(e) => return Err(foreign_key(name, &own, e, handlers)),
-        };
-        Ok(Spanned::new(
-            span,
-            RawRoute {
-                host: m.host,
-                path: m.path,
-                handler: Spanned::new(handler.span(), raw),
-                filters,
-            },
-        ))
-    }
-}
-
-/// The handlers a route may name, for the errors that list them.
-fn handler_names(handlers: &[HandlerSpec]) -> String {
-    one_of(handlers.iter().map(|h| h.name))
-}
-
-/// An unknown key that is a key of another handler says so; other errors pass.
-fn foreign_key(
-    handler: &str,
-    own: &DeTable<'_>,
-    e: toml::de::Error,
-    handlers: &[HandlerSpec],
-) -> RouteError {
-    let unknown = e
-        .message()
-        .strip_prefix("unknown field `")
-        .and_then(|r| r.split_once('`'))
-        .map(|(k, _)| k);
-    let Some((key, value)) = unknown.and_then(|k| own.get_key_value(k)) else {
-        return RouteError::Toml(e);
-    };
-    let alone: DeTable<'_> = std::iter::once((key.clone(), value.clone())).collect();
-    let owner = handlers.iter().find(|other| {
-        other.name != handler
-            && other
-                .read(Spanned::new(value.span(), DeValue::Table(alone.clone())))
-                .is_ok()
-    });
-    match owner {
-        Some(owner) => RouteError::Key {
-            message: format!(
-                "`{}` is a key of the `{}` handler; this route's handler is `{handler}`",
-                key.get_ref(),
-                owner.name
-            ),
-            span: key.span(),
-            key: key.get_ref().to_string(),
-        },
-        None => RouteError::Toml(e),
-    }
-}
-
-/// Why a `[[route]]` element could not be read.
-#[derive(Debug)]
-pub enum RouteError {
-    /// A key or value the deserializer rejected (it carries its span).
-    Toml(toml::de::Error),
-    /// A route-level problem at `span`, about the route's key `key` (empty: the
-    /// route itself).
-    At {
-        /// What is wrong.
-        message: String,
-        /// Where.
-        span: Range<usize>,
-        /// The route's key it is about, e.g. `handler`.
-        key: &'static str,
-    },
-    /// A key the route's handler does not take, but another handler does.
-    Key {
-        /// What is wrong.
-        message: String,
-        /// The key's span.
-        span: Range<usize>,
-        /// The key.
-        key: String,
-    },
-}
-
-impl RouteError {
-    /// The route's key this error is about, if it is not the route itself.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            RouteError::Toml(_) => None,
-            RouteError::At { key, .. } => Some(key),
-            RouteError::Key { key, .. } => Some(key),
-        }
-    }
-}
-
-impl From<toml::de::Error> for RouteError {
-    fn from(e: toml::de::Error) -> Self {
-        RouteError::Toml(e)
-    }
-}
-
-fn de_error(message: &str, span: Range<usize>, key: &'static str) -> RouteError {
-    RouteError::At {
-        message: message.to_string(),
-        span,
-        key,
-    }
 }
 
 /// One `[[upstream]]`: a named group of servers and how to use them.
@@ -640,6 +351,15 @@ pub struct RawHealthCheck {
 }
 
 impl RawConfig {
+    /// Every route: the top-level ones, then each site's.
+    pub fn routes_mut(&mut self) -> impl Iterator<Item = &mut Spanned<RawRoute>> {
+        let site_routes = self
+            .site
+            .iter_mut()
+            .flat_map(|s| s.get_mut().routes.iter_mut().map(|(r, _)| r));
+        self.route.iter_mut().chain(site_routes)
+    }
+
     /// Makes each relative path the file names relative to `dir`, the file's own
     /// directory, so a configuration means the same whatever directory Pier is
     /// started from. A key that names a file belongs in this list.
@@ -682,7 +402,7 @@ impl RawConfig {
                 fix_opt(&mut tls.get_mut().ca);
             }
         }
-        for r in &mut self.route {
+        for r in self.routes_mut() {
             r.get_mut().handler.get_mut().resolve_paths(&fix);
             if let Some(auth) = r.get_mut().filters.basic_auth.as_mut() {
                 fix(&mut auth.get_mut().htpasswd);

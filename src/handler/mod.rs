@@ -7,6 +7,7 @@
 
 pub mod acme_challenge;
 pub mod configure;
+pub mod https_redirect;
 pub mod mime;
 pub mod mime_table;
 pub mod proxy;

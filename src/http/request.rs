@@ -39,6 +39,8 @@ pub struct RequestView<'a> {
     tls: Option<TlsFacts<'a>>,
     /// Which proxies the listener trusts to name the client; none: the peer is.
     client_address: Option<&'a ClientAddress>,
+    /// The listener the request came on, by its position in the configuration.
+    listener: usize,
 }
 
 impl<'a> RequestView<'a> {
@@ -54,7 +56,21 @@ impl<'a> RequestView<'a> {
             peer,
             tls,
             client_address: None,
+            listener: 0,
         }
+    }
+
+    /// The view of a request that came on listener `listener` (its position
+    /// in the configuration).
+    pub fn on_listener(mut self, listener: usize) -> Self {
+        self.listener = listener;
+        self
+    }
+
+    /// The listener the request came on, by its position in the configuration.
+    #[inline]
+    pub fn listener(&self) -> usize {
+        self.listener
     }
 
     /// The view with the listener's trusted proxies, which [`Self::client`]

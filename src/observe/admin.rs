@@ -107,7 +107,11 @@ impl Handler for AdminPages {
 fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
     let mut routes = RouteTable::default();
     routes
-        .insert(None, "/".into(), Box::new(AdminPages { registry, status }))
+        .insert(
+            None,
+            crate::route::matcher::RouteMatch::everything(),
+            Box::new(AdminPages { registry, status }),
+        )
         .expect("one route");
     Config {
         source: "admin".into(),
@@ -155,7 +159,7 @@ pub fn spawn_admin(
                     let _ = stream.set_nodelay(true);
                     let ctx = ctx.clone();
                     tokio::task::spawn_local(async move {
-                        serve_http1(Plain::new(stream), &ctx, peer, None).await;
+                        serve_http1(Plain::new(stream), &ctx, peer, 0, None).await;
                     });
                 }
                 Err(e) => {

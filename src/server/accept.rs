@@ -33,6 +33,8 @@ const ACCEPT_BATCH: usize = 32;
 /// What an accept loop needs of the current generation for its listener.
 struct Accepting {
     serial: u64,
+    /// The listener's position in the generation's configuration.
+    index: usize,
     ctx: Rc<WorkerCtx>,
     lc: Rc<ListenerConfig>,
     tls: Option<crate::tls::WorkerTls>,
@@ -49,6 +51,7 @@ impl Accepting {
         let lc = ctx.config.listeners[index].clone();
         Some(Accepting {
             serial: current.serial.get(),
+            index,
             tls: lc.tls.as_ref().map(|t| t.listener.worker()),
             lc: Rc::new(lc),
             ctx,
@@ -135,6 +138,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
     let guard = ActiveGuard::new(shared.clone());
     let ctx = now.ctx.clone();
     let lc = &now.lc;
+    let index = now.index;
     if now.tls.is_none() && lc.tcp.is_none() && !lc.accept_proxy_protocol && !lc.http2 {
         // The common case, kept free of the steps below.
         let trusted = lc
@@ -142,7 +146,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
             .trusts_any()
             .then(|| lc.client_address.clone());
         tokio::task::spawn_local(async move {
-            serve_http1(Plain::new(stream), &ctx, peer, trusted.as_deref()).await;
+            serve_http1(Plain::new(stream), &ctx, peer, index, trusted.as_deref()).await;
             drop(guard);
         });
         return;
@@ -152,7 +156,7 @@ fn start_conn(shared: &Rc<WorkerShared>, now: &mut Accepting, stream: TcpStream,
     let acceptor = now.tls.as_mut().map(|t| t.acceptor());
     let lc = lc.clone();
     tokio::task::spawn_local(async move {
-        serve_accepted(&ctx, &lc, acceptor, stream, peer).await;
+        serve_accepted(&ctx, &lc, index, acceptor, stream, peer).await;
         drop(guard);
     });
 }

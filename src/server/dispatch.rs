@@ -26,6 +26,7 @@ use crate::worker::WorkerCtx;
 pub(super) async fn serve_accepted(
     ctx: &Rc<WorkerCtx>,
     lc: &ListenerConfig,
+    index: usize,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     mut stream: tokio::net::TcpStream,
     mut peer: std::net::SocketAddr,
@@ -69,17 +70,20 @@ pub(super) async fn serve_accepted(
                         Plain::new(stream),
                         ctx.clone(),
                         peer,
+                        index,
                         trusted.map(|_| lc.client_address.clone()),
                     )
                     .await
                 }
-                PlainOpening::Http1 => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
+                PlainOpening::Http1 => {
+                    serve_http1(Plain::new(stream), ctx, peer, index, trusted).await
+                }
                 PlainOpening::Neither => {
                     debug!(%peer, "neither an HTTP/1 request nor the HTTP/2 preface; closing");
                     close_invalid_preface(stream).await
                 }
             },
-            None => serve_http1(Plain::new(stream), ctx, peer, trusted).await,
+            None => serve_http1(Plain::new(stream), ctx, peer, index, trusted).await,
         }
         return;
     };
@@ -134,11 +138,12 @@ pub(super) async fn serve_accepted(
                         tls,
                         ctx.clone(),
                         peer,
+                        index,
                         trusted.map(|_| lc.client_address.clone()),
                     )
                     .await
                 } else {
-                    serve_http1(tls, ctx, peer, trusted).await
+                    serve_http1(tls, ctx, peer, index, trusted).await
                 }
             }
         },

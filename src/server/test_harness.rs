@@ -81,7 +81,14 @@ async fn echo_body(session: &mut dyn Session<'_>) {
 pub(super) fn test_ctx(toml: &str, routes: Vec<(&str, Box<dyn Handler>)>) -> Rc<WorkerCtx> {
     let mut config = crate::config::build::load_str("test.toml", toml).expect("a valid config");
     for (path, handler) in routes {
-        config.routes.insert(None, path.into(), handler).unwrap();
+        config
+            .routes
+            .insert(
+                None,
+                crate::route::matcher::RouteMatch::prefix(path),
+                handler,
+            )
+            .unwrap();
     }
     crate::worker::standalone_ctx(config, Default::default())
 }

@@ -65,6 +65,8 @@ pub struct Http1Conn<'a, D> {
     /// The listener's trusted proxies, when it has any: requests from them
     /// may name the client address ([`crate::http::RequestView::client`]).
     pub(crate) client_address: Option<&'a ClientAddress>,
+    /// The listener the connection came on, by its position in the configuration.
+    pub(crate) listener: usize,
     pub(crate) bufs: Option<ConnBuffers>,
     /// Start of unconsumed input in `bufs.read`.
     pub(crate) rpos: usize,
@@ -120,6 +122,7 @@ pub async fn serve_http1<'a, D: Downstream>(
     io: D,
     ctx: &'a WorkerCtx,
     peer: SocketAddr,
+    listener: usize,
     client_address: Option<&'a ClientAddress>,
 ) {
     let mut conn = Http1Conn {
@@ -127,6 +130,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         ctx,
         peer,
         client_address,
+        listener,
         bufs: None,
         rpos: 0,
         requests: 0,

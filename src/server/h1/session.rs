@@ -196,7 +196,8 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
             &b.read[self.rpos..],
             self.peer,
             self.io.tls_facts(),
-        );
+        )
+        .on_listener(self.listener);
         match self.client_address {
             Some(trusted) => view.with_client_address(trusted),
             None => view,

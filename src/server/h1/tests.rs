@@ -174,7 +174,7 @@ where
                 .set_send_buffer_size(size as usize)
                 .unwrap();
         }
-        serve_http1(Plain::new(stream), &ctx, peer, None).await;
+        serve_http1(Plain::new(stream), &ctx, peer, 0, None).await;
     };
     with_one_windowed_connection(buffers, serve, client);
 }

@@ -88,6 +88,8 @@ pub(crate) struct ConnFacts {
     client_subject: Option<Box<str>>,
     /// The listener's trusted proxies, when it has any.
     client_address: Option<Arc<ClientAddress>>,
+    /// The listener the connection came on, by its position in the configuration.
+    listener: usize,
 }
 
 /// What the connection task and its streams share besides the codec.
@@ -230,6 +232,7 @@ pub async fn serve_h2<D: Downstream>(
     mut io: D,
     ctx: Rc<WorkerCtx>,
     peer: SocketAddr,
+    listener: usize,
     client_address: Option<Arc<ClientAddress>>,
 ) {
     let facts = Rc::new(match io.tls_facts() {
@@ -240,9 +243,11 @@ pub async fn serve_h2<D: Downstream>(
             sni: t.sni.map(Into::into),
             client_subject: t.client_subject.map(Into::into),
             client_address,
+            listener,
         },
         None => ConnFacts {
             client_address,
+            listener,
             ..ConnFacts::default()
         },
     });

@@ -324,7 +324,8 @@ impl<'a> Session<'a> for H2Stream<'a> {
             sni: self.facts.sni.as_deref(),
             client_subject: self.facts.client_subject.as_deref(),
         });
-        let view = RequestView::http1(&self.head, &self.buf, self.peer, tls);
+        let view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
+            .on_listener(self.facts.listener);
         match self.facts.client_address.as_deref() {
             Some(trusted) => view.with_client_address(trusted),
             None => view,

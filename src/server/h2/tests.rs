@@ -89,7 +89,7 @@ where
             ("/echo", echo_route()),
         ],
     );
-    let serve = move |stream, peer| serve_h2(Plain::new(stream), ctx, peer, None);
+    let serve = move |stream, peer| serve_h2(Plain::new(stream), ctx, peer, 0, None);
     with_one_connection(serve, |tcp: TcpStream| async move {
         let (send, conn) = h2::client::handshake(tcp).await.unwrap();
         tokio::task::spawn_local(async move {
