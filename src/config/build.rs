@@ -269,9 +269,9 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
                 SiteRoutePlace::Site => key.clone(),
                 SiteRoutePlace::Written(n) => format!("{key}.route[{n}]"),
             };
-            if route.get_ref().host.is_some() {
+            if let Some(host) = &route.get_ref().host {
                 return Err(loc.error(
-                    route.span(),
+                    host.span(),
                     &format!("{key}.host"),
                     "a site's routes answer the site's `hosts`; write the host there",
                 ));
@@ -297,9 +297,10 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
             routes.add_label(format!("{}->https", first_host.as_deref().unwrap_or("")));
             site.https_redirect = Some(redirect);
         }
+        let hosts_span = r.get_ref().hosts.as_ref().map_or(r.span(), Spanned::span);
         routes
             .add_site(site)
-            .map_err(|msg| loc.error(r.span(), &format!("{key}.hosts"), msg))?;
+            .map_err(|msg| loc.error(hosts_span, &format!("{key}.hosts"), msg))?;
     }
     for (i, r) in raw.route.iter().enumerate() {
         let key = format!("route[{}]", i + 1);
