@@ -141,7 +141,7 @@ async fn choose_and_serve<'h, S: DriverSession<'h>>(
         let pre = (body == BodyKind::None && routes.has_pre_routes())
             .then(|| routes.pre_route(req.is_secure(), path))
             .flatten();
-        (body, pre, routes.find_route(&req))
+        (body, pre, routes.find_route(&req, path))
     };
     if let Some(pre) = pre {
         if !run_handler(s, pre).await {

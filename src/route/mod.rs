@@ -208,8 +208,11 @@ impl RouteTable {
     /// HTTPS redirect on a plain listener, or (for a site of top-level
     /// routes) the default site's.
     #[inline]
-    pub fn find_route(&self, req: &RequestView<'_>) -> Option<&Route> {
-        let path = req.path();
+    pub fn find_route(&self, req: &RequestView<'_>, path: &[u8]) -> Option<&Route> {
+        if self.sites.is_empty() {
+            // Only routes for any host, on every listener: no host to look at.
+            return self.default.as_ref()?.find(req, path);
+        }
         let site = self.site(req)?;
         let route = site.find(req, path);
         if let Some(redirect) = &site.https_redirect {
@@ -289,7 +292,7 @@ mod tests {
         let tls = secure.then(TlsFacts::default);
         let view = RequestView::http1(&parsed, raw.as_bytes(), "127.0.0.1:1".parse().unwrap(), tls)
             .on_listener(listener);
-        t.find_route(&view)
+        t.find_route(&view, view.path())
             .map_or("<none>".into(), |r| format!("{:?}", r.handler))
     }
 

@@ -2,7 +2,7 @@
 //! routes in the order they are tried, and the redirect to HTTPS that plain
 //! listeners give when the site is also served over TLS.
 
-use super::matcher::{Rank, RouteMatch};
+use super::matcher::{PathMatch, Rank, RouteMatch};
 use super::Route;
 use crate::http::RequestView;
 
@@ -84,10 +84,15 @@ impl SiteHosts {
     }
 }
 
-/// One route's path entry in the order of trial.
+/// One route's path entry in the order of trial, with what a request is
+/// checked against kept inline.
 #[derive(Debug)]
 struct Entry {
     rank: Rank,
+    /// The path to match.
+    matches: PathMatch,
+    /// The route has no condition beside the path.
+    plain: bool,
     /// Which route, and which of its paths.
     route: usize,
     path: usize,
@@ -134,9 +139,11 @@ impl Site {
             ));
         }
         let index = self.routes.len();
-        for path in 0..route.matches.paths.len() {
+        for (path, matches) in route.matches.paths.iter().enumerate() {
             self.order.push(Entry {
                 rank: route.matches.rank(path),
+                matches: matches.clone(),
+                plain: route.matches.conditions.is_empty(),
                 route: index,
                 path,
             });
@@ -168,14 +175,16 @@ impl Site {
     /// match `req`.
     #[inline]
     pub fn find(&self, req: &RequestView<'_>, path: &[u8]) -> Option<&Route> {
-        self.order
-            .iter()
-            .map(|e| (e, &self.routes[e.route]))
-            .find(|(e, r)| {
-                r.matches.paths[e.path].matches(path)
-                    && (r.matches.conditions.is_empty() || r.matches.conditions.hold(req, path))
-            })
-            .map(|(_, r)| r)
+        for e in &self.order {
+            if !e.matches.matches(path) {
+                continue;
+            }
+            let route = &self.routes[e.route];
+            if e.plain || route.matches.conditions.hold(req, path) {
+                return Some(route);
+            }
+        }
+        None
     }
 
     /// The routes in the order of trial, each with the path entry that ranks
