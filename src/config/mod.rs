@@ -14,6 +14,7 @@ pub mod error;
 pub mod flags;
 pub mod http2;
 pub mod raw;
+pub mod upstream_server;
 pub mod value;
 
 use std::net::SocketAddr;

@@ -599,11 +599,11 @@ impl Default for RawUpstream {
     }
 }
 
-/// One server of an upstream group.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One server of an upstream group: `"host:port"`, a URL or a table, read by
+/// `upstream_server.rs`.
+#[derive(Debug)]
 pub struct RawUpstreamServer {
-    /// `host:port`, resolved at start.
+    /// `host:port`, `http://host[:port]` or `https://host[:port]`, resolved at start.
     pub address: Spanned<String>,
     /// Relative share of requests (default 1).
     pub weight: Option<Spanned<i64>>,
