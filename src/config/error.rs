@@ -177,7 +177,7 @@ fn contains(span: Range<usize>, offset: usize) -> bool {
 fn sentence(message: &str) -> String {
     let message = message.trim();
     let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_string();
+        return in_words(message);
     };
     let Some((name, expected)) = rest.split_once('`') else {
         return message.to_string();
@@ -200,6 +200,76 @@ fn sentence(message: &str) -> String {
         out.push_str(&format!("; it takes {}", known.join(", ")));
     }
     out
+}
+
+/// The deserializer's "invalid type: string \"two\", expected i64" with the
+/// Rust type names (`i64`, `struct RawTls`, `untagged enum RawRate`) said in
+/// words: "expected a whole number, not the string \"two\"".
+pub fn in_words(message: &str) -> String {
+    let message = message.trim();
+    if let Some(name) = message.strip_prefix("data did not match any variant of untagged enum ") {
+        return format!("expected {}", expected_in_words(&format!("enum {name}")));
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((found, expected)) = rest.rsplit_once(", expected ") else {
+            continue;
+        };
+        return format!(
+            "expected {}, not {}",
+            expected_in_words(expected),
+            found_in_words(found)
+        );
+    }
+    if let Some((head, expected)) = message.rsplit_once(", expected ") {
+        return format!("{head}, expected {}", expected_in_words(expected));
+    }
+    message.to_string()
+}
+
+/// What serde says a value should be, in the words the README uses.
+fn expected_in_words(expected: &str) -> String {
+    let expected = expected.trim();
+    let words = match expected {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "u8" | "u16" | "u32" | "u64" | "u128" | "usize"
+        | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a sequence" | "sequence" => "a list such as [\"a\", \"b\"]",
+        "a map" | "map" => "a table",
+        "a boolean" | "bool" => "true or false",
+        "enum RawRate" => "a rate such as \"10/s\", \"600/m\" or a number per second",
+        "enum RawFieldValues" => "a field value or a list of field values",
+        _ if expected.starts_with("struct ") => "a table",
+        _ if expected.starts_with("enum ") => "a value of another form",
+        _ => expected,
+    };
+    words.to_string()
+}
+
+/// What serde found, in words: `string "x"` -> `the string "x"`, `map` -> `a table`.
+fn found_in_words(found: &str) -> String {
+    let found = found.trim();
+    match found {
+        "map" => "a table".into(),
+        "sequence" => "a list".into(),
+        "unit" | "option" => "an empty value".into(),
+        _ => match found.split_once(' ') {
+            Some(("string" | "integer" | "boolean", v)) => {
+                format!(
+                    "the {} {}",
+                    found.split(' ').next().unwrap_or(""),
+                    v.trim_matches('`')
+                )
+            }
+            Some(("floating", v)) => format!(
+                "the number {}",
+                v.trim_start_matches("point ").trim_matches('`')
+            ),
+            _ => found.to_string(),
+        },
+    }
 }
 
 /// Levenshtein distance, for "did you mean" suggestions on short key names.
@@ -235,6 +305,26 @@ mod tests {
             "unknown field `zzzzzz`: not a key of this table; it takes body, status"
         );
         assert_eq!(sentence("invalid type: string"), "invalid type: string");
+    }
+
+    #[test]
+    fn rust_type_names_are_said_in_words() {
+        assert_eq!(
+            in_words("invalid type: string \"two\", expected i64"),
+            "expected a whole number, not the string \"two\""
+        );
+        assert_eq!(
+            in_words("invalid type: boolean `true`, expected struct RawTls"),
+            "expected a table, not the boolean true"
+        );
+        assert_eq!(
+            in_words("invalid type: map, expected a sequence"),
+            "expected a list such as [\"a\", \"b\"], not a table"
+        );
+        assert_eq!(
+            in_words("data did not match any variant of untagged enum RawSomething"),
+            "expected a value of another form"
+        );
     }
 
     #[test]
