@@ -100,3 +100,24 @@ fn sizes_take_units_wherever_a_size_is_read() {
     let err = assert_config_error(&path, 2, "http.max_body_bytes");
     assert!(err.contains("invalid size \"10 parsecs\""), "{err}");
 }
+
+#[test]
+fn a_toml_syntax_error_names_its_line_and_blames_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junk.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"static\"\nroot = \"/srv\"\nthis is not toml\n",
+    )
+    .unwrap();
+    let (code, err) = check_config(&path);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:6: TOML syntax error: ", path.display())),
+        "{err}"
+    );
+    assert!(
+        !err.contains("route[1]"),
+        "a syntax error blames no key: {err}"
+    );
+}

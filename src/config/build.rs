@@ -78,7 +78,7 @@ pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
     let loc = Locator::new(name, text);
     let (tree, errors) = DeTable::parse_recoverable(text);
     if let Some(e) = errors.first() {
-        return Err(loc.toml_error(tree.get_ref(), e));
+        return Err(loc.syntax_error(e));
     }
     let mut rest = tree.clone();
     let routes = rest.get_mut().remove("route");

@@ -18,7 +18,7 @@ pub struct ConfigError {
     pub file: String,
     /// 1-based line; 0 when the error is not tied to a line.
     pub line: usize,
-    /// Dotted key path, e.g. `route[2].root`.
+    /// Dotted key path, e.g. `route[2].root`; empty for a syntax error.
     pub key: String,
     /// What is wrong.
     pub message: String,
@@ -35,6 +35,12 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            return match self.line {
+                0 => write!(f, "{}: {}", self.file, self.message),
+                line => write!(f, "{}:{line}: {}", self.file, self.message),
+            };
+        }
         if self.line > 0 {
             write!(
                 f,
@@ -78,6 +84,19 @@ impl<'a> Locator<'a> {
             line: line_of(self.text, span.start),
             key: key.to_string(),
             message: message.into(),
+        }
+    }
+
+    /// A TOML syntax error: the line it is on and what the parser says, with no
+    /// key (the text around it is not yet a key and a value, so naming the key
+    /// before it would blame a line that is fine).
+    pub fn syntax_error(&self, e: &toml::de::Error) -> ConfigError {
+        let offset = e.span().map_or(0, |s| s.start);
+        ConfigError {
+            file: self.name.to_string(),
+            line: line_of(self.text, offset),
+            key: String::new(),
+            message: format!("TOML syntax error: {}", e.message().trim()),
         }
     }
 
