@@ -30,7 +30,15 @@ const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `pier check`: validate and report.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let cfg = config::build::load_file(&args.config)?;
+    let mut cfg = config::build::load_file(&args.config)?;
+    // What a server would run with but not as written: every one said, in
+    // order, the last returned as the error that sets the exit code.
+    if let Some(last) = cfg.findings.pop() {
+        for f in &cfg.findings {
+            eprintln!("pier: configuration error: {f}");
+        }
+        return Err(last.into());
+    }
     // Valid but not what the kernel will grant: said, without failing the check.
     for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
         for w in sockopt::limit_warnings(&lc.socket) {

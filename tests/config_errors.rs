@@ -121,3 +121,29 @@ fn a_toml_syntax_error_names_its_line_and_blames_no_key() {
         "a syntax error blames no key: {err}"
     );
 }
+
+#[test]
+fn check_names_a_missing_error_page_file_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("site")).unwrap();
+    let path = dir.path().join("t.toml");
+    std::fs::write(
+        &path,
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"static\"\nroot = \"site\"\n\
+         error_pages = { 404 = \"/404.html\" }\n",
+    )
+    .unwrap();
+    let err = assert_config_error(&path, 6, "route[1].error_pages.404");
+    let missing = dir.path().join("site").join("404.html");
+    assert!(
+        err.contains(&format!(
+            "the error page {} does not exist",
+            missing.display()
+        )),
+        "{err}"
+    );
+    // Once the file is there, the check passes.
+    std::fs::write(&missing, "<p>not here</p>").unwrap();
+    let (code, err) = check_config(&path);
+    assert_eq!(code, Some(0), "{err}");
+}

@@ -282,6 +282,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         access_log,
         file_io: FileIoPool::new(file_io),
         caches,
+        findings: loc.take_findings(),
     })
 }
 

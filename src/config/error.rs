@@ -61,12 +61,30 @@ pub struct Locator<'a> {
     pub(crate) name: &'a str,
     /// The source text the spans index.
     pub(crate) text: &'a str,
+    /// Problems that do not stop a server (a missing error page answers in
+    /// plain text) but that `pier check` fails on.
+    findings: std::cell::RefCell<Vec<ConfigError>>,
 }
 
 impl<'a> Locator<'a> {
     /// A locator for `text`, which errors call `name`.
     pub fn new(name: &'a str, text: &'a str) -> Self {
-        Locator { name, text }
+        Locator {
+            name,
+            text,
+            findings: Default::default(),
+        }
+    }
+
+    /// Records a problem `pier check` reports and fails on, while `pier serve`
+    /// runs with it.
+    pub fn finding(&self, e: ConfigError) {
+        self.findings.borrow_mut().push(e);
+    }
+
+    /// The problems recorded by [`Locator::finding`], in the order found.
+    pub fn take_findings(&self) -> Vec<ConfigError> {
+        self.findings.take()
     }
 
     /// An error at `span` about `key`.

@@ -139,6 +139,9 @@ pub struct Config {
     pub file_io: FileIoPool,
     /// HTTP cache zones, shared by every worker and the routes that name them.
     pub caches: Vec<Arc<crate::cache::zone::CacheZone>>,
+    /// Problems a server runs with but `pier check` fails on (an error page
+    /// whose file is missing), each located.
+    pub findings: Vec<ConfigError>,
 }
 
 impl Config {
