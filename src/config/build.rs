@@ -117,7 +117,7 @@ fn read_file(path: &Path) -> Result<String, ConfigError> {
         file: path.display().to_string(),
         line: 0,
         key: "--config".into(),
-        message: format!("cannot read: {e}"),
+        message: format!("cannot read: {}", crate::io_text::io_error_text(&e)),
     })
 }
 

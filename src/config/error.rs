@@ -94,14 +94,14 @@ impl<'a> Locator<'a> {
                 file: "command line".into(),
                 line: 0,
                 key: key.to_string(),
-                message: message.into(),
+                message: crate::io_text::without_os_error(&message.into()),
             };
         }
         ConfigError {
             file: self.name.to_string(),
             line: line_of(self.text, span.start),
             key: key.to_string(),
-            message: message.into(),
+            message: crate::io_text::without_os_error(&message.into()),
         }
     }
 

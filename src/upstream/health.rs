@@ -60,7 +60,8 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
         let result = match deadline::within(hc.timeout, check_server(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
-        };
+        }
+        .map_err(|cause| crate::io_text::without_os_error(&cause));
         server
             .checks
             .record(result.as_ref().map(|_| ()).map_err(String::as_str));
@@ -71,7 +72,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
                 ok_run = ok_run.saturating_add(1);
                 if !up && ok_run >= hc.rise {
                     server.active_up.store(true, Ordering::Relaxed);
-                    info!(upstream = %server.addr, group = %group.name, "health check: server is up");
+                    info!(upstream = %server.authority, address = %server.addr, group = %group.name, "health check: server is up");
                 }
             }
             Err(cause) => {
@@ -79,7 +80,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
                 fail_run = fail_run.saturating_add(1);
                 if up && fail_run >= hc.fall {
                     server.active_up.store(false, Ordering::Relaxed);
-                    warn!(upstream = %server.addr, group = %group.name, cause = %cause, "health check: server is down");
+                    warn!(upstream = %server.authority, address = %server.addr, group = %group.name, cause = %cause, "health check: server is down");
                 }
             }
         }
