@@ -171,6 +171,9 @@ struct ServerProcess {
     /// Access logs a reload replaced; their writers stop at exit, after the
     /// connections that still write to them.
     retired_logs: Vec<AccessLog>,
+    /// The running generation's health checks; a reload replaces (and so
+    /// stops) them.
+    health_checks: crate::upstream::health::HealthChecks,
     pid_file: Option<PathBuf>,
     exe: PathBuf,
     args: Vec<OsString>,
@@ -253,7 +256,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         None => "off".to_string(),
     };
     raise_nofile_limit(config.max_connections);
-    crate::upstream::health::spawn_health_checks(&config.upstreams)
+    let health_checks = crate::upstream::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
     crate::cache::zone::start_disk_tiers(&config.caches);
     crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
@@ -333,6 +336,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         reloads,
         access_log,
         retired_logs: Vec::new(),
+        health_checks,
         pid_file,
         exe,
         args: std::env::args_os().skip(1).collect(),
@@ -514,8 +518,12 @@ impl ServerProcess {
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
         crate::cache::zone::start_disk_tiers(&next.caches);
-        if let Err(e) = crate::upstream::health::spawn_health_checks(&next.upstreams) {
-            warn!(error = %e, "cannot start health checks of the reloaded configuration");
+        match crate::upstream::health::spawn_health_checks(&next.upstreams) {
+            Ok(checks) => self.health_checks = checks,
+            Err(e) => {
+                self.health_checks = Default::default();
+                warn!(error = %e, "cannot start health checks of the reloaded configuration");
+            }
         }
         if let Err(e) =
             crate::tls::acme::spawn_renewals(next.listeners.iter().filter_map(|l| l.tls.as_ref()))
