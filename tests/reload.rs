@@ -953,3 +953,39 @@ fn a_reload_stops_the_replaced_generations_health_checks() {
     assert!(checks(&new) >= 5, "the new generation checks");
     drop(kept);
 }
+
+#[test]
+fn the_generated_certificate_lives_90_days_and_survives_a_reload() {
+    let text = "[server]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+                [[listener]]\nlisten = \"127.0.0.1:0\"\ntls = { self_signed = true }\n\
+                [[route]]\nhandler = \"respond\"\nbody = \"ok\"\n";
+    let pier = Pier::with_config(text, &[]);
+    let admin = pier.admin.expect("admin listener");
+    let cert = || {
+        let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["certificates"][0].clone()
+    };
+    let before = cert();
+    let expires = before["expires_in_s"].as_i64().expect("an expiry");
+    assert!(
+        (89 * 86400..=90 * 86400).contains(&expires),
+        "expires in {expires} s"
+    );
+    std::fs::write(config_path(&pier), text.replace("\"ok\"", "\"new\"")).unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status_generation(admin) < 2 {
+        assert!(Instant::now() < deadline, "the reload took effect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cert()["sha256"], before["sha256"], "the same certificate");
+}
+
+fn status_generation(admin: SocketAddr) -> u64 {
+    let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["generation"].as_u64().unwrap_or(0)
+}

@@ -657,6 +657,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_long_check_error_wraps_inside_its_cell() {
+        // An error without spaces (a URL, a path) must break anywhere, and the
+        // cell has a width limit, so the table does not scroll sideways.
+        let rule = PAGE
+            .lines()
+            .skip_while(|l| !l.starts_with(".grid td.wrap"))
+            .take(2)
+            .collect::<String>();
+        assert!(rule.contains("overflow-wrap: anywhere"), "{rule}");
+        assert!(rule.contains("max-width"), "{rule}");
+    }
+
+    #[test]
     fn escape_turns_markup_into_text() {
         assert_eq!(
             escape(r#"<script>alert("x" & 'y')</script>"#),

@@ -373,7 +373,7 @@ fn group_view(
                 down: state == "down",
                 marked_down_workers: t.marked_down_workers,
                 checks: s.checks.recent(),
-                last_check_error: s.checks.last_failure().map(|e| e.to_string()),
+                last_check_error: s.checks.current_failure().map(|e| e.to_string()),
                 in_flight: t.in_flight,
                 requests: t.requests,
                 responses: ResponseClasses {
