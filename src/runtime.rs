@@ -30,7 +30,15 @@ const UPGRADE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `pier check`: validate and report.
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let cfg = config::build::load_file(&args.config)?;
+    let mut cfg = config::build::load_file(&args.config)?;
+    // What a server would run with but not as written: every one said, in
+    // order, the last returned as the error that sets the exit code.
+    if let Some(last) = cfg.findings.pop() {
+        for f in &cfg.findings {
+            eprintln!("pier: configuration error: {f}");
+        }
+        return Err(last.into());
+    }
     // Valid but not what the kernel will grant: said, without failing the check.
     for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
         for w in sockopt::limit_warnings(&lc.socket) {
@@ -183,6 +191,9 @@ struct ServerProcess {
     /// Access logs a reload replaced; their writers stop at exit, after the
     /// connections that still write to them.
     retired_logs: Vec<AccessLog>,
+    /// The running generation's health checks; a reload replaces (and so
+    /// stops) them.
+    health_checks: crate::upstream::health::HealthChecks,
     pid_file: Option<PathBuf>,
     exe: PathBuf,
     args: Vec<OsString>,
@@ -265,7 +276,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         None => "off".to_string(),
     };
     raise_nofile_limit(config.max_connections);
-    crate::upstream::health::spawn_health_checks(&config.upstreams)
+    let health_checks = crate::upstream::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
     crate::cache::zone::start_disk_tiers(&config.caches);
     crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
@@ -345,6 +356,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         reloads,
         access_log,
         retired_logs: Vec::new(),
+        health_checks,
         pid_file,
         exe,
         args: std::env::args_os().skip(1).collect(),
@@ -526,8 +538,12 @@ impl ServerProcess {
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
         crate::cache::zone::start_disk_tiers(&next.caches);
-        if let Err(e) = crate::upstream::health::spawn_health_checks(&next.upstreams) {
-            warn!(error = %e, "cannot start health checks of the reloaded configuration");
+        match crate::upstream::health::spawn_health_checks(&next.upstreams) {
+            Ok(checks) => self.health_checks = checks,
+            Err(e) => {
+                self.health_checks = Default::default();
+                warn!(error = %e, "cannot start health checks of the reloaded configuration");
+            }
         }
         if let Err(e) =
             crate::tls::acme::spawn_renewals(next.listeners.iter().filter_map(|l| l.tls.as_ref()))

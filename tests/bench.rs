@@ -98,7 +98,14 @@ fn exact_request_count_with_n_over_threads_and_connections() {
 fn statuses_are_counted_by_code_and_pipelining_keeps_counts_exact() {
     let pier = Pier::with_config(BENCH_SERVER, &[]);
     let url = format!("http://{}/teapot", pier.http[0]);
-    let v = bench_json(&["http", &url, "-n", "500", "-c", "3", "--depth", "8"]);
+    // Every answer is a 418: the report is printed, and the run fails saying so.
+    let out = bench(&[
+        "http", &url, "-n", "500", "-c", "3", "--depth", "8", "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("every answer from"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["requests"], 500);
     assert_eq!(v["status"].as_object().unwrap().len(), 1);
     assert_eq!(v["status"]["418"], 500);
@@ -764,4 +771,91 @@ fn pier_closing_idle_keep_alive_connections_is_counted() {
     assert_eq!(v["requests"].as_u64().unwrap() + failed, 8, "{v}");
     assert!(failed >= 2, "{v}");
     assert!(v["status"]["200"].as_u64().unwrap() >= 2, "{v}");
+}
+
+/// A TLS listener with one route for `site.test` (200) and a 404 for other names.
+fn site_server(cert: &std::path::Path, key: &std::path::Path) -> Pier {
+    Pier::with_config(
+        &format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+             tls = {{ cert = \"{}\", key = \"{}\" }}\n\
+             [[route]]\nhost = \"site.test\"\nhandler = \"respond\"\nbody = \"site\"\n\
+             [[route]]\nhandler = \"respond\"\nstatus = 404\nbody = \"no\"\n",
+            cert.display(),
+            key.display()
+        ),
+        &[],
+    )
+}
+
+/// A self-signed certificate for `site.test` marked CA:TRUE, as
+/// `openssl req -x509` makes one: (cert, key) paths.
+fn self_signed_ca_cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mut params = rcgen::CertificateParams::new(vec!["site.test".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (cert_path, key_path) = (dir.join("site.crt"), dir.join("site.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (cert_path, key_path)
+}
+
+#[test]
+fn sni_sets_host_unless_a_host_header_is_given_and_an_all_error_run_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed_ca_cert(dir.path());
+    let pier = site_server(&cert, &key);
+    let url = format!("https://{}/", pier.https[0]);
+    let v = bench_json(&["http", &url, "--sni", "site.test", "-k", "-n", "20"]);
+    assert_eq!(v["status"]["200"], 20, "{v}");
+    let out = bench(&[
+        "http",
+        &url,
+        "--sni",
+        "site.test",
+        "-k",
+        "-n",
+        "20",
+        "-H",
+        "Host: other.test",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("every answer from") && err.contains("20 × 404"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cacert_trusts_the_self_signed_certificate_it_holds_as_curl_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed_ca_cert(dir.path());
+    let pier = site_server(&cert, &key);
+    let url = format!("https://{}/", pier.https[0]);
+    let cacert = cert.to_str().unwrap();
+    let v = bench_json(&[
+        "http",
+        &url,
+        "--sni",
+        "site.test",
+        "--cacert",
+        cacert,
+        "-n",
+        "10",
+    ]);
+    assert_eq!(v["status"]["200"], 10, "{v}");
+    // The name is still checked.
+    let out = bench(&[
+        "http",
+        &url,
+        "--sni",
+        "other.test",
+        "--cacert",
+        cacert,
+        "-n",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
 }

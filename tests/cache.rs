@@ -860,3 +860,38 @@ fn early_hints_reach_the_client_that_went_to_the_origin_and_are_never_stored() {
     assert!(hit.header("link").is_none());
     assert_eq!(seen(&origin, "/hinted").len(), 1);
 }
+
+#[test]
+fn the_status_page_and_status_json_show_the_cache_zones() {
+    let origin = Upstream::start(|_| reply(200, &[("Cache-Control", "max-age=60")], "hello"));
+    let text = config(origin.addr, 1, "")
+        .replace("[server]", "[admin]\nlisten = \"127.0.0.1:0\"\n[server]");
+    let pier = Pier::with_config(&text, &[]);
+    for _ in 0..4 {
+        assert_eq!(get(pier.addr(), &req("/a", "")).status, 200);
+    }
+    let admin = pier.admin.expect("admin listener");
+    let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let zone = &v["cache_zones"][0];
+    assert_eq!(zone["name"], "main", "{v}");
+    assert_eq!(zone["hits"], 3, "{zone}");
+    assert_eq!(zone["misses"], 1, "{zone}");
+    assert_eq!(zone["hit_ratio"], 0.75, "{zone}");
+    let memory = &zone["tiers"][0];
+    assert_eq!(memory["name"], "memory");
+    assert_eq!(memory["entries"], 1, "{zone}");
+    assert!(memory["bytes"].as_u64().unwrap() > 0, "{zone}");
+    assert_eq!(memory["budget_bytes"], 4 << 20, "{zone}");
+    let page = get(
+        admin,
+        "GET /status HTTP/1.1\r\nHost: admin\r\nAccept: text/html\r\n\r\n",
+    );
+    let page = String::from_utf8_lossy(&page.body);
+    assert!(!page.contains("no cache yet"), "{page}");
+    assert!(
+        page.contains("<td data-v=\"cache_zones.0.hits\" data-f=\"count\">3</td>"),
+        "{page}"
+    );
+    assert!(page.contains("<td>main</td>"), "{page}");
+}

@@ -277,3 +277,15 @@ fn embedded_default_lists_a_directory_without_index_and_configured_routes_do_not
         404
     );
 }
+
+#[test]
+fn help_and_readme_say_what_is_served_http2_included() {
+    let out = pier().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("HTTP/2"), "{help}");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let tls = readme.split("### TLS").nth(1).unwrap();
+    let first = &tls[..tls.find("\n\n- ").unwrap_or(tls.len())];
+    assert!(first.contains("ALPN `h2`"), "{first}");
+}

@@ -1636,3 +1636,50 @@ fn a_client_expecting_100_continue_gets_one_whatever_the_upstream_sends() {
     }
     assert_eq!(statuses, [103, 200]);
 }
+
+#[test]
+fn upstream_servers_are_written_as_strings_and_urls() {
+    let plain = Upstream::start(|_| ok("plain"));
+    let config = |servers: &str, extra: &str| {
+        format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = {servers}\n{extra}\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n"
+        )
+    };
+    for servers in [
+        format!("[\"{}\"]", plain.addr),
+        format!("[\"http://{}\"]", plain.addr),
+        format!("[\"http://{}/\"]", plain.addr),
+    ] {
+        let pier = Pier::with_config(&config(&servers, ""), &[]);
+        let resp = get(pier.addr(), &req("/"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"plain"[..]),
+            "{servers}"
+        );
+    }
+    // https:// means TLS to the server, with the group's `tls` settings.
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let origin = Pier::with_config(
+        &format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n[[route]]\nhandler = \"respond\"\nbody = \"over tls\"\n",
+            cert.display(),
+            key.display()
+        ),
+        &[],
+    );
+    let servers = format!("[\"https://localhost:{}\"]", origin.https[0].port());
+    let pier = Pier::with_config(
+        &config(
+            &servers,
+            &format!("tls = {{ ca = \"{}\" }}", cert.display()),
+        ),
+        &[],
+    );
+    assert_eq!(get(pier.addr(), &req("/")).body, b"over tls");
+}

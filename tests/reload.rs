@@ -909,3 +909,83 @@ fn a_new_backlog_applies_on_upgrade_and_on_reload() {
     assert_eq!(body_of(addr, "/"), (200, "newer".into()));
     assert_eq!(backlogs(addr).unwrap(), vec![200, 200]);
 }
+
+#[test]
+fn a_reload_stops_the_replaced_generations_health_checks() {
+    let checked =
+        |body: &'static str| common::upstream::Upstream::start(move |_| common::upstream::ok(body));
+    let (old, new) = (checked("old"), checked("new"));
+    let text = |up: SocketAddr| {
+        format!(
+            "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+             [[upstream]]\nname = \"app\"\nservers = [\"{up}\"]\n\
+             health_check = {{ path = \"/health\", interval = \"50ms\" }}\n\
+             [[route]]\nhandler = \"proxy\"\nupstream = \"app\"\n"
+        )
+    };
+    let pier = Pier::with_config(&text(old.addr), &[]);
+    // A keep-alive connection on the first generation keeps its groups alive.
+    let mut kept = TcpStream::connect(pier.addr()).unwrap();
+    kept.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = kept.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).ends_with("old"));
+    let checks = |up: &common::upstream::Upstream| {
+        up.requests()
+            .iter()
+            .filter(|r| r.target == "/health")
+            .count()
+    };
+    std::fs::write(config_path(&pier), text(new.addr)).unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    std::thread::sleep(Duration::from_millis(200));
+    let after_reload = checks(&old);
+    assert!(after_reload > 0);
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        checks(&old),
+        after_reload,
+        "the old generation still checks"
+    );
+    assert!(checks(&new) >= 5, "the new generation checks");
+    drop(kept);
+}
+
+#[test]
+fn the_generated_certificate_lives_90_days_and_survives_a_reload() {
+    let text = "[server]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+                [[listener]]\nlisten = \"127.0.0.1:0\"\ntls = { self_signed = true }\n\
+                [[route]]\nhandler = \"respond\"\nbody = \"ok\"\n";
+    let pier = Pier::with_config(text, &[]);
+    let admin = pier.admin.expect("admin listener");
+    let cert = || {
+        let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        v["certificates"][0].clone()
+    };
+    let before = cert();
+    let expires = before["expires_in_s"].as_i64().expect("an expiry");
+    assert!(
+        (89 * 86400..=90 * 86400).contains(&expires),
+        "expires in {expires} s"
+    );
+    std::fs::write(config_path(&pier), text.replace("\"ok\"", "\"new\"")).unwrap();
+    pier.signal(Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status_generation(admin) < 2 {
+        assert!(Instant::now() < deadline, "the reload took effect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cert()["sha256"], before["sha256"], "the same certificate");
+}
+
+fn status_generation(admin: SocketAddr) -> u64 {
+    let r = get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["generation"].as_u64().unwrap_or(0)
+}

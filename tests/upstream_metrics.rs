@@ -393,3 +393,38 @@ fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors()
     });
     assert_eq!(server(&status(admin), "dead")["failures"]["connect"], 1);
 }
+
+#[test]
+fn one_name_per_upstream_server_in_logs_metrics_and_status_and_no_os_error_numbers() {
+    let dead = refused_addr();
+    let name = format!("localhost:{}", dead.port());
+    let text = format!(
+        "[server]\nworkers = 1\n[admin]\nlisten = \"127.0.0.1:0\"\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"named\"\nservers = [\"{name}\"]\nretries = 0\n\
+         health_check = {{ kind = \"tcp\", interval = \"100ms\", fall = 1 }}\n\
+         [[route]]\npath = \"/\"\nhandler = \"proxy\"\nupstream = \"named\"\n"
+    );
+    let pier = Pier::with_config(&text, &[]);
+    let (addr, admin) = (pier.addr(), pier.admin.expect("admin listener"));
+    let down = pier
+        .wait_log("health check: server is down", Duration::from_secs(10))
+        .expect("the health check logs the server down");
+    assert!(down.contains(&format!("upstream={name}")), "{down}");
+    assert!(!down.contains("os error"), "{down}");
+    assert_eq!(get(addr, &req("/")).status, 503);
+    let text = metrics(admin);
+    let series = format!("pier_upstream_server_up{{group=\"named\",server=\"{name}\"}}");
+    assert_eq!(sample(&text, &series), Some(0.0), "{text}");
+    let v = status(admin);
+    let s = server(&v, "named");
+    assert_eq!(s["name"], name.as_str());
+    let error = s["last_check_error"].as_str().expect("a check error");
+    assert!(!error.contains("os error"), "{error}");
+    for line in pier.log_lines() {
+        assert!(!line.contains("os error"), "{line}");
+        assert!(
+            !line.contains(&format!("upstream={dead}")),
+            "the server is named as configured: {line}"
+        );
+    }
+}

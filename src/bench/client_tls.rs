@@ -15,6 +15,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::RootCertStore;
 
 use super::args::TlsArgs;
+use super::cacert_trust::CacertVerifier;
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 
 /// Where system trust anchors usually live on Linux.
@@ -29,8 +30,10 @@ const SYSTEM_BUNDLES: [&str; 3] = [
 enum Trust {
     /// `--insecure`.
     Anything,
-    /// `--cacert`, or the system bundle.
+    /// The system bundle.
     Roots(Arc<RootCertStore>),
+    /// `--cacert`: its certificates as roots, or as the server's own.
+    Cacert(Arc<CacertVerifier>),
 }
 
 /// Everything needed to build per-thread client configs and connect.
@@ -58,7 +61,9 @@ impl ClientTls {
         let trust = if args.insecure {
             Trust::Anything
         } else if let Some(path) = &args.cacert {
-            Trust::Roots(Arc::new(load_roots(path)?))
+            let certs = load_certs(path)?;
+            let roots = Arc::new(roots_of(path, certs.clone())?);
+            Trust::Cacert(Arc::new(CacertVerifier::new(roots, certs)?))
         } else {
             let bundle = SYSTEM_BUNDLES
                 .iter()
@@ -94,6 +99,10 @@ impl ClientTls {
             Trust::Roots(roots) => builder
                 .with_root_certificates(roots.clone())
                 .with_no_client_auth(),
+            Trust::Cacert(verifier) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(verifier.clone())
+                .with_no_client_auth(),
         };
         cfg.alpn_protocols = self.alpn.clone();
         cfg.resumption = if self.resume {
@@ -106,10 +115,17 @@ impl ClientTls {
 }
 
 fn load_roots(path: &Path) -> Result<RootCertStore, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+    roots_of(path, load_certs(path)?)
+}
+
+fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn roots_of(path: &Path, certs: Vec<CertificateDer<'static>>) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     let (added, _ignored) = roots.add_parsable_certificates(certs);
     if added == 0 {

@@ -103,7 +103,19 @@ impl HttpReport {
     pub fn check_answered(&self, plan: &HttpPlan) -> anyhow::Result<()> {
         let s = &self.stats;
         if s.requests > 0 {
-            return Ok(());
+            if s.statuses().any(|(code, _)| (200..400).contains(&code)) {
+                return Ok(());
+            }
+            let statuses: Vec<String> = s
+                .statuses()
+                .map(|(code, n)| format!("{n} × {code}"))
+                .collect();
+            bail!(
+                "every answer from {} was an error ({}): no response had a 2xx or 3xx status, \
+                 so these figures measure the error path",
+                plan.target.url(),
+                statuses.join(", ")
+            )
         }
         let why = match s.errors.first {
             Some(kind) => format!(

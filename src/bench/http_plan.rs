@@ -92,11 +92,14 @@ impl HttpPlan {
         if common.resume && !target.tls {
             return Err("--resume needs an https:// URL".into());
         }
-        let headers = common
+        let mut headers = common
             .headers
             .iter()
             .map(|h| parse_header_arg(h))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(host) = sni_host(&target, common.tls.sni.as_deref(), &headers) {
+            headers.insert(0, ("Host".to_string(), host));
+        }
         let body = match (&common.body, &common.body_file) {
             (Some(b), _) => b.as_bytes().to_vec(),
             (None, Some(path)) => {
@@ -213,6 +216,24 @@ pub fn parse_header_arg(text: &str) -> Result<(String, String), String> {
         ));
     }
     Ok((name.to_string(), value.to_string()))
+}
+
+/// The `Host` that `--sni NAME` implies, as curl's `--connect-to` users expect:
+/// the name (with the URL's port when it has one), unless `-H Host:` is given
+/// or the URL is not https.
+fn sni_host(
+    target: &HttpTarget,
+    sni: Option<&str>,
+    headers: &[(String, String)],
+) -> Option<String> {
+    let sni = sni.filter(|_| target.tls)?;
+    if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        return None;
+    }
+    Some(match target.authority.strip_prefix(target.host.as_str()) {
+        Some(port) if port.starts_with(':') => format!("{sni}{port}"),
+        _ => sni.to_string(),
+    })
 }
 
 /// Encodes the one request every connection sends: request line, `Host` (the

@@ -11,6 +11,7 @@
 //! - [`stats`]: histograms and counters; [`io`] and [`client_tls`]: the client side's sockets.
 
 pub mod args;
+mod cacert_trust;
 pub mod chart;
 pub mod client_tls;
 pub mod h2_request;

@@ -28,6 +28,7 @@ pub mod follow;
 pub mod key;
 pub mod memory;
 pub mod policy;
+pub mod status_view;
 pub mod store;
 pub mod tap;
 pub mod tier;

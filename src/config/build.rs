@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use super::raw::{self, RawAccessLog, RawAdmin, RawConfig, RawListener, RawRoute, RouteError};
 use super::site_raw::{RawSite, SiteRoutePlace};
-use super::value::{duration, int, is_host_name, parse_duration, parse_size, unknown_choice};
+use super::value::{duration, int, is_host_name, parse_duration, parse_size, size, unknown_choice};
 use super::{
     flags, http2, Config, ConfigError, HttpConfig, ListenerConfig, Locator, Overrides, TcpForward,
     EMBEDDED_DEFAULT,
@@ -79,7 +79,7 @@ pub fn parse(name: &str, text: &str) -> Result<RawConfig, ConfigError> {
     let loc = Locator::new(name, text);
     let (tree, errors) = DeTable::parse_recoverable(text);
     if let Some(e) = errors.first() {
-        return Err(loc.toml_error(tree.get_ref(), e));
+        return Err(loc.syntax_error(e));
     }
     let mut rest = tree.clone();
     let routes = rest.get_mut().remove("route");
@@ -139,7 +139,7 @@ fn read_file(path: &Path) -> Result<String, ConfigError> {
         file: path.display().to_string(),
         line: 0,
         key: "--config".into(),
-        message: format!("cannot read: {e}"),
+        message: format!("cannot read: {}", crate::io_text::io_error_text(&e)),
     })
 }
 
@@ -181,6 +181,17 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
             )? as _
         };
     }
+    macro_rules! size_key {
+        ($field:ident, $range:expr, $default:expr) => {
+            size(
+                &loc,
+                &h.$field,
+                concat!("http.", stringify!($field)),
+                $range,
+                $default as u64,
+            )? as _
+        };
+    }
     macro_rules! duration_key {
         ($field:ident) => {
             duration(
@@ -193,15 +204,15 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
     }
     let http = HttpConfig {
         limits: Limits {
-            max_head_bytes: int_key!(max_head_bytes, 1024..=(1 << 24), d.limits.max_head_bytes),
+            max_head_bytes: size_key!(max_head_bytes, 1024..=(1 << 24), d.limits.max_head_bytes),
             max_headers: int_key!(max_headers, 1..=10_000, d.limits.max_headers),
-            max_uri_bytes: int_key!(max_uri_bytes, 16..=(1 << 20), d.limits.max_uri_bytes),
+            max_uri_bytes: size_key!(max_uri_bytes, 16..=(1 << 20), d.limits.max_uri_bytes),
         },
         header_read_timeout: duration_key!(header_read_timeout),
         keepalive_timeout: duration_key!(keepalive_timeout),
         body_read_timeout: duration_key!(body_read_timeout),
         write_timeout: duration_key!(write_timeout),
-        max_body_bytes: int_key!(max_body_bytes, 0..=i64::MAX, d.max_body_bytes),
+        max_body_bytes: size_key!(max_body_bytes, 0..=i64::MAX as u64, d.max_body_bytes),
     };
 
     let mut upstreams: Vec<Arc<UpstreamGroup>> = Vec::new();
@@ -349,6 +360,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         access_log,
         file_io: FileIoPool::new(file_io),
         caches,
+        findings: loc.take_findings(),
     })
 }
 

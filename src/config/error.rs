@@ -18,7 +18,7 @@ pub struct ConfigError {
     pub file: String,
     /// 1-based line; 0 when the error is not tied to a line.
     pub line: usize,
-    /// Dotted key path, e.g. `route[2].root`.
+    /// Dotted key path, e.g. `route[2].root`; empty for a syntax error.
     pub key: String,
     /// What is wrong.
     pub message: String,
@@ -35,6 +35,12 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            return match self.line {
+                0 => write!(f, "{}: {}", self.file, self.message),
+                line => write!(f, "{}:{line}: {}", self.file, self.message),
+            };
+        }
         if self.line > 0 {
             write!(
                 f,
@@ -55,12 +61,30 @@ pub struct Locator<'a> {
     pub(crate) name: &'a str,
     /// The source text the spans index.
     pub(crate) text: &'a str,
+    /// Problems that do not stop a server (a missing error page answers in
+    /// plain text) but that `pier check` fails on.
+    findings: std::cell::RefCell<Vec<ConfigError>>,
 }
 
 impl<'a> Locator<'a> {
     /// A locator for `text`, which errors call `name`.
     pub fn new(name: &'a str, text: &'a str) -> Self {
-        Locator { name, text }
+        Locator {
+            name,
+            text,
+            findings: Default::default(),
+        }
+    }
+
+    /// Records a problem `pier check` reports and fails on, while `pier serve`
+    /// runs with it.
+    pub fn finding(&self, e: ConfigError) {
+        self.findings.borrow_mut().push(e);
+    }
+
+    /// The problems recorded by [`Locator::finding`], in the order found.
+    pub fn take_findings(&self) -> Vec<ConfigError> {
+        self.findings.take()
     }
 
     /// An error at `span` about `key`.
@@ -70,14 +94,27 @@ impl<'a> Locator<'a> {
                 file: "command line".into(),
                 line: 0,
                 key: key.to_string(),
-                message: message.into(),
+                message: crate::io_text::without_os_error(&message.into()),
             };
         }
         ConfigError {
             file: self.name.to_string(),
             line: line_of(self.text, span.start),
             key: key.to_string(),
-            message: message.into(),
+            message: crate::io_text::without_os_error(&message.into()),
+        }
+    }
+
+    /// A TOML syntax error: the line it is on and what the parser says, with no
+    /// key (the text around it is not yet a key and a value, so naming the key
+    /// before it would blame a line that is fine).
+    pub fn syntax_error(&self, e: &toml::de::Error) -> ConfigError {
+        let offset = e.span().map_or(0, |s| s.start);
+        ConfigError {
+            file: self.name.to_string(),
+            line: line_of(self.text, offset),
+            key: String::new(),
+            message: format!("TOML syntax error: {}", e.message().trim()),
         }
     }
 
@@ -177,7 +214,7 @@ fn contains(span: Range<usize>, offset: usize) -> bool {
 fn sentence(message: &str) -> String {
     let message = message.trim();
     let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_string();
+        return in_words(message);
     };
     let Some((name, expected)) = rest.split_once('`') else {
         return message.to_string();
@@ -200,6 +237,76 @@ fn sentence(message: &str) -> String {
         out.push_str(&format!("; it takes {}", known.join(", ")));
     }
     out
+}
+
+/// The deserializer's "invalid type: string \"two\", expected i64" with the
+/// Rust type names (`i64`, `struct RawTls`, `untagged enum RawRate`) said in
+/// words: "expected a whole number, not the string \"two\"".
+pub fn in_words(message: &str) -> String {
+    let message = message.trim();
+    if let Some(name) = message.strip_prefix("data did not match any variant of untagged enum ") {
+        return format!("expected {}", expected_in_words(&format!("enum {name}")));
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some((found, expected)) = rest.rsplit_once(", expected ") else {
+            continue;
+        };
+        return format!(
+            "expected {}, not {}",
+            expected_in_words(expected),
+            found_in_words(found)
+        );
+    }
+    if let Some((head, expected)) = message.rsplit_once(", expected ") {
+        return format!("{head}, expected {}", expected_in_words(expected));
+    }
+    message.to_string()
+}
+
+/// What serde says a value should be, in the words the README uses.
+fn expected_in_words(expected: &str) -> String {
+    let expected = expected.trim();
+    let words = match expected {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "u8" | "u16" | "u32" | "u64" | "u128" | "usize"
+        | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a sequence" | "sequence" => "a list such as [\"a\", \"b\"]",
+        "a map" | "map" => "a table",
+        "a boolean" | "bool" => "true or false",
+        "enum RawRate" => "a rate such as \"10/s\", \"600/m\" or a number per second",
+        "enum RawFieldValues" => "a field value or a list of field values",
+        _ if expected.starts_with("struct ") => "a table",
+        _ if expected.starts_with("enum ") => "a value of another form",
+        _ => expected,
+    };
+    words.to_string()
+}
+
+/// What serde found, in words: `string "x"` -> `the string "x"`, `map` -> `a table`.
+fn found_in_words(found: &str) -> String {
+    let found = found.trim();
+    match found {
+        "map" => "a table".into(),
+        "sequence" => "a list".into(),
+        "unit" | "option" => "an empty value".into(),
+        _ => match found.split_once(' ') {
+            Some(("string" | "integer" | "boolean", v)) => {
+                format!(
+                    "the {} {}",
+                    found.split(' ').next().unwrap_or(""),
+                    v.trim_matches('`')
+                )
+            }
+            Some(("floating", v)) => format!(
+                "the number {}",
+                v.trim_start_matches("point ").trim_matches('`')
+            ),
+            _ => found.to_string(),
+        },
+    }
 }
 
 /// Levenshtein distance, for "did you mean" suggestions on short key names.
@@ -235,6 +342,26 @@ mod tests {
             "unknown field `zzzzzz`: not a key of this table; it takes body, status"
         );
         assert_eq!(sentence("invalid type: string"), "invalid type: string");
+    }
+
+    #[test]
+    fn rust_type_names_are_said_in_words() {
+        assert_eq!(
+            in_words("invalid type: string \"two\", expected i64"),
+            "expected a whole number, not the string \"two\""
+        );
+        assert_eq!(
+            in_words("invalid type: boolean `true`, expected struct RawTls"),
+            "expected a table, not the boolean true"
+        );
+        assert_eq!(
+            in_words("invalid type: map, expected a sequence"),
+            "expected a list such as [\"a\", \"b\"], not a table"
+        );
+        assert_eq!(
+            in_words("data did not match any variant of untagged enum RawSomething"),
+            "expected a value of another form"
+        );
     }
 
     #[test]

@@ -129,29 +129,20 @@ fn apply_proxy_flag(raw: &mut RawConfig, url: &str) -> Result<(), ConfigError> {
         file: "command line".into(),
         line: 0,
         key: "--proxy".into(),
-        message: format!("{url:?}: {m}"),
+        message: m.to_string(),
     };
-    let (tls, rest) = if let Some(r) = url.strip_prefix("http://") {
-        (false, r)
-    } else if let Some(r) = url.strip_prefix("https://") {
-        (true, r)
-    } else {
-        return Err(bad("expected http://host:port or https://host:port"));
+    // The URL's path is not the upstream's business: each request sends its own.
+    let end = url.find("://").map_or(url.len(), |s| {
+        url[s + 3..].find('/').map_or(url.len(), |p| s + 3 + p)
+    });
+    let parsed =
+        super::upstream_server::parse_upstream_address(&url[..end]).map_err(|m| bad(&m))?;
+    let Some(tls) = parsed.tls else {
+        return Err(bad(&format!(
+            "{url:?} is not a URL: expected http://host:port or https://host:port"
+        )));
     };
-    let authority = rest.split('/').next().unwrap_or("");
-    if authority.is_empty() {
-        return Err(bad("no host"));
-    }
-    let has_port = authority
-        .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && !h.ends_with('[') && p.parse::<u16>().is_ok());
-    let address = if has_port {
-        authority.to_string()
-    } else if tls {
-        format!("{authority}:443")
-    } else {
-        format!("{authority}:80")
-    };
+    let address = parsed.authority;
     let name = "proxy".to_string();
     raw.upstream.retain(|u| u.get_ref().name.get_ref() != &name);
     raw.upstream.push(flag(RawUpstream {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
-use super::value::{duration, int, RawDuration};
+use super::value::{duration, int, size, RawDuration, RawSize};
 use crate::http2::conn::ConnLimits;
 
 /// `[http2]` as written.
@@ -18,15 +18,15 @@ pub struct RawHttp2 {
     /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_concurrent_streams: Option<Spanned<i64>>,
     /// Flow-control window each request body starts with, in bytes.
-    pub initial_stream_window: Option<Spanned<i64>>,
+    pub initial_stream_window: Option<Spanned<RawSize>>,
     /// Flow-control window of the whole connection, in bytes.
-    pub initial_connection_window: Option<Spanned<i64>>,
+    pub initial_connection_window: Option<Spanned<RawSize>>,
     /// Largest frame payload the client may send.
-    pub max_frame_size: Option<Spanned<i64>>,
+    pub max_frame_size: Option<Spanned<RawSize>>,
     /// HPACK dynamic table the client's encoder may use.
-    pub header_table_size: Option<Spanned<i64>>,
+    pub header_table_size: Option<Spanned<RawSize>>,
     /// Response bytes a connection queues ahead of the socket.
-    pub max_send_buffer: Option<Spanned<i64>>,
+    pub max_send_buffer: Option<Spanned<RawSize>>,
     /// Streams a client may reset before their answer, per connection, before
     /// the connection is closed (rapid reset, CVE-2023-44487).
     pub max_client_resets: Option<Spanned<i64>>,
@@ -132,14 +132,26 @@ pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, Co
             )? as _
         };
     }
-    let window = 65_535..=((1i64 << 31) - 1);
+    // The same for a size: bytes, or a number with a unit ("1M", "64KiB").
+    macro_rules! size_limit {
+        ($field:ident, $range:expr) => {
+            size(
+                loc,
+                &h.$field,
+                concat!("http2.", stringify!($field)),
+                $range,
+                d.$field as u64,
+            )? as _
+        };
+    }
+    let window = 65_535..=((1u64 << 31) - 1);
     Ok(Http2Config {
         max_concurrent_streams: limit!(max_concurrent_streams, 1..=10_000),
-        initial_stream_window: limit!(initial_stream_window, window.clone()),
-        initial_connection_window: limit!(initial_connection_window, window),
-        max_frame_size: limit!(max_frame_size, 16_384..=16_777_215),
-        header_table_size: limit!(header_table_size, 0..=65_536),
-        max_send_buffer: limit!(max_send_buffer, 1024..=(16 << 20)),
+        initial_stream_window: size_limit!(initial_stream_window, window.clone()),
+        initial_connection_window: size_limit!(initial_connection_window, window),
+        max_frame_size: size_limit!(max_frame_size, 16_384..=16_777_215),
+        header_table_size: size_limit!(header_table_size, 0..=65_536),
+        max_send_buffer: size_limit!(max_send_buffer, 1024..=(16 << 20)),
         max_client_resets: limit!(max_client_resets, 0..=1_000_000),
         max_error_resets: limit!(max_error_resets, 1..=100_000),
         max_control_frames: limit!(max_control_frames, 10..=1_000_000),

@@ -17,6 +17,7 @@ pub mod raw;
 pub mod route_raw;
 pub mod site;
 pub mod site_raw;
+pub mod upstream_server;
 pub mod value;
 
 use std::net::SocketAddr;
@@ -143,6 +144,9 @@ pub struct Config {
     pub file_io: FileIoPool,
     /// HTTP cache zones, shared by every worker and the routes that name them.
     pub caches: Vec<Arc<crate::cache::zone::CacheZone>>,
+    /// Problems a server runs with but `pier check` fails on (an error page
+    /// whose file is missing), each located.
+    pub findings: Vec<ConfigError>,
 }
 
 impl Config {

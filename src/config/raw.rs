@@ -110,13 +110,13 @@ pub struct RawHttp {
     /// Longest time a response write may stall.
     pub write_timeout: Option<Spanned<RawDuration>>,
     /// Request head limit in bytes (431 beyond).
-    pub max_head_bytes: Option<Spanned<i64>>,
+    pub max_head_bytes: Option<Spanned<RawSize>>,
     /// Header field count limit (431 beyond).
     pub max_headers: Option<Spanned<i64>>,
     /// Request-target length limit (414 beyond).
-    pub max_uri_bytes: Option<Spanned<i64>>,
+    pub max_uri_bytes: Option<Spanned<RawSize>>,
     /// Request body limit (413 beyond).
-    pub max_body_bytes: Option<Spanned<i64>>,
+    pub max_body_bytes: Option<Spanned<RawSize>>,
     /// Proxies trusted to report the client address (PROXY header, `client_address_header`).
     pub trusted_proxies: Option<Spanned<Vec<Spanned<String>>>>,
     /// The header trusted proxies put the client address in.
@@ -310,11 +310,11 @@ impl Default for RawUpstream {
     }
 }
 
-/// One server of an upstream group.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One server of an upstream group: `"host:port"`, a URL or a table, read by
+/// `upstream_server.rs`.
+#[derive(Debug)]
 pub struct RawUpstreamServer {
-    /// `host:port`, resolved at start.
+    /// `host:port`, `http://host[:port]` or `https://host[:port]`, resolved at start.
     pub address: Spanned<String>,
     /// Relative share of requests (default 1).
     pub weight: Option<Spanned<i64>>,

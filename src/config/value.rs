@@ -11,8 +11,7 @@ use toml::Spanned;
 use super::error::{ConfigError, Locator};
 
 /// A duration written as `"10s"`, `"500ms"`, `"2m"`, `"1h"` or a number of seconds.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum RawDuration {
     /// Whole seconds.
     Seconds(i64),
@@ -21,13 +20,86 @@ pub enum RawDuration {
 }
 
 /// A size written as a number of bytes or with a unit (`"64KiB"`, `"1MiB"`, `"512B"`).
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum RawSize {
     /// Bytes.
     Bytes(i64),
     /// Number with a unit suffix.
     Text(String),
+}
+
+/// Reads a number or a string, and says what it expected in words when the
+/// value is neither (serde's untagged enums name the Rust type instead).
+struct NumberOrText<T> {
+    expecting: &'static str,
+    number: fn(i64) -> T,
+    text: fn(String) -> T,
+}
+
+impl<'de, T> serde::de::Visitor<'de> for NumberOrText<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<T, E> {
+        Ok((self.number)(v))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<T, E> {
+        i64::try_from(v)
+            .map(self.number)
+            .map_err(|_| E::custom(format!("{v} is too large")))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        Ok((self.text)(v.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumberOrText {
+            expecting: "a duration such as \"10s\", \"250ms\" or a number of seconds",
+            number: RawDuration::Seconds,
+            text: RawDuration::Text,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumberOrText {
+            expecting: "a size such as \"10M\", \"64KiB\" or a number of bytes",
+            number: RawSize::Bytes,
+            text: RawSize::Text,
+        })
+    }
+}
+
+/// A size setting within `range` (in bytes), or `default` when absent.
+pub fn size(
+    loc: &Locator<'_>,
+    v: &Option<Spanned<RawSize>>,
+    key: &str,
+    range: RangeInclusive<u64>,
+    default: u64,
+) -> Result<u64, ConfigError> {
+    let Some(v) = v else { return Ok(default) };
+    let n = parse_size(v.get_ref()).map_err(|m| loc.error(v.span(), key, m))?;
+    if !range.contains(&n) {
+        return Err(loc.error(
+            v.span(),
+            key,
+            format!(
+                "{n} bytes is out of range {}..={}",
+                range.start(),
+                range.end()
+            ),
+        ));
+    }
+    Ok(n)
 }
 
 /// A duration setting, or `default` when absent.
@@ -250,6 +322,25 @@ mod tests {
         assert_eq!(size("512B"), Ok(512));
         assert_eq!(size("65536"), Ok(65536));
         assert_eq!(parse_size(&RawSize::Bytes(7)), Ok(7));
+    }
+
+    #[test]
+    fn size_settings_take_units() {
+        let cfg = crate::config::check_text(
+            "[http]\nmax_body_bytes = \"10M\"\nmax_head_bytes = \"16KiB\"\n\
+             [http2]\nmax_send_buffer = \"1MiB\"\n\
+             [[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.http.max_body_bytes, 10 << 20);
+        assert_eq!(cfg.http.limits.max_head_bytes, 16 << 10);
+        assert_eq!(cfg.http2.max_send_buffer, 1 << 20);
+        let e = crate::config::check_text(
+            "[http]\nmax_head_bytes = \"1G\"\n[[listener]]\nlisten = \"127.0.0.1:1\"\n",
+        )
+        .unwrap_err();
+        e.assert_at(2, "http.max_head_bytes");
+        assert!(e.message.contains("out of range"), "{e}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub fn compress_settings(
     let table = match value.get_ref() {
         toml::Value::Boolean(on) => return Ok(on.then(CompressSettings::default)),
         toml::Value::Table(_) => RawCompressSettings::deserialize(value.get_ref().clone())
-            .map_err(|e| err(e.message().trim_end_matches('\n').to_string()))?,
+            .map_err(|e| err(crate::config::error::in_words(e.message())))?,
         _ => {
             return Err(err(
                 "write `compress = true`, or a table such as { types = [\"text/*\"], \

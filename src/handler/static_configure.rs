@@ -204,6 +204,19 @@ fn rules(
                     format!("{path:?} is not a path under the root, e.g. \"/404.html\""),
                 ));
             }
+            if let Some(root) = &raw.root {
+                let file = std::path::Path::new(root.get_ref()).join(&path[1..]);
+                if !file.is_file() {
+                    loc.finding(loc.error(
+                        page.span(),
+                        &at,
+                        format!(
+                            "the error page {} does not exist; {status} answers in plain text                              until it does",
+                            file.display()
+                        ),
+                    ));
+                }
+            }
             error_pages.push((code, path.as_bytes().into()));
         }
     }

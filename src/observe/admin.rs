@@ -132,6 +132,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         admin: None,
         access_log: None,
         file_io: Default::default(),
+        findings: Vec::new(),
         caches: Vec::new(),
     }
 }

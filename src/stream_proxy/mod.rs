@@ -74,9 +74,9 @@ pub async fn relay_stream<S>(
                 attempt.failed(&e, true);
                 let addr = group.servers[server].addr;
                 if state.record_failure(group, server, now) {
-                    warn!(upstream = %addr, group = %group.name, "upstream marked down");
+                    warn!(upstream = %group.servers[server].authority, address = %addr, group = %group.name, "upstream marked down");
                 }
-                crate::warn_limited!(upstream = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
+                crate::warn_limited!(upstream = %group.servers[server].authority, address = %addr, group = %group.name, %peer, error = %e, status = if e.kind == ErrorKind::Timeout { 504 } else { 502 }, "tcp: connect failed");
                 if retries_left == 0 {
                     return;
                 }
@@ -103,7 +103,7 @@ pub async fn relay_stream<S>(
             }
         }
         if let Err(e) = upstream.write_all(&header).await {
-            crate::warn_limited!(upstream = %addr, error = %e, "tcp: sending the PROXY header failed");
+            crate::warn_limited!(upstream = %group.servers[server].authority, address = %addr, error = %e, "tcp: sending the PROXY header failed");
             return;
         }
     }
@@ -112,7 +112,11 @@ pub async fn relay_stream<S>(
     let r = relay(&mut downstream, &mut upstream, fwd.idle_timeout).await;
     active.set(active.get().saturating_sub(1));
     match r {
-        Ok((up, down)) => debug!(upstream = %addr, %peer, up, down, "tcp stream ended"),
-        Err(e) => debug!(upstream = %addr, %peer, error = %e, "tcp stream ended"),
+        Ok((up, down)) => {
+            debug!(upstream = %group.servers[server].authority, %peer, up, down, "tcp stream ended")
+        }
+        Err(e) => {
+            debug!(upstream = %group.servers[server].authority, %peer, error = %e, "tcp stream ended")
+        }
     }
 }

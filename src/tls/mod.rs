@@ -69,14 +69,47 @@ pub struct CertKey {
     pub key: PrivateKeyDer<'static>,
 }
 
-/// Generates a self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1.
+/// How long a generated certificate is valid: long enough for any test or
+/// trial, short as certificates go (rcgen's default ends in 4096).
+pub const SELF_SIGNED_LIFETIME: std::time::Duration = std::time::Duration::from_secs(90 * 86400);
+
+/// The generated certificate, kept for the process's life so a reload serves
+/// the same one (a client that accepted it once need not again); replaced
+/// when less than a third of its lifetime is left.
+static SELF_SIGNED: std::sync::Mutex<Option<(i64, CertificateDer<'static>, Vec<u8>)>> =
+    std::sync::Mutex::new(None);
+
+/// A self-signed ECDSA P-256 certificate for localhost, 127.0.0.1 and ::1,
+/// valid for [`SELF_SIGNED_LIFETIME`]: generated once, then the same one.
 pub fn self_signed() -> Result<CertKey, String> {
-    let names: Vec<String> = SELF_SIGNED_NAMES.iter().map(|s| s.to_string()).collect();
-    let ck = rcgen::generate_simple_self_signed(names)
-        .map_err(|e| format!("cannot generate a certificate: {e}"))?;
-    let key = PrivateKeyDer::try_from(ck.signing_key.serialize_der()).map_err(|e| e.to_string())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
+    let mut kept = SELF_SIGNED.lock().unwrap_or_else(|e| e.into_inner());
+    let renew_at = |not_after: i64| not_after - (SELF_SIGNED_LIFETIME.as_secs() / 3) as i64;
+    let fresh = kept
+        .as_ref()
+        .is_some_and(|(not_after, _, _)| (now.as_secs() as i64) < renew_at(*not_after));
+    if !fresh {
+        let names: Vec<String> = SELF_SIGNED_NAMES.iter().map(|s| s.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(names)
+            .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+        let epoch = rcgen::date_time_ymd(1970, 1, 1);
+        // An hour back for clients whose clocks run behind.
+        params.not_before = epoch + now.saturating_sub(std::time::Duration::from_secs(3600));
+        params.not_after = epoch + now + SELF_SIGNED_LIFETIME;
+        let key = rcgen::KeyPair::generate()
+            .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+        let not_after = (now + SELF_SIGNED_LIFETIME).as_secs() as i64;
+        *kept = Some((not_after, cert.der().clone(), key.serialize_der()));
+    }
+    let (_, cert, key) = kept.as_ref().expect("generated above");
+    let key = PrivateKeyDer::try_from(key.clone()).map_err(|e| e.to_string())?;
     Ok(CertKey {
-        chain: vec![ck.cert.der().clone()],
+        chain: vec![cert.clone()],
         key,
     })
 }
@@ -557,4 +590,22 @@ pub(crate) fn test_certified_key(name: &str) -> Arc<CertifiedKey> {
     let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
     let der = PrivateKeyDer::try_from(ck.signing_key.serialize_der()).unwrap();
     Arc::new(CertifiedKey::from_der(vec![ck.cert.der().clone()], der, &provider()).unwrap())
+}
+
+#[cfg(test)]
+mod self_signed_tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_certificate_is_kept_and_lives_90_days() {
+        let first = self_signed().unwrap();
+        let second = self_signed().unwrap();
+        assert_eq!(first.chain, second.chain, "one certificate per process");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let left = not_after_unix(&first.chain[0]).unwrap() - now;
+        assert!((89 * 86400..=90 * 86400).contains(&left), "{left} s left");
+    }
 }

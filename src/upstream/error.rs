@@ -44,7 +44,7 @@ impl ProxyError {
         ProxyError {
             side: Side::Upstream,
             kind,
-            cause: cause.to_string(),
+            cause: crate::io_text::without_os_error(&cause.to_string()),
         }
     }
 

@@ -147,6 +147,17 @@ pub struct UpstreamGroup {
 }
 
 impl UpstreamGroup {
+    /// The one name logs, metrics and the status page give the server at
+    /// `addr`: its address as configured (`localhost:3000`), not what it
+    /// resolved to. Looked up by address for the logging paths that hold only
+    /// the address.
+    pub fn server_name(&self, addr: SocketAddr) -> &str {
+        self.servers
+            .iter()
+            .find(|s| s.addr == addr)
+            .map_or("", |s| s.authority.as_str())
+    }
+
     /// One worker's share of `max_in_flight`, rounded up (as `max_connections`
     /// is) so the workers together allow at least the configured total; 0
     /// means no limit. Each worker counts only its own requests, so the limit

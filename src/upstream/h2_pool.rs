@@ -185,7 +185,7 @@ impl H2Pool {
                     *shared.send.borrow_mut() = Some(send);
                     shared.ready.notify_waiters();
                     if let Err(e) = connection.await {
-                        debug!(upstream = %group.servers[server].addr, error = %e, "upstream HTTP/2 connection ended");
+                        debug!(upstream = %group.servers[server].authority, error = %e, "upstream HTTP/2 connection ended");
                     }
                 }
                 Err(e) => *shared.failure.borrow_mut() = Some(e),

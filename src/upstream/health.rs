@@ -5,7 +5,7 @@
 //! server's `active_up` flag after `fall` consecutive failures or `rise`
 //! consecutive successes. Workers read the flag with a relaxed atomic load.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use tracing::{info, warn};
@@ -17,34 +17,52 @@ use crate::http1::client::request::{end_head, write_field, write_request_start};
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::{Limits, Method};
 
+/// The health checks of one configuration generation: dropping it (a reload
+/// replaced the configuration) stops them at their next tick, though the old
+/// groups live on while connections still use them.
+#[derive(Debug, Default)]
+pub struct HealthChecks {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for HealthChecks {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Starts the checker thread if any group has `health_check`. Each check ends
-/// once its group is gone (a reload replaced the configuration and the last
-/// connection using the old one closed), and the thread with the last of them.
-pub fn spawn_health_checks(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<()> {
+/// when the returned [`HealthChecks`] is dropped or its group is gone, and the
+/// thread with the last of them.
+pub fn spawn_health_checks(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<HealthChecks> {
+    let handle = HealthChecks::default();
     let groups: Vec<Arc<UpstreamGroup>> = upstreams
         .iter()
         .filter(|g| g.health_check.is_some())
         .cloned()
         .collect();
     if groups.is_empty() {
-        return Ok(());
+        return Ok(handle);
     }
+    let stop = handle.stop.clone();
     crate::local_thread::spawn_local_thread("pier-health", "health checks", move || async move {
         let checks: Vec<_> = groups
             .iter()
             .flat_map(|g| {
-                (0..g.servers.len())
-                    .map(|i| tokio::task::spawn_local(check_loop(Arc::downgrade(g), i)))
+                (0..g.servers.len()).map(|i| {
+                    tokio::task::spawn_local(check_loop(Arc::downgrade(g), i, stop.clone()))
+                })
             })
             .collect();
         drop(groups);
         for c in checks {
             let _ = c.await;
         }
-    })
+    })?;
+    Ok(handle)
 }
 
-async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
+async fn check_loop(group: Weak<UpstreamGroup>, i: usize, stop: Arc<AtomicBool>) {
     let Some(hc) = group.upgrade().and_then(|g| g.health_check.clone()) else {
         return;
     };
@@ -53,6 +71,9 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         let Some(group) = group.upgrade() else {
             return;
         };
@@ -60,7 +81,12 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
         let result = match deadline::within(hc.timeout, check_server(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),
-        };
+        }
+        .map_err(|cause| crate::io_text::without_os_error(&cause));
+        // A check that ended after its generation was replaced says nothing.
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
         server
             .checks
             .record(result.as_ref().map(|_| ()).map_err(String::as_str));
@@ -71,7 +97,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
                 ok_run = ok_run.saturating_add(1);
                 if !up && ok_run >= hc.rise {
                     server.active_up.store(true, Ordering::Relaxed);
-                    info!(upstream = %server.addr, group = %group.name, "health check: server is up");
+                    info!(upstream = %server.authority, address = %server.addr, group = %group.name, "health check: server is up");
                 }
             }
             Err(cause) => {
@@ -79,7 +105,7 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize) {
                 fail_run = fail_run.saturating_add(1);
                 if up && fail_run >= hc.fall {
                     server.active_up.store(false, Ordering::Relaxed);
-                    warn!(upstream = %server.addr, group = %group.name, cause = %cause, "health check: server is down");
+                    warn!(upstream = %server.authority, address = %server.addr, group = %group.name, cause = %cause, "health check: server is down");
                 }
             }
         }

@@ -227,7 +227,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 return Ok(Err(unanswered(e, Some(addr))));
             }
             Attempt::Refused => {
-                debug!(upstream = %addr, "request refused unprocessed; sending it again");
+                debug!(upstream = %group.server_name(addr), "request refused unprocessed; sending it again");
                 fresh_only = true;
                 continue;
             }
@@ -250,7 +250,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
         match decision.retry {
             Retry::Fresh => {
                 fresh_only = true;
-                debug!(upstream = %addr, error = %error, "pooled connection was dead; retrying on a fresh one");
+                debug!(upstream = %group.server_name(addr), error = %error, "pooled connection was dead; retrying on a fresh one");
             }
             Retry::Another => {
                 tried.push(server);

@@ -22,6 +22,7 @@ use super::{Forwarding, ProxyRoute};
 use crate::cache::configure::zone_named;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawDuration, RawHealthCheck, RawUpstream, RawUpstreamTls};
+use crate::config::upstream_server::parse_upstream_address;
 use crate::config::value::{duration, int, unknown_choice};
 use crate::handler::configure::{HandlerSpec, RawHandler, RouteContext};
 use crate::handler::BoxedHandler;
@@ -228,12 +229,31 @@ pub fn build_upstream(
         ));
     }
     let mut servers = Vec::new();
+    // A URL's scheme says whether the group speaks TLS: every server agrees
+    // with the others and with the group's `tls` table.
+    let mut scheme_tls: Option<bool> = None;
     for (i, s) in raw.servers.get_ref().iter().enumerate() {
         let skey = format!("{key}.servers[{}]", i + 1);
         let rs = s.get_ref();
-        let text = rs.address.get_ref().trim().to_string();
-        let addr = resolve(&text)
-            .map_err(|m| loc.error(rs.address.span(), &format!("{skey}.address"), m))?;
+        let at = |m: String| loc.error(rs.address.span(), &format!("{skey}.address"), m);
+        let parsed = parse_upstream_address(rs.address.get_ref()).map_err(at)?;
+        if let Some(tls) = parsed.tls {
+            if scheme_tls.is_some_and(|t| t != tls) {
+                return Err(at(
+                    "the servers of one group are all https:// or all http:// (TLS is set per group)"
+                        .into(),
+                ));
+            }
+            if !tls && raw.tls.is_some() {
+                return Err(at(
+                    "an http:// server in a group with a tls table; write https:// or drop tls"
+                        .into(),
+                ));
+            }
+            scheme_tls = Some(tls);
+        }
+        let text = parsed.authority;
+        let addr = resolve(&text).map_err(at)?;
         let weight = int(loc, &rs.weight, &format!("{skey}.weight"), 1..=1000, 1)? as u32;
         servers.push(Server {
             addr,
@@ -305,7 +325,10 @@ pub fn build_upstream(
             "max_streams needs protocol = \"h2\"",
         ));
     }
-    let tls = match &raw.tls {
+    // `https://` servers without a tls table get TLS with its defaults.
+    let implied_tls = (raw.tls.is_none() && scheme_tls == Some(true))
+        .then(|| Spanned::new(raw.servers.span(), RawUpstreamTls::default()));
+    let tls = match raw.tls.as_ref().or(implied_tls.as_ref()) {
         None => None,
         Some(t) => {
             let mut tls = upstream_tls(&keys.sub("tls"), t)?;

@@ -230,10 +230,10 @@ async fn relay_h2<'h, T: ResponseTap>(
             let addr = group.servers[server].addr;
             match e {
                 ExchangeError::Downstream => {
-                    debug!(upstream = %addr, "client went away; upstream stream reset")
+                    debug!(upstream = %group.server_name(addr), "client went away; upstream stream reset")
                 }
                 e => {
-                    crate::warn_limited!(upstream = %addr, group = %group.name, error = ?e, "upstream HTTP/2 response body cut short")
+                    crate::warn_limited!(upstream = %group.server_name(addr), address = %addr, group = %group.name, error = ?e, "upstream HTTP/2 response body cut short")
                 }
             }
         }

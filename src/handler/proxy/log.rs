@@ -21,7 +21,8 @@ pub(super) fn note_failure(
 ) {
     if state.record_failure(group, server, std::time::Instant::now()) {
         warn!(
-            upstream = %group.servers[server].addr,
+            upstream = %group.servers[server].authority,
+            address = %group.servers[server].addr,
             group = %group.name,
             fails = group.max_fails,
             down_for = ?group.fail_timeout,
@@ -46,7 +47,7 @@ pub(super) fn log_failure(
     match addr {
         Some(a) => {
             session.note_upstream(a, started.elapsed());
-            crate::warn_limited!(upstream = %a, group = %group.name, peer = %peer, status, error = %error, "proxy error")
+            crate::warn_limited!(upstream = %group.server_name(a), address = %a, group = %group.name, peer = %peer, status, error = %error, "proxy error")
         }
         None => {
             crate::warn_limited!(group = %group.name, peer = %peer, status, error = %error, "proxy error")

@@ -252,7 +252,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
                 // The upstream answered before the whole body came (nginx does the
                 // same): the answer is relayed, and since the rest of the body is
                 // unread, the driver closes the client's connection after it.
-                debug!(upstream = %group.servers[answered.server].addr, peer = %session.request().peer(), status = bufs.resp.status, "upstream answered before the whole request body");
+                debug!(upstream = %group.servers[answered.server].authority, peer = %session.request().peer(), status = bufs.resp.status, "upstream answered before the whole request body");
             }
             if route.error_pages.intercepts(bufs.resp.status) {
                 // The upstream's body is replaced, never relayed.

@@ -59,7 +59,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
             up: answered.upstream.up.stream,
             from_upstream: up_read[resp.head_len..].to_vec(),
             idle: group.read_timeout,
-            addr,
+            upstream: group.server_name(addr).into(),
             _admission: admission,
             _in_flight: answered.in_flight,
         };
@@ -109,7 +109,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
             let step = match decoder.decode(&up_read[pos..]) {
                 Ok(s) => s,
                 Err(e) => {
-                    crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream response body malformed");
+                    crate::warn_limited!(upstream = %group.server_name(addr), address = %addr, group = %group.name, error = %e, "upstream response body malformed");
                     return;
                 }
             };
@@ -162,16 +162,16 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
                         clean = false;
                         break;
                     }
-                    crate::warn_limited!(upstream = %addr, group = %group.name, "upstream closed inside the response body");
+                    crate::warn_limited!(upstream = %group.server_name(addr), address = %addr, group = %group.name, "upstream closed inside the response body");
                     return;
                 }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
-                    crate::warn_limited!(upstream = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
+                    crate::warn_limited!(upstream = %group.server_name(addr), address = %addr, group = %group.name, error = %e, "upstream failed inside the response body");
                     return;
                 }
                 Err(_) => {
-                    crate::warn_limited!(upstream = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
+                    crate::warn_limited!(upstream = %group.server_name(addr), address = %addr, group = %group.name, "upstream response body stalled (read_timeout)");
                     return;
                 }
             }

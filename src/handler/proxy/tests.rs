@@ -536,7 +536,7 @@ fn errors_read_as_sentences_without_debug_names() {
     let e = ProxyError::upstream(ErrorKind::Connect, "Connection refused (os error 111)");
     assert_eq!(
         e.to_string(),
-        "the upstream could not be connected to: Connection refused (os error 111)"
+        "the upstream could not be connected to: connection refused"
     );
     let e = ProxyError::upstream(ErrorKind::NoServer, "x").to_string();
     assert!(

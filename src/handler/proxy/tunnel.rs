@@ -24,7 +24,8 @@ pub(super) struct UpgradeTunnel<'h> {
     pub(super) from_upstream: Vec<u8>,
     /// The group's read timeout: the tunnel closes after this long idle.
     pub(super) idle: Duration,
-    pub(super) addr: std::net::SocketAddr,
+    /// The server's name, for the log line when the tunnel ends.
+    pub(super) upstream: Box<str>,
     pub(super) _admission: GroupAdmission<'h>,
     pub(super) _in_flight: InFlight<'h>,
 }
@@ -52,7 +53,7 @@ impl Tunnel for UpgradeTunnel<'_> {
             }
             let r =
                 crate::stream_proxy::byte_relay::relay(&mut downstream, &mut t.up, t.idle).await;
-            debug!(upstream = %t.addr, result = ?r, "upgraded connection ended");
+            debug!(upstream = %t.upstream, result = ?r, "upgraded connection ended");
         })
     }
 }

@@ -54,6 +54,14 @@ impl CheckLog {
         )
     }
 
+    /// Why the newest check failed; `None` once a check passes again, so the
+    /// status page stops showing an error for a server that is back.
+    pub fn current_failure(&self) -> Option<Arc<String>> {
+        let newest_failed =
+            self.done.load(Ordering::Relaxed) > 0 && self.bits.load(Ordering::Relaxed) & 1 == 0;
+        newest_failed.then(|| self.last_failure()).flatten()
+    }
+
     /// Results oldest first (`true` passed), at most [`CHECKS_KEPT`] of them.
     pub fn recent(&self) -> Vec<bool> {
         let bits = self.bits.load(Ordering::Relaxed);
@@ -70,6 +78,20 @@ impl CheckLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_current_failure_clears_when_a_check_passes() {
+        let log = CheckLog::default();
+        assert!(log.current_failure().is_none());
+        log.record(Err("connection refused"));
+        assert_eq!(
+            log.current_failure().as_deref().map(String::as_str),
+            Some("connection refused")
+        );
+        log.record(Ok(()));
+        assert!(log.current_failure().is_none(), "the server is up again");
+        assert!(log.last_failure().is_some(), "the history keeps it");
+    }
 
     #[test]
     fn results_come_back_oldest_first_and_only_those_made() {

@@ -584,6 +584,47 @@ fn certificates(b: &mut Page, s: &Snapshot) {
     b.raw("</tbody></table></section>");
 }
 
+/// The cache zones: a row per zone, its counters and each tier's fill.
+fn cache_zones(b: &mut Page, s: &Snapshot) {
+    b.raw("<section><h2>Cache zones</h2>");
+    if s.cache_zones.is_empty() {
+        b.raw("<p class=\"empty\">No cache zones configured.</p></section>");
+        return;
+    }
+    b.raw("<div class=\"scroll\"><table class=\"grid\"><thead><tr><th>zone</th><th>hits</th><th>misses</th><th title=\"answered from a stale stored response\">stale</th><th title=\"hits, fresh and stale, over all lookups\">hit ratio</th><th>revalidations</th><th title=\"misses that followed another request's fetch\">collapsed</th><th>purged</th><th>tiers</th></tr></thead><tbody>");
+    for (zi, z) in s.cache_zones.iter().enumerate() {
+        let p = |k: &str| format!("cache_zones.{zi}.{k}");
+        b.raw("<tr><td>");
+        b.text(&z.name);
+        b.raw("</td>");
+        b.count("td", &p("hits"), z.hits);
+        b.count("td", &p("misses"), z.misses);
+        b.count("td", &p("stale"), z.stale);
+        let ratio = z.hit_ratio.map_or("-".to_string(), human::percent);
+        b.value("td", &p("hit_ratio"), "pct", &ratio);
+        b.count("td", &p("revalidations"), z.revalidations);
+        b.count("td", &p("collapsed"), z.collapsed);
+        b.count("td", &p("purged"), z.purged);
+        b.raw("<td>");
+        for (ti, t) in z.tiers.iter().enumerate() {
+            let tp = |k: &str| format!("cache_zones.{zi}.tiers.{ti}.{k}");
+            if ti > 0 {
+                b.raw("<br>");
+            }
+            b.text(t.name);
+            b.raw(": ");
+            b.bytes("span", &tp("bytes"), t.bytes);
+            b.raw(" of ");
+            b.text(&human::bytes(t.budget_bytes));
+            b.raw(", ");
+            b.count("span", &tp("entries"), t.entries);
+            b.raw(" entries");
+        }
+        b.raw("</td></tr>");
+    }
+    b.raw("</tbody></table></div></section>");
+}
+
 /// The whole page for a snapshot.
 pub fn render_html(s: &Snapshot) -> String {
     let mut b = Page {
@@ -599,7 +640,7 @@ pub fn render_html(s: &Snapshot) -> String {
     workers(&mut b, s);
     upstreams(&mut b, s);
     certificates(&mut b, s);
-    b.raw("<section><h2>Cache zones</h2><p class=\"empty\">No cache zones: Pier has no cache yet.</p></section>");
+    cache_zones(&mut b, s);
     b.raw("<footer><span id=\"live\">Figures as of ");
     b.value("span", "now_unix", "date", &date(s.now_unix as i64));
     b.raw(". Reload the page for new ones.</span></footer></main>");
@@ -614,6 +655,19 @@ pub fn render_html(s: &Snapshot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_check_error_wraps_inside_its_cell() {
+        // An error without spaces (a URL, a path) must break anywhere, and the
+        // cell has a width limit, so the table does not scroll sideways.
+        let rule = PAGE
+            .lines()
+            .skip_while(|l| !l.starts_with(".grid td.wrap"))
+            .take(2)
+            .collect::<String>();
+        assert!(rule.contains("overflow-wrap: anywhere"), "{rule}");
+        assert!(rule.contains("max-width"), "{rule}");
+    }
 
     #[test]
     fn escape_turns_markup_into_text() {

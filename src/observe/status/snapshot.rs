@@ -59,8 +59,8 @@ pub struct Snapshot {
     pub upstreams: Vec<GroupView>,
     /// Certificates served by TLS listeners.
     pub certificates: Vec<CertView>,
-    /// Cache zones: none exist yet, so always empty.
-    pub cache_zones: Vec<()>,
+    /// Cache zones of the running configuration: counters and tiers.
+    pub cache_zones: Vec<crate::cache::status_view::CacheZoneView>,
 }
 
 /// The outcome of one reload.
@@ -373,7 +373,7 @@ fn group_view(
                 down: state == "down",
                 marked_down_workers: t.marked_down_workers,
                 checks: s.checks.recent(),
-                last_check_error: s.checks.last_failure().map(|e| e.to_string()),
+                last_check_error: s.checks.current_failure().map(|e| e.to_string()),
                 in_flight: t.in_flight,
                 requests: t.requests,
                 responses: ResponseClasses {
@@ -503,7 +503,7 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
     }
     let certificates = cert_views(config, now_unix as i64);
     let layout = format!(
-        "{}/{}/{}/{}/{}",
+        "{}/{}/{}/{}/{}/{}",
         view.generation,
         workers.len(),
         view.listeners.len(),
@@ -512,7 +512,13 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
             .map(|g| format!("{}{}", g.servers.len(), if g.draining { "d" } else { "" }))
             .collect::<Vec<_>>()
             .join(","),
-        certificates.len()
+        certificates.len(),
+        config
+            .caches
+            .iter()
+            .map(|z| z.tiers().count().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     );
     Snapshot {
         version: env!("CARGO_PKG_VERSION"),
@@ -535,6 +541,6 @@ pub fn take(registry: &Registry, view: &ConfigView, recent: &Recent, now: System
         workers,
         upstreams,
         certificates,
-        cache_zones: Vec::new(),
+        cache_zones: crate::cache::status_view::zone_views(&config.caches),
     }
 }
