@@ -210,6 +210,42 @@ fn issues_by_http_01_on_the_plain_listener() {
 }
 
 #[test]
+fn http_01_is_answered_ahead_of_a_site_s_redirect_to_https() {
+    let (http, https) = (free_port(), free_port());
+    if !pebble::installed() {
+        return;
+    }
+    let pebble = Pebble::start(http, https, 3600);
+    let state = tempfile::tempdir().unwrap();
+    let text = config(
+        &pebble,
+        http,
+        https,
+        state.path(),
+        &["a.pier.test"],
+        &["http-01"],
+        "",
+    );
+    let route = "[[route]]\nhandler = \"respond\"\nbody = \"hello over ACME\"\n";
+    assert!(text.contains(route));
+    let site = "[[site]]\nhosts = [\"a.pier.test\"]\nbody = \"hello over ACME\"\n";
+    let p = Pier::with_config(&text.replace(route, site), &[]);
+    p.wait_log("ACME certificate issued", ISSUE_WITHIN)
+        .unwrap_or_else(|| panic!("no certificate; pebble log:\n{}", pebble.log()));
+    assert!(pebble.log().contains("set VALID by completed challenge"));
+    // Every other plain request of the site goes to HTTPS.
+    let r = common::get(
+        p.http[0],
+        "GET /page?x=1 HTTP/1.1\r\nHost: a.pier.test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 308);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("https://a.pier.test:{https}/page?x=1").as_str())
+    );
+}
+
+#[test]
 fn short_lived_certificate_is_renewed_without_dropping_open_connections() {
     let (http, https) = (free_port(), free_port());
     // 15 s of validity: renewal is due after at most 10 s.
