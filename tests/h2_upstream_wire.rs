@@ -249,3 +249,20 @@ fn bodies_of_dropped_streams_give_their_window_back() {
     let resets = origin.resets.lock().unwrap();
     assert!(resets.iter().all(|r| r.2 == 8), "CANCEL: {resets:?}");
 }
+
+#[test]
+fn a_server_refusing_every_stream_is_a_502_after_a_few_tries() {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = refused.clone();
+    let origin = RawOrigin::start(Box::new(move |_, stream, s| {
+        count.fetch_add(1, Ordering::SeqCst);
+        // RST_STREAM(REFUSED_STREAM): not processed, may be retried.
+        s.write_all(&frame(RST_STREAM, 0, stream, &7u32.to_be_bytes()))
+            .is_ok()
+    }));
+    let pier = Pier::with_config(&config(origin.addr, "retries = 0", ""), &[]);
+    let r = get(pier.addr(), "GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 502);
+    let tries = refused.load(Ordering::SeqCst);
+    assert!((2..=6).contains(&tries), "sent {tries} times");
+}

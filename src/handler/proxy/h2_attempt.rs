@@ -6,7 +6,8 @@
 //!
 //! A stream the server refused unprocessed (REFUSED_STREAM, or cut off by a
 //! GOAWAY before the server saw it) goes again while none of its body was
-//! taken from the client; a `grpc-timeout` that passes ends the call.
+//! taken from the client, a few times at most; a `grpc-timeout` that passes
+//! ends the call.
 
 use std::time::Instant;
 
@@ -43,7 +44,15 @@ pub(super) struct H2Attempt<'b, 'h> {
     pub(super) limits: Limits,
     /// The head as phase 3 writes it.
     pub(super) head: &'b mut FieldList,
+    /// Times the request was refused unprocessed and sent again.
+    pub(super) refusals: u32,
 }
+
+/// Times one request is sent again after a refusal (REFUSED_STREAM, a
+/// GOAWAY before the server saw it, a pooled connection that took no
+/// stream); past it, the refusal is a failure like any other, so a server
+/// that refuses everything is not asked without end.
+const MAX_REFUSALS: u32 = 4;
 
 impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
     type Answer = H2Answer;
@@ -99,10 +108,20 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
             Ok(stream) => stream,
             Err(OpenFailed::Connect(e)) => return Attempt::ConnectFailed(e),
             // Nothing was sent: the request goes again on a fresh
-            // connection (this one is going away or ended).
-            Err(OpenFailed::NotOpened(e)) => {
+            // connection (this pooled one is going away or ended).
+            Err(OpenFailed::NotOpened(e)) if reused && self.refusals < MAX_REFUSALS => {
+                self.refusals += 1;
                 debug!(group = %group.name, reason = ?e, "no stream on the pooled HTTP/2 connection");
                 return Attempt::Refused;
+            }
+            // A fresh connection that took no stream (the server closed it
+            // or sent GOAWAY at once), or one refusal too many, counts as a
+            // failed connect: nothing was sent.
+            Err(OpenFailed::NotOpened(e)) => {
+                return Attempt::ConnectFailed(ProxyError::upstream(
+                    ErrorKind::Connect,
+                    format!("HTTP/2 connection took no stream ({e:?})"),
+                ))
             }
         };
         let mut exchange = H2Exchange::new(stream, Upload::new(no_body));
@@ -140,7 +159,8 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
                 ProxyError::upstream(ErrorKind::Malformed, super::interim::InterimError::TooMany)
             }
             ExchangeError::Upstream(e) => {
-                if e.refused() && !consumed && !interim {
+                if e.refused() && !consumed && !interim && self.refusals < MAX_REFUSALS {
+                    self.refusals += 1;
                     // Not processed (RFC 9113 §8.7): safe to send again, on
                     // the pool's other connections or a new one.
                     return Attempt::Refused;

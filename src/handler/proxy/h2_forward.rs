@@ -61,6 +61,7 @@ pub(super) async fn forward_h2<'h, T: ResponseTap>(
         info,
         limits,
         head: &mut head,
+        refusals: 0,
     };
     let attempted = run_attempts(session, route, info, started, &mut exchange, tap).await;
     match attempted {
