@@ -10,13 +10,12 @@
 
 use std::sync::Arc;
 
-use http::header::{HeaderMap, HeaderValue};
-
 use super::entry::StoredResponse;
 use crate::http::request::RequestView;
 use crate::http1::response::ParsedResponseHead;
 use crate::http1::span::HeaderSpan;
 use crate::http1::HeaderLines;
+use crate::http2::client::{FieldIter, ResponseHead};
 use crate::upstream::request_head::RequestHeadSink;
 
 /// A stored response to answer with instead of the upstream's, and its
@@ -35,12 +34,11 @@ pub enum UpstreamHead<'a> {
         /// The bytes read from the upstream.
         buf: &'a [u8],
     },
-    /// An HTTP/2 response head.
+    /// An HTTP/2 response head, as the codec decoded it: its `:status`
+    /// and fields (names in lower case).
     H2 {
-        /// The `:status`.
-        status: u16,
-        /// The fields, names in lower case.
-        fields: &'a HeaderMap,
+        /// The head.
+        head: &'a ResponseHead,
     },
 }
 
@@ -49,7 +47,7 @@ impl<'a> UpstreamHead<'a> {
     pub fn status(&self) -> u16 {
         match self {
             UpstreamHead::Http1 { parsed, .. } => parsed.status,
-            UpstreamHead::H2 { status, .. } => *status,
+            UpstreamHead::H2 { head } => head.status(),
         }
     }
 
@@ -58,7 +56,7 @@ impl<'a> UpstreamHead<'a> {
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
         match *self {
             UpstreamHead::Http1 { parsed, buf } => parsed.header(buf, name),
-            UpstreamHead::H2 { fields, .. } => fields.get(name).map(HeaderValue::as_bytes),
+            UpstreamHead::H2 { head } => head.field(name.as_bytes()),
         }
     }
 
@@ -69,7 +67,7 @@ impl<'a> UpstreamHead<'a> {
                 spans: parsed.header_spans().iter(),
                 buf,
             },
-            UpstreamHead::H2 { fields, .. } => Fields::H2(fields.iter()),
+            UpstreamHead::H2 { head } => Fields::H2(head.fields()),
         }
     }
 }
@@ -83,8 +81,8 @@ pub enum Fields<'a> {
         /// The parsed bytes.
         buf: &'a [u8],
     },
-    /// An HTTP/2 head's map, walked in insertion order per name.
-    H2(http::header::Iter<'a, HeaderValue>),
+    /// An HTTP/2 head's fields, in the order received.
+    H2(FieldIter<'a>),
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -95,9 +93,7 @@ impl<'a> Iterator for Fields<'a> {
             Fields::Http1 { spans, buf } => {
                 spans.next().map(|h| (h.name.get(buf), h.value.get(buf)))
             }
-            Fields::H2(iter) => iter
-                .next()
-                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+            Fields::H2(iter) => iter.next(),
         }
     }
 }
@@ -183,16 +179,16 @@ mod tests {
             parsed: &parsed,
             buf: raw,
         };
-        let mut map = HeaderMap::new();
-        map.append("etag", HeaderValue::from_static("\"v1\""));
-        map.append("cache-control", HeaderValue::from_static("max-age=60"));
-        map.append("vary", HeaderValue::from_static("a"));
-        map.append("vary", HeaderValue::from_static("b"));
-        map.append("content-length", HeaderValue::from_static("0"));
-        let h2 = UpstreamHead::H2 {
-            status: 200,
-            fields: &map,
-        };
+        let decoded = ResponseHead::decoded(&[
+            (":status", "200"),
+            ("etag", "\"v1\""),
+            ("cache-control", "max-age=60"),
+            ("vary", "a"),
+            ("vary", "b"),
+            ("content-length", "0"),
+        ])
+        .unwrap();
+        let h2 = UpstreamHead::H2 { head: &decoded };
         for head in [http1, h2] {
             assert_eq!(head.status(), 200);
             assert_eq!(head.header("etag"), Some(&b"\"v1\""[..]));

@@ -27,6 +27,7 @@ use super::shared::streams::Stream;
 use super::shared::{ConnCore, Role};
 use super::ErrorCode;
 
+pub use super::shared::fields::FieldIter;
 pub use super::shared::{ConnError, ConnLimits, StreamId};
 pub use response_head::ResponseHead;
 

@@ -1,9 +1,9 @@
 //! HTTP/2 (RFC 9113), sans-IO: frames in, frames out, as `http1` is for
 //! HTTP/1. One implementation in both roles: [`conn::ServerConnection`] for
 //! the downstream driver (`server::h2`), [`client::ClientConnection`] for
-//! upstream exchanges with origins (which the proxy's `protocol = "h2"`
-//! groups do not use yet: they still speak through the `h2` crate); what
-//! the roles share (frames, HPACK,
+//! the proxy's exchanges with `protocol = "h2"` origins and their health
+//! checks (driven by `upstream::h2_connection`); what the roles share
+//! (frames, HPACK,
 //! flow control, settings, GOAWAY, the flood budgets, the output queue)
 //! is written once in `shared`, so an origin meets the defences a client
 //! does. Nothing here touches a socket, a clock of its own or a runtime.

@@ -11,6 +11,8 @@ use std::sync::{Arc, Weak};
 use tracing::{info, warn};
 
 use super::group::{CheckKind, UpstreamGroup, UpstreamProtocol};
+use super::h2_connection::{client_limits, connect_h2, H2Connection};
+use super::h2_stream::{OpenFailed, ResponseEvent, StreamLease};
 use crate::deadline;
 use crate::http1::client::parse_final_head;
 use crate::http1::client::request::{end_head, write_field, write_request_start};
@@ -164,34 +166,48 @@ async fn check_server(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Resu
 }
 
 /// One check of server `i` of an h2 group: the HTTP/2 connection (ALPN or
-/// prior knowledge) and, for an `http` check, a `GET` on a stream of it.
+/// prior knowledge) on Pier's own codec and, for an `http` check, a `GET`
+/// on a stream of it.
 async fn check_server_h2(group: &UpstreamGroup, i: usize, kind: &CheckKind) -> Result<(), String> {
-    let (mut send, driver) = super::h2_pool::connect_h2(group, i)
-        .await
-        .map_err(|e| e.to_string())?;
-    // The connection ends with the check: its driver runs beside it.
-    let driver = tokio::task::spawn_local(async move {
-        let _ = driver.await;
-    });
-    let _abort = AbortOnDrop(driver);
+    let io = connect_h2(group, i).await.map_err(|e| e.to_string())?;
+    let conn = H2Connection::new(client_limits(1));
+    // The connection ends with the check: its task runs beside it.
+    let _abort = AbortOnDrop(tokio::task::spawn_local(conn.clone().run(io)));
     let CheckKind::Http(path) = kind else {
         return Ok(());
     };
-    let scheme = if group.tls.is_some() { "https" } else { "http" };
-    let request = http::Request::get(format!("{scheme}://{}{path}", group.servers[i].authority))
-        .header("user-agent", "pier-health-check")
-        .body(())
-        .map_err(|e| e.to_string())?;
-    std::future::poll_fn(|cx| send.poll_ready(cx))
+    let scheme: &[u8] = if group.tls.is_some() {
+        b"https"
+    } else {
+        b"http"
+    };
+    let fields: [(&[u8], &[u8]); 1] = [(b"user-agent", b"pier-health-check")];
+    let stream = StreamLease::new(&conn)
+        .open(
+            b"GET",
+            scheme,
+            group.servers[i].authority.as_bytes(),
+            path.as_bytes(),
+            &mut fields.into_iter(),
+            true,
+        )
         .await
-        .map_err(|e| e.to_string())?;
-    let (response, _) = send
-        .send_request(request, true)
-        .map_err(|e| e.to_string())?;
-    let response = response.await.map_err(|e| e.to_string())?;
-    match response.status().as_u16() {
-        200..=399 => Ok(()),
-        status => Err(format!("status {status}")),
+        .map_err(|e| match e {
+            OpenFailed::Connect(e) => e.to_string(),
+            OpenFailed::NotOpened(e) => format!("no stream opened: {e:?}"),
+        })?;
+    loop {
+        match std::future::poll_fn(|cx| stream.poll_response(cx)).await {
+            Ok(ResponseEvent::Interim(_)) => {}
+            Ok(ResponseEvent::Head(head)) => {
+                return match head.status() {
+                    200..=399 => Ok(()),
+                    status => Err(format!("status {status}")),
+                }
+            }
+            Ok(_) => return Err("no response head".into()),
+            Err(e) => return Err(e.to_string()),
+        }
     }
 }
 

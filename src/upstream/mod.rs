@@ -7,6 +7,8 @@
 //! - [`group_state`]: one worker's view of a group (pools, balancer, in flight);
 //! - [`balance`]: choosing a server; [`retry`]: whether to try another;
 //! - [`dial`], [`connect`], [`pool`], [`h2_pool`]: connections, new and reused;
+//! - [`h2_connection`], [`h2_stream`]: an HTTP/2 connection on Pier's own
+//!   codec in the client role, and a request's stream on it;
 //! - [`health`]: active checks off the workers' event loops;
 //! - [`request_head`]: the upstream request head, as HTTP/1 bytes or fields;
 //! - [`error`]: which side failed, and how.
@@ -17,7 +19,9 @@ pub mod dial;
 pub mod error;
 pub mod group;
 pub mod group_state;
+pub mod h2_connection;
 pub mod h2_pool;
+pub mod h2_stream;
 pub mod health;
 pub mod pool;
 pub mod request_head;

@@ -163,7 +163,8 @@ impl Piece {
 }
 
 /// A request head as protocol-neutral parts: method, path (with its query),
-/// authority and fields in order, all in one reused byte buffer. The
+/// authority and fields in order (names in lowercase, as HTTP/2 and HTTP/3
+/// carry them), all in one reused byte buffer. The
 /// framing is not a field here: the protocol that sends it frames the body.
 #[derive(Debug, Default)]
 pub struct FieldList {
@@ -194,7 +195,7 @@ impl FieldList {
         self.authority.get(&self.bytes)
     }
 
-    /// The fields in order, names as the rewrite wrote them.
+    /// The fields in order, names in lowercase.
     pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.fields
             .iter()
@@ -237,7 +238,7 @@ impl RequestHeadSink for FieldList {
 
     fn begin_field(&mut self, name: &[u8]) {
         let at = self.bytes.len();
-        self.bytes.extend_from_slice(name);
+        self.bytes.extend(name.iter().map(u8::to_ascii_lowercase));
         self.open = (Piece::of(&self.bytes, at), self.bytes.len());
     }
 
@@ -294,7 +295,7 @@ mod tests {
         let fields: Vec<_> = list.fields().collect();
         assert_eq!(
             fields,
-            [(&b"X-A"[..], &b"1"[..]), (&b"X-Joined"[..], &b"1, 2"[..])]
+            [(&b"x-a"[..], &b"1"[..]), (&b"x-joined"[..], &b"1, 2"[..])]
         );
         assert_eq!(list.content_length(), Some(12));
         list.clear();

@@ -6,12 +6,11 @@
 //!
 //! A stream the server refused unprocessed (REFUSED_STREAM, or cut off by a
 //! GOAWAY before the server saw it) goes again while none of its body was
-//! taken from the client; a `grpc-timeout` that passes ends the call.
+//! taken from the client, a few times at most; a `grpc-timeout` that passes
+//! ends the call.
 
 use std::time::Instant;
 
-use bytes::Bytes;
-use h2::client::SendRequest;
 use tracing::debug;
 
 use super::attempts::{Attempt, UpstreamExchange};
@@ -22,19 +21,19 @@ use super::request_info::RequestInfo;
 use super::{ErrorKind, ProxyError, ProxyRoute};
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
+use crate::http2::client::ResponseHead;
 use crate::upstream::group_state::GroupState;
-use crate::upstream::h2_pool::StreamLease;
+use crate::upstream::h2_stream::OpenFailed;
 use crate::upstream::request_head::FieldList;
 use crate::upstream::retry::FailedExchange;
 
 /// A stream whose server answered with a final head.
 pub struct H2Answer {
-    /// The stream's place on its connection, held until the exchange ends.
-    pub(super) _lease: StreamLease,
-    /// The body still to relay.
+    /// The stream (holding its place on its connection) and the body still
+    /// to relay.
     pub(super) exchange: H2Exchange,
     /// The response head.
-    pub(super) head: http::response::Parts,
+    pub(super) head: ResponseHead,
 }
 
 /// One request's exchange with the servers of an HTTP/2 group.
@@ -45,7 +44,15 @@ pub(super) struct H2Attempt<'b, 'h> {
     pub(super) limits: Limits,
     /// The head as phase 3 writes it.
     pub(super) head: &'b mut FieldList,
+    /// Times the request was refused unprocessed and sent again.
+    pub(super) refusals: u32,
 }
+
+/// Times one request is sent again after a refusal (REFUSED_STREAM, a
+/// GOAWAY before the server saw it, a pooled connection that took no
+/// stream); past it, the refusal is a failure like any other, so a server
+/// that refuses everything is not asked without end.
+const MAX_REFUSALS: u32 = 4;
 
 impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
     type Answer = H2Answer;
@@ -84,44 +91,56 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
         };
         let (lease, reused) =
             pooled.unwrap_or_else(|| (self.state.h2.connect(&self.route.group, server), false));
-        let send = match lease.sender().await {
-            Ok(send) => send,
-            Err(e) => return Attempt::ConnectFailed(e),
-        };
 
         // Phase 5 and 6: the head, the body, the response head.
         let no_body = self.info.body == BodyKind::None;
-        let result = match open_stream(send, &lease, request, no_body).await {
-            Ok((upload, response)) => {
-                let mut exchange = H2Exchange::new(Upload::new(upload, no_body), response);
-                match exchange.head(session, self.limits).await {
-                    Ok(head) => Ok((exchange, head)),
-                    Err(e) => Err((e, exchange.upload.consumed, Some(exchange))),
-                }
+        let opened = lease
+            .open(
+                request.method,
+                request.scheme,
+                request.authority,
+                request.path,
+                &mut request.fields(),
+                no_body,
+            )
+            .await;
+        let stream = match opened {
+            Ok(stream) => stream,
+            Err(OpenFailed::Connect(e)) => return Attempt::ConnectFailed(e),
+            // Nothing was sent: the request goes again on a fresh
+            // connection (this pooled one is going away or ended).
+            Err(OpenFailed::NotOpened(e)) if reused && self.refusals < MAX_REFUSALS => {
+                self.refusals += 1;
+                debug!(group = %group.name, reason = ?e, "no stream on the pooled HTTP/2 connection");
+                return Attempt::Refused;
             }
-            Err(e) => Err((ExchangeError::Upstream(e), false, None)),
+            // A fresh connection that took no stream (the server closed it
+            // or sent GOAWAY at once), or one refusal too many, counts as a
+            // failed connect: nothing was sent.
+            Err(OpenFailed::NotOpened(e)) => {
+                return Attempt::ConnectFailed(ProxyError::upstream(
+                    ErrorKind::Connect,
+                    format!("HTTP/2 connection took no stream ({e:?})"),
+                ))
+            }
         };
-        let (error, consumed, mut exchange) = match result {
-            Ok((exchange, head)) => {
+        let mut exchange = H2Exchange::new(stream, Upload::new(no_body));
+        let error = match exchange.head(session, self.limits).await {
+            Ok(head) => {
                 return Attempt::Answered {
-                    status: head.status.as_u16(),
+                    status: head.status(),
                     head_at: Instant::now(),
-                    upstream: H2Answer {
-                        _lease: lease,
-                        exchange,
-                        head,
-                    },
+                    upstream: H2Answer { exchange, head },
                 }
             }
             Err(e) => e,
         };
+        let consumed = exchange.upload.consumed;
         // Interim heads came (and went on to the client): the request is not
         // sent again.
-        let interim = exchange.as_ref().is_some_and(|x| x.interim > 0);
+        let interim = exchange.interim > 0;
         if !matches!(error, ExchangeError::Upstream(_)) {
-            if let Some(x) = exchange.as_mut() {
-                x.upload.cancel();
-            }
+            exchange.cancel();
         }
         let error = match error {
             // The client went away or sent a bad body: the driver answers
@@ -140,12 +159,8 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
                 ProxyError::upstream(ErrorKind::Malformed, super::interim::InterimError::TooMany)
             }
             ExchangeError::Upstream(e) => {
-                if e.is_io() || e.is_go_away() || e.is_library() {
-                    lease.connection().close();
-                }
-                let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM)
-                    || (e.is_go_away() && e.is_remote());
-                if refused && !consumed && !interim {
+                if e.refused() && !consumed && !interim && self.refusals < MAX_REFUSALS {
+                    self.refusals += 1;
                     // Not processed (RFC 9113 §8.7): safe to send again, on
                     // the pool's other connections or a new one.
                     return Attempt::Refused;
@@ -165,27 +180,4 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
             error,
         }
     }
-}
-
-/// Waits for room for a new stream on the connection, then opens it with the
-/// request head (END_STREAM with it when there is no body).
-async fn open_stream(
-    mut send: SendRequest<Bytes>,
-    lease: &StreamLease,
-    request: http::Request<()>,
-    no_body: bool,
-) -> Result<(h2::SendStream<Bytes>, h2::client::ResponseFuture), h2::Error> {
-    let opened = async {
-        std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
-        let (response, upload) = send.send_request(request, no_body)?;
-        Ok((upload, response))
-    }
-    .await;
-    if let Err(e) = &opened {
-        let e: &h2::Error = e;
-        if e.is_io() || e.is_go_away() || e.is_library() {
-            lease.connection().close();
-        }
-    }
-    opened
 }

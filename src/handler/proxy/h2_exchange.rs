@@ -6,18 +6,16 @@
 //! chunk is taken from the client only once the last one went upstream, and
 //! the upstream's window is reopened only for bytes the client was given.
 
-use std::future::Future as _;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
-use h2::client::ResponseFuture;
-use h2::{RecvStream, SendStream};
-use http::HeaderMap;
 
 use crate::cache::tap::ResponseTap;
 use crate::deadline::Deadline;
 use crate::http::Session;
+use crate::http2::client::ResponseHead;
+use crate::upstream::h2_stream::{H2Stream, ResponseEvent, StreamError};
 
 /// How a stream's exchange stopped short.
 #[derive(Debug)]
@@ -25,7 +23,7 @@ pub(super) enum ExchangeError {
     /// The client failed, went away, or sent a bad body.
     Downstream,
     /// The upstream reset the stream, or its connection failed.
-    Upstream(h2::Error),
+    Upstream(StreamError),
     /// Nothing moved for the group's timeout.
     Stalled,
     /// The call's `grpc-timeout` passed.
@@ -36,7 +34,6 @@ pub(super) enum ExchangeError {
 
 /// The request body on its way up.
 pub(super) struct Upload {
-    send: SendStream<Bytes>,
     /// Taken from the client, not yet sent (waiting for window).
     pending: Bytes,
     /// Some body byte was taken from the client: the request cannot be sent again.
@@ -48,11 +45,10 @@ pub(super) struct Upload {
 }
 
 impl Upload {
-    /// For a stream opened with `send`; `finished` when the request has no body
+    /// For a stream just opened; `finished` when the request has no body
     /// (END_STREAM went with the head).
-    pub(super) fn new(send: SendStream<Bytes>, finished: bool) -> Self {
+    pub(super) fn new(finished: bool) -> Self {
         Upload {
-            send,
             pending: Bytes::new(),
             consumed: false,
             polled: false,
@@ -65,6 +61,7 @@ impl Upload {
     /// (it may have answered); the caller reads its answer.
     fn poll_send(
         &mut self,
+        stream: &H2Stream,
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
         activity: &mut u64,
@@ -74,23 +71,13 @@ impl Upload {
                 return Poll::Ready(Ok(()));
             }
             if !self.pending.is_empty() {
-                let cap = self.send.capacity();
-                if cap == 0 {
-                    self.send.reserve_capacity(self.pending.len());
-                    match ready!(self.send.poll_capacity(cx)) {
-                        Some(Ok(_)) => continue,
-                        Some(Err(e)) => return self.stopped(ExchangeError::Upstream(e)),
-                        None => {
-                            return self.stopped(ExchangeError::Upstream(h2::Error::from(
-                                h2::Reason::STREAM_CLOSED,
-                            )))
-                        }
-                    }
-                }
-                let piece = self.pending.split_to(cap.min(self.pending.len()));
-                if let Err(e) = self.send.send_data(piece, false) {
-                    return self.stopped(ExchangeError::Upstream(e));
-                }
+                let cap = match ready!(stream.poll_send_capacity(cx)) {
+                    Ok(cap) => cap,
+                    Err(e) => return self.stopped(ExchangeError::Upstream(e)),
+                };
+                let piece = self.pending.slice(..cap.min(self.pending.len()));
+                let sent = stream.send_data(piece, false);
+                self.pending.advance(sent);
                 *activity += 1;
                 continue;
             }
@@ -98,12 +85,11 @@ impl Upload {
             match ready!(session.poll_body(cx)) {
                 Ok(0) => {
                     self.finished = true;
-                    let sent = match relayed_trailers(session) {
-                        Some(trailers) => self.send.send_trailers(trailers),
-                        None => self.send.send_data(Bytes::new(), true),
-                    };
-                    if let Err(e) = sent {
-                        return Poll::Ready(Err(ExchangeError::Upstream(e)));
+                    let trailers = relayed_trailers(session);
+                    if trailers.is_empty() {
+                        stream.send_data(Bytes::new(), true);
+                    } else {
+                        stream.send_trailers(&mut trailers.iter().map(|(n, v)| (&n[..], *v)));
                     }
                     *activity += 1;
                 }
@@ -111,7 +97,6 @@ impl Upload {
                     self.pending = Bytes::copy_from_slice(&session.body_chunk()[..n]);
                     session.consume_body(n);
                     self.consumed = true;
-                    self.send.reserve_capacity(n);
                     *activity += 1;
                 }
                 Err(_) => return Poll::Ready(Err(ExchangeError::Downstream)),
@@ -124,35 +109,25 @@ impl Upload {
         self.pending = Bytes::new();
         Poll::Ready(Err(e))
     }
-
-    /// Resets the stream upstream (RST_STREAM CANCEL): the client went away,
-    /// or the call's deadline passed.
-    pub(super) fn cancel(&mut self) {
-        self.send.send_reset(h2::Reason::CANCEL);
-    }
 }
 
 /// The request's trailers as they go up (a HEADERS frame ending the
-/// stream), when it has any to relay.
-fn relayed_trailers(session: &dyn Session<'_>) -> Option<HeaderMap> {
-    let mut map = HeaderMap::new();
-    for (name, value) in session.request_trailers() {
-        if !super::fields::relayed_trailer(name) {
-            continue;
-        }
-        if let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            map.append(n, v);
-        }
-    }
-    (!map.is_empty()).then_some(map)
+/// stream): those relayed, names in lowercase, values HTTP/2 carries;
+/// empty when there are none.
+fn relayed_trailers<'s>(session: &'s dyn Session<'_>) -> Vec<(Vec<u8>, &'s [u8])> {
+    session
+        .request_trailers()
+        .into_iter()
+        .filter(|&(name, value)| {
+            super::fields::relayed_trailer(name)
+                && !value.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n')
+        })
+        .map(|(name, value)| (name.as_bytes().to_ascii_lowercase(), value))
+        .collect()
 }
 
 /// The response body on its way down.
 pub(super) struct Download {
-    recv: RecvStream,
     /// Received, not yet fully handed to the client.
     out: Bytes,
     /// Bytes handed to the client since the window was last reopened.
@@ -166,9 +141,8 @@ pub(super) struct Download {
 
 impl Download {
     /// For the body of a response whose head came.
-    pub(super) fn new(recv: RecvStream) -> Self {
+    pub(super) fn new() -> Self {
         Download {
-            recv,
             out: Bytes::new(),
             taken: 0,
             unflushed: false,
@@ -180,11 +154,12 @@ impl Download {
     /// `tap` first; then the trailers, if any.
     fn poll_relay<T: ResponseTap>(
         &mut self,
+        stream: &H2Stream,
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
         activity: &mut u64,
         tap: &mut T,
-    ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
+    ) -> Poll<Result<Option<ResponseHead>, ExchangeError>> {
         loop {
             while !self.out.is_empty() {
                 match ready!(session.poll_write_body(cx, &self.out)) {
@@ -206,11 +181,11 @@ impl Download {
             }
             if self.taken > 0 {
                 // The client took them: the upstream may send as much again.
-                let _ = self.recv.flow_control().release_capacity(self.taken);
+                stream.release(self.taken);
                 self.taken = 0;
             }
-            match self.recv.poll_data(cx) {
-                Poll::Ready(Some(Ok(data))) => {
+            match stream.poll_response(cx) {
+                Poll::Ready(Ok(ResponseEvent::Data(data))) => {
                     tap.on_body(&data);
                     *activity += 1;
                     if !self.client_gone {
@@ -222,10 +197,14 @@ impl Download {
                         return Poll::Ready(Err(ExchangeError::Downstream));
                     }
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
-                Poll::Ready(None) => {
-                    return self.recv.poll_trailers(cx).map_err(ExchangeError::Upstream)
+                Poll::Ready(Ok(ResponseEvent::End(trailers))) => return Poll::Ready(Ok(trailers)),
+                // A head after the final one: the codec allows none.
+                Poll::Ready(Ok(ResponseEvent::Interim(_) | ResponseEvent::Head(_))) => {
+                    return Poll::Ready(Err(ExchangeError::Upstream(StreamError::Reset(
+                        crate::http2::ErrorCode::ProtocolError,
+                    ))))
                 }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
                 Poll::Pending => {
                     // A slow source's bytes are not held back while it is quiet.
                     if self.unflushed && !self.client_gone {
@@ -246,8 +225,9 @@ impl Download {
 
 /// One stream's exchange after its head was sent.
 pub(super) struct H2Exchange {
+    /// The stream; dropped before its end, it is reset upstream.
+    pub(super) stream: H2Stream,
     pub(super) upload: Upload,
-    response: Option<ResponseFuture>,
     download: Option<Download>,
     /// Counts every move of bytes, so a stall is told from a slow exchange.
     activity: u64,
@@ -282,11 +262,11 @@ impl Limits {
 }
 
 impl H2Exchange {
-    /// A stream whose head went with `send`, answered through `response`.
-    pub(super) fn new(upload: Upload, response: ResponseFuture) -> Self {
+    /// A stream whose head went, its body (if any) still to send.
+    pub(super) fn new(stream: H2Stream, upload: Upload) -> Self {
         H2Exchange {
+            stream,
             upload,
-            response: Some(response),
             download: None,
             activity: 0,
             interim: 0,
@@ -300,8 +280,15 @@ impl H2Exchange {
         &mut self,
         session: &mut dyn Session<'_>,
         limits: Limits,
-    ) -> Result<http::response::Parts, ExchangeError> {
+    ) -> Result<ResponseHead, ExchangeError> {
         self.run_step(session, limits, true, Self::poll_head).await
+    }
+
+    /// Resets the stream upstream (RST_STREAM CANCEL): the client went away,
+    /// the call's deadline passed, or the answer is not relayed.
+    pub(super) fn cancel(&mut self) {
+        self.upload.finished = true;
+        self.stream.cancel();
     }
 
     /// Polls `step` (the head, or the relay of the body) to its end under
@@ -345,57 +332,57 @@ impl H2Exchange {
         &mut self,
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<http::response::Parts, ExchangeError>> {
+    ) -> Poll<Result<ResponseHead, ExchangeError>> {
         if let Poll::Ready(Err(ExchangeError::Downstream)) =
-            self.upload.poll_send(session, cx, &mut self.activity)
+            self.upload
+                .poll_send(&self.stream, session, cx, &mut self.activity)
         {
             return Poll::Ready(Err(ExchangeError::Downstream));
         }
-        // An upstream that stopped taking the body says why through the
-        // response (an early answer, or the reset).
-        let Some(response) = self.response.as_mut() else {
-            return Poll::Ready(Err(ExchangeError::Upstream(h2::Error::from(
-                h2::Reason::INTERNAL_ERROR,
-            ))));
-        };
-        // Interim heads first, relayed as they come (the h2 crate keeps them
-        // apart from the final head).
-        while let Poll::Ready(Some(interim)) = response.poll_informational(cx) {
-            let interim = match interim {
-                Ok(interim) => interim,
-                Err(e) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
+        // Interim heads first, relayed as they come; an upstream that
+        // stopped taking the body says why through the response (an early
+        // answer, or the reset).
+        loop {
+            let event = match self.stream.poll_response(cx) {
+                Poll::Ready(event) => event,
+                Poll::Pending => {
+                    if self.interim_unflushed {
+                        // A client gone shows when the answer is given.
+                        if session.poll_flush_body(cx).is_ready() {
+                            self.interim_unflushed = false;
+                        }
+                    }
+                    return Poll::Pending;
+                }
             };
-            if self.interim >= super::interim::MAX_INTERIM {
-                return Poll::Ready(Err(ExchangeError::TooManyInterim));
+            match event {
+                Ok(ResponseEvent::Interim(head)) => {
+                    if self.interim >= super::interim::MAX_INTERIM {
+                        return Poll::Ready(Err(ExchangeError::TooManyInterim));
+                    }
+                    self.interim += 1;
+                    self.activity += 1;
+                    super::interim::send_h2_head(session, &head);
+                    self.interim_unflushed = true;
+                }
+                Ok(ResponseEvent::Head(head)) => {
+                    self.download = Some(Download::new());
+                    return Poll::Ready(Ok(head));
+                }
+                // Body before a head: the codec lets none through.
+                Ok(ResponseEvent::Data(_) | ResponseEvent::End(_)) => {
+                    return Poll::Ready(Err(ExchangeError::Upstream(StreamError::Reset(
+                        crate::http2::ErrorCode::ProtocolError,
+                    ))))
+                }
+                Err(e) => return Poll::Ready(Err(ExchangeError::Upstream(e))),
             }
-            self.interim += 1;
-            self.activity += 1;
-            super::interim::send_h2_head(session, &interim);
-            self.interim_unflushed = true;
-        }
-        if self.interim_unflushed {
-            // A client gone shows when the answer is given.
-            if session.poll_flush_body(cx).is_ready() {
-                self.interim_unflushed = false;
-            }
-        }
-        let head = ready!(std::pin::Pin::new(response).poll(cx));
-        self.response = None;
-        match head {
-            Ok(resp) => {
-                let (parts, body) = resp.into_parts();
-                self.download = Some(Download::new(body));
-                Poll::Ready(Ok(parts))
-            }
-            Err(e) => Poll::Ready(Err(ExchangeError::Upstream(e))),
         }
     }
 
     /// Whether the response ended with its head (no body, no trailers).
     pub(super) fn body_is_empty(&self) -> bool {
-        self.download
-            .as_ref()
-            .is_none_or(|d| d.recv.is_end_stream())
+        self.download.is_none() || self.stream.body_is_empty()
     }
 
     /// Relays the response body (the request body still flowing up), each
@@ -405,7 +392,7 @@ impl H2Exchange {
         session: &mut dyn Session<'_>,
         limits: Limits,
         tap: &mut T,
-    ) -> Result<Option<HeaderMap>, ExchangeError> {
+    ) -> Result<Option<ResponseHead>, ExchangeError> {
         self.run_step(session, limits, false, |x, s, cx| x.poll_relay(s, cx, tap))
             .await
     }
@@ -415,14 +402,15 @@ impl H2Exchange {
         session: &mut dyn Session<'_>,
         cx: &mut Context<'_>,
         tap: &mut T,
-    ) -> Poll<Result<Option<HeaderMap>, ExchangeError>> {
+    ) -> Poll<Result<Option<ResponseHead>, ExchangeError>> {
         if let Poll::Ready(Err(ExchangeError::Downstream)) =
-            self.upload.poll_send(session, cx, &mut self.activity)
+            self.upload
+                .poll_send(&self.stream, session, cx, &mut self.activity)
         {
             return Poll::Ready(Err(ExchangeError::Downstream));
         }
         match self.download.as_mut() {
-            Some(d) => d.poll_relay(session, cx, &mut self.activity, tap),
+            Some(d) => d.poll_relay(&self.stream, session, cx, &mut self.activity, tap),
             None => Poll::Ready(Ok(None)),
         }
     }

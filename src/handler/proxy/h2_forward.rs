@@ -61,6 +61,7 @@ pub(super) async fn forward_h2<'h, T: ResponseTap>(
         info,
         limits,
         head: &mut head,
+        refusals: 0,
     };
     let attempted = run_attempts(session, route, info, started, &mut exchange, tap).await;
     match attempted {
@@ -111,12 +112,7 @@ async fn relay_h2<'h, T: ResponseTap>(
     let Answered {
         server,
         in_flight,
-        upstream:
-            H2Answer {
-                _lease,
-                mut exchange,
-                head,
-            },
+        upstream: H2Answer { mut exchange, head },
         ..
     } = answered;
     let Relay {
@@ -127,48 +123,41 @@ async fn relay_h2<'h, T: ResponseTap>(
         head_at,
     } = *relay;
     let group = &*route.group;
-    let status = head.status.as_u16();
-    let upstream_head = UpstreamHead::H2 {
-        status,
-        fields: &head.headers,
-    };
+    let status = head.status();
+    let upstream_head = UpstreamHead::H2 { head: &head };
 
     // Phase 7: the response head.
     if answered_from_cache(session, tap, upstream_head, head_at).await {
         // A 304 to a revalidation, or a 5xx while stale may answer: the
         // stored response went out, the upstream's body never does.
-        exchange.upload.cancel();
+        exchange.cancel();
         take_buffered_body(session, info, exchange.upload.polled);
         return;
     }
     if !grpc && route.error_pages.intercepts(status) {
         // The upstream's body is replaced, never relayed: its stream is reset.
         answer_with_page(session, &route.error_pages, status, None);
-        exchange.upload.cancel();
+        exchange.cancel();
         take_buffered_body(session, info, exchange.upload.polled);
         return;
     }
     fields.clear();
     let keep_length = status == 304;
-    for (name, value) in &head.headers {
-        let keep = match name.as_str() {
-            "content-length" => keep_length,
-            "date" | "server" | "connection" | "keep-alive" | "proxy-connection"
-            | "transfer-encoding" | "upgrade" | "te" | "trailer" => false,
+    for (name, value) in head.fields() {
+        let keep = match name {
+            b"content-length" => keep_length,
+            b"date" | b"server" | b"connection" | b"keep-alive" | b"proxy-connection"
+            | b"transfer-encoding" | b"upgrade" | b"te" | b"trailer" => false,
             _ => true,
         };
         if keep {
-            fields.extend_from_slice(name.as_str().as_bytes());
+            fields.extend_from_slice(name);
             fields.extend_from_slice(b": ");
-            fields.extend_from_slice(value.as_bytes());
+            fields.extend_from_slice(value);
             fields.extend_from_slice(b"\r\n");
         }
     }
-    let len = head
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let len = head.content_length();
     let tap_head = TapHead {
         head: upstream_head,
         body_len: len,
@@ -203,21 +192,21 @@ async fn relay_h2<'h, T: ResponseTap>(
             if !ends_at_head {
                 let list: Vec<(&str, &[u8])> = trailers
                     .iter()
-                    .flatten()
-                    .map(|(n, v)| (n.as_str(), v.as_bytes()))
+                    .flat_map(|t| t.fields())
+                    .filter_map(|(n, v)| Some((std::str::from_utf8(n).ok()?, v)))
                     .collect();
                 session.finish_body(&list);
             }
             if !exchange.upload.finished {
                 // The upstream answered before the whole request body came:
                 // what is already here is dropped, else the driver closes.
-                exchange.upload.cancel();
+                exchange.cancel();
                 take_buffered_body(session, info, exchange.upload.polled);
             }
         }
         Err(ExchangeError::DeadlinePassed) if grpc => {
             tap.on_end(false);
-            exchange.upload.cancel();
+            exchange.cancel();
             let (code, message) = super::h2_request::grpc_status_for(504);
             session.finish_body(&[("grpc-status", code), ("grpc-message", message)]);
         }
@@ -226,7 +215,7 @@ async fn relay_h2<'h, T: ResponseTap>(
             // stream (or closes its connection), so it cannot take a cut
             // body for whole.
             tap.on_end(false);
-            exchange.upload.cancel();
+            exchange.cancel();
             let addr = group.servers[server].addr;
             match e {
                 ExchangeError::Downstream => {

@@ -7,9 +7,6 @@
 
 use std::time::Duration;
 
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
-use http::{Method, Request, Uri};
-
 use crate::http::{Body, RequestView, ResponseHead, Session};
 use crate::http1::grammar::list_elements;
 use crate::upstream::request_head::FieldList;
@@ -18,52 +15,136 @@ use crate::upstream::request_head::FieldList;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotH2(pub &'static str);
 
-/// Builds the HTTP/2 request from `head`, the rewritten request: its
+/// The upstream request as it goes into a stream: the pseudo fields and the
+/// fields of the rewritten head, borrowed from it (no head is built again).
+#[derive(Debug)]
+pub struct H2RequestHead<'a> {
+    /// `:method`.
+    pub method: &'a [u8],
+    /// `:scheme`: `https` to a TLS upstream.
+    pub scheme: &'static [u8],
+    /// `:authority`.
+    pub authority: &'a [u8],
+    /// `:path`, with the query.
+    pub path: &'a [u8],
+    list: &'a FieldList,
+    /// The declared body length in digits, and how many there are.
+    content_length: ([u8; 20], usize),
+    te_trailers: bool,
+}
+
+impl H2RequestHead<'_> {
+    /// The regular fields: the rewritten head's without the
+    /// connection-specific ones (RFC 9113 §8.2.2), then `content-length`
+    /// when the body declared one, then `te: trailers` when the client asked
+    /// for trailers (gRPC servers want it).
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let (digits, n) = &self.content_length;
+        let length = (*n > 0).then(|| (&b"content-length"[..], &digits[digits.len() - n..]));
+        let te = self.te_trailers.then_some((&b"te"[..], &b"trailers"[..]));
+        self.list
+            .fields()
+            .filter(|(name, _)| !is_connection_specific(name))
+            .chain(length)
+            .chain(te)
+    }
+}
+
+/// Fields HTTP/2 does not carry (RFC 9113 §8.2.2); `te` is sent again
+/// only as `te: trailers`.
+fn is_connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection"
+            | b"keep-alive"
+            | b"proxy-connection"
+            | b"transfer-encoding"
+            | b"upgrade"
+            | b"te"
+    )
+}
+
+/// A token (RFC 9110 §5.6.2) in lowercase: a field name HTTP/2 carries.
+fn is_lower_token(b: &[u8]) -> bool {
+    !b.is_empty()
+        && b.iter().all(|&c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&c)
+        })
+}
+
+/// A field value HTTP/2 carries: no NUL, CR or LF (RFC 9113 §8.2.1).
+fn is_field_value(v: &[u8]) -> bool {
+    !v.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n')
+}
+
+/// Bytes a `:path` or `:authority` may not hold: controls and space.
+fn has_control(b: &[u8]) -> bool {
+    b.iter().any(|&c| c <= b' ' || c == 0x7f)
+}
+
+/// Takes the HTTP/2 request from `head`, the rewritten request: its
 /// authority becomes `:authority`, connection-specific fields go (RFC 9113
 /// §8.2.2), a declared body length is `content-length`, and `te: trailers`
-/// is kept when the client sent it (gRPC servers ask for it).
-pub fn h2_request(
-    head: &FieldList,
+/// is kept when the client sent it (gRPC servers ask for it). A head HTTP/2
+/// cannot carry (a field name or value it forbids, a target that is not a
+/// path) is refused.
+pub fn h2_request<'a>(
+    head: &'a FieldList,
     request: &RequestView<'_>,
     secure_upstream: bool,
-) -> Result<Request<()>, NotH2> {
-    let method = Method::from_bytes(head.method()).map_err(|_| NotH2("method"))?;
-    let mut builder = Request::builder().method(method);
-    for (name, value) in head.fields() {
-        let name = HeaderName::from_bytes(name).map_err(|_| NotH2("field name"))?;
-        if matches!(
-            name.as_str(),
-            "connection"
-                | "keep-alive"
-                | "proxy-connection"
-                | "transfer-encoding"
-                | "upgrade"
-                | "te"
-        ) {
-            continue;
-        }
-        let value = HeaderValue::from_bytes(value).map_err(|_| NotH2("field value"))?;
-        builder = builder.header(name, value);
+) -> Result<H2RequestHead<'a>, NotH2> {
+    let method = head.method();
+    if method.is_empty()
+        || !method
+            .iter()
+            .all(|c| c.is_ascii_uppercase() || is_lower_token(&[*c]))
+    {
+        return Err(NotH2("method"));
     }
-    if let Some(n) = head.content_length() {
-        builder = builder.header(CONTENT_LENGTH, n);
+    for (name, value) in head.fields() {
+        if !is_lower_token(name) {
+            return Err(NotH2("field name"));
+        }
+        if !is_field_value(value) {
+            return Err(NotH2("field value"));
+        }
+    }
+    let path = match head.path() {
+        b"*" => &b"/"[..],
+        p => p,
+    };
+    let authority = head.authority();
+    if !path.starts_with(b"/") || has_control(path) {
+        return Err(NotH2("request target"));
+    }
+    if authority.is_empty() || has_control(authority) || authority.contains(&b'/') {
+        return Err(NotH2("request target"));
+    }
+    let mut content_length = ([0u8; 20], 0);
+    if let Some(mut n) = head.content_length() {
+        let (digits, len) = &mut content_length;
+        loop {
+            *len += 1;
+            digits[20 - *len] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
     }
     let te_trailers = request
         .headers()
         .filter(|(n, _)| n.eq_ignore_ascii_case(b"te"))
         .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"trailers")));
-    if te_trailers {
-        builder = builder.header("te", "trailers");
-    }
-    let target = head.path();
-    let target = if target == b"*" { b"/" } else { target };
-    let uri = Uri::builder()
-        .scheme(if secure_upstream { "https" } else { "http" })
-        .authority(head.authority())
-        .path_and_query(target)
-        .build()
-        .map_err(|_| NotH2("request target"))?;
-    builder.uri(uri).body(()).map_err(|_| NotH2("request"))
+    Ok(H2RequestHead {
+        method,
+        scheme: if secure_upstream { b"https" } else { b"http" },
+        authority,
+        path,
+        list: head,
+        content_length,
+        te_trailers,
+    })
 }
 
 /// Whether the request is a gRPC call (`content-type: application/grpc...`).
@@ -125,6 +206,17 @@ mod tests {
     use crate::http1::Limits;
     use crate::upstream::request_head::RequestHeadSink;
 
+    fn fields_of<'r>(req: &'r H2RequestHead<'_>) -> Vec<(&'r str, &'r str)> {
+        req.fields()
+            .map(|(n, v)| {
+                (
+                    std::str::from_utf8(n).unwrap(),
+                    std::str::from_utf8(v).unwrap(),
+                )
+            })
+            .collect()
+    }
+
     fn view_of<'a>(raw: &'a [u8], head: &'a mut RequestHead) -> RequestView<'a> {
         parse_request(raw, &Limits::default(), head).unwrap();
         RequestView::http1(head, raw, "192.0.2.1:4000".parse().unwrap(), None)
@@ -165,18 +257,19 @@ mod tests {
         list.field(b"Connection", b"keep-alive");
         list.finish(BodyKind::Chunked, None);
         let req = h2_request(&list, &view, false).unwrap();
-        assert_eq!(req.method(), Method::POST);
+        assert_eq!(req.method, b"POST");
+        assert_eq!(req.scheme, b"http");
+        assert_eq!(req.authority, b"app.internal:50051");
+        assert_eq!(req.path, b"/pkg.Svc/Call?x=1");
+        let h = fields_of(&req);
         assert_eq!(
-            req.uri().to_string(),
-            "http://app.internal:50051/pkg.Svc/Call?x=1"
+            h,
+            [
+                ("content-type", "application/grpc"),
+                ("x-forwarded-for", "192.0.2.1"),
+                ("te", "trailers")
+            ]
         );
-        let h = req.headers();
-        assert_eq!(h["content-type"], "application/grpc");
-        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
-        assert_eq!(h["te"], "trailers");
-        assert!(h.get("host").is_none());
-        assert!(h.get("connection").is_none());
-        assert!(h.get("transfer-encoding").is_none());
     }
 
     #[test]
@@ -188,9 +281,38 @@ mod tests {
         list.start(b"GET", b"/", None, b"a");
         list.finish(BodyKind::Length(3), None);
         let req = h2_request(&list, &view, true).unwrap();
-        assert_eq!(req.headers()["content-length"], "3");
-        assert!(req.headers().get("te").is_none());
-        assert_eq!(req.uri().scheme_str(), Some("https"));
+        assert_eq!(fields_of(&req), [("content-length", "3")]);
+        assert_eq!(req.scheme, b"https");
+    }
+
+    #[test]
+    fn heads_http2_cannot_carry_are_refused() {
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut head = RequestHead::new();
+        let view = view_of(raw, &mut head);
+        let mut list = FieldList::default();
+        list.start(b"GET", b"/", None, b"a");
+        list.field(b"X-Bad", b"a\nb");
+        assert_eq!(
+            h2_request(&list, &view, false).unwrap_err(),
+            NotH2("field value")
+        );
+        list.clear();
+        list.start(b"GET", b"/", None, b"a b");
+        assert_eq!(
+            h2_request(&list, &view, false).unwrap_err(),
+            NotH2("request target")
+        );
+        list.clear();
+        list.start(b"GET", b"*", None, b"a");
+        assert_eq!(h2_request(&list, &view, false).unwrap().path, b"/");
+        list.clear();
+        list.start(b"GET", b"/", None, b"a");
+        list.finish(BodyKind::Length(1234567890), None);
+        assert_eq!(
+            fields_of(&h2_request(&list, &view, false).unwrap()),
+            [("content-length", "1234567890")]
+        );
     }
 
     #[test]

@@ -90,16 +90,18 @@ fn send_head(session: &mut dyn Session<'_>, head: &ParsedResponseHead, buf: &[u8
 /// Gives one interim head from an HTTP/2 upstream to the session, with the
 /// same fields left out as from an HTTP/1 one (HTTP/2 carries no
 /// connection-specific fields already).
-pub(super) fn send_h2_head(session: &mut dyn Session<'_>, head: &http::Response<()>) {
-    let status = head.status().as_u16();
+pub(super) fn send_h2_head(
+    session: &mut dyn Session<'_>,
+    head: &crate::http2::client::ResponseHead,
+) {
+    let status = head.status();
     let fields: Vec<(&str, &[u8])> = head
-        .headers()
-        .iter()
-        .filter(|(name, _)| {
-            let field = Field::of(name.as_str().as_bytes());
+        .fields()
+        .filter(|&(name, _)| {
+            let field = Field::of(name);
             !matches!(field, Field::Date | Field::Server) && !field.is_hop_by_hop()
         })
-        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .filter_map(|(name, value)| Some((std::str::from_utf8(name).ok()?, value)))
         .collect();
     if status == 103 && fields.is_empty() {
         return;

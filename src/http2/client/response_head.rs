@@ -5,7 +5,7 @@
 //! checks are the shared [`FieldList`]'s, as for the server's request
 //! head. One head per connection is reused from stream to stream.
 
-use crate::http2::shared::fields::FieldList;
+use crate::http2::shared::fields::{FieldIter, FieldList};
 
 /// What the fields being decoded are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +19,9 @@ pub(super) enum HeadKind {
 /// A response head, decoded and checked: `:status` present and valid, no
 /// connection-specific field, names lowercase. Malformed heads never reach
 /// the caller: the stream is reset with PROTOCOL_ERROR instead. Trailers
-/// come in the same type, without a status.
-#[derive(Debug)]
+/// come in the same type, without a status. A clone is the caller's own
+/// copy of a head the connection will reuse for the next one.
+#[derive(Clone, Debug)]
 pub struct ResponseHead {
     list: FieldList,
     status: Option<u16>,
@@ -39,6 +40,18 @@ impl ResponseHead {
         }
     }
 
+    /// A head decoded from `fields` (`:status` among them), for tests
+    /// elsewhere that need one as the codec gives it.
+    #[cfg(test)]
+    pub(crate) fn decoded(fields: &[(&str, &str)]) -> Result<Self, &'static str> {
+        let mut h = ResponseHead::new(64 * 1024, 100);
+        h.begin(HeadKind::Response);
+        for (n, v) in fields {
+            h.push(n.as_bytes(), v.as_bytes());
+        }
+        h.finish(false).map(|()| h)
+    }
+
     /// `:status` (0 in trailers).
     pub fn status(&self) -> u16 {
         self.status.unwrap_or(0)
@@ -50,8 +63,14 @@ impl ResponseHead {
     }
 
     /// The regular fields in the order received.
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn fields(&self) -> FieldIter<'_> {
         self.list.iter()
+    }
+
+    /// The first value of the field `name` (given in lowercase, as every
+    /// name here is).
+    pub fn field(&self, name: &[u8]) -> Option<&[u8]> {
+        self.list.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// `content-length`, when the response gave one (already checked to be

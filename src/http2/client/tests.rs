@@ -548,6 +548,24 @@ fn a_get_round_trips_through_the_server() {
 }
 
 #[test]
+fn an_empty_owned_buffer_with_end_stream_ends_the_request() {
+    let mut p = Pair::new(limits(), limits());
+    let id = p.open("POST", "/up", false);
+    assert_eq!(
+        p.client
+            .send_data_owned(id, bytes::Bytes::from_static(b"abc"), false),
+        3
+    );
+    assert_eq!(p.client.send_data_owned(id, bytes::Bytes::new(), true), 0);
+    p.pump();
+    assert!(
+        p.sev.body.last().is_some_and(|b| b.2),
+        "the server saw END_STREAM: {:?}",
+        p.sev.body
+    );
+}
+
+#[test]
 fn large_bodies_flow_over_several_windows_both_ways() {
     let mut cl = limits();
     cl.initial_stream_window = 20_000;

@@ -26,7 +26,7 @@ pub(crate) struct Span {
 }
 
 /// The regular fields of one head (or trailers), checked as they come.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct FieldList {
     buf: Vec<u8>,
     fields: Vec<FieldSpan>,
@@ -183,12 +183,11 @@ impl FieldList {
     }
 
     /// The regular fields in the order received.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.fields.iter().map(|f| {
-            let s = f.start as usize;
-            let n = s + f.name_len as usize;
-            (&self.buf[s..n], &self.buf[n..n + f.value_len as usize])
-        })
+    pub(crate) fn iter(&self) -> FieldIter<'_> {
+        FieldIter {
+            buf: &self.buf,
+            spans: self.fields.iter(),
+        }
     }
 
     /// `content-length`, when the head gave one.
@@ -199,6 +198,31 @@ impl FieldList {
     /// The list passed `max_header_list_size` or `max_header_fields`.
     pub(crate) fn oversized(&self) -> bool {
         self.oversized
+    }
+}
+
+/// The regular fields of a decoded head, as (name, value), in the order
+/// received: a named type, so a caller can keep the walk in a field of its
+/// own.
+#[derive(Clone, Debug)]
+pub struct FieldIter<'a> {
+    buf: &'a [u8],
+    spans: std::slice::Iter<'a, FieldSpan>,
+}
+
+impl<'a> Iterator for FieldIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let f = self.spans.next()?;
+        let s = f.start as usize;
+        let n = s + f.name_len as usize;
+        let end = n + f.value_len as usize;
+        Some((self.buf.get(s..n)?, self.buf.get(n..end)?))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
     }
 }
 

@@ -106,6 +106,11 @@ impl ConnCore {
             return 0;
         };
         if take == 0 {
+            // Nothing to carry but the end of the stream (an empty frame).
+            if ends {
+                frame::write_data(self.out.frames(), stream, &[], true);
+                self.streams.remove_if_done(stream);
+            }
             return 0;
         }
         let mut at = 0;
