@@ -188,6 +188,8 @@ impl RouteTable {
         let listener = req.listener();
         let mut best: Option<(site::HostMatch, &Site)> = None;
         if let Some(host) = req.host_name().map(strip_port) {
+            // A fully qualified name (`a.test.`) is the same host.
+            let host = host.strip_suffix(b".").unwrap_or(host);
             for s in self.sites.iter().filter(|s| s.on_listener(listener)) {
                 if let Some(m) = s.host_match(host) {
                     if best.is_none_or(|(b, _)| m > b) {
@@ -388,6 +390,7 @@ mod tests {
         t.add_site(ww).unwrap();
         assert_eq!(get(&t, "a.test", "/"), r#"Tag("a")"#);
         assert_eq!(get(&t, "www.A.test:80", "/"), r#"Tag("any-a")"#);
+        assert_eq!(get(&t, "a.test.", "/"), r#"Tag("a")"#);
         assert_eq!(get(&t, "b.x.a.test", "/only/1"), r#"Tag("x-a")"#);
         // A site answers its hosts alone: no falling back to other routes.
         assert_eq!(get(&t, "b.x.a.test", "/else"), "<none>");
