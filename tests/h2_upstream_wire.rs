@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::h2raw::{block, frame, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING};
-use common::h2raw::{ACK, PREFACE, RST_STREAM, SETTINGS};
+use common::h2raw::{get_fields, RawH2, ACK, PREFACE, RST_STREAM, SETTINGS};
 use common::{get, Pier};
 
 /// What the origin does with a request: the frames it writes, and whether
@@ -33,6 +33,12 @@ struct RawOrigin {
 
 impl RawOrigin {
     fn start(handler: Box<Handler>) -> RawOrigin {
+        RawOrigin::with_settings(Vec::new(), handler)
+    }
+
+    /// An origin whose SETTINGS frame carries `settings` (id and value pairs
+    /// as the frame writes them).
+    fn with_settings(settings: Vec<u8>, handler: Box<Handler>) -> RawOrigin {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -48,7 +54,10 @@ impl RawOrigin {
                     let index = connections.fetch_add(1, Ordering::SeqCst);
                     let (handler, resets, goaways) =
                         (handler.clone(), resets.clone(), goaways.clone());
-                    std::thread::spawn(move || serve(s, index, &*handler, &resets, &goaways));
+                    let settings = settings.clone();
+                    std::thread::spawn(move || {
+                        serve(s, index, &settings, &*handler, &resets, &goaways)
+                    });
                 }
             });
         }
@@ -68,16 +77,19 @@ impl RawOrigin {
 fn serve(
     mut s: TcpStream,
     index: usize,
+    settings: &[u8],
     handler: &Handler,
     resets: &Mutex<Vec<(usize, u32, u32)>>,
     goaways: &Mutex<Vec<u32>>,
 ) {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut preface = [0u8; 24];
-    if s.read_exact(&mut preface).is_err() || preface != PREFACE {
+    // The server's SETTINGS may go before the client's preface is read: an
+    // origin's first bytes then reach the proxy with the connection itself.
+    if s.write_all(&frame(SETTINGS, 0, 0, settings)).is_err() {
         return;
     }
-    if s.write_all(&frame(SETTINGS, 0, 0, &[])).is_err() {
+    let mut preface = [0u8; 24];
+    if s.read_exact(&mut preface).is_err() || preface != PREFACE {
         return;
     }
     loop {
@@ -265,4 +277,69 @@ fn a_server_refusing_every_stream_is_a_502_after_a_few_tries() {
     assert_eq!(r.status, 502);
     let tries = refused.load(Ordering::SeqCst);
     assert!((2..=6).contains(&tries), "sent {tries} times");
+}
+
+#[test]
+fn a_request_waiting_for_a_stream_slot_fails_after_the_read_timeout() {
+    // The origin takes one stream at a time (SETTINGS_MAX_CONCURRENT_STREAMS
+    // = 1, sent at once) and keeps each call open. Two calls that come
+    // together both wait for their group's first connection; when its
+    // SETTINGS are read before the calls open their streams, one gets the
+    // only slot and the other must not wait for one forever. Whether they
+    // are read first is up to the scheduler, so five groups each take such
+    // a pair at once.
+    let mut settings = 3u16.to_be_bytes().to_vec();
+    settings.extend_from_slice(&1u32.to_be_bytes());
+    let origin = RawOrigin::with_settings(
+        settings,
+        Box::new(|_, stream, s| {
+            answer(s, stream, "200", b"first part", false);
+            true
+        }),
+    );
+    let mut text = String::from(
+        "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\nhttp2 = true\n",
+    );
+    for g in 0..5 {
+        text.push_str(&format!(
+            "[[upstream]]\nname = \"g{g}\"\nprotocol = \"h2\"\nservers = [\"{}\"]\n\
+             retries = 0\nread_timeout = \"1s\"\n\
+             [[route]]\npath = \"/g{g}/\"\nhandler = \"proxy\"\nupstream = \"g{g}\"\n",
+            origin.addr
+        ));
+    }
+    let pier = Pier::with_config(&text, &[]);
+    let mut client = RawH2::connect(pier.addr());
+    let mut all = Vec::new();
+    for g in 0..5u32 {
+        for k in 0..2u32 {
+            let path = format!("/g{g}/{k}");
+            let id = 1 + 2 * (2 * g + k);
+            all.extend(frame(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                id,
+                &block(&get_fields(&path)),
+            ));
+        }
+    }
+    client.send(&all);
+    let started = std::time::Instant::now();
+    let mut heads = Vec::new();
+    while heads.len() < 10 {
+        let Some(f) = client.next_frame(Duration::from_secs(6)) else {
+            panic!(
+                "only streams {heads:?} answered after {:?}",
+                started.elapsed()
+            );
+        };
+        if f.kind == HEADERS {
+            heads.push(f.stream);
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }

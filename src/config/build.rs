@@ -735,7 +735,12 @@ fn validate_route(
     let host = match &raw.host {
         None => None,
         Some(h) => {
-            let v = h.get_ref().trim().to_ascii_lowercase();
+            // `example.com.` is `example.com`, as requests are matched.
+            let v = h
+                .get_ref()
+                .trim()
+                .trim_end_matches('.')
+                .to_ascii_lowercase();
             if !is_host_name(&v) {
                 return Err(loc.error(
                     h.span(),

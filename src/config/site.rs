@@ -207,7 +207,7 @@ pub fn site_of(
     let site = raw.get_ref();
     let mut names = Vec::new();
     for name in site.hosts.iter().flat_map(|h| h.get_ref().iter()) {
-        let v = name.trim().to_ascii_lowercase();
+        let v = name.trim().trim_end_matches('.').to_ascii_lowercase();
         let bare = v.strip_prefix("*.").unwrap_or(&v);
         if !is_host_name(bare) || bare.contains('*') {
             let span = site.hosts.as_ref().map_or(raw.span(), Spanned::span);

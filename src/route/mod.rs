@@ -77,6 +77,15 @@ impl RouteTable {
                 .get_or_insert_with(|| Site::new(SiteHosts::default(), None, false)),
             Some(h) => {
                 let hosts = SiteHosts::new([h.as_str()]);
+                // A `[[site]]` answers its hosts on every listener it shares
+                // with this route (all of them): the route would never be met.
+                if self.sites.iter().any(|s| {
+                    !s.falls_back && s.host_match(h.as_bytes()) == Some(site::HostMatch::Exact)
+                }) {
+                    return Err(format!(
+                        "host {h:?} is answered by a [[site]]: write this route in that site"
+                    ));
+                }
                 let at = self
                     .sites
                     .iter()
@@ -397,6 +406,9 @@ mod tests {
         assert_eq!(get(&t, "other.test", "/"), r#"Tag("default")"#);
         let twice = site(&mut t, &["a.test"], None, vec![]);
         assert!(t.add_site(twice).unwrap_err().contains("a.test"));
+        // A top-level route for a site's host would never be met.
+        let shadowed = t.insert(Some("a.test".into()), prefix("/x"), respond("never"));
+        assert!(shadowed.unwrap_err().contains("[[site]]"));
     }
 
     #[test]

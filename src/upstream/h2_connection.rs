@@ -49,6 +49,10 @@ const READ_ROOM: usize = 16 * 1024;
 /// between two requests keeps them, an idle pooled one holds only its
 /// HPACK tables.
 const RELEASE_AFTER: Duration = Duration::from_millis(200);
+/// How long a connection the pool let go, with no stream left, may take to
+/// hand its last bytes to a server that does not read them before it is
+/// closed anyway.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The limits a proxy connection announces and enforces: at most
 /// `max_streams` streams at once (fewer if the origin says so).
@@ -248,7 +252,18 @@ impl H2Connection {
         let far = tokio::time::Instant::now() + Duration::from_secs(1 << 30);
         let timer = tokio::time::sleep_until(far);
         tokio::pin!(timer);
+        let close_timer = tokio::time::sleep_until(far);
+        tokio::pin!(close_timer);
+        let mut close_by: Option<tokio::time::Instant> = None;
         let why = loop {
+            if close_by.is_none() {
+                let st = self.0.borrow();
+                if st.closing && st.leases == 0 {
+                    let at = tokio::time::Instant::now() + CLOSE_GRACE;
+                    close_by = Some(at);
+                    close_timer.as_mut().reset(at);
+                }
+            }
             let release_at = {
                 let st = self.0.borrow();
                 (holding && st.leases == 0).then(|| st.idle_since + RELEASE_AFTER)
@@ -269,6 +284,9 @@ impl H2Connection {
                     IoEvent::Closed(why) => break why,
                     IoEvent::Done => break ProxyError::upstream(ErrorKind::Reset, "HTTP/2 connection closed"),
                 },
+                () = &mut close_timer, if close_by.is_some() => {
+                    break ProxyError::upstream(ErrorKind::Timeout, "the server did not take the connection's last bytes in time");
+                }
                 () = &mut timer, if release_at.is_some() => {
                     let mut st = self.state();
                     if st.leases == 0 {

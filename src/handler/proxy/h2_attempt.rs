@@ -94,16 +94,26 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
 
         // Phase 5 and 6: the head, the body, the response head.
         let no_body = self.info.body == BodyKind::None;
-        let opened = lease
-            .open(
+        // A connection whose streams are all taken by long calls gives no
+        // slot: waiting for one is bounded as any wait for the server is.
+        let opened = crate::deadline::within(
+            self.limits.idle,
+            lease.open(
                 request.method,
                 request.scheme,
                 request.authority,
                 request.path,
                 &mut request.fields(),
                 no_body,
-            )
-            .await;
+            ),
+        )
+        .await;
+        let Ok(opened) = opened else {
+            return Attempt::ConnectFailed(ProxyError::upstream(
+                ErrorKind::Timeout,
+                "no HTTP/2 stream of the server's connections came free in time",
+            ));
+        };
         let stream = match opened {
             Ok(stream) => stream,
             Err(OpenFailed::Connect(e)) => return Attempt::ConnectFailed(e),

@@ -72,9 +72,11 @@ fn is_lower_token(b: &[u8]) -> bool {
         })
 }
 
-/// A field value HTTP/2 carries: no NUL, CR or LF (RFC 9113 §8.2.1).
+/// A field value HTTP/2 carries well-formed (RFC 9113 §8.2.1, RFC 9110
+/// §5.5): no control character but HTAB, and no whitespace at either end.
 fn is_field_value(v: &[u8]) -> bool {
-    !v.iter().any(|&c| c == 0 || c == b'\r' || c == b'\n')
+    let edge = |c: Option<&u8>| matches!(c, Some(b' ' | b'\t'));
+    !edge(v.first()) && !edge(v.last()) && !v.iter().any(|&c| (c < b' ' && c != b'\t') || c == 0x7f)
 }
 
 /// Bytes a `:path` or `:authority` may not hold: controls and space.
@@ -313,6 +315,23 @@ mod tests {
             fields_of(&h2_request(&list, &view, false).unwrap()),
             [("content-length", "1234567890")]
         );
+    }
+
+    #[test]
+    fn field_values_with_controls_or_edge_whitespace_are_not_carried() {
+        assert!(is_field_value(b"a b\tc"));
+        assert!(is_field_value(b""));
+        for bad in [
+            &b"v "[..],
+            b" v",
+            b"\tv",
+            b"a\x01b",
+            b"a\x7fb",
+            b"a\rb",
+            b"a\0b",
+        ] {
+            assert!(!is_field_value(bad), "{bad:?}");
+        }
     }
 
     #[test]
