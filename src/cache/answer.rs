@@ -55,6 +55,8 @@ pub async fn answer_stored_from<'h>(
 ) {
     let mut age = String::new();
     let _ = write!(age, "{}", stored.age(now).as_secs());
+    // The origin's Date, as stored; Age says how old the response is since.
+    let date = stored.date.as_ref().map(|d| &d[..]);
     let request = session.request();
     let method = request.method();
     if stored.status == 200 && not_modified(&request, stored) {
@@ -75,6 +77,7 @@ pub async fn answer_stored_from<'h>(
             ("Cache-Status", cache_status.as_bytes()),
         ];
         let head = ResponseHead {
+            date,
             status: 304,
             fields: &fields,
             configured: None,
@@ -118,6 +121,7 @@ pub async fn answer_stored_from<'h>(
     ];
     let n = if cr.is_empty() { 2 } else { 3 };
     let head = ResponseHead {
+        date,
         status,
         fields: &all[..n],
         configured: None,

@@ -549,6 +549,7 @@ fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
         lifetime: e.lifetime,
         initial_age: e.initial_age,
         stored_at: e.stored_at,
+        date: e.date,
         ..StoredResponse::new(e.key.clone(), key_hash, e.status, e.fields.clone())
     }
 }

@@ -11,11 +11,15 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::control::ResponseDirectives;
-use super::entry::{StoredResponse, VarySelection};
+use super::entry::{kept_date, StoredResponse, VarySelection};
 use crate::http::response::split_field_lines;
 
-/// First bytes of every object file; the last byte is the format version.
-const MAGIC: &[u8; 8] = b"PIERC\0\0\x01";
+/// First bytes of every object file; the last byte is the format version:
+/// 2 added the kept `Date`. Files of version 1 are still read.
+const MAGIC: &[u8; 8] = b"PIERC\0\0\x02";
+
+/// The format version of the files of earlier releases still read.
+const OLDEST_VERSION: u8 = 1;
 
 /// Largest header believed: a head is bounded far below this by the proxy.
 const MAX_HEADER: usize = 1 << 20;
@@ -58,6 +62,7 @@ pub fn encode_head(entry: &StoredResponse, now: Instant, wall: SystemTime) -> Ve
             None => h.push(0),
         }
     }
+    put_bytes(&mut h, entry.date.as_ref().map_or(&[][..], |d| &d[..]));
     let mut out = Vec::with_capacity(12 + h.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(h.len() as u32).to_le_bytes());
@@ -76,7 +81,11 @@ pub fn read_head(
     wall: SystemTime,
 ) -> io::Result<Option<ObjectHead>> {
     let mut start = [0u8; 12];
-    if len < 12 || !read_exact_at(file, &mut start, 0)? || &start[..8] != MAGIC {
+    if len < 12 || !read_exact_at(file, &mut start, 0)? || start[..7] != MAGIC[..7] {
+        return Ok(None);
+    }
+    let version = start[7];
+    if !(OLDEST_VERSION..=MAGIC[7]).contains(&version) {
         return Ok(None);
     }
     let header_len = u32::from_le_bytes([start[8], start[9], start[10], start[11]]) as usize;
@@ -88,10 +97,19 @@ pub fn read_head(
         return Ok(None);
     }
     let body_offset = 12 + header_len as u64;
-    Ok(decode_head(&header, body_offset, len, key_hash, now, wall))
+    Ok(decode_head(
+        version,
+        &header,
+        body_offset,
+        len,
+        key_hash,
+        now,
+        wall,
+    ))
 }
 
 fn decode_head(
+    version: u8,
     header: &[u8],
     body_offset: u64,
     file_len: u64,
@@ -124,6 +142,15 @@ fn decode_head(
         };
         vary.push((name, value));
     }
+    let date = if version >= 2 {
+        match r.bytes()? {
+            [] => None,
+            d => Some(d.try_into().ok()?),
+        }
+    } else {
+        // Files that kept no Date: the time the response was stored.
+        Some(kept_date(None, stored_wall))
+    };
     if !r.0.is_empty() || !(100..1000).contains(&status) {
         return None;
     }
@@ -144,6 +171,7 @@ fn decode_head(
             lifetime,
             initial_age: initial_age + on_disk,
             stored_at: now,
+            date,
             ..StoredResponse::new(key, key_hash, status, fields)
         },
         body_offset,
@@ -214,6 +242,7 @@ mod tests {
             .into_boxed_slice(),
             lifetime: Duration::from_secs(60),
             initial_age: Duration::from_secs(3),
+            date: Some(*b"Mon, 01 Jan 2024 00:00:00 GMT"),
             ..StoredResponse::new((*b"http://a.test/x").into(), 1, 200, fields.into())
         }
     }
@@ -250,7 +279,36 @@ mod tests {
         );
         assert_eq!(back.meta.directives.max_age, Some(60));
         assert_eq!(back.meta.etag.as_deref(), Some(&b"\"v1\""[..]));
+        assert_eq!(back.meta.date, e.date, "the origin's Date is kept");
         assert_eq!(back.body_offset, head.len() as u64);
+    }
+
+    #[test]
+    fn a_file_of_the_first_version_reads_with_its_store_time_as_date() {
+        let e = StoredResponse {
+            date: None,
+            ..entry(b"old")
+        };
+        let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut head = encode_head(&e, e.stored_at, wall);
+        // Version 1: no Date at the end of the header.
+        head[7] = 1;
+        head.truncate(head.len() - 8);
+        let header_len = (head.len() - 12) as u32;
+        head[8..12].copy_from_slice(&header_len.to_le_bytes());
+        let f = written(&head, b"old");
+        let len = f.as_file().metadata().unwrap().len();
+        let back = read_head(f.as_file(), len, |_| 0, Instant::now(), wall)
+            .unwrap()
+            .expect("a version 1 file is still read");
+        assert_eq!(
+            back.meta.date.as_ref().map(|d| &d[..]),
+            Some(&b"Tue, 14 Nov 2023 22:13:20 GMT"[..])
+        );
+        head[7] = 9;
+        let f = written(&head, b"old");
+        let unknown = read_head(f.as_file(), len, |_| 0, Instant::now(), wall).unwrap();
+        assert!(unknown.is_none(), "a version this build does not know");
     }
 
     #[test]

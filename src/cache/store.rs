@@ -10,8 +10,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::control::age_seconds;
 use super::control::{RequestDirectives, ResponseDirectives};
-use super::entry::{http_date, normalised_field, vary_names, StoredResponse, VarySelection};
+use super::entry::{
+    http_date, kept_date, normalised_field, vary_names, StoredResponse, VarySelection,
+};
 use super::fill::{FillEnd, FillHead};
 use super::policy::{self, RequestFacts, ResponseFacts};
 use super::tap::{Instead, ResponseTap, TapHead, UpstreamHead};
@@ -110,9 +113,7 @@ impl CacheTap {
             expires: resp.header("expires").map(http_date),
             date: resp.header("date").and_then(http_date),
             last_modified: resp.header("last-modified").and_then(http_date),
-            age: resp
-                .header("age")
-                .and_then(|a| std::str::from_utf8(a).ok()?.trim().parse().ok()),
+            age: age_seconds(values("age")),
             vary_any,
             sets_cookie: resp.header("set-cookie").is_some(),
             etag: resp.header("etag").is_some(),
@@ -217,6 +218,7 @@ impl CacheTap {
             directives: facts.directives,
             lifetime: policy::freshness_lifetime(&facts),
             initial_age: policy::initial_age(&facts, self.request_time, now),
+            date: Some(kept_date(facts.date, now)),
             ..StoredResponse::new(stale.key.clone(), stale.key_hash, stale.status, fields)
         };
         let entry = Arc::new(entry);
@@ -381,6 +383,7 @@ impl ResponseTap for CacheTap {
             lifetime: policy::freshness_lifetime(&b.facts),
             initial_age: policy::initial_age(&b.facts, self.request_time, b.response_time),
             stored_at: b.stored_at,
+            date: Some(kept_date(b.facts.date, b.response_time)),
             ..StoredResponse::new(self.key.clone(), key_hash, b.status, b.fields)
         };
         self.zone.insert(Arc::new(entry), b.reserved);
