@@ -34,6 +34,8 @@ pub struct RawCache {
     pub disk_path: Option<Spanned<String>>,
     /// The disk tier's byte budget (`"10GiB"`).
     pub disk_size: Option<Spanned<RawSize>>,
+    /// The zone's own targeted cache-control field (`"Pier-Cache-Control"`).
+    pub targeted_field: Option<Spanned<String>>,
 }
 
 /// Every `[cache.NAME]` table, by name.
@@ -102,6 +104,7 @@ pub fn build_zones(
             )?,
             key,
             disk: disk_settings(loc, name, c)?,
+            targeted_field: targeted_field(loc, name, c)?,
         };
         if let (Some(d), Some(p)) = (&settings.disk, &c.disk_path) {
             // Two zones in one directory would evict each other's files.
@@ -116,6 +119,37 @@ pub fn build_zones(
         zones.push(reuse_or_new(name, settings));
     }
     Ok(zones)
+}
+
+/// `targeted_field`: a field name (a token) that is not one the cache
+/// already reads, lowercased.
+fn targeted_field(
+    loc: &Locator<'_>,
+    name: &str,
+    c: &RawCache,
+) -> Result<Option<Box<str>>, ConfigError> {
+    let Some(field) = &c.targeted_field else {
+        return Ok(None);
+    };
+    let at = format!("cache.{name}.targeted_field");
+    let v = field.get_ref();
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if v.is_empty() || !v.bytes().all(token) {
+        return Err(loc.error(
+            field.span(),
+            &at,
+            "a field name is a token, e.g. \"Pier-Cache-Control\"",
+        ));
+    }
+    let lower = v.to_ascii_lowercase();
+    if ["cache-control", "cdn-cache-control", "expires"].contains(&lower.as_str()) {
+        return Err(loc.error(
+            field.span(),
+            &at,
+            format!("{v} is read already; name a field of this cache's own, e.g. \"Pier-Cache-Control\""),
+        ));
+    }
+    Ok(Some(lower.into_boxed_str()))
 }
 
 /// Smallest disk budget: room for a few objects.

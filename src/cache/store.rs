@@ -11,13 +11,14 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use super::control::age_seconds;
-use super::control::{RequestDirectives, ResponseDirectives};
+use super::control::RequestDirectives;
 use super::entry::{
     http_date, kept_date, normalised_field, vary_names, StoredResponse, VarySelection,
 };
 use super::fill::{FillEnd, FillHead};
 use super::policy::{self, RequestFacts, ResponseFacts};
 use super::tap::{Instead, ResponseTap, TapHead, UpstreamHead};
+use super::targeted::directives_for;
 use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
@@ -100,17 +101,25 @@ impl CacheTap {
         self
     }
 
-    fn facts(resp: UpstreamHead<'_>) -> ResponseFacts {
+    /// What the upstream's head says, as this zone reads it: its targeted
+    /// field or `CDN-Cache-Control` in place of `Cache-Control` and
+    /// `Expires` when one is valid (RFC 9213).
+    fn facts(&self, resp: UpstreamHead<'_>) -> ResponseFacts {
         let values = |name: &'static str| {
             resp.headers()
                 .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
                 .map(|(_, v)| v)
         };
         let (_, vary_any) = vary_names(values("vary"));
+        let directed = directives_for(|| resp.headers(), self.own_target());
         ResponseFacts {
             status: resp.status(),
-            directives: ResponseDirectives::parse(values("cache-control")),
-            expires: resp.header("expires").map(http_date),
+            directives: directed.directives,
+            expires: if directed.targeted {
+                None
+            } else {
+                resp.header("expires").map(http_date)
+            },
             date: resp.header("date").and_then(http_date),
             last_modified: resp.header("last-modified").and_then(http_date),
             age: age_seconds(values("age")),
@@ -118,6 +127,11 @@ impl CacheTap {
             sets_cookie: resp.header("set-cookie").is_some(),
             etag: resp.header("etag").is_some(),
         }
+    }
+
+    /// The zone's own targeted field, lowercase, when it names one.
+    fn own_target(&self) -> Option<&str> {
+        self.zone.settings.targeted_field.as_deref()
     }
 
     fn status_line(&self, fwd: &str, stored: bool) -> String {
@@ -196,16 +210,21 @@ impl CacheTap {
                 push_line(&mut fields, name, value);
             }
         }
-        let mut facts = Self::facts(resp);
+        let mut facts = self.facts(resp);
         facts.status = stale.status;
-        facts.directives = ResponseDirectives::parse(
-            split_field_lines(&fields)
-                .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
-                .map(|(_, v)| v),
+        // The merged head decides, as a stored one would (RFC 9111 §4.3.4).
+        let directed = directives_for(
+            || split_field_lines(&fields).map(|(n, v)| (n.as_bytes(), v)),
+            self.own_target(),
         );
-        if facts.expires.is_none() {
-            facts.expires = stale.field("expires").map(http_date);
-        }
+        facts.directives = directed.directives;
+        facts.expires = if directed.targeted {
+            None
+        } else {
+            facts
+                .expires
+                .or_else(|| stale.field("expires").map(http_date))
+        };
         if facts.last_modified.is_none() {
             facts.last_modified = stale.last_modified.as_deref().and_then(http_date);
         }
@@ -287,7 +306,7 @@ impl ResponseTap for CacheTap {
             head: resp,
             body_len,
         } = head;
-        let facts = Self::facts(resp);
+        let facts = self.facts(resp);
         let max = self.zone.settings.max_object as u64;
         let ok =
             policy::storable(&self.request, &facts).is_ok() && body_len.is_none_or(|n| n <= max);

@@ -38,6 +38,9 @@ pub struct ZoneSettings {
     pub key: super::key::KeySpec,
     /// The disk tier, when the zone has one.
     pub disk: Option<super::disk::DiskSettings>,
+    /// The zone's own targeted cache-control field (RFC 9213 §2.1),
+    /// lowercase: read before `CDN-Cache-Control` and `Cache-Control`.
+    pub targeted_field: Option<Box<str>>,
 }
 
 impl Default for ZoneSettings {
@@ -50,6 +53,7 @@ impl Default for ZoneSettings {
             stale_if_error: Duration::ZERO,
             key: super::key::KeySpec::default(),
             disk: None,
+            targeted_field: None,
         }
     }
 }
