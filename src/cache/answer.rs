@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::entry::{http_date, StoredResponse};
+use super::tap::Instead;
 use crate::http::response::FileRegion;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::grammar::trim_ows;
@@ -32,6 +33,16 @@ pub enum StoredBody {
     Memory,
     /// In a file of the disk tier, from this offset.
     File(Rc<File>, u64),
+}
+
+/// Answers `session` with what the cache gave instead of the upstream's
+/// answer, its body from memory or from its disk object's file.
+pub async fn answer_instead<'h>(session: &mut dyn Session<'h>, instead: Instead, now: Instant) {
+    let body = match instead.file {
+        Some((file, at)) => StoredBody::File(file, at),
+        None => StoredBody::Memory,
+    };
+    answer_stored_from(session, &instead.stored, body, &instead.cache_status, now).await
 }
 
 /// Answers `session` from `stored`; `status` is the `Cache-Status` value.

@@ -34,6 +34,8 @@ pub struct RawCache {
     pub disk_path: Option<Spanned<String>>,
     /// The disk tier's byte budget (`"10GiB"`).
     pub disk_size: Option<Spanned<RawSize>>,
+    /// Largest response written to disk (`"64MiB"`); default `max_object`.
+    pub disk_max_object: Option<Spanned<RawSize>>,
     /// The zone's own targeted cache-control field (`"Pier-Cache-Control"`).
     pub targeted_field: Option<Spanned<String>>,
 }
@@ -85,6 +87,21 @@ pub fn build_zones(
                 "max_object must not be larger than memory",
             ));
         }
+        let disk_max_object = size(&c.disk_max_object, "disk_max_object", max_object, 1)?;
+        if let Some(v) = &c.disk_max_object {
+            let at = format!("cache.{name}.disk_max_object");
+            if c.disk_path.is_none() {
+                return Err(loc.error(v.span(), &at, "disk_max_object needs a disk_path"));
+            }
+            // A response is held in memory while it arrives, then written.
+            if disk_max_object > memory {
+                return Err(loc.error(
+                    v.span(),
+                    &at,
+                    "disk_max_object must not be larger than memory (a response is held there while it arrives)",
+                ));
+            }
+        }
         let key = match &c.key {
             None => KeySpec::default(),
             Some(k) => KeySpec::parse(k.get_ref())
@@ -94,6 +111,7 @@ pub fn build_zones(
         let settings = ZoneSettings {
             memory,
             max_object,
+            disk_max_object,
             lock_timeout: duration(loc, &c.lock_timeout, &at("lock_timeout"), d.lock_timeout)?,
             hit_for_miss: duration(loc, &c.hit_for_miss, &at("hit_for_miss"), d.hit_for_miss)?,
             stale_if_error: duration(

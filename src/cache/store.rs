@@ -12,6 +12,8 @@ use std::time::{Instant, SystemTime};
 
 use super::control::age_seconds;
 use super::control::RequestDirectives;
+use super::disk::copy_meta;
+use super::disk_hit::DiskStale;
 use super::entry::{
     http_date, kept_date, normalised_field, vary_names, StoredResponse, VarySelection,
 };
@@ -57,6 +59,8 @@ pub struct CacheTap {
     leader: Option<FillGuard>,
     /// The stored response being revalidated, or kept to serve stale.
     stale: Option<Arc<StoredResponse>>,
+    /// Set when `stale` is a disk object's head: its body is in this file.
+    disk: Option<DiskStale>,
     /// Conditionals from `stale` are sent.
     revalidate: bool,
     building: Option<Building>,
@@ -88,10 +92,37 @@ impl CacheTap {
             request_time: SystemTime::now(),
             leader,
             stale,
+            disk: None,
             revalidate,
             building: None,
             note: "",
             outcome: "miss",
+        }
+    }
+
+    /// Makes `found`, a stale disk object, the stored response to revalidate
+    /// (or to fall back on): a 304 refreshes its head on disk and its body
+    /// is sent from its file.
+    pub fn with_disk(mut self, found: Option<DiskStale>) -> Self {
+        if let Some(found) = found {
+            let meta = Arc::new(copy_meta(&found.object.meta, found.object.meta.key_hash));
+            self.revalidate =
+                self.request.get && (meta.etag.is_some() || meta.last_modified.is_some());
+            self.stale = Some(meta);
+            self.disk = Some(found);
+        }
+        self
+    }
+
+    /// The answer `stored` stands in for, its body where it is.
+    fn instead(&self, stored: Arc<StoredResponse>, cache_status: String) -> Instead {
+        Instead {
+            stored,
+            cache_status,
+            file: self
+                .disk
+                .as_ref()
+                .map(|d| (d.file.clone(), d.object.body_offset)),
         }
     }
 
@@ -187,7 +218,7 @@ impl CacheTap {
         };
         let stale = stale.clone();
         self.abandon();
-        Some((stale, status))
+        Some(self.instead(stale, status))
     }
 
     /// A 304 to a revalidation: the stored response with the 304's fields
@@ -242,6 +273,18 @@ impl CacheTap {
         };
         let entry = Arc::new(entry);
         self.zone.stats.revalidated.fetch_add(1, Ordering::Relaxed);
+        self.outcome = "revalidated";
+        let status = format!("pier; fwd=stale; fwd-status=304{}", self.note);
+        if let Some(disk) = &self.disk {
+            // The body stays in its file: the head is refreshed there, and
+            // followers, which stream bodies from memory, fetch on their own.
+            self.zone
+                .refresh_on_disk(&disk.object, copy_meta(&entry, entry.key_hash));
+            if let Some(l) = self.leader.take() {
+                l.finish(FillEnd::Abandoned);
+            }
+            return Some(self.instead(entry, status));
+        }
         if let Some(l) = self.leader.take() {
             l.fill.publish_head(FillHead {
                 status: entry.status,
@@ -254,11 +297,7 @@ impl CacheTap {
             l.finish(FillEnd::Complete);
         }
         self.zone.insert(entry.clone(), 0);
-        self.outcome = "revalidated";
-        Some((
-            entry,
-            format!("pier; fwd=stale; fwd-status=304{}", self.note),
-        ))
+        Some(self.instead(entry, status))
     }
 }
 
@@ -307,7 +346,7 @@ impl ResponseTap for CacheTap {
             body_len,
         } = head;
         let facts = self.facts(resp);
-        let max = self.zone.settings.max_object as u64;
+        let max = self.zone.largest_object();
         let ok =
             policy::storable(&self.request, &facts).is_ok() && body_len.is_none_or(|n| n <= max);
         let fwd = if self.stale.is_some() {
@@ -367,7 +406,7 @@ impl ResponseTap for CacheTap {
         let Some(b) = self.building.as_mut() else {
             return;
         };
-        let max = self.zone.settings.max_object as u64;
+        let max = self.zone.largest_object();
         if b.len + data.len() as u64 > max || !self.zone.reserve(data.len()) {
             self.abandon();
             return;
