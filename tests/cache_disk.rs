@@ -409,3 +409,204 @@ fn disk_settings_errors_name_the_file_line_and_key() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!dir.path().join("made").exists());
 }
+
+/// An origin whose `/v` is fresh for 1 s with an ETag, and answers a
+/// revalidation 304 with a longer freshness and a field of its own.
+fn revalidating_origin(n: usize) -> Upstream {
+    Upstream::start(move |r| {
+        if r.header("if-none-match") == Some("\"v1\"") {
+            return Reply::Http(
+                304,
+                vec![
+                    ("ETag".into(), "\"v1\"".into()),
+                    ("Cache-Control".into(), "max-age=600".into()),
+                    ("X-Refreshed".into(), "yes".into()),
+                ],
+                Vec::new(),
+            );
+        }
+        Reply::Http(
+            200,
+            vec![
+                ("Cache-Control".into(), "max-age=1".into()),
+                ("ETag".into(), "\"v1\"".into()),
+            ],
+            expected(&r.target, n),
+        )
+    })
+}
+
+#[test]
+fn a_stale_disk_object_is_revalidated_and_a_304_refreshes_its_head_on_disk() {
+    let disk = tempfile::tempdir().unwrap();
+    let origin = revalidating_origin(50_000);
+    let first = start(&origin, disk.path(), "");
+    get(first.addr(), &req("/v", ""));
+    wait_written(&first, 1);
+    drop(first);
+    std::thread::sleep(Duration::from_millis(1200));
+
+    // Memory is empty after the restart: the stale object is on disk only.
+    let pier = start(&origin, disk.path(), "");
+    let revalidated = get(pier.addr(), &req("/v", ""));
+    assert_eq!(revalidated.status, 200);
+    assert_eq!(
+        revalidated.header("cache-status"),
+        Some("pier; fwd=stale; fwd-status=304")
+    );
+    assert_eq!(revalidated.body, expected("/v", 50_000));
+    assert_eq!(revalidated.header("x-refreshed"), Some("yes"));
+    let asked: Vec<_> = origin
+        .requests()
+        .into_iter()
+        .filter(|r| r.target == "/v")
+        .collect();
+    assert_eq!(
+        asked.len(),
+        2,
+        "one full fetch, then one conditional request"
+    );
+    assert_eq!(asked[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(
+        metric(&pier, "pier_cache_revalidated_total{zone=\"main\"}"),
+        1
+    );
+
+    // Fresh now, from the disk, with the refreshed head.
+    let hit = get(pier.addr(), &req("/v", ""));
+    let status = hit.header("cache-status").unwrap();
+    assert!(
+        status.contains("hit") && status.contains("detail=disk"),
+        "{status}"
+    );
+    assert_eq!(hit.header("x-refreshed"), Some("yes"));
+    assert_eq!(hit.body, expected("/v", 50_000));
+
+    // The file holds the refreshed head, so a restart finds it fresh too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let file = file_holding(disk.path(), "/v");
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        if common::find(&bytes, b"X-Refreshed").is_some() && object_files(disk.path()).len() == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the head rewritten on disk");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(pier);
+    let again = start(&origin, disk.path(), "");
+    let hit = get(again.addr(), &req("/v", ""));
+    assert!(hit.header("cache-status").unwrap().contains("detail=disk"));
+    assert_eq!(hit.header("x-refreshed"), Some("yes"));
+    assert_eq!(hit.body, expected("/v", 50_000));
+    assert_eq!(seen(&origin, "/v"), 2, "no full fetch after the first");
+}
+
+#[test]
+fn an_object_hit_on_disk_more_than_once_is_promoted_to_memory() {
+    let disk = tempfile::tempdir().unwrap();
+    let origin = origin_serving(20_000);
+    let first = start(&origin, disk.path(), "");
+    get(first.addr(), &req("/p", ""));
+    wait_written(&first, 1);
+    drop(first);
+
+    let pier = start(&origin, disk.path(), "");
+    let promotions = "pier_cache_promotions_total{zone=\"main\"}";
+    let in_memory = "pier_cache_objects{zone=\"main\",tier=\"memory\"}";
+    let hit = get(pier.addr(), &req("/p", ""));
+    assert!(hit.header("cache-status").unwrap().contains("detail=disk"));
+    assert_eq!(metric(&pier, promotions), 0, "one hit is not enough");
+    assert_eq!(metric(&pier, in_memory), 0);
+    let hit = get(pier.addr(), &req("/p", ""));
+    assert!(hit.header("cache-status").unwrap().contains("detail=disk"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&pier, promotions) < 1 {
+        assert!(Instant::now() < deadline, "promoted after the second hit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(metric(&pier, in_memory), 1);
+    let from_memory = get(pier.addr(), &req("/p", ""));
+    let status = from_memory.header("cache-status").unwrap();
+    assert!(
+        status.starts_with("pier; hit") && !status.contains("disk"),
+        "{status}"
+    );
+    assert_eq!(from_memory.body, expected("/p", 20_000));
+    assert_eq!(metric(&pier, promotions), 1);
+    assert_eq!(seen(&origin, "/p"), 1);
+}
+
+#[test]
+fn each_tier_keeps_responses_up_to_its_own_size_limit() {
+    let disk = tempfile::tempdir().unwrap();
+    let origin = Upstream::start(|r| {
+        let n = if r.target.starts_with("/big") {
+            200_000
+        } else {
+            10_000
+        };
+        Reply::Http(
+            200,
+            vec![("Cache-Control".into(), "max-age=600".into())],
+            expected(&r.target, n),
+        )
+    });
+    let memory = "pier_cache_objects{zone=\"main\",tier=\"memory\"}";
+    let on_disk = "pier_cache_objects{zone=\"main\",tier=\"disk\"}";
+
+    // Larger on disk than in memory.
+    let pier = start(
+        &origin,
+        disk.path(),
+        "max_object = \"64KiB\"\ndisk_max_object = \"1MiB\"",
+    );
+    let miss = get(pier.addr(), &req("/big1", ""));
+    assert_eq!(miss.header("cache-status"), Some("pier; fwd=miss; stored"));
+    get(pier.addr(), &req("/small1", ""));
+    wait_written(&pier, 2);
+    assert_eq!(metric(&pier, memory), 1, "only the small one in memory");
+    assert_eq!(metric(&pier, on_disk), 2);
+    let hit = get(pier.addr(), &req("/big1", ""));
+    assert!(hit.header("cache-status").unwrap().contains("detail=disk"));
+    assert_eq!(hit.body, expected("/big1", 200_000));
+    assert_eq!(seen(&origin, "/big1"), 1);
+    drop(pier);
+
+    // Larger in memory than on disk.
+    let disk = tempfile::tempdir().unwrap();
+    let pier = start(
+        &origin,
+        disk.path(),
+        "max_object = \"1MiB\"\ndisk_max_object = \"64KiB\"",
+    );
+    get(pier.addr(), &req("/big2", ""));
+    get(pier.addr(), &req("/small2", ""));
+    wait_written(&pier, 1);
+    assert_eq!(metric(&pier, memory), 2);
+    assert_eq!(metric(&pier, on_disk), 1, "only the small one on disk");
+    let hit = get(pier.addr(), &req("/big2", ""));
+    assert!(hit.header("cache-status").unwrap().starts_with("pier; hit"));
+    assert_eq!(seen(&origin, "/big2"), 1);
+}
+
+#[test]
+fn disk_max_object_errors_name_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pier.toml");
+    let base = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"app\"\nservers = [{ address = \"127.0.0.1:9\" }]\n[[route]]\nhandler = \"proxy\"\nupstream = \"app\"\ncache = \"a\"\n";
+    std::fs::write(
+        &path,
+        format!("{base}[cache.a]\ndisk_max_object = \"1MiB\"\n"),
+    )
+    .unwrap();
+    let err = common::assert_config_error(&path, 11, "cache.a.disk_max_object");
+    assert!(err.contains("needs a disk_path"), "{err}");
+    std::fs::write(
+        &path,
+        format!("{base}[cache.a]\nmemory = \"1MiB\"\ndisk_path = \"/tmp/x\"\ndisk_max_object = \"2MiB\"\n"),
+    )
+    .unwrap();
+    let err = common::assert_config_error(&path, 13, "cache.a.disk_max_object");
+    assert!(err.contains("larger than memory"), "{err}");
+}

@@ -86,8 +86,9 @@ const ZONE_COUNTERS: [ZoneCounter; 9] = [
 
 /// The disk tiers' counters, in the order `/metrics` shows them.
 #[rustfmt::skip]
-const DISK_COUNTERS: [ZoneCounter; 4] = [
+const DISK_COUNTERS: [ZoneCounter; 5] = [
     ("pier_cache_disk_hits_total",      |z| z.has_disk().then(|| z.stats.disk_hits.load(Ordering::Relaxed)), "Requests answered from the disk tier."),
+    ("pier_cache_promotions_total",     |z| z.has_disk().then(|| z.stats.promotions.load(Ordering::Relaxed)), "Disk objects brought back to memory after more than one hit."),
     ("pier_cache_disk_writes_total",    |z| Some(tier(z, "disk")?.stored),    "Responses written to the disk tier."),
     ("pier_cache_disk_skipped_total",   |z| Some(tier(z, "disk")?.skipped),   "Stored responses not written to disk (the write queue was full or the disk tier is off)."),
     ("pier_cache_disk_evictions_total", |z| Some(tier(z, "disk")?.evictions), "Files removed to keep the disk tier within its budget."),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::entry::{http_date, StoredResponse};
+use super::tap::Instead;
 use crate::http::response::FileRegion;
 use crate::http::{Body, ResponseHead, Session, SessionExt};
 use crate::http1::grammar::trim_ows;
@@ -34,6 +35,16 @@ pub enum StoredBody {
     File(Rc<File>, u64),
 }
 
+/// Answers `session` with what the cache gave instead of the upstream's
+/// answer, its body from memory or from its disk object's file.
+pub async fn answer_instead<'h>(session: &mut dyn Session<'h>, instead: Instead, now: Instant) {
+    let body = match instead.file {
+        Some((file, at)) => StoredBody::File(file, at),
+        None => StoredBody::Memory,
+    };
+    answer_stored_from(session, &instead.stored, body, &instead.cache_status, now).await
+}
+
 /// Answers `session` from `stored`; `status` is the `Cache-Status` value.
 pub async fn answer_stored<'h>(
     session: &mut dyn Session<'h>,
@@ -55,6 +66,8 @@ pub async fn answer_stored_from<'h>(
 ) {
     let mut age = String::new();
     let _ = write!(age, "{}", stored.age(now).as_secs());
+    // The origin's Date, as stored; Age says how old the response is since.
+    let date = stored.date.as_ref().map(|d| &d[..]);
     let request = session.request();
     let method = request.method();
     if stored.status == 200 && not_modified(&request, stored) {
@@ -75,6 +88,7 @@ pub async fn answer_stored_from<'h>(
             ("Cache-Status", cache_status.as_bytes()),
         ];
         let head = ResponseHead {
+            date,
             status: 304,
             fields: &fields,
             configured: None,
@@ -118,6 +132,7 @@ pub async fn answer_stored_from<'h>(
     ];
     let n = if cr.is_empty() { 2 } else { 3 };
     let head = ResponseHead {
+        date,
         status,
         fields: &all[..n],
         configured: None,

@@ -34,6 +34,10 @@ pub struct RawCache {
     pub disk_path: Option<Spanned<String>>,
     /// The disk tier's byte budget (`"10GiB"`).
     pub disk_size: Option<Spanned<RawSize>>,
+    /// Largest response written to disk (`"64MiB"`); default `max_object`.
+    pub disk_max_object: Option<Spanned<RawSize>>,
+    /// The zone's own targeted cache-control field (`"Pier-Cache-Control"`).
+    pub targeted_field: Option<Spanned<String>>,
 }
 
 /// Every `[cache.NAME]` table, by name.
@@ -83,6 +87,21 @@ pub fn build_zones(
                 "max_object must not be larger than memory",
             ));
         }
+        let disk_max_object = size(&c.disk_max_object, "disk_max_object", max_object, 1)?;
+        if let Some(v) = &c.disk_max_object {
+            let at = format!("cache.{name}.disk_max_object");
+            if c.disk_path.is_none() {
+                return Err(loc.error(v.span(), &at, "disk_max_object needs a disk_path"));
+            }
+            // A response is held in memory while it arrives, then written.
+            if disk_max_object > memory {
+                return Err(loc.error(
+                    v.span(),
+                    &at,
+                    "disk_max_object must not be larger than memory (a response is held there while it arrives)",
+                ));
+            }
+        }
         let key = match &c.key {
             None => KeySpec::default(),
             Some(k) => KeySpec::parse(k.get_ref())
@@ -92,6 +111,7 @@ pub fn build_zones(
         let settings = ZoneSettings {
             memory,
             max_object,
+            disk_max_object,
             lock_timeout: duration(loc, &c.lock_timeout, &at("lock_timeout"), d.lock_timeout)?,
             hit_for_miss: duration(loc, &c.hit_for_miss, &at("hit_for_miss"), d.hit_for_miss)?,
             stale_if_error: duration(
@@ -102,6 +122,7 @@ pub fn build_zones(
             )?,
             key,
             disk: disk_settings(loc, name, c)?,
+            targeted_field: targeted_field(loc, name, c)?,
         };
         if let (Some(d), Some(p)) = (&settings.disk, &c.disk_path) {
             // Two zones in one directory would evict each other's files.
@@ -116,6 +137,37 @@ pub fn build_zones(
         zones.push(reuse_or_new(name, settings));
     }
     Ok(zones)
+}
+
+/// `targeted_field`: a field name (a token) that is not one the cache
+/// already reads, lowercased.
+fn targeted_field(
+    loc: &Locator<'_>,
+    name: &str,
+    c: &RawCache,
+) -> Result<Option<Box<str>>, ConfigError> {
+    let Some(field) = &c.targeted_field else {
+        return Ok(None);
+    };
+    let at = format!("cache.{name}.targeted_field");
+    let v = field.get_ref();
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if v.is_empty() || !v.bytes().all(token) {
+        return Err(loc.error(
+            field.span(),
+            &at,
+            "a field name is a token, e.g. \"Pier-Cache-Control\"",
+        ));
+    }
+    let lower = v.to_ascii_lowercase();
+    if ["cache-control", "cdn-cache-control", "expires"].contains(&lower.as_str()) {
+        return Err(loc.error(
+            field.span(),
+            &at,
+            format!("{v} is read already; name a field of this cache's own, e.g. \"Pier-Cache-Control\""),
+        ));
+    }
+    Ok(Some(lower.into_boxed_str()))
 }
 
 /// Smallest disk budget: room for a few objects.

@@ -65,6 +65,28 @@ impl ResponseDirectives {
     }
 }
 
+/// The largest delta-seconds a cache needs to tell apart (RFC 9111 §1.2.2):
+/// larger values, and any that overflow, count as this.
+pub const MAX_DELTA_SECONDS: u64 = 1 << 31;
+
+/// An `Age` field (RFC 9111 §5.1), given every line of it: a list-valued
+/// `Age` (or several lines, which make one list) is read by its first
+/// member, and when that member is not a non-negative integer the field is
+/// invalid and ignored (`None`): then the response is as old as its `Date`
+/// and the time in transit say, never younger. Values past
+/// [`MAX_DELTA_SECONDS`] saturate to it.
+pub fn age_seconds<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<u64> {
+    let first = values.flat_map(list_elements).next()?;
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(first.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10)
+            .saturating_add(u64::from(d - b'0'))
+            .min(MAX_DELTA_SECONDS)
+    }))
+}
+
 /// The request directives a shared cache acts on.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RequestDirectives {
@@ -217,6 +239,51 @@ mod tests {
         assert_eq!(
             response("max-age=99999999999999999999999").max_age,
             Some(u64::MAX)
+        );
+    }
+
+    fn age(lines: &[&str]) -> Option<u64> {
+        age_seconds(lines.iter().map(|l| l.as_bytes()))
+    }
+
+    #[test]
+    fn an_age_list_is_read_by_its_first_member() {
+        assert_eq!(age(&["100"]), Some(100));
+        assert_eq!(age(&[" 7 "]), Some(7));
+        assert_eq!(age(&["100, 0"]), Some(100));
+        assert_eq!(age(&["0, 100"]), Some(0));
+        assert_eq!(age(&[", 30"]), Some(30), "empty members do not count");
+        // Two lines make one list.
+        assert_eq!(age(&["100", "0"]), Some(100));
+        assert_eq!(age(&["0", "100"]), Some(0));
+    }
+
+    #[test]
+    fn an_age_whose_first_member_is_not_a_non_negative_integer_is_ignored() {
+        for junk in [
+            &["old, 0"][..],
+            &["old", "0"],
+            &["-5"],
+            &["+5"],
+            &["1.5"],
+            &["5s"],
+            &["0x10"],
+            &[""],
+            &["\"12\""],
+        ] {
+            assert_eq!(age(junk), None, "{junk:?}");
+        }
+        assert_eq!(age(&[]), None);
+    }
+
+    #[test]
+    fn a_huge_age_saturates_at_two_to_the_31() {
+        assert_eq!(age(&["2147483647"]), Some(2_147_483_647));
+        assert_eq!(age(&["2147483648"]), Some(MAX_DELTA_SECONDS));
+        assert_eq!(age(&["2147483649"]), Some(MAX_DELTA_SECONDS));
+        assert_eq!(
+            age(&["99999999999999999999999999999, 0"]),
+            Some(MAX_DELTA_SECONDS)
         );
     }
 

@@ -7,8 +7,10 @@
 //! disk write. Memory is asked first; a request memory cannot answer and the
 //! disk can is sent from the file by `sendfile` (a cold file through the file
 //! IO pool, as static files are). A disk object answers while it is fresh (or
-//! within a request's `max-stale`); a stale one is fetched whole again, since
-//! revalidating it would need its body in memory.
+//! within a request's `max-stale`); a stale one with validators is
+//! revalidated, and a 304 refreshes its head ([`DiskTier::refresh`]: at once
+//! in the index, then in its file) while the body is sent from the file. An
+//! object hit on disk more than once is brought back to memory.
 //!
 //! One thread per directory does all the disk work: it rebuilds the index at
 //! start from the files' headers (removing partial files a crash left and
@@ -26,7 +28,7 @@ use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -76,6 +78,7 @@ struct DiskStats {
 /// also removes a write queued before it).
 enum DiskJob {
     Write(Arc<StoredResponse>, usize),
+    Rewrite(Arc<DiskObject>),
     Delete(Box<str>),
     Purge(Box<[u8]>),
     PurgePrefix(Box<[u8]>),
@@ -239,6 +242,13 @@ impl DiskTier {
                         self.stats.skipped.fetch_add(1, Ordering::Relaxed);
                     }
                 }
+                DiskJob::Rewrite(obj) => {
+                    if self.state.load(Ordering::Acquire) == RUNNING {
+                        if let Err(e) = self.rewrite(&obj) {
+                            self.turn_off(&format!("cannot write a file: {e}"));
+                        }
+                    }
+                }
                 DiskJob::Delete(name) => self.unlink(&name),
                 DiskJob::Purge(key) => {
                     let removed = self.remove_where(&mut self.lock_writer(), |k| *k == *key);
@@ -304,6 +314,7 @@ impl DiskTier {
                 body_offset: head.body_offset,
                 name,
                 charge: len.div_ceil(BLOCK) * BLOCK,
+                hits: AtomicU32::new(0),
             });
         }
         if dropped > 0 {
@@ -347,8 +358,103 @@ impl DiskTier {
             body_offset: head.len() as u64,
             name,
             charge: len.div_ceil(BLOCK) * BLOCK,
+            hits: AtomicU32::new(0),
         });
         Ok(())
+    }
+
+    /// Writes `obj`'s head (refreshed by a 304) before the body its file
+    /// holds, to a new file that then replaces it. Nothing to do when the
+    /// object left the index meanwhile or its file is gone.
+    fn rewrite(&self, obj: &DiskObject) -> io::Result<()> {
+        if !obj.meta.marks.is_live() {
+            return Ok(());
+        }
+        let Ok(old) = File::open(self.dir.join(format!("{}.obj", obj.name))) else {
+            return Ok(());
+        };
+        let name: Box<str> = format!(
+            "{}-{:x}",
+            self.file_prefix,
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        )
+        .into();
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let head = encode_head(&obj.meta, Instant::now(), SystemTime::now());
+        let written = (|| {
+            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(&head)?;
+            let mut body = io::Read::take(&old, obj.meta.body_len);
+            io::Seek::seek(&mut &old, io::SeekFrom::Start(obj.body_offset))?;
+            let copied = io::copy(&mut body, &mut f)?;
+            if copied != obj.meta.body_len {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the object's file was cut short",
+                ));
+            }
+            fs::rename(&tmp, self.dir.join(format!("{name}.obj")))
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            // A file cut short is the object's loss, not the disk's.
+            return if e.kind() == io::ErrorKind::UnexpectedEof {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        let len = head.len() as u64 + obj.meta.body_len;
+        self.register(DiskObject {
+            meta: copy_meta(&obj.meta, obj.meta.key_hash),
+            body_offset: head.len() as u64,
+            name,
+            charge: len.div_ceil(BLOCK) * BLOCK,
+            hits: AtomicU32::new(obj.hits.load(Ordering::Relaxed)),
+        });
+        Ok(())
+    }
+
+    /// A 304 refreshed `old`'s head to `meta`: lookups find the new head at
+    /// once, with the body where it was, and the disk thread then writes the
+    /// head into the object's file. `false` when `old` left the index
+    /// meanwhile (purged, evicted or replaced).
+    pub fn refresh(&self, old: &Arc<DiskObject>, meta: StoredResponse) -> bool {
+        let obj = Arc::new(DiskObject {
+            meta,
+            body_offset: old.body_offset,
+            name: old.name.clone(),
+            charge: old.charge,
+            hits: AtomicU32::new(old.hits.load(Ordering::Relaxed)),
+        });
+        {
+            let mut w = self.lock_writer();
+            let guard = self.index.guard();
+            let Some(variants) = self.index.get(&old.meta.key, &guard) else {
+                return false;
+            };
+            if !variants.iter().any(|o| Arc::ptr_eq(o, old)) {
+                return false;
+            }
+            let kept: Vec<_> = variants
+                .iter()
+                .map(|o| {
+                    if Arc::ptr_eq(o, old) {
+                        obj.clone()
+                    } else {
+                        o.clone()
+                    }
+                })
+                .collect();
+            // The same file: uncharged and charged again, not deleted.
+            let _ = self.forget(&mut w, old);
+            w.used += obj.charge;
+            w.objects += 1;
+            w.queues.admit(&obj);
+            self.index.insert(old.meta.key.clone(), kept.into(), &guard);
+            self.publish(&w);
+        }
+        self.send(DiskJob::Rewrite(obj))
     }
 
     /// Puts `obj` in the index in place of the variant it selects, then
@@ -487,9 +593,9 @@ impl CacheTier for DiskTier {
             return false;
         }
         let size = entry.body_len as usize + entry.fields.len() + entry.key.len();
-        if size as u64 > self.budget()
-            || self.queued.fetch_add(size, Ordering::Relaxed) + size > QUEUE_BYTES
-        {
+        // One response larger than the queue still goes when nothing waits.
+        let waiting = self.queued.fetch_add(size, Ordering::Relaxed);
+        if size as u64 > self.budget() || (waiting > 0 && waiting + size > QUEUE_BYTES) {
             self.queued.fetch_sub(size, Ordering::Relaxed);
             self.stats.skipped.fetch_add(1, Ordering::Relaxed);
             return false;
@@ -541,7 +647,7 @@ impl CacheTier for DiskTier {
 }
 
 /// What the index keeps of a stored response: all but its body.
-fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
+pub fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
     StoredResponse {
         body_len: e.body_len,
         vary: e.vary.clone(),
@@ -549,6 +655,7 @@ fn copy_meta(e: &StoredResponse, key_hash: u64) -> StoredResponse {
         lifetime: e.lifetime,
         initial_age: e.initial_age,
         stored_at: e.stored_at,
+        date: e.date,
         ..StoredResponse::new(e.key.clone(), key_hash, e.status, e.fields.clone())
     }
 }

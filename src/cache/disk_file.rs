@@ -11,11 +11,16 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::control::ResponseDirectives;
-use super::entry::{StoredResponse, VarySelection};
+use super::entry::{kept_date, StoredResponse, VarySelection};
 use crate::http::response::split_field_lines;
 
-/// First bytes of every object file; the last byte is the format version.
-const MAGIC: &[u8; 8] = b"PIERC\0\0\x01";
+/// First bytes of every object file; the last byte is the format version:
+/// 2 added the kept `Date`, 3 the directives the cache acts on (they may come
+/// from a targeted field, RFC 9213). Files of earlier versions are still read.
+const MAGIC: &[u8; 8] = b"PIERC\0\0\x03";
+
+/// The format version of the files of earlier releases still read.
+const OLDEST_VERSION: u8 = 1;
 
 /// Largest header believed: a head is bounded far below this by the proxy.
 const MAX_HEADER: usize = 1 << 20;
@@ -58,6 +63,8 @@ pub fn encode_head(entry: &StoredResponse, now: Instant, wall: SystemTime) -> Ve
             None => h.push(0),
         }
     }
+    put_bytes(&mut h, entry.date.as_ref().map_or(&[][..], |d| &d[..]));
+    put_directives(&mut h, &entry.directives);
     let mut out = Vec::with_capacity(12 + h.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(h.len() as u32).to_le_bytes());
@@ -76,7 +83,11 @@ pub fn read_head(
     wall: SystemTime,
 ) -> io::Result<Option<ObjectHead>> {
     let mut start = [0u8; 12];
-    if len < 12 || !read_exact_at(file, &mut start, 0)? || &start[..8] != MAGIC {
+    if len < 12 || !read_exact_at(file, &mut start, 0)? || start[..7] != MAGIC[..7] {
+        return Ok(None);
+    }
+    let version = start[7];
+    if !(OLDEST_VERSION..=MAGIC[7]).contains(&version) {
         return Ok(None);
     }
     let header_len = u32::from_le_bytes([start[8], start[9], start[10], start[11]]) as usize;
@@ -88,10 +99,19 @@ pub fn read_head(
         return Ok(None);
     }
     let body_offset = 12 + header_len as u64;
-    Ok(decode_head(&header, body_offset, len, key_hash, now, wall))
+    Ok(decode_head(
+        version,
+        &header,
+        body_offset,
+        len,
+        key_hash,
+        now,
+        wall,
+    ))
 }
 
 fn decode_head(
+    version: u8,
     header: &[u8],
     body_offset: u64,
     file_len: u64,
@@ -124,14 +144,27 @@ fn decode_head(
         };
         vary.push((name, value));
     }
+    let date = if version >= 2 {
+        match r.bytes()? {
+            [] => None,
+            d => Some(d.try_into().ok()?),
+        }
+    } else {
+        // Files that kept no Date: the time the response was stored.
+        Some(kept_date(None, stored_wall))
+    };
+    let directives = if version >= 3 {
+        get_directives(&mut r)?
+    } else {
+        ResponseDirectives::parse(
+            split_field_lines(&fields)
+                .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
+                .map(|(_, v)| v),
+        )
+    };
     if !r.0.is_empty() || !(100..1000).contains(&status) {
         return None;
     }
-    let directives = ResponseDirectives::parse(
-        split_field_lines(&fields)
-            .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
-            .map(|(_, v)| v),
-    );
     // The time it spent on disk, this process down included, is age.
     let on_disk = wall.duration_since(stored_wall).unwrap_or_default();
     let vary: VarySelection = vary.into_boxed_slice();
@@ -144,10 +177,62 @@ fn decode_head(
             lifetime,
             initial_age: initial_age + on_disk,
             stored_at: now,
+            date,
             ..StoredResponse::new(key, key_hash, status, fields)
         },
         body_offset,
         stored_wall,
+    })
+}
+
+/// The directives' flags, then each delta-seconds directive as a presence
+/// byte and its value.
+fn put_directives(out: &mut Vec<u8>, d: &ResponseDirectives) {
+    let flags = [
+        d.no_store,
+        d.no_cache,
+        d.private,
+        d.public,
+        d.must_revalidate,
+        d.proxy_revalidate,
+    ];
+    out.push(
+        flags
+            .iter()
+            .enumerate()
+            .fold(0u8, |f, (i, &on)| f | (u8::from(on) << i)),
+    );
+    for v in [
+        d.max_age,
+        d.s_maxage,
+        d.stale_while_revalidate,
+        d.stale_if_error,
+    ] {
+        out.push(u8::from(v.is_some()));
+        put_u64(out, v.unwrap_or(0));
+    }
+}
+
+fn get_directives(r: &mut Reader<'_>) -> Option<ResponseDirectives> {
+    let flags = r.take(1)?[0];
+    let on = |i: u8| flags & (1 << i) != 0;
+    let mut seconds = [None; 4];
+    for s in &mut seconds {
+        let present = r.take(1)?[0] != 0;
+        let v = r.u64()?;
+        *s = present.then_some(v);
+    }
+    Some(ResponseDirectives {
+        no_store: on(0),
+        no_cache: on(1),
+        private: on(2),
+        public: on(3),
+        must_revalidate: on(4),
+        proxy_revalidate: on(5),
+        max_age: seconds[0],
+        s_maxage: seconds[1],
+        stale_while_revalidate: seconds[2],
+        stale_if_error: seconds[3],
     })
 }
 
@@ -214,6 +299,8 @@ mod tests {
             .into_boxed_slice(),
             lifetime: Duration::from_secs(60),
             initial_age: Duration::from_secs(3),
+            directives: ResponseDirectives::parse(std::iter::once(&b"max-age=60"[..])),
+            date: Some(*b"Mon, 01 Jan 2024 00:00:00 GMT"),
             ..StoredResponse::new((*b"http://a.test/x").into(), 1, 200, fields.into())
         }
     }
@@ -250,7 +337,64 @@ mod tests {
         );
         assert_eq!(back.meta.directives.max_age, Some(60));
         assert_eq!(back.meta.etag.as_deref(), Some(&b"\"v1\""[..]));
+        assert_eq!(back.meta.date, e.date, "the origin's Date is kept");
         assert_eq!(back.body_offset, head.len() as u64);
+    }
+
+    /// Bytes [`put_directives`] writes.
+    const DIRECTIVES_LEN: usize = 1 + 4 * 9;
+
+    #[test]
+    fn the_directives_read_back_as_they_were_decided() {
+        // Directives a targeted field gave, not the Cache-Control line.
+        let e = StoredResponse {
+            directives: ResponseDirectives {
+                no_cache: true,
+                proxy_revalidate: true,
+                s_maxage: Some(7),
+                stale_if_error: Some(0),
+                ..ResponseDirectives::default()
+            },
+            ..entry(b"x")
+        };
+        let mut out = Vec::new();
+        put_directives(&mut out, &e.directives);
+        assert_eq!(out.len(), DIRECTIVES_LEN);
+        let head = encode_head(&e, Instant::now(), SystemTime::now());
+        let f = written(&head, b"x");
+        let len = f.as_file().metadata().unwrap().len();
+        let back = read_head(f.as_file(), len, |_| 0, Instant::now(), SystemTime::now())
+            .unwrap()
+            .expect("a whole object file");
+        assert_eq!(back.meta.directives, e.directives);
+    }
+
+    #[test]
+    fn a_file_of_the_first_version_reads_with_its_store_time_as_date() {
+        let e = StoredResponse {
+            date: None,
+            ..entry(b"old")
+        };
+        let wall = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut head = encode_head(&e, e.stored_at, wall);
+        // Version 1: no Date and no directives at the end of the header.
+        head[7] = 1;
+        head.truncate(head.len() - 8 - DIRECTIVES_LEN);
+        let header_len = (head.len() - 12) as u32;
+        head[8..12].copy_from_slice(&header_len.to_le_bytes());
+        let f = written(&head, b"old");
+        let len = f.as_file().metadata().unwrap().len();
+        let back = read_head(f.as_file(), len, |_| 0, Instant::now(), wall)
+            .unwrap()
+            .expect("a version 1 file is still read");
+        assert_eq!(
+            back.meta.date.as_ref().map(|d| &d[..]),
+            Some(&b"Tue, 14 Nov 2023 22:13:20 GMT"[..])
+        );
+        head[7] = 9;
+        let f = written(&head, b"old");
+        let unknown = read_head(f.as_file(), len, |_| 0, Instant::now(), wall).unwrap();
+        assert!(unknown.is_none(), "a version this build does not know");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! Its own file so the storage interface can name it
 //! without depending on the tier that writes it.
 
+use std::sync::atomic::AtomicU32;
+
 use super::entry::StoredResponse;
 use super::evict::{EvictMarks, Evictable};
 
@@ -14,6 +16,9 @@ pub struct DiskObject {
     pub body_offset: u64,
     pub(super) name: Box<str>,
     pub(super) charge: u64,
+    /// Requests it answered, so one hit more than once is brought back to
+    /// memory (once: the count goes on past the promotion).
+    pub(super) hits: AtomicU32,
 }
 
 impl Evictable for DiskObject {

@@ -11,6 +11,7 @@ use super::control::ResponseDirectives;
 use super::evict::{EvictMarks, Evictable};
 use crate::http::request::RequestView;
 use crate::http1::grammar::list_elements;
+use crate::http1::write::{format_http_date, DATE_LEN};
 
 /// Bytes charged per object beyond its key, head and body: this struct and
 /// its `Arc`, the index entry and its slot, the variants list, the queue
@@ -54,6 +55,10 @@ pub struct StoredResponse {
     pub initial_age: Duration,
     /// When it arrived (or was last refreshed by a 304).
     pub stored_at: Instant,
+    /// The `Date` a hit sends (RFC 9110 §6.6.1, RFC 9111 §4): the origin's,
+    /// or the time it arrived when the origin sent none or an invalid one;
+    /// `None` only for a hit-for-miss mark.
+    pub date: Option<[u8; DATE_LEN]>,
     /// `ETag`, for revalidation.
     pub etag: Option<Box<[u8]>>,
     /// `Last-Modified`, for revalidation.
@@ -86,6 +91,7 @@ impl StoredResponse {
             lifetime: Duration::ZERO,
             initial_age: Duration::ZERO,
             stored_at: Instant::now(),
+            date: None,
             etag: None,
             last_modified: None,
             marks: EvictMarks::default(),
@@ -179,6 +185,18 @@ pub fn vary_names<'a>(values: impl Iterator<Item = &'a [u8]>) -> (Vec<Box<str>>,
         }
     }
     (names, any)
+}
+
+/// The `Date` a stored response keeps: the origin's `date` when it sent a
+/// valid one, else the time it was `received` (RFC 9110 §6.6.1), as an
+/// IMF-fixdate.
+pub fn kept_date(date: Option<SystemTime>, received: SystemTime) -> [u8; DATE_LEN] {
+    let at = date.unwrap_or(received);
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format_http_date(secs)
 }
 
 /// Seconds since the epoch of an HTTP date, `None` when it is not one.

@@ -53,6 +53,7 @@ pub async fn follow_fill<'h>(
         ("Cache-Status", b"pier; fwd=miss; collapsed"),
     ];
     let response = ResponseHead {
+        date: None,
         status: head.status,
         fields: &fields,
         configured: None,

@@ -31,5 +31,6 @@ pub mod policy;
 pub mod status_view;
 pub mod store;
 pub mod tap;
+pub mod targeted;
 pub mod tier;
 pub mod zone;

@@ -396,6 +396,15 @@ mod tests {
         resp.date = Some(at(500));
         resp.age = None;
         assert_eq!(initial_age(&resp, at(120), at(120)), Duration::ZERO);
+        // A saturated Age stays stale for any lifetime a response can have.
+        resp.age = Some(crate::cache::control::MAX_DELTA_SECONDS);
+        let aged = initial_age(&resp, at(119), at(120));
+        assert_eq!(aged, Duration::from_secs((1 << 31) + 1));
+        let lifetime = Duration::from_secs(3600);
+        assert_eq!(
+            usable(lifetime, aged, &cc("max-age=3600"), &req("")),
+            Usable::Revalidate
+        );
     }
 
     fn req(v: &str) -> RequestDirectives {

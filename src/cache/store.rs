@@ -10,11 +10,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::control::{RequestDirectives, ResponseDirectives};
-use super::entry::{http_date, normalised_field, vary_names, StoredResponse, VarySelection};
+use super::control::age_seconds;
+use super::control::RequestDirectives;
+use super::disk::copy_meta;
+use super::disk_hit::DiskStale;
+use super::entry::{
+    http_date, kept_date, normalised_field, vary_names, StoredResponse, VarySelection,
+};
 use super::fill::{FillEnd, FillHead};
 use super::policy::{self, RequestFacts, ResponseFacts};
 use super::tap::{Instead, ResponseTap, TapHead, UpstreamHead};
+use super::targeted::directives_for;
 use super::zone::{CacheZone, FillGuard};
 use crate::http::request::RequestView;
 use crate::http::response::split_field_lines;
@@ -53,6 +59,8 @@ pub struct CacheTap {
     leader: Option<FillGuard>,
     /// The stored response being revalidated, or kept to serve stale.
     stale: Option<Arc<StoredResponse>>,
+    /// Set when `stale` is a disk object's head: its body is in this file.
+    disk: Option<DiskStale>,
     /// Conditionals from `stale` are sent.
     revalidate: bool,
     building: Option<Building>,
@@ -84,10 +92,37 @@ impl CacheTap {
             request_time: SystemTime::now(),
             leader,
             stale,
+            disk: None,
             revalidate,
             building: None,
             note: "",
             outcome: "miss",
+        }
+    }
+
+    /// Makes `found`, a stale disk object, the stored response to revalidate
+    /// (or to fall back on): a 304 refreshes its head on disk and its body
+    /// is sent from its file.
+    pub fn with_disk(mut self, found: Option<DiskStale>) -> Self {
+        if let Some(found) = found {
+            let meta = Arc::new(copy_meta(&found.object.meta, found.object.meta.key_hash));
+            self.revalidate =
+                self.request.get && (meta.etag.is_some() || meta.last_modified.is_some());
+            self.stale = Some(meta);
+            self.disk = Some(found);
+        }
+        self
+    }
+
+    /// The answer `stored` stands in for, its body where it is.
+    fn instead(&self, stored: Arc<StoredResponse>, cache_status: String) -> Instead {
+        Instead {
+            stored,
+            cache_status,
+            file: self
+                .disk
+                .as_ref()
+                .map(|d| (d.file.clone(), d.object.body_offset)),
         }
     }
 
@@ -97,26 +132,37 @@ impl CacheTap {
         self
     }
 
-    fn facts(resp: UpstreamHead<'_>) -> ResponseFacts {
+    /// What the upstream's head says, as this zone reads it: its targeted
+    /// field or `CDN-Cache-Control` in place of `Cache-Control` and
+    /// `Expires` when one is valid (RFC 9213).
+    fn facts(&self, resp: UpstreamHead<'_>) -> ResponseFacts {
         let values = |name: &'static str| {
             resp.headers()
                 .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
                 .map(|(_, v)| v)
         };
         let (_, vary_any) = vary_names(values("vary"));
+        let directed = directives_for(|| resp.headers(), self.own_target());
         ResponseFacts {
             status: resp.status(),
-            directives: ResponseDirectives::parse(values("cache-control")),
-            expires: resp.header("expires").map(http_date),
+            directives: directed.directives,
+            expires: if directed.targeted {
+                None
+            } else {
+                resp.header("expires").map(http_date)
+            },
             date: resp.header("date").and_then(http_date),
             last_modified: resp.header("last-modified").and_then(http_date),
-            age: resp
-                .header("age")
-                .and_then(|a| std::str::from_utf8(a).ok()?.trim().parse().ok()),
+            age: age_seconds(values("age")),
             vary_any,
             sets_cookie: resp.header("set-cookie").is_some(),
             etag: resp.header("etag").is_some(),
         }
+    }
+
+    /// The zone's own targeted field, lowercase, when it names one.
+    fn own_target(&self) -> Option<&str> {
+        self.zone.settings.targeted_field.as_deref()
     }
 
     fn status_line(&self, fwd: &str, stored: bool) -> String {
@@ -172,7 +218,7 @@ impl CacheTap {
         };
         let stale = stale.clone();
         self.abandon();
-        Some((stale, status))
+        Some(self.instead(stale, status))
     }
 
     /// A 304 to a revalidation: the stored response with the 304's fields
@@ -195,16 +241,21 @@ impl CacheTap {
                 push_line(&mut fields, name, value);
             }
         }
-        let mut facts = Self::facts(resp);
+        let mut facts = self.facts(resp);
         facts.status = stale.status;
-        facts.directives = ResponseDirectives::parse(
-            split_field_lines(&fields)
-                .filter(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
-                .map(|(_, v)| v),
+        // The merged head decides, as a stored one would (RFC 9111 §4.3.4).
+        let directed = directives_for(
+            || split_field_lines(&fields).map(|(n, v)| (n.as_bytes(), v)),
+            self.own_target(),
         );
-        if facts.expires.is_none() {
-            facts.expires = stale.field("expires").map(http_date);
-        }
+        facts.directives = directed.directives;
+        facts.expires = if directed.targeted {
+            None
+        } else {
+            facts
+                .expires
+                .or_else(|| stale.field("expires").map(http_date))
+        };
         if facts.last_modified.is_none() {
             facts.last_modified = stale.last_modified.as_deref().and_then(http_date);
         }
@@ -217,10 +268,23 @@ impl CacheTap {
             directives: facts.directives,
             lifetime: policy::freshness_lifetime(&facts),
             initial_age: policy::initial_age(&facts, self.request_time, now),
+            date: Some(kept_date(facts.date, now)),
             ..StoredResponse::new(stale.key.clone(), stale.key_hash, stale.status, fields)
         };
         let entry = Arc::new(entry);
         self.zone.stats.revalidated.fetch_add(1, Ordering::Relaxed);
+        self.outcome = "revalidated";
+        let status = format!("pier; fwd=stale; fwd-status=304{}", self.note);
+        if let Some(disk) = &self.disk {
+            // The body stays in its file: the head is refreshed there, and
+            // followers, which stream bodies from memory, fetch on their own.
+            self.zone
+                .refresh_on_disk(&disk.object, copy_meta(&entry, entry.key_hash));
+            if let Some(l) = self.leader.take() {
+                l.finish(FillEnd::Abandoned);
+            }
+            return Some(self.instead(entry, status));
+        }
         if let Some(l) = self.leader.take() {
             l.fill.publish_head(FillHead {
                 status: entry.status,
@@ -233,11 +297,7 @@ impl CacheTap {
             l.finish(FillEnd::Complete);
         }
         self.zone.insert(entry.clone(), 0);
-        self.outcome = "revalidated";
-        Some((
-            entry,
-            format!("pier; fwd=stale; fwd-status=304{}", self.note),
-        ))
+        Some(self.instead(entry, status))
     }
 }
 
@@ -285,8 +345,8 @@ impl ResponseTap for CacheTap {
             head: resp,
             body_len,
         } = head;
-        let facts = Self::facts(resp);
-        let max = self.zone.settings.max_object as u64;
+        let facts = self.facts(resp);
+        let max = self.zone.largest_object();
         let ok =
             policy::storable(&self.request, &facts).is_ok() && body_len.is_none_or(|n| n <= max);
         let fwd = if self.stale.is_some() {
@@ -346,7 +406,7 @@ impl ResponseTap for CacheTap {
         let Some(b) = self.building.as_mut() else {
             return;
         };
-        let max = self.zone.settings.max_object as u64;
+        let max = self.zone.largest_object();
         if b.len + data.len() as u64 > max || !self.zone.reserve(data.len()) {
             self.abandon();
             return;
@@ -381,6 +441,7 @@ impl ResponseTap for CacheTap {
             lifetime: policy::freshness_lifetime(&b.facts),
             initial_age: policy::initial_age(&b.facts, self.request_time, b.response_time),
             stored_at: b.stored_at,
+            date: Some(kept_date(b.facts.date, b.response_time)),
             ..StoredResponse::new(self.key.clone(), key_hash, b.status, b.fields)
         };
         self.zone.insert(Arc::new(entry), b.reserved);

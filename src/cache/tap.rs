@@ -8,6 +8,8 @@
 //! an HTTP/1 head and an HTTP/2 one alike: the cache sits in front of every
 //! upstream protocol without knowing which one answered.
 
+use std::fs::File;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::entry::StoredResponse;
@@ -18,9 +20,16 @@ use crate::http1::HeaderLines;
 use crate::http2::client::{FieldIter, ResponseHead};
 use crate::upstream::request_head::RequestHeadSink;
 
-/// A stored response to answer with instead of the upstream's, and its
-/// `Cache-Status` value.
-pub type Instead = (Arc<StoredResponse>, String);
+/// A stored response to answer with instead of the upstream's.
+pub struct Instead {
+    /// Its head, and its body unless `file` holds it.
+    pub stored: Arc<StoredResponse>,
+    /// The `Cache-Status` value.
+    pub cache_status: String,
+    /// A disk object's file, opened before the upstream was asked, and where
+    /// the body starts in it.
+    pub file: Option<(Rc<File>, u64)>,
+}
 
 /// The upstream's final response head, as it came over whichever protocol
 /// the group speaks.

@@ -17,8 +17,8 @@ pub enum Found {
     /// Head and body in memory: it may be answered, revalidated, or served
     /// stale.
     Memory(Arc<StoredResponse>),
-    /// Head in memory, body in a file: answered only while it may be served
-    /// as it is, since revalidating it would need its body in memory.
+    /// Head in memory, body in a file: answered from the file, or
+    /// revalidated with its file held open and its head refreshed by a 304.
     Disk(OnDisk),
 }
 

@@ -23,8 +23,11 @@ use crate::http::request::RequestView;
 pub struct ZoneSettings {
     /// Bytes of memory for stored responses (keys, heads, bodies).
     pub memory: usize,
-    /// Largest response stored; larger ones pass through.
+    /// Largest response kept in memory.
     pub max_object: usize,
+    /// Largest response written to disk (the same as `max_object` unless
+    /// set); only read when the zone has a disk tier.
+    pub disk_max_object: usize,
     /// How long followers wait for a leader's response head before they go
     /// to the origin themselves.
     pub lock_timeout: Duration,
@@ -38,6 +41,9 @@ pub struct ZoneSettings {
     pub key: super::key::KeySpec,
     /// The disk tier, when the zone has one.
     pub disk: Option<super::disk::DiskSettings>,
+    /// The zone's own targeted cache-control field (RFC 9213 §2.1),
+    /// lowercase: read before `CDN-Cache-Control` and `Cache-Control`.
+    pub targeted_field: Option<Box<str>>,
 }
 
 impl Default for ZoneSettings {
@@ -45,11 +51,13 @@ impl Default for ZoneSettings {
         ZoneSettings {
             memory: 64 << 20,
             max_object: 8 << 20,
+            disk_max_object: 8 << 20,
             lock_timeout: Duration::from_secs(5),
             hit_for_miss: Duration::from_secs(120),
             stale_if_error: Duration::ZERO,
             key: super::key::KeySpec::default(),
             disk: None,
+            targeted_field: None,
         }
     }
 }
@@ -75,6 +83,8 @@ pub struct CacheStats {
     pub purged: AtomicU64,
     /// Requests answered from the disk tier (fresh or stale).
     pub disk_hits: AtomicU64,
+    /// Disk objects brought back to memory after more than one hit.
+    pub promotions: AtomicU64,
 }
 
 /// Whether this request fetches the key or follows another's fetch.
@@ -153,20 +163,48 @@ impl CacheZone {
         Lookup::Miss
     }
 
-    /// Stores `entry` in each tier in turn, memory first (where `reserved`
-    /// bytes of its fill move to the stored count); a response a tier does
-    /// not keep goes no further. Returns whether memory kept it.
+    /// Stores `entry` in each tier that keeps a response its size: memory
+    /// (where `reserved` bytes of its fill move to the stored count) up to
+    /// `max_object`, disk up to `disk_max_object`. Returns whether memory
+    /// kept it.
     pub fn insert(&self, entry: Arc<StoredResponse>, reserved: usize) -> bool {
-        let mut reserved = reserved;
-        let mut in_memory = None;
-        for tier in self.tiers() {
-            let kept = tier.store(&entry, std::mem::take(&mut reserved));
-            in_memory.get_or_insert(kept);
-            if !kept {
-                break;
+        let in_memory = self.memory.store(&entry, reserved);
+        if let Some(disk) = &self.disk {
+            if entry.body_len <= self.settings.disk_max_object as u64 {
+                disk.store(&entry, 0);
             }
         }
-        in_memory.unwrap_or(false)
+        in_memory
+    }
+
+    /// The largest response some tier keeps: a fill stops storing past it.
+    pub fn largest_object(&self) -> u64 {
+        let disk = if self.disk.is_some() {
+            self.settings.disk_max_object
+        } else {
+            0
+        };
+        self.settings.max_object.max(disk) as u64
+    }
+
+    /// Brings `entry`, read back from a disk object hit more than once, to
+    /// memory (within its budget and `max_object`); counted when kept.
+    pub fn promote(&self, entry: Arc<StoredResponse>) -> bool {
+        let kept = self.memory.store(&entry, 0);
+        if kept {
+            self.stats.promotions.fetch_add(1, Ordering::Relaxed);
+        }
+        kept
+    }
+
+    /// A 304 refreshed the disk object `old` to the head `meta` (see
+    /// [`DiskTier::refresh`]); `false` when it left the disk meanwhile.
+    pub fn refresh_on_disk(
+        &self,
+        old: &Arc<super::disk_object::DiskObject>,
+        meta: StoredResponse,
+    ) -> bool {
+        self.disk.as_ref().is_some_and(|d| d.refresh(old, meta))
     }
 
     /// Removes every stored response of `key`, from every tier; returns how

@@ -52,6 +52,7 @@ impl Handler for Respond {
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         let head = ResponseHead {
+            date: None,
             status: self.status,
             fields: &[],
             configured: Some(&self.fields),

@@ -70,7 +70,9 @@ impl FieldBlock {
 }
 
 /// Status and fields of a response. `Date`, `Server`, the length or
-/// transfer-coding fields and `Connection` are the driver's and must not be set.
+/// transfer-coding fields and `Connection` are the driver's and must not be set
+/// among the fields; a response that has a `Date` of its own (a stored one,
+/// RFC 9111 §4) gives it in [`ResponseHead::date`].
 #[derive(Debug, Clone, Copy)]
 pub struct ResponseHead<'a> {
     /// Final status, 200-599 (101 for a tunnel).
@@ -85,6 +87,10 @@ pub struct ResponseHead<'a> {
     /// written last. An HTTP/1 driver copies the block as it is; other
     /// protocols read it through [`ResponseHead::all_fields`].
     pub field_lines: &'a [u8],
+    /// The `Date` to send instead of the driver's clock: a cache answering
+    /// with a stored response keeps the origin's (RFC 9110 §6.6.1). `None`
+    /// for every response made now.
+    pub date: Option<&'a [u8]>,
 }
 
 impl<'a> ResponseHead<'a> {
@@ -95,6 +101,7 @@ impl<'a> ResponseHead<'a> {
             fields,
             configured: None,
             field_lines: &[],
+            date: None,
         }
     }
 
@@ -282,6 +289,7 @@ mod tests {
             b"Content-Type: text/plain\r\nX-One: 1\r\n"
         );
         let head = ResponseHead {
+            date: None,
             status: 200,
             fields: &[("ETag", b"\"a\"")],
             configured: Some(&block),
@@ -296,6 +304,7 @@ mod tests {
     fn field_lines_are_read_as_fields_after_the_others() {
         let fields = [("Content-Type", b"text/plain".as_slice())];
         let head = ResponseHead {
+            date: None,
             status: 200,
             fields: &fields,
             configured: None,

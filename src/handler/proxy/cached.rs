@@ -12,7 +12,7 @@ use super::error_page::answer_with_page;
 use super::refresh_session::RefreshSink;
 use super::{forward_with, ProxyRoute};
 use crate::cache::answer::answer_stored;
-use crate::cache::disk_hit::answer_from_disk;
+use crate::cache::disk_hit::{answer_from_disk, DiskAnswer};
 use crate::cache::follow::{follow_fill, Followed};
 use crate::cache::policy::{usable, Usable};
 use crate::cache::store::{request_facts, CacheTap};
@@ -49,6 +49,7 @@ pub(crate) async fn forward_cached<'h>(
     let facts = request_facts(&request);
     let now = Instant::now();
     let mut stale = None;
+    let mut stale_on_disk = None;
     let mut hit_for_miss = false;
     match zone.lookup(&key, &request, now) {
         Lookup::Found(Found::Memory(stored)) => {
@@ -89,8 +90,10 @@ pub(crate) async fn forward_cached<'h>(
             }
         }
         Lookup::Found(Found::Disk(found)) => {
-            if answer_from_disk(session, zone, found, &facts, now).await {
-                return;
+            match answer_from_disk(session, zone, found, &facts, now).await {
+                DiskAnswer::Answered => return,
+                DiskAnswer::Revalidate(found) => stale_on_disk = Some(found),
+                DiskAnswer::Unusable => {}
             }
         }
         Lookup::HitForMiss => hit_for_miss = true,
@@ -113,14 +116,17 @@ pub(crate) async fn forward_cached<'h>(
         } else {
             ""
         };
-        let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale).with_note(note);
+        let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale)
+            .with_disk(stale_on_disk)
+            .with_note(note);
         forward_with(session, route, &mut tap).await;
         session.note_cache(tap.outcome);
         return;
     }
     match zone.begin_fill(&key) {
         FillRole::Leader(guard) => {
-            let mut tap = CacheTap::new(zone.clone(), key, facts, Some(guard), stale);
+            let mut tap = CacheTap::new(zone.clone(), key, facts, Some(guard), stale)
+                .with_disk(stale_on_disk);
             forward_with(session, route, &mut tap).await;
             session.note_cache(tap.outcome);
         }
@@ -130,7 +136,8 @@ pub(crate) async fn forward_cached<'h>(
                 session.note_cache("collapsed");
                 return;
             }
-            let mut tap = CacheTap::new(zone.clone(), key, facts, None, stale);
+            let mut tap =
+                CacheTap::new(zone.clone(), key, facts, None, stale).with_disk(stale_on_disk);
             forward_with(session, route, &mut tap).await;
             session.note_cache(tap.outcome);
         }

@@ -164,6 +164,7 @@ async fn relay_h2<'h, T: ResponseTap>(
     };
     tap.on_head(&session.request(), tap_head, fields);
     let response_head = ResponseHead {
+        date: None,
         status,
         fields: &[],
         configured: None,

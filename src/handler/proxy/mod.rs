@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use crate::cache::answer::answer_stored;
+use crate::cache::answer::answer_instead;
 use crate::cache::tap::{NoTap, ResponseTap, UpstreamHead};
 use crate::http::Session;
 use crate::upstream::request_head::{FieldList, RequestHeadSink};
@@ -283,9 +283,7 @@ async fn answer_unanswered<'h, T: ResponseTap>(
     grpc: bool,
 ) {
     match tap.instead_of_error() {
-        Some((stored, cache_status)) => {
-            answer_stored(session, &stored, &cache_status, std::time::Instant::now()).await
-        }
+        Some(instead) => answer_instead(session, instead, std::time::Instant::now()).await,
         None if grpc => h2_request::answer_grpc_error(session, status),
         None => answer_with_page(session, &route.error_pages, status, None),
     }
@@ -302,8 +300,8 @@ async fn answered_from_cache<'h, T: ResponseTap>(
     at: std::time::Instant,
 ) -> bool {
     match tap.instead_of_head(head) {
-        Some((stored, cache_status)) => {
-            answer_stored(session, &stored, &cache_status, at).await;
+        Some(instead) => {
+            answer_instead(session, instead, at).await;
             true
         }
         None => false,

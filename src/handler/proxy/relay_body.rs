@@ -50,6 +50,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
     if resp.status == 101 {
         encode_response_fields(fields, resp, up_read, false, true);
         let head = ResponseHead {
+            date: None,
             status: 101,
             fields: &[],
             configured: None,
@@ -91,6 +92,7 @@ pub(super) async fn relay_response<'h, T: ResponseTap>(
     };
     tap.on_head(&session.request(), tap_head, fields);
     let head = ResponseHead {
+        date: None,
         status: resp.status,
         fields: &[],
         configured: None,

@@ -59,13 +59,13 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         };
         let b = self.bufs.as_mut().expect("buffers held while answering");
         let out = &mut b.write;
-        write::write_head_start(
-            out,
-            status,
-            self.ctx.date.borrow_mut().get_at(self.ctx.clock.now()),
-            framing,
-            connection,
-        );
+        let mut clock_date = self.ctx.date.borrow_mut();
+        let date = match head.date {
+            Some(kept) => kept,
+            None => clock_date.get_at(self.ctx.clock.now()),
+        };
+        write::write_head_start(out, status, date, framing, connection);
+        drop(clock_date);
         for &(name, value) in head.fields {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");

@@ -77,6 +77,7 @@ fn pushed_route(known: bool, pieces: usize, piece: usize, finish: bool) -> Box<d
         Served::Pending(Box::pin(async move {
             let len = (pieces * piece) as u64;
             let head = ResponseHead {
+                date: None,
                 status: 200,
                 fields: &[],
                 configured: None,

@@ -385,12 +385,15 @@ impl<'a> Session<'a> for H2Stream<'a> {
         self.ended = end;
         {
             let mut date = [0u8; 40];
-            let date = {
-                let mut cache = self.ctx.date.borrow_mut();
-                let now = cache.get_at(self.ctx.clock.now());
-                let n = now.len().min(date.len());
-                date[..n].copy_from_slice(&now[..n]);
-                &date[..n]
+            let date = match head.date {
+                Some(kept) => kept,
+                None => {
+                    let mut cache = self.ctx.date.borrow_mut();
+                    let now = cache.get_at(self.ctx.clock.now());
+                    let n = now.len().min(date.len());
+                    date[..n].copy_from_slice(&now[..n]);
+                    &date[..n]
+                }
             };
             let mut digits = [0u8; 20];
             let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));

@@ -22,6 +22,7 @@ fn pushed_with_trailers_route(finish: bool) -> Box<dyn Handler> {
     test_route(false, move |session| {
         Served::Pending(Box::pin(async move {
             let head = ResponseHead {
+                date: None,
                 status: 200,
                 fields: &[("content-type", b"application/grpc")],
                 configured: None,
