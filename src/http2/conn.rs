@@ -17,6 +17,8 @@ mod h2spec_harness;
 mod receive;
 mod request_head;
 #[cfg(test)]
+mod settings_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io::IoSlice;

@@ -219,7 +219,7 @@ impl ConnCore {
         }
         ConnCore {
             role,
-            decoder: Decoder::new(limits.header_table_size),
+            decoder: Decoder::announcing(limits.header_table_size),
             encoder: Encoder::default(),
             out: Output::new(out),
             streams: StreamTable::default(),

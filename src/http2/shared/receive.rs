@@ -271,6 +271,8 @@ impl ConnCore {
                 return self.inert_frame(now);
             }
             self.settings_acked = true;
+            // Our HEADER_TABLE_SIZE binds the peer's encoder from now on.
+            self.decoder.settings_acknowledged();
             // Streams opened before the acknowledgement were given the
             // default window; our smaller one applies to them now, as the
             // peer applies it (RFC 9113 §6.9.2).
