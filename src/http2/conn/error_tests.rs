@@ -520,9 +520,10 @@ fn random_frames_never_panic_and_streams_stay_bounded() {
         delivered += c.events().len();
         let stream = last.max(1);
         match next() % 4 {
-            0 => c
-                .conn
-                .send_headers(stream, 200, &mut std::iter::empty(), false),
+            0 => {
+                c.conn
+                    .send_headers(stream, 200, &mut std::iter::empty(), false);
+            }
             1 => {
                 c.conn.send_data(stream, b"hello", next() % 2 == 0);
             }

@@ -99,3 +99,115 @@ fn a_header_table_past_the_acknowledged_size_is_a_compression_error() {
     b.extend(get_block());
     c.expect_goaway(&headers(1, &b, true), ErrorCode::CompressionError);
 }
+
+/// A connection whose client announced `max_header_list_size`, past the
+/// SETTINGS exchange.
+fn client_with_list_limit(max_header_list_size: u32) -> Client {
+    let mut c = Client::fresh(limits());
+    let mut hello = PREFACE.to_vec();
+    hello.extend(settings(&[(6, max_header_list_size)]));
+    hello.extend(ack());
+    c.send(&hello).unwrap();
+    c.frames();
+    c
+}
+
+/// Decodes a header block the way the client's decoder would, keeping its
+/// table across blocks.
+fn decode(decoder: &mut crate::http2::hpack::Decoder, block: &[u8]) -> Vec<(String, String)> {
+    let mut got = Vec::new();
+    decoder
+        .decode(block, &mut |n, v| {
+            got.push((
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            ))
+        })
+        .expect("the client's decoder stays in step");
+    got
+}
+
+fn field_pairs<'a>(fields: &'a [(&'static str, String)]) -> Vec<(&'a [u8], &'a [u8])> {
+    fields
+        .iter()
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+        .collect()
+}
+
+#[test]
+fn a_response_head_past_the_clients_header_list_size_is_answered_500() {
+    let mut c = client_with_list_limit(300);
+    let mut decoder = crate::http2::hpack::Decoder::new(4096);
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    // :status (42) + x-short (45) + x-big (5 + 250 + 32): 374 > 300. The
+    // short field would be indexed by the encoder, as the 200 would.
+    let big = [("x-short", "kept".to_string()), ("x-big", "b".repeat(250))];
+    let sent = c
+        .conn
+        .send_headers(1, 200, &mut field_pairs(&big).into_iter(), false);
+    assert!(!sent, "the head is not sent as given");
+    let f = c.one(kind::HEADERS);
+    assert_eq!(
+        (f.stream, f.flags),
+        (1, flag::END_HEADERS | flag::END_STREAM)
+    );
+    assert_eq!(
+        decode(&mut decoder, &f.payload),
+        [(":status".into(), "500".into())]
+    );
+    assert_eq!(c.conn.send_data(1, b"body", true), 0, "nothing more goes");
+    assert_eq!(c.conn.open_streams(), 0);
+
+    // The connection goes on, its HPACK tables in step: the fields the
+    // dropped head indexed are sent anew.
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    let small = [("x-short", "kept".to_string())];
+    assert!(c
+        .conn
+        .send_headers(3, 200, &mut field_pairs(&small).into_iter(), true));
+    let f = c.one(kind::HEADERS);
+    assert_eq!(
+        decode(&mut decoder, &f.payload),
+        [
+            (":status".into(), "200".into()),
+            ("x-short".into(), "kept".into())
+        ]
+    );
+    // A head exactly at the limit goes: 42 + 45 + (5 + 176 + 32) = 300.
+    c.send(&headers(5, &get_block(), true)).unwrap();
+    let at_limit = [("x-short", "kept".to_string()), ("x-big", "b".repeat(176))];
+    assert!(c
+        .conn
+        .send_headers(5, 200, &mut field_pairs(&at_limit).into_iter(), true));
+    let f = c.one(kind::HEADERS);
+    assert_eq!(decode(&mut decoder, &f.payload).len(), 3);
+}
+
+#[test]
+fn oversized_interim_heads_are_left_out_and_oversized_trailers_reset_the_stream() {
+    let mut c = client_with_list_limit(200);
+    let mut decoder = crate::http2::hpack::Decoder::new(4096);
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    let big = [("link", "l".repeat(200))];
+    assert!(!c
+        .conn
+        .send_headers(1, 103, &mut field_pairs(&big).into_iter(), false));
+    assert!(c.frames().is_empty(), "an interim head is optional");
+    assert!(c.conn.send_headers(1, 200, &mut std::iter::empty(), false));
+    let f = c.one(kind::HEADERS);
+    assert_eq!(decode(&mut decoder, &f.payload)[0].1, "200");
+    assert_eq!(c.conn.send_data(1, b"body", false), 4);
+    c.frames();
+    assert!(!c.conn.send_trailers(1, &mut field_pairs(&big).into_iter()));
+    let f = c.one(kind::RST_STREAM);
+    assert_eq!((f.stream, f.code()), (1, ErrorCode::InternalError));
+
+    // A limit not even a bare 500 fits in resets the stream.
+    let mut c = client_with_list_limit(41);
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    assert!(!c.conn.send_headers(1, 204, &mut std::iter::empty(), true));
+    let f = c.one(kind::RST_STREAM);
+    assert_eq!((f.stream, f.code()), (1, ErrorCode::InternalError));
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    assert!(matches!(c.events()[..], [_, Ev::Request { stream: 3, .. }]));
+}

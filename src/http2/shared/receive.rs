@@ -296,6 +296,7 @@ impl ConnCore {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent_streams = value,
+                setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = value,
                 setting::INITIAL_WINDOW_SIZE => {
                     let value = i64::from(value);
                     self.refuse_if(value > frame::MAX_WINDOW, ErrorCode::FlowControlError)?;
