@@ -127,6 +127,20 @@ impl ServerConnection {
         self.core.send_capacity(stream)
     }
 
+    /// How many of `want` body bytes `stream` may send now, `room` being
+    /// what the driver lets the output grow by: within the windows, and
+    /// within the budget of DATA frames a client's tiny window updates may
+    /// cut small (CVE-2019-9511). 0 also once that budget is spent and the
+    /// connection ended with GOAWAY ENHANCE_YOUR_CALM ([`Self::error`]).
+    pub fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
+        self.core.grant_send(stream, want, room)
+    }
+
+    /// The error this side ended the connection on, its GOAWAY queued.
+    pub fn error(&self) -> Option<ErrorCode> {
+        self.core.dead
+    }
+
     /// Queues DATA frames of `data` (at most the client's max frame size
     /// each) within [`Self::send_capacity`]; returns how many bytes were
     /// taken. `end_stream` applies only when all of `data` was taken; empty

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::budget::SMALL_DATA;
 use super::streams::Stream;
 use super::{ConnCore, StreamId};
 use crate::http2::frame;
@@ -111,6 +112,22 @@ impl ConnCore {
         }
     }
 
+    /// How many of `want` body bytes `stream` may send now, with `room`
+    /// left in the output: [`Self::send_capacity`] within both, with the
+    /// small-data budget of `budget.rs` charged when the peer's window cuts
+    /// the piece below [`SMALL_DATA`]. 0 past that budget, when the
+    /// connection has ended with GOAWAY ENHANCE_YOUR_CALM.
+    pub(crate) fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
+        let window = self.send_capacity(stream);
+        let grant = window.min(room).min(want);
+        let cut_by_window = grant > 0 && grant == window && window < want;
+        if cut_by_window && window < SMALL_DATA && !self.budgets.small_data() {
+            self.connection_error(ErrorCode::EnhanceYourCalm);
+            return 0;
+        }
+        grant
+    }
+
     /// Queues DATA frames of `data` (at most the peer's max frame size
     /// each) within [`Self::send_capacity`]; returns how many bytes were
     /// taken. `end_stream` applies only when all of `data` was taken; empty
@@ -193,6 +210,7 @@ impl ConnCore {
             return None;
         }
         let take = len.min(room);
+        self.budgets.data_sent(take);
         let ends = end_stream && take == len;
         s.send_window -= take as i64;
         self.conn_send_window -= take as i64;

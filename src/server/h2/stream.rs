@@ -203,12 +203,16 @@ impl<'a> H2Stream<'a> {
     }
 
     /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`,
-    /// within the client's windows and the connection's queued output.
+    /// within the client's windows, the connection's queued output and the
+    /// codec's budget of DATA frames tiny windows cut small.
     pub(super) fn poll_send_capacity(
         &mut self,
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<std::io::Result<usize>> {
+        if want == 0 {
+            return Poll::Ready(Ok(0));
+        }
         let granted = {
             let mut sh = self.shared.borrow_mut();
             let sh = &mut *sh;
@@ -220,8 +224,14 @@ impl<'a> H2Stream<'a> {
             }
             let high = self.ctx.config.http2.max_send_buffer;
             let room = high.saturating_sub(sh.conn.output_len());
-            let cap = sh.conn.send_capacity(self.stream_id).min(room);
+            let cap = sh.conn.grant_send(self.stream_id, want, room);
             if cap == 0 {
+                if sh.conn.error().is_some() {
+                    // The client's tiny windows spent the small-data budget:
+                    // the connection ends with its GOAWAY.
+                    sh.table.wake_conn();
+                    return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+                }
                 slot.wait(cx.waker());
                 sh.table.output_waiters |= room == 0;
             }
@@ -229,7 +239,7 @@ impl<'a> H2Stream<'a> {
         };
         if granted > 0 {
             self.write_stall = None;
-            return Poll::Ready(Ok(granted.min(want)));
+            return Poll::Ready(Ok(granted));
         }
         self.poll_write_stall(cx).map(Err)
     }
