@@ -3,6 +3,7 @@
 //! window) and checks the bound: rapid reset, CONTINUATION and empty DATA
 //! floods, PING and SETTINGS floods whose acks are never read, PRIORITY and
 //! WINDOW_UPDATE floods (and a download that is not one), a client that
+//! opens its window a byte at a time (data dribble), a client that
 //! never reads, the idle timeout, max_requests, max_concurrent_streams,
 //! oversized heads, and a drain's GOAWAY that lets streams in flight finish.
 //! Where the abuse could slow the worker, a client on another connection
@@ -275,6 +276,85 @@ fn a_download_answered_by_a_window_update_per_data_frame_is_not_a_flood() {
     );
     // The connection is still good.
     assert_eq!(raw_get(&mut c, 3, "/fixed").unwrap().kind, h2raw::HEADERS);
+}
+
+#[test]
+fn a_client_that_opens_its_window_a_byte_at_a_time_is_cut_off() {
+    // CVE-2019-9511: once the first window is spent, the client grants one
+    // byte at a time, on the stream and on the connection.
+    let pier = Pier::with_config(&config("", ""), &[]);
+    std::fs::write(pier.root().join("big.bin"), vec![1u8; 1 << 20]).unwrap();
+    let mut c = RawH2::connect(pier.addr());
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&get_fields("/big.bin")),
+    ));
+    let mut window = 65_535i64;
+    let mut tiny = 0;
+    let goaway = loop {
+        let f = c
+            .next_frame(Duration::from_secs(10))
+            .expect("a DATA frame or GOAWAY");
+        if f.kind == h2raw::GOAWAY {
+            break f;
+        }
+        if f.kind != h2raw::DATA {
+            continue;
+        }
+        assert_eq!(
+            f.flags & h2raw::END_STREAM,
+            0,
+            "the dribble is not served whole"
+        );
+        window -= f.payload.len() as i64;
+        tiny += usize::from(f.payload.len() < 1024);
+        assert!(tiny <= 200, "{tiny} tiny DATA frames and counting");
+        if window == 0 {
+            let one = 1u32.to_be_bytes();
+            let mut updates = frame(h2raw::WINDOW_UPDATE, 0, 1, &one);
+            updates.extend(frame(h2raw::WINDOW_UPDATE, 0, 0, &one));
+            c.send(&updates);
+            window = 1;
+        }
+    };
+    assert_eq!(goaway.error_code(), Some(11), "ENHANCE_YOUR_CALM");
+    assert!(tiny >= 100, "the budget lets a few through: {tiny}");
+    assert!(c.closed_within(Duration::from_secs(5)));
+
+    // A client whose windows hold the whole body is served whole.
+    let mut c = RawH2::connect(pier.addr());
+    // INITIAL_WINDOW_SIZE of 2 MiB, and the connection's window raised.
+    c.send(&frame(h2raw::SETTINGS, 0, 0, &[0, 4, 0, 0x20, 0, 0]));
+    c.send(&frame(
+        h2raw::WINDOW_UPDATE,
+        0,
+        0,
+        &(1u32 << 20).to_be_bytes(),
+    ));
+    assert_eq!(raw_get_body(&mut c, 1, "/big.bin"), 1 << 20);
+}
+
+/// Sends one GET and reads its whole body; returns its length.
+fn raw_get_body(c: &mut RawH2, stream: u32, path: &str) -> usize {
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        stream,
+        &block(&get_fields(path)),
+    ));
+    let mut got = 0;
+    loop {
+        let f = c.next_frame(Duration::from_secs(10)).expect("the body");
+        assert_ne!(f.kind, h2raw::GOAWAY, "{f:?}");
+        if f.kind == h2raw::DATA && f.stream == stream {
+            got += f.payload.len();
+            if f.flags & h2raw::END_STREAM != 0 {
+                return got;
+            }
+        }
+    }
 }
 
 #[test]

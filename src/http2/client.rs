@@ -17,6 +17,8 @@ mod error_tests;
 mod receive;
 mod response_head;
 #[cfg(test)]
+mod settings_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io::IoSlice;
@@ -82,6 +84,10 @@ pub enum OpenError {
     StreamIdsExhausted,
     /// The connection ended on an error.
     Closed,
+    /// The request head's list size is past the origin's
+    /// SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2): it was not sent,
+    /// and the connection goes on.
+    HeadTooLarge,
 }
 
 /// One HTTP/2 connection, client side.
@@ -169,8 +175,8 @@ impl ClientConnection {
             return Err(refusal);
         }
         let id = self.next_stream;
-        self.next_stream += 2;
         let core = &mut self.core;
+        let last_opened = core.last_opened;
         core.last_opened = id;
         let mut s = Stream::new(id, core.new_stream_recv_window(), core.peer_initial_window);
         s.head_sent = true;
@@ -179,15 +185,22 @@ impl ClientConnection {
         core.streams.insert(s);
         // Its answer may cross a reset of ours, or come with a PRIORITY.
         core.budgets.earn_inert(1);
-        core.write_header_block(id, end_stream, |encoder, out| {
-            encoder.encode_field(b":method", method, out);
-            encoder.encode_field(b":scheme", scheme, out);
-            encoder.encode_field(b":authority", authority, out);
-            encoder.encode_field(b":path", path, out);
+        let sent = core.write_header_block(id, end_stream, |block| {
+            block.field(b":method", method);
+            block.field(b":scheme", scheme);
+            block.field(b":authority", authority);
+            block.field(b":path", path);
             for (name, value) in fields {
-                encoder.encode_field(name, value, out);
+                block.field(name, value);
             }
         });
+        if !sent {
+            // The id never went on the wire: the next stream takes it.
+            core.streams.remove(id);
+            core.last_opened = last_opened;
+            return Err(OpenError::HeadTooLarge);
+        }
+        self.next_stream += 2;
         Ok(id)
     }
 
@@ -212,13 +225,15 @@ impl ClientConnection {
         self.core.send_data_owned(stream, data, end_stream)
     }
 
-    /// Queues the request trailers, which end the request.
+    /// Queues the request trailers, which end the request; false when
+    /// they are past the origin's SETTINGS_MAX_HEADER_LIST_SIZE, and the
+    /// stream was reset with INTERNAL_ERROR instead.
     pub fn send_trailers<'f>(
         &mut self,
         stream: StreamId,
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
-    ) {
-        self.core.send_trailers(stream, fields);
+    ) -> bool {
+        self.core.send_trailers(stream, fields)
     }
 
     /// Ends `stream` with RST_STREAM(`code`) (CANCEL when the response is

@@ -17,6 +17,8 @@ mod h2spec_harness;
 mod receive;
 mod request_head;
 #[cfg(test)]
+mod settings_tests;
+#[cfg(test)]
 mod tests;
 
 use std::io::IoSlice;
@@ -71,38 +73,72 @@ impl ServerConnection {
     /// lowercase, connection-specific fields already left out), split into
     /// CONTINUATION frames past the client's max frame size. A 1xx status
     /// may come before the final one.
+    ///
+    /// False when the head was not sent as given: its list size is past the
+    /// client's SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2, §10.5.1).
+    /// An interim head is then left out; a final head is replaced by a bare
+    /// 500 that ends the stream (the client gets an answer it can take, and
+    /// the connection goes on), or, when even that is too large, the
+    /// stream is reset with INTERNAL_ERROR. Either way nothing more is sent
+    /// on the stream.
     pub fn send_headers<'f>(
         &mut self,
         stream: StreamId,
         status: u16,
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
-    ) {
+    ) -> bool {
         let interim = status < 200;
         let Some(s) = self.core.sendable(stream) else {
-            return;
+            return false;
         };
         if s.head_sent {
-            return;
+            return false;
         }
         let end_stream = end_stream && !interim;
         if !interim {
             s.head_sent = true;
             s.send_closed = end_stream;
         }
-        self.core
-            .write_header_block(stream, end_stream, |encoder, out| {
-                encoder.encode_status(status, out);
-                for (name, value) in fields {
-                    encoder.encode_field(name, value, out);
-                }
-            });
+        let sent = self.core.write_header_block(stream, end_stream, |block| {
+            block.status(status);
+            for (name, value) in fields {
+                block.field(name, value);
+            }
+        });
+        if sent || interim {
+            return sent;
+        }
+        if let Some(s) = self.core.streams.get_mut(stream) {
+            s.send_closed = true;
+        }
+        if !self
+            .core
+            .write_header_block(stream, true, |block| block.status(500))
+        {
+            self.core.reset_stream(stream, ErrorCode::InternalError);
+        }
+        false
     }
 
     /// How many body bytes `stream` may send now: the smaller of its window
     /// and the connection's; 0 for a stream that cannot send.
     pub fn send_capacity(&self, stream: StreamId) -> usize {
         self.core.send_capacity(stream)
+    }
+
+    /// How many of `want` body bytes `stream` may send now, `room` being
+    /// what the driver lets the output grow by: within the windows, and
+    /// within the budget of DATA frames a client's tiny window updates may
+    /// cut small (CVE-2019-9511). 0 also once that budget is spent and the
+    /// connection ended with GOAWAY ENHANCE_YOUR_CALM ([`Self::error`]).
+    pub fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
+        self.core.grant_send(stream, want, room)
+    }
+
+    /// The error this side ended the connection on, its GOAWAY queued.
+    pub fn error(&self) -> Option<ErrorCode> {
+        self.core.dead
     }
 
     /// Queues DATA frames of `data` (at most the client's max frame size
@@ -121,13 +157,15 @@ impl ServerConnection {
         self.core.send_data_owned(stream, data, end_stream)
     }
 
-    /// Queues the response trailers, which end the stream.
+    /// Queues the response trailers, which end the stream; false when
+    /// they are past the client's SETTINGS_MAX_HEADER_LIST_SIZE, and the
+    /// stream was reset with INTERNAL_ERROR instead.
     pub fn send_trailers<'f>(
         &mut self,
         stream: StreamId,
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
-    ) {
-        self.core.send_trailers(stream, fields);
+    ) -> bool {
+        self.core.send_trailers(stream, fields)
     }
 
     /// Ends `stream` with RST_STREAM(`code`), unless it is closed already.

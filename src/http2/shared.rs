@@ -168,6 +168,9 @@ pub(crate) struct ConnCore {
     conn_send_window: i64,
     pub(crate) peer_initial_window: i64,
     pub(crate) peer_max_frame: usize,
+    /// The peer's SETTINGS_MAX_HEADER_LIST_SIZE (unlimited until it says):
+    /// a head or trailers of ours past it are not sent.
+    pub(crate) peer_max_header_list: u32,
     /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says).
     pub(crate) peer_max_concurrent_streams: u32,
     pub(crate) budgets: FloodBudgets,
@@ -219,7 +222,7 @@ impl ConnCore {
         }
         ConnCore {
             role,
-            decoder: Decoder::new(limits.header_table_size),
+            decoder: Decoder::announcing(limits.header_table_size),
             encoder: Encoder::default(),
             out: Output::new(out),
             streams: StreamTable::default(),
@@ -240,6 +243,7 @@ impl ConnCore {
             conn_send_window: i64::from(frame::DEFAULT_WINDOW),
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE as usize,
+            peer_max_header_list: u32::MAX,
             peer_max_concurrent_streams: u32::MAX,
             budgets: FloodBudgets::new(&limits),
             pings_in_flight: 0,

@@ -98,7 +98,7 @@ pub(super) struct StreamSlot {
 }
 
 impl StreamSlot {
-    fn wake(&mut self) {
+    pub(super) fn wake(&mut self) {
         if let Some(w) = self.waker.take() {
             w.wake();
         }

@@ -198,10 +198,18 @@ impl H2Stream {
         n
     }
 
-    /// Queues the request's trailers, which end it.
+    /// Queues the request's trailers, which end it; trailers past the
+    /// origin's SETTINGS_MAX_HEADER_LIST_SIZE reset the stream instead
+    /// (INTERNAL_ERROR), which the response side then reports.
     pub fn send_trailers<'f>(&self, fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>) {
         let mut st = self.lease.conn.state();
-        st.conn.send_trailers(self.id, fields);
+        let st = &mut *st;
+        if !st.conn.send_trailers(self.id, fields) {
+            if let Some(slot) = st.slots.get_mut(&self.id) {
+                slot.reset.get_or_insert(ErrorCode::InternalError);
+                slot.wake();
+            }
+        }
         st.wake_driver();
         st.wake_openers();
     }

@@ -21,7 +21,7 @@ use super::request_info::RequestInfo;
 use super::{ErrorKind, ProxyError, ProxyRoute};
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
-use crate::http2::client::ResponseHead;
+use crate::http2::client::{OpenError, ResponseHead};
 use crate::upstream::group_state::GroupState;
 use crate::upstream::h2_stream::OpenFailed;
 use crate::upstream::request_head::FieldList;
@@ -117,6 +117,14 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
         let stream = match opened {
             Ok(stream) => stream,
             Err(OpenFailed::Connect(e)) => return Attempt::ConnectFailed(e),
+            // The origin announced a SETTINGS_MAX_HEADER_LIST_SIZE the
+            // request head is past: no server of the group is tried with
+            // it, and the client hears that its head is too large.
+            Err(OpenFailed::NotOpened(OpenError::HeadTooLarge)) => {
+                debug!(group = %group.name, peer = %session.request().peer(), "request head past the origin's SETTINGS_MAX_HEADER_LIST_SIZE");
+                answer_with_page(session, &self.route.error_pages, 431, None);
+                return Attempt::Downstream;
+            }
             // Nothing was sent: the request goes again on a fresh
             // connection (this pooled one is going away or ended).
             Err(OpenFailed::NotOpened(e)) if reused && self.refusals < MAX_REFUSALS => {

@@ -520,9 +520,10 @@ fn random_frames_never_panic_and_streams_stay_bounded() {
         delivered += c.events().len();
         let stream = last.max(1);
         match next() % 4 {
-            0 => c
-                .conn
-                .send_headers(stream, 200, &mut std::iter::empty(), false),
+            0 => {
+                c.conn
+                    .send_headers(stream, 200, &mut std::iter::empty(), false);
+            }
             1 => {
                 c.conn.send_data(stream, b"hello", next() % 2 == 0);
             }
@@ -657,4 +658,73 @@ fn a_download_answered_by_a_window_update_per_data_frame_is_never_cut_off() {
         c2.send(&window_update(1, 1)).unwrap();
     }
     c2.expect_goaway(&window_update(1, 1), ErrorCode::EnhanceYourCalm);
+}
+
+/// Serves `body_len` bytes on stream 1 the way the driver does, asking
+/// for grants of up to 64 KiB at a time, while the client answers each
+/// DATA frame with window updates of `update(n)` bytes for its `n`. Returns
+/// the DATA frames sent below 1 KiB while more waited, and whether the
+/// connection ended (with GOAWAY ENHANCE_YOUR_CALM).
+fn download(body_len: usize, update: impl Fn(usize) -> u32) -> (usize, bool) {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    assert!(c.conn.send_headers(1, 200, &mut std::iter::empty(), false));
+    c.frames();
+    let body = vec![7u8; 64 * 1024];
+    let mut left = body_len;
+    let mut small = 0;
+    while left > 0 {
+        let want = left.min(body.len());
+        let n = c.conn.grant_send(1, want, usize::MAX);
+        if n == 0 {
+            if c.conn.error().is_some() {
+                let f = c.frames();
+                let last = f.last().expect("a GOAWAY");
+                assert_eq!(
+                    (last.kind, last.code()),
+                    (kind::GOAWAY, ErrorCode::EnhanceYourCalm)
+                );
+                return (small, true);
+            }
+            panic!("no window and no update: {left} bytes left");
+        }
+        small += usize::from(n < 1024 && n < want);
+        assert_eq!(c.conn.send_data(1, &body[..n], n == left), n);
+        left -= n;
+        let mut updates = Vec::new();
+        for f in c.frames() {
+            assert_eq!(f.kind, kind::DATA);
+            let inc = update(f.payload.len());
+            if inc > 0 && left > 0 {
+                updates.extend(window_update(1, inc));
+                updates.extend(window_update(0, inc));
+            }
+        }
+        c.send(&updates).unwrap();
+    }
+    (small, false)
+}
+
+#[test]
+fn a_client_that_opens_its_window_a_byte_at_a_time_is_cut_off() {
+    // CVE-2019-9511: after the first window, one byte per update.
+    let (small, ended) = download(1 << 20, |_| 1);
+    assert!(ended, "the dribble ends the connection");
+    // The first window earned four credits on top of the burst of 128.
+    assert!((128..=132).contains(&small), "{small} tiny frames");
+
+    // Half a kilobyte at a time is a dribble too, if a slower one, and so
+    // is anything below the 1 KiB floor.
+    let (small, ended) = download(4 << 20, |_| 512);
+    assert!(ended && small < 200, "{small} small frames");
+    let (_, ended) = download(4 << 20, |_| 1000);
+    assert!(ended, "1,000-byte updates are still below the floor");
+}
+
+#[test]
+fn clients_that_reopen_their_windows_as_they_read_are_never_cut_off() {
+    // Each DATA frame's bytes handed back at once, as many clients do.
+    assert_eq!(download(8 << 20, |n| n as u32), (0, false));
+    // A window that opens by a kilobyte at a time is slow, not a dribble.
+    assert_eq!(download(1 << 20, |_| 1024), (0, false));
 }

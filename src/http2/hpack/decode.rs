@@ -6,13 +6,23 @@ use super::huffman;
 use super::table::{DynamicTable, STATIC_LEN, STATIC_TABLE};
 use super::DecodeError;
 
+/// The table size both sides assume before any SETTINGS (RFC 9113 §6.5.2).
+const DEFAULT_TABLE_SIZE: usize = 4096;
+
 /// The decoding side of a connection: its dynamic table persists from one
 /// header block to the next.
 #[derive(Debug)]
 pub struct Decoder {
     table: DynamicTable,
-    /// Our SETTINGS_HEADER_TABLE_SIZE: the largest size update we accept.
+    /// The largest size update we accept: our SETTINGS_HEADER_TABLE_SIZE
+    /// once the peer acknowledged it, the larger of it and the default
+    /// before.
     max_table_size: usize,
+    /// Our SETTINGS_HEADER_TABLE_SIZE, sent and not yet acknowledged.
+    announced: Option<usize>,
+    /// The peer acknowledged a size below its table's: the next block must
+    /// open with a size update (RFC 7541 §4.2).
+    update_owed: bool,
     /// Huffman-decoded names and names copied out of the dynamic table
     /// before an insertion may evict them; kept between blocks so decoding
     /// allocates only while the buffers grow.
@@ -30,8 +40,33 @@ impl Decoder {
         Decoder {
             table: DynamicTable::new(max),
             max_table_size: max,
+            announced: None,
+            update_owed: false,
             name_buf: Vec::new(),
             value_buf: Vec::new(),
+        }
+    }
+
+    /// A connection's decoder that has just announced `max_table_size` in
+    /// SETTINGS: until the peer acknowledges them it may still encode with
+    /// the default 4,096-octet table (RFC 9113 §6.5.3), so the table starts
+    /// at the default and updates up to the larger of the two are taken;
+    /// [`Self::settings_acknowledged`] applies the announced size.
+    pub fn announcing(max_table_size: u32) -> Self {
+        let announced = max_table_size as usize;
+        let mut d = Decoder::new(DEFAULT_TABLE_SIZE as u32);
+        d.max_table_size = announced.max(DEFAULT_TABLE_SIZE);
+        d.announced = Some(announced);
+        d
+    }
+
+    /// The peer acknowledged our SETTINGS: size updates above the announced
+    /// size are refused from now on, and when the peer's table is larger,
+    /// its next block must open with an update that fits (RFC 7541 §4.2).
+    pub fn settings_acknowledged(&mut self) {
+        if let Some(announced) = self.announced.take() {
+            self.max_table_size = announced;
+            self.update_owed = self.table.max_size() > announced;
         }
     }
 
@@ -47,6 +82,9 @@ impl Decoder {
         let mut pos = 0;
         let mut at_start = true;
         while let Some(&first) = block.get(pos) {
+            if self.update_owed && first & 0xe0 != 0x20 {
+                return Err(DecodeError::TableSizeUpdateMissing);
+            }
             if first & 0x80 != 0 {
                 // Indexed field (§6.1).
                 let index = read_int(block, &mut pos, 7)?;
@@ -81,6 +119,7 @@ impl Decoder {
                     return Err(DecodeError::TableSizeAboveMax);
                 }
                 self.table.set_max_size(size);
+                self.update_owed = false;
                 continue;
             } else {
                 // Literal without indexing (0000) or never indexed (0001),

@@ -49,6 +49,15 @@ impl Encoder {
         self.smallest_size = self.smallest_size.min(size);
     }
 
+    /// The block encoded since the last [`Self::begin_block`] was never
+    /// sent: the peer's table did not take its insertions (nor its size
+    /// updates), so the next block empties both tables with a size update
+    /// of 0 before the target size (§4.2 allows the two), and they agree
+    /// again.
+    pub fn discard_block(&mut self) {
+        self.smallest_size = 0;
+    }
+
     /// Starts a header block: emits the dynamic table size updates owed
     /// since the last block (§4.2, §6.3). The connection calls it before the
     /// first field of every block; a peer that shrank its table expects the

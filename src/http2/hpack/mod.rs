@@ -41,6 +41,9 @@ pub enum DecodeError {
     /// A dynamic table size update after the first field of the block
     /// (§4.2).
     TableSizeUpdateNotAtStart,
+    /// The first block after the peer acknowledged a smaller
+    /// SETTINGS_HEADER_TABLE_SIZE did not open with a size update (§4.2).
+    TableSizeUpdateMissing,
     /// The block ends in the middle of a representation.
     Truncated,
     /// A string's declared length runs past the end of the block.
@@ -68,6 +71,9 @@ impl std::fmt::Display for DecodeError {
             }
             DecodeError::TableSizeUpdateNotAtStart => {
                 "The header block changes the dynamic table size after its first field."
+            }
+            DecodeError::TableSizeUpdateMissing => {
+                "The header block does not shrink the dynamic table to the size we announced."
             }
             DecodeError::Truncated => "The header block ends in the middle of a field.",
             DecodeError::StringPastEnd => {

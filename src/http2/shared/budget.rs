@@ -22,10 +22,34 @@
 //! frames against a limit that grows with the streams opened, and closes a
 //! connection whose input is mostly frames without payload; this is the
 //! same idea with the time refill the other budgets use.
+//!
+//! A peer that opens its window a few bytes at a time (CVE-2019-9511,
+//! "data dribble") makes this side cut its body into as many tiny DATA
+//! frames, each costing a frame head, a write and a wakeup for a few bytes.
+//! A DATA frame smaller than [`SMALL_DATA`] that was cut small by the
+//! peer's window (more was waiting) spends a small-data credit; the peer
+//! starts with [`SMALL_DATA_BURST`] of them and earns one back per
+//! [`PROGRESS_PER_CREDIT`] body bytes sent, up to the burst. Past it the
+//! connection ends with GOAWAY ENHANCE_YOUR_CALM. A transfer whose windows
+//! reopen by more than a kilobyte at a time never comes near it: a small
+//! grant happens at most once per window it empties. Waiting instead for a
+//! window of at least some size before sending (the other defence) would
+//! stall a client whose windows are small by choice, so Pier sends and
+//! counts.
 
 use std::time::Instant;
 
 use super::ConnLimits;
+
+/// DATA frames smaller than this, cut small by the peer's window, are
+/// counted against the small-data budget.
+pub(crate) const SMALL_DATA: usize = 1024;
+
+/// Small DATA frames a peer may cause before it earns more.
+const SMALL_DATA_BURST: u64 = 128;
+
+/// Body bytes sent per small DATA frame earned back.
+const PROGRESS_PER_CREDIT: u64 = 16 * 1024;
 
 /// The flood budgets of one connection.
 #[derive(Debug)]
@@ -41,6 +65,10 @@ pub(crate) struct FloodBudgets {
     inert_credits: u64,
     error_resets: usize,
     max_error_resets: usize,
+    /// Small DATA frames the peer may still cause (see the module doc).
+    small_data_credits: u64,
+    /// Body bytes sent towards the next small-data credit.
+    progress: u64,
 }
 
 impl FloodBudgets {
@@ -53,6 +81,28 @@ impl FloodBudgets {
             inert_credits: 0,
             error_resets: 0,
             max_error_resets: limits.max_error_resets,
+            small_data_credits: SMALL_DATA_BURST,
+            progress: 0,
+        }
+    }
+
+    /// Spends a small-data credit on a DATA frame the peer's window cut
+    /// below [`SMALL_DATA`]; false when none is left.
+    pub(crate) fn small_data(&mut self) -> bool {
+        if self.small_data_credits == 0 {
+            return false;
+        }
+        self.small_data_credits -= 1;
+        true
+    }
+
+    /// `n` body bytes went out: small-data credits earned back.
+    pub(crate) fn data_sent(&mut self, n: usize) {
+        self.progress += n as u64;
+        if self.progress >= PROGRESS_PER_CREDIT {
+            let earned = self.progress / PROGRESS_PER_CREDIT;
+            self.progress %= PROGRESS_PER_CREDIT;
+            self.small_data_credits = (self.small_data_credits + earned).min(SMALL_DATA_BURST);
         }
     }
 

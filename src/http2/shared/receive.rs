@@ -271,6 +271,8 @@ impl ConnCore {
                 return self.inert_frame(now);
             }
             self.settings_acked = true;
+            // Our HEADER_TABLE_SIZE binds the peer's encoder from now on.
+            self.decoder.settings_acknowledged();
             // Streams opened before the acknowledgement were given the
             // default window; our smaller one applies to them now, as the
             // peer applies it (RFC 9113 §6.9.2).
@@ -294,6 +296,7 @@ impl ConnCore {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent_streams = value,
+                setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = value,
                 setting::INITIAL_WINDOW_SIZE => {
                     let value = i64::from(value);
                     self.refuse_if(value > frame::MAX_WINDOW, ErrorCode::FlowControlError)?;

@@ -5,26 +5,67 @@
 
 use bytes::Bytes;
 
+use super::budget::SMALL_DATA;
 use super::streams::Stream;
 use super::{ConnCore, StreamId};
 use crate::http2::frame;
 use crate::http2::hpack::Encoder;
 use crate::http2::ErrorCode;
 
+/// The size RFC 9113 §6.5.2 counts for a field in a header list: its
+/// name's and value's octets and 32 more.
+const FIELD_OVERHEAD: u64 = 32;
+
+/// What a header block's fields go through: the HPACK encoder, and the
+/// list size the peer's SETTINGS_MAX_HEADER_LIST_SIZE bounds, summed as
+/// they are encoded (one addition a field).
+pub(crate) struct BlockEncoder<'a> {
+    encoder: &'a mut Encoder,
+    out: &'a mut Vec<u8>,
+    list_size: u64,
+}
+
+impl BlockEncoder<'_> {
+    /// Appends `:status`.
+    pub(crate) fn status(&mut self, status: u16) {
+        self.list_size += (b":status".len() + 3) as u64 + FIELD_OVERHEAD;
+        self.encoder.encode_status(status, self.out);
+    }
+
+    /// Appends one field; `name` is lowercase.
+    pub(crate) fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.list_size += (name.len() + value.len()) as u64 + FIELD_OVERHEAD;
+        self.encoder.encode_field(name, value, self.out);
+    }
+}
+
 impl ConnCore {
     /// Queues a header block on `stream` as HEADERS (plus CONTINUATIONs
-    /// past the peer's max frame size); `encode` writes its fields.
+    /// past the peer's max frame size); `encode` writes its fields. False,
+    /// with nothing queued, when the fields' list size is past the peer's
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: the block is dropped and the HPACK
+    /// tables are brought back in step at the next block.
     pub(crate) fn write_header_block(
         &mut self,
         stream: StreamId,
         end_stream: bool,
-        encode: impl FnOnce(&mut Encoder, &mut Vec<u8>),
-    ) {
+        encode: impl FnOnce(&mut BlockEncoder),
+    ) -> bool {
         let out = self.out.frames();
         let at = out.len();
         out.extend_from_slice(&[0; frame::HEAD_LEN]);
         self.encoder.begin_block(out);
-        encode(&mut self.encoder, out);
+        let mut block = BlockEncoder {
+            encoder: &mut self.encoder,
+            out,
+            list_size: 0,
+        };
+        encode(&mut block);
+        if block.list_size > u64::from(self.peer_max_header_list) {
+            out.truncate(at);
+            self.encoder.discard_block();
+            return false;
+        }
         let len = out.len() - at - frame::HEAD_LEN;
         if len <= self.peer_max_frame {
             let mut flags = frame::flag::END_HEADERS;
@@ -46,6 +87,7 @@ impl ConnCore {
         if end_stream {
             self.streams.remove_if_done(stream);
         }
+        true
     }
 
     /// The stream when this side may still send on it.
@@ -68,6 +110,22 @@ impl ConnCore {
             }
             _ => 0,
         }
+    }
+
+    /// How many of `want` body bytes `stream` may send now, with `room`
+    /// left in the output: [`Self::send_capacity`] within both, with the
+    /// small-data budget of `budget.rs` charged when the peer's window cuts
+    /// the piece below [`SMALL_DATA`]. 0 past that budget, when the
+    /// connection has ended with GOAWAY ENHANCE_YOUR_CALM.
+    pub(crate) fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
+        let window = self.send_capacity(stream);
+        let grant = window.min(room).min(want);
+        let cut_by_window = grant > 0 && grant == window && window < want;
+        if cut_by_window && window < SMALL_DATA && !self.budgets.small_data() {
+            self.connection_error(ErrorCode::EnhanceYourCalm);
+            return 0;
+        }
+        grant
     }
 
     /// Queues DATA frames of `data` (at most the peer's max frame size
@@ -152,6 +210,7 @@ impl ConnCore {
             return None;
         }
         let take = len.min(room);
+        self.budgets.data_sent(take);
         let ends = end_stream && take == len;
         s.send_window -= take as i64;
         self.conn_send_window -= take as i64;
@@ -161,24 +220,31 @@ impl ConnCore {
         Some((take, ends))
     }
 
-    /// Queues trailers on `stream` after its head, which end it.
+    /// Queues trailers on `stream` after its head, which end it. Trailers
+    /// past the peer's SETTINGS_MAX_HEADER_LIST_SIZE cannot be sent, and a
+    /// message without them would look whole: the stream is reset with
+    /// INTERNAL_ERROR instead, and false returned.
     pub(crate) fn send_trailers<'f>(
         &mut self,
         stream: StreamId,
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
-    ) {
+    ) -> bool {
         let Some(s) = self.sendable(stream) else {
-            return;
+            return false;
         };
         if !s.head_sent {
-            return;
+            return false;
         }
         s.send_closed = true;
-        self.write_header_block(stream, true, |encoder, out| {
+        let sent = self.write_header_block(stream, true, |block| {
             for (name, value) in fields {
-                encoder.encode_field(name, value, out);
+                block.field(name, value);
             }
         });
+        if !sent {
+            self.reset_stream(stream, ErrorCode::InternalError);
+        }
+        sent
     }
 
     /// Ends `stream` with RST_STREAM(`code`), unless it is closed already.

@@ -178,6 +178,11 @@ fn poll_io<D: Downstream>(
             }
         }
     }
+    if sh.conn.output_len() == 0 && sh.conn.error().is_some() {
+        // The codec ended the connection outside a read (a client's tiny
+        // windows spent its small-data budget): its GOAWAY is written.
+        return Poll::Ready(IoEvent::Closed);
+    }
     let high = ctx.config.http2.max_send_buffer;
     if sh.table.output_waiters && sh.conn.output_len() < high / 2 {
         sh.table.output_waiters = false;

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Sleep;
+use tracing::debug;
 
 use super::streams::SharedCell;
 use super::ConnFacts;
@@ -202,12 +203,16 @@ impl<'a> H2Stream<'a> {
     }
 
     /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`,
-    /// within the client's windows and the connection's queued output.
+    /// within the client's windows, the connection's queued output and the
+    /// codec's budget of DATA frames tiny windows cut small.
     pub(super) fn poll_send_capacity(
         &mut self,
         cx: &mut Context<'_>,
         want: usize,
     ) -> Poll<std::io::Result<usize>> {
+        if want == 0 {
+            return Poll::Ready(Ok(0));
+        }
         let granted = {
             let mut sh = self.shared.borrow_mut();
             let sh = &mut *sh;
@@ -219,8 +224,14 @@ impl<'a> H2Stream<'a> {
             }
             let high = self.ctx.config.http2.max_send_buffer;
             let room = high.saturating_sub(sh.conn.output_len());
-            let cap = sh.conn.send_capacity(self.stream_id).min(room);
+            let cap = sh.conn.grant_send(self.stream_id, want, room);
             if cap == 0 {
+                if sh.conn.error().is_some() {
+                    // The client's tiny windows spent the small-data budget:
+                    // the connection ends with its GOAWAY.
+                    sh.table.wake_conn();
+                    return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+                }
                 slot.wait(cx.waker());
                 sh.table.output_waiters |= room == 0;
             }
@@ -228,7 +239,7 @@ impl<'a> H2Stream<'a> {
         };
         if granted > 0 {
             self.write_stall = None;
-            return Poll::Ready(Ok(granted.min(want)));
+            return Poll::Ready(Ok(granted));
         }
         self.poll_write_stall(cx).map(Err)
     }
@@ -268,8 +279,13 @@ impl<'a> H2Stream<'a> {
         let lowered = lowercase_fields(trailers.iter().copied());
         let mut sh = self.shared.borrow_mut();
         let mut fields = lowered.iter().map(|(n, v)| (n.as_slice(), *v));
-        sh.conn.send_trailers(self.stream_id, &mut fields);
+        let sent = sh.conn.send_trailers(self.stream_id, &mut fields);
         sh.table.wake_conn();
+        if !sent {
+            return Err(std::io::Error::other(
+                "the response trailers are past the client's header list limit",
+            ));
+        }
         Ok(())
     }
 
@@ -405,21 +421,39 @@ impl<'a> Session<'a> for H2Stream<'a> {
                     .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length"))
             };
             let mut sh = self.shared.borrow_mut();
-            if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
+            let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
                 let mut fields = own.chain(
                     given()
                         .filter(|(n, _)| carried(n))
                         .map(|(n, v)| (n.as_bytes(), v)),
                 );
                 sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end);
+                    .send_headers(self.stream_id, status, &mut fields, end)
             } else {
                 let lowered = lowercase_fields(given());
                 let mut fields = own.chain(lowered.iter().map(|(n, v)| (n.as_slice(), *v)));
                 sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end);
-            }
+                    .send_headers(self.stream_id, status, &mut fields, end)
+            };
             sh.table.wake_conn();
+            if !sent {
+                // Past the client's SETTINGS_MAX_HEADER_LIST_SIZE: the codec
+                // answered a bare 500 (or reset the stream) instead, and
+                // nothing more goes on the stream.
+                debug!(peer = %self.peer, stream = self.stream_id, status, "response head past the client's header list limit: 500");
+                self.status = 500;
+                self.length = None;
+                self.ended = true;
+                if let Body::Push(_) = body {
+                    self.push = PushH2 {
+                        active: true,
+                        finished: false,
+                        drop: true,
+                        written: 0,
+                    };
+                }
+                return;
+            }
         }
         if tunnel {
             // No upgrade over HTTP/2 (the Upgrade field is refused): end here.
