@@ -226,7 +226,14 @@ impl ConnCore {
             encoder: Encoder::default(),
             out: Output::new(out),
             streams: StreamTable::default(),
-            recent_resets: RecentResets::default(),
+            // A client's streams may all be cancelled at once (capped: the
+            // origin's SETTINGS cannot make this grow).
+            recent_resets: match role {
+                Role::Client => {
+                    RecentResets::remembering(limits.max_concurrent_streams.min(1024) as usize)
+                }
+                Role::Server => RecentResets::default(),
+            },
             block: Vec::new(),
             pending: None,
             scratch: Vec::new(),

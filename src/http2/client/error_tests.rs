@@ -423,6 +423,36 @@ fn frames_on_streams_we_closed() {
 }
 
 #[test]
+fn frames_in_flight_for_every_stream_we_cancelled_at_once_are_dropped() {
+    // A client with 40 calls open goes away: the proxy cancels all 40, and
+    // the origin's answers already on their way arrive after. None of them
+    // is an error of the origin's, and the pooled connection lives on.
+    let mut l = limits();
+    l.max_concurrent_streams = 64;
+    l.max_error_resets = 4;
+    let mut o = Origin::new(l);
+    let ids: Vec<StreamId> = (0..40).map(|_| o.open("GET", true)).collect();
+    o.frames();
+    for &id in &ids {
+        o.conn.reset_stream(id, ErrorCode::Cancel);
+    }
+    assert_eq!(o.frames().len(), 40, "a CANCEL for each");
+    for &id in &ids {
+        o.send(&headers(id, &response_block("200", &[]), false))
+            .unwrap();
+        o.send(&data(id, b"late", true)).unwrap();
+    }
+    let resets: Vec<_> = o
+        .frames()
+        .into_iter()
+        .filter(|f| f.kind == kind::RST_STREAM || f.kind == kind::GOAWAY)
+        .collect();
+    assert!(resets.is_empty(), "{resets:?}");
+    assert!(o.events().is_empty());
+    assert!(o.conn.can_open(), "the connection takes new streams");
+}
+
+#[test]
 fn the_origins_settings_move_windows_frame_size_and_table_size() {
     let mut o = Origin::new(limits());
     let id = o.open("POST", false);

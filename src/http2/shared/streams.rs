@@ -122,21 +122,38 @@ impl StreamTable {
     }
 }
 
-/// How many streams reset by this side are remembered.
+/// How many streams reset by this side are remembered at the least.
 const RECENT_RESETS: usize = 16;
 
 /// The last streams this side reset (or refused, or ignored): frames the
 /// peer sent on them before it learned of it are dropped, not answered.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RecentResets {
-    ids: [StreamId; RECENT_RESETS],
+    ids: Box<[StreamId]>,
     next: usize,
 }
 
+impl Default for RecentResets {
+    fn default() -> Self {
+        RecentResets::remembering(RECENT_RESETS)
+    }
+}
+
 impl RecentResets {
+    /// Remembers the last `n` resets (at least [`RECENT_RESETS`]). A client
+    /// remembers as many as it has streams open at once: a pooled upstream
+    /// connection whose client went away may see all of them cancelled
+    /// within one round trip, with the origin's frames for each in flight.
+    pub(crate) fn remembering(n: usize) -> Self {
+        RecentResets {
+            ids: vec![0; n.max(RECENT_RESETS)].into_boxed_slice(),
+            next: 0,
+        }
+    }
+
     pub(crate) fn add(&mut self, id: StreamId) {
         self.ids[self.next] = id;
-        self.next = (self.next + 1) % RECENT_RESETS;
+        self.next = (self.next + 1) % self.ids.len();
     }
 
     pub(crate) fn contains(&self, id: StreamId) -> bool {
@@ -157,5 +174,12 @@ mod tests {
         }
         assert!(!r.contains(1));
         assert!(r.contains(3) && r.contains(2 * RECENT_RESETS as u32 + 1));
+        let mut r = RecentResets::remembering(100);
+        for id in (1..=199).step_by(2) {
+            r.add(id);
+        }
+        assert!(r.contains(1) && r.contains(199));
+        r.add(201);
+        assert!(!r.contains(1));
     }
 }
