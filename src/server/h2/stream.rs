@@ -421,8 +421,8 @@ impl<'a> Session<'a> for H2Stream<'a> {
             // sent (RFC 8441 §5).
             let given = || {
                 head.all_fields().filter(|(n, _)| {
-                    !n.eq_ignore_ascii_case("content-length")
-                        && !(opens_tunnel && n.eq_ignore_ascii_case("sec-websocket-accept"))
+                    let accept = opens_tunnel && n.eq_ignore_ascii_case("sec-websocket-accept");
+                    !(n.eq_ignore_ascii_case("content-length") || accept)
                 })
             };
             let mut sh = self.shared.borrow_mut();
