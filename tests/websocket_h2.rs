@@ -9,6 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::Pier;
 use serde_json::{json, Value};
@@ -24,10 +25,11 @@ struct WsServer {
 }
 
 impl WsServer {
-    fn start() -> WsServer {
+    fn start(markers: &Path) -> WsServer {
         let mut child = Command::new("python3")
             .arg(peer_script())
             .arg("server")
+            .arg(markers)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -73,7 +75,8 @@ fn websockets_open_over_http2_by_extended_connect_and_echo_through_the_proxy() {
     if !peers_present() {
         return;
     }
-    let server = WsServer::start();
+    let markers = tempfile::tempdir().unwrap();
+    let server = WsServer::start(markers.path());
     let config = format!(
         r#"
 [server]
@@ -83,6 +86,7 @@ listen = "127.0.0.1:0"
 http2 = true
 [[upstream]]
 name = "ws"
+read_timeout = "1s"
 servers = [{{ address = "127.0.0.1:{}" }}]
 [[route]]
 path = "/static/"
@@ -135,5 +139,33 @@ upstream = "ws"
     assert_eq!(v["no_path"], 1, "{v}");
     assert_eq!(v["no_scheme"], 1, "{v}");
     assert_eq!(v["protocol_on_get"], 1, "{v}");
+    // The client's RST_STREAM closes the upstream connection (1006: no
+    // close frame).
+    assert_eq!(v["before_reset"], json!(["before the reset"]), "{v}");
+    assert!(
+        wait_for_line(&markers.path().join("closed"), "/ws/reset 1006"),
+        "the upstream never saw the reset tunnel close"
+    );
+    // Idle past read_timeout: reset with CANCEL, the upstream closed too.
+    assert_eq!(v["idle_status"], "200", "{v}");
+    assert_eq!(v["idle_reset"], 8, "{v}");
+    let after = v["idle_after_s"].as_f64().unwrap();
+    assert!((0.8..5.0).contains(&after), "{v}");
+    assert!(
+        wait_for_line(&markers.path().join("closed"), "/ws/idle 1006"),
+        "the upstream never saw the idle tunnel close"
+    );
     assert_eq!(v["again"], json!(["again"]), "{v}");
+}
+
+/// Whether `path` comes to hold the line `line` within 5 s.
+fn wait_for_line(path: &Path, line: &str) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }

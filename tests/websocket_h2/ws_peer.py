@@ -1,8 +1,9 @@
 """WebSocket over HTTP/2 (RFC 8441) peers for tests/websocket_h2.rs.
 
-`server`: a WebSocket echo server (PyPI `websockets`) on 127.0.0.1, its port
-printed on the first line; it refuses the path /refused with 403 and
-requires the subprotocol "chat" (a request without it gets its 400).
+`server DIR`: a WebSocket echo server (PyPI `websockets`) on 127.0.0.1, its
+port printed on the first line; it refuses the path /refused with 403 and
+requires the subprotocol "chat" (a request without it gets its 400). As each
+connection ends it appends "PATH CLOSE_CODE" to DIR/closed.
 
 `client HOST:PORT`: an HTTP/2 client (PyPI `h2`) with prior knowledge that
 opens WebSockets by extended CONNECT and speaks the WebSocket protocol over
@@ -24,14 +25,18 @@ from websockets.frames import Close
 from websockets.protocol import Protocol, Side
 
 
-def serve():
+def serve(markers):
     from websockets.asyncio.server import serve as ws_serve
     from websockets.http11 import Response
     from websockets.datastructures import Headers
 
     async def echo(ws):
-        async for message in ws:
-            await ws.send(message)
+        try:
+            async for message in ws:
+                await ws.send(message)
+        finally:
+            with open(f"{markers}/closed", "a") as f:
+                f.write(f"{ws.request.path} {ws.close_code}\n")
 
     def refuse(connection, request):
         if request.path == "/refused":
@@ -213,6 +218,25 @@ def run_client(addr):
     _, head = c.open("/ws/echo", method="GET")
     out["protocol_on_get"] = head.get("reset")
 
+    # The client resets a tunnel: the upstream connection is closed.
+    sid, head = c.open("/ws/reset", [("sec-websocket-protocol", "chat")])
+    ws = Protocol(Side.CLIENT)
+    ws.send_text(b"before the reset")
+    for d in ws.data_to_send():
+        c.send(sid, d)
+    frames, _ = websocket_events(c, sid, ws, 1)
+    out["before_reset"] = [bytes(f.data).decode() for f in frames]
+    c.conn.reset_stream(sid, 8)
+    c.flush()
+
+    # A tunnel idle past the group's read_timeout is reset (CANCEL, 8).
+    sid, head = c.open("/ws/idle", [("sec-websocket-protocol", "chat")])
+    out["idle_status"] = head.get(":status")
+    started = time.monotonic()
+    ev = c.take(sid, h2.events.StreamEnded, timeout=10)
+    out["idle_reset"] = int(ev.error_code) if isinstance(ev, h2.events.StreamReset) else None
+    out["idle_after_s"] = round(time.monotonic() - started, 2)
+
     # The connection still serves after all of that.
     sid, head = c.open("/ws/echo", [("sec-websocket-protocol", "chat")])
     ws = Protocol(Side.CLIENT)
@@ -226,6 +250,6 @@ def run_client(addr):
 
 if __name__ == "__main__":
     if sys.argv[1] == "server":
-        serve()
+        serve(sys.argv[2])
     else:
         run_client(sys.argv[2])
