@@ -135,6 +135,8 @@ upstream = "ws"
     // An upstream that does not upgrade: its answer as it is.
     assert_eq!(v["upstream_refused"], "403", "{v}");
     assert_eq!(v["upstream_refused_body"], "refused", "{v}");
+    // Only a WebSocket is relayed: another :protocol is 501.
+    assert_eq!(v["other_protocol"], "501", "{v}");
     // Malformed: RST_STREAM(PROTOCOL_ERROR).
     assert_eq!(v["no_path"], 1, "{v}");
     assert_eq!(v["no_scheme"], 1, "{v}");

@@ -210,6 +210,10 @@ def run_client(addr):
             break
     out["upstream_refused_body"] = body.decode(errors="replace")
 
+    # A protocol other than WebSocket has no HTTP/1.1 form to relay.
+    _, head = c.open("/ws/echo", protocol="connect-udp")
+    out["other_protocol"] = head.get(":status")
+
     # Malformed extended CONNECTs: reset with PROTOCOL_ERROR (1).
     _, head = c.open("/ws/echo", drop=(":path",))
     out["no_path"] = head.get("reset")

@@ -210,13 +210,6 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
     };
 
     if group.protocol == crate::upstream::group::UpstreamProtocol::H2 {
-        if info.websocket_key.is_some() {
-            // An HTTP/2 upstream would take it only as extended CONNECT,
-            // which this proxy does not send.
-            drop(admission);
-            answer_with_page(session, &route.error_pages, 501, None);
-            return;
-        }
         h2_forward::forward_h2(session, route, &info, started, admission, tap).await;
         return;
     }
