@@ -941,8 +941,22 @@ fn a_reload_stops_the_replaced_generations_health_checks() {
     pier.signal(Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
         .expect("reload logged");
-    std::thread::sleep(Duration::from_millis(200));
-    let after_reload = checks(&old);
+    // The old generation's checks stop: their count settles (a check in
+    // flight at the reload may still land) and then stays.
+    let settle_by = std::time::Instant::now() + Duration::from_secs(10);
+    let mut after_reload = checks(&old);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = checks(&old);
+        if now == after_reload {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settle_by,
+            "the old generation still checks ({now} checks)"
+        );
+        after_reload = now;
+    }
     assert!(after_reload > 0);
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(
@@ -950,7 +964,14 @@ fn a_reload_stops_the_replaced_generations_health_checks() {
         after_reload,
         "the old generation still checks"
     );
-    assert!(checks(&new) >= 5, "the new generation checks");
+    let new_by = std::time::Instant::now() + Duration::from_secs(10);
+    while checks(&new) < 5 {
+        assert!(
+            std::time::Instant::now() < new_by,
+            "the new generation checks"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     drop(kept);
 }
 

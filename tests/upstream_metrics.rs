@@ -411,10 +411,15 @@ fn one_name_per_upstream_server_in_logs_metrics_and_status_and_no_os_error_numbe
         .expect("the health check logs the server down");
     assert!(down.contains(&format!("upstream={name}")), "{down}");
     assert!(!down.contains("os error"), "{down}");
-    assert_eq!(get(addr, &req("/")).status, 503);
-    let text = metrics(admin);
+    // `localhost` may stand for more than one address, each checked on its
+    // own: the group answers 503 once every one of them is down.
+    wait_until("every address of the server down", || {
+        get(addr, &req("/")).status == 503
+    });
     let series = format!("pier_upstream_server_up{{group=\"named\",server=\"{name}\"}}");
-    assert_eq!(sample(&text, &series), Some(0.0), "{text}");
+    wait_until("the server shown down", || {
+        sample(&metrics(admin), &series) == Some(0.0)
+    });
     let v = status(admin);
     let s = server(&v, "named");
     assert_eq!(s["name"], name.as_str());

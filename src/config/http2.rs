@@ -112,6 +112,8 @@ impl Http2Config {
             max_error_resets: self.max_error_resets,
             max_empty_frames: self.max_control_frames,
             max_inert_frames: self.max_inert_frames,
+            // WebSockets over HTTP/2 (RFC 8441): the proxy relays them.
+            enable_connect_protocol: true,
         }
     }
 }

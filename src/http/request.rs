@@ -41,6 +41,9 @@ pub struct RequestView<'a> {
     client_address: Option<&'a ClientAddress>,
     /// The listener the request came on, by its position in the configuration.
     listener: usize,
+    /// An HTTP/2 extended CONNECT (RFC 8441), seen as the HTTP/1.1 upgrade
+    /// it stands for.
+    extended_connect: bool,
 }
 
 impl<'a> RequestView<'a> {
@@ -57,7 +60,23 @@ impl<'a> RequestView<'a> {
             tls,
             client_address: None,
             listener: 0,
+            extended_connect: false,
         }
+    }
+
+    /// The view of an HTTP/2 extended CONNECT (RFC 8441 §5), whose head is
+    /// the HTTP/1.1 request it stands for: a `GET` of its path with
+    /// `Connection: upgrade` and `Upgrade:` its `:protocol`. The client sent
+    /// no `Sec-WebSocket-Key`; a proxy that relays it invents one.
+    pub fn from_extended_connect(mut self) -> Self {
+        self.extended_connect = true;
+        self
+    }
+
+    /// Whether the request came as an HTTP/2 extended CONNECT: its answer is
+    /// a tunnel (`:status 200`) or an error, never a plain 2xx.
+    pub fn is_extended_connect(&self) -> bool {
+        self.extended_connect
     }
 
     /// The view of a request that came on listener `listener` (its position

@@ -63,7 +63,11 @@ impl ServerConnection {
     /// WINDOW_UPDATE) in the output, to go out before anything else.
     pub fn new(limits: ConnLimits) -> Self {
         ServerConnection {
-            head: RequestHead::new(limits.max_header_list_size, limits.max_header_fields),
+            head: RequestHead::new(
+                limits.max_header_list_size,
+                limits.max_header_fields,
+                limits.enable_connect_protocol,
+            ),
             core: ConnCore::new(Role::Server, limits),
             preface_done: false,
         }

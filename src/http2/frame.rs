@@ -73,6 +73,9 @@ pub mod setting {
     pub const MAX_FRAME_SIZE: u16 = 0x5;
     /// Advisory limit of a header list's decoded size.
     pub const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+    /// The sender takes extended CONNECT, a request's `:protocol` (0 or 1,
+    /// RFC 8441 §3): how a WebSocket opens on an HTTP/2 stream.
+    pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
 }
 
 /// A parsed frame head.

@@ -77,6 +77,9 @@ pub struct ConnLimits {
     /// WINDOW_UPDATE answering DATA this side sent is not counted (see
     /// `budget.rs`). Past it GOAWAY ENHANCE_YOUR_CALM.
     pub max_inert_frames: u32,
+    /// Server: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 is announced and a
+    /// request may carry `:protocol` (RFC 8441). Ignored by a client.
+    pub enable_connect_protocol: bool,
 }
 
 /// A connection error: the GOAWAY is queued in the output; the driver writes
@@ -204,18 +207,22 @@ impl ConnCore {
                 (setting::ENABLE_PUSH, 0)
             }
         };
-        let settings = [
-            first,
-            (setting::INITIAL_WINDOW_SIZE, limits.initial_stream_window),
-            (setting::MAX_FRAME_SIZE, limits.max_frame_size),
-            (setting::MAX_HEADER_LIST_SIZE, limits.max_header_list_size),
-            (setting::HEADER_TABLE_SIZE, limits.header_table_size),
+        let announced = [
+            Some(first),
+            Some((setting::INITIAL_WINDOW_SIZE, limits.initial_stream_window)),
+            Some((setting::MAX_FRAME_SIZE, limits.max_frame_size)),
+            Some((setting::MAX_HEADER_LIST_SIZE, limits.max_header_list_size)),
+            (limits.header_table_size != 4096)
+                .then_some((setting::HEADER_TABLE_SIZE, limits.header_table_size)),
+            (role == Role::Server && limits.enable_connect_protocol)
+                .then_some((setting::ENABLE_CONNECT_PROTOCOL, 1)),
         ];
-        let n = if limits.header_table_size == 4096 {
-            4
-        } else {
-            5
-        };
+        let mut settings = [(0, 0); 6];
+        let mut n = 0;
+        for s in announced.into_iter().flatten() {
+            settings[n] = s;
+            n += 1;
+        }
         frame::write_settings(&mut out, &settings[..n]);
         if conn_window > frame::DEFAULT_WINDOW {
             frame::write_window_update(&mut out, 0, conn_window - frame::DEFAULT_WINDOW);

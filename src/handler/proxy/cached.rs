@@ -33,8 +33,10 @@ pub(crate) async fn forward_cached<'h>(
     let request = session.request();
     let method = request.method();
     let key = zone.settings.key.key_of(&request);
-    if !matches!(method, Method::Get | Method::Head) {
-        let safe = matches!(method, Method::Options | Method::Trace);
+    // An extended CONNECT's answer is a tunnel, never a stored response.
+    let tunnel = request.is_extended_connect();
+    if tunnel || !matches!(method, Method::Get | Method::Head) {
+        let safe = tunnel || matches!(method, Method::Options | Method::Trace);
         if safe {
             forward_with(session, route, &mut PassTap::default()).await;
             session.note_cache("bypass");

@@ -17,7 +17,9 @@
 //! 7. **rewrite the downstream response** ([`rewrite_response`]);
 //! 8. **relay the body** ([`relay_body`]), never holding more than a buffer;
 //!    a cleanly finished upstream connection goes back to the pool;
-//! 9. **tunnel** ([`tunnel`]) after a 101;
+//! 9. **tunnel** ([`tunnel`]) after a 101 (an HTTP/2 extended CONNECT is
+//!    relayed as an HTTP/1.1 upgrade, with a key of the proxy's own:
+//!    [`websocket_key`]);
 //! 10. **log** ([`log`]): statistics, the access-log fields, failures with the
 //!     upstream address, passive health.
 //!
@@ -49,6 +51,7 @@ pub mod send;
 #[cfg(test)]
 mod tests;
 pub mod tunnel;
+mod websocket_key;
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! What every phase needs to know about the downstream request, read once
 //! from its head through the session's view.
 
+use super::websocket_key::WebSocketKey;
 use crate::http::RequestView;
 use crate::http1::grammar::list_elements;
 use crate::http1::parse::{BodyKind, Method, Version};
@@ -13,6 +14,9 @@ pub(super) struct RequestInfo {
     pub(super) expect_continue: bool,
     /// `Connection: upgrade` with an `Upgrade` field on a GET.
     pub(super) upgrade: bool,
+    /// The key the upstream request carries in place of the client's: an
+    /// HTTP/2 extended CONNECT for a WebSocket, which has none (RFC 8441 §5).
+    pub(super) websocket_key: Option<WebSocketKey>,
 }
 
 impl RequestInfo {
@@ -27,6 +31,13 @@ impl RequestInfo {
                 .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
                 .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
         let body = request.body_kind();
+        let websocket_key = (upgrade
+            && request.is_extended_connect()
+            && request
+                .header("upgrade")
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"websocket")))
+        .then(WebSocketKey::random)
+        .flatten();
         RequestInfo {
             method,
             body,
@@ -35,6 +46,7 @@ impl RequestInfo {
                     .header("expect")
                     .is_some_and(|v| v.eq_ignore_ascii_case(b"100-continue")),
             upgrade,
+            websocket_key,
         }
     }
 

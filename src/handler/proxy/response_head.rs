@@ -16,6 +16,7 @@ use super::{ErrorKind, ProxyError};
 use crate::deadline::{DeadlinePassed, WakeClock};
 use crate::http::Session;
 use crate::http1::response::ParsedResponseHead;
+use crate::http1::HeaderLines;
 use crate::upstream::group::UpstreamGroup;
 use crate::upstream::pool::Pooled;
 use crate::worker::READ_BUF;
@@ -62,6 +63,14 @@ pub(super) async fn read_response_head(
                         error: ProxyError::upstream(
                             ErrorKind::Malformed,
                             "101 to a request that did not ask to upgrade",
+                        ),
+                        nothing_received: false,
+                    });
+                } else if resp.status == 101 && !accepted(info, resp, buf) {
+                    return Err(HeadError {
+                        error: ProxyError::upstream(
+                            ErrorKind::Malformed,
+                            "101 whose Sec-WebSocket-Accept does not answer the key",
                         ),
                         nothing_received: false,
                     });
@@ -135,4 +144,14 @@ async fn read_within(
         clock.woke();
     }
     r
+}
+
+/// Whether a 101 answers the WebSocket key the proxy made for the request,
+/// when it made one (RFC 6455 §4.1: a client fails a handshake whose
+/// accept value is wrong; here the proxy is that client).
+fn accepted(info: &RequestInfo, resp: &ParsedResponseHead, buf: &[u8]) -> bool {
+    info.websocket_key.is_none_or(|key| {
+        resp.header(buf, "sec-websocket-accept")
+            .is_some_and(|a| key.accepts(a))
+    })
 }

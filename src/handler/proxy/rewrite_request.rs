@@ -106,6 +106,9 @@ pub(super) fn encode_request_head(
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
+        if info.websocket_key.is_some() && name.eq_ignore_ascii_case(b"sec-websocket-key") {
+            continue;
+        }
         if route.request_rules.as_ref().is_some_and(|r| r.drops(name))
             || tap.drops_request_field(name)
         {
@@ -172,6 +175,9 @@ pub(super) fn encode_request_head(
         rules.write_fields(request, request_id, out);
     }
     tap.add_request_fields(out);
+    if let Some(key) = &info.websocket_key {
+        out.field(b"Sec-WebSocket-Key", key.as_bytes());
+    }
     let upgrade = info
         .upgrade
         .then(|| request.header("upgrade").unwrap_or(b""));

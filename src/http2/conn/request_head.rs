@@ -11,6 +11,8 @@ const METHOD: usize = 0;
 const SCHEME: usize = 1;
 const AUTHORITY: usize = 2;
 const PATH: usize = 3;
+/// `:protocol`, of an extended CONNECT (RFC 8441 §4).
+const PROTOCOL: usize = 4;
 
 /// What the fields being decoded are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,18 +30,22 @@ pub(super) enum HeadKind {
 /// fields.
 pub struct RequestHead {
     list: FieldList,
-    pseudo: [Option<Span>; 4],
+    pseudo: [Option<Span>; 5],
+    /// `:protocol` is taken (SETTINGS_ENABLE_CONNECT_PROTOCOL was announced).
+    connect_protocol: bool,
     // The state of the head being decoded.
     kind: HeadKind,
     malformed: Option<&'static str>,
 }
 
 impl RequestHead {
-    /// An empty head enforcing the connection's limits.
-    pub(super) fn new(max_list_size: u32, max_fields: usize) -> Self {
+    /// An empty head enforcing the connection's limits; `connect_protocol`:
+    /// extended CONNECT is taken.
+    pub(super) fn new(max_list_size: u32, max_fields: usize, connect_protocol: bool) -> Self {
         RequestHead {
             list: FieldList::new(max_list_size, max_fields),
-            pseudo: [None; 4],
+            pseudo: [None; 5],
+            connect_protocol,
             kind: HeadKind::Request,
             malformed: None,
         }
@@ -63,6 +69,12 @@ impl RequestHead {
     /// `:path` (absent for CONNECT).
     pub fn path(&self) -> Option<&[u8]> {
         self.pseudo_value(PATH)
+    }
+
+    /// `:protocol`: the request is an extended CONNECT (RFC 8441 §4) opening
+    /// a tunnel of that protocol (`websocket`) on the stream.
+    pub fn protocol(&self) -> Option<&[u8]> {
+        self.pseudo_value(PROTOCOL)
     }
 
     /// The regular fields in the order received (`cookie` fields as sent,
@@ -90,7 +102,7 @@ impl RequestHead {
     /// Starts decoding a new head, keeping the buffers' capacity.
     pub(super) fn begin(&mut self, kind: HeadKind) {
         self.list.begin();
-        self.pseudo = [None; 4];
+        self.pseudo = [None; 5];
         self.kind = kind;
         self.malformed = None;
     }
@@ -124,6 +136,7 @@ impl RequestHead {
                 b"scheme" => SCHEME,
                 b"authority" => AUTHORITY,
                 b"path" => PATH,
+                b"protocol" if self.connect_protocol => PROTOCOL,
                 b"status" => return Err("response pseudo field"),
                 _ => return Err("unknown pseudo field"),
             };
@@ -151,7 +164,19 @@ impl RequestHead {
         if self.pseudo[METHOD].is_none() {
             return Err("no :method");
         }
-        if self.method() == b"CONNECT" {
+        if self.pseudo[PROTOCOL].is_some() {
+            // RFC 8441 §4: an extended CONNECT names its target as a request
+            // does; `:protocol` on any other method is malformed.
+            if self.method() != b"CONNECT" {
+                return Err(":protocol without CONNECT");
+            }
+            if self.pseudo[SCHEME].is_none() || self.pseudo[AUTHORITY].is_none() {
+                return Err("extended CONNECT without :scheme or :authority");
+            }
+            if self.path().is_none_or(<[u8]>::is_empty) {
+                return Err("extended CONNECT without :path");
+            }
+        } else if self.method() == b"CONNECT" {
             if self.pseudo[SCHEME].is_some() || self.pseudo[PATH].is_some() {
                 return Err("CONNECT with :scheme or :path");
             }
@@ -184,7 +209,7 @@ impl RequestHead {
         max_list_size: u32,
         end_stream: bool,
     ) -> Result<Self, &'static str> {
-        let mut head = RequestHead::new(max_list_size, 100);
+        let mut head = RequestHead::new(max_list_size, 100, true);
         head.begin(HeadKind::Request);
         for (name, value) in fields {
             head.push(name.as_bytes(), value.as_bytes());
@@ -199,7 +224,7 @@ mod tests {
     use super::*;
 
     fn head(fields: &[(&str, &str)], end_stream: bool) -> Result<RequestHead, &'static str> {
-        let mut h = RequestHead::new(1024, 8);
+        let mut h = RequestHead::new(1024, 8, true);
         h.begin(HeadKind::Request);
         for (n, v) in fields {
             h.push(n.as_bytes(), v.as_bytes());
@@ -237,6 +262,50 @@ mod tests {
     fn connect_needs_only_method_and_authority() {
         let h = head(&[(":method", "CONNECT"), (":authority", "a:443")], false).unwrap();
         assert_eq!((h.scheme(), h.path()), (None, None));
+    }
+
+    #[test]
+    fn extended_connect_names_its_protocol_and_target() {
+        let ws = [
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "https"),
+            (":authority", "a.test"),
+            (":path", "/chat?room=1"),
+        ];
+        let h = head(&ws, false).unwrap();
+        assert_eq!(h.protocol(), Some(&b"websocket"[..]));
+        assert_eq!(h.path(), Some(&b"/chat?room=1"[..]));
+        let plain = head(&[(":method", "CONNECT"), (":authority", "a:443")], false).unwrap();
+        assert_eq!(plain.protocol(), None);
+
+        let without = |name: &str| {
+            let f: Vec<_> = ws.iter().copied().filter(|(n, _)| *n != name).collect();
+            head(&f, false).map(|_| ())
+        };
+        assert_eq!(
+            without(":scheme"),
+            Err("extended CONNECT without :scheme or :authority")
+        );
+        assert_eq!(
+            without(":authority"),
+            Err("extended CONNECT without :scheme or :authority")
+        );
+        assert_eq!(without(":path"), Err("extended CONNECT without :path"));
+        let mut get = ws;
+        get[0] = (":method", "GET");
+        assert_eq!(
+            head(&get, false).map(|_| ()),
+            Err(":protocol without CONNECT")
+        );
+
+        // Not announced: `:protocol` is an unknown pseudo field.
+        let mut h = RequestHead::new(1024, 8, false);
+        h.begin(HeadKind::Request);
+        for (n, v) in ws {
+            h.push(n.as_bytes(), v.as_bytes());
+        }
+        assert_eq!(h.finish(false), Err("unknown pseudo field"));
     }
 
     #[test]
@@ -371,7 +440,7 @@ mod tests {
 
     #[test]
     fn trailers_take_no_pseudo_field() {
-        let mut h = RequestHead::new(1024, 8);
+        let mut h = RequestHead::new(1024, 8, true);
         h.begin(HeadKind::Trailers);
         h.push(b"grpc-status", b"0");
         assert!(h.finish(true).is_ok());

@@ -215,6 +215,16 @@ fn settings_go_out_first_and_the_clients_are_acked() {
 }
 
 #[test]
+fn extended_connect_is_announced_when_taken() {
+    let mut l = limits();
+    l.enable_connect_protocol = true;
+    let c = Client::fresh(l);
+    let mut want = settings(&[(3, 4), (4, 65_535), (5, 16_384), (6, 8192), (8, 1)]);
+    want.extend(window_update(0, (1 << 20) - 65_535));
+    assert_eq!(c.conn.output(), &want[..]);
+}
+
+#[test]
 fn a_get_is_delivered_with_its_fields_and_answered() {
     let mut c = Client::new(limits());
     let mut f = GET.to_vec();

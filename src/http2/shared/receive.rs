@@ -295,6 +295,10 @@ impl ConnCore {
                 setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
+                // 0 or 1 (RFC 8441 §3).
+                setting::ENABLE_CONNECT_PROTOCOL if value > 1 => {
+                    return Err(self.connection_error(ErrorCode::ProtocolError));
+                }
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent_streams = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = value,
                 setting::INITIAL_WINDOW_SIZE => {

@@ -20,6 +20,7 @@ pub(crate) fn limits() -> ConnLimits {
         max_error_resets: 5,
         max_empty_frames: 10,
         max_inert_frames: 20,
+        enable_connect_protocol: false,
     }
 }
 

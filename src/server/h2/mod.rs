@@ -24,6 +24,7 @@ mod stream;
 mod streams;
 #[cfg(test)]
 mod tests;
+mod tunnel;
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -119,7 +120,8 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         if let Ok(mut sh) = self.shared.try_borrow_mut() {
             let sh = &mut *sh;
-            sh.table.remove(self.id);
+            let unread = sh.table.remove(self.id);
+            sh.conn.release(self.id, unread);
             // Whatever the stream has not ended ends here (NO_ERROR after a
             // whole answer: the client may stop sending its body).
             sh.conn.reset_stream(self.id, ErrorCode::NoError);
@@ -448,8 +450,10 @@ async fn run_stream(
         buf,
         head,
         parsed,
+        extended_connect,
     } = fresh;
     let mut s = H2Stream::new(ctx, facts, shared, peer, id, buf, head);
+    s.extended_connect = extended_connect;
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
         Ok(()) => service::serve_request(&mut s, started).await,

@@ -3,7 +3,10 @@
 //! joined (RFC 9113 §8.2.3), and the head is built with the HTTP/1 parser's
 //! checks, so both protocols meet the same grammar and the same `[http]`
 //! limits (field count, head size, target length) and handlers see one
-//! request view.
+//! request view. An extended CONNECT (RFC 8441) becomes the HTTP/1.1
+//! upgrade it stands for (RFC 8441 §5): a `GET` of its path with
+//! `Connection: upgrade` and `Upgrade:` its `:protocol`, and no body (the
+//! stream's DATA are the tunnel's bytes).
 
 use crate::http1::parse::{BodyKind, Limits, RequestError, RequestHead, RequestHeadBuilder};
 use crate::http2::conn::RequestHead as DecodedHead;
@@ -23,7 +26,7 @@ pub(super) fn read_h2_head(
     }
     build_head(decoded, limits, buf, head).map_err(|e| e.status())?;
     head.body = match head.body {
-        _ if end_of_stream => BodyKind::None,
+        _ if end_of_stream || decoded.protocol().is_some() => BodyKind::None,
         BodyKind::Length(n) => BodyKind::Length(n),
         // No length: the body ends with the stream.
         _ => BodyKind::Chunked,
@@ -38,16 +41,20 @@ fn build_head(
     buf: &mut Vec<u8>,
     head: &mut RequestHead,
 ) -> Result<(), RequestError> {
-    let method = decoded.method();
     let authority = decoded.authority();
-    let target = if method == b"CONNECT" {
-        authority.unwrap_or_default()
-    } else {
-        decoded.path().unwrap_or_default()
+    let protocol = decoded.protocol();
+    let (method, target) = match decoded.method() {
+        _ if protocol.is_some() => (&b"GET"[..], decoded.path().unwrap_or_default()),
+        m @ b"CONNECT" => (m, authority.unwrap_or_default()),
+        m => (m, decoded.path().unwrap_or_default()),
     };
     let mut builder = RequestHeadBuilder::new(buf, head, limits, method, target)?;
     if let Some(a) = authority {
         builder.field(b"host", a)?;
+    }
+    if let Some(p) = protocol {
+        builder.field(b"connection", b"upgrade")?;
+        builder.field(b"upgrade", p)?;
     }
     let mut cookies = false;
     for (name, value) in decoded.fields() {
@@ -236,6 +243,35 @@ mod tests {
         assert_eq!(head.method, crate::http1::Method::Post);
         assert_eq!(head.body, BodyKind::Length(3));
         assert!(head.expect_continue);
+    }
+
+    #[test]
+    fn an_extended_connect_reads_as_an_http1_upgrade() {
+        let d = decoded(
+            &[
+                (":method", "CONNECT"),
+                (":protocol", "websocket"),
+                (":scheme", "https"),
+                (":authority", "a.test"),
+                (":path", "/chat?x=1"),
+                ("sec-websocket-version", "13"),
+            ],
+            false,
+        );
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.method, crate::http1::Method::Get);
+        assert_eq!(head.path(&buf), b"/chat");
+        assert_eq!(head.query(&buf), Some(&b"x=1"[..]));
+        assert_eq!(head.host(&buf), Some(&b"a.test"[..]));
+        assert_eq!(head.header(&buf, "connection"), Some(&b"upgrade"[..]));
+        assert_eq!(head.header(&buf, "upgrade"), Some(&b"websocket"[..]));
+        assert_eq!(head.header(&buf, "sec-websocket-version"), Some(&b"13"[..]));
+        assert_eq!(
+            head.body,
+            BodyKind::None,
+            "DATA are the tunnel's, not a body"
+        );
     }
 
     #[test]

@@ -28,7 +28,12 @@ impl<'a> H2Stream<'a> {
             return Ok(());
         };
         match body {
-            Body::Empty | Body::Push(_) | Body::Tunnel(_) => self.end_body(&[]),
+            Body::Empty | Body::Push(_) => self.end_body(&[]),
+            // Kept only for the 101 that opened an extended CONNECT's tunnel.
+            Body::Tunnel(tunnel) => {
+                self.run_tunnel(tunnel).await;
+                Ok(())
+            }
             Body::Bytes(bytes) => self.send_slice(bytes, true).await,
             Body::Owned(bytes) => self.send_slice(&bytes, true).await,
             Body::File(region) => self.send_region(&region, true).await,

@@ -80,6 +80,9 @@ pub struct H2Stream<'a> {
     pub(super) upstream: Option<(SocketAddr, Duration)>,
     /// How a cache answered, for the access log.
     pub(super) cache: Option<&'static str>,
+    /// The request is an extended CONNECT (RFC 8441): a 101 tunnel is
+    /// answered `:status 200` and the stream carries its bytes.
+    pub(super) extended_connect: bool,
 }
 
 impl<'a> H2Stream<'a> {
@@ -122,6 +125,7 @@ impl<'a> H2Stream<'a> {
             request_id: crate::http::RequestId::default(),
             upstream: None,
             cache: None,
+            extended_connect: false,
         }
     }
 
@@ -340,8 +344,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
             sni: self.facts.sni.as_deref(),
             client_subject: self.facts.client_subject.as_deref(),
         });
-        let view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
+        let mut view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
             .on_listener(self.facts.listener);
+        if self.extended_connect {
+            view = view.from_extended_connect();
+        }
         match self.facts.client_address.as_deref() {
             Some(trusted) => view.with_client_address(trusted),
             None => view,
@@ -386,16 +393,26 @@ impl<'a> Session<'a> for H2Stream<'a> {
         if self.status != 0 {
             return;
         }
-        let status = if (200..=999).contains(&head.status) {
+        let tunnel = matches!(body, Body::Tunnel(_));
+        // An upgrade's 101 is the extended CONNECT's 200 (RFC 8441 §5).
+        let opens_tunnel = tunnel && self.extended_connect && head.status == 101;
+        if self.extended_connect && !opens_tunnel && (200..300).contains(&head.status) {
+            // A 2xx tells the client its tunnel is open: a route that
+            // answers without one does not take the protocol.
+            crate::service::send_status(self, 501);
+            return;
+        }
+        let status = if opens_tunnel {
+            200
+        } else if (200..=999).contains(&head.status) {
             head.status
         } else {
             500
         };
         self.status = status;
         let bodiless = has_no_body(status);
-        let tunnel = matches!(body, Body::Tunnel(_));
         let length = if bodiless || tunnel { None } else { body.len() };
-        let drop_body = self.is_head() || bodiless || tunnel;
+        let drop_body = self.is_head() || bodiless || (tunnel && !opens_tunnel);
         let end = drop_body || length == Some(0);
         self.length = length;
         self.ended = end;
@@ -416,9 +433,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
             let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
                 .into_iter()
                 .chain(length_field);
+            // Sec-WebSocket-Accept answers a key the HTTP/2 client never
+            // sent (RFC 8441 §5).
             let given = || {
-                head.all_fields()
-                    .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length"))
+                head.all_fields().filter(|(n, _)| {
+                    let accept = opens_tunnel && n.eq_ignore_ascii_case("sec-websocket-accept");
+                    !(n.eq_ignore_ascii_case("content-length") || accept)
+                })
             };
             let mut sh = self.shared.borrow_mut();
             let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
@@ -455,8 +476,12 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 return;
             }
         }
+        if opens_tunnel {
+            self.pending = Some(body);
+            return;
+        }
         if tunnel {
-            // No upgrade over HTTP/2 (the Upgrade field is refused): end here.
+            // No upgrade but by extended CONNECT: end here.
             self.reset(ErrorCode::InternalError);
             return;
         }

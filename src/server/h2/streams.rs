@@ -67,6 +67,8 @@ pub(super) struct Fresh {
     pub(super) head: RequestHead,
     /// `Err(status)` when the head is refused (431 too large, 400...).
     pub(super) parsed: Result<(), u16>,
+    /// An extended CONNECT (RFC 8441), read as the upgrade it stands for.
+    pub(super) extended_connect: bool,
 }
 
 /// The streams being answered, and the requests to start.
@@ -102,10 +104,12 @@ impl StreamTable {
         self.slots.iter_mut().find(|s| s.id == id)
     }
 
-    /// Forgets a stream whose task ended.
-    pub(super) fn remove(&mut self, id: StreamId) {
-        if let Some(i) = self.slots.iter().position(|s| s.id == id) {
-            self.slots.swap_remove(i);
+    /// Forgets a stream whose task ended; returns how many body bytes it
+    /// left unread, for the connection's window.
+    pub(super) fn remove(&mut self, id: StreamId) -> usize {
+        match self.slots.iter().position(|s| s.id == id) {
+            Some(i) => self.slots.swap_remove(i).body.len(),
+            None => 0,
         }
     }
 
@@ -168,6 +172,7 @@ impl Events for StreamTable {
             id: stream,
             buf,
             head: parsed_head,
+            extended_connect: parsed.is_ok() && head.protocol().is_some(),
             parsed,
         });
     }

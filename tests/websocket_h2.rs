@@ -1,0 +1,173 @@
+//! WebSockets over HTTP/2 (RFC 8441) end to end through Pier: an HTTP/2
+//! client (PyPI `h2`, installed by .ci/run) opens WebSockets by extended
+//! CONNECT on a prior-knowledge listener; Pier relays each to a WebSocket
+//! server (PyPI `websockets`) as an HTTP/1.1 upgrade. The peers are
+//! tests/websocket_h2/ws_peer.py.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Pier;
+use serde_json::{json, Value};
+
+fn peer_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/websocket_h2/ws_peer.py")
+}
+
+/// The WebSocket server, killed on drop.
+struct WsServer {
+    child: Child,
+    port: u16,
+}
+
+impl WsServer {
+    fn start(markers: &Path) -> WsServer {
+        let mut child = Command::new("python3")
+            .arg(peer_script())
+            .arg("server")
+            .arg(markers)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().unwrap_or_else(|_| {
+            panic!("the WebSocket server did not start (is PyPI websockets installed? .ci/run installs it): {line:?}")
+        });
+        WsServer { child, port }
+    }
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether python3 with h2 and websockets is here; without them the test
+/// says so and passes, except under CI, where .ci/run installs them and
+/// their absence fails.
+fn peers_present() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import h2, websockets"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 with PyPI h2 and websockets is missing; .ci/run installs them"
+        );
+        eprintln!("skipped: python3 with PyPI h2 and websockets is not installed (pip install h2 websockets)");
+    }
+    ok
+}
+
+#[test]
+fn websockets_open_over_http2_by_extended_connect_and_echo_through_the_proxy() {
+    if !peers_present() {
+        return;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let server = WsServer::start(markers.path());
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[upstream]]
+name = "ws"
+read_timeout = "1s"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/static/"
+handler = "respond"
+status = 200
+body = "not a tunnel"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "ws"
+"#,
+        server.port
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let out = Command::new("python3")
+        .arg(peer_script())
+        .arg("client")
+        .arg(pier.addr().to_string())
+        .output()
+        .expect("run the HTTP/2 client");
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    // SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3).
+    assert_eq!(v["enable_connect_protocol"], 1, "{v}");
+    // The upstream's 101 is the stream's 200, with the subprotocol it chose
+    // and no Sec-WebSocket-Accept (RFC 8441 §5).
+    assert_eq!(v["status"], "200", "{v}");
+    assert_eq!(v["subprotocol"], "chat", "{v}");
+    assert_eq!(v["accept_sent"], false, "{v}");
+    // Every message echoed, one of 200 kB, three times the stream window.
+    assert_eq!(
+        v["echo"],
+        json!(["hello", "w\u{f6}rld", {"binary": 204800, "same": true}, "last"]),
+        "{v}"
+    );
+    // The close handshake, then the upstream's close ends the stream.
+    assert_eq!(v["close"], 1000, "{v}");
+    assert_eq!(v["ended"], true, "{v}");
+    // A route that is not a proxy does not take the protocol: 501, not its 200.
+    assert_eq!(v["not_proxy"], "501", "{v}");
+    // An upstream that does not upgrade: its answer as it is.
+    assert_eq!(v["upstream_refused"], "403", "{v}");
+    assert_eq!(v["upstream_refused_body"], "refused", "{v}");
+    // Only a WebSocket is relayed: another :protocol is 501.
+    assert_eq!(v["other_protocol"], "501", "{v}");
+    // Malformed: RST_STREAM(PROTOCOL_ERROR).
+    assert_eq!(v["no_path"], 1, "{v}");
+    assert_eq!(v["no_scheme"], 1, "{v}");
+    assert_eq!(v["protocol_on_get"], 1, "{v}");
+    // The client's RST_STREAM closes the upstream connection (1006: no
+    // close frame).
+    assert_eq!(v["before_reset"], json!(["before the reset"]), "{v}");
+    assert!(
+        wait_for_line(&markers.path().join("closed"), "/ws/reset 1006"),
+        "the upstream never saw the reset tunnel close"
+    );
+    // Idle past read_timeout: reset with CANCEL, the upstream closed too.
+    assert_eq!(v["idle_status"], "200", "{v}");
+    assert_eq!(v["idle_reset"], 8, "{v}");
+    let after = v["idle_after_s"].as_f64().unwrap();
+    assert!((0.8..5.0).contains(&after), "{v}");
+    assert!(
+        wait_for_line(&markers.path().join("closed"), "/ws/idle 1006"),
+        "the upstream never saw the idle tunnel close"
+    );
+    assert_eq!(v["again"], json!(["again"]), "{v}");
+}
+
+/// Whether `path` comes to hold the line `line` within 5 s.
+fn wait_for_line(path: &Path, line: &str) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
