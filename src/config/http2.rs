@@ -114,6 +114,7 @@ impl Http2Config {
             max_inert_frames: self.max_inert_frames,
             // WebSockets over HTTP/2 (RFC 8441): the proxy relays them.
             enable_connect_protocol: true,
+            no_rfc7540_priorities: true,
         }
     }
 }

@@ -14,6 +14,8 @@
 mod error_tests;
 #[cfg(test)]
 mod h2spec_harness;
+#[cfg(test)]
+mod priority_tests;
 mod receive;
 mod request_head;
 #[cfg(test)]
@@ -25,6 +27,7 @@ use std::io::IoSlice;
 
 use bytes::Bytes;
 
+use super::shared::priority::Priority;
 use super::shared::{ConnCore, Role};
 use super::ErrorCode;
 
@@ -138,6 +141,24 @@ impl ServerConnection {
     /// connection ended with GOAWAY ENHANCE_YOUR_CALM ([`Self::error`]).
     pub fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
         self.core.grant_send(stream, want, room)
+    }
+
+    /// The stream to wake when send capacity may be free for it: the first
+    /// by priority (RFC 9218) of those that were told to wait and could
+    /// send now. None with one stream open.
+    pub fn next_sender(&self) -> Option<StreamId> {
+        self.core.next_sender()
+    }
+
+    /// Gives `stream` the priority its response's `priority` field says
+    /// (RFC 9218 §8: a server may take an origin's word over the client's).
+    pub fn set_response_priority<'v>(
+        &mut self,
+        stream: StreamId,
+        lines: impl IntoIterator<Item = &'v [u8]>,
+    ) {
+        self.core
+            .set_priority(stream, Priority::from_field_lines(lines));
     }
 
     /// The error this side ended the connection on, its GOAWAY queued.

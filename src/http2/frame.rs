@@ -43,6 +43,8 @@ pub mod kind {
     pub const WINDOW_UPDATE: u8 = 0x8;
     /// The rest of a header block too large for one frame.
     pub const CONTINUATION: u8 = 0x9;
+    /// A stream's new priority, on stream 0 (RFC 9218 §7.1).
+    pub const PRIORITY_UPDATE: u8 = 0x10;
 }
 
 /// Frame flags (each meaningful only on some frame types).
@@ -76,6 +78,9 @@ pub mod setting {
     /// The sender takes extended CONNECT, a request's `:protocol` (0 or 1,
     /// RFC 8441 §3): how a WebSocket opens on an HTTP/2 stream.
     pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
+    /// The sender ignores RFC 7540's PRIORITY scheme (RFC 9218 §2.1):
+    /// Extensible Priorities are what it reads.
+    pub const NO_RFC7540_PRIORITIES: u16 = 0x9;
 }
 
 /// A parsed frame head.

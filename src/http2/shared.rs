@@ -15,7 +15,9 @@
 pub(crate) mod budget;
 pub(crate) mod fields;
 pub(crate) mod output;
+pub(crate) mod priority;
 mod receive;
+pub(crate) mod schedule;
 mod send;
 pub(crate) mod streams;
 #[cfg(test)]
@@ -28,6 +30,7 @@ use super::hpack::{Decoder, Encoder};
 use super::ErrorCode;
 use budget::FloodBudgets;
 use output::Output;
+use priority::PendingUpdates;
 use streams::{RecentResets, StreamTable};
 
 /// A stream's identifier (odd: opened by the client).
@@ -80,6 +83,10 @@ pub struct ConnLimits {
     /// Server: SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 is announced and a
     /// request may carry `:protocol` (RFC 8441). Ignored by a client.
     pub enable_connect_protocol: bool,
+    /// Server: SETTINGS_NO_RFC7540_PRIORITIES = 1 is announced (RFC 9218
+    /// §2.1): streams are scheduled by the `priority` field and
+    /// PRIORITY_UPDATE frames, never by PRIORITY. Ignored by a client.
+    pub no_rfc7540_priorities: bool,
 }
 
 /// A connection error: the GOAWAY is queued in the output; the driver writes
@@ -179,6 +186,11 @@ pub(crate) struct ConnCore {
     pub(crate) budgets: FloodBudgets,
     /// PINGs sent and not yet acknowledged.
     pub(crate) pings_in_flight: u32,
+    /// Server: PRIORITY_UPDATEs for streams not opened yet.
+    pub(crate) pending_priorities: PendingUpdates,
+    /// Grants of send capacity so far, which order incremental streams'
+    /// turns.
+    pub(crate) send_turns: u64,
 }
 
 impl ConnCore {
@@ -216,8 +228,11 @@ impl ConnCore {
                 .then_some((setting::HEADER_TABLE_SIZE, limits.header_table_size)),
             (role == Role::Server && limits.enable_connect_protocol)
                 .then_some((setting::ENABLE_CONNECT_PROTOCOL, 1)),
+            // RFC 9218 §2.1: a server schedules by Extensible Priorities.
+            (role == Role::Server && limits.no_rfc7540_priorities)
+                .then_some((setting::NO_RFC7540_PRIORITIES, 1)),
         ];
-        let mut settings = [(0, 0); 6];
+        let mut settings = [(0, 0); 7];
         let mut n = 0;
         for s in announced.into_iter().flatten() {
             settings[n] = s;
@@ -261,6 +276,8 @@ impl ConnCore {
             peer_max_concurrent_streams: u32::MAX,
             budgets: FloodBudgets::new(&limits),
             pings_in_flight: 0,
+            pending_priorities: PendingUpdates::default(),
+            send_turns: 0,
             limits,
         }
     }

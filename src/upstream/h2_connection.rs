@@ -72,6 +72,7 @@ pub fn client_limits(max_streams: u32) -> ClientLimits {
         max_empty_frames: 200,
         max_inert_frames: 2000,
         enable_connect_protocol: false,
+        no_rfc7540_priorities: false,
     }
 }
 

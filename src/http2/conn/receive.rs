@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::request_head::HeadKind;
 use super::{ConnError, Events, RequestHead, ServerConnection, StreamId};
 use crate::http2::frame;
+use crate::http2::shared::priority::Priority;
 use crate::http2::shared::streams::Stream;
 use crate::http2::shared::{ConnCore, PendingBlock, RoleSide};
 use crate::http2::ErrorCode;
@@ -140,6 +141,15 @@ impl RoleSide for ServerSide<'_> {
         s.head_received = true;
         s.recv_closed = b.end_stream;
         s.content_length = self.head.content_length();
+        // A PRIORITY_UPDATE that came first wins over the field (RFC 9218 §7).
+        s.priority = core.pending_priorities.take(id).unwrap_or_else(|| {
+            Priority::from_field_lines(
+                self.head
+                    .fields()
+                    .filter(|(name, _)| *name == b"priority")
+                    .map(|(_, value)| value),
+            )
+        });
         core.streams.insert(s);
         core.last_taken = id;
         core.budgets.earn_inert(1);

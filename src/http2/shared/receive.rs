@@ -3,11 +3,13 @@
 //! what a whole header block means, which goes to the role: DATA held to
 //! the flow-control windows and the content-length, header blocks joined
 //! across CONTINUATION frames (bounded), SETTINGS, PING, WINDOW_UPDATE,
-//! RST_STREAM, PRIORITY, GOAWAY and PUSH_PROMISE, and the flood budgets of
+//! RST_STREAM, PRIORITY, PRIORITY_UPDATE (a server's), GOAWAY and
+//! PUSH_PROMISE, and the flood budgets of
 //! `budget.rs` charged as they come.
 
 use std::time::Instant;
 
+use super::priority::Priority;
 use super::{ConnCore, ConnError, PendingBlock, Role, RoleSide};
 use crate::http2::frame::{self, flag, kind, setting, FrameHead};
 use crate::http2::ErrorCode;
@@ -78,6 +80,9 @@ impl ConnCore {
             kind::GOAWAY => self.on_goaway(h, payload, side),
             kind::WINDOW_UPDATE => self.on_window_update(h, payload, now, side),
             kind::CONTINUATION => self.on_continuation(h, payload, now, side),
+            kind::PRIORITY_UPDATE if self.role == Role::Server => {
+                self.on_priority_update(h, payload, now, side)
+            }
             // Unknown types are ignored (RFC 9113 §4.1), so they do no work.
             _ => self.inert_frame(now),
         }
@@ -234,6 +239,36 @@ impl ConnCore {
         }
         if frame::read_u31(payload) == h.stream {
             return self.stream_error(h.stream, ErrorCode::ProtocolError, side);
+        }
+        Ok(())
+    }
+
+    /// RFC 9218 §7.1: a new priority for an open stream, or kept (a few)
+    /// for one not opened yet; one for a closed stream is dropped. Counted
+    /// as an inert frame, so they cannot come without end.
+    fn on_priority_update(
+        &mut self,
+        h: FrameHead,
+        payload: &[u8],
+        now: Instant,
+        side: &mut dyn RoleSide,
+    ) -> Result<(), ConnError> {
+        self.inert_frame(now)?;
+        self.refuse_if(h.stream != 0, ErrorCode::ProtocolError)?;
+        self.refuse_if(payload.len() < 4, ErrorCode::FrameSizeError)?;
+        let id = frame::read_u31(payload);
+        self.refuse_if(id == 0, ErrorCode::ProtocolError)?;
+        let mut priority = Priority::default();
+        if id % 2 == 0 || !priority.apply(&payload[4..]) {
+            // No push stream exists; a value that is not a dictionary
+            // changes nothing.
+            return Ok(());
+        }
+        if self.is_idle(id) {
+            self.pending_priorities.keep(id, priority);
+        } else if self.set_priority(id, priority) {
+            // The order of the streams waiting to send may have changed.
+            side.send_window();
         }
         Ok(())
     }

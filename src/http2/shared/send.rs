@@ -6,8 +6,9 @@
 use bytes::Bytes;
 
 use super::budget::SMALL_DATA;
+use super::schedule::INCREMENTAL_CHUNK;
 use super::streams::Stream;
-use super::{ConnCore, StreamId};
+use super::{ConnCore, Role, StreamId};
 use crate::http2::frame;
 use crate::http2::hpack::Encoder;
 use crate::http2::ErrorCode;
@@ -117,13 +118,33 @@ impl ConnCore {
     /// small-data budget of `budget.rs` charged when the peer's window cuts
     /// the piece below [`SMALL_DATA`]. 0 past that budget, when the
     /// connection has ended with GOAWAY ENHANCE_YOUR_CALM.
+    ///
+    /// A server with other streams open shares the capacity out by
+    /// priority (`priority.rs`): 0 while a stream that goes first wants to
+    /// send and can, and an incremental stream's grant is one turn's
+    /// worth; a stream told 0 is marked as waiting, so the others see it.
     pub(crate) fn grant_send(&mut self, stream: StreamId, want: usize, room: usize) -> usize {
         let window = self.send_capacity(stream);
-        let grant = window.min(room).min(want);
+        let mut grant = window.min(room).min(want);
+        let scheduling = self.scheduling();
+        if scheduling && grant > 0 && self.sender_ahead_of(stream).is_some() {
+            grant = 0;
+        }
         let cut_by_window = grant > 0 && grant == window && window < want;
         if cut_by_window && window < SMALL_DATA && !self.budgets.small_data() {
             self.connection_error(ErrorCode::EnhanceYourCalm);
             return 0;
+        }
+        if self.role == Role::Server {
+            self.send_turns += 1;
+            let turn = self.send_turns;
+            if let Some(s) = self.streams.get_mut(stream) {
+                s.wants_send = grant == 0;
+                if scheduling && grant > 0 && s.priority.incremental {
+                    s.send_turn = turn;
+                    grant = grant.min(INCREMENTAL_CHUNK);
+                }
+            }
         }
         grant
     }

@@ -5,6 +5,7 @@
 //! streams this side reset are remembered, so the frames the peer sent
 //! before it saw the reset are ignored rather than answered.
 
+use super::priority::Priority;
 use super::StreamId;
 
 /// One open or half-closed stream.
@@ -37,6 +38,14 @@ pub(crate) struct Stream {
     pub(crate) head_request: bool,
     /// Client: interim (1xx) response heads received, which are bounded.
     pub(crate) interim_heads: u8,
+    /// Server: the request's priority (RFC 9218), as its field or a
+    /// PRIORITY_UPDATE said, or the response's field.
+    pub(crate) priority: Priority,
+    /// The driver asked to send on it and was told to wait.
+    pub(crate) wants_send: bool,
+    /// When an incremental stream last had its turn (a connection-wide
+    /// count of grants).
+    pub(crate) send_turn: u64,
 }
 
 impl Stream {
@@ -54,6 +63,9 @@ impl Stream {
             received: 0,
             head_request: false,
             interim_heads: 0,
+            priority: Priority::default(),
+            wants_send: false,
+            send_turn: 0,
         }
     }
 }
@@ -103,6 +115,10 @@ impl StreamTable {
             }
             keep
         });
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Stream> {
+        self.streams.iter()
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {

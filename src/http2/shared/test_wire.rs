@@ -21,6 +21,7 @@ pub(crate) fn limits() -> ConnLimits {
         max_empty_frames: 10,
         max_inert_frames: 20,
         enable_connect_protocol: false,
+        no_rfc7540_priorities: false,
     }
 }
 

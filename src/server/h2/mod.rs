@@ -125,6 +125,10 @@ impl Drop for StreamGuard {
             // Whatever the stream has not ended ends here (NO_ERROR after a
             // whole answer: the client may stop sending its body).
             sh.conn.reset_stream(self.id, ErrorCode::NoError);
+            // A stream that waited for this one's turn to end goes on.
+            if let Some(next) = sh.conn.next_sender() {
+                sh.table.wake_stream(next);
+            }
             sh.table.wake_conn();
         }
         let n = self.state.active.get() - 1;

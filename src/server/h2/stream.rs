@@ -238,6 +238,20 @@ impl<'a> H2Stream<'a> {
                 }
                 slot.wait(cx.waker());
                 sh.table.output_waiters |= room == 0;
+                if room > 0 {
+                    // Another stream goes first (RFC 9218), or this one's
+                    // window is shut and the next may send: that one is
+                    // woken. Waiting for a turn is no stall of the client's.
+                    if let Some(next) = sh.conn.next_sender() {
+                        if next != self.stream_id {
+                            sh.table.wake_stream(next);
+                        }
+                    }
+                    if sh.conn.send_capacity(self.stream_id) > 0 {
+                        self.write_stall = None;
+                        return Poll::Pending;
+                    }
+                }
             }
             cap
         };
@@ -442,6 +456,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 })
             };
             let mut sh = self.shared.borrow_mut();
+            let is_priority = |n: &str| n.eq_ignore_ascii_case("priority");
+            if head.all_fields().any(|(n, _)| is_priority(n)) {
+                // An origin's word on its response's priority (RFC 9218 §8).
+                let lines = head.all_fields().filter(|(n, _)| is_priority(n));
+                sh.conn
+                    .set_response_priority(self.stream_id, lines.map(|(_, v)| v));
+            }
             let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
                 let mut fields = own.chain(
                     given()

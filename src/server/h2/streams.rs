@@ -140,6 +140,13 @@ impl StreamTable {
         }
     }
 
+    /// Wakes one stream's task: its turn to send came.
+    pub(super) fn wake_stream(&mut self, id: StreamId) {
+        if let Some(slot) = self.slot_mut(id) {
+            slot.wake();
+        }
+    }
+
     /// The connection task, to be woken when a stream queued output.
     pub(super) fn set_conn_waker(&mut self, waker: &Waker) {
         match &mut self.conn_waker {
