@@ -3,7 +3,9 @@
 //! HPACK coders, the stream table, the flow-control windows both ways, the
 //! peer's settings, the header block being joined, GOAWAY, the flood
 //! budgets and the output queue), the frames every role handles the same
-//! way (`receive.rs`), and the sending side (`send.rs`).
+//! way (`receive.rs`), and the sending side (`send.rs`), whose send
+//! capacity a server shares out by Extensible Priorities (`priority.rs`,
+//! `schedule.rs`).
 //!
 //! A role (`conn` for the server, `client` for the client) owns a
 //! `ConnCore` and adds what only it knows: what a header block means (a
