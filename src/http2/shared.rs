@@ -192,6 +192,10 @@ pub(crate) struct ConnCore {
     pub(crate) pending_priorities: PendingUpdates,
     /// Grants of send capacity so far, which order incremental streams'
     /// turns.
+    /// Some stream was told to wait for its turn and may still be waiting;
+    /// false once a look found none, so a connection whose streams never
+    /// wait pays no scan.
+    pub(crate) some_waiting: bool,
     pub(crate) send_turns: u64,
 }
 
@@ -280,6 +284,7 @@ impl ConnCore {
             pings_in_flight: 0,
             pending_priorities: PendingUpdates::default(),
             send_turns: 0,
+            some_waiting: false,
             limits,
         }
     }

@@ -143,6 +143,9 @@ impl RoleSide for ServerSide<'_> {
         s.content_length = self.head.content_length();
         // A PRIORITY_UPDATE that came first wins over the field (RFC 9218 §7).
         s.priority = core.pending_priorities.take(id).unwrap_or_else(|| {
+            if !self.head.has_priority() {
+                return Priority::default();
+            }
             Priority::from_field_lines(
                 self.head
                     .fields()

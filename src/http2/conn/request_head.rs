@@ -83,6 +83,11 @@ impl RequestHead {
         self.list.iter()
     }
 
+    /// Whether the request carried a `priority` field (RFC 9218).
+    pub fn has_priority(&self) -> bool {
+        self.list.has_priority()
+    }
+
     /// `content-length`, when the request gave one (already checked to be a
     /// number, and the DATA frames are held to it).
     pub fn content_length(&self) -> Option<u64> {

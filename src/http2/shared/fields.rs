@@ -31,6 +31,8 @@ pub(crate) struct FieldList {
     buf: Vec<u8>,
     fields: Vec<FieldSpan>,
     content_length: Option<u64>,
+    /// A `priority` field (RFC 9218) was among them.
+    has_priority: bool,
     oversized: bool,
     list_size: usize,
     regular: usize,
@@ -45,6 +47,7 @@ impl FieldList {
             buf: Vec::new(),
             fields: Vec::new(),
             content_length: None,
+            has_priority: false,
             oversized: false,
             list_size: 0,
             regular: 0,
@@ -58,6 +61,7 @@ impl FieldList {
         self.buf.clear();
         self.fields.clear();
         self.content_length = None;
+        self.has_priority = false;
         self.oversized = false;
         self.list_size = 0;
         self.regular = 0;
@@ -162,6 +166,7 @@ impl FieldList {
                 }
                 self.content_length = Some(n);
             }
+            b"priority" => self.has_priority = true,
             _ => {}
         }
         self.regular += 1;
@@ -193,6 +198,11 @@ impl FieldList {
     /// `content-length`, when the head gave one.
     pub(crate) fn content_length(&self) -> Option<u64> {
         self.content_length
+    }
+
+    /// Whether a `priority` field was among the fields.
+    pub(crate) fn has_priority(&self) -> bool {
+        self.has_priority
     }
 
     /// The list passed `max_header_list_size` or `max_header_fields`.

@@ -271,6 +271,9 @@ impl<'a> Parser<'a> {
 pub(crate) struct PendingUpdates {
     updates: [(StreamId, Option<Priority>); PENDING_UPDATES],
     next: usize,
+    /// Updates kept and not yet taken (at most [`PENDING_UPDATES`]): a
+    /// connection that sends none pays no search per stream.
+    kept: usize,
 }
 
 impl PendingUpdates {
@@ -285,16 +288,28 @@ impl PendingUpdates {
             u.1 = Some(priority);
             return;
         }
+        if self.updates[self.next].1.is_none() {
+            self.kept += 1;
+        }
         self.updates[self.next] = (stream, Some(priority));
         self.next = (self.next + 1) % PENDING_UPDATES;
     }
 
     /// The update kept for `stream`, forgotten as it is taken.
+    #[inline]
     pub(crate) fn take(&mut self, stream: StreamId) -> Option<Priority> {
-        self.updates
+        if self.kept == 0 {
+            return None;
+        }
+        let taken = self
+            .updates
             .iter_mut()
             .find(|u| u.0 == stream && u.1.is_some())
-            .and_then(|u| u.1.take())
+            .and_then(|u| u.1.take());
+        if taken.is_some() {
+            self.kept -= 1;
+        }
+        taken
     }
 }
 

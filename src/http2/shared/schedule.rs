@@ -33,21 +33,27 @@ impl ConnCore {
         self.role == Role::Server && self.streams.len() > 1
     }
 
-    /// The stream that wants to send, could, and goes before `stream`.
-    pub(crate) fn sender_ahead_of(&self, stream: StreamId) -> Option<StreamId> {
-        let me = self.streams.get(stream)?;
+    /// The stream that wants to send, could, and goes before `stream`;
+    /// and whether any stream but `stream` waits for its turn at all.
+    pub(crate) fn sender_ahead_of(&self, stream: StreamId) -> (Option<StreamId>, bool) {
+        let Some(me) = self.streams.get(stream) else {
+            return (None, true);
+        };
         let mine = rank(me);
-        self.ready_senders()
+        let others_wait = self.streams.iter().any(|s| s.id != stream && s.wants_send);
+        let ahead = self
+            .ready_senders()
             .filter(|s| s.id != stream && rank(s) < mine)
             .min_by_key(|s| rank(s))
-            .map(|s| s.id)
+            .map(|s| s.id);
+        (ahead, others_wait)
     }
 
     /// The stream whose turn it is among those that asked to send and
     /// were told to wait, when one could send now (the last one left too:
     /// it may have waited for one that just ended).
     pub(crate) fn next_sender(&self) -> Option<StreamId> {
-        if self.role != Role::Server {
+        if self.role != Role::Server || !self.some_waiting {
             return None;
         }
         self.ready_senders().min_by_key(|s| rank(s)).map(|s| s.id)

@@ -127,8 +127,14 @@ impl ConnCore {
         let window = self.send_capacity(stream);
         let mut grant = window.min(room).min(want);
         let scheduling = self.scheduling();
-        if scheduling && grant > 0 && self.sender_ahead_of(stream).is_some() {
-            grant = 0;
+        // Only a stream told to wait can go first: while none is, there is
+        // nothing to look at.
+        if scheduling && grant > 0 && self.some_waiting {
+            let (ahead, others_wait) = self.sender_ahead_of(stream);
+            if ahead.is_some() {
+                grant = 0;
+            }
+            self.some_waiting = others_wait;
         }
         let cut_by_window = grant > 0 && grant == window && window < want;
         if cut_by_window && window < SMALL_DATA && !self.budgets.small_data() {
@@ -140,6 +146,9 @@ impl ConnCore {
             let turn = self.send_turns;
             if let Some(s) = self.streams.get_mut(stream) {
                 s.wants_send = grant == 0;
+                if grant == 0 {
+                    self.some_waiting = true;
+                }
                 if scheduling && grant > 0 && s.priority.incremental {
                     s.send_turn = turn;
                     grant = grant.min(INCREMENTAL_CHUNK);
