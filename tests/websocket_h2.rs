@@ -72,6 +72,17 @@ fn peers_present() -> bool {
 
 #[test]
 fn websockets_open_over_http2_by_extended_connect_and_echo_through_the_proxy() {
+    extended_connect_through_the_proxy(false);
+}
+
+#[test]
+fn websockets_open_over_http2_on_tls_with_alpn_h2() {
+    extended_connect_through_the_proxy(true);
+}
+
+/// The whole exchange of the client script against a proxy in front of the
+/// echo server, on a prior-knowledge listener or (`tls`) a TLS one.
+fn extended_connect_through_the_proxy(tls: bool) {
     if !peers_present() {
         return;
     }
@@ -83,7 +94,7 @@ fn websockets_open_over_http2_by_extended_connect_and_echo_through_the_proxy() {
 workers = 1
 [[listener]]
 listen = "127.0.0.1:0"
-http2 = true
+{listener}
 [[upstream]]
 name = "ws"
 read_timeout = "1s"
@@ -98,13 +109,19 @@ path = "/"
 handler = "proxy"
 upstream = "ws"
 "#,
-        server.port
+        server.port,
+        listener = if tls {
+            "tls = { self_signed = true }"
+        } else {
+            "http2 = true"
+        },
     );
     let pier = Pier::with_config(&config, &[]);
     let out = Command::new("python3")
         .arg(peer_script())
         .arg("client")
-        .arg(pier.addr().to_string())
+        .arg(if tls { pier.https[0] } else { pier.addr() }.to_string())
+        .args(if tls { &["tls"][..] } else { &[][..] })
         .output()
         .expect("run the HTTP/2 client");
     assert!(

@@ -5,15 +5,17 @@ port printed on the first line; it refuses the path /refused with 403 and
 requires the subprotocol "chat" (a request without it gets its 400). As each
 connection ends it appends "PATH CLOSE_CODE" to DIR/closed.
 
-`client HOST:PORT`: an HTTP/2 client (PyPI `h2`) with prior knowledge that
-opens WebSockets by extended CONNECT and speaks the WebSocket protocol over
-the stream with `websockets`' sans-IO protocol; prints one JSON object of
-what it saw.
+`client HOST:PORT [tls]`: an HTTP/2 client (PyPI `h2`), with prior knowledge
+or, given `tls`, over TLS with ALPN h2 (the server's certificate is not
+checked), that opens WebSockets by extended CONNECT and speaks the WebSocket
+protocol over the stream with `websockets`' sans-IO protocol; prints one JSON
+object of what it saw.
 """
 
 import asyncio
 import json
 import socket
+import ssl
 import sys
 import time
 
@@ -61,6 +63,13 @@ class Client:
         host, port = addr.rsplit(":", 1)
         self.authority = addr
         self.sock = socket.create_connection((host, int(port)), timeout=10)
+        if TLS:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols(["h2"])
+            self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
+            assert self.sock.selected_alpn_protocol() == "h2"
         # Malformed heads are sent on purpose: the server must refuse them.
         config = h2.config.H2Configuration(client_side=True, validate_outbound_headers=False)
         self.conn = h2.connection.H2Connection(config=config)
@@ -252,7 +261,11 @@ def run_client(addr):
     print(json.dumps(out))
 
 
+# Whether the client speaks TLS (ALPN h2) rather than prior knowledge.
+TLS = False
+
 if __name__ == "__main__":
+    TLS = sys.argv[3:4] == ["tls"]
     if sys.argv[1] == "server":
         serve(sys.argv[2])
     else:
