@@ -13,25 +13,7 @@ use common::upstream::{Reply, Req, Upstream};
 use common::{get, Pier};
 
 fn config(origin: SocketAddr, workers: usize, zone_extra: &str) -> String {
-    format!(
-        r#"
-[server]
-workers = {workers}
-[[listener]]
-listen = "127.0.0.1:0"
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-[cache.main]
-memory = "4MiB"
-{zone_extra}
-[[route]]
-path = "/"
-handler = "proxy"
-upstream = "app"
-cache = "main"
-"#
-    )
+    common::cache::cached_proxy_config(origin, workers, zone_extra)
 }
 
 fn start(origin: &Upstream, zone_extra: &str) -> Pier {

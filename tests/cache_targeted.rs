@@ -11,26 +11,15 @@ use std::net::SocketAddr;
 use common::upstream::{Reply, Upstream};
 use common::{get, Pier, Response};
 
+/// One worker, and a zone that keeps no hit-for-miss marks.
 fn config(origin: SocketAddr, zone_extra: &str) -> String {
-    format!(
-        r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[[upstream]]
-name = "app"
-servers = [{{ address = "{origin}" }}]
-[cache.main]
-memory = "4MiB"
-hit_for_miss = "0s"
-{zone_extra}
-[[route]]
-path = "/"
-handler = "proxy"
-upstream = "app"
-cache = "main"
-"#
+    common::cache::cached_proxy_config(
+        origin,
+        1,
+        &format!(
+            "hit_for_miss = \"0s\"
+{zone_extra}"
+        ),
     )
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bench_run;
+pub mod cache;
 pub mod h2raw;
 pub mod pebble;
 pub mod tls;
