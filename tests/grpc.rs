@@ -5,50 +5,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Pier;
 use serde_json::Value;
 
 fn peer_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/grpc_peer.py")
-}
-
-/// The grpcio server, killed on drop.
-struct GrpcServer {
-    child: Child,
-    port: u16,
-}
-
-impl GrpcServer {
-    fn start(marker_dir: &Path) -> GrpcServer {
-        let mut child = Command::new("python3")
-            .arg(peer_script())
-            .arg("server")
-            .arg(marker_dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            panic!("the gRPC server did not start (is PyPI grpcio installed? .ci/run installs it): {line:?}")
-        });
-        GrpcServer { child, port }
-    }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    common::python_peer::script("grpc/grpc_peer.py")
 }
 
 fn wait_for(path: &Path) -> bool {
@@ -65,18 +30,7 @@ fn wait_for(path: &Path) -> bool {
 /// Whether python3 with grpcio is here; without it the test says so and
 /// passes, except under CI, where .ci/run installs it and its absence fails.
 fn grpcio_present() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import grpc"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with PyPI grpcio is missing; .ci/run installs it"
-        );
-        eprintln!("skipped: python3 with PyPI grpcio is not installed (pip install grpcio)");
-    }
-    ok
+    common::python_peer::present("grpc", "PyPI grpcio")
 }
 
 #[test]
@@ -85,7 +39,8 @@ fn grpc_calls_pass_through_pier_with_statuses_deadlines_and_cancellation() {
         return;
     }
     let markers = tempfile::tempdir().unwrap();
-    let server = GrpcServer::start(markers.path());
+    let server =
+        common::python_peer::PythonServer::start(&peer_script(), markers.path(), "gRPC server");
     let config = format!(
         r#"
 [server]

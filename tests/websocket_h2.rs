@@ -6,68 +6,22 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Pier;
 use serde_json::{json, Value};
 
 fn peer_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/websocket_h2/ws_peer.py")
-}
-
-/// The WebSocket server, killed on drop.
-struct WsServer {
-    child: Child,
-    port: u16,
-}
-
-impl WsServer {
-    fn start(markers: &Path) -> WsServer {
-        let mut child = Command::new("python3")
-            .arg(peer_script())
-            .arg("server")
-            .arg(markers)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            panic!("the WebSocket server did not start (is PyPI websockets installed? .ci/run installs it): {line:?}")
-        });
-        WsServer { child, port }
-    }
-}
-
-impl Drop for WsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    common::python_peer::script("websocket_h2/ws_peer.py")
 }
 
 /// Whether python3 with h2 and websockets is here; without them the test
 /// says so and passes, except under CI, where .ci/run installs them and
 /// their absence fails.
 fn peers_present() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import h2, websockets"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with PyPI h2 and websockets is missing; .ci/run installs them"
-        );
-        eprintln!("skipped: python3 with PyPI h2 and websockets is not installed (pip install h2 websockets)");
-    }
-    ok
+    common::python_peer::present("h2, websockets", "PyPI h2 and websockets")
 }
 
 #[test]
@@ -87,7 +41,11 @@ fn extended_connect_through_the_proxy(tls: bool) {
         return;
     }
     let markers = tempfile::tempdir().unwrap();
-    let server = WsServer::start(markers.path());
+    let server = common::python_peer::PythonServer::start(
+        &peer_script(),
+        markers.path(),
+        "WebSocket server",
+    );
     let config = format!(
         r#"
 [server]

@@ -6,6 +6,7 @@ pub mod bench_run;
 pub mod cache;
 pub mod h2raw;
 pub mod pebble;
+pub mod python_peer;
 pub mod tls;
 pub mod upstream;
 
