@@ -11,7 +11,7 @@ use serde::Deserialize;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
-use super::value::one_of;
+use super::value::{one_of, RawDuration};
 use crate::handler::configure::{HandlerSpec, RawHandler};
 
 /// One `[[route]]`: where it matches, and its handler with that handler's own keys.
@@ -92,6 +92,12 @@ pub struct RawRateLimit {
     pub key: Option<Spanned<String>>,
     /// Clients tracked at most.
     pub max_keys: Option<Spanned<i64>>,
+    /// A store shared by a fleet (`redis://host:port/db`).
+    pub store: Option<Spanned<String>>,
+    /// How long a decision waits for the store.
+    pub store_timeout: Option<Spanned<RawDuration>>,
+    /// `local`, `allow` or `deny` when the store gives no answer.
+    pub on_store_error: Option<Spanned<String>>,
 }
 
 /// A rate as written: a number per second, or text with a unit.

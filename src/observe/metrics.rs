@@ -607,6 +607,7 @@ impl Registry {
         );
         crate::observe::process::render_process(&mut out);
         out.push_str(&crate::tls::acme::metrics::render_acme_metrics());
+        crate::filter::access::rate_store::render_store_metrics(&mut out);
         out
     }
 
@@ -655,6 +656,13 @@ impl Registry {
             self.sum(|w| w.accepted.get()),
             self.sum(total)
         );
+        let stores = crate::filter::access::rate_store::store_status_lines();
+        if !stores.is_empty() {
+            let _ = writeln!(out);
+            for line in stores {
+                let _ = writeln!(out, "rate-limit store {line}");
+            }
+        }
         out
     }
 }

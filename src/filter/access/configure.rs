@@ -12,9 +12,11 @@ use super::address::{parse_address_entry, AddressRule, AddressRules};
 use super::basic_auth::{parse_htpasswd, BasicAuth};
 use super::rate_limit::{RateKey, RateLimit};
 use super::rate_reload::{table_for, RateRule};
+use super::rate_store::{OnStoreError, RateStore, StoreRule};
+use super::shared_rate_limit::SharedRateLimit;
 use crate::config::error::{ConfigError, Locator};
 use crate::config::raw::{RawBasicAuth, RawRate, RawRateLimit, RawRouteFilters};
-use crate::config::value::read_named_file;
+use crate::config::value::{duration, read_named_file};
 use crate::filter::BoxedFilter;
 use crate::http::client_address::ClientAddress;
 
@@ -22,6 +24,12 @@ use crate::http::client_address::ClientAddress;
 const MAX_HTPASSWD: u64 = 16 * 1024 * 1024;
 /// Keys a rate-limit table holds unless told otherwise (16 bytes each).
 const DEFAULT_MAX_KEYS: i64 = 16_384;
+
+/// How long a decision waits for a shared store before its fallback.
+const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(5);
+
+/// The longest `store_timeout`: a store slower than this is down.
+const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client address resolver from `trusted_proxies` and
 /// `client_address_header` of `[http]` (`at` is `http`) or of a listener
@@ -86,8 +94,7 @@ pub fn access_filters(
         filters.push(Box::new(AddressRules::new(rules)));
     }
     if let Some(r) = &raw.rate_limit {
-        let limit = rate_limit(loc, &format!("{key}.rate_limit"), route, r)?;
-        filters.push(Box::new(limit));
+        filters.push(rate_limit(loc, &format!("{key}.rate_limit"), route, r)?);
     }
     if let Some(b) = &raw.basic_auth {
         filters.push(Box::new(basic_auth(loc, &format!("{key}.basic_auth"), b)?));
@@ -127,7 +134,7 @@ fn rate_limit(
     key: &str,
     route: (Option<String>, String),
     raw: &Spanned<RawRateLimit>,
-) -> Result<RateLimit, ConfigError> {
+) -> Result<BoxedFilter, ConfigError> {
     let r = raw.get_ref();
     let per_second = parse_rate(r.rate.get_ref())
         .map_err(|m| loc.error(r.rate.span(), &format!("{key}.rate"), m))?;
@@ -169,7 +176,57 @@ fn rate_limit(
         burst,
         max_keys: max_keys as usize,
     };
-    Ok(RateLimit::new(rule.key.clone(), table_for(&rule)))
+    let local = RateLimit::new(rule.key.clone(), table_for(&rule));
+    let Some(url) = &r.store else {
+        for (name, given) in [
+            ("store_timeout", r.store_timeout.as_ref().map(|v| v.span())),
+            (
+                "on_store_error",
+                r.on_store_error.as_ref().map(|v| v.span()),
+            ),
+        ] {
+            if let Some(span) = given {
+                return Err(loc.error(
+                    span,
+                    &format!("{key}.{name}"),
+                    "applies only to a limit with a store; add store = \"redis://...\" or remove it",
+                ));
+            }
+        }
+        return Ok(Box::new(local));
+    };
+    let store = RateStore::for_url(url.get_ref())
+        .map_err(|m| loc.error(url.span(), &format!("{key}.store"), m))?;
+    let timeout = duration(
+        loc,
+        &r.store_timeout,
+        &format!("{key}.store_timeout"),
+        DEFAULT_STORE_TIMEOUT,
+    )?;
+    if timeout.is_zero() || timeout > MAX_STORE_TIMEOUT {
+        let span = r.store_timeout.as_ref().map_or(url.span(), |v| v.span());
+        return Err(loc.error(
+            span,
+            &format!("{key}.store_timeout"),
+            "a store timeout is more than 0 and at most 10s",
+        ));
+    }
+    let on_error = match &r.on_store_error {
+        None => OnStoreError::Local,
+        Some(v) => OnStoreError::parse(v.get_ref())
+            .map_err(|m| loc.error(v.span(), &format!("{key}.on_store_error"), m))?,
+    };
+    // What names the rule on every instance alike, so they share its keys.
+    let name = format!(
+        "{}|{}|{}|{}|{}",
+        rule.route.0.as_deref().unwrap_or("*"),
+        rule.route.1,
+        rule.key.name(),
+        rule.per_request.as_nanos(),
+        rule.burst
+    );
+    let store = StoreRule::new(store, &name, per_request, burst, timeout);
+    Ok(Box::new(SharedRateLimit::new(store, local, on_error)))
 }
 
 /// Requests per second from `10`, `0.5`, `"10/s"`, `"600/m"`, `"100/h"`.

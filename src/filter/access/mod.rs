@@ -1,6 +1,7 @@
 //! Access control of a route: the request filters that run first, before
 //! the route's other filters and its handler: `allow` / `deny` address rules
-//! (403), `rate_limit` (429 with `Retry-After`) and `basic_auth` (401 with
+//! (403), `rate_limit` (429 with `Retry-After`; counted in this instance, or
+//! in a store shared by a fleet) and `basic_auth` (401 with
 //! `WWW-Authenticate`), in that order. Each is built from the route's keys by
 //! [`configure`] and shared by the workers; the rate limit's and the
 //! authentication's state live in them, lock-free; a reload keeps the rate
@@ -13,6 +14,8 @@ pub mod configure;
 pub mod hash_pool;
 pub mod rate_limit;
 pub mod rate_reload;
+pub mod rate_store;
+pub mod shared_rate_limit;
 
 use std::borrow::Cow;
 

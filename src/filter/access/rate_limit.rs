@@ -47,7 +47,7 @@ use foldhash::SharedSeed;
 
 use super::Refusal;
 use crate::filter::{RouteFilter, Verdict};
-use crate::http::Session;
+use crate::http::{RequestView, Session};
 
 /// Slots per bucket: 4 × 16 bytes, one cache line.
 const WAYS: usize = 4;
@@ -79,40 +79,72 @@ impl RateLimit {
     }
 }
 
+impl RateKey {
+    /// Feeds what `request` is counted by to `h`: the named header's value,
+    /// or the client address (tagged apart, so no value stands for an address).
+    pub(super) fn feed(&self, request: &RequestView<'_>, h: &mut impl Hasher) {
+        match self {
+            RateKey::Header(name) => match request.header(name) {
+                Some(value) => {
+                    1u8.hash(h);
+                    value.hash(h);
+                }
+                None => hash_addr(h, request.client()),
+            },
+            RateKey::ClientAddress => hash_addr(h, request.client()),
+        }
+    }
+
+    /// How the key is written in the configuration.
+    pub(super) fn name(&self) -> String {
+        match self {
+            RateKey::ClientAddress => "remote_addr".into(),
+            RateKey::Header(name) => format!("header:{}", name.to_ascii_lowercase()),
+        }
+    }
+}
+
+impl RateLimit {
+    /// Counts the session's request in this instance's table.
+    pub(super) fn decide_locally(&self, session: &mut dyn Session<'_>) -> Result<(), Duration> {
+        let key = {
+            let mut h = self.table.hasher();
+            self.key.feed(&session.request(), &mut h);
+            h.finish()
+        };
+        // The worker's time of this wake-up: what every request answered in
+        // it reads, as nginx's cached time, instead of a clock read each.
+        let now = self.table.nanos_at(session.worker().clock.now().into_std());
+        self.table.acquire(key, now)
+    }
+
+    /// What requests are counted by.
+    pub(super) fn key(&self) -> &RateKey {
+        &self.key
+    }
+}
+
+/// Answers 429 with a `Retry-After` of `wait` in whole seconds (RFC 9110),
+/// rounded up, at least one.
+pub(super) fn refuse(session: &mut dyn Session<'_>, wait: Duration) {
+    let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
+    Refusal {
+        status: 429,
+        field: Some(("Retry-After", Cow::Owned(secs.to_string().into_bytes()))),
+    }
+    .answer(session);
+}
+
 impl RouteFilter for RateLimit {
     fn decides_at_once(&self) -> bool {
         true
     }
 
     fn request_filter<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Verdict<'s> {
-        let key = {
-            let request = session.request();
-            let mut h = self.table.hasher();
-            match &self.key {
-                RateKey::Header(name) => match request.header(name) {
-                    Some(value) => {
-                        1u8.hash(&mut h);
-                        value.hash(&mut h);
-                    }
-                    None => hash_addr(&mut h, request.client()),
-                },
-                RateKey::ClientAddress => hash_addr(&mut h, request.client()),
-            }
-            h.finish()
-        };
-        // The worker's time of this wake-up: what every request answered in
-        // it reads, as nginx's cached time, instead of a clock read each.
-        let now = self.table.nanos_at(session.worker().clock.now().into_std());
-        match self.table.acquire(key, now) {
+        match self.decide_locally(session) {
             Ok(()) => Verdict::Continue,
             Err(wait) => {
-                // Whole seconds (RFC 9110), rounded up, at least one.
-                let secs = wait.as_nanos().div_ceil(1_000_000_000).max(1);
-                Refusal {
-                    status: 429,
-                    field: Some(("Retry-After", Cow::Owned(secs.to_string().into_bytes()))),
-                }
-                .answer(session);
+                refuse(session, wait);
                 Verdict::Answered
             }
         }
