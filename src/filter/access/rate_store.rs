@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use aws_lc_rs::digest;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Script, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 use tokio::sync::Notify;
 
 /// The GCRA step, in microseconds of the store's clock. KEYS[1]: the client's
@@ -218,13 +218,21 @@ impl RateStore {
 #[derive(Debug)]
 pub struct StoreRule {
     store: Arc<RateStore>,
-    /// `pier:rl:` and a tag of the rule, before each client's part.
-    prefix: String,
-    interval_micros: u64,
-    tolerance_micros: u64,
+    /// `pier:rl:`, a tag of the rule and `:`, before each client's part.
+    prefix: [u8; PREFIX_LEN],
+    /// The script's two arguments, written once: the emission interval and
+    /// the tolerance, in microseconds.
+    interval_arg: Box<[u8]>,
+    tolerance_arg: Box<[u8]>,
     timeout: Duration,
     script: Script,
 }
+
+/// `pier:rl:` and 16 hex digits of the rule's tag and `:`.
+const PREFIX_LEN: usize = 8 + 16 + 1;
+
+/// A store key: the prefix and 32 hex digits of the client's part.
+pub type StoreKey = [u8; PREFIX_LEN + 32];
 
 impl StoreRule {
     /// `rule` names the rule the same way on every instance (route, what it
@@ -237,12 +245,17 @@ impl StoreRule {
         timeout: Duration,
     ) -> Self {
         let tag = digest::digest(&digest::SHA256, rule.as_bytes());
-        let interval_micros = (per_request.as_micros() as u64).max(1);
+        let mut prefix = [0u8; PREFIX_LEN];
+        prefix[..8].copy_from_slice(b"pier:rl:");
+        hex_into(&tag.as_ref()[..8], &mut prefix[8..24]);
+        prefix[24] = b':';
+        let interval = (per_request.as_micros() as u64).max(1);
+        let tolerance = interval.saturating_mul(u64::from(burst.max(1) - 1));
         StoreRule {
             store,
-            prefix: format!("pier:rl:{}:", hex(&tag.as_ref()[..8])),
-            interval_micros,
-            tolerance_micros: interval_micros.saturating_mul(u64::from(burst.max(1) - 1)),
+            prefix,
+            interval_arg: interval.to_string().into_bytes().into(),
+            tolerance_arg: tolerance.to_string().into_bytes().into(),
             timeout,
             script: Script::new(GCRA_SCRIPT),
         }
@@ -254,11 +267,11 @@ impl StoreRule {
     }
 
     /// The store key of one client, from what [`KeyDigest`] was fed.
-    pub fn key(&self, client: KeyDigest) -> String {
+    pub fn key(&self, client: KeyDigest) -> StoreKey {
         let d = client.0.finish();
-        let mut key = String::with_capacity(self.prefix.len() + 32);
-        key.push_str(&self.prefix);
-        key.push_str(&hex(&d.as_ref()[..16]));
+        let mut key = [0u8; PREFIX_LEN + 32];
+        key[..PREFIX_LEN].copy_from_slice(&self.prefix);
+        hex_into(&d.as_ref()[..16], &mut key[PREFIX_LEN..]);
         key
     }
 
@@ -268,7 +281,7 @@ impl StoreRule {
     pub async fn decide(
         &self,
         links: &StoreLinks,
-        key: String,
+        key: StoreKey,
     ) -> Result<StoreVerdict, StoreFailure> {
         let result = match crate::deadline::within(self.timeout, self.ask(links, key)).await {
             Err(_) => Err(StoreFailure::Timeout),
@@ -281,7 +294,7 @@ impl StoreRule {
         result
     }
 
-    async fn ask(&self, links: &StoreLinks, key: String) -> Result<StoreVerdict, StoreFailure> {
+    async fn ask(&self, links: &StoreLinks, key: StoreKey) -> Result<StoreVerdict, StoreFailure> {
         let mut conn = match links.connection(&self.store) {
             Connection::Ready(conn) => conn,
             Connection::Down => return Err(StoreFailure::Unreachable),
@@ -293,9 +306,23 @@ impl StoreRule {
                 }
             }
         };
-        let mut call = self.script.key(key);
-        call.arg(self.interval_micros).arg(self.tolerance_micros);
-        match call.invoke_async::<Value>(&mut conn).await {
+        let mut call = Cmd::with_capacity(6, 160);
+        call.arg("EVALSHA")
+            .arg(self.script.get_hash())
+            .arg(b"1")
+            .arg(&key[..])
+            .arg(&*self.interval_arg)
+            .arg(&*self.tolerance_arg);
+        let mut answer = call.query_async::<Value>(&mut conn).await;
+        if matches!(&answer, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
+            // A store that restarted, or never ran the script: loaded once
+            // per connection that finds it missing.
+            answer = match self.script.prepare_invoke().load_async(&mut conn).await {
+                Ok(_) => call.query_async::<Value>(&mut conn).await,
+                Err(e) => Err(e),
+            };
+        }
+        match answer {
             Ok(value) => verdict(&value).ok_or(StoreFailure::Error),
             Err(e) => {
                 if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
@@ -341,12 +368,13 @@ impl Hasher for KeyDigest {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
+/// Writes `bytes` as lowercase hex digits into `out`, twice as long.
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
-    s
 }
 
 /// `url` with the password of its user part, if any, left out.
@@ -583,7 +611,7 @@ mod tests {
         let key = |r: &StoreRule, bytes: &[u8]| {
             let mut d = KeyDigest::default();
             d.write(bytes);
-            r.key(d)
+            String::from_utf8(r.key(d).to_vec()).unwrap()
         };
         let (a, b) = (rule(5), rule(5));
         let long = vec![b'x'; 10_000];
@@ -602,7 +630,10 @@ mod tests {
             Duration::from_millis(5),
         );
         assert_ne!(key(&a, b"client"), key(&other, b"client"));
-        assert_eq!(a.tolerance_micros, 40_000);
+        assert_eq!(&*a.tolerance_arg, b"40000");
+        assert_eq!(&*a.interval_arg, b"10000");
+        assert!(key(&a, b"client").starts_with("pier:rl:"));
+        assert_eq!(key(&a, b"client").len(), 8 + 16 + 1 + 32);
     }
 
     #[test]
