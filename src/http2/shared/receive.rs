@@ -3,8 +3,8 @@
 //! what a whole header block means, which goes to the role: DATA held to
 //! the flow-control windows and the content-length, header blocks joined
 //! across CONTINUATION frames (bounded), SETTINGS, PING, WINDOW_UPDATE,
-//! RST_STREAM, PRIORITY, PRIORITY_UPDATE (a server's), GOAWAY and
-//! PUSH_PROMISE, and the flood budgets of
+//! RST_STREAM, PRIORITY, PRIORITY_UPDATE (taken by a server, a connection
+//! error to a client), GOAWAY and PUSH_PROMISE, and the flood budgets of
 //! `budget.rs` charged as they come.
 
 use std::time::Instant;
@@ -83,6 +83,9 @@ impl ConnCore {
             kind::PRIORITY_UPDATE if self.role == Role::Server => {
                 self.on_priority_update(h, payload, now, side)
             }
+            // Only a client sends it: one from a server is a connection
+            // error (RFC 9218 §7.1).
+            kind::PRIORITY_UPDATE => Err(self.connection_error(ErrorCode::ProtocolError)),
             // Unknown types are ignored (RFC 9113 §4.1), so they do no work.
             _ => self.inert_frame(now),
         }
