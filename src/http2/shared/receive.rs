@@ -333,10 +333,13 @@ impl ConnCore {
                 setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
-                // 0 or 1 (RFC 8441 §3).
-                setting::ENABLE_CONNECT_PROTOCOL if value > 1 => {
+                // 0 or 1 (RFC 8441 §3); once offered, it is never taken back.
+                setting::ENABLE_CONNECT_PROTOCOL
+                    if value > 1 || (value == 0 && self.peer_connect_protocol) =>
+                {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
+                setting::ENABLE_CONNECT_PROTOCOL => self.peer_connect_protocol = value == 1,
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent_streams = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = value,
                 setting::INITIAL_WINDOW_SIZE => {

@@ -1,0 +1,184 @@
+//! WebSockets to an HTTP/2 origin by extended CONNECT (RFC 8441 §4-5): an
+//! HTTP/2 client's extended CONNECT goes on as one, and an HTTP/1.1
+//! client's `Upgrade: websocket` is carried as one (its 101 answered once
+//! the origin's 200 came), to an origin that offers
+//! SETTINGS_ENABLE_CONNECT_PROTOCOL; one that does not gets the client a
+//! 501. The origin is PyPI `h2` with `websockets`' sans-IO protocol
+//! (tests/websocket_h2/h2_origin.py), the HTTP/2 client PyPI `h2`, the
+//! HTTP/1.1 client `websockets`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::python_peer::PythonServer;
+use common::Pier;
+use serde_json::{json, Value};
+
+fn origin_script() -> PathBuf {
+    common::python_peer::script("websocket_h2/h2_origin.py")
+}
+
+/// The two origins (one offering extended CONNECT, one not) behind a
+/// proxy on a listener that takes HTTP/1.1 and HTTP/2 with prior knowledge.
+struct Setup {
+    pier: Pier,
+    markers: tempfile::TempDir,
+    _origins: [PythonServer; 2],
+}
+
+fn setup() -> Option<Setup> {
+    if !common::python_peer::present("h2, websockets", "PyPI h2 and websockets") {
+        return None;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let plain = tempfile::tempdir().unwrap();
+    let origin = PythonServer::start(&origin_script(), markers.path(), "HTTP/2 origin");
+    let noconnect = PythonServer::start_with(
+        &origin_script(),
+        plain.path(),
+        &["noconnect"],
+        "HTTP/2 origin without extended CONNECT",
+    );
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+http2 = true
+[[upstream]]
+name = "ws"
+protocol = "h2"
+read_timeout = "1s"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[upstream]]
+name = "noconnect"
+protocol = "h2"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/noconnect/"
+handler = "proxy"
+upstream = "noconnect"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "ws"
+"#,
+        origin.port, noconnect.port
+    );
+    let pier = Pier::with_config(&config, &[]);
+    Some(Setup {
+        pier,
+        markers,
+        _origins: [origin, noconnect],
+    })
+}
+
+/// Runs the origin script's client `mode` against Pier; its JSON.
+fn run_client(mode: &str, addr: &str) -> Value {
+    let out = Command::new("python3")
+        .arg(origin_script())
+        .arg(mode)
+        .arg(addr)
+        .output()
+        .expect("run the client");
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The request heads the origin saw, in order.
+fn origin_requests(markers: &Path) -> Vec<Value> {
+    std::fs::read_to_string(markers.join("requests"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn an_http2_websocket_goes_to_an_h2_origin_as_extended_connect() {
+    let Some(s) = setup() else { return };
+    let v = run_client("client", &s.pier.addr().to_string());
+    assert_eq!(v["status"], "200", "{v}");
+    assert_eq!(v["subprotocol"], "chat", "{v}");
+    // Every message echoed, one of 200 kB, three times the stream window.
+    assert_eq!(
+        v["echo"],
+        json!(["hello", "w\u{f6}rld", {"binary": 204800, "same": true}, "last"]),
+        "{v}"
+    );
+    assert_eq!(v["close"], 1000, "{v}");
+    assert_eq!(v["ended"], true, "{v}");
+    // The origin's refusal as it is; an origin without the setting: 501.
+    assert_eq!(v["refused"], "403", "{v}");
+    assert_eq!(v["noconnect"], "501", "{v}");
+    // Idle past read_timeout: reset with CANCEL, upstream too.
+    assert_eq!(v["idle_status"], "200", "{v}");
+    assert_eq!(v["idle_reset"], 8, "{v}");
+    let after = v["idle_after_s"].as_f64().unwrap();
+    assert!((0.8..5.0).contains(&after), "{v}");
+    assert!(
+        wait_for(|| std::fs::read_to_string(s.markers.path().join("resets"))
+            .is_ok_and(|t| t.lines().any(|l| l.ends_with(" 8")))),
+        "the origin never saw the idle tunnel's stream reset"
+    );
+
+    // What the origin saw: the extended CONNECT of RFC 8441 §4.
+    let seen = origin_requests(s.markers.path());
+    let echo = seen
+        .iter()
+        .find(|r| r[":path"] == "/ws/echo")
+        .expect("the echo's request");
+    assert_eq!(echo[":method"], "CONNECT", "{echo}");
+    assert_eq!(echo[":protocol"], "websocket", "{echo}");
+    assert_eq!(echo[":scheme"], "http", "{echo}");
+    assert!(
+        echo[":authority"].as_str().is_some_and(|a| !a.is_empty()),
+        "{echo}"
+    );
+    assert_eq!(echo["sec-websocket-version"], "13", "{echo}");
+    assert!(echo.get("sec-websocket-key").is_none(), "{echo}");
+}
+
+#[test]
+fn an_http1_websocket_upgrade_goes_to_an_h2_origin_as_extended_connect() {
+    let Some(s) = setup() else { return };
+    let v = run_client("client1", &s.pier.addr().to_string());
+    // The 101 was accepted by the client (its Sec-WebSocket-Accept
+    // answers the client's key), then the echo.
+    assert_eq!(v["subprotocol"], "chat", "{v}");
+    assert_eq!(v["echo"], "hello over HTTP/1.1", "{v}");
+    assert_eq!(v["big_same"], true, "{v}");
+    assert_eq!(v["noconnect"], 501, "{v}");
+    let seen = origin_requests(s.markers.path());
+    let h1 = seen
+        .iter()
+        .find(|r| r[":path"] == "/ws/h1")
+        .expect("the upgrade's request");
+    assert_eq!(h1[":method"], "CONNECT", "{h1}");
+    assert_eq!(h1[":protocol"], "websocket", "{h1}");
+    // No connection-specific field, no key: RFC 8441 §5 uses neither.
+    for gone in ["connection", "upgrade", "sec-websocket-key"] {
+        assert!(h1.get(gone).is_none(), "{gone} in {h1}");
+    }
+}
+
+/// Whether `ok` comes true within 5 s.
+fn wait_for(ok: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
