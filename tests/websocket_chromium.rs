@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::chromium::{chromium, headless};
-use common::python_peer::PythonServer;
+use common::websocket::echo_server;
 use common::Pier;
 
 const PAGE: &str = r#"<!doctype html>
@@ -34,11 +34,7 @@ fn headless_chromium_opens_a_websocket_over_the_pages_http2_connection() {
         return;
     }
     let markers = tempfile::tempdir().unwrap();
-    let echo = PythonServer::start(
-        &common::python_peer::script("websocket_h2/ws_peer.py"),
-        markers.path(),
-        "WebSocket server",
-    );
+    let echo = echo_server(markers.path());
     let config = format!(
         r#"
 [server]

@@ -10,12 +10,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 use common::python_peer::PythonServer;
+use common::websocket::{assert_echo_session, assert_idle_reset, run_client, wait_for_line};
 use common::Pier;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn origin_script() -> PathBuf {
     common::python_peer::script("websocket_h2/h2_origin.py")
@@ -77,23 +76,6 @@ upstream = "ws"
     })
 }
 
-/// Runs the origin script's client `mode` against Pier; its JSON.
-fn run_client(mode: &str, addr: &str) -> Value {
-    let out = Command::new("python3")
-        .arg(origin_script())
-        .arg(mode)
-        .arg(addr)
-        .output()
-        .expect("run the client");
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 /// The request heads the origin saw, in order.
 fn origin_requests(markers: &Path) -> Vec<Value> {
     std::fs::read_to_string(markers.join("requests"))
@@ -106,28 +88,18 @@ fn origin_requests(markers: &Path) -> Vec<Value> {
 #[test]
 fn an_http2_websocket_goes_to_an_h2_origin_as_extended_connect() {
     let Some(s) = setup() else { return };
-    let v = run_client("client", &s.pier.addr().to_string());
-    assert_eq!(v["status"], "200", "{v}");
-    assert_eq!(v["subprotocol"], "chat", "{v}");
-    // Every message echoed, one of 200 kB, three times the stream window.
-    assert_eq!(
-        v["echo"],
-        json!(["hello", "w\u{f6}rld", {"binary": 204800, "same": true}, "last"]),
-        "{v}"
+    let v = run_client(
+        &origin_script(),
+        &["client".into(), s.pier.addr().to_string()],
     );
-    assert_eq!(v["close"], 1000, "{v}");
-    assert_eq!(v["ended"], true, "{v}");
+    assert_echo_session(&v);
     // The origin's refusal as it is; an origin without the setting: 501.
     assert_eq!(v["refused"], "403", "{v}");
     assert_eq!(v["noconnect"], "501", "{v}");
     // Idle past read_timeout: reset with CANCEL, upstream too.
-    assert_eq!(v["idle_status"], "200", "{v}");
-    assert_eq!(v["idle_reset"], 8, "{v}");
-    let after = v["idle_after_s"].as_f64().unwrap();
-    assert!((0.8..5.0).contains(&after), "{v}");
+    assert_idle_reset(&v);
     assert!(
-        wait_for(|| std::fs::read_to_string(s.markers.path().join("resets"))
-            .is_ok_and(|t| t.lines().any(|l| l.ends_with(" 8")))),
+        wait_for_line(&s.markers.path().join("resets"), |l| l.ends_with(" 8")),
         "the origin never saw the idle tunnel's stream reset"
     );
 
@@ -151,7 +123,10 @@ fn an_http2_websocket_goes_to_an_h2_origin_as_extended_connect() {
 #[test]
 fn an_http1_websocket_upgrade_goes_to_an_h2_origin_as_extended_connect() {
     let Some(s) = setup() else { return };
-    let v = run_client("client1", &s.pier.addr().to_string());
+    let v = run_client(
+        &origin_script(),
+        &["client1".into(), s.pier.addr().to_string()],
+    );
     // The 101 was accepted by the client (its Sec-WebSocket-Accept
     // answers the client's key), then the echo.
     assert_eq!(v["subprotocol"], "chat", "{v}");
@@ -169,16 +144,4 @@ fn an_http1_websocket_upgrade_goes_to_an_h2_origin_as_extended_connect() {
     for gone in ["connection", "upgrade", "sec-websocket-key"] {
         assert!(h1.get(gone).is_none(), "{gone} in {h1}");
     }
-}
-
-/// Whether `ok` comes true within 5 s.
-fn wait_for(ok: impl Fn() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }

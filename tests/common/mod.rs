@@ -10,6 +10,7 @@ pub mod pebble;
 pub mod python_peer;
 pub mod tls;
 pub mod upstream;
+pub mod websocket;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

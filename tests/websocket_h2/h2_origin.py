@@ -22,13 +22,11 @@ echoes through Pier; prints one JSON object.
 import asyncio
 import json
 import sys
-import time
 
 import h2.config
 import h2.connection
 import h2.events
 import h2.settings
-from websockets.frames import Close
 from websockets.protocol import Protocol, Side
 
 
@@ -134,57 +132,18 @@ def serve(markers, offer_connect):
 
 
 def run_h2_client(addr):
-    from ws_peer import Client, websocket_events
+    from ws_peer import Client, echo_session, idle_session
 
     out = {}
     c = Client(addr)
-    sid, head = c.open("/ws/echo", [("sec-websocket-protocol", "chat")])
-    out["status"] = head.get(":status")
-    out["subprotocol"] = head.get("sec-websocket-protocol")
-    ws = Protocol(Side.CLIENT, max_size=None)
-    big = bytes(range(256)) * 800
-    messages = ["hello", "w\u00f6rld", big, "last"]
-    for m in messages:
-        if isinstance(m, str):
-            ws.send_text(m.encode())
-        else:
-            ws.send_binary(m)
-    for d in ws.data_to_send():
-        c.send(sid, d)
-    frames, _ = websocket_events(c, sid, ws, len(messages))
-    got = []
-    for f in frames:
-        data = bytes(f.data)
-        got.append(data.decode() if f.opcode.name == "TEXT" else {"binary": len(data), "same": data == big})
-    out["echo"] = got
-
-    ws.send_close(1000, "bye")
-    for d in ws.data_to_send():
-        if d:
-            c.send(sid, d)
-    frames, ended = websocket_events(c, sid, ws, 1)
-    closes = [Close.parse(bytes(f.data)).code for f in frames if f.opcode.name == "CLOSE"]
-    out["close"] = closes[0] if closes else None
-    if not ended:
-        ev = c.take(sid, h2.events.StreamEnded)
-        ended = isinstance(ev, h2.events.StreamEnded)
-    out["ended"] = ended
-    c.send(sid, b"", end=True)
-
+    echo_session(c, out)
     # The origin refuses: its answer as it is.
     _, head = c.open("/refused")
     out["refused"] = head.get(":status")
     # An origin that does not offer extended CONNECT: 501.
     _, head = c.open("/noconnect/ws")
     out["noconnect"] = head.get(":status")
-
-    # A tunnel idle past the group's read_timeout is reset (CANCEL, 8).
-    sid, head = c.open("/ws/idle", [("sec-websocket-protocol", "chat")])
-    out["idle_status"] = head.get(":status")
-    started = time.monotonic()
-    ev = c.take(sid, h2.events.StreamEnded, timeout=10)
-    out["idle_reset"] = int(ev.error_code) if isinstance(ev, h2.events.StreamReset) else None
-    out["idle_after_s"] = round(time.monotonic() - started, 2)
+    idle_session(c, out)
     print(json.dumps(out))
 
 
