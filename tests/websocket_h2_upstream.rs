@@ -57,10 +57,17 @@ servers = [{{ address = "127.0.0.1:{}" }}]
 name = "noconnect"
 protocol = "h2"
 servers = [{{ address = "127.0.0.1:{}" }}]
+[cache.main]
+memory = "1MiB"
 [[route]]
 path = "/noconnect/"
 handler = "proxy"
 upstream = "noconnect"
+[[route]]
+path = "/cached/"
+handler = "proxy"
+upstream = "ws"
+cache = "main"
 [[route]]
 path = "/"
 handler = "proxy"
@@ -144,4 +151,33 @@ fn an_http1_websocket_upgrade_goes_to_an_h2_origin_as_extended_connect() {
     for gone in ["connection", "upgrade", "sec-websocket-key"] {
         assert!(h1.get(gone).is_none(), "{gone} in {h1}");
     }
+}
+
+#[test]
+fn a_websocket_on_a_cached_route_is_never_answered_from_the_cache() {
+    let Some(s) = setup() else { return };
+    // A plain GET stores the origin's fresh answer for the path
+    // (under the Host the WebSocket client sends)...
+    let addr = s.pier.addr();
+    let plain = format!("GET /cached/ws HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    for hit in [false, true] {
+        let r = common::get(addr, &plain);
+        assert_eq!((r.status, &r.body[..]), (200, &b"plain"[..]));
+        let status = r.header("cache-status").unwrap_or_default();
+        assert_eq!(status.contains("; hit"), hit, "{status}");
+    }
+    // ...and a WebSocket handshake on it still goes to the origin: a
+    // tunnel is never a stored response.
+    let v = run_client(
+        &origin_script(),
+        &[
+            "client1".into(),
+            s.pier.addr().to_string(),
+            "/cached/ws".into(),
+        ],
+    );
+    assert_eq!(v["echo"], "hello over HTTP/1.1", "{v}");
+    let seen = origin_requests(s.markers.path());
+    let gets = seen.iter().filter(|r| r[":path"] == "/cached/ws").count();
+    assert_eq!(gets, 2, "one GET, then the CONNECT: {seen:?}");
 }

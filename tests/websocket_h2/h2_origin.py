@@ -8,15 +8,15 @@ extended CONNECT with :protocol websocket by 200 (with the subprotocol
 "chat" when asked for it), then echoes every WebSocket message over the
 stream (`websockets`' sans-IO protocol, server side) and ends the stream
 after the close handshake; /refused gets 403 and a body. Any other request
-gets 200 "plain". Each request's head is appended to DIR/requests as a JSON
+gets 200 "plain", fresh for a minute. Each request's head is appended to DIR/requests as a JSON
 object.
 
 `client HOST:PORT`: an HTTP/2 client (tests/websocket_h2/ws_peer.py's) that
 opens WebSockets by extended CONNECT through Pier; prints one JSON object of
 what it saw.
 
-`client1 HOST:PORT`: an HTTP/1.1 WebSocket client (`websockets`) that
-echoes through Pier; prints one JSON object.
+`client1 HOST:PORT [PATH]`: an HTTP/1.1 WebSocket client (`websockets`)
+that echoes through Pier on PATH (/ws/h1); prints one JSON object.
 """
 
 import asyncio
@@ -78,7 +78,9 @@ def serve(markers, offer_connect):
                 conn.send_headers(sid, fields)
                 tunnels[sid] = Tunnel()
                 return
-            conn.send_headers(sid, [(":status", "200"), ("content-length", "5")])
+            conn.send_headers(
+                sid, [(":status", "200"), ("content-length", "5"), ("cache-control", "max-age=60")]
+            )
             conn.send_data(sid, b"plain", end_stream=True)
 
         def on_data(ev):
@@ -152,7 +154,8 @@ def run_h1_client(addr):
     from websockets.sync.client import connect
 
     out = {}
-    with connect(f"ws://{addr}/ws/h1", subprotocols=["chat"], max_size=None) as ws:
+    path = sys.argv[3] if len(sys.argv) > 3 else "/ws/h1"
+    with connect(f"ws://{addr}{path}", subprotocols=["chat"], max_size=None) as ws:
         out["subprotocol"] = ws.subprotocol
         ws.send("hello over HTTP/1.1")
         out["echo"] = ws.recv(timeout=10)

@@ -6,6 +6,19 @@ use crate::http::RequestView;
 use crate::http1::grammar::list_elements;
 use crate::http1::parse::{BodyKind, Method, Version};
 
+/// Whether `request` asks to switch protocols: a GET with `Upgrade` and
+/// `Connection: upgrade` (an HTTP/2 extended CONNECT reads as one); its
+/// answer is a tunnel or an error, never a stored response.
+pub(crate) fn asks_upgrade(request: &RequestView<'_>) -> bool {
+    request.method() == Method::Get
+        && request.version() == Version::Http11
+        && request.header("upgrade").is_some()
+        && request
+            .headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+            .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"upgrade")))
+}
+
 /// What the phases need to know about the downstream request.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RequestInfo {
@@ -29,14 +42,7 @@ impl RequestInfo {
     /// `h2_upstream`.
     pub(super) fn new(request: &RequestView<'_>, h2_upstream: bool) -> Self {
         let method = request.method();
-        let version = request.version();
-        let upgrade = method == Method::Get
-            && version == Version::Http11
-            && request.header("upgrade").is_some()
-            && request
-                .headers()
-                .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-                .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"upgrade")));
+        let upgrade = asks_upgrade(request);
         let body = request.body_kind();
         let websocket = upgrade
             && request
