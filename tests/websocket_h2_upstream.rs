@@ -52,17 +52,26 @@ http2 = true
 name = "ws"
 protocol = "h2"
 read_timeout = "1s"
-servers = [{{ address = "127.0.0.1:{}" }}]
+servers = [{{ address = "127.0.0.1:{origin}" }}]
+[[upstream]]
+name = "limited"
+protocol = "h2"
+max_in_flight = 1
+servers = [{{ address = "127.0.0.1:{origin}" }}]
 [[upstream]]
 name = "noconnect"
 protocol = "h2"
-servers = [{{ address = "127.0.0.1:{}" }}]
+servers = [{{ address = "127.0.0.1:{noconnect}" }}]
 [cache.main]
 memory = "1MiB"
 [[route]]
 path = "/noconnect/"
 handler = "proxy"
 upstream = "noconnect"
+[[route]]
+path = "/limited/"
+handler = "proxy"
+upstream = "limited"
 [[route]]
 path = "/cached/"
 handler = "proxy"
@@ -73,7 +82,8 @@ path = "/"
 handler = "proxy"
 upstream = "ws"
 "#,
-        origin.port, noconnect.port
+        origin = origin.port,
+        noconnect = noconnect.port
     );
     let pier = Pier::with_config(&config, &[]);
     Some(Setup {
@@ -180,4 +190,26 @@ fn a_websocket_on_a_cached_route_is_never_answered_from_the_cache() {
     let seen = origin_requests(s.markers.path());
     let gets = seen.iter().filter(|r| r[":path"] == "/cached/ws").count();
     assert_eq!(gets, 2, "one GET, then the CONNECT: {seen:?}");
+}
+
+#[test]
+fn a_tunnel_to_an_h2_origin_holds_its_admission_and_needs_its_key() {
+    let Some(s) = setup() else { return };
+    // max_in_flight = 1: the open tunnel is the one request in flight.
+    let v = run_client(
+        &origin_script(),
+        &["client1-busy".into(), s.pier.addr().to_string()],
+    );
+    assert_eq!(v["echo"], "held", "{v}");
+    assert_eq!(v["beside"], 503, "{v}");
+    assert_eq!(v["after"], 200, "{v}");
+    // An HTTP/1.1 handshake without Sec-WebSocket-Key cannot be answered
+    // with an accept value: 400, and nothing reaches the origin.
+    let r = common::get(
+        s.pier.addr(),
+        "GET /ws/nokey HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    );
+    assert_eq!(r.status, 400);
+    let seen = origin_requests(s.markers.path());
+    assert!(!seen.iter().any(|r| r[":path"] == "/ws/nokey"), "{seen:?}");
 }

@@ -15,6 +15,9 @@ object.
 opens WebSockets by extended CONNECT through Pier; prints one JSON object of
 what it saw.
 
+`client1-busy HOST:PORT`: a WebSocket held open on /limited/ws while a
+plain GET goes beside it and after it; prints one JSON object.
+
 `client1 HOST:PORT [PATH]`: an HTTP/1.1 WebSocket client (`websockets`)
 that echoes through Pier on PATH (/ws/h1); prints one JSON object.
 """
@@ -22,6 +25,7 @@ that echoes through Pier on PATH (/ws/h1); prints one JSON object.
 import asyncio
 import json
 import sys
+import time
 
 import h2.config
 import h2.connection
@@ -170,10 +174,42 @@ def run_h1_client(addr):
     print(json.dumps(out))
 
 
+def run_h1_busy_client(addr):
+    """A tunnel holds its group's admission while open: with max_in_flight
+    = 1, a request beside it is refused (503), one after it is not."""
+    import urllib.error
+    import urllib.request
+    from websockets.sync.client import connect
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def status():
+        try:
+            with opener.open(f"http://{addr}/limited/plain", timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    out = {}
+    with connect(f"ws://{addr}/limited/ws", subprotocols=["chat"]) as ws:
+        ws.send("held")
+        out["echo"] = ws.recv(timeout=10)
+        out["beside"] = status()
+    # The tunnel's end is seen by the proxy a moment after the close.
+    deadline = time.monotonic() + 5
+    out["after"] = status()
+    while out["after"] != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        out["after"] = status()
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "server":
         serve(sys.argv[2], sys.argv[3:4] != ["noconnect"])
     elif sys.argv[1] == "client":
         run_h2_client(sys.argv[2])
+    elif sys.argv[1] == "client1-busy":
+        run_h1_busy_client(sys.argv[2])
     else:
         run_h1_client(sys.argv[2])

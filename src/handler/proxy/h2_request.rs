@@ -297,6 +297,36 @@ mod tests {
     }
 
     #[test]
+    fn an_upgrade_goes_as_an_extended_connect_with_its_protocol() {
+        // An HTTP/1.1 WebSocket handshake: CONNECT with :protocol websocket
+        // (RFC 8441 §5), the Upgrade and Connection fields left out.
+        let raw = b"GET /chat HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: WebSocket\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        let mut head = RequestHead::new();
+        let view = view_of(raw, &mut head);
+        assert_eq!(connect_protocol(&view), b"websocket");
+        let mut list = FieldList::default();
+        list.start(b"GET", b"/chat", None, b"a.test");
+        list.field(b"Sec-WebSocket-Version", b"13");
+        list.finish(BodyKind::None, Some(b"WebSocket"));
+        let req = h2_request(&list, &view, true, Some(b"websocket")).unwrap();
+        assert_eq!(req.method, b"CONNECT");
+        assert_eq!(req.protocol, Some(&b"websocket"[..]));
+        assert_eq!((req.scheme, req.path), (&b"https"[..], &b"/chat"[..]));
+        assert_eq!(fields_of(&req), [("sec-websocket-version", "13")]);
+        // Without a protocol, the method stays; a protocol HTTP/2 cannot
+        // carry is refused.
+        assert_eq!(h2_request(&list, &view, true, None).unwrap().method, b"GET");
+        assert_eq!(
+            h2_request(&list, &view, true, Some(b"web\nsocket")).unwrap_err(),
+            NotH2("protocol")
+        );
+        assert_eq!(
+            h2_request(&list, &view, true, Some(b"")).unwrap_err(),
+            NotH2("protocol")
+        );
+    }
+
+    #[test]
     fn te_without_trailers_is_not_sent_and_tls_is_https() {
         let raw = b"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\n\r\n";
         let mut head = RequestHead::new();
