@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
+use common::websocket::{
+    assert_echo_session, assert_idle_reset, echo_server, run_client, wait_for_line,
+};
 use common::Pier;
-use serde_json::{json, Value};
+use serde_json::json;
 
 fn peer_script() -> PathBuf {
     common::python_peer::script("websocket_h2/ws_peer.py")
@@ -41,11 +42,7 @@ fn extended_connect_through_the_proxy(tls: bool) {
         return;
     }
     let markers = tempfile::tempdir().unwrap();
-    let server = common::python_peer::PythonServer::start(
-        &peer_script(),
-        markers.path(),
-        "WebSocket server",
-    );
+    let server = echo_server(markers.path());
     let config = format!(
         r#"
 [server]
@@ -75,36 +72,16 @@ upstream = "ws"
         },
     );
     let pier = Pier::with_config(&config, &[]);
-    let out = Command::new("python3")
-        .arg(peer_script())
-        .arg("client")
-        .arg(if tls { pier.https[0] } else { pier.addr() }.to_string())
-        .args(if tls { &["tls"][..] } else { &[][..] })
-        .output()
-        .expect("run the HTTP/2 client");
-    assert!(
-        out.status.success(),
-        "client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let addr = if tls { pier.https[0] } else { pier.addr() };
+    let mut args = vec!["client".to_string(), addr.to_string()];
+    args.extend(tls.then(|| "tls".to_string()));
+    let v = run_client(&peer_script(), &args);
     // SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 8441 §3).
     assert_eq!(v["enable_connect_protocol"], 1, "{v}");
     // The upstream's 101 is the stream's 200, with the subprotocol it chose
-    // and no Sec-WebSocket-Accept (RFC 8441 §5).
-    assert_eq!(v["status"], "200", "{v}");
-    assert_eq!(v["subprotocol"], "chat", "{v}");
+    // and no Sec-WebSocket-Accept (RFC 8441 §5); the echo and the close.
+    assert_echo_session(&v);
     assert_eq!(v["accept_sent"], false, "{v}");
-    // Every message echoed, one of 200 kB, three times the stream window.
-    assert_eq!(
-        v["echo"],
-        json!(["hello", "w\u{f6}rld", {"binary": 204800, "same": true}, "last"]),
-        "{v}"
-    );
-    // The close handshake, then the upstream's close ends the stream.
-    assert_eq!(v["close"], 1000, "{v}");
-    assert_eq!(v["ended"], true, "{v}");
     // A route that is not a proxy does not take the protocol: 501, not its 200.
     assert_eq!(v["not_proxy"], "501", "{v}");
     // An upstream that does not upgrade: its answer as it is.
@@ -120,29 +97,14 @@ upstream = "ws"
     // close frame).
     assert_eq!(v["before_reset"], json!(["before the reset"]), "{v}");
     assert!(
-        wait_for_line(&markers.path().join("closed"), "/ws/reset 1006"),
+        wait_for_line(&markers.path().join("closed"), |l| l == "/ws/reset 1006"),
         "the upstream never saw the reset tunnel close"
     );
     // Idle past read_timeout: reset with CANCEL, the upstream closed too.
-    assert_eq!(v["idle_status"], "200", "{v}");
-    assert_eq!(v["idle_reset"], 8, "{v}");
-    let after = v["idle_after_s"].as_f64().unwrap();
-    assert!((0.8..5.0).contains(&after), "{v}");
+    assert_idle_reset(&v);
     assert!(
-        wait_for_line(&markers.path().join("closed"), "/ws/idle 1006"),
+        wait_for_line(&markers.path().join("closed"), |l| l == "/ws/idle 1006"),
         "the upstream never saw the idle tunnel close"
     );
     assert_eq!(v["again"], json!(["again"]), "{v}");
-}
-
-/// Whether `path` comes to hold the line `line` within 5 s.
-fn wait_for_line(path: &Path, line: &str) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if std::fs::read_to_string(path).is_ok_and(|t| t.lines().any(|l| l == line)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }

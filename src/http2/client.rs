@@ -88,6 +88,16 @@ pub enum OpenError {
     /// SETTINGS_MAX_HEADER_LIST_SIZE (RFC 9113 §6.5.2): it was not sent,
     /// and the connection goes on.
     HeadTooLarge,
+    /// An extended CONNECT to an origin whose SETTINGS did not offer
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3), or have not come.
+    NoExtendedConnect,
+}
+
+/// Where a request goes: its `:scheme`, `:authority` and `:path`.
+struct Target<'a> {
+    scheme: &'a [u8],
+    authority: &'a [u8],
+    path: &'a [u8],
 }
 
 /// One HTTP/2 connection, client side.
@@ -171,6 +181,56 @@ impl ClientConnection {
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
     ) -> Result<StreamId, OpenError> {
+        let target = Target {
+            scheme,
+            authority,
+            path,
+        };
+        self.open(method, None, target, fields, end_stream)
+    }
+
+    /// Whether the origin's SETTINGS came, so what it offers is known.
+    pub fn settings_received(&self) -> bool {
+        self.core.settings_received
+    }
+
+    /// Opens an extended CONNECT (RFC 8441 §4): `:method CONNECT` with
+    /// `:protocol` (`websocket`), the stream's DATA then the tunnel's bytes
+    /// both ways. Only once the origin's SETTINGS offered
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL; before they came, or without it,
+    /// [`OpenError::NoExtendedConnect`] and nothing is sent.
+    pub fn open_extended_connect<'f>(
+        &mut self,
+        protocol: &[u8],
+        scheme: &[u8],
+        authority: &[u8],
+        path: &[u8],
+        fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<StreamId, OpenError> {
+        if !self.core.peer_connect_protocol {
+            return Err(self.open_refusal().unwrap_or(OpenError::NoExtendedConnect));
+        }
+        let target = Target {
+            scheme,
+            authority,
+            path,
+        };
+        self.open(b"CONNECT", Some(protocol), target, fields, false)
+    }
+
+    /// Opens a stream with its head; `protocol`: an extended CONNECT's.
+    fn open<'f>(
+        &mut self,
+        method: &[u8],
+        protocol: Option<&[u8]>,
+        Target {
+            scheme,
+            authority,
+            path,
+        }: Target<'_>,
+        fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
+        end_stream: bool,
+    ) -> Result<StreamId, OpenError> {
         if let Some(refusal) = self.open_refusal() {
             return Err(refusal);
         }
@@ -187,6 +247,9 @@ impl ClientConnection {
         core.budgets.earn_inert(1);
         let sent = core.write_header_block(id, end_stream, |block| {
             block.field(b":method", method);
+            if let Some(protocol) = protocol {
+                block.field(b":protocol", protocol);
+            }
             block.field(b":scheme", scheme);
             block.field(b":authority", authority);
             block.field(b":path", path);

@@ -158,7 +158,10 @@ pub(crate) struct ConnCore {
     pub(crate) pending: Option<PendingBlock>,
     /// A header block of ours past the peer's max frame size.
     scratch: Vec<u8>,
-    settings_received: bool,
+    pub(crate) settings_received: bool,
+    /// The peer's SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3): it takes
+    /// extended CONNECT requests.
+    pub(crate) peer_connect_protocol: bool,
     /// The peer acknowledged our SETTINGS, so our INITIAL_WINDOW_SIZE
     /// applies to the streams opened from now on.
     settings_acked: bool,
@@ -266,6 +269,7 @@ impl ConnCore {
             pending: None,
             scratch: Vec::new(),
             settings_received: false,
+            peer_connect_protocol: false,
             settings_acked: false,
             last_opened: 0,
             last_taken: 0,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use super::h2_connection::{H2Connection, StreamSlot, MAX_OUTPUT};
 use super::ProxyError;
-use crate::http2::client::{OpenError, ResponseHead, StreamId};
+use crate::http2::client::{ClientConnection, OpenError, ResponseHead, StreamId};
 use crate::http2::ErrorCode;
 
 /// Why a stream stopped short.
@@ -98,6 +98,36 @@ impl StreamLease {
         fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
     ) -> Result<H2Stream, OpenFailed> {
+        self.open_with(false, |conn| {
+            conn.open_stream(method, scheme, authority, path, fields, end_stream)
+        })
+        .await
+    }
+
+    /// Opens an extended CONNECT with `protocol` (RFC 8441 §4) once the
+    /// connection is up, the origin's SETTINGS came and a stream has room;
+    /// [`OpenError::NoExtendedConnect`] when the origin does not offer it.
+    pub async fn open_tunnel<'f>(
+        self,
+        protocol: &[u8],
+        scheme: &[u8],
+        authority: &[u8],
+        path: &[u8],
+        fields: &mut dyn Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) -> Result<H2Stream, OpenFailed> {
+        self.open_with(true, |conn| {
+            conn.open_extended_connect(protocol, scheme, authority, path, fields)
+        })
+        .await
+    }
+
+    /// Opens a stream by `open` once the connection is up (and, with
+    /// `after_settings`, once the origin's SETTINGS came) and has room.
+    async fn open_with(
+        self,
+        after_settings: bool,
+        mut open: impl FnMut(&mut ClientConnection) -> Result<StreamId, OpenError>,
+    ) -> Result<H2Stream, OpenFailed> {
         let id = std::future::poll_fn(|cx| {
             let mut st = self.conn.state();
             let st = &mut *st;
@@ -108,14 +138,11 @@ impl StreamLease {
                     OpenFailed::Connect(e.clone())
                 }));
             }
-            if !st.ready {
+            if !st.ready || (after_settings && !st.conn.settings_received()) {
                 st.wait_to_open(cx.waker());
                 return Poll::Pending;
             }
-            match st
-                .conn
-                .open_stream(method, scheme, authority, path, fields, end_stream)
-            {
+            match open(&mut st.conn) {
                 Ok(id) => {
                     st.slots.insert(id, StreamSlot::default());
                     st.wake_driver();
@@ -234,6 +261,44 @@ impl H2Stream {
         }
         if slot.ended {
             return Poll::Ready(Ok(ResponseEvent::End(slot.trailers.take())));
+        }
+        if let Some(code) = slot.reset {
+            return Poll::Ready(Err(StreamError::Reset(code)));
+        }
+        if let Some(e) = &st.ended {
+            return Poll::Ready(Err(StreamError::Connection(e.clone())));
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Reads response body bytes into `buf` as a tunnel's byte stream
+    /// (an extended CONNECT's, after its head was taken), releasing them
+    /// to the windows as they are taken; `Ok` with nothing read at the
+    /// end of the stream (trailers, if any, are dropped).
+    pub fn poll_read_tunnel(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<Result<(), StreamError>> {
+        let mut st = self.lease.conn.state();
+        let st = &mut *st;
+        let Some(slot) = st.slots.get_mut(&self.id) else {
+            return Poll::Ready(Err(StreamError::Reset(ErrorCode::Cancel)));
+        };
+        if !slot.body.is_empty() {
+            let n = slot.body.len().min(buf.remaining());
+            buf.put_slice(&slot.body.split_to(n));
+            slot.unreleased -= n.min(slot.unreleased);
+            let before = st.conn.output_len();
+            st.conn.release(self.id, n);
+            if st.conn.output_len() != before {
+                st.wake_driver();
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if slot.ended {
+            return Poll::Ready(Ok(()));
         }
         if let Some(code) = slot.reset {
             return Poll::Ready(Err(StreamError::Reset(code)));

@@ -8,7 +8,8 @@
 //! - [`balance`]: choosing a server; [`retry`]: whether to try another;
 //! - [`dial`], [`connect`], [`pool`], [`h2_pool`]: connections, new and reused;
 //! - [`h2_connection`], [`h2_stream`]: an HTTP/2 connection on Pier's own
-//!   codec in the client role, and a request's stream on it;
+//!   codec in the client role, and a request's stream on it; [`h2_tunnel`]:
+//!   an extended CONNECT's stream as a tunnel's byte stream;
 //! - [`health`]: active checks off the workers' event loops;
 //! - [`request_head`]: the upstream request head, as HTTP/1 bytes or fields;
 //! - [`error`]: which side failed, and how.
@@ -22,6 +23,7 @@ pub mod group_state;
 pub mod h2_connection;
 pub mod h2_pool;
 pub mod h2_stream;
+pub mod h2_tunnel;
 pub mod health;
 pub mod pool;
 pub mod request_head;

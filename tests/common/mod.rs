@@ -4,11 +4,13 @@
 
 pub mod bench_run;
 pub mod cache;
+pub mod chromium;
 pub mod h2raw;
 pub mod pebble;
 pub mod python_peer;
 pub mod tls;
 pub mod upstream;
+pub mod websocket;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -40,10 +40,16 @@ pub struct PythonServer {
 impl PythonServer {
     /// Starts `python3 SCRIPT server DIR`; `what` names it if it fails.
     pub fn start(script: &Path, dir: &Path, what: &str) -> PythonServer {
+        Self::start_with(script, dir, &[], what)
+    }
+
+    /// Starts `python3 SCRIPT server DIR ARGS...`.
+    pub fn start_with(script: &Path, dir: &Path, args: &[&str], what: &str) -> PythonServer {
         let mut child = Command::new("python3")
             .arg(script)
             .arg("server")
             .arg(dir)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

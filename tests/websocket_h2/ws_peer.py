@@ -166,12 +166,10 @@ def websocket_events(client, sid, ws, want):
     return frames, ended
 
 
-def run_client(addr):
-    out = {}
-    c = Client(addr)
-    out["enable_connect_protocol"] = c.settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
-
-    # An echo: several messages both ways, one far larger than a window.
+def echo_session(c, out):
+    """A WebSocket on /ws/echo with the subprotocol "chat": several messages
+    both ways, one far larger than a window, then the close handshake;
+    what was seen goes into `out`."""
     sid, head = c.open("/ws/echo", [("sec-websocket-protocol", "chat")])
     out["status"] = head.get(":status")
     out["subprotocol"] = head.get("sec-websocket-protocol")
@@ -203,6 +201,26 @@ def run_client(addr):
         ended = isinstance(ev, h2.events.StreamEnded)
     out["ended"] = ended
     c.send(sid, b"", end=True)
+
+
+def idle_session(c, out):
+    """A WebSocket left idle, which the proxy resets past its read timeout."""
+    # A tunnel idle past the group's read_timeout is reset (CANCEL, 8).
+    sid, head = c.open("/ws/idle", [("sec-websocket-protocol", "chat")])
+    out["idle_status"] = head.get(":status")
+    started = time.monotonic()
+    ev = c.take(sid, h2.events.StreamEnded, timeout=10)
+    out["idle_reset"] = int(ev.error_code) if isinstance(ev, h2.events.StreamReset) else None
+    out["idle_after_s"] = round(time.monotonic() - started, 2)
+
+
+def run_client(addr):
+    out = {}
+    c = Client(addr)
+    out["enable_connect_protocol"] = c.settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
+
+    # An echo: several messages both ways, one far larger than a window.
+    echo_session(c, out)
 
     # Refused: a route that is not a proxy, an upstream that says 403.
     _, head = c.open("/static/")
@@ -242,13 +260,7 @@ def run_client(addr):
     c.conn.reset_stream(sid, 8)
     c.flush()
 
-    # A tunnel idle past the group's read_timeout is reset (CANCEL, 8).
-    sid, head = c.open("/ws/idle", [("sec-websocket-protocol", "chat")])
-    out["idle_status"] = head.get(":status")
-    started = time.monotonic()
-    ev = c.take(sid, h2.events.StreamEnded, timeout=10)
-    out["idle_reset"] = int(ev.error_code) if isinstance(ev, h2.events.StreamReset) else None
-    out["idle_after_s"] = round(time.monotonic() - started, 2)
+    idle_session(c, out)
 
     # The connection still serves after all of that.
     sid, head = c.open("/ws/echo", [("sec-websocket-protocol", "chat")])

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::error_page::answer_with_page;
 use super::refresh_session::RefreshSink;
+use super::request_info::asks_upgrade;
 use super::{forward_with, ProxyRoute};
 use crate::cache::answer::answer_stored;
 use crate::cache::disk_hit::{answer_from_disk, DiskAnswer};
@@ -33,8 +34,9 @@ pub(crate) async fn forward_cached<'h>(
     let request = session.request();
     let method = request.method();
     let key = zone.settings.key.key_of(&request);
-    // An extended CONNECT's answer is a tunnel, never a stored response.
-    let tunnel = request.is_extended_connect();
+    // An upgrade's answer (an extended CONNECT's among them) is a tunnel,
+    // never a stored response: it always goes to the origin.
+    let tunnel = request.is_extended_connect() || asks_upgrade(&request);
     if tunnel || !matches!(method, Method::Get | Method::Head) {
         let safe = tunnel || matches!(method, Method::Options | Method::Trace);
         if safe {

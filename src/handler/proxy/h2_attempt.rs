@@ -16,7 +16,7 @@ use tracing::debug;
 use super::attempts::{Attempt, UpstreamExchange};
 use super::error_page::answer_with_page;
 use super::h2_exchange::{ExchangeError, H2Exchange, Limits, Upload};
-use super::h2_request::h2_request;
+use super::h2_request::{connect_protocol, h2_request};
 use super::request_info::RequestInfo;
 use super::{ErrorKind, ProxyError, ProxyRoute};
 use crate::http::Session;
@@ -74,7 +74,12 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
         now: Instant,
     ) -> Attempt<H2Answer> {
         let group = &*self.route.group;
-        let request = match h2_request(self.head, &session.request(), group.tls.is_some()) {
+        let protocol = self
+            .info
+            .extended_connect
+            .then(|| connect_protocol(&session.request()).to_vec());
+        let secure = group.tls.is_some();
+        let request = match h2_request(self.head, &session.request(), secure, protocol.as_deref()) {
             Ok(r) => r,
             Err(e) => {
                 debug!(group = %group.name, peer = %session.request().peer(), cause = e.0, "request cannot be sent over HTTP/2");
@@ -96,18 +101,30 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
         let no_body = self.info.body == BodyKind::None;
         // A connection whose streams are all taken by long calls gives no
         // slot: waiting for one is bounded as any wait for the server is.
-        let opened = crate::deadline::within(
-            self.limits.idle,
-            lease.open(
-                request.method,
-                request.scheme,
-                request.authority,
-                request.path,
-                &mut request.fields(),
-                no_body,
-            ),
-        )
-        .await;
+        let mut fields = request.fields();
+        let opened = match request.protocol {
+            Some(protocol) => {
+                let open = lease.open_tunnel(
+                    protocol,
+                    request.scheme,
+                    request.authority,
+                    request.path,
+                    &mut fields,
+                );
+                crate::deadline::within(self.limits.idle, open).await
+            }
+            None => {
+                let open = lease.open(
+                    request.method,
+                    request.scheme,
+                    request.authority,
+                    request.path,
+                    &mut fields,
+                    no_body,
+                );
+                crate::deadline::within(self.limits.idle, open).await
+            }
+        };
         let Ok(opened) = opened else {
             return Attempt::ConnectFailed(ProxyError::upstream(
                 ErrorKind::Timeout,
@@ -123,6 +140,13 @@ impl<'h> UpstreamExchange<'h> for H2Attempt<'_, 'h> {
             Err(OpenFailed::NotOpened(OpenError::HeadTooLarge)) => {
                 debug!(group = %group.name, peer = %session.request().peer(), "request head past the origin's SETTINGS_MAX_HEADER_LIST_SIZE");
                 answer_with_page(session, &self.route.error_pages, 431, None);
+                return Attempt::Downstream;
+            }
+            // The server does not take extended CONNECT (RFC 8441 §3): an
+            // upgrade cannot reach it, and a group's servers are alike.
+            Err(OpenFailed::NotOpened(OpenError::NoExtendedConnect)) => {
+                debug!(group = %group.name, peer = %session.request().peer(), "the HTTP/2 server does not offer extended CONNECT: 501");
+                answer_with_page(session, &self.route.error_pages, 501, None);
                 return Attempt::Downstream;
             }
             // Nothing was sent: the request goes again on a fresh

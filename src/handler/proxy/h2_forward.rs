@@ -23,11 +23,15 @@ use super::h2_request::{grpc_timeout, is_grpc};
 use super::log::{log_failure, log_response};
 use super::request_filter::take_buffered_body;
 use super::request_info::RequestInfo;
+use super::tunnel::UpgradeTunnel;
+use super::websocket_key::accept_value;
 use super::{answer_unanswered, answered_from_cache, ProxyBuffers, ProxyRoute};
 use crate::cache::tap::{ResponseTap, TapHead, UpstreamHead};
-use crate::http::{Body, ResponseHead, Session};
+use crate::http::{Body, Session, Tunnel};
 use crate::http1::parse::Method;
+use crate::http2::client::ResponseHead;
 use crate::upstream::group_state::GroupAdmission;
+use crate::upstream::h2_tunnel::H2TunnelIo;
 
 /// Serves a request routed to an h2 group: phases 2 to 10, with `tap` on them.
 pub(super) async fn forward_h2<'h, T: ResponseTap>(
@@ -80,10 +84,10 @@ pub(super) async fn forward_h2<'h, T: ResponseTap>(
                 grpc,
                 head_at,
             };
-            relay_h2(session, &relay, answered, &mut encoded, tap).await;
+            relay_h2(session, &relay, answered, &mut encoded, admission, tap).await;
         }
     }
-    drop(admission);
+    // The admission, where no tunnel took it, ends here.
     buffers.give_buf(encoded);
     buffers.give_field_list(head);
 }
@@ -105,8 +109,9 @@ struct Relay<'h, 'r> {
 async fn relay_h2<'h, T: ResponseTap>(
     session: &mut dyn Session<'h>,
     relay: &Relay<'h, '_>,
-    answered: Answered<'_, H2Answer>,
+    answered: Answered<'h, H2Answer>,
     fields: &mut Vec<u8>,
+    admission: GroupAdmission<'h>,
     tap: &mut T,
 ) {
     let Answered {
@@ -124,6 +129,18 @@ async fn relay_h2<'h, T: ResponseTap>(
     } = *relay;
     let group = &*route.group;
     let status = head.status();
+    if info.extended_connect && (200..300).contains(&status) {
+        let tunnel = UpgradeTunnel {
+            up: H2TunnelIo::new(exchange.stream),
+            from_upstream: Vec::new(),
+            idle: group.read_timeout,
+            upstream: group.server_name(group.servers[server].addr).into(),
+            _admission: admission,
+            _in_flight: in_flight,
+        };
+        answer_tunnel(session, &head, fields, Box::new(tunnel));
+        return;
+    }
     let upstream_head = UpstreamHead::H2 { head: &head };
 
     // Phase 7: the response head.
@@ -141,29 +158,14 @@ async fn relay_h2<'h, T: ResponseTap>(
         take_buffered_body(session, info, exchange.upload.polled);
         return;
     }
-    fields.clear();
-    let keep_length = status == 304;
-    for (name, value) in head.fields() {
-        let keep = match name {
-            b"content-length" => keep_length,
-            b"date" | b"server" | b"connection" | b"keep-alive" | b"proxy-connection"
-            | b"transfer-encoding" | b"upgrade" | b"te" | b"trailer" => false,
-            _ => true,
-        };
-        if keep {
-            fields.extend_from_slice(name);
-            fields.extend_from_slice(b": ");
-            fields.extend_from_slice(value);
-            fields.extend_from_slice(b"\r\n");
-        }
-    }
+    encode_h2_fields(fields, &head, status == 304);
     let len = head.content_length();
     let tap_head = TapHead {
         head: upstream_head,
         body_len: len,
     };
     tap.on_head(&session.request(), tap_head, fields);
-    let response_head = ResponseHead {
+    let response_head = crate::http::ResponseHead {
         date: None,
         status,
         fields: &[],
@@ -229,4 +231,57 @@ async fn relay_h2<'h, T: ResponseTap>(
         }
     }
     drop(in_flight);
+    drop(admission);
+}
+
+/// Phase 7 for an HTTP/2 head: its end-to-end fields as `name: value\r\n`
+/// lines into `fields`, without `Date`, `Server`, framing and
+/// connection-specific fields; `keep_length` passes `content-length`
+/// through (a 304's).
+fn encode_h2_fields(fields: &mut Vec<u8>, head: &ResponseHead, keep_length: bool) {
+    fields.clear();
+    for (name, value) in head.fields() {
+        let keep = match name {
+            b"content-length" => keep_length,
+            b"date" | b"server" | b"connection" | b"keep-alive" | b"proxy-connection"
+            | b"transfer-encoding" | b"upgrade" | b"te" | b"trailer" => false,
+            _ => true,
+        };
+        if keep {
+            fields.extend_from_slice(name);
+            fields.extend_from_slice(b": ");
+            fields.extend_from_slice(value);
+            fields.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// Phase 9 for an extended CONNECT the upstream accepted with a 2xx: the
+/// client gets its 101 with the upstream's fields (its subprotocol and
+/// extensions), which an HTTP/2 client's stream answers as `:status 200`;
+/// an HTTP/1.1 client's handshake is completed with `Upgrade` and the
+/// accept value of its own key, which the upstream never saw (RFC 8441
+/// §5). The tunnel then relays the stream's DATA both ways.
+fn answer_tunnel<'h>(
+    session: &mut dyn Session<'h>,
+    head: &ResponseHead,
+    fields: &mut Vec<u8>,
+    tunnel: Box<dyn Tunnel + 'h>,
+) {
+    encode_h2_fields(fields, head, false);
+    let request = session.request();
+    if !request.is_extended_connect() {
+        let key = request.header("sec-websocket-key").unwrap_or_default();
+        fields.extend_from_slice(b"Upgrade: websocket\r\nSec-WebSocket-Accept: ");
+        fields.extend_from_slice(&accept_value(key));
+        fields.extend_from_slice(b"\r\n");
+    }
+    let head = crate::http::ResponseHead {
+        date: None,
+        status: 101,
+        fields: &[],
+        configured: None,
+        field_lines: fields,
+    };
+    session.send_response(&head, Body::Tunnel(tunnel));
 }

@@ -19,8 +19,11 @@ pub struct NotH2(pub &'static str);
 /// fields of the rewritten head, borrowed from it (no head is built again).
 #[derive(Debug)]
 pub struct H2RequestHead<'a> {
-    /// `:method`.
+    /// `:method` (`CONNECT` for an extended CONNECT).
     pub method: &'a [u8],
+    /// `:protocol`: the request opens a tunnel by extended CONNECT
+    /// (RFC 8441 §4).
+    pub protocol: Option<&'a [u8]>,
     /// `:scheme`: `https` to a TLS upstream.
     pub scheme: &'static [u8],
     /// `:authority`.
@@ -94,6 +97,7 @@ pub fn h2_request<'a>(
     head: &'a FieldList,
     request: &RequestView<'_>,
     secure_upstream: bool,
+    protocol: Option<&'a [u8]>,
 ) -> Result<H2RequestHead<'a>, NotH2> {
     let method = head.method();
     if method.is_empty()
@@ -138,8 +142,16 @@ pub fn h2_request<'a>(
         .headers()
         .filter(|(n, _)| n.eq_ignore_ascii_case(b"te"))
         .any(|(_, v)| list_elements(v).any(|t| t.eq_ignore_ascii_case(b"trailers")));
+    if protocol.is_some_and(|p| p.is_empty() || !is_field_value(p)) {
+        return Err(NotH2("protocol"));
+    }
     Ok(H2RequestHead {
-        method,
+        method: if protocol.is_some() {
+            b"CONNECT"
+        } else {
+            method
+        },
+        protocol,
         scheme: if secure_upstream { b"https" } else { b"http" },
         authority,
         path,
@@ -147,6 +159,16 @@ pub fn h2_request<'a>(
         content_length,
         te_trailers,
     })
+}
+
+/// The `:protocol` of the extended CONNECT that carries `request` to an
+/// HTTP/2 upstream: an HTTP/2 client's own, or `websocket` for an HTTP/1.1
+/// WebSocket upgrade (RFC 8441 §5).
+pub fn connect_protocol<'a>(request: &RequestView<'a>) -> &'a [u8] {
+    match request.header("upgrade") {
+        Some(p) if request.is_extended_connect() => p,
+        _ => b"websocket",
+    }
 }
 
 /// Whether the request is a gRPC call (`content-type: application/grpc...`).
@@ -258,7 +280,7 @@ mod tests {
         list.field(b"X-Forwarded-For", b"192.0.2.1");
         list.field(b"Connection", b"keep-alive");
         list.finish(BodyKind::Chunked, None);
-        let req = h2_request(&list, &view, false).unwrap();
+        let req = h2_request(&list, &view, false, None).unwrap();
         assert_eq!(req.method, b"POST");
         assert_eq!(req.scheme, b"http");
         assert_eq!(req.authority, b"app.internal:50051");
@@ -275,6 +297,36 @@ mod tests {
     }
 
     #[test]
+    fn an_upgrade_goes_as_an_extended_connect_with_its_protocol() {
+        // An HTTP/1.1 WebSocket handshake: CONNECT with :protocol websocket
+        // (RFC 8441 §5), the Upgrade and Connection fields left out.
+        let raw = b"GET /chat HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: WebSocket\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        let mut head = RequestHead::new();
+        let view = view_of(raw, &mut head);
+        assert_eq!(connect_protocol(&view), b"websocket");
+        let mut list = FieldList::default();
+        list.start(b"GET", b"/chat", None, b"a.test");
+        list.field(b"Sec-WebSocket-Version", b"13");
+        list.finish(BodyKind::None, Some(b"WebSocket"));
+        let req = h2_request(&list, &view, true, Some(b"websocket")).unwrap();
+        assert_eq!(req.method, b"CONNECT");
+        assert_eq!(req.protocol, Some(&b"websocket"[..]));
+        assert_eq!((req.scheme, req.path), (&b"https"[..], &b"/chat"[..]));
+        assert_eq!(fields_of(&req), [("sec-websocket-version", "13")]);
+        // Without a protocol, the method stays; a protocol HTTP/2 cannot
+        // carry is refused.
+        assert_eq!(h2_request(&list, &view, true, None).unwrap().method, b"GET");
+        assert_eq!(
+            h2_request(&list, &view, true, Some(b"web\nsocket")).unwrap_err(),
+            NotH2("protocol")
+        );
+        assert_eq!(
+            h2_request(&list, &view, true, Some(b"")).unwrap_err(),
+            NotH2("protocol")
+        );
+    }
+
+    #[test]
     fn te_without_trailers_is_not_sent_and_tls_is_https() {
         let raw = b"GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\n\r\n";
         let mut head = RequestHead::new();
@@ -282,7 +334,7 @@ mod tests {
         let mut list = FieldList::default();
         list.start(b"GET", b"/", None, b"a");
         list.finish(BodyKind::Length(3), None);
-        let req = h2_request(&list, &view, true).unwrap();
+        let req = h2_request(&list, &view, true, None).unwrap();
         assert_eq!(fields_of(&req), [("content-length", "3")]);
         assert_eq!(req.scheme, b"https");
     }
@@ -296,23 +348,23 @@ mod tests {
         list.start(b"GET", b"/", None, b"a");
         list.field(b"X-Bad", b"a\nb");
         assert_eq!(
-            h2_request(&list, &view, false).unwrap_err(),
+            h2_request(&list, &view, false, None).unwrap_err(),
             NotH2("field value")
         );
         list.clear();
         list.start(b"GET", b"/", None, b"a b");
         assert_eq!(
-            h2_request(&list, &view, false).unwrap_err(),
+            h2_request(&list, &view, false, None).unwrap_err(),
             NotH2("request target")
         );
         list.clear();
         list.start(b"GET", b"*", None, b"a");
-        assert_eq!(h2_request(&list, &view, false).unwrap().path, b"/");
+        assert_eq!(h2_request(&list, &view, false, None).unwrap().path, b"/");
         list.clear();
         list.start(b"GET", b"/", None, b"a");
         list.finish(BodyKind::Length(1234567890), None);
         assert_eq!(
-            fields_of(&h2_request(&list, &view, false).unwrap()),
+            fields_of(&h2_request(&list, &view, false, None).unwrap()),
             [("content-length", "1234567890")]
         );
     }

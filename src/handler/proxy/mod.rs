@@ -195,7 +195,8 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
     let ctx = session.worker();
     let group = &*route.group;
     let state = &ctx.upstreams.groups[group.index];
-    let info = RequestInfo::new(&session.request());
+    let h2_upstream = group.protocol == crate::upstream::group::UpstreamProtocol::H2;
+    let info = RequestInfo::new(&session.request(), h2_upstream);
     // The driver read the wake-up clock for the request's start already.
     let started = ctx.clock.now().into_std();
 
@@ -209,7 +210,7 @@ pub(crate) async fn forward_with<'h, T: ResponseTap>(
         return;
     };
 
-    if group.protocol == crate::upstream::group::UpstreamProtocol::H2 {
+    if h2_upstream {
         h2_forward::forward_h2(session, route, &info, started, admission, tap).await;
         return;
     }

@@ -10,7 +10,6 @@ use super::request_info::RequestInfo;
 use super::ProxyRoute;
 use crate::http::Session;
 use crate::http1::parse::{BodyKind, Method};
-use crate::upstream::group::UpstreamProtocol;
 
 /// Request body bytes dropped at most by [`take_buffered_body`]: a body that
 /// is still streaming in is not read to its end on the worker's loop.
@@ -71,7 +70,8 @@ pub(super) fn refuse_busy<'h>(
 /// Phase 1: refuses what cannot be proxied; false when the request was
 /// refused. A body declared larger than `max_body_bytes` is the driver's 413
 /// (its body reader refuses it at once), CONNECT a 405: this is not a
-/// forward proxy; an extended CONNECT that cannot be relayed a 501.
+/// forward proxy; an extended CONNECT that cannot be relayed a 501, a
+/// WebSocket handshake without its key a 400.
 pub(super) fn filter_request<'h>(
     session: &mut dyn Session<'h>,
     info: &RequestInfo,
@@ -89,13 +89,22 @@ pub(super) fn filter_request<'h>(
         answer_with_page(session, &route.error_pages, 405, None);
         return false;
     }
-    // An HTTP/2 extended CONNECT goes upstream as an HTTP/1.1 WebSocket
-    // upgrade, the one translation RFC 8441 §5 defines: another protocol,
-    // or an h2 group (which would need extended CONNECT sent on), is 501.
-    if session.request().is_extended_connect()
-        && (info.websocket_key.is_none() || route.group.protocol == UpstreamProtocol::H2)
-    {
+    let request = session.request();
+    // An HTTP/2 extended CONNECT goes to an HTTP/1.1 upstream as a
+    // WebSocket upgrade, the one translation RFC 8441 §5 defines (another
+    // protocol is 501), and to an h2 upstream as the extended CONNECT it is.
+    if request.is_extended_connect() && info.websocket_key.is_none() && !info.extended_connect {
         answer_with_page(session, &route.error_pages, 501, None);
+        return false;
+    }
+    // An HTTP/1.1 WebSocket handshake carried as an extended CONNECT is
+    // answered with the accept value of the client's key: without one,
+    // it is no handshake (RFC 6455 §4.2.1).
+    if info.extended_connect
+        && !request.is_extended_connect()
+        && request.header("sec-websocket-key").is_none()
+    {
+        answer_with_page(session, &route.error_pages, 400, None);
         return false;
     }
     true

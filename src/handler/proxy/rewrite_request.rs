@@ -106,7 +106,11 @@ pub(super) fn encode_request_head(
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
             continue;
         }
-        if info.websocket_key.is_some() && name.eq_ignore_ascii_case(b"sec-websocket-key") {
+        // Replaced by the proxy's own, or not used at all by an extended
+        // CONNECT (RFC 8441 §5).
+        if (info.websocket_key.is_some() || info.extended_connect)
+            && name.eq_ignore_ascii_case(b"sec-websocket-key")
+        {
             continue;
         }
         if route.request_rules.as_ref().is_some_and(|r| r.drops(name))

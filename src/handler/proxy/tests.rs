@@ -217,7 +217,7 @@ fn rewrite_for(raw: &[u8], r: &ProxyRoute, client: Client<'_>) -> String {
         Ok(Parsed::Complete)
     );
     let view = RequestView::http1(&head, raw, client.addr, None);
-    let info = RequestInfo::new(&view);
+    let info = RequestInfo::new(&view, false);
     let mut out = Vec::new();
     let mut head = Http1Head::new(&mut out);
     encode_request_head(

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::debug;
 
 use crate::http::{Tunnel, TunnelIo};
@@ -15,10 +15,12 @@ use crate::http1::client::ClientStream;
 use crate::upstream::connect::InFlight;
 use crate::upstream::group_state::GroupAdmission;
 
-/// An upgraded upstream connection waiting for the downstream one. It holds
-/// the request's admission and in-flight count: an open tunnel is in flight.
-pub(super) struct UpgradeTunnel<'h> {
-    pub(super) up: ClientStream,
+/// An upgraded upstream connection (an HTTP/1.1 connection after its 101,
+/// or an HTTP/2 stream after its extended CONNECT's 2xx) waiting for the
+/// downstream one. It holds the request's admission and in-flight count: an
+/// open tunnel is in flight.
+pub(super) struct UpgradeTunnel<'h, U = ClientStream> {
+    pub(super) up: U,
     /// What the upstream sent right after its 101 head: the new protocol's
     /// first bytes, for the client.
     pub(super) from_upstream: Vec<u8>,
@@ -30,7 +32,7 @@ pub(super) struct UpgradeTunnel<'h> {
     pub(super) _in_flight: InFlight<'h>,
 }
 
-impl Tunnel for UpgradeTunnel<'_> {
+impl<U: AsyncRead + AsyncWrite + Unpin> Tunnel for UpgradeTunnel<'_, U> {
     fn run<'a>(
         self: Box<Self>,
         mut downstream: &'a mut dyn TunnelIo,

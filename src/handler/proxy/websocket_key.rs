@@ -1,8 +1,10 @@
-//! The WebSocket handshake's key and its answer, for an HTTP/2 extended
-//! CONNECT relayed to an HTTP/1.1 upstream as an upgrade: the HTTP/2
-//! client sends no `Sec-WebSocket-Key` (RFC 8441 §5), so the proxy makes
-//! one for the upstream request and checks the upstream's
-//! `Sec-WebSocket-Accept` against it (RFC 6455 §4.1, §4.2.2).
+//! The WebSocket handshake's key and its answer, where the proxy changes
+//! how a WebSocket opens (RFC 8441 §5): an HTTP/2 extended CONNECT relayed
+//! to an HTTP/1.1 upstream as an upgrade has no `Sec-WebSocket-Key`, so the
+//! proxy makes one for the upstream request and checks the upstream's
+//! `Sec-WebSocket-Accept` against it (RFC 6455 §4.1, §4.2.2); an HTTP/1.1
+//! upgrade carried to an HTTP/2 upstream as an extended CONNECT gets no
+//! accept value back, so the proxy answers the client's key itself.
 
 use aws_lc_rs::digest;
 
@@ -34,13 +36,20 @@ impl WebSocketKey {
 
     /// Whether `accept` is the server's answer to this key.
     pub(crate) fn accepts(&self, accept: &[u8]) -> bool {
-        let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
-        ctx.update(&self.0);
-        ctx.update(ACCEPT_GUID);
-        let mut want = [0u8; 28];
-        data_encoding::BASE64.encode_mut(ctx.finish().as_ref(), &mut want);
-        accept.trim_ascii() == want
+        accept.trim_ascii() == accept_value(&self.0)
     }
+}
+
+/// The `Sec-WebSocket-Accept` that answers a client's `Sec-WebSocket-Key`
+/// (RFC 6455 §4.2.2): an HTTP/1.1 handshake carried to an HTTP/2 upstream
+/// as an extended CONNECT, whose answer has none, is answered with it.
+pub(crate) fn accept_value(key: &[u8]) -> [u8; 28] {
+    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key.trim_ascii());
+    ctx.update(ACCEPT_GUID);
+    let mut accept = [0u8; 28];
+    data_encoding::BASE64.encode_mut(ctx.finish().as_ref(), &mut accept);
+    accept
 }
 
 #[cfg(test)]
@@ -56,6 +65,10 @@ mod tests {
         assert!(key.accepts(b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="));
         assert!(!key.accepts(b"s3pPLMBiTxaQ9kYGzzhZRbK+xOp="));
         assert!(!key.accepts(b""));
+        assert_eq!(
+            &accept_value(b" dGhlIHNhbXBsZSBub25jZQ== "),
+            b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
         let a = WebSocketKey::random().unwrap();
         assert_ne!(a, WebSocketKey::random().unwrap());
     }

@@ -812,3 +812,22 @@ fn random_frames_never_panic_and_streams_stay_bounded() {
         "{conns} connections, {delivered} events"
     );
 }
+
+#[test]
+fn a_priority_update_from_the_origin_is_a_connection_error() {
+    // RFC 9218 §7.1: servers never send it, and a client that receives
+    // one answers with a connection error of type PROTOCOL_ERROR, whether
+    // it names a stream we opened, one never opened, or carries junk.
+    let payloads: [&[u8]; 3] = [
+        b"\x00\x00\x00\x01u=0",
+        b"\x00\x00\x00\x07u=3, i",
+        b"\x00\x00\x00\x01((",
+    ];
+    for payload in payloads {
+        let mut o = with_get();
+        o.expect_goaway(
+            &frame(kind::PRIORITY_UPDATE, 0, 0, payload),
+            ErrorCode::ProtocolError,
+        );
+    }
+}

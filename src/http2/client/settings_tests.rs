@@ -1,5 +1,6 @@
-//! The origin's SETTINGS_MAX_HEADER_LIST_SIZE as it binds the request
-//! heads and trailers the client role sends.
+//! The origin's SETTINGS as they bind the client role: its
+//! SETTINGS_MAX_HEADER_LIST_SIZE on the request heads and trailers sent,
+//! its SETTINGS_ENABLE_CONNECT_PROTOCOL on extended CONNECT (RFC 8441).
 
 use super::tests::*;
 use super::*;
@@ -61,4 +62,64 @@ fn a_request_head_past_the_origins_header_list_size_is_not_sent() {
     let f = o.one(kind::RST_STREAM);
     assert_eq!((f.stream, f.code()), (1, ErrorCode::InternalError));
     assert_eq!(open(&mut o, &[], true), Ok(3));
+}
+
+/// Opens an extended CONNECT for a WebSocket on `/chat`.
+fn open_websocket(client: &mut ClientConnection) -> Result<StreamId, OpenError> {
+    let fields: [(&[u8], &[u8]); 1] = [(b"sec-websocket-version", b"13")];
+    client.open_extended_connect(
+        b"websocket",
+        b"https",
+        b"origin.example",
+        b"/chat",
+        &mut fields.iter().copied(),
+    )
+}
+
+#[test]
+fn an_extended_connect_opens_only_where_the_origin_offered_it() {
+    // Before the origin's SETTINGS, what it offers is unknown: nothing goes.
+    let mut o = Origin::fresh(limits());
+    o.frames();
+    assert!(!o.conn.settings_received());
+    assert_eq!(
+        open_websocket(&mut o.conn),
+        Err(OpenError::NoExtendedConnect)
+    );
+    assert!(o.frames().is_empty());
+    // SETTINGS without ENABLE_CONNECT_PROTOCOL: still refused.
+    let mut o = Origin::new(limits());
+    assert_eq!(
+        open_websocket(&mut o.conn),
+        Err(OpenError::NoExtendedConnect)
+    );
+    assert!(o.frames().is_empty());
+    // Offered (RFC 8441 §3): the stream carries :method CONNECT and
+    // :protocol, and stays open for the tunnel's DATA both ways.
+    let mut server = limits();
+    server.enable_connect_protocol = true;
+    let mut p = Pair::new(limits(), server);
+    let id = open_websocket(&mut p.client).unwrap();
+    p.pump();
+    let r = &p.sev.requests[0];
+    assert_eq!(r.protocol.as_deref(), Some(&b"websocket"[..]));
+    assert!(!r.end_stream);
+    p.server
+        .send_headers(id, 200, &mut std::iter::empty(), false);
+    p.pump();
+    assert_eq!(p.client.send_data(id, b"ping", false), 4);
+    assert_eq!(p.server.send_data(id, b"pong", false), 4);
+    p.pump();
+    assert_eq!(p.sev.body, [(id, b"ping".to_vec(), false)]);
+    assert!(p
+        .cev
+        .0
+        .contains(&super::tests::Ev::Data(id, b"pong".to_vec(), false)));
+    // Taking it back is a protocol error (RFC 8441 §3).
+    let mut o = Origin::fresh(limits());
+    let mut hello = settings(&[(8, 1)]);
+    hello.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+    o.send(&hello).unwrap();
+    o.frames();
+    o.expect_goaway(&settings(&[(8, 0)]), ErrorCode::ProtocolError);
 }

@@ -187,20 +187,21 @@ impl Origin {
 
 /// What a request looked like to the server.
 #[derive(Debug, PartialEq, Eq)]
-struct Request {
+pub(super) struct Request {
     stream: StreamId,
     method: Vec<u8>,
+    pub(super) protocol: Option<Vec<u8>>,
     authority: Option<Vec<u8>>,
     path: Option<Vec<u8>>,
     fields: Fields,
-    end_stream: bool,
+    pub(super) end_stream: bool,
 }
 
 /// The server end's events.
 #[derive(Default)]
-struct ServerLog {
-    requests: Vec<Request>,
-    body: Vec<(StreamId, Vec<u8>, bool)>,
+pub(super) struct ServerLog {
+    pub(super) requests: Vec<Request>,
+    pub(super) body: Vec<(StreamId, Vec<u8>, bool)>,
     trailers: Vec<(StreamId, Fields)>,
     resets: Vec<(StreamId, ErrorCode)>,
 }
@@ -210,6 +211,7 @@ impl Events for ServerLog {
         self.requests.push(Request {
             stream,
             method: head.method().to_vec(),
+            protocol: head.protocol().map(<[u8]>::to_vec),
             authority: head.authority().map(<[u8]>::to_vec),
             path: head.path().map(<[u8]>::to_vec),
             fields: owned(head.fields()),
@@ -229,16 +231,16 @@ impl Events for ServerLog {
 }
 
 /// A client connection wired to a server connection in memory.
-struct Pair {
-    client: ClientConnection,
-    server: ServerConnection,
-    cev: Recorder,
-    sev: ServerLog,
+pub(super) struct Pair {
+    pub(super) client: ClientConnection,
+    pub(super) server: ServerConnection,
+    pub(super) cev: Recorder,
+    pub(super) sev: ServerLog,
     now: Instant,
 }
 
 impl Pair {
-    fn new(client: ClientLimits, server: ConnLimits) -> Pair {
+    pub(super) fn new(client: ClientLimits, server: ConnLimits) -> Pair {
         let mut p = Pair {
             client: ClientConnection::new(client),
             server: ServerConnection::new(server),
@@ -253,7 +255,7 @@ impl Pair {
     }
 
     /// Moves bytes both ways until neither side has anything to write.
-    fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         for _ in 0..1000 {
             let mut slices = [std::io::IoSlice::new(&[]); 64];
             let n = self.client.output_slices(&mut slices);
@@ -523,6 +525,7 @@ fn a_get_round_trips_through_the_server() {
             method: b"GET".to_vec(),
             authority: Some(b"origin.example".to_vec()),
             path: Some(b"/a?b".to_vec()),
+            protocol: None,
             fields: vec![(b"accept".to_vec(), b"*/*".to_vec())],
             end_stream: true,
         }]

@@ -226,3 +226,19 @@ fn a_single_stream_is_never_held_back_nor_cut() {
     assert_eq!(c.conn.grant_send(1, 60_000, usize::MAX), 60_000);
     assert_eq!(c.conn.next_sender(), None, "it was not told to wait");
 }
+
+#[test]
+fn a_responses_priority_field_overrides_the_requests() {
+    // RFC 9218 §8: the server may take the origin's word over the client's.
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_with_priority("u=5, i"), true))
+        .unwrap();
+    c.conn.set_response_priority(1, [&b"u=0"[..]]);
+    assert_eq!(priority_of(&c, 1), Some(p(0, false)));
+    // Members across lines, the later winning; junk is the default.
+    c.conn
+        .set_response_priority(1, [&b"u=2"[..], &b"i, u=6"[..]]);
+    assert_eq!(priority_of(&c, 1), Some(p(6, true)));
+    c.conn.set_response_priority(1, [&b"u=(("[..]]);
+    assert_eq!(priority_of(&c, 1), Some(Priority::default()));
+}

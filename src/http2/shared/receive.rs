@@ -3,8 +3,8 @@
 //! what a whole header block means, which goes to the role: DATA held to
 //! the flow-control windows and the content-length, header blocks joined
 //! across CONTINUATION frames (bounded), SETTINGS, PING, WINDOW_UPDATE,
-//! RST_STREAM, PRIORITY, PRIORITY_UPDATE (a server's), GOAWAY and
-//! PUSH_PROMISE, and the flood budgets of
+//! RST_STREAM, PRIORITY, PRIORITY_UPDATE (taken by a server, a connection
+//! error to a client), GOAWAY and PUSH_PROMISE, and the flood budgets of
 //! `budget.rs` charged as they come.
 
 use std::time::Instant;
@@ -83,6 +83,9 @@ impl ConnCore {
             kind::PRIORITY_UPDATE if self.role == Role::Server => {
                 self.on_priority_update(h, payload, now, side)
             }
+            // Only a client sends it: one from a server is a connection
+            // error (RFC 9218 §7.1).
+            kind::PRIORITY_UPDATE => Err(self.connection_error(ErrorCode::ProtocolError)),
             // Unknown types are ignored (RFC 9113 §4.1), so they do no work.
             _ => self.inert_frame(now),
         }
@@ -330,10 +333,13 @@ impl ConnCore {
                 setting::ENABLE_PUSH if value > 1 || (value == 1 && self.role == Role::Client) => {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
-                // 0 or 1 (RFC 8441 §3).
-                setting::ENABLE_CONNECT_PROTOCOL if value > 1 => {
+                // 0 or 1 (RFC 8441 §3); once offered, it is never taken back.
+                setting::ENABLE_CONNECT_PROTOCOL
+                    if value > 1 || (value == 0 && self.peer_connect_protocol) =>
+                {
                     return Err(self.connection_error(ErrorCode::ProtocolError));
                 }
+                setting::ENABLE_CONNECT_PROTOCOL => self.peer_connect_protocol = value == 1,
                 setting::MAX_CONCURRENT_STREAMS => self.peer_max_concurrent_streams = value,
                 setting::MAX_HEADER_LIST_SIZE => self.peer_max_header_list = value,
                 setting::INITIAL_WINDOW_SIZE => {

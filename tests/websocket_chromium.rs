@@ -1,0 +1,109 @@
+//! A browser's WebSocket over HTTP/2 (RFC 8441): headless Chromium loads a
+//! page from Pier over TLS with ALPN h2, and the page's script opens
+//! `wss://` on the same origin, proxied to a WebSocket echo server (PyPI
+//! `websockets`, tests/websocket_h2/ws_peer.py). Chromium opens a WebSocket
+//! over HTTP/2 only on an HTTP/2 connection it already holds whose server
+//! sent SETTINGS_ENABLE_CONNECT_PROTOCOL, so the page load opens it and the
+//! WebSocket rides on it as an extended CONNECT stream; the access log says
+//! so (HTTP/2.0, a stream id), and the echo lands in the page's DOM.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::chromium::{chromium, headless};
+use common::websocket::echo_server;
+use common::Pier;
+
+const PAGE: &str = r#"<!doctype html>
+<html><body><p id="out">waiting</p>
+<script>
+const out = document.getElementById("out");
+const ws = new WebSocket("wss://" + location.host + "/ws/echo", ["chat"]);
+ws.onopen = () => ws.send("hello from the browser");
+ws.onmessage = (e) => { out.textContent = "echo: " + e.data; ws.close(1000); };
+ws.onerror = () => { out.textContent = "websocket error"; };
+</script></body></html>
+"#;
+
+#[test]
+fn headless_chromium_opens_a_websocket_over_the_pages_http2_connection() {
+    let Some(chromium) = chromium() else { return };
+    if !common::python_peer::present("websockets", "PyPI websockets") {
+        return;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let echo = echo_server(markers.path());
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+tls = {{ self_signed = true }}
+[[upstream]]
+name = "ws"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/ws/"
+handler = "proxy"
+upstream = "ws"
+[[route]]
+path = "/"
+handler = "static"
+root = "{{dir}}"
+[access_log]
+path = "{{dir}}/access.log"
+flush_interval = "10ms"
+"#,
+        echo.port
+    );
+    let pier = Pier::with_config(&config, &[]);
+    std::fs::write(pier.root().join("page.html"), PAGE).unwrap();
+    let profile = pier.dir.path().join("chromium");
+    let url = format!("https://localhost:{}/page.html", pier.https[0].port());
+    let dom = headless(
+        &chromium,
+        &profile,
+        &[
+            "--dump-dom",
+            "--ignore-certificate-errors",
+            // localhost names the listener's loopback address.
+            &format!("--host-resolver-rules=MAP localhost {}", pier.https[0].ip()),
+        ],
+        &url,
+    );
+    assert!(
+        dom.contains("<p id=\"out\">echo: hello from the browser</p>"),
+        "{dom}"
+    );
+    // The page and the WebSocket came over HTTP/2: the WebSocket as an
+    // extended CONNECT stream (read as the GET upgrade it stands for),
+    // answered 200, not an HTTP/1.1 upgrade's 101.
+    let log = wait_for_log(&pier.dir.path().join("access.log"), "/ws/echo");
+    let page = log
+        .lines()
+        .find(|l| l.contains("\"GET /page.html "))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(page.contains(" HTTP/2.0\" 200 "), "{page}");
+    let ws = log
+        .lines()
+        .find(|l| l.contains("/ws/echo"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(ws.contains("\"GET /ws/echo HTTP/2.0\" 200 "), "{ws}");
+    assert!(ws.contains(" stream="), "{ws}");
+    assert!(!log.contains(" 101 "), "{log}");
+}
+
+/// The access log once it holds a line with `want` (within 5 s).
+fn wait_for_log(path: &Path, want: &str) -> String {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.contains(want) || Instant::now() > until {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
