@@ -5,7 +5,7 @@
 //! checks are the shared [`FieldList`]'s, as for the server's request
 //! head. One head per connection is reused from stream to stream.
 
-use crate::http2::shared::fields::{FieldIter, FieldList};
+use crate::http::field_section::{FieldIter, FieldList};
 
 /// What the fields being decoded are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //! handed out as borrowed slices, the dynamic table updated whatever the
 //! caller does with them.
 
-use super::huffman;
 use super::table::{DynamicTable, STATIC_LEN, STATIC_TABLE};
 use super::DecodeError;
+use crate::http::huffman;
 
 /// The table size both sides assume before any SETTINGS (RFC 9113 §6.5.2).
 const DEFAULT_TABLE_SIZE: usize = 4096;

@@ -5,8 +5,8 @@
 //! time are sent without indexing so they do not push the repeating ones
 //! out; credentials and cookies are never indexed (§7.1.3).
 
-use super::huffman;
 use super::table::{entry_size, static_find, DynamicTable, STATIC_LEN};
+use crate::http::huffman;
 
 /// The most dynamic table we keep for a peer, whatever it allows: the
 /// RFC's default, enough for the fields a server repeats.

@@ -1,10 +1,11 @@
-//! The field list a decoded head keeps, and the checks every HTTP/2 head
-//! makes of its fields whatever its role (RFC 9113 §8.2): names lowercase
-//! and of token bytes, values without NUL, CR, LF or surrounding
-//! whitespace, no connection-specific field, `content-length` a number,
-//! and the list bounded by our SETTINGS_MAX_HEADER_LIST_SIZE and field
-//! count. The request head (server) and the response head (client) add
-//! their own pseudo fields on top.
+//! The field list a decoded head keeps, and the checks every HTTP/2 and
+//! HTTP/3 head makes of its fields whatever its role (RFC 9113 §8.2,
+//! RFC 9114 §4.2): names lowercase and of token bytes, values without NUL,
+//! CR, LF or surrounding whitespace, no connection-specific field,
+//! `content-length` a number, and the list bounded by our advertised field
+//! section size (SETTINGS_MAX_HEADER_LIST_SIZE, SETTINGS_MAX_FIELD_SECTION_SIZE)
+//! and field count. The request head (server) and the response head
+//! (client) add their own pseudo fields on top.
 //!
 //! The field bytes go into one buffer and the list keeps spans into it, so
 //! a head allocates nothing once the buffers have grown to the
