@@ -11,6 +11,7 @@
 pub mod client_address;
 pub mod content_coding;
 pub mod date;
+pub(crate) mod field_coding;
 pub(crate) mod field_section;
 pub(crate) mod huffman;
 pub mod request;
