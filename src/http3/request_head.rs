@@ -109,3 +109,204 @@ fn check_authority(head: &RequestHead) -> Result<(), Error> {
 fn malformed(why: &'static str) -> Error {
     Error::stream(ErrorCode::MessageError, "The request is malformed.").with_detail(why)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http3::qpack::{DecoderLimits, Encoder};
+    use crate::http3::Scope;
+
+    const GET: [(&str, &str); 4] = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/a?b"),
+    ];
+
+    fn section(fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut e = Encoder::new();
+        e.encode_section(
+            0,
+            &mut fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+            &mut out,
+        );
+        out
+    }
+
+    fn decode(
+        fields: &[(&str, &str)],
+        end_stream: bool,
+    ) -> Result<(HeadOutcome, RequestHead), Error> {
+        let mut d = Decoder::new(DecoderLimits {
+            max_field_section_size: 1024,
+            ..DecoderLimits::default()
+        });
+        let mut head = new_request_head(1024, 100, true);
+        let outcome = decode_request_head(&mut d, 0, &section(fields), &mut head, end_stream)?;
+        Ok((outcome, head))
+    }
+
+    fn with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+        let mut f = GET.to_vec();
+        f.extend_from_slice(extra);
+        f
+    }
+
+    #[test]
+    fn a_valid_request_head_is_ready() {
+        let (outcome, head) =
+            decode(&with(&[("accept", "*/*"), ("content-length", "3")]), false).unwrap();
+        assert_eq!(outcome, HeadOutcome::Ready);
+        assert_eq!(head.method(), b"GET");
+        assert_eq!(head.path(), Some(&b"/a?b"[..]));
+        assert_eq!(head.content_length(), Some(3));
+        assert_eq!(head.fields().count(), 2);
+    }
+
+    #[test]
+    fn malformed_requests_are_message_errors_on_their_stream() {
+        let cases: Vec<(&str, Vec<(&str, &str)>, bool)> = vec![
+            ("uppercase name", with(&[("Accept", "x")]), false),
+            ("connection", with(&[("connection", "close")]), false),
+            ("keep-alive", with(&[("keep-alive", "1")]), false),
+            (
+                "proxy-connection",
+                with(&[("proxy-connection", "x")]),
+                false,
+            ),
+            (
+                "transfer-encoding",
+                with(&[("transfer-encoding", "chunked")]),
+                false,
+            ),
+            ("upgrade", with(&[("upgrade", "websocket")]), false),
+            ("te other than trailers", with(&[("te", "gzip")]), false),
+            (
+                "pseudo after regular",
+                {
+                    let mut f = vec![GET[0], GET[1], ("accept", "x")];
+                    f.extend([GET[2], GET[3]]);
+                    f
+                },
+                false,
+            ),
+            ("unknown pseudo", with(&[(":foo", "x")]), false),
+            (
+                "response pseudo",
+                vec![(":status", "200"), GET[0], GET[1], GET[2], GET[3]],
+                false,
+            ),
+            ("no method", GET[1..].to_vec(), false),
+            ("no path", GET[..3].to_vec(), false),
+            (
+                "CONNECT with path",
+                vec![
+                    (":method", "CONNECT"),
+                    (":authority", "a:443"),
+                    (":path", "/"),
+                ],
+                false,
+            ),
+            (
+                "content-length not a number",
+                with(&[("content-length", "x")]),
+                false,
+            ),
+            (
+                "content-length without content",
+                with(&[("content-length", "2")]),
+                true,
+            ),
+            (
+                "authority and host differ",
+                with(&[("host", "other.example")]),
+                false,
+            ),
+            ("no authority nor host", vec![GET[0], GET[1], GET[3]], false),
+            (
+                "empty authority",
+                vec![GET[0], GET[1], (":authority", ""), GET[3]],
+                false,
+            ),
+            (
+                "protocol without CONNECT",
+                with(&[])
+                    .into_iter()
+                    .chain([(":protocol", "websocket")])
+                    .collect(),
+                false,
+            ),
+        ];
+        for (what, fields, end_stream) in cases {
+            let e = decode(&fields, end_stream)
+                .err()
+                .unwrap_or_else(|| panic!("{what} was taken"));
+            assert_eq!(
+                (e.code, e.scope),
+                (ErrorCode::MessageError, Scope::Stream),
+                "{what}"
+            );
+            assert!(
+                e.to_string().starts_with("The request is malformed: "),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn host_alone_names_the_target_and_connect_needs_no_scheme() {
+        let host_only = [GET[0], GET[1], GET[3], ("host", "example.com")];
+        assert_eq!(decode(&host_only, true).unwrap().0, HeadOutcome::Ready);
+        let same = with(&[("host", "example.com")]);
+        assert_eq!(decode(&same, true).unwrap().0, HeadOutcome::Ready);
+        let connect = [(":method", "CONNECT"), (":authority", "a:443")];
+        assert_eq!(decode(&connect, false).unwrap().0, HeadOutcome::Ready);
+    }
+
+    #[test]
+    fn extended_connect_is_taken_only_when_announced() {
+        let ws = [
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "https"),
+            (":authority", "a.test"),
+            (":path", "/chat"),
+        ];
+        let (_, head) = decode(&ws, false).unwrap();
+        assert_eq!(head.protocol(), Some(&b"websocket"[..]));
+        let mut d = Decoder::new(DecoderLimits::default());
+        let mut head = new_request_head(1024, 100, false);
+        let e = decode_request_head(&mut d, 0, &section(&ws), &mut head, false).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MessageError);
+    }
+
+    #[test]
+    fn an_oversized_head_is_too_large_and_a_blocked_one_waits() {
+        let long = "v".repeat(2000);
+        let mut big: Vec<(&str, &str)> = GET.to_vec();
+        big.push(("x-big", &long));
+        let (outcome, _) = decode(&big, false).unwrap();
+        assert_eq!(outcome, HeadOutcome::TooLarge);
+        // Required Insert Count 1 with an empty table: blocked.
+        let mut d = Decoder::new(DecoderLimits::default());
+        let mut head = new_request_head(1024, 100, false);
+        let outcome = decode_request_head(&mut d, 0, &[0x02, 0x00, 0x80], &mut head, true).unwrap();
+        assert_eq!(outcome, HeadOutcome::Blocked);
+    }
+
+    #[test]
+    fn trailers_take_regular_fields_only() {
+        let mut d = Decoder::new(DecoderLimits::default());
+        let mut head = new_request_head(1024, 100, false);
+        let ok = section(&[("x-checksum", "abc")]);
+        assert_eq!(
+            decode_trailers(&mut d, 0, &ok, &mut head),
+            Ok(HeadOutcome::Ready)
+        );
+        assert_eq!(head.fields().count(), 1);
+        let bad = section(&[(":path", "/")]);
+        let e = decode_trailers(&mut d, 0, &bad, &mut head).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MessageError);
+    }
+}
