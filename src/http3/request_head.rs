@@ -166,7 +166,8 @@ mod tests {
 
     #[test]
     fn malformed_requests_are_message_errors_on_their_stream() {
-        let cases: Vec<(&str, Vec<(&str, &str)>, bool)> = vec![
+        type Case = (&'static str, Vec<(&'static str, &'static str)>, bool);
+        let cases: Vec<Case> = vec![
             ("uppercase name", with(&[("Accept", "x")]), false),
             ("connection", with(&[("connection", "close")]), false),
             ("keep-alive", with(&[("keep-alive", "1")]), false),

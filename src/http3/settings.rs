@@ -21,8 +21,9 @@ pub const H3_DATAGRAM: u64 = 0x33;
 /// so peers keep ignoring identifiers they do not know.
 const GREASE_SETTING: u64 = 0x1f * 0x1d + 0x21;
 
-/// One side's settings: the defaults of §7.2.4.1 until its SETTINGS frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One side's settings: the defaults of §7.2.4.1 (all zero, no limit)
+/// until its SETTINGS frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     /// The largest QPACK dynamic table the side's decoder accepts.
     pub qpack_max_table_capacity: u64,
@@ -35,18 +36,6 @@ pub struct Settings {
     pub enable_connect_protocol: bool,
     /// HTTP Datagrams are taken (RFC 9297).
     pub h3_datagram: bool,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            qpack_max_table_capacity: 0,
-            max_field_section_size: None,
-            qpack_blocked_streams: 0,
-            enable_connect_protocol: false,
-            h3_datagram: false,
-        }
-    }
 }
 
 impl Settings {

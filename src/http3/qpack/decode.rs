@@ -58,6 +58,9 @@ pub enum SectionOutcome {
     TooLarge,
 }
 
+/// Where decoded fields go: `(name, value, never_index)`.
+pub type FieldSink<'f> = dyn FnMut(&[u8], &[u8], bool) + 'f;
+
 /// A section waiting for inserts.
 #[derive(Debug)]
 struct BlockedSection {
@@ -179,7 +182,7 @@ impl Decoder {
                     ));
                 }
                 self.table.set_capacity(c as usize);
-                return Ok(());
+                Ok(())
             }
             EncoderInstruction::InsertWithNameRef {
                 is_static: true,
@@ -274,7 +277,7 @@ impl Decoder {
         &mut self,
         stream_id: u64,
         section: &[u8],
-        field: &mut dyn FnMut(&[u8], &[u8], bool),
+        field: &mut FieldSink<'_>,
     ) -> Result<SectionOutcome, Error> {
         let entries = max_entries(self.limits.max_table_capacity);
         let (required, base, mut pos) = read_prefix(section, entries, self.table.insert_count())

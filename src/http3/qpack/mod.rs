@@ -25,5 +25,5 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub use decode::{Decoder, DecoderLimits, SectionOutcome};
+pub use decode::{Decoder, DecoderLimits, FieldSink, SectionOutcome};
 pub use encode::Encoder;

@@ -114,8 +114,7 @@ impl DynamicTable {
             return false;
         }
         let mut room = self.capacity - self.size;
-        let mut abs = self.dropped();
-        for e in &self.entries {
+        for (abs, e) in (self.dropped()..).zip(self.entries.iter()) {
             if room >= size {
                 return true;
             }
@@ -123,7 +122,6 @@ impl DynamicTable {
                 return false;
             }
             room += e.size();
-            abs += 1;
         }
         room >= size
     }
