@@ -31,13 +31,12 @@ pub(crate) enum HeadKind {
 /// (PROTOCOL_ERROR in HTTP/2, H3_MESSAGE_ERROR in HTTP/3). Trailers come in the same type, without pseudo
 /// fields.
 pub struct RequestHead {
-    list: FieldList,
+    /// The fields; the connection releases its buffers when no stream is
+    /// open.
+    pub(crate) list: FieldList,
     pseudo: [Option<Span>; 5],
     /// `:protocol` is taken (SETTINGS_ENABLE_CONNECT_PROTOCOL was announced).
     connect_protocol: bool,
-    // The state of the head being decoded.
-    kind: HeadKind,
-    malformed: Option<&'static str>,
 }
 
 impl RequestHead {
@@ -48,8 +47,6 @@ impl RequestHead {
             list: FieldList::new(max_list_size, max_fields),
             pseudo: [None; 5],
             connect_protocol,
-            kind: HeadKind::Request,
-            malformed: None,
         }
     }
 
@@ -108,64 +105,38 @@ impl RequestHead {
 
     /// Starts decoding a new head, keeping the buffers' capacity.
     pub(crate) fn begin(&mut self, kind: HeadKind) {
-        self.list.begin();
+        self.list.begin(kind == HeadKind::Trailers);
         self.pseudo = [None; 5];
-        self.kind = kind;
-        self.malformed = None;
-    }
-
-    /// Drops the buffers' allocations (no stream is open).
-    pub(crate) fn release_buffers(&mut self) {
-        self.list.release_buffers();
-    }
-
-    #[cfg(test)]
-    pub(crate) fn buffers_released(&self) -> bool {
-        self.list.buffers_released()
     }
 
     /// Takes one decoded field; the first rule it breaks is kept for
     /// [`Self::finish`].
     pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
-        if self.malformed.is_some() {
-            return;
-        }
-        if let Err(why) = self.check_and_push(name, value) {
-            self.malformed = Some(why);
-        }
-    }
-
-    fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        let trailers = self.kind == HeadKind::Trailers;
-        if let Some(pseudo) = self.list.count_and_split(name, value, trailers)? {
-            let i = match pseudo {
+        let (pseudo, connect_protocol) = (&mut self.pseudo, self.connect_protocol);
+        self.list.push_field(name, value, |list, name| {
+            let i = match name {
                 b"method" => METHOD,
                 b"scheme" => SCHEME,
                 b"authority" => AUTHORITY,
                 b"path" => PATH,
-                b"protocol" if self.connect_protocol => PROTOCOL,
+                b"protocol" if connect_protocol => PROTOCOL,
                 b"status" => return Err("response pseudo field"),
                 _ => return Err("unknown pseudo field"),
             };
-            if self.pseudo[i].is_some() {
+            if pseudo[i].is_some() {
                 return Err("duplicate pseudo field");
             }
             // Kept even when oversized, so the driver can answer 431 to
             // the right request.
-            self.pseudo[i] = Some(self.list.push_pseudo(value));
-            return Ok(());
-        }
-        self.list
-            .push_regular(name, value, self.kind == HeadKind::Request)
+            pseudo[i] = Some(list.push_pseudo(value));
+            Ok(())
+        });
     }
 
     /// Ends the head: the first rule broken, if any. `end_stream`: the
     /// HEADERS frame ended the stream (a request head then promises no body).
     pub(crate) fn finish(&mut self, end_stream: bool) -> Result<(), &'static str> {
-        if let Some(why) = self.malformed {
-            return Err(why);
-        }
-        if self.kind == HeadKind::Trailers {
+        if !self.list.checked()? {
             return Ok(());
         }
         if self.pseudo[METHOD].is_none() {

@@ -315,7 +315,7 @@ impl ClientConnection {
     /// holds none but its HPACK tables.
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
-            self.head.release_buffers();
+            self.head.list.release_buffers();
         }
     }
 }

@@ -243,7 +243,7 @@ impl ServerConnection {
     /// stream is open).
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
-            self.head.release_buffers();
+            self.head.list.release_buffers();
         }
     }
 }

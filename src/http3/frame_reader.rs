@@ -122,11 +122,12 @@ impl FrameReader {
         let mut pos = 0;
         loop {
             let rest = &input[pos..];
+            if rest.is_empty() {
+                return Ok((pos, None));
+            }
+            let is_data = matches!(self.state, State::Data { .. });
             match &mut self.state {
                 State::Type(partial) => {
-                    if rest.is_empty() {
-                        return Ok((pos, None));
-                    }
                     let (ty, n) = partial.feed(rest);
                     pos += n;
                     if let Some(ty) = ty {
@@ -138,9 +139,6 @@ impl FrameReader {
                     }
                 }
                 State::Length { ty, len } => {
-                    if rest.is_empty() {
-                        return Ok((pos, None));
-                    }
                     let ty = *ty;
                     let (len, n) = len.feed(rest);
                     pos += n;
@@ -150,10 +148,7 @@ impl FrameReader {
                         }
                     }
                 }
-                State::Data { remaining } => {
-                    if rest.is_empty() {
-                        return Ok((pos, None));
-                    }
+                State::Data { remaining } | State::Skip { remaining } => {
                     let take = rest
                         .len()
                         .min(usize::try_from(*remaining).unwrap_or(usize::MAX));
@@ -161,20 +156,10 @@ impl FrameReader {
                     if *remaining == 0 {
                         self.state = State::Type(PartialVarint::default());
                     }
-                    return Ok((pos + take, Some(FrameEvent::Data(&rest[..take]))));
-                }
-                State::Skip { remaining } => {
-                    if rest.is_empty() {
-                        return Ok((pos, None));
+                    if is_data {
+                        return Ok((pos + take, Some(FrameEvent::Data(&rest[..take]))));
                     }
-                    let take = rest
-                        .len()
-                        .min(usize::try_from(*remaining).unwrap_or(usize::MAX));
-                    *remaining -= take as u64;
                     pos += take;
-                    if *remaining == 0 {
-                        self.state = State::Type(PartialVarint::default());
-                    }
                 }
                 State::Hold { ty, remaining } => {
                     let ty = *ty;
