@@ -14,7 +14,9 @@ pub enum RequestEvent<'a> {
     /// The request head's encoded field section, for QPACK.
     Head(&'a [u8]),
     /// The head was longer than this side holds: its frame was skipped and
-    /// the request is answered 431.
+    /// the request is answered 431. The section was never decoded, so the
+    /// driver tells the QPACK decoder (`Decoder::stream_cancelled`) that
+    /// it will not be acknowledged.
     HeadTooLarge,
     /// A piece of the content, in order.
     Data(&'a [u8]),

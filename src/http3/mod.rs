@@ -180,3 +180,29 @@ pub enum Role {
     /// We send requests.
     Client,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_have_their_rfc_numbers() {
+        assert_eq!(ErrorCode::NoError.to_u64(), 0x100);
+        assert_eq!(ErrorCode::FrameUnexpected.to_u64(), 0x105);
+        assert_eq!(ErrorCode::MissingSettings.to_u64(), 0x10a);
+        assert_eq!(ErrorCode::MessageError.to_u64(), 0x10e);
+        assert_eq!(ErrorCode::VersionFallback.to_u64(), 0x110);
+        assert_eq!(ErrorCode::QpackDecompressionFailed.to_u64(), 0x200);
+        assert_eq!(ErrorCode::QpackDecoderStreamError.to_u64(), 0x202);
+    }
+
+    #[test]
+    fn errors_read_as_sentences() {
+        let e = Error::stream(ErrorCode::MessageError, "The request is malformed.");
+        assert_eq!(e.to_string(), "The request is malformed.");
+        assert_eq!(
+            e.with_detail("no :method").to_string(),
+            "The request is malformed: no :method."
+        );
+    }
+}
