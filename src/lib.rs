@@ -19,6 +19,7 @@ pub mod handler;
 pub mod http;
 pub mod http1;
 pub mod http2;
+pub mod http3;
 pub mod io_text;
 pub mod listener;
 pub mod listener_key;

@@ -11,7 +11,11 @@
 pub mod client_address;
 pub mod content_coding;
 pub mod date;
+pub(crate) mod field_coding;
+pub(crate) mod field_section;
+pub(crate) mod huffman;
 pub mod request;
+pub mod request_fields;
 pub mod request_id;
 pub mod response;
 pub mod session;

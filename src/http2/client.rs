@@ -29,8 +29,8 @@ use super::shared::streams::Stream;
 use super::shared::{ConnCore, Role};
 use super::ErrorCode;
 
-pub use super::shared::fields::FieldIter;
 pub use super::shared::{ConnError, ConnLimits, StreamId};
+pub use crate::http::field_section::FieldIter;
 pub use response_head::ResponseHead;
 
 /// The limits a client connection enforces and announces: the server's
@@ -378,7 +378,7 @@ impl ClientConnection {
     /// holds none but its HPACK tables.
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
-            self.head.release_buffers();
+            self.head.list.release_buffers();
         }
     }
 }

@@ -8,7 +8,7 @@
 //! budgets, header-block joining, the output queue) is `shared`'s
 //! [`ConnCore`]; the server adds the client preface, what a request's
 //! header block means (`receive.rs`), the request head
-//! (`request_head.rs`) and the response head it sends.
+//! (`crate::http::request_fields`, shared with HTTP/3) and the response head it sends.
 
 #[cfg(test)]
 mod error_tests;
@@ -17,7 +17,6 @@ mod h2spec_harness;
 #[cfg(test)]
 mod priority_tests;
 mod receive;
-mod request_head;
 #[cfg(test)]
 mod settings_tests;
 #[cfg(test)]
@@ -32,7 +31,7 @@ use super::shared::{ConnCore, Role};
 use super::ErrorCode;
 
 pub use super::shared::{ConnError, ConnLimits, StreamId};
-pub use request_head::RequestHead;
+pub use crate::http::request_fields::RequestHead;
 
 /// What the client's frames mean, reported by [`ServerConnection::receive`].
 pub trait Events {
@@ -244,7 +243,7 @@ impl ServerConnection {
     /// stream is open).
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
-            self.head.release_buffers();
+            self.head.list.release_buffers();
         }
     }
 }

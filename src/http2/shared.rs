@@ -15,7 +15,6 @@
 //! Nothing here touches a socket or a clock of its own.
 
 pub(crate) mod budget;
-pub(crate) mod fields;
 pub(crate) mod output;
 pub(crate) mod priority;
 mod receive;

@@ -5,7 +5,7 @@
 //! checks are the shared [`FieldList`]'s, as for the server's request
 //! head. One head per connection is reused from stream to stream.
 
-use crate::http2::shared::fields::{FieldIter, FieldList};
+use crate::http::field_section::{FieldIter, FieldList};
 
 /// What the fields being decoded are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,10 +23,10 @@ pub(super) enum HeadKind {
 /// copy of a head the connection will reuse for the next one.
 #[derive(Clone, Debug)]
 pub struct ResponseHead {
-    list: FieldList,
+    /// The fields; the connection releases its buffers when no stream is
+    /// open.
+    pub(super) list: FieldList,
     status: Option<u16>,
-    kind: HeadKind,
-    malformed: Option<&'static str>,
 }
 
 impl ResponseHead {
@@ -35,8 +35,6 @@ impl ResponseHead {
         ResponseHead {
             list: FieldList::new(max_list_size, max_fields),
             status: None,
-            kind: HeadKind::Response,
-            malformed: None,
         }
     }
 
@@ -87,62 +85,36 @@ impl ResponseHead {
 
     /// Starts decoding a new head, keeping the buffers' capacity.
     pub(super) fn begin(&mut self, kind: HeadKind) {
-        self.list.begin();
+        self.list.begin(kind == HeadKind::Trailers);
         self.status = None;
-        self.kind = kind;
-        self.malformed = None;
-    }
-
-    /// Drops the buffers' allocations (no stream is open).
-    pub(super) fn release_buffers(&mut self) {
-        self.list.release_buffers();
-    }
-
-    #[cfg(test)]
-    pub(super) fn buffers_released(&self) -> bool {
-        self.list.buffers_released()
     }
 
     /// Takes one decoded field; the first rule it breaks is kept for
     /// [`Self::finish`].
     pub(super) fn push(&mut self, name: &[u8], value: &[u8]) {
-        if self.malformed.is_some() {
-            return;
-        }
-        if let Err(why) = self.check_and_push(name, value) {
-            self.malformed = Some(why);
-        }
-    }
-
-    fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        let trailers = self.kind == HeadKind::Trailers;
-        if let Some(pseudo) = self.list.count_and_split(name, value, trailers)? {
-            match pseudo {
+        let status = &mut self.status;
+        self.list.push_field(name, value, |list, name| {
+            match name {
                 b"status" => {}
                 b"method" | b"scheme" | b"authority" | b"path" | b"protocol" => {
                     return Err("request pseudo field")
                 }
                 _ => return Err("unknown pseudo field"),
             }
-            if self.status.is_some() {
+            if status.is_some() {
                 return Err("duplicate :status");
             }
-            self.status = Some(parse_status(value).ok_or(":status not three digits")?);
+            *status = Some(parse_status(value).ok_or(":status not three digits")?);
             // Counts the field against the list's limit.
-            self.list.push_pseudo(&[]);
-            return Ok(());
-        }
-        self.list
-            .push_regular(name, value, self.kind == HeadKind::Response)
+            list.push_pseudo(&[]);
+            Ok(())
+        });
     }
 
     /// Ends the head: the first rule broken, if any. `end_stream`: the
     /// HEADERS frame ended the stream.
     pub(super) fn finish(&mut self, end_stream: bool) -> Result<(), &'static str> {
-        if let Some(why) = self.malformed {
-            return Err(why);
-        }
-        if self.kind == HeadKind::Trailers {
+        if !self.list.checked()? {
             return Ok(());
         }
         match self.status {

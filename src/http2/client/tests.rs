@@ -802,5 +802,5 @@ fn an_idle_connection_holds_no_buffers_but_its_hpack_tables() {
     assert_eq!(p.client.core.out.capacity(), 0);
     assert_eq!(p.client.core.block.capacity(), 0);
     assert_eq!(p.client.core.streams.capacity(), 0);
-    assert!(p.client.head.buffers_released());
+    assert!(p.client.head.list.buffers_released());
 }

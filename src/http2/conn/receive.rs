@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use super::request_head::HeadKind;
 use super::{ConnError, Events, RequestHead, ServerConnection, StreamId};
+use crate::http::request_fields::HeadKind;
 use crate::http2::frame;
 use crate::http2::shared::priority::Priority;
 use crate::http2::shared::streams::Stream;

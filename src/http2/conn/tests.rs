@@ -618,7 +618,7 @@ fn output_is_consumed_in_pieces_and_idle_buffers_freed() {
     c.conn.release_idle_buffers();
     assert_eq!(c.conn.core.out.capacity(), 0);
     assert_eq!(c.conn.core.block.capacity(), 0);
-    assert!(c.conn.head.buffers_released());
+    assert!(c.conn.head.list.buffers_released());
     assert_eq!(c.conn.core.streams.capacity(), 0);
 }
 

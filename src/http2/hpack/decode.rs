@@ -2,9 +2,10 @@
 //! handed out as borrowed slices, the dynamic table updated whatever the
 //! caller does with them.
 
-use super::huffman;
 use super::table::{DynamicTable, STATIC_LEN, STATIC_TABLE};
 use super::DecodeError;
+use crate::http::field_coding::{self, ReadError};
+use crate::http::huffman;
 
 /// The table size both sides assume before any SETTINGS (RFC 9113 §6.5.2).
 const DEFAULT_TABLE_SIZE: usize = 4096;
@@ -164,28 +165,12 @@ fn entry(table: &DynamicTable, index: usize) -> Result<(&[u8], &[u8]), DecodeErr
 /// `*pos`, which must be in the block. Values past `u32::MAX` are refused,
 /// and so are encodings longer than needed to reach it.
 fn read_int(block: &[u8], pos: &mut usize, prefix_bits: u8) -> Result<usize, DecodeError> {
-    let mask = (1u8 << prefix_bits) - 1;
-    let mut value = u64::from(block[*pos] & mask);
-    *pos += 1;
-    if value < u64::from(mask) {
-        return Ok(value as usize);
-    }
-    let mut shift = 0u32;
-    loop {
-        let &byte = block.get(*pos).ok_or(DecodeError::Truncated)?;
-        *pos += 1;
-        if shift > 28 {
-            return Err(DecodeError::IntegerOverflow);
-        }
-        value += u64::from(byte & 0x7f) << shift;
-        if value > u64::from(u32::MAX) {
-            return Err(DecodeError::IntegerOverflow);
-        }
-        if byte & 0x80 == 0 {
-            return Ok(value as usize);
-        }
-        shift += 7;
-    }
+    field_coding::read_int_up_to(block, pos, prefix_bits, u64::from(u32::MAX))
+        .map(|v| v as usize)
+        .map_err(|e| match e {
+            ReadError::Incomplete(_) => DecodeError::Truncated,
+            _ => DecodeError::IntegerOverflow,
+        })
 }
 
 /// Reads a string literal (§5.2): a slice of the block when it is raw, of

@@ -5,8 +5,8 @@
 //! time are sent without indexing so they do not push the repeating ones
 //! out; credentials and cookies are never indexed (§7.1.3).
 
-use super::huffman;
 use super::table::{entry_size, static_find, DynamicTable, STATIC_LEN};
+use crate::http::field_coding::{self, is_sensitive};
 
 /// The most dynamic table we keep for a peer, whatever it allows: the
 /// RFC's default, enough for the fields a server repeats.
@@ -146,15 +146,6 @@ impl Encoder {
     }
 }
 
-/// Fields whose values must not be stored by any intermediary's compressor
-/// (§7.1.3): they are sent "never indexed".
-fn is_sensitive(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"set-cookie" | b"cookie" | b"authorization" | b"proxy-authorization"
-    )
-}
-
 /// Fields whose values differ in nearly every response: indexing them would
 /// only evict entries that repeat. `date` changes once a second and
 /// `content-length`, `etag` and `last-modified` repeat with the file or the
@@ -187,30 +178,12 @@ fn encode_literal(
 /// Appends an integer with an N-bit prefix (§5.1) to a first octet that
 /// carries `pattern` in its high bits.
 pub(super) fn encode_int(out: &mut Vec<u8>, pattern: u8, prefix_bits: u8, value: usize) {
-    let max = (1usize << prefix_bits) - 1;
-    if value < max {
-        out.push(pattern | value as u8);
-        return;
-    }
-    out.push(pattern | max as u8);
-    let mut rest = value - max;
-    while rest >= 0x80 {
-        out.push(0x80 | (rest & 0x7f) as u8);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
+    field_coding::write_int(out, pattern, prefix_bits, value as u64);
 }
 
 /// Appends a string literal (§5.2), Huffman-coded when that is shorter.
 fn encode_string(out: &mut Vec<u8>, s: &[u8]) {
-    let coded_len = huffman::encoded_len(s);
-    if coded_len < s.len() {
-        encode_int(out, 0x80, 7, coded_len);
-        huffman::encode(s, out);
-    } else {
-        encode_int(out, 0x00, 7, s.len());
-        out.extend_from_slice(s);
-    }
+    field_coding::write_string(out, 0, 7, s);
 }
 
 #[cfg(test)]

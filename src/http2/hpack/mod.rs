@@ -11,7 +11,6 @@
 
 mod decode;
 mod encode;
-mod huffman;
 mod table;
 
 #[cfg(test)]
@@ -84,3 +83,12 @@ impl std::fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+impl From<crate::http::huffman::HuffmanError> for DecodeError {
+    fn from(e: crate::http::huffman::HuffmanError) -> Self {
+        match e {
+            crate::http::huffman::HuffmanError::Eos => DecodeError::HuffmanEos,
+            crate::http::huffman::HuffmanError::Padding => DecodeError::HuffmanPadding,
+        }
+    }
+}

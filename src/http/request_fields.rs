@@ -1,10 +1,12 @@
-//! The request head (and trailers) a connection decodes HPACK into, checked
-//! field by field as the decoder yields them (RFC 9113 §8.2, §8.3.1). One
-//! head per connection is reused from stream to stream; the regular fields
-//! and their checks are the shared [`FieldList`]'s, the request's pseudo
-//! fields are kept here.
+//! The request head (and trailers) an HTTP/2 or HTTP/3 connection decodes
+//! its field sections into (HPACK or QPACK), checked field by field as the
+//! decoder yields them (RFC 9113 §8.2, §8.3.1; RFC 9114 §4.2, §4.3.1; the
+//! two protocols ask the same of a request's fields). One head per
+//! connection is reused from stream to stream; the regular fields and their
+//! checks are the shared [`FieldList`]'s, the request's pseudo fields are
+//! kept here.
 
-use crate::http2::shared::fields::{FieldList, Span};
+use crate::http::field_section::{FieldList, Span};
 
 /// The pseudo fields of a request, in the order [`RequestHead`] keeps them.
 const METHOD: usize = 0;
@@ -16,7 +18,7 @@ const PROTOCOL: usize = 4;
 
 /// What the fields being decoded are for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum HeadKind {
+pub(crate) enum HeadKind {
     /// A request head: pseudo fields first, then regular fields.
     Request,
     /// Trailers: regular fields only.
@@ -25,29 +27,26 @@ pub(super) enum HeadKind {
 
 /// A request head, decoded and checked (RFC 9113 §8.2, §8.3.1): pseudo
 /// fields present and valid, no connection-specific field, names lowercase.
-/// Malformed heads never reach the driver: the stream is reset with
-/// PROTOCOL_ERROR instead. Trailers come in the same type, without pseudo
+/// Malformed heads never reach the driver: the stream is reset instead
+/// (PROTOCOL_ERROR in HTTP/2, H3_MESSAGE_ERROR in HTTP/3). Trailers come in the same type, without pseudo
 /// fields.
 pub struct RequestHead {
-    list: FieldList,
+    /// The fields; the connection releases its buffers when no stream is
+    /// open.
+    pub(crate) list: FieldList,
     pseudo: [Option<Span>; 5],
     /// `:protocol` is taken (SETTINGS_ENABLE_CONNECT_PROTOCOL was announced).
     connect_protocol: bool,
-    // The state of the head being decoded.
-    kind: HeadKind,
-    malformed: Option<&'static str>,
 }
 
 impl RequestHead {
     /// An empty head enforcing the connection's limits; `connect_protocol`:
     /// extended CONNECT is taken.
-    pub(super) fn new(max_list_size: u32, max_fields: usize, connect_protocol: bool) -> Self {
+    pub(crate) fn new(max_list_size: u32, max_fields: usize, connect_protocol: bool) -> Self {
         RequestHead {
             list: FieldList::new(max_list_size, max_fields),
             pseudo: [None; 5],
             connect_protocol,
-            kind: HeadKind::Request,
-            malformed: None,
         }
     }
 
@@ -71,7 +70,7 @@ impl RequestHead {
         self.pseudo_value(PATH)
     }
 
-    /// `:protocol`: the request is an extended CONNECT (RFC 8441 §4) opening
+    /// `:protocol`: the request is an extended CONNECT (RFC 8441 §4, RFC 9220) opening
     /// a tunnel of that protocol (`websocket`) on the stream.
     pub fn protocol(&self) -> Option<&[u8]> {
         self.pseudo_value(PROTOCOL)
@@ -105,65 +104,39 @@ impl RequestHead {
     }
 
     /// Starts decoding a new head, keeping the buffers' capacity.
-    pub(super) fn begin(&mut self, kind: HeadKind) {
-        self.list.begin();
+    pub(crate) fn begin(&mut self, kind: HeadKind) {
+        self.list.begin(kind == HeadKind::Trailers);
         self.pseudo = [None; 5];
-        self.kind = kind;
-        self.malformed = None;
-    }
-
-    /// Drops the buffers' allocations (no stream is open).
-    pub(super) fn release_buffers(&mut self) {
-        self.list.release_buffers();
-    }
-
-    #[cfg(test)]
-    pub(super) fn buffers_released(&self) -> bool {
-        self.list.buffers_released()
     }
 
     /// Takes one decoded field; the first rule it breaks is kept for
     /// [`Self::finish`].
-    pub(super) fn push(&mut self, name: &[u8], value: &[u8]) {
-        if self.malformed.is_some() {
-            return;
-        }
-        if let Err(why) = self.check_and_push(name, value) {
-            self.malformed = Some(why);
-        }
-    }
-
-    fn check_and_push(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        let trailers = self.kind == HeadKind::Trailers;
-        if let Some(pseudo) = self.list.count_and_split(name, value, trailers)? {
-            let i = match pseudo {
+    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+        let (pseudo, connect_protocol) = (&mut self.pseudo, self.connect_protocol);
+        self.list.push_field(name, value, |list, name| {
+            let i = match name {
                 b"method" => METHOD,
                 b"scheme" => SCHEME,
                 b"authority" => AUTHORITY,
                 b"path" => PATH,
-                b"protocol" if self.connect_protocol => PROTOCOL,
+                b"protocol" if connect_protocol => PROTOCOL,
                 b"status" => return Err("response pseudo field"),
                 _ => return Err("unknown pseudo field"),
             };
-            if self.pseudo[i].is_some() {
+            if pseudo[i].is_some() {
                 return Err("duplicate pseudo field");
             }
             // Kept even when oversized, so the driver can answer 431 to
             // the right request.
-            self.pseudo[i] = Some(self.list.push_pseudo(value));
-            return Ok(());
-        }
-        self.list
-            .push_regular(name, value, self.kind == HeadKind::Request)
+            pseudo[i] = Some(list.push_pseudo(value));
+            Ok(())
+        });
     }
 
     /// Ends the head: the first rule broken, if any. `end_stream`: the
     /// HEADERS frame ended the stream (a request head then promises no body).
-    pub(super) fn finish(&mut self, end_stream: bool) -> Result<(), &'static str> {
-        if let Some(why) = self.malformed {
-            return Err(why);
-        }
-        if self.kind == HeadKind::Trailers {
+    pub(crate) fn finish(&mut self, end_stream: bool) -> Result<(), &'static str> {
+        if !self.list.checked()? {
             return Ok(());
         }
         if self.pseudo[METHOD].is_none() {

@@ -1,10 +1,19 @@
-//! The HPACK Huffman code (RFC 7541 §5.2, Appendix B): decoding four bits at
-//! a time through a state table built once from the code, and encoding with
-//! a 64-bit accumulator, so neither side walks a tree bit by bit.
+//! The Huffman code of HPACK (RFC 7541 §5.2, Appendix B), which QPACK uses
+//! unchanged (RFC 9204 §4.1.2): one implementation for HTTP/2 and HTTP/3.
+//! Decoding goes four bits at a time through a state table built once from
+//! the code, and encoding uses a 64-bit accumulator, so neither side walks a
+//! tree bit by bit.
 
 use std::sync::OnceLock;
 
-use super::DecodeError;
+/// Why a Huffman-coded string could not be decoded (RFC 7541 §5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HuffmanError {
+    /// The string contains the EOS symbol.
+    Eos,
+    /// The string ends in padding longer than 7 bits or not made of one bits.
+    Padding,
+}
 
 /// The canonical code, `(code, bit length)` for symbols 0..=255 and EOS
 /// (256), as Appendix B lists them; the decoder's table is derived from it.
@@ -374,7 +383,7 @@ fn build_step_table() -> Box<StepTable> {
 }
 
 /// Appends the decoding of `src` to `dst`.
-pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
+pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let table = step_table();
     // The shortest code is five bits: this is the most `src` can yield.
     dst.reserve(src.len() * 8 / 5);
@@ -384,7 +393,7 @@ pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
         for nibble in [byte >> 4, byte & 0x0f] {
             let step = table[usize::from(state)][usize::from(nibble)];
             if step.flags & FAIL != 0 {
-                return Err(DecodeError::HuffmanEos);
+                return Err(HuffmanError::Eos);
             }
             if step.flags & EMIT != 0 {
                 dst.push(step.symbol);
@@ -396,13 +405,13 @@ pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), DecodeError> {
     if accept {
         Ok(())
     } else {
-        Err(DecodeError::HuffmanPadding)
+        Err(HuffmanError::Padding)
     }
 }
 
 /// The length in bytes of the encoding of `src`, so a caller can choose it
 /// only when it is shorter than the raw string.
-pub(super) fn encoded_len(src: &[u8]) -> usize {
+pub(crate) fn encoded_len(src: &[u8]) -> usize {
     let bits: usize = src
         .iter()
         .map(|&b| usize::from(CODES[usize::from(b)].1))
@@ -411,7 +420,7 @@ pub(super) fn encoded_len(src: &[u8]) -> usize {
 }
 
 /// Appends the encoding of `src` to `dst`, padded with ones (EOS's prefix).
-pub(super) fn encode(src: &[u8], dst: &mut Vec<u8>) {
+pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
     let mut acc = 0u64;
     let mut bits = 0u32;
     for &b in src {
@@ -488,7 +497,7 @@ mod tests {
         let bits: u64 = (0b00011 << 30 | 0x3fff_ffff) << 5 | 0b11111;
         let bytes = bits.to_be_bytes();
         let mut dec = Vec::new();
-        assert_eq!(decode(&bytes[3..], &mut dec), Err(DecodeError::HuffmanEos));
+        assert_eq!(decode(&bytes[3..], &mut dec), Err(HuffmanError::Eos));
     }
 
     #[test]
@@ -498,23 +507,17 @@ mod tests {
         assert_eq!(decode(&[0b0001_1111], &mut dec), Ok(()));
         assert_eq!(dec, b"a");
         // Padding with a zero bit.
-        assert_eq!(
-            decode(&[0b0001_1110], &mut dec),
-            Err(DecodeError::HuffmanPadding)
-        );
+        assert_eq!(decode(&[0b0001_1110], &mut dec), Err(HuffmanError::Padding));
         // 'a' then eleven bits of ones: padding longer than seven bits.
         assert_eq!(
             decode(&[0b0001_1111, 0xff], &mut dec),
-            Err(DecodeError::HuffmanPadding)
+            Err(HuffmanError::Padding)
         );
         // A whole byte of ones alone is also too long.
-        assert_eq!(decode(&[0xff], &mut dec), Err(DecodeError::HuffmanPadding));
+        assert_eq!(decode(&[0xff], &mut dec), Err(HuffmanError::Padding));
         dec.clear();
         assert_eq!(decode(&[], &mut dec), Ok(()));
         // A truncated symbol (not all ones) is refused: '0' is 00000.
-        assert_eq!(
-            decode(&[0b0000_0000], &mut dec),
-            Err(DecodeError::HuffmanPadding)
-        );
+        assert_eq!(decode(&[0b0000_0000], &mut dec), Err(HuffmanError::Padding));
     }
 }

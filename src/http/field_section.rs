@@ -1,10 +1,11 @@
-//! The field list a decoded head keeps, and the checks every HTTP/2 head
-//! makes of its fields whatever its role (RFC 9113 §8.2): names lowercase
-//! and of token bytes, values without NUL, CR, LF or surrounding
-//! whitespace, no connection-specific field, `content-length` a number,
-//! and the list bounded by our SETTINGS_MAX_HEADER_LIST_SIZE and field
-//! count. The request head (server) and the response head (client) add
-//! their own pseudo fields on top.
+//! The field list a decoded head keeps, and the checks every HTTP/2 and
+//! HTTP/3 head makes of its fields whatever its role (RFC 9113 §8.2,
+//! RFC 9114 §4.2): names lowercase and of token bytes, values without NUL,
+//! CR, LF or surrounding whitespace, no connection-specific field,
+//! `content-length` a number, and the list bounded by our advertised field
+//! section size (SETTINGS_MAX_HEADER_LIST_SIZE, SETTINGS_MAX_FIELD_SECTION_SIZE)
+//! and field count. The request head (server) and the response head
+//! (client) add their own pseudo fields on top.
 //!
 //! The field bytes go into one buffer and the list keeps spans into it, so
 //! a head allocates nothing once the buffers have grown to the
@@ -38,6 +39,10 @@ pub(crate) struct FieldList {
     regular: usize,
     max_list_size: usize,
     max_fields: usize,
+    /// The fields are trailers: no pseudo field, no `content-length` kept.
+    trailers: bool,
+    /// The first rule the fields broke: the rest are not checked.
+    malformed: Option<&'static str>,
 }
 
 impl FieldList {
@@ -53,11 +58,15 @@ impl FieldList {
             regular: 0,
             max_list_size: max_list_size as usize,
             max_fields,
+            trailers: false,
+            malformed: None,
         }
     }
 
-    /// Starts a new head, keeping the buffers' capacity.
-    pub(crate) fn begin(&mut self) {
+    /// Starts a new head (or trailers), keeping the buffers' capacity.
+    pub(crate) fn begin(&mut self, trailers: bool) {
+        self.trailers = trailers;
+        self.malformed = None;
         self.buf.clear();
         self.fields.clear();
         self.content_length = None;
@@ -87,28 +96,59 @@ impl FieldList {
 
     /// Checks a field's value and counts the field's size (RFC 9113
     /// §6.5.2); the first step for every field, pseudo or regular.
-    pub(crate) fn count(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
+    fn count(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
         check_value(value)?;
         self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
         Ok(())
     }
 
+    /// Takes one decoded field of the head: counted against the list's
+    /// limit, a pseudo field handed to `pseudo` (its name without the `:`)
+    /// where one may stand, a regular field checked and stored. The first
+    /// rule broken is kept for [`Self::checked`]; the role's rules (which
+    /// pseudo fields) are `pseudo`'s.
+    pub(crate) fn push_field(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        pseudo: impl FnOnce(&mut FieldList, &[u8]) -> Result<(), &'static str>,
+    ) {
+        if self.malformed.is_some() {
+            return;
+        }
+        let result = match self.count_and_split(name, value) {
+            Ok(Some(p)) => pseudo(self, p),
+            Ok(None) => self.push_regular(name, value, !self.trailers),
+            Err(why) => Err(why),
+        };
+        if let Err(why) = result {
+            self.malformed = Some(why);
+        }
+    }
+
+    /// The head is over: the first rule broken, else whether it is a head
+    /// (`true`), whose pseudo fields the role checks next, or trailers.
+    pub(crate) fn checked(&self) -> Result<bool, &'static str> {
+        match self.malformed {
+            Some(why) => Err(why),
+            None => Ok(!self.trailers),
+        }
+    }
+
     /// Counts a decoded field against the list's limit and, for a pseudo
     /// field, gives its name without the `:`, refusing one where no pseudo
     /// field may stand: in trailers, or after a regular field (RFC 9113
-    /// §8.3). The rules that differ by role (which pseudo fields) are the
-    /// head's.
-    pub(crate) fn count_and_split<'n>(
+    /// §8.3).
+    fn count_and_split<'n>(
         &mut self,
         name: &'n [u8],
         value: &[u8],
-        trailers: bool,
     ) -> Result<Option<&'n [u8]>, &'static str> {
         self.count(name, value)?;
         let Some(pseudo) = name.strip_prefix(b":") else {
             return Ok(None);
         };
-        if trailers {
+        if self.trailers {
             return Err("pseudo field in trailers");
         }
         if self.has_regular() {
@@ -146,7 +186,7 @@ impl FieldList {
     /// `content-length` field is the head's (not a trailer's) and is
     /// parsed. Past the limits the head is oversized and its regular fields
     /// are dropped.
-    pub(crate) fn push_regular(
+    fn push_regular(
         &mut self,
         name: &[u8],
         value: &[u8],
