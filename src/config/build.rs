@@ -345,6 +345,9 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         .map(|a| validate_access_log(&loc, a.get_ref()))
         .transpose()?;
 
+    let resolver = super::resolver::validate_resolver(&loc, raw.resolver.as_ref())?;
+    let warnings = crate::upstream::discovery::resolve_at_start(&upstreams, &resolver);
+
     Ok(Config {
         source: name.to_string(),
         workers,
@@ -361,6 +364,8 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         file_io: FileIoPool::new(file_io),
         caches,
         findings: loc.take_findings(),
+        resolver,
+        warnings,
     })
 }
 

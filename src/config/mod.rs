@@ -14,6 +14,7 @@ pub mod error;
 pub mod flags;
 pub mod http2;
 pub mod raw;
+pub mod resolver;
 pub mod route_raw;
 pub mod site;
 pub mod site_raw;
@@ -147,6 +148,11 @@ pub struct Config {
     /// Problems a server runs with but `pier check` fails on (an error page
     /// whose file is missing), each located.
     pub findings: Vec<ConfigError>,
+    /// Where upstream names are looked up (`[resolver]`).
+    pub resolver: crate::upstream::discovery::ResolverSettings,
+    /// What a server runs with and `pier check` warns about without failing
+    /// (an upstream name that does not resolve yet).
+    pub warnings: Vec<String>,
 }
 
 impl Config {

@@ -45,6 +45,8 @@ pub struct RawConfig {
     pub upstream: Vec<Spanned<RawUpstream>>,
     /// `[admin]`: the metrics and status listener (off when absent).
     pub admin: Option<Spanned<RawAdmin>>,
+    /// `[resolver]`: where upstream names are looked up.
+    pub resolver: Option<Spanned<super::resolver::RawResolver>>,
     /// `[access_log]`: one line per answered request (off when absent).
     pub access_log: Option<Spanned<RawAccessLog>>,
     /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
@@ -241,7 +243,14 @@ pub struct RawUpstream {
     /// hash: `client_ip`, `path` or `header:Name`.
     pub hash_key: Option<Spanned<String>>,
     /// The servers.
+    #[serde(default = "no_servers")]
     pub servers: Spanned<Vec<Spanned<RawUpstreamServer>>>,
+    /// An SRV record set whose targets are servers too.
+    pub srv: Option<Spanned<String>>,
+    /// Shortest time a DNS answer is kept.
+    pub min_ttl: Option<Spanned<RawDuration>>,
+    /// Longest time a DNS answer is kept.
+    pub max_ttl: Option<Spanned<RawDuration>>,
     /// TLS towards the servers.
     pub tls: Option<Spanned<RawUpstreamTls>>,
     /// Deadline for a TCP (and TLS) connect.
@@ -281,6 +290,11 @@ pub struct RawUpstream {
     pub max_streams: Option<Spanned<i64>>,
 }
 
+/// `servers` absent (a group of `srv` alone).
+fn no_servers() -> Spanned<Vec<Spanned<RawUpstreamServer>>> {
+    Spanned::new(0..0, Vec::new())
+}
+
 /// A group with every key absent, no name and no servers, for flags to fill in.
 impl Default for RawUpstream {
     fn default() -> Self {
@@ -288,7 +302,10 @@ impl Default for RawUpstream {
             name: Spanned::new(0..0, String::new()),
             balance: None,
             hash_key: None,
-            servers: Spanned::new(0..0, Vec::new()),
+            servers: no_servers(),
+            srv: None,
+            min_ttl: None,
+            max_ttl: None,
             tls: None,
             connect_timeout: None,
             response_timeout: None,

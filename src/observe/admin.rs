@@ -133,6 +133,8 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         access_log: None,
         file_io: Default::default(),
         findings: Vec::new(),
+        resolver: Default::default(),
+        warnings: Vec::new(),
         caches: Vec::new(),
     }
 }

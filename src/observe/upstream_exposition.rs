@@ -37,8 +37,10 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
             let (checks_passed, checks_failed) = s.checks.counts();
             // A server listed twice in a group gets `#2` on its second
             // entry: two series with one label set would spoil the scrape.
-            let nth = g.servers[..i]
+            let nth = g
+                .servers
                 .iter()
+                .take(i)
                 .filter(|o| o.authority == s.authority)
                 .count();
             let server = match nth {

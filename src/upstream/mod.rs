@@ -16,6 +16,7 @@
 pub mod balance;
 pub mod connect;
 pub mod dial;
+pub mod discovery;
 pub mod error;
 pub mod group;
 pub mod group_state;
@@ -26,6 +27,7 @@ pub mod health;
 pub mod pool;
 pub mod request_head;
 pub mod retry;
+pub mod server_table;
 
 use crate::config::Config;
 pub use dial::connect;

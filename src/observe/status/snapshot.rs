@@ -368,7 +368,7 @@ fn group_view(
             ServerView {
                 name: s.authority.clone(),
                 address: s.addr.to_string(),
-                weight: s.weight,
+                weight: s.weight(),
                 state,
                 down: state == "down",
                 marked_down_workers: t.marked_down_workers,
