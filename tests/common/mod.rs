@@ -4,6 +4,7 @@
 
 pub mod bench_run;
 pub mod cache;
+pub mod dnsmasq;
 pub mod h2raw;
 pub mod pebble;
 pub mod python_peer;

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::observe::metrics::{Registry, WorkerStats};
 use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
+use crate::upstream::discovery::ResolutionResult;
 use crate::upstream::group::{CheckKind, UpstreamGroup};
 
 /// Certificates closer to expiry than this are shown in red.
@@ -152,8 +153,28 @@ pub struct GroupView {
     pub balance: String,
     /// How servers are checked (`GET /health every 2s`), if they are.
     pub health_check: Option<String>,
-    /// The servers, in configuration order.
+    /// The names and SRV records its servers come from, as written; empty
+    /// when every server is an address.
+    pub resolves: Vec<String>,
+    /// Seconds since the entry resolved longest ago last resolved; `None`
+    /// without names or while one never resolved.
+    pub resolution_age_s: Option<f64>,
+    /// Resolutions so far by result: an answer, no records, no answer.
+    pub resolutions: ResolutionCounts,
+    /// The servers: those configured by address, then those resolutions
+    /// found (a server that left stays listed while it drains).
     pub servers: Vec<ServerView>,
+}
+
+/// A group's resolutions by result.
+#[derive(Debug, Serialize)]
+pub struct ResolutionCounts {
+    /// An answer with at least one address.
+    pub ok: u64,
+    /// An answer without any (NXDOMAIN, no records).
+    pub empty: u64,
+    /// No answer (timeout, refused, server failure).
+    pub failed: u64,
 }
 
 /// One upstream server.
@@ -165,9 +186,12 @@ pub struct ServerView {
     pub address: String,
     /// Relative share of requests.
     pub weight: u32,
+    /// Where it came from: `configured`, `dns` or `srv`.
+    pub origin: &'static str,
     /// `up`, `down` (its active health check fails, or every worker keeps it
-    /// out after `max_fails` failures) or `draining` (its group belongs to a
-    /// replaced configuration).
+    /// out after `max_fails` failures), `draining` (its group belongs to a
+    /// replaced configuration, or its address left the DNS answer and
+    /// requests are still in flight on it) or `removed` (left, and idle).
     pub state: &'static str,
     /// `state` is `down`, for the page to flag the row.
     pub down: bool,
@@ -355,8 +379,10 @@ fn group_view(
         .zip(totals)
         .enumerate()
         .map(|(i, (s, t))| {
-            let state = if draining {
+            let state = if draining || (!s.listed() && t.in_flight > 0) {
                 "draining"
+            } else if !s.listed() {
+                "removed"
             } else if server_down(s.actively_up(), &t, workers) {
                 "down"
             } else {
@@ -369,6 +395,7 @@ fn group_view(
                 name: s.authority.clone(),
                 address: s.addr.to_string(),
                 weight: s.weight(),
+                origin: s.origin.label(),
                 state,
                 down: state == "down",
                 marked_down_workers: t.marked_down_workers,
@@ -406,6 +433,13 @@ fn group_view(
         draining,
         balance: balance_label(&g.balance),
         health_check,
+        resolves: g.discovery.entries.iter().map(|e| e.written.clone()).collect(),
+        resolution_age_s: g.resolutions.oldest_age().map(two_decimals),
+        resolutions: ResolutionCounts {
+            ok: g.resolutions.count(ResolutionResult::Ok),
+            empty: g.resolutions.count(ResolutionResult::Empty),
+            failed: g.resolutions.count(ResolutionResult::Failed),
+        },
         servers,
     }
 }
