@@ -74,7 +74,13 @@ impl Dnsmasq {
     pub fn set_srv(&mut self, srv: &str) {
         std::fs::write(&self.conf, srv).unwrap();
         self.kill();
-        self.child = spawn(&self.bin, self.addr.port(), &self.hosts, &self.conf, &self.dir);
+        self.child = spawn(
+            &self.bin,
+            self.addr.port(),
+            &self.hosts,
+            &self.conf,
+            &self.dir,
+        );
         self.wait_ready();
     }
 

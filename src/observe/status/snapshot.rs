@@ -433,7 +433,12 @@ fn group_view(
         draining,
         balance: balance_label(&g.balance),
         health_check,
-        resolves: g.discovery.entries.iter().map(|e| e.written.clone()).collect(),
+        resolves: g
+            .discovery
+            .entries
+            .iter()
+            .map(|e| e.written.clone())
+            .collect(),
         resolution_age_s: g.resolutions.oldest_age().map(two_decimals),
         resolutions: ResolutionCounts {
             ok: g.resolutions.count(ResolutionResult::Ok),
