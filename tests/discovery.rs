@@ -8,13 +8,12 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::dnsmasq::{Dnsmasq, TTL};
+use common::load::Load;
 use common::upstream::{ok, Upstream};
-use common::{check_config, connect, get, Pier, Reader};
+use common::{check_config, get, Pier};
 use serde_json::Value;
 
 /// Origins on 127.0.0.2, 127.0.0.3, ... all on one port, each answering
@@ -54,67 +53,6 @@ fn config(dns: &Dnsmasq, group: &str) -> String {
          [[route]]\npath = \"/\"\nhandler = \"proxy\"\nupstream = \"app\"\n",
         dns.addr
     )
-}
-
-/// Keep-alive clients sending requests through Pier until stopped, counting
-/// answers that are not 200 (and connections that failed) as failures.
-struct Load {
-    stop: Arc<AtomicBool>,
-    ok: Arc<AtomicUsize>,
-    failed: Arc<AtomicUsize>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(addr: SocketAddr, clients: usize) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let ok = Arc::new(AtomicUsize::new(0));
-        let failed = Arc::new(AtomicUsize::new(0));
-        let threads = (0..clients)
-            .map(|_| {
-                let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
-                std::thread::spawn(move || {
-                    // Bounded in count as well as by the stop flag.
-                    let mut left = 200_000;
-                    while !stop.load(Ordering::Relaxed) && left > 0 {
-                        let mut r = Reader::new(connect(addr));
-                        while !stop.load(Ordering::Relaxed) && left > 0 {
-                            left -= 1;
-                            r.send(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
-                            match r.response(false) {
-                                Some(resp) if resp.status == 200 => {
-                                    ok.fetch_add(1, Ordering::Relaxed);
-                                }
-                                _ => {
-                                    failed.fetch_add(1, Ordering::Relaxed);
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            ok,
-            failed,
-            threads,
-        }
-    }
-
-    /// Stops the clients: (answered 200, failed).
-    fn finish(self) -> (usize, usize) {
-        self.stop.store(true, Ordering::Relaxed);
-        let mut panicked = 0;
-        for t in self.threads {
-            panicked += usize::from(t.join().is_err());
-        }
-        (
-            self.ok.load(Ordering::Relaxed),
-            self.failed.load(Ordering::Relaxed) + panicked,
-        )
-    }
 }
 
 fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {

@@ -36,12 +36,12 @@ pub struct ServerState {
 struct Membership {
     /// The server table's version this was built from.
     version: u64,
-    /// Per server: the SRV priority tier it serves in; `None` when it left
-    /// the group (it drains).
+    /// Per server: the SRV priority tier it serves in; `None` when it takes
+    /// no new requests (it left the group, or an operator set it aside).
     tier: Vec<Option<u32>>,
     /// The tiers, lowest (most preferred) first.
     tiers: Vec<u32>,
-    /// Servers in the group now.
+    /// Servers that take requests now.
     listed: usize,
     /// Consistent-hash ring of the servers in the group, for `balance = "hash"`.
     ring: Option<Ring>,
@@ -102,9 +102,9 @@ impl GroupState {
         while self.counters.count() < n {
             self.counters.push(ServerCounters::default());
         }
-        let listed = |i: usize| table[i].listed();
-        self.pool.follow(n, |i| i < n && !listed(i));
-        self.h2.follow(n, |i| i < n && !listed(i));
+        let set_aside = |i: usize| i < n && !table[i].takes_requests();
+        self.pool.follow(n, set_aside);
+        self.h2.follow(n, set_aside);
         self.wrr
             .borrow_mut()
             .set_weights(table.iter().take(n).map(|s| s.weight()));
@@ -113,7 +113,7 @@ impl GroupState {
         m.tier = table
             .iter()
             .take(n)
-            .map(|s| s.listed().then(|| s.priority()))
+            .map(|s| s.takes_requests().then(|| s.priority()))
             .collect();
         m.tiers = m.tier.iter().flatten().copied().collect();
         m.tiers.sort_unstable();
@@ -127,7 +127,7 @@ impl GroupState {
                 .iter()
                 .take(n)
                 .enumerate()
-                .filter(|(_, s)| s.listed())
+                .filter(|(_, s)| s.takes_requests())
                 .map(|(i, s)| {
                     let name = match s.origin {
                         ServerOrigin::Configured => s.authority.clone(),

@@ -110,9 +110,9 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize, stop: Arc<AtomicBool>)
             return;
         };
         let server = &group.servers[i];
-        // A server that left the group is not checked; it keeps its state
-        // for the day its address comes back.
-        if !server.listed() {
+        // A server that left the group, or is in maintenance, is not
+        // checked; it keeps its state for the day it comes back.
+        if !server.listed() || server.mode() == super::server_table::ServerMode::Maintenance {
             continue;
         }
         let result = match deadline::within(hc.timeout, check_server(&group, i, &hc.kind)).await {

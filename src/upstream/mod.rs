@@ -39,6 +39,9 @@ use group_state::GroupState;
 pub struct UpstreamWorker {
     /// Indexed by [`UpstreamGroup::index`].
     pub groups: Vec<GroupState>,
+    /// The groups themselves, so the periodic sweep can follow their
+    /// servers on a worker that gets no requests.
+    shared: Vec<std::sync::Arc<UpstreamGroup>>,
 }
 
 impl UpstreamWorker {
@@ -50,13 +53,16 @@ impl UpstreamWorker {
                 .iter()
                 .map(|g| GroupState::new(g, config.workers))
                 .collect(),
+            shared: config.upstreams.clone(),
         }
     }
 
-    /// Closes expired idle upstream connections of every group.
+    /// Closes expired idle upstream connections of every group, and those
+    /// of servers that left or were set aside since the last request.
     pub fn sweep(&self) {
         let now = std::time::Instant::now();
-        for g in &self.groups {
+        for (g, shared) in self.groups.iter().zip(&self.shared) {
+            g.follow_membership(shared);
             g.pool.sweep(now, |i| {
                 g.servers.get(i).map_or(0, |s| s.active.get() as usize)
             });

@@ -16,7 +16,7 @@
 //! themselves, never shared with the request path.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use crate::observe::status::checks::CheckLog;
@@ -43,6 +43,38 @@ impl ServerOrigin {
     }
 }
 
+/// What an operator set for a server through the admin API; it lasts until
+/// the next reload or restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ServerMode {
+    /// Takes requests as its health allows.
+    Ready = 0,
+    /// No new requests; those in flight finish. Health checks go on.
+    Drain = 1,
+    /// No requests and no health checks, as for work on the server.
+    Maintenance = 2,
+}
+
+impl ServerMode {
+    /// The word the API and the status page use.
+    pub fn label(self) -> &'static str {
+        match self {
+            ServerMode::Ready => "ready",
+            ServerMode::Drain => "drain",
+            ServerMode::Maintenance => "maintenance",
+        }
+    }
+
+    fn of(v: u8) -> ServerMode {
+        match v {
+            1 => ServerMode::Drain,
+            2 => ServerMode::Maintenance,
+            _ => ServerMode::Ready,
+        }
+    }
+}
+
 /// One server of a group.
 #[derive(Debug)]
 pub struct Server {
@@ -56,8 +88,13 @@ pub struct Server {
     /// The entry of the group's discovery list that produced it; `None` for
     /// an address written in the configuration.
     pub source: Option<usize>,
-    /// Relative share of requests.
+    /// Relative share of requests, as configured or resolved.
     weight: AtomicU32,
+    /// The weight an operator set through the API (0: none), which a
+    /// resolution does not undo.
+    weight_set: AtomicU32,
+    /// A [`ServerMode`] an operator set.
+    mode: AtomicU8,
     /// SRV priority: servers of a higher number are used only while every
     /// server of a lower number is down. 0 for every other server.
     priority: AtomicU32,
@@ -85,6 +122,8 @@ impl Server {
             origin,
             source,
             weight: AtomicU32::new(weight),
+            weight_set: AtomicU32::new(0),
+            mode: AtomicU8::new(ServerMode::Ready as u8),
             priority: AtomicU32::new(priority),
             listed: AtomicBool::new(true),
             active_up: AtomicBool::new(true),
@@ -97,9 +136,23 @@ impl Server {
         self.active_up.load(Ordering::Relaxed)
     }
 
-    /// Relative share of requests.
+    /// Relative share of requests: what an operator set, else what the
+    /// configuration or the last resolution gave.
     pub fn weight(&self) -> u32 {
-        self.weight.load(Ordering::Relaxed)
+        match self.weight_set.load(Ordering::Relaxed) {
+            0 => self.weight.load(Ordering::Relaxed),
+            set => set,
+        }
+    }
+
+    /// What an operator set.
+    pub fn mode(&self) -> ServerMode {
+        ServerMode::of(self.mode.load(Ordering::Relaxed))
+    }
+
+    /// Whether new requests may go to it: in the group and not set aside.
+    pub fn takes_requests(&self) -> bool {
+        self.listed() && self.mode() == ServerMode::Ready
     }
 
     /// SRV priority (0 outside SRV).
@@ -214,7 +267,8 @@ impl ServerTable {
                     if !s.listed.swap(true, Ordering::Relaxed) {
                         change.added.push(s.addr);
                     }
-                    if s.weight.swap(f.weight, Ordering::Relaxed) != f.weight
+                    if (s.weight.swap(f.weight, Ordering::Relaxed) != f.weight
+                        && s.weight_set.load(Ordering::Relaxed) == 0)
                         || s.priority.swap(f.priority, Ordering::Relaxed) != f.priority
                     {
                         change.changed = true;
@@ -253,6 +307,28 @@ impl ServerTable {
             self.version.fetch_add(1, Ordering::Release);
         }
         change
+    }
+}
+
+impl ServerTable {
+    /// Sets the mode of server `i` (the admin API); workers follow at their
+    /// next pick or pool sweep.
+    pub fn set_mode(&self, i: usize, mode: ServerMode) {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self.get(i) {
+            s.mode.store(mode as u8, Ordering::Relaxed);
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Sets the weight of server `i` (the admin API), kept across
+    /// resolutions until the next reload.
+    pub fn set_weight(&self, i: usize, weight: u32) {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self.get(i) {
+            s.weight_set.store(weight, Ordering::Relaxed);
+            self.version.fetch_add(1, Ordering::Release);
+        }
     }
 }
 

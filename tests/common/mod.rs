@@ -6,6 +6,7 @@ pub mod bench_run;
 pub mod cache;
 pub mod dnsmasq;
 pub mod h2raw;
+pub mod load;
 pub mod pebble;
 pub mod python_peer;
 pub mod tls;

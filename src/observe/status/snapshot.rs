@@ -19,6 +19,7 @@ use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
 use crate::upstream::discovery::ResolutionResult;
 use crate::upstream::group::{CheckKind, UpstreamGroup};
+use crate::upstream::server_table::ServerMode;
 
 /// Certificates closer to expiry than this are shown in red.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);
@@ -186,12 +187,15 @@ pub struct ServerView {
     pub address: String,
     /// Relative share of requests.
     pub weight: u32,
+    /// SRV priority: a higher number is a backup (0 outside SRV).
+    pub priority: u32,
     /// Where it came from: `configured`, `dns` or `srv`.
     pub origin: &'static str,
     /// `up`, `down` (its active health check fails, or every worker keeps it
     /// out after `max_fails` failures), `draining` (its group belongs to a
-    /// replaced configuration, or its address left the DNS answer and
-    /// requests are still in flight on it) or `removed` (left, and idle).
+    /// replaced configuration, an operator drains it, or its address left the
+    /// DNS answer and requests are still in flight on it), `maintenance` (an
+    /// operator set it aside) or `removed` (left the DNS answer, and idle).
     pub state: &'static str,
     /// `state` is `down`, for the page to flag the row.
     pub down: bool,
@@ -358,7 +362,7 @@ fn balance_label(b: &Balance) -> String {
     }
 }
 
-fn group_view(
+pub(crate) fn group_view(
     g: &UpstreamGroup,
     generation: u64,
     draining: bool,
@@ -379,10 +383,16 @@ fn group_view(
         .zip(totals)
         .enumerate()
         .map(|(i, (s, t))| {
-            let state = if draining || (!s.listed() && t.in_flight > 0) {
+            let mode = s.mode();
+            let state = if draining
+                || (!s.listed() && t.in_flight > 0)
+                || (s.listed() && mode == ServerMode::Drain)
+            {
                 "draining"
             } else if !s.listed() {
                 "removed"
+            } else if mode == ServerMode::Maintenance {
+                "maintenance"
             } else if server_down(s.actively_up(), &t, workers) {
                 "down"
             } else {
@@ -395,6 +405,7 @@ fn group_view(
                 name: s.authority.clone(),
                 address: s.addr.to_string(),
                 weight: s.weight(),
+                priority: s.priority(),
                 origin: s.origin.label(),
                 state,
                 down: state == "down",

@@ -1,0 +1,234 @@
+//! The runtime API for upstreams on the admin listener, JSON in and out:
+//!
+//! - `GET /api/upstreams`: every group of the running configuration and its
+//!   servers (address, name, origin, weight, state, in flight, health history),
+//!   the figures the status page shows;
+//! - `POST /api/upstreams/GROUP/servers/ADDRESS/drain` (no new requests, those
+//!   in flight finish), `/maintenance` (no requests and no health checks),
+//!   `/ready` (back to normal), `/weight?value=N`.
+//!
+//! A change applies on every worker at its next request or pool sweep (within
+//! a second) and lasts until the next reload or restart, as HAProxy's runtime
+//! API does; the answer says so. Changes are accepted only on a loopback
+//! admin listener, from a request whose `Host` names that listener (DNS
+//! rebinding) and whose `Origin`, if any, is the listener itself (a browser
+//! page of another site); each change is logged with the peer that made it.
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+use tracing::info;
+
+use crate::config::Config;
+use crate::http::RequestView;
+use crate::observe::status::snapshot::GroupView;
+use crate::observe::status::{StatusResponse, StatusState};
+use crate::upstream::group::UpstreamGroup;
+use crate::upstream::server_table::ServerMode;
+
+/// What every change's answer says about its reach.
+const CHANGE_SCOPE: &str =
+    "applied on every worker within a second; lasts until the next reload or restart";
+
+/// `GET /api/upstreams`.
+#[derive(Serialize)]
+struct UpstreamsAnswer<'a> {
+    upstreams: &'a [GroupView],
+}
+
+/// The answer to a change.
+#[derive(Serialize)]
+struct ChangeAnswer<'a> {
+    group: &'a str,
+    server: String,
+    /// `drain`, `maintenance`, `ready` or `weight`.
+    change: &'a str,
+    /// The weight now, for `weight`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weight: Option<u32>,
+    /// Servers of the group at that address (two names may share one).
+    servers: usize,
+    scope: &'static str,
+}
+
+#[derive(Serialize)]
+struct ErrorAnswer<'a> {
+    error: &'a str,
+}
+
+fn json(status: u16, body: String) -> StatusResponse {
+    StatusResponse {
+        status,
+        content_type: "application/json",
+        headers: vec![
+            ("cache-control", "no-store".into()),
+            ("x-content-type-options", "nosniff".into()),
+        ],
+        body,
+    }
+}
+
+fn error(status: u16, message: &str) -> StatusResponse {
+    let body = serde_json::to_string(&ErrorAnswer { error: message }).unwrap_or_default();
+    let mut r = json(status, body + "\n");
+    if status == 405 {
+        r.headers.push(("allow", "GET, HEAD, POST".into()));
+    }
+    r
+}
+
+/// The answer to a request under `/api/`, or `None` for another path.
+/// `admin` is the admin listener's bound address.
+pub fn api_page(
+    status: &StatusState,
+    admin: SocketAddr,
+    req: &RequestView<'_>,
+) -> Option<StatusResponse> {
+    let path = std::str::from_utf8(req.path()).ok()?;
+    let rest = path.strip_prefix("/api/")?;
+    let method = req.method_token();
+    let parts: Vec<&str> = rest.split('/').collect();
+    Some(match parts.as_slice() {
+        ["upstreams"] => match method {
+            b"GET" | b"HEAD" => {
+                let (_, groups) = status.upstream_views();
+                let body = serde_json::to_string_pretty(&UpstreamsAnswer { upstreams: &groups })
+                    .unwrap_or_default();
+                json(200, body + "\n")
+            }
+            _ => error(405, "GET /api/upstreams reads; changes are POSTs to a server's path"),
+        },
+        ["upstreams", group, "servers", server, action] => {
+            if method != b"POST" {
+                return Some(error(405, "a change is a POST"));
+            }
+            if let Err(why) = write_allowed(req, admin) {
+                return Some(error(403, &why));
+            }
+            let (config, _) = status.upstream_views();
+            change_server(&config, group, server, action, req)
+        }
+        _ => error(
+            404,
+            "not found: GET /api/upstreams, or POST /api/upstreams/GROUP/servers/ADDRESS/{drain,maintenance,ready,weight?value=N}",
+        ),
+    })
+}
+
+/// Whether a request may change anything: see the module doc.
+fn write_allowed(req: &RequestView<'_>, admin: SocketAddr) -> Result<(), String> {
+    if !admin.ip().is_loopback() {
+        return Err(
+            "changes are accepted only on a loopback admin listener; this one is not".into(),
+        );
+    }
+    let host = req
+        .header("host")
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .map(str::to_ascii_lowercase)
+        .ok_or("a change needs a Host field naming the admin listener")?;
+    let port = admin.port();
+    let names = [
+        admin.to_string(),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ];
+    if !names.contains(&host) {
+        return Err(format!(
+            "Host {host:?} is not the admin listener ({admin}); the change is refused"
+        ));
+    }
+    if let Some(origin) = req.header("origin") {
+        if origin != format!("http://{host}").as_bytes() {
+            return Err("a request from a page of another origin cannot change anything".into());
+        }
+    }
+    if let Some(site) = req.header("sec-fetch-site") {
+        if site != b"same-origin" && site != b"none" {
+            return Err("a request from a page of another site cannot change anything".into());
+        }
+    }
+    Ok(())
+}
+
+/// Applies `action` to the servers of `group` at `server`.
+fn change_server(
+    config: &Config,
+    group: &str,
+    server: &str,
+    action: &str,
+    req: &RequestView<'_>,
+) -> StatusResponse {
+    let Some(g) = config.upstreams.iter().find(|g| g.name == group) else {
+        return error(404, &format!("no upstream group {group:?}"));
+    };
+    let server = percent_encoding::percent_decode_str(server).decode_utf8_lossy();
+    let Ok(addr) = server.parse::<SocketAddr>() else {
+        return error(
+            400,
+            &format!("{server:?} is not a server address (ip:port, [ipv6]:port)"),
+        );
+    };
+    let slots = slots_at(g, addr);
+    if slots.is_empty() {
+        return error(404, &format!("group {group:?} has no server at {addr}"));
+    }
+    let weight = match action {
+        "drain" | "maintenance" | "ready" => {
+            let mode = match action {
+                "drain" => ServerMode::Drain,
+                "maintenance" => ServerMode::Maintenance,
+                _ => ServerMode::Ready,
+            };
+            for &i in &slots {
+                g.servers.set_mode(i, mode);
+            }
+            None
+        }
+        "weight" => {
+            let value = req
+                .query()
+                .and_then(|q| std::str::from_utf8(q).ok())
+                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("value=")))
+                .and_then(|v| v.parse::<u32>().ok())
+                .filter(|w| (1..=1000).contains(w));
+            let Some(w) = value else {
+                return error(400, "weight takes ?value=N, N from 1 to 1000");
+            };
+            for &i in &slots {
+                g.servers.set_weight(i, w);
+            }
+            Some(w)
+        }
+        _ => {
+            return error(
+                404,
+                &format!("unknown change {action:?}: drain, maintenance, ready or weight"),
+            )
+        }
+    };
+    let peer = req.peer();
+    info!(%peer, group = %g.name, server = %addr, change = action, weight = ?weight, "admin API: upstream server changed");
+    let body = serde_json::to_string_pretty(&ChangeAnswer {
+        group: &g.name,
+        server: addr.to_string(),
+        change: action,
+        weight,
+        servers: slots.len(),
+        scope: CHANGE_SCOPE,
+    })
+    .unwrap_or_default();
+    json(200, body + "\n")
+}
+
+/// The slots of `group` whose address is `addr`.
+fn slots_at(group: &UpstreamGroup, addr: SocketAddr) -> Vec<usize> {
+    group
+        .servers
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.addr == addr)
+        .map(|(i, _)| i)
+        .collect()
+}
