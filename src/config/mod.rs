@@ -149,7 +149,7 @@ pub struct Config {
     /// whose file is missing), each located.
     pub findings: Vec<ConfigError>,
     /// Where upstream names are looked up (`[resolver]`).
-    pub resolver: crate::upstream::discovery::ResolverSettings,
+    pub resolver: crate::upstream::resolution::ResolverSettings,
     /// What a server runs with and `pier check` warns about without failing
     /// (an upstream name that does not resolve yet).
     pub warnings: Vec<String>,

@@ -46,13 +46,25 @@ pub struct RawConfig {
     /// `[admin]`: the metrics and status listener (off when absent).
     pub admin: Option<Spanned<RawAdmin>>,
     /// `[resolver]`: where upstream names are looked up.
-    pub resolver: Option<Spanned<super::resolver::RawResolver>>,
+    pub resolver: Option<Spanned<RawResolver>>,
     /// `[access_log]`: one line per answered request (off when absent).
     pub access_log: Option<Spanned<RawAccessLog>>,
     /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
     pub mime: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     /// `[cache.NAME]`: HTTP cache zones that proxy routes name.
     pub cache: Option<Spanned<crate::cache::configure::RawCaches>>,
+}
+
+/// `[resolver]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResolver {
+    /// `ip` or `ip:port` (port 53 by default), asked in turn.
+    pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Deadline of one query.
+    pub timeout: Option<Spanned<RawDuration>>,
+    /// Queries sent before a lookup fails.
+    pub attempts: Option<Spanned<i64>>,
 }
 
 /// `[access_log]`.

@@ -4,25 +4,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
-use super::raw::RawDuration;
+use super::raw::RawResolver;
 use super::value::{duration, int};
-use crate::upstream::discovery::ResolverSettings;
-
-/// `[resolver]` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawResolver {
-    /// `ip` or `ip:port` (port 53 by default), asked in turn.
-    pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
-    /// Deadline of one query.
-    pub timeout: Option<Spanned<RawDuration>>,
-    /// Queries sent before a lookup fails.
-    pub attempts: Option<Spanned<i64>>,
-}
+use crate::upstream::resolution::ResolverSettings;
 
 /// `[resolver]`, or the system's resolver with Pier's defaults when absent.
 pub fn validate_resolver(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::observe::exposition::{family_head, latency_histogram};
 use crate::observe::upstream_counters::{server_down, ServerTotals, UpstreamFailure};
-use crate::upstream::discovery::ResolutionResult;
 use crate::upstream::group::UpstreamGroup;
+use crate::upstream::resolution::ResolutionResult;
 
 /// Status classes, the `class` label.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rustls::pki_types::ServerName;
 
 use super::balance::Balance;
-use super::discovery::{Discovery, ResolutionStats};
+use super::resolution::{Discovery, ResolutionStats};
 pub use super::server_table::{Server, ServerOrigin, ServerTable};
 
 /// TLS towards a group's servers.

@@ -10,6 +10,9 @@
 //! - [`h2_connection`], [`h2_stream`]: an HTTP/2 connection on Pier's own
 //!   codec in the client role, and a request's stream on it;
 //! - [`health`]: active checks off the workers' event loops;
+//! - [`server_table`]: a group's servers as they are now, growing as DNS
+//!   answers change; [`discovery`]: resolving names and SRV records again
+//!   as their TTLs say; [`resolution`]: what a group resolves, and how it went;
 //! - [`request_head`]: the upstream request head, as HTTP/1 bytes or fields;
 //! - [`error`]: which side failed, and how.
 
@@ -26,6 +29,7 @@ pub mod h2_stream;
 pub mod health;
 pub mod pool;
 pub mod request_head;
+pub mod resolution;
 pub mod retry;
 pub mod server_table;
 

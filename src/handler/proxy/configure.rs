@@ -27,11 +27,11 @@ use crate::handler::configure::{HandlerSpec, RawHandler, RouteContext};
 use crate::handler::BoxedHandler;
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
 use crate::upstream::balance::{Balance, HashKey};
-use crate::upstream::discovery::{Discovery, DiscoveryEntry, DiscoveryKind, ResolutionStats};
 use crate::upstream::group::{
     CheckKind, HealthCheck, Server, ServerOrigin, ServerTable, UpstreamGroup, UpstreamProtocol,
     UpstreamTls,
 };
+use crate::upstream::resolution::{Discovery, DiscoveryEntry, DiscoveryKind, ResolutionStats};
 
 /// The group the `upstream` key of a listener or route (`key`, its table at
 /// `span`) names; `needed_by` says who needs the key when it is missing.
@@ -282,11 +282,7 @@ pub fn build_upstream(
     }
     if let Some(srv) = &raw.srv {
         let name = srv.get_ref().trim();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        {
+        if !is_host_name(name) {
             return Err(keys.error(
                 srv.span(),
                 "srv",
@@ -504,6 +500,15 @@ enum ServerAddress {
     Name { host: String, port: u16 },
 }
 
+/// Whether `text` can be a DNS name to look up: letters, digits, `-`, `_`
+/// (SRV labels) and dots.
+fn is_host_name(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
 fn server_address(text: &str) -> Result<ServerAddress, String> {
     if let Ok(a) = text.parse::<SocketAddr>() {
         return Ok(ServerAddress::Fixed(a));
@@ -515,10 +520,7 @@ fn server_address(text: &str) -> Result<ServerAddress, String> {
     else {
         return Err(format!("{text:?} is not host:port"));
     };
-    if !host
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-    {
+    if !is_host_name(host) {
         return Err(format!("{host:?} is neither an IP address nor a host name"));
     }
     Ok(ServerAddress::Name {

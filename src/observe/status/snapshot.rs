@@ -17,8 +17,8 @@ use crate::config::Config;
 use crate::observe::metrics::{Registry, WorkerStats};
 use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
-use crate::upstream::discovery::ResolutionResult;
 use crate::upstream::group::{CheckKind, UpstreamGroup};
+use crate::upstream::resolution::ResolutionResult;
 use crate::upstream::server_table::ServerMode;
 
 /// Certificates closer to expiry than this are shown in red.
