@@ -24,9 +24,13 @@ fn config(workers: usize, a: SocketAddr, b: SocketAddr) -> String {
 
 /// `POST path` to the admin listener with `extra` fields; status and JSON body.
 fn post(admin: SocketAddr, path: &str, extra: &str) -> (u16, Value) {
+    request(admin, "POST", path, extra)
+}
+
+fn request(admin: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, Value) {
     let r = get(
         admin,
-        &format!("POST {path} HTTP/1.1\r\nHost: {admin}\r\nContent-Length: 0\r\n{extra}\r\n"),
+        &format!("{method} {path} HTTP/1.1\r\nHost: {admin}\r\nContent-Length: 0\r\n{extra}\r\n"),
     );
     let v = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
     (r.status, v)
@@ -188,7 +192,52 @@ fn a_weight_set_through_the_api_shows_in_the_distribution() {
         ),
     );
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("GET, HEAD, POST"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD, POST, DELETE"));
+}
+
+#[test]
+fn servers_added_and_removed_through_the_api_take_and_leave_traffic() {
+    let (a, b) = (Upstream::start(|_| ok("a")), Upstream::start(|_| ok("b")));
+    let c = Upstream::start(|_| ok("c"));
+    let pier = Pier::with_config(&config(1, a.addr, b.addr), &[]);
+    let admin = pier.admin.expect("admin listener");
+    let (status, answer) = post(
+        admin,
+        &format!("/api/upstreams/app/servers?address={}&weight=2", c.addr),
+        "",
+    );
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(server_field(admin, c.addr, "origin"), "runtime");
+    assert_eq!(server_field(admin, c.addr, "weight"), 2);
+    send(pier.addr(), 200);
+    let counts = (a.request_count(), b.request_count(), c.request_count());
+    assert!(
+        counts.0.abs_diff(50) <= 2 && counts.1.abs_diff(50) <= 2 && counts.2.abs_diff(100) <= 2,
+        "1:1:2 with the added server: {counts:?}"
+    );
+    let (status, _) = post(
+        admin,
+        &format!("/api/upstreams/app/servers?address={}", a.addr),
+        "",
+    );
+    assert_eq!(status, 409, "a configured address is not added twice");
+
+    let (status, answer) = request(
+        admin,
+        "DELETE",
+        &format!("/api/upstreams/app/servers/{}", a.addr),
+        "",
+    );
+    assert_eq!(status, 200, "{answer}");
+    send(pier.addr(), 30);
+    assert_eq!(
+        a.request_count(),
+        counts.0,
+        "the removed server got requests"
+    );
+    assert_eq!(server_field(admin, a.addr, "state"), "removed");
+    let (status, _) = post(admin, "/api/upstreams/app/servers?address=app:80", "");
+    assert_eq!(status, 400);
 }
 
 #[test]

@@ -19,12 +19,11 @@ use std::net::SocketAddr;
 use serde::Serialize;
 use tracing::info;
 
-use crate::config::Config;
 use crate::http::RequestView;
 use crate::observe::status::snapshot::GroupView;
 use crate::observe::status::{StatusResponse, StatusState};
 use crate::upstream::group::UpstreamGroup;
-use crate::upstream::server_table::ServerMode;
+use crate::upstream::server_table::{ServerMode, ServerOrigin};
 
 /// What every change's answer says about its reach.
 const CHANGE_SCOPE: &str =
@@ -41,7 +40,7 @@ struct UpstreamsAnswer<'a> {
 struct ChangeAnswer<'a> {
     group: &'a str,
     server: String,
-    /// `drain`, `maintenance`, `ready` or `weight`.
+    /// `drain`, `maintenance`, `ready`, `weight`, `add` or `remove`.
     change: &'a str,
     /// The weight now, for `weight`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,7 +71,7 @@ fn error(status: u16, message: &str) -> StatusResponse {
     let body = serde_json::to_string(&ErrorAnswer { error: message }).unwrap_or_default();
     let mut r = json(status, body + "\n");
     if status == 405 {
-        r.headers.push(("allow", "GET, HEAD, POST".into()));
+        r.headers.push(("allow", "GET, HEAD, POST, DELETE".into()));
     }
     r
 }
@@ -98,19 +97,34 @@ pub fn api_page(
             }
             _ => error(405, "GET /api/upstreams reads; changes are POSTs to a server's path"),
         },
-        ["upstreams", group, "servers", server, action] => {
-            if method != b"POST" {
-                return Some(error(405, "a change is a POST"));
-            }
+        ["upstreams", group, "servers", rest @ ..] => {
+            let change = match (method, rest) {
+                (b"POST", [server, action]) => Change::Set(server, action),
+                (b"DELETE", [server]) => Change::Remove(server),
+                (b"POST", []) => Change::Add,
+                _ => {
+                    return Some(error(
+                        405,
+                        "changes are POST .../servers (add), POST .../servers/ADDRESS/CHANGE and DELETE .../servers/ADDRESS",
+                    ))
+                }
+            };
             if let Err(why) = write_allowed(req, admin) {
                 return Some(error(403, &why));
             }
             let (config, _) = status.upstream_views();
-            change_server(&config, group, server, action, req)
+            let Some(g) = config.upstreams.iter().find(|g| g.name == *group) else {
+                return Some(error(404, &format!("no upstream group {group:?}")));
+            };
+            match change {
+                Change::Set(server, action) => change_server(g, server, action, req),
+                Change::Remove(server) => remove_server(g, server, req),
+                Change::Add => add_server(g, req),
+            }
         }
         _ => error(
             404,
-            "not found: GET /api/upstreams, or POST /api/upstreams/GROUP/servers/ADDRESS/{drain,maintenance,ready,weight?value=N}",
+            "not found: GET /api/upstreams; POST /api/upstreams/GROUP/servers?address=IP:PORT; POST /api/upstreams/GROUP/servers/ADDRESS/{drain,maintenance,ready,weight?value=N}; DELETE /api/upstreams/GROUP/servers/ADDRESS",
         ),
     })
 }
@@ -152,28 +166,66 @@ fn write_allowed(req: &RequestView<'_>, admin: SocketAddr) -> Result<(), String>
     Ok(())
 }
 
-/// Applies `action` to the servers of `group` at `server`.
+/// A change to a group's servers.
+enum Change<'a> {
+    /// `POST .../servers/ADDRESS/ACTION`.
+    Set(&'a str, &'a str),
+    /// `DELETE .../servers/ADDRESS`.
+    Remove(&'a str),
+    /// `POST .../servers?address=IP:PORT&weight=N`.
+    Add,
+}
+
+/// `server` from a path (percent-decoded) as an address.
+fn address_of(server: &str) -> Result<SocketAddr, StatusResponse> {
+    let server = percent_encoding::percent_decode_str(server).decode_utf8_lossy();
+    server.parse::<SocketAddr>().map_err(|_| {
+        error(
+            400,
+            &format!("{server:?} is not a server address (ip:port, [ipv6]:port)"),
+        )
+    })
+}
+
+/// The value of `name` in the request's query.
+fn query_value<'r>(req: &RequestView<'r>, name: &str) -> Option<&'r str> {
+    std::str::from_utf8(req.query()?)
+        .ok()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// A weight from the query (`value` or `weight`), 1 to 1000.
+fn weight_of(req: &RequestView<'_>, name: &str) -> Option<u32> {
+    query_value(req, name)
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|w| (1..=1000).contains(w))
+}
+
+/// The slots of `g` at `server`, or the answer saying why there are none.
+fn servers_at(g: &UpstreamGroup, server: &str) -> Result<(SocketAddr, Vec<usize>), StatusResponse> {
+    let addr = address_of(server)?;
+    let slots = slots_at(g, addr);
+    if slots.is_empty() {
+        return Err(error(
+            404,
+            &format!("group {:?} has no server at {addr}", g.name),
+        ));
+    }
+    Ok((addr, slots))
+}
+
+/// Applies `action` to the servers of `g` at `server`.
 fn change_server(
-    config: &Config,
-    group: &str,
+    g: &UpstreamGroup,
     server: &str,
     action: &str,
     req: &RequestView<'_>,
 ) -> StatusResponse {
-    let Some(g) = config.upstreams.iter().find(|g| g.name == group) else {
-        return error(404, &format!("no upstream group {group:?}"));
+    let (addr, slots) = match servers_at(g, server) {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
-    let server = percent_encoding::percent_decode_str(server).decode_utf8_lossy();
-    let Ok(addr) = server.parse::<SocketAddr>() else {
-        return error(
-            400,
-            &format!("{server:?} is not a server address (ip:port, [ipv6]:port)"),
-        );
-    };
-    let slots = slots_at(g, addr);
-    if slots.is_empty() {
-        return error(404, &format!("group {group:?} has no server at {addr}"));
-    }
     let weight = match action {
         "drain" | "maintenance" | "ready" => {
             let mode = match action {
@@ -187,13 +239,7 @@ fn change_server(
             None
         }
         "weight" => {
-            let value = req
-                .query()
-                .and_then(|q| std::str::from_utf8(q).ok())
-                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("value=")))
-                .and_then(|v| v.parse::<u32>().ok())
-                .filter(|w| (1..=1000).contains(w));
-            let Some(w) = value else {
+            let Some(w) = weight_of(req, "value") else {
                 return error(400, "weight takes ?value=N, N from 1 to 1000");
             };
             for &i in &slots {
@@ -208,18 +254,81 @@ fn change_server(
             )
         }
     };
+    changed(200, g, addr, action, weight, slots.len(), req)
+}
+
+/// `DELETE .../servers/ADDRESS`: the servers at that address leave the group
+/// and drain.
+fn remove_server(g: &UpstreamGroup, server: &str, req: &RequestView<'_>) -> StatusResponse {
+    let (addr, slots) = match servers_at(g, server) {
+        Ok(found) => found,
+        Err(answer) => return answer,
+    };
+    for &i in &slots {
+        g.servers.remove(i);
+    }
+    changed(200, g, addr, "remove", None, slots.len(), req)
+}
+
+/// `POST .../servers?address=IP:PORT&weight=N`: a server of origin `runtime`.
+fn add_server(g: &UpstreamGroup, req: &RequestView<'_>) -> StatusResponse {
+    let Some(text) = query_value(req, "address") else {
+        return error(
+            400,
+            "adding a server takes ?address=IP:PORT (and &weight=N)",
+        );
+    };
+    let addr = match address_of(text) {
+        Ok(a) => a,
+        Err(answer) => return answer,
+    };
+    let weight = match query_value(req, "weight") {
+        None => 1,
+        Some(_) => match weight_of(req, "weight") {
+            Some(w) => w,
+            None => return error(400, "weight is a number from 1 to 1000"),
+        },
+    };
+    if g.servers
+        .iter()
+        .any(|s| s.addr == addr && s.listed() && s.origin != ServerOrigin::Runtime)
+    {
+        return error(
+            409,
+            &format!("group {:?} already has a server at {addr}", g.name),
+        );
+    }
+    if g.servers.add_runtime(addr, weight).is_none() {
+        return error(
+            409,
+            &format!("group {:?} has no room for another server", g.name),
+        );
+    }
+    changed(201, g, addr, "add", Some(weight), 1, req)
+}
+
+/// Logs a change with who made it, and answers what it did.
+fn changed(
+    status: u16,
+    g: &UpstreamGroup,
+    addr: SocketAddr,
+    change: &str,
+    weight: Option<u32>,
+    servers: usize,
+    req: &RequestView<'_>,
+) -> StatusResponse {
     let peer = req.peer();
-    info!(%peer, group = %g.name, server = %addr, change = action, weight = ?weight, "admin API: upstream server changed");
+    info!(%peer, group = %g.name, server = %addr, change, weight = ?weight, "admin API: upstream server changed");
     let body = serde_json::to_string_pretty(&ChangeAnswer {
         group: &g.name,
         server: addr.to_string(),
-        change: action,
+        change,
         weight,
-        servers: slots.len(),
+        servers,
         scope: CHANGE_SCOPE,
     })
     .unwrap_or_default();
-    json(200, body + "\n")
+    json(status, body + "\n")
 }
 
 /// The slots of `group` whose address is `addr`.

@@ -61,11 +61,11 @@ pub fn spawn_health_checks(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<
 }
 
 /// How often a group's server table is looked at for servers a resolution
-/// added, whose checks then start.
+/// or the admin API added, whose checks then start.
 const NEW_SERVER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Checks every server of a group, starting a check for each server a
-/// resolution adds; ends with the group or the generation.
+/// resolution or the admin API adds; ends with the group or the generation.
 async fn watch_group(group: Weak<UpstreamGroup>, stop: Arc<AtomicBool>) {
     let mut checks = Vec::new();
     loop {
@@ -82,11 +82,7 @@ async fn watch_group(group: Weak<UpstreamGroup>, stop: Arc<AtomicBool>) {
                 stop.clone(),
             )));
         }
-        let fixed = g.discovery.entries.is_empty();
         drop(g);
-        if fixed {
-            break;
-        }
         tokio::time::sleep(NEW_SERVER_POLL).await;
     }
     for c in checks {

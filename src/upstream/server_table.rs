@@ -30,6 +30,8 @@ pub enum ServerOrigin {
     Dns,
     /// An SRV record's target.
     Srv,
+    /// Added through the admin API (until the next reload).
+    Runtime,
 }
 
 impl ServerOrigin {
@@ -39,6 +41,7 @@ impl ServerOrigin {
             ServerOrigin::Configured => "configured",
             ServerOrigin::Dns => "dns",
             ServerOrigin::Srv => "srv",
+            ServerOrigin::Runtime => "runtime",
         }
     }
 }
@@ -321,6 +324,47 @@ impl ServerTable {
         }
     }
 
+    /// Adds a server at `addr` (the admin API), or lists again the one an
+    /// operator added there before; `None` when the group has no slot left.
+    pub fn add_runtime(&self, addr: SocketAddr, weight: u32) -> Option<usize> {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match self
+            .slots
+            .iter()
+            .find(|(_, s)| s.origin == ServerOrigin::Runtime && s.addr == addr)
+        {
+            Some((i, s)) => {
+                s.weight.store(weight, Ordering::Relaxed);
+                s.weight_set.store(0, Ordering::Relaxed);
+                s.mode.store(ServerMode::Ready as u8, Ordering::Relaxed);
+                s.listed.store(true, Ordering::Relaxed);
+                i
+            }
+            None if self.slots.count() >= MAX_SERVER_SLOTS => return None,
+            None => self.slots.push(Server::new(
+                addr,
+                addr.to_string(),
+                ServerOrigin::Runtime,
+                None,
+                weight,
+                0,
+            )),
+        };
+        self.version.fetch_add(1, Ordering::Release);
+        Some(i)
+    }
+
+    /// Takes server `i` out of the group (the admin API): it drains, as a
+    /// server whose address left a DNS answer does, until the next reload
+    /// (or, for a resolved server, the next answer that lists it).
+    pub fn remove(&self, i: usize) {
+        let _edit = self.edit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self.get(i) {
+            s.listed.store(false, Ordering::Relaxed);
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
     /// Sets the weight of server `i` (the admin API), kept across
     /// resolutions until the next reload.
     pub fn set_weight(&self, i: usize, weight: u32) {
@@ -396,6 +440,20 @@ mod tests {
         assert_eq!(table.len(), 4);
         assert!(table[1].listed() && !table[1].actively_up());
         assert!(!table[3].listed());
+    }
+
+    #[test]
+    fn a_runtime_server_comes_back_into_its_own_slot() {
+        let table = ServerTable::default();
+        let addr = "10.0.0.5:80".parse().unwrap();
+        assert_eq!(table.add_runtime(addr, 2), Some(0));
+        table.remove(0);
+        assert!(!table[0].listed());
+        let v = table.version();
+        assert_eq!(table.add_runtime(addr, 4), Some(0));
+        assert!(table[0].listed() && table.version() > v);
+        assert_eq!((table.len(), table[0].weight()), (1, 4));
+        assert_eq!(table[0].origin, ServerOrigin::Runtime);
     }
 
     #[test]
