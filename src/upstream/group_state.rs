@@ -269,3 +269,59 @@ impl Drop for GroupAdmission<'_> {
         self.0.set(self.0.get().saturating_sub(1));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::server_table::{FoundServer, ServerMode};
+
+    fn found(addr: &str, weight: u32, priority: u32) -> FoundServer {
+        FoundServer {
+            addr: addr.parse().unwrap(),
+            authority: "app.test:80".into(),
+            weight,
+            priority,
+        }
+    }
+
+    #[test]
+    fn lower_priorities_first_backups_when_they_are_out_and_changes_followed() {
+        let cfg = crate::config::check_text(
+            "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n\
+             [[upstream]]\nname = \"u\"\nsrv = \"_http._tcp.app.test\"\n\
+             [resolver]\nnameservers = [\"127.0.0.1:1\"]\ntimeout = \"100ms\"\nattempts = 1\n",
+        )
+        .unwrap();
+        let group = &cfg.upstreams[0];
+        let state = GroupState::new(group, 1);
+        let now = Instant::now();
+        assert!(!state.has_servers());
+        assert_eq!(state.pick_server(group, 0, &[], now), None);
+
+        group.servers.replace_source(
+            0,
+            ServerOrigin::Srv,
+            &[
+                found("10.0.0.1:80", 3, 10),
+                found("10.0.0.2:80", 1, 10),
+                found("10.0.0.3:80", 1, 20),
+            ],
+        );
+        let picks: Vec<usize> = (0..8)
+            .map(|_| state.pick_server(group, 0, &[], now).unwrap())
+            .collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 6, "{picks:?}");
+        assert_eq!(picks.iter().filter(|&&i| i == 1).count(), 2, "{picks:?}");
+        // Both of priority 10 tried: the backup.
+        assert_eq!(state.pick_server(group, 0, &[0, 1], now), Some(2));
+        // One drained: the other of its tier takes everything.
+        group.servers.set_mode(0, ServerMode::Drain);
+        assert!((0..4).all(|_| state.pick_server(group, 0, &[], now) == Some(1)));
+        // The tier emptied by DNS: the backup.
+        group
+            .servers
+            .replace_source(0, ServerOrigin::Srv, &[found("10.0.0.3:80", 1, 20)]);
+        assert_eq!(state.pick_server(group, 0, &[], now), Some(2));
+        assert!(state.has_servers());
+    }
+}
