@@ -42,25 +42,27 @@ impl Dnsmasq {
     /// (the caller skips) when dnsmasq is not installed.
     pub fn start(dir: &Path, hosts: &str, srv: &str) -> Option<Dnsmasq> {
         let bin = dnsmasq_binary()?;
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let hosts_path = dir.join("dns-hosts");
         let conf = dir.join("dns.conf");
         std::fs::write(&hosts_path, hosts).unwrap();
         std::fs::write(&conf, srv).unwrap();
-        let mut d = Dnsmasq {
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            child: spawn(&bin, port, &hosts_path, &conf, dir),
-            bin,
-            hosts: hosts_path,
-            conf,
-            dir: dir.to_path_buf(),
-        };
-        d.wait_ready();
-        Some(d)
+        // A port another test takes between the probe and dnsmasq's bind
+        // makes dnsmasq exit: another port is tried.
+        for _ in 0..5 {
+            let port = free_udp_and_tcp_port();
+            let mut d = Dnsmasq {
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                child: spawn(&bin, port, &hosts_path, &conf, dir),
+                bin: bin.clone(),
+                hosts: hosts_path.clone(),
+                conf: conf.clone(),
+                dir: dir.to_path_buf(),
+            };
+            if d.wait_ready() {
+                return Some(d);
+            }
+        }
+        panic!("dnsmasq did not start on any of five ports");
     }
 
     /// New host records, read at once (SIGHUP).
@@ -81,7 +83,11 @@ impl Dnsmasq {
             &self.conf,
             &self.dir,
         );
-        self.wait_ready();
+        assert!(
+            self.wait_ready(),
+            "dnsmasq did not start again on {}",
+            self.addr
+        );
     }
 
     /// Stops answering (SIGSTOP): queries time out, as with a server gone dark.
@@ -106,8 +112,9 @@ impl Dnsmasq {
         let _ = self.child.wait();
     }
 
-    /// Waits until the port answers a query (an A query for a name of the zone).
-    fn wait_ready(&mut self) {
+    /// Waits until the port answers a query (an A query for a name of the
+    /// zone); false when dnsmasq exited (its port was taken).
+    fn wait_ready(&mut self) -> bool {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
@@ -119,18 +126,31 @@ impl Dnsmasq {
         }
         q.extend_from_slice(&[0, 0, 1, 0, 1]);
         for _ in 0..100 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("dnsmasq exited at start: {status}");
+            if self.child.try_wait().unwrap().is_some() {
+                let log = std::fs::read_to_string(self.dir.join("dnsmasq.log")).unwrap_or_default();
+                eprintln!("dnsmasq exited at start on {}: {log}", self.addr);
+                return false;
             }
             let _ = sock.send_to(&q, self.addr);
             let mut buf = [0u8; 512];
             if let Ok((n, _)) = sock.recv_from(&mut buf) {
                 if n >= 2 && buf[..2] == [0x12, 0x34] {
-                    return;
+                    return true;
                 }
             }
         }
         panic!("dnsmasq did not answer on {}", self.addr);
+    }
+}
+
+/// A loopback port free for UDP and TCP both, as dnsmasq binds both.
+fn free_udp_and_tcp_port() -> u16 {
+    loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
     }
 }
 
@@ -152,7 +172,11 @@ fn spawn(bin: &Path, port: u16, hosts: &Path, conf: &Path, dir: &Path) -> Child 
     .arg(format!("--pid-file={}", dir.join("dnsmasq.pid").display()))
     .stdin(Stdio::null())
     .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    .stderr(
+        std::fs::File::create(dir.join("dnsmasq.log"))
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null()),
+    );
     // As root, dnsmasq would drop to its own user, who cannot read the
     // test's private directory when it rereads the hosts file.
     if rustix::process::geteuid().is_root() {
