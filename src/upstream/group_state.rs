@@ -273,16 +273,7 @@ impl Drop for GroupAdmission<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::server_table::{FoundServer, ServerMode};
-
-    fn found(addr: &str, weight: u32, priority: u32) -> FoundServer {
-        FoundServer {
-            addr: addr.parse().unwrap(),
-            authority: "app.test:80".into(),
-            weight,
-            priority,
-        }
-    }
+    use crate::upstream::server_table::{found_for_tests as found, ServerMode};
 
     #[test]
     fn lower_priorities_first_backups_when_they_are_out_and_changes_followed() {

@@ -384,18 +384,22 @@ impl std::ops::Index<usize> for ServerTable {
     }
 }
 
+/// A server of `app.test:80` at `addr`, for tests.
+#[cfg(test)]
+pub fn found_for_tests(addr: &str, weight: u32, priority: u32) -> FoundServer {
+    FoundServer {
+        addr: addr.parse().unwrap(),
+        authority: "app.test:80".into(),
+        weight,
+        priority,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn found(addr: &str, weight: u32, priority: u32) -> FoundServer {
-        FoundServer {
-            addr: addr.parse().unwrap(),
-            authority: "app.test:80".into(),
-            weight,
-            priority,
-        }
-    }
+    use super::found_for_tests as found;
 
     #[test]
     fn addresses_that_stay_keep_their_slot_and_state() {
