@@ -289,3 +289,43 @@ fn a_non_loopback_admin_listener_takes_no_change() {
     );
     assert_eq!(server_field(admin, a.addr, "state"), "up");
 }
+
+#[test]
+fn with_a_token_file_a_change_needs_the_token() {
+    let (a, b) = (Upstream::start(|_| ok("a")), Upstream::start(|_| ok("b")));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("token"), "s3cret-token-0123456789\n").unwrap();
+    let text = config(1, a.addr, b.addr).replace(
+        "listen = \"127.0.0.1:0\"\n[[listener]]",
+        &format!(
+            "listen = \"0.0.0.0:0\"\nallow_remote = true\ntoken_file = \"{}\"\n[[listener]]",
+            dir.path().join("token").display()
+        ),
+    );
+    let pier = Pier::with_config(&text, &[]);
+    let port = pier.admin.expect("admin listener").port();
+    let admin: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let path = format!("/api/upstreams/app/servers/{}/drain", a.addr);
+    let (status, answer) = post(admin, &path, "");
+    assert_eq!(status, 401, "{answer}");
+    let (status, _) = post(
+        admin,
+        &path,
+        "Authorization: Bearer s3cret-token-0123456788\r\n",
+    );
+    assert_eq!(status, 401);
+    assert_eq!(server_field(admin, a.addr, "state"), "up");
+    let (status, answer) = post(
+        admin,
+        &path,
+        "Authorization: Bearer s3cret-token-0123456789\r\n",
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(server_field(admin, a.addr, "state"), "draining");
+
+    // A token file that is missing is a configuration error, located.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, text.replace("token\"", "missing\"")).unwrap();
+    let err = common::assert_config_error(&bad, 6, "admin.token_file");
+    assert!(!err.contains("os error"), "{err}");
+}

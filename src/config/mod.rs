@@ -150,6 +150,10 @@ pub struct Config {
     pub findings: Vec<ConfigError>,
     /// Where upstream names are looked up (`[resolver]`).
     pub resolver: crate::upstream::resolution::ResolverSettings,
+    /// The bearer token changes through the admin API must carry
+    /// (`[admin] token_file`); without one, changes are taken from loopback
+    /// admin listeners only.
+    pub admin_token: Option<Arc<str>>,
     /// What a server runs with and `pier check` warns about without failing
     /// (an upstream name that does not resolve yet).
     pub warnings: Vec<String>,

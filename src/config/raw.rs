@@ -89,6 +89,8 @@ pub struct RawAdmin {
     pub listen: Spanned<String>,
     /// Accept a non-loopback `listen` address (metrics reveal traffic and topology).
     pub allow_remote: Option<bool>,
+    /// A file holding the bearer token the runtime API's changes must carry.
+    pub token_file: Option<Spanned<String>>,
 }
 
 /// `[server]`.
@@ -425,6 +427,9 @@ impl RawConfig {
                 fix(&mut c.key);
                 fix_opt(&mut c.ocsp_response);
             }
+        }
+        if let Some(a) = self.admin.as_mut() {
+            fix_opt(&mut a.get_mut().token_file);
         }
         for u in &mut self.upstream {
             if let Some(tls) = u.get_mut().tls.as_mut() {

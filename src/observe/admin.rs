@@ -146,6 +146,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: Socket
         findings: Vec::new(),
         resolver: Default::default(),
         warnings: Vec::new(),
+        admin_token: None,
         caches: Vec::new(),
     }
 }

@@ -9,10 +9,12 @@
 //!
 //! A change applies on every worker at its next request or pool sweep (within
 //! a second) and lasts until the next reload or restart, as HAProxy's runtime
-//! API does; the answer says so. Changes are accepted only on a loopback
-//! admin listener, from a request whose `Host` names that listener (DNS
-//! rebinding) and whose `Origin`, if any, is the listener itself (a browser
-//! page of another site); each change is logged with the peer that made it.
+//! API does; the answer says so. With `[admin] token_file`, a change carries
+//! `Authorization: Bearer TOKEN` (compared in constant time); without it,
+//! changes are taken on a loopback admin listener only, from a request whose
+//! `Host` names that listener (DNS rebinding). Either way a request whose
+//! `Origin` is another origin (a browser page of another site) is refused,
+//! and each change is logged with the peer that made it.
 
 use std::net::SocketAddr;
 
@@ -109,10 +111,10 @@ pub fn api_page(
                     ))
                 }
             };
-            if let Err(why) = write_allowed(req, admin) {
-                return Some(error(403, &why));
-            }
             let (config, _) = status.upstream_views();
+            if let Err((code, why)) = write_allowed(req, admin, config.admin_token.as_deref()) {
+                return Some(error(code, &why));
+            }
             let Some(g) = config.upstreams.iter().find(|g| g.name == *group) else {
                 return Some(error(404, &format!("no upstream group {group:?}")));
             };
@@ -129,18 +131,41 @@ pub fn api_page(
     })
 }
 
-/// Whether a request may change anything: see the module doc.
-fn write_allowed(req: &RequestView<'_>, admin: SocketAddr) -> Result<(), String> {
-    if !admin.ip().is_loopback() {
-        return Err(
-            "changes are accepted only on a loopback admin listener; this one is not".into(),
-        );
+/// Whether a request may change anything (see the module doc); the status
+/// and why not.
+fn write_allowed(
+    req: &RequestView<'_>,
+    admin: SocketAddr,
+    token: Option<&str>,
+) -> Result<(), (u16, String)> {
+    let refuse = |why: String| Err((403, why));
+    match token {
+        Some(token) => {
+            let given = req
+                .header("authorization")
+                .and_then(|v| v.strip_prefix(b"Bearer "))
+                .unwrap_or_default();
+            if aws_lc_rs::constant_time::verify_slices_are_equal(given, token.as_bytes()).is_err() {
+                return Err((
+                    401,
+                    "a change needs Authorization: Bearer with the token of [admin] token_file"
+                        .into(),
+                ));
+            }
+        }
+        None if !admin.ip().is_loopback() => return refuse(
+            "changes on an admin listener that is not a loopback address need [admin] token_file"
+                .into(),
+        ),
+        None => {}
     }
     let host = req
         .header("host")
         .and_then(|h| std::str::from_utf8(h).ok())
-        .map(str::to_ascii_lowercase)
-        .ok_or("a change needs a Host field naming the admin listener")?;
+        .map(str::to_ascii_lowercase);
+    let Some(host) = host else {
+        return refuse("a change needs a Host field naming the admin listener".into());
+    };
     let port = admin.port();
     let names = [
         admin.to_string(),
@@ -148,19 +173,20 @@ fn write_allowed(req: &RequestView<'_>, admin: SocketAddr) -> Result<(), String>
         format!("127.0.0.1:{port}"),
         format!("[::1]:{port}"),
     ];
-    if !names.contains(&host) {
-        return Err(format!(
+    // Behind a token the listener may be reached by any name of the host.
+    if token.is_none() && !names.contains(&host) {
+        return refuse(format!(
             "Host {host:?} is not the admin listener ({admin}); the change is refused"
         ));
     }
     if let Some(origin) = req.header("origin") {
         if origin != format!("http://{host}").as_bytes() {
-            return Err("a request from a page of another origin cannot change anything".into());
+            return refuse("a request from a page of another origin cannot change anything".into());
         }
     }
     if let Some(site) = req.header("sec-fetch-site") {
         if site != b"same-origin" && site != b"none" {
-            return Err("a request from a page of another site cannot change anything".into());
+            return refuse("a request from a page of another site cannot change anything".into());
         }
     }
     Ok(())
