@@ -99,7 +99,7 @@ fn busy_state() -> StatusState {
         }
         for (g, group) in blocks.iter().enumerate() {
             for (i, block) in group.iter().enumerate() {
-                for (s, c) in block.iter().enumerate() {
+                for (s, c) in block.iter() {
                     c.started();
                     if (i + g + s + tick as usize) % 17 == 0 {
                         c.failed(UpstreamFailure::Reset);

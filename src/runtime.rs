@@ -50,6 +50,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
             eprintln!("warning: upstream {}: {w}", g.name);
         }
     }
+    for w in &cfg.warnings {
+        eprintln!("warning: {w}");
+    }
     println!(
         "{}: ok ({} listener(s), {} route(s), {} worker(s))",
         args.config.display(),
@@ -176,6 +179,13 @@ fn scheme(lc: &ListenerConfig) -> &'static str {
     }
 }
 
+/// Logs what a configuration runs with but `pier check` warns about.
+fn log_config_warnings(config: &Config) {
+    for w in &config.warnings {
+        warn!("{w}");
+    }
+}
+
 /// What the signal loop needs to reload and upgrade.
 struct ServerProcess {
     source: Source,
@@ -194,6 +204,9 @@ struct ServerProcess {
     /// The running generation's health checks; a reload replaces (and so
     /// stops) them.
     health_checks: crate::upstream::health::HealthChecks,
+    /// The running generation's re-resolution of upstream names; a reload
+    /// replaces (and so stops) it.
+    discovery: crate::upstream::discovery::DiscoveryTasks,
     pid_file: Option<PathBuf>,
     exe: PathBuf,
     args: Vec<OsString>,
@@ -278,6 +291,10 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     raise_nofile_limit(config.max_connections);
     let health_checks = crate::upstream::health::spawn_health_checks(&config.upstreams)
         .context("cannot start health checks")?;
+    log_config_warnings(&config);
+    let discovery =
+        crate::upstream::discovery::spawn_discovery(&config.upstreams, &config.resolver)
+            .context("cannot start resolving upstream names")?;
     crate::cache::zone::start_disk_tiers(&config.caches);
     crate::tls::acme::spawn_renewals(config.listeners.iter().filter_map(|l| l.tls.as_ref()))
         .context("cannot start ACME certificate management")?;
@@ -357,6 +374,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         access_log,
         retired_logs: Vec::new(),
         health_checks,
+        discovery,
         pid_file,
         exe,
         args: std::env::args_os().skip(1).collect(),
@@ -538,6 +556,14 @@ impl ServerProcess {
             .routes
             .store(Arc::new(next.routes.labels().to_vec()));
         crate::cache::zone::start_disk_tiers(&next.caches);
+        log_config_warnings(&next);
+        match crate::upstream::discovery::spawn_discovery(&next.upstreams, &next.resolver) {
+            Ok(d) => self.discovery = d,
+            Err(e) => {
+                self.discovery = Default::default();
+                warn!(error = %e, "cannot start resolving the reloaded configuration's upstream names");
+            }
+        }
         match crate::upstream::health::spawn_health_checks(&next.upstreams) {
             Ok(checks) => self.health_checks = checks,
             Err(e) => {

@@ -339,11 +339,20 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         .as_ref()
         .map(|a| validate_admin(&loc, a.get_ref()))
         .transpose()?;
+    let admin_token = raw
+        .admin
+        .as_ref()
+        .and_then(|a| a.get_ref().token_file.as_ref())
+        .map(|f| admin_token(&loc, f))
+        .transpose()?;
     let access_log = raw
         .access_log
         .as_ref()
         .map(|a| validate_access_log(&loc, a.get_ref()))
         .transpose()?;
+
+    let resolver = super::resolver::validate_resolver(&loc, raw.resolver.as_ref())?;
+    let warnings = crate::upstream::discovery::resolve_at_start(&upstreams, &resolver);
 
     Ok(Config {
         source: name.to_string(),
@@ -361,6 +370,9 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         file_io: FileIoPool::new(file_io),
         caches,
         findings: loc.take_findings(),
+        resolver,
+        warnings,
+        admin_token,
     })
 }
 
@@ -495,6 +507,26 @@ fn validate_access_log(
 
 /// `[admin]`: metrics expose traffic and topology, so only loopback unless the
 /// file says otherwise in so many words.
+/// `[admin] token_file`: the bearer token, the file's first line.
+fn admin_token(loc: &Locator<'_>, file: &Spanned<String>) -> Result<Arc<str>, ConfigError> {
+    let at = |m: String| loc.error(file.span(), "admin.token_file", m);
+    let text = std::fs::read_to_string(file.get_ref()).map_err(|e| {
+        at(format!(
+            "cannot read {}: {}",
+            file.get_ref(),
+            crate::io_text::without_os_error(&e.to_string())
+        ))
+    })?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.len() < 16 {
+        return Err(at(format!(
+            "{} holds no token of at least 16 characters on its first line",
+            file.get_ref()
+        )));
+    }
+    Ok(Arc::from(token))
+}
+
 fn validate_admin(loc: &Locator<'_>, raw: &RawAdmin) -> Result<SocketAddr, ConfigError> {
     let addr: SocketAddr = raw.listen.get_ref().parse().map_err(|_| {
         loc.error(

@@ -115,9 +115,14 @@ pub fn apply(raw: &mut RawConfig, flags: &Overrides, embedded: bool) -> Result<(
     }
     if let Some(addr) = flags.admin {
         let allow_remote = raw.admin.as_ref().and_then(|a| a.get_ref().allow_remote);
+        let token_file = raw
+            .admin
+            .as_mut()
+            .and_then(|a| a.get_mut().token_file.take());
         raw.admin = Some(flag(RawAdmin {
             listen: flag(addr.to_string()),
             allow_remote,
+            token_file,
         }));
     }
     Ok(())

@@ -14,6 +14,7 @@ pub mod error;
 pub mod flags;
 pub mod http2;
 pub mod raw;
+pub mod resolver;
 pub mod route_raw;
 pub mod site;
 pub mod site_raw;
@@ -147,6 +148,15 @@ pub struct Config {
     /// Problems a server runs with but `pier check` fails on (an error page
     /// whose file is missing), each located.
     pub findings: Vec<ConfigError>,
+    /// Where upstream names are looked up (`[resolver]`).
+    pub resolver: crate::upstream::resolution::ResolverSettings,
+    /// The bearer token changes through the admin API must carry
+    /// (`[admin] token_file`); without one, changes are taken from loopback
+    /// admin listeners only.
+    pub admin_token: Option<Arc<str>>,
+    /// What a server runs with and `pier check` warns about without failing
+    /// (an upstream name that does not resolve yet).
+    pub warnings: Vec<String>,
 }
 
 impl Config {

@@ -45,12 +45,26 @@ pub struct RawConfig {
     pub upstream: Vec<Spanned<RawUpstream>>,
     /// `[admin]`: the metrics and status listener (off when absent).
     pub admin: Option<Spanned<RawAdmin>>,
+    /// `[resolver]`: where upstream names are looked up.
+    pub resolver: Option<Spanned<RawResolver>>,
     /// `[access_log]`: one line per answered request (off when absent).
     pub access_log: Option<Spanned<RawAccessLog>>,
     /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
     pub mime: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     /// `[cache.NAME]`: HTTP cache zones that proxy routes name.
     pub cache: Option<Spanned<crate::cache::configure::RawCaches>>,
+}
+
+/// `[resolver]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawResolver {
+    /// `ip` or `ip:port` (port 53 by default), asked in turn.
+    pub nameservers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Deadline of one query.
+    pub timeout: Option<Spanned<RawDuration>>,
+    /// Queries sent before a lookup fails.
+    pub attempts: Option<Spanned<i64>>,
 }
 
 /// `[access_log]`.
@@ -75,6 +89,8 @@ pub struct RawAdmin {
     pub listen: Spanned<String>,
     /// Accept a non-loopback `listen` address (metrics reveal traffic and topology).
     pub allow_remote: Option<bool>,
+    /// A file holding the bearer token the runtime API's changes must carry.
+    pub token_file: Option<Spanned<String>>,
 }
 
 /// `[server]`.
@@ -241,7 +257,14 @@ pub struct RawUpstream {
     /// hash: `client_ip`, `path` or `header:Name`.
     pub hash_key: Option<Spanned<String>>,
     /// The servers.
+    #[serde(default = "no_servers")]
     pub servers: Spanned<Vec<Spanned<RawUpstreamServer>>>,
+    /// An SRV record set whose targets are servers too.
+    pub srv: Option<Spanned<String>>,
+    /// Shortest time a DNS answer is kept.
+    pub min_ttl: Option<Spanned<RawDuration>>,
+    /// Longest time a DNS answer is kept.
+    pub max_ttl: Option<Spanned<RawDuration>>,
     /// TLS towards the servers.
     pub tls: Option<Spanned<RawUpstreamTls>>,
     /// Deadline for a TCP (and TLS) connect.
@@ -281,6 +304,11 @@ pub struct RawUpstream {
     pub max_streams: Option<Spanned<i64>>,
 }
 
+/// `servers` absent (a group of `srv` alone).
+fn no_servers() -> Spanned<Vec<Spanned<RawUpstreamServer>>> {
+    Spanned::new(0..0, Vec::new())
+}
+
 /// A group with every key absent, no name and no servers, for flags to fill in.
 impl Default for RawUpstream {
     fn default() -> Self {
@@ -288,7 +316,10 @@ impl Default for RawUpstream {
             name: Spanned::new(0..0, String::new()),
             balance: None,
             hash_key: None,
-            servers: Spanned::new(0..0, Vec::new()),
+            servers: no_servers(),
+            srv: None,
+            min_ttl: None,
+            max_ttl: None,
             tls: None,
             connect_timeout: None,
             response_timeout: None,
@@ -396,6 +427,9 @@ impl RawConfig {
                 fix(&mut c.key);
                 fix_opt(&mut c.ocsp_response);
             }
+        }
+        if let Some(a) = self.admin.as_mut() {
+            fix_opt(&mut a.get_mut().token_file);
         }
         for u in &mut self.upstream {
             if let Some(tls) = u.get_mut().tls.as_mut() {

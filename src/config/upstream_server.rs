@@ -186,7 +186,7 @@ mod tests {
         let g = &cfg.upstreams[0];
         let names: Vec<&str> = g.servers.iter().map(|s| s.authority.as_str()).collect();
         assert_eq!(names, ["127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"]);
-        assert_eq!(g.servers[2].weight, 3);
+        assert_eq!(g.servers[2].weight(), 3);
         assert!(g.tls.is_none());
         let cfg = crate::config::check_text(&upstream("[\"https://127.0.0.1\"]", "")).unwrap();
         let g = &cfg.upstreams[0];

@@ -1,6 +1,7 @@
 //! The admin listener: `/metrics` (Prometheus text), `/status` (a page for
-//! people, see [`crate::observe::status`]) and `/status.json`, on a thread of
-//! its own so scraping never runs on a worker.
+//! people, see [`crate::observe::status`]), `/status.json` and the runtime
+//! API for upstreams under `/api/` ([`crate::observe::upstream_api`]), on a
+//! thread of its own so scraping never runs on a worker.
 //!
 //! It is served by the same HTTP/1 driver as every route: [`AdminPages`] is a
 //! handler, and the admin thread runs the driver over a configuration whose
@@ -8,7 +9,7 @@
 //! status pages answer through [`StatusState::answer`]).
 
 use std::io;
-use std::net::TcpListener as StdListener;
+use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 pub struct AdminPages {
     registry: Arc<Registry>,
     status: Arc<StatusState>,
+    /// Where the admin listener is bound: the one `Host` changes may name.
+    bound: SocketAddr,
 }
 
 impl AdminPages {
@@ -58,6 +61,10 @@ impl AdminPages {
             crate::cache::admin::purge_page(caches, req.method_token(), req.path(), req.query())
         {
             return plain(status, TEXT, body);
+        }
+        if let Some(answer) = crate::observe::upstream_api::api_page(&self.status, self.bound, req)
+        {
+            return answer;
         }
         if !matches!(req.method(), Method::Get | Method::Head) {
             return plain(405, TEXT, "GET or HEAD only\n".into());
@@ -76,7 +83,7 @@ impl AdminPages {
                 plain(
                     404,
                     TEXT,
-                    "not found: try /metrics, /status or /status.json\n".into(),
+                    "not found: try /metrics, /status, /status.json or /api/upstreams\n".into(),
                 )
             })
     }
@@ -91,7 +98,7 @@ impl Handler for AdminPages {
         let page = self.page(&session.request());
         let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(page.headers.len() + 2);
         fields.push(("content-type", page.content_type.as_bytes()));
-        if page.status == 405 {
+        if page.status == 405 && !page.headers.iter().any(|(n, _)| *n == "allow") {
             fields.push(("allow", b"GET, HEAD"));
         }
         fields.extend(page.headers.iter().map(|(n, v)| (*n, v.as_bytes())));
@@ -104,13 +111,17 @@ impl Handler for AdminPages {
 }
 
 /// The configuration the admin thread's driver runs: one route, the admin pages.
-fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
+fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: SocketAddr) -> Config {
     let mut routes = RouteTable::default();
     routes
         .insert(
             None,
             crate::route::matcher::RouteMatch::everything(),
-            Box::new(AdminPages { registry, status }),
+            Box::new(AdminPages {
+                registry,
+                status,
+                bound,
+            }),
         )
         .expect("one route");
     Config {
@@ -133,6 +144,9 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         access_log: None,
         file_io: Default::default(),
         findings: Vec::new(),
+        resolver: Default::default(),
+        warnings: Vec::new(),
+        admin_token: None,
         caches: Vec::new(),
     }
 }
@@ -144,6 +158,7 @@ pub fn spawn_admin(
     status: Arc<StatusState>,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
+    let bound = listener.local_addr()?;
     crate::local_thread::spawn_local_thread("pier-admin", "admin listener", move || async move {
         let listener = match TcpListener::from_std(listener) {
             Ok(l) => l,
@@ -153,7 +168,10 @@ pub fn spawn_admin(
             }
         };
         // Counters of its own: admin requests are not the workers' traffic.
-        let ctx = crate::worker::standalone_ctx(admin_config(registry, status), Default::default());
+        let ctx = crate::worker::standalone_ctx(
+            admin_config(registry, status, bound),
+            Default::default(),
+        );
         loop {
             match listener.accept().await {
                 Ok((stream, peer)) => {

@@ -93,7 +93,7 @@ pub struct ServerCounters {
 /// Milliseconds from the first call in the process to `t`, plus one, so 0
 /// can mean "never". Workers and the admin thread compare instants this way
 /// through a plain integer.
-fn epoch_ms(t: Instant) -> u64 {
+pub fn epoch_ms(t: Instant) -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     u64::try_from(t.saturating_duration_since(epoch).as_millis())
@@ -189,8 +189,12 @@ impl ServerTotals {
 /// the admin thread loads the list without a lock.
 #[derive(Debug)]
 pub struct GroupCounters {
-    blocks: ArcSwap<Vec<Arc<[ServerCounters]>>>,
+    blocks: ArcSwap<Vec<Arc<WorkerCounters>>>,
 }
+
+/// One worker's counters of a group, one per server slot; the worker adds
+/// one when its group gains a server, and the blocks never move.
+pub type WorkerCounters = boxcar::Vec<ServerCounters>;
 
 impl Default for GroupCounters {
     fn default() -> Self {
@@ -203,9 +207,11 @@ impl Default for GroupCounters {
 impl GroupCounters {
     /// A fresh block of `servers` counters for one worker, which only that
     /// worker writes.
-    pub fn register(&self, servers: usize) -> Arc<[ServerCounters]> {
-        let block: Arc<[ServerCounters]> =
-            (0..servers).map(|_| ServerCounters::default()).collect();
+    pub fn register(&self, servers: usize) -> Arc<WorkerCounters> {
+        let block = Arc::new(WorkerCounters::new());
+        for _ in 0..servers {
+            block.push(ServerCounters::default());
+        }
         self.blocks.rcu(|list| {
             let mut list = Vec::clone(list);
             list.push(block.clone());
@@ -219,7 +225,7 @@ impl GroupCounters {
         let mut out = vec![ServerTotals::default(); servers];
         let now_ms = epoch_ms(Instant::now());
         for block in self.blocks.load().iter() {
-            for (t, c) in out.iter_mut().zip(block.iter()) {
+            for (t, (_, c)) in out.iter_mut().zip(block.iter()) {
                 t.add(c, now_ms);
             }
         }
@@ -320,8 +326,8 @@ mod tests {
         let (a, b) = (group.register(2), group.register(2));
         let t0 = Instant::now();
         {
-            let first = ServerAttempt::start(a.first(), t0);
-            let second = ServerAttempt::start(b.first(), t0);
+            let first = ServerAttempt::start(a.get(0), t0);
+            let second = ServerAttempt::start(b.get(0), t0);
             let third = ServerAttempt::start(b.get(1), t0);
             assert_eq!(group.totals(2)[0].in_flight, 2);
             first.answered(200);

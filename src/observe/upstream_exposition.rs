@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::observe::exposition::{family_head, latency_histogram};
 use crate::observe::upstream_counters::{server_down, ServerTotals, UpstreamFailure};
 use crate::upstream::group::UpstreamGroup;
+use crate::upstream::resolution::ResolutionResult;
 
 /// Status classes, the `class` label.
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
@@ -29,6 +30,7 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
         totals: ServerTotals,
         checks_passed: u64,
         checks_failed: u64,
+        listed: bool,
     }
     let mut rows = Vec::new();
     for g in groups {
@@ -37,8 +39,10 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
             let (checks_passed, checks_failed) = s.checks.counts();
             // A server listed twice in a group gets `#2` on its second
             // entry: two series with one label set would spoil the scrape.
-            let nth = g.servers[..i]
+            let nth = g
+                .servers
                 .iter()
+                .take(i)
                 .filter(|o| o.authority == s.authority)
                 .count();
             let server = match nth {
@@ -51,6 +55,7 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
                 totals: t,
                 checks_passed,
                 checks_failed,
+                listed: s.listed(),
             });
         }
     }
@@ -128,6 +133,16 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
         let t = &r.totals;
         latency_histogram(out, name, &r.labels, &t.latency, t.latency_sum_us);
     }
+    let name = "pier_upstream_server_in_group";
+    family_head(
+        out,
+        name,
+        "gauge",
+        "1 while the last resolution of its name lists the server (always, for an address as configured); 0 while it drains or after.",
+    );
+    for r in &rows {
+        let _ = writeln!(out, "{name}{{{}}} {}", r.labels, u64::from(r.listed));
+    }
     let name = "pier_upstream_server_health_checks_total";
     family_head(
         out,
@@ -146,6 +161,46 @@ pub fn render_prometheus(out: &mut String, groups: &[Arc<UpstreamGroup>], worker
             "{name}{{{},result=\"failed\"}} {}",
             r.labels, r.checks_failed
         );
+    }
+    render_resolutions(out, groups);
+}
+
+/// The groups whose servers come from names or SRV records: how their
+/// resolutions ended, and how old the stalest answer is.
+fn render_resolutions(out: &mut String, groups: &[Arc<UpstreamGroup>]) {
+    let resolving: Vec<&Arc<UpstreamGroup>> = groups
+        .iter()
+        .filter(|g| !g.discovery.entries.is_empty())
+        .collect();
+    let name = "pier_upstream_resolutions_total";
+    family_head(
+        out,
+        name,
+        "counter",
+        "Resolutions of the group's names and SRV records, by result: ok, empty (no records; the last servers are kept), failed (no answer; the last servers are kept).",
+    );
+    for g in &resolving {
+        for result in ResolutionResult::ALL {
+            let _ = writeln!(
+                out,
+                "{name}{{group=\"{}\",result=\"{}\"}} {}",
+                label(&g.name),
+                result.label(),
+                g.resolutions.count(result)
+            );
+        }
+    }
+    let name = "pier_upstream_resolution_age_seconds";
+    family_head(
+        out,
+        name,
+        "gauge",
+        "Seconds since the group's stalest name last resolved (absent until every name resolved once).",
+    );
+    for g in &resolving {
+        if let Some(age) = g.resolutions.oldest_age() {
+            let _ = writeln!(out, "{name}{{group=\"{}\"}} {age}", label(&g.name));
+        }
     }
 }
 

@@ -85,11 +85,12 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// Builds the ring from (name, weight) in server order; the name (not the
-    /// position) places the points, so reordering the config moves nothing.
-    pub fn new<'a>(servers: impl Iterator<Item = (&'a str, u32)>) -> Ring {
+    /// Builds the ring from (index, name, weight) of the servers it holds;
+    /// the name (not the position) places the points, so reordering the
+    /// config or adding a server moves only the keys next to its points.
+    pub fn new<'a>(servers: impl Iterator<Item = (usize, &'a str, u32)>) -> Ring {
         let mut points = Vec::new();
-        for (index, (name, weight)) in servers.enumerate() {
+        for (index, name, weight) in servers {
             for i in 0..weight * POINTS_PER_WEIGHT {
                 let mut key = Vec::with_capacity(name.len() + 12);
                 key.extend_from_slice(name.as_bytes());
@@ -137,6 +138,14 @@ impl SmoothWrr {
             weights,
             tie: 0,
         }
+    }
+
+    /// Takes the servers' weights now (servers added, weights changed); the
+    /// turns already earned are kept for servers that stay.
+    pub fn set_weights(&mut self, weights: impl Iterator<Item = u32>) {
+        self.weights.clear();
+        self.weights.extend(weights.map(i64::from));
+        self.current.resize(self.weights.len(), 0);
     }
 
     /// nginx's smooth WRR over the servers `eligible` allows: each gains its
@@ -207,7 +216,7 @@ mod tests {
     #[test]
     fn ring_is_balanced_and_stable_when_a_server_goes() {
         let names = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"];
-        let ring = Ring::new(names.iter().map(|n| (*n, 1)));
+        let ring = Ring::new(names.iter().enumerate().map(|(i, n)| (i, *n, 1)));
         let mut counts = [0usize; 3];
         let mut owner = Vec::new();
         for k in 0..3000u32 {

@@ -10,35 +10,14 @@
 //! state through an atomic that workers read without a lock.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 
-use super::balance::{Balance, Ring};
-
-/// One server of a group.
-#[derive(Debug)]
-pub struct Server {
-    /// Where to connect.
-    pub addr: SocketAddr,
-    /// The `host:port` as written, for logs and the default SNI / Host.
-    pub authority: String,
-    /// Relative share of requests.
-    pub weight: u32,
-    /// Published by the active health checker; always true without one.
-    pub active_up: AtomicBool,
-    /// Recent active check results, for the status page.
-    pub checks: crate::observe::status::checks::CheckLog,
-}
-
-impl Server {
-    /// Whether the active health check (if any) currently passes.
-    pub fn actively_up(&self) -> bool {
-        self.active_up.load(Ordering::Relaxed)
-    }
-}
+use super::balance::Balance;
+use super::resolution::{Discovery, ResolutionStats};
+pub use super::server_table::{Server, ServerOrigin, ServerTable};
 
 /// TLS towards a group's servers.
 #[derive(Clone)]
@@ -98,12 +77,16 @@ pub struct UpstreamGroup {
     pub name: String,
     /// Position in the configuration's `upstreams` list; indexes each worker's state.
     pub index: usize,
-    /// The servers, in config order.
-    pub servers: Vec<Server>,
+    /// The servers: those configured by address, in config order, then
+    /// those resolutions add.
+    pub servers: ServerTable,
+    /// Names and SRV records whose answers make up the rest of the servers,
+    /// re-resolved as their TTLs say (`discovery.rs`).
+    pub discovery: Discovery,
+    /// How its resolutions went, for `/metrics` and the status page.
+    pub resolutions: ResolutionStats,
     /// Balancing method.
     pub balance: Balance,
-    /// Consistent-hash ring, for `balance = "hash"`.
-    pub ring: Option<Ring>,
     /// TLS towards the servers.
     pub tls: Option<UpstreamTls>,
     /// TCP (and TLS) connect deadline.

@@ -1,16 +1,24 @@
 //! Each worker's own view of an upstream group: passive health, balancer
 //! state, the keep-alive and HTTP/2 pools and the in-flight count. Only that
-//! worker touches it, so it needs no lock; the frozen, shared description of
-//! the group is [`UpstreamGroup`] in `upstream.rs`.
+//! worker touches it, so it needs no lock; the shared description of the
+//! group is [`UpstreamGroup`] in `group.rs`.
+//!
+//! The group's servers change as DNS answers change (`discovery.rs`): each
+//! pick compares the table's version with the one this worker last saw (one
+//! atomic load) and, when it moved, follows it: state for new servers, the
+//! balancer's weights and SRV priority tiers again, and the pooled connections
+//! of servers that left closed. Per-server state grows and is never removed,
+//! so the index a request in flight holds stays valid while its server drains.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::balance::{Balance, SmoothWrr};
-use super::group::UpstreamGroup;
+use super::balance::{Balance, Ring, SmoothWrr};
+use super::group::{ServerOrigin, UpstreamGroup};
 use super::h2_pool::H2Pool;
 use super::pool::{Pool, PoolLimits};
+use crate::observe::upstream_counters::{ServerCounters, WorkerCounters};
 
 /// A worker's state for one server: passive health and open requests.
 #[derive(Debug, Default)]
@@ -23,10 +31,28 @@ pub struct ServerState {
     pub active: Cell<u32>,
 }
 
+/// Which servers take requests, as this worker last saw the group.
+#[derive(Default)]
+struct Membership {
+    /// The server table's version this was built from.
+    version: u64,
+    /// Per server: the SRV priority tier it serves in; `None` when it takes
+    /// no new requests (it left the group, or an operator set it aside).
+    tier: Vec<Option<u32>>,
+    /// The tiers, lowest (most preferred) first.
+    tiers: Vec<u32>,
+    /// Servers that take requests now.
+    listed: usize,
+    /// Consistent-hash ring of the servers in the group, for `balance = "hash"`.
+    ring: Option<Ring>,
+}
+
 /// A worker's state for one group.
 pub struct GroupState {
-    /// Per-server state, parallel to [`UpstreamGroup::servers`].
-    pub servers: Vec<ServerState>,
+    /// Per-server state, parallel to [`UpstreamGroup::servers`]; grows with it.
+    pub servers: boxcar::Vec<ServerState>,
+    /// The servers that take requests, by tier.
+    membership: RefCell<Membership>,
     /// Keep-alive connections.
     pub pool: Pool,
     /// Multiplexed connections of an h2 group.
@@ -38,25 +64,86 @@ pub struct GroupState {
     /// This worker's share of `max_in_flight` (0: no limit).
     pub max_in_flight: u32,
     /// This worker's per-server counters, parallel to [`UpstreamGroup::servers`].
-    pub counters: Arc<[crate::observe::upstream_counters::ServerCounters]>,
+    pub counters: Arc<WorkerCounters>,
 }
 
 impl GroupState {
     /// Fresh state for one of `workers` workers: everything up, nothing pooled.
     pub fn new(group: &UpstreamGroup, workers: usize) -> Self {
-        GroupState {
+        let state = GroupState {
             in_flight: Cell::new(0),
             max_in_flight: group.max_in_flight_per_worker(workers),
-            servers: group
-                .servers
-                .iter()
-                .map(|_| ServerState::default())
-                .collect(),
-            pool: Pool::new(group.servers.len(), PoolLimits::of(group)),
+            servers: boxcar::Vec::new(),
+            membership: RefCell::new(Membership {
+                version: u64::MAX,
+                ..Membership::default()
+            }),
+            pool: Pool::new(0, PoolLimits::of(group)),
             h2: H2Pool::new(group),
-            wrr: RefCell::new(SmoothWrr::new(group.servers.iter().map(|s| s.weight))),
-            counters: group.counters.register(group.servers.len()),
+            wrr: RefCell::new(SmoothWrr::new(std::iter::empty())),
+            counters: group.counters.register(0),
+        };
+        state.follow_membership(group);
+        state
+    }
+
+    /// Catches up with the group's servers if they changed since this
+    /// worker last looked: one atomic load when they did not.
+    pub fn follow_membership(&self, group: &UpstreamGroup) {
+        let version = group.servers.version();
+        if self.membership.borrow().version == version {
+            return;
         }
+        let table = &group.servers;
+        let n = table.len();
+        while self.servers.count() < n {
+            self.servers.push(ServerState::default());
+        }
+        while self.counters.count() < n {
+            self.counters.push(ServerCounters::default());
+        }
+        let set_aside = |i: usize| i < n && !table[i].takes_requests();
+        self.pool.follow(n, set_aside);
+        self.h2.follow(n, set_aside);
+        self.wrr
+            .borrow_mut()
+            .set_weights(table.iter().take(n).map(|s| s.weight()));
+        let mut m = self.membership.borrow_mut();
+        m.version = version;
+        m.tier = table
+            .iter()
+            .take(n)
+            .map(|s| s.takes_requests().then(|| s.priority()))
+            .collect();
+        m.tiers = m.tier.iter().flatten().copied().collect();
+        m.tiers.sort_unstable();
+        m.tiers.dedup();
+        m.listed = m.tier.iter().flatten().count();
+        m.ring = matches!(group.balance, Balance::Hash(_)).then(|| {
+            // Configured servers are placed by name as written (a reload
+            // moves nothing); resolved ones by address, so a name's
+            // addresses that stay keep their keys.
+            let names: Vec<(usize, String, u32)> = table
+                .iter()
+                .take(n)
+                .enumerate()
+                .filter(|(_, s)| s.takes_requests())
+                .map(|(i, s)| {
+                    let name = match s.origin {
+                        ServerOrigin::Configured => s.authority.clone(),
+                        _ => s.addr.to_string(),
+                    };
+                    (i, name, s.weight())
+                })
+                .collect();
+            Ring::new(names.iter().map(|(i, n, w)| (*i, n.as_str(), *w)))
+        });
+    }
+
+    /// Whether the group has any server now (a name not yet resolved leaves
+    /// it with none).
+    pub fn has_servers(&self) -> bool {
+        self.membership.borrow().listed > 0
     }
 
     /// Whether server `i` may be given requests now.
@@ -84,7 +171,7 @@ impl GroupState {
         let s = &self.servers[i];
         let fails = s.fails.get().saturating_add(1);
         s.fails.set(fails);
-        if group.servers.len() > 1
+        if self.membership.borrow().listed > 1
             && group.max_fails > 0
             && fails >= group.max_fails
             && s.down_until.get().is_none()
@@ -120,7 +207,8 @@ impl GroupState {
         Some(GroupAdmission(&self.in_flight))
     }
 
-    /// Picks a server for a request: up, not in `exclude`, by the group's method.
+    /// Picks a server for a request: in the group, up, not in `exclude`, by
+    /// the group's method, from the lowest SRV priority tier that has one.
     /// `key` is the request's hash key (used by `hash` only). When every server not
     /// yet tried is down by passive health (failed requests), one of them is tried
     /// anyway, by the same method: a request answered 503 with nothing tried helps
@@ -135,20 +223,30 @@ impl GroupState {
         exclude: &[usize],
         now: Instant,
     ) -> Option<usize> {
-        self.pick_among(group, key, |i| {
-            !exclude.contains(&i) && self.is_up(group, i, now)
-        })
-        .or_else(|| {
-            self.pick_among(group, key, |i| {
-                !exclude.contains(&i) && group.servers[i].actively_up()
+        self.follow_membership(group);
+        let m = self.membership.borrow();
+        let in_tier = |i: usize, t: u32| m.tier.get(i) == Some(&Some(t));
+        m.tiers
+            .iter()
+            .find_map(|&t| {
+                self.pick_among(group, &m, key, |i| {
+                    in_tier(i, t) && !exclude.contains(&i) && self.is_up(group, i, now)
+                })
             })
-        })
+            .or_else(|| {
+                m.tiers.iter().find_map(|&t| {
+                    self.pick_among(group, &m, key, |i| {
+                        in_tier(i, t) && !exclude.contains(&i) && group.servers[i].actively_up()
+                    })
+                })
+            })
     }
 
     /// The group's method over the servers `eligible` allows.
     fn pick_among(
         &self,
         group: &UpstreamGroup,
+        m: &Membership,
         key: u64,
         eligible: impl Fn(usize) -> bool,
     ) -> Option<usize> {
@@ -158,7 +256,7 @@ impl GroupState {
                 .wrr
                 .borrow_mut()
                 .least_conn(|i| self.servers[i].active.get(), eligible),
-            Balance::Hash(_) => group.ring.as_ref()?.first_eligible(key, eligible),
+            Balance::Hash(_) => m.ring.as_ref()?.first_eligible(key, eligible),
         }
     }
 }
@@ -169,5 +267,52 @@ pub struct GroupAdmission<'a>(&'a Cell<u32>);
 impl Drop for GroupAdmission<'_> {
     fn drop(&mut self) {
         self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::server_table::{found_for_tests as found, ServerMode};
+
+    #[test]
+    fn lower_priorities_first_backups_when_they_are_out_and_changes_followed() {
+        let cfg = crate::config::check_text(
+            "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n\
+             [[upstream]]\nname = \"u\"\nsrv = \"_http._tcp.app.test\"\n\
+             [resolver]\nnameservers = [\"127.0.0.1:1\"]\ntimeout = \"100ms\"\nattempts = 1\n",
+        )
+        .unwrap();
+        let group = &cfg.upstreams[0];
+        let state = GroupState::new(group, 1);
+        let now = Instant::now();
+        assert!(!state.has_servers());
+        assert_eq!(state.pick_server(group, 0, &[], now), None);
+
+        group.servers.replace_source(
+            0,
+            ServerOrigin::Srv,
+            &[
+                found("10.0.0.1:80", 3, 10),
+                found("10.0.0.2:80", 1, 10),
+                found("10.0.0.3:80", 1, 20),
+            ],
+        );
+        let picks: Vec<usize> = (0..8)
+            .map(|_| state.pick_server(group, 0, &[], now).unwrap())
+            .collect();
+        assert_eq!(picks.iter().filter(|&&i| i == 0).count(), 6, "{picks:?}");
+        assert_eq!(picks.iter().filter(|&&i| i == 1).count(), 2, "{picks:?}");
+        // Both of priority 10 tried: the backup.
+        assert_eq!(state.pick_server(group, 0, &[0, 1], now), Some(2));
+        // One drained: the other of its tier takes everything.
+        group.servers.set_mode(0, ServerMode::Drain);
+        assert!((0..4).all(|_| state.pick_server(group, 0, &[], now) == Some(1)));
+        // The tier emptied by DNS: the backup.
+        group
+            .servers
+            .replace_source(0, ServerOrigin::Srv, &[found("10.0.0.3:80", 1, 20)]);
+        assert_eq!(state.pick_server(group, 0, &[], now), Some(2));
+        assert!(state.has_servers());
     }
 }

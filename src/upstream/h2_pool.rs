@@ -137,6 +137,20 @@ impl H2Pool {
         }
     }
 
+    /// Follows the group's servers: room for `servers` of them, and the
+    /// connections of servers that left (`retired(i)`) let go, each closing
+    /// once its streams in flight end.
+    pub fn follow(&self, servers: usize, retired: impl Fn(usize) -> bool) {
+        let mut pools = self.servers.borrow_mut();
+        let len = servers.max(pools.len());
+        pools.resize_with(len, Vec::new);
+        for (i, conns) in pools.iter_mut().enumerate() {
+            if retired(i) {
+                conns.clear();
+            }
+        }
+    }
+
     /// Lets every connection go: each closes once its streams in flight end
     /// (the configuration is draining).
     pub fn clear(&self) {

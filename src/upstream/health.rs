@@ -48,20 +48,46 @@ pub fn spawn_health_checks(upstreams: &[Arc<UpstreamGroup>]) -> std::io::Result<
     }
     let stop = handle.stop.clone();
     crate::local_thread::spawn_local_thread("pier-health", "health checks", move || async move {
-        let checks: Vec<_> = groups
+        let watchers: Vec<_> = groups
             .iter()
-            .flat_map(|g| {
-                (0..g.servers.len()).map(|i| {
-                    tokio::task::spawn_local(check_loop(Arc::downgrade(g), i, stop.clone()))
-                })
-            })
+            .map(|g| tokio::task::spawn_local(watch_group(Arc::downgrade(g), stop.clone())))
             .collect();
         drop(groups);
-        for c in checks {
-            let _ = c.await;
+        for w in watchers {
+            let _ = w.await;
         }
     })?;
     Ok(handle)
+}
+
+/// How often a group's server table is looked at for servers a resolution
+/// or the admin API added, whose checks then start.
+const NEW_SERVER_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Checks every server of a group, starting a check for each server a
+/// resolution or the admin API adds; ends with the group or the generation.
+async fn watch_group(group: Weak<UpstreamGroup>, stop: Arc<AtomicBool>) {
+    let mut checks = Vec::new();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let Some(g) = group.upgrade() else {
+            break;
+        };
+        for i in checks.len()..g.servers.len() {
+            checks.push(tokio::task::spawn_local(check_loop(
+                group.clone(),
+                i,
+                stop.clone(),
+            )));
+        }
+        drop(g);
+        tokio::time::sleep(NEW_SERVER_POLL).await;
+    }
+    for c in checks {
+        let _ = c.await;
+    }
 }
 
 async fn check_loop(group: Weak<UpstreamGroup>, i: usize, stop: Arc<AtomicBool>) {
@@ -80,6 +106,11 @@ async fn check_loop(group: Weak<UpstreamGroup>, i: usize, stop: Arc<AtomicBool>)
             return;
         };
         let server = &group.servers[i];
+        // A server that left the group, or is in maintenance, is not
+        // checked; it keeps its state for the day it comes back.
+        if !server.listed() || server.mode() == super::server_table::ServerMode::Maintenance {
+            continue;
+        }
         let result = match deadline::within(hc.timeout, check_server(&group, i, &hc.kind)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".to_string()),

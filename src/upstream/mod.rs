@@ -11,12 +11,16 @@
 //!   codec in the client role, and a request's stream on it; [`h2_tunnel`]:
 //!   an extended CONNECT's stream as a tunnel's byte stream;
 //! - [`health`]: active checks off the workers' event loops;
+//! - [`server_table`]: a group's servers as they are now, growing as DNS
+//!   answers change; [`discovery`]: resolving names and SRV records again
+//!   as their TTLs say; [`resolution`]: what a group resolves, and how it went;
 //! - [`request_head`]: the upstream request head, as HTTP/1 bytes or fields;
 //! - [`error`]: which side failed, and how.
 
 pub mod balance;
 pub mod connect;
 pub mod dial;
+pub mod discovery;
 pub mod error;
 pub mod group;
 pub mod group_state;
@@ -27,7 +31,9 @@ pub mod h2_tunnel;
 pub mod health;
 pub mod pool;
 pub mod request_head;
+pub mod resolution;
 pub mod retry;
+pub mod server_table;
 
 use crate::config::Config;
 pub use dial::connect;
@@ -39,6 +45,9 @@ use group_state::GroupState;
 pub struct UpstreamWorker {
     /// Indexed by [`UpstreamGroup::index`].
     pub groups: Vec<GroupState>,
+    /// The groups themselves, so the periodic sweep can follow their
+    /// servers on a worker that gets no requests.
+    shared: Vec<std::sync::Arc<UpstreamGroup>>,
 }
 
 impl UpstreamWorker {
@@ -50,13 +59,16 @@ impl UpstreamWorker {
                 .iter()
                 .map(|g| GroupState::new(g, config.workers))
                 .collect(),
+            shared: config.upstreams.clone(),
         }
     }
 
-    /// Closes expired idle upstream connections of every group.
+    /// Closes expired idle upstream connections of every group, and those
+    /// of servers that left or were set aside since the last request.
     pub fn sweep(&self) {
         let now = std::time::Instant::now();
-        for g in &self.groups {
+        for (g, shared) in self.groups.iter().zip(&self.shared) {
+            g.follow_membership(shared);
             g.pool.sweep(now, |i| {
                 g.servers.get(i).map_or(0, |s| s.active.get() as usize)
             });

@@ -128,6 +128,8 @@ struct ServerPool {
     /// Oldest first; checkout takes from the end.
     idle: Vec<Idle>,
     demand: Demand,
+    /// The server left the group (it drains): connections coming back close.
+    retired: bool,
 }
 
 /// Idle connections of one group, per server.
@@ -189,7 +191,7 @@ impl Pool {
             return;
         };
         let limit = self.limits.idle_limit(s.demand.need);
-        if limit == 0 {
+        if limit == 0 || s.retired {
             return;
         }
         let stack = &mut s.idle;
@@ -220,6 +222,21 @@ impl Pool {
                 .len()
                 .saturating_sub(self.limits.idle_limit(s.demand.need));
             s.idle.drain(..over);
+        }
+    }
+
+    /// Follows the group's servers: room for `servers` of them, and servers
+    /// that left (`retired(i)`) close their idle connections and keep none
+    /// that come back; one that returns pools again.
+    pub fn follow(&self, servers: usize, retired: impl Fn(usize) -> bool) {
+        let mut pools = self.servers.borrow_mut();
+        let len = servers.max(pools.len());
+        pools.resize_with(len, ServerPool::default);
+        for (i, s) in pools.iter_mut().enumerate() {
+            s.retired = retired(i);
+            if s.retired {
+                s.idle.clear();
+            }
         }
     }
 

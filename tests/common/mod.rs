@@ -5,7 +5,9 @@
 pub mod bench_run;
 pub mod cache;
 pub mod chromium;
+pub mod dnsmasq;
 pub mod h2raw;
+pub mod load;
 pub mod pebble;
 pub mod python_peer;
 pub mod tls;

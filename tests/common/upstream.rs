@@ -82,6 +82,14 @@ impl Upstream {
         Self::start_on("127.0.0.1:0".parse().unwrap(), Arc::new(handler))
     }
 
+    /// Starts on `addr` (another loopback address, a port of its own or 0).
+    pub fn start_at(
+        addr: SocketAddr,
+        handler: impl Fn(&Req) -> Reply + Send + Sync + 'static,
+    ) -> Upstream {
+        Self::start_on(addr, Arc::new(handler))
+    }
+
     fn start_on(addr: SocketAddr, handler: Handler) -> Upstream {
         let listener = bind_retrying(addr);
         let addr = listener.local_addr().unwrap();
@@ -133,6 +141,11 @@ impl Upstream {
     /// Connections accepted so far.
     pub fn accepts(&self) -> usize {
         self.accepts.load(Ordering::SeqCst)
+    }
+
+    /// How many requests were received so far.
+    pub fn request_count(&self) -> usize {
+        self.requests.lock().unwrap().len()
     }
 
     /// Requests received so far.

@@ -52,7 +52,11 @@ pub(super) fn choose_upstream(
             None => (
                 ProxyError::upstream(
                     ErrorKind::NoServer,
-                    "its active health checks report every server down",
+                    if state.has_servers() {
+                        "its active health checks report every server down"
+                    } else {
+                        "its names have not resolved to any address yet"
+                    },
                 ),
                 None,
             ),

@@ -7,9 +7,8 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::ops::{Range, RangeInclusive};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,10 +26,12 @@ use crate::config::value::{duration, int, unknown_choice};
 use crate::handler::configure::{HandlerSpec, RawHandler, RouteContext};
 use crate::handler::BoxedHandler;
 use crate::tls::any_server_cert::{AnyServerCert, HandshakeSignatures};
-use crate::upstream::balance::{Balance, HashKey, Ring};
+use crate::upstream::balance::{Balance, HashKey};
 use crate::upstream::group::{
-    CheckKind, HealthCheck, Server, UpstreamGroup, UpstreamProtocol, UpstreamTls,
+    CheckKind, HealthCheck, Server, ServerOrigin, ServerTable, UpstreamGroup, UpstreamProtocol,
+    UpstreamTls,
 };
+use crate::upstream::resolution::{Discovery, DiscoveryEntry, DiscoveryKind, ResolutionStats};
 
 /// The group the `upstream` key of a listener or route (`key`, its table at
 /// `span`) names; `needed_by` says who needs the key when it is missing.
@@ -221,14 +222,23 @@ pub fn build_upstream(
             format!("{name:?} is not a name (letters, digits, '-', '_', '.')"),
         ));
     }
-    if raw.servers.get_ref().is_empty() {
+    if raw.servers.get_ref().is_empty() && raw.srv.is_none() {
         return Err(loc.error(
             raw.servers.span(),
             &format!("{key}.servers"),
-            "an upstream needs at least one server",
+            "an upstream needs at least one server (or srv)",
         ));
     }
     let mut servers = Vec::new();
+    let mut discovery = Discovery {
+        min_ttl: keys.positive_duration("min_ttl", &raw.min_ttl, 1)?,
+        max_ttl: keys.positive_duration("max_ttl", &raw.max_ttl, 300)?,
+        ..Discovery::default()
+    };
+    if discovery.min_ttl > discovery.max_ttl {
+        let span = raw.max_ttl.as_ref().map_or(u.span(), |m| m.span());
+        return Err(keys.error(span, "max_ttl", "max_ttl is shorter than min_ttl"));
+    }
     // A URL's scheme says whether the group speaks TLS: every server agrees
     // with the others and with the group's `tls` table.
     let mut scheme_tls: Option<bool> = None;
@@ -253,14 +263,36 @@ pub fn build_upstream(
             scheme_tls = Some(tls);
         }
         let text = parsed.authority;
-        let addr = resolve(&text).map_err(at)?;
         let weight = int(loc, &rs.weight, &format!("{skey}.weight"), 1..=1000, 1)? as u32;
-        servers.push(Server {
-            addr,
-            authority: text,
-            weight,
-            active_up: AtomicBool::new(true),
-            checks: Default::default(),
+        match server_address(&text).map_err(at)? {
+            ServerAddress::Fixed(addr) => servers.push(Server::new(
+                addr,
+                text,
+                ServerOrigin::Configured,
+                None,
+                weight,
+                0,
+            )),
+            ServerAddress::Name { host, port } => discovery.entries.push(DiscoveryEntry {
+                kind: DiscoveryKind::Name { host, port },
+                written: text,
+                weight,
+            }),
+        }
+    }
+    if let Some(srv) = &raw.srv {
+        let name = srv.get_ref().trim();
+        if !is_host_name(name) {
+            return Err(keys.error(
+                srv.span(),
+                "srv",
+                format!("{name:?} is not a DNS name such as \"_http._tcp.app.service.consul\""),
+            ));
+        }
+        discovery.entries.push(DiscoveryEntry {
+            kind: DiscoveryKind::Srv(name.to_string()),
+            written: name.to_string(),
+            weight: 1,
         });
     }
     if servers.len() > 1024 {
@@ -303,8 +335,6 @@ pub fn build_upstream(
             "hash_key needs balance = \"hash\"",
         ));
     }
-    let ring = matches!(balance, Balance::Hash(_))
-        .then(|| Ring::new(servers.iter().map(|s| (s.authority.as_str(), s.weight))));
 
     let protocol = match raw.protocol.as_ref().map(|p| p.get_ref().as_str()) {
         None | Some("http1") => UpstreamProtocol::Http1,
@@ -357,9 +387,10 @@ pub fn build_upstream(
     Ok(UpstreamGroup {
         name,
         index,
-        servers,
+        servers: ServerTable::new(servers),
+        resolutions: ResolutionStats::new(discovery.entries.len()),
+        discovery,
         balance,
-        ring,
         tls,
         connect_timeout: keys.duration("connect_timeout", &raw.connect_timeout, 3)?,
         response_timeout: keys.duration("response_timeout", &raw.response_timeout, 60)?,
@@ -461,20 +492,41 @@ fn retry_after(
 }
 
 /// `host:port` -> the first address it resolves to (at start, as nginx does).
-fn resolve(text: &str) -> Result<SocketAddr, String> {
+/// A server as written: an address, or a name that DNS resolves (again and
+/// again, as its TTL says).
+#[derive(Debug, PartialEq, Eq)]
+enum ServerAddress {
+    Fixed(SocketAddr),
+    Name { host: String, port: u16 },
+}
+
+/// Whether `text` can be a DNS name to look up: letters, digits, `-`, `_`
+/// (SRV labels) and dots.
+fn is_host_name(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+fn server_address(text: &str) -> Result<ServerAddress, String> {
     if let Ok(a) = text.parse::<SocketAddr>() {
-        return Ok(a);
+        return Ok(ServerAddress::Fixed(a));
     }
-    let has_port = text
+    let Some((host, port)) = text
         .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-    if !has_port {
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .filter(|(h, _)| !h.is_empty())
+    else {
         return Err(format!("{text:?} is not host:port"));
+    };
+    if !is_host_name(host) {
+        return Err(format!("{host:?} is neither an IP address nor a host name"));
     }
-    text.to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {text:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
+    Ok(ServerAddress::Name {
+        host: host.to_string(),
+        port,
+    })
 }
 
 /// `tls` of an upstream; `keys` names its table.
@@ -583,10 +635,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resolve_needs_a_port() {
-        assert!(resolve("127.0.0.1:3000").is_ok());
-        assert!(resolve("localhost:3000").is_ok());
-        assert!(resolve("localhost").is_err());
-        assert!(resolve("127.0.0.1:99999").is_err());
+    fn server_addresses_are_addresses_or_names_with_a_port() {
+        assert_eq!(
+            server_address("127.0.0.1:3000"),
+            Ok(ServerAddress::Fixed("127.0.0.1:3000".parse().unwrap()))
+        );
+        assert_eq!(
+            server_address("localhost:3000"),
+            Ok(ServerAddress::Name {
+                host: "localhost".into(),
+                port: 3000
+            })
+        );
+        assert!(server_address("localhost").is_err());
+        assert!(server_address("127.0.0.1:99999").is_err());
+        assert!(server_address("a b:80").is_err());
     }
 }

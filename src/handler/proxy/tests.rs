@@ -162,9 +162,10 @@ fn route() -> ProxyRoute {
     let group = UpstreamGroup {
         name: "t".into(),
         index: 0,
-        servers: Vec::new(),
+        servers: Default::default(),
+        discovery: Default::default(),
+        resolutions: Default::default(),
         balance: Balance::RoundRobin,
-        ring: None,
         tls: None,
         connect_timeout: Duration::from_secs(1),
         response_timeout: Duration::from_secs(1),

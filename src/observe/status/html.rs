@@ -445,6 +445,15 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 g.generation
             );
         }
+        if !g.resolves.is_empty() {
+            b.raw(" · resolves ");
+            b.text(&g.resolves.join(", "));
+            let age = g
+                .resolution_age_s
+                .map_or("not yet".to_string(), |s| format!("{s:.0} s ago"));
+            b.raw(" · last resolved ");
+            b.text(&age);
+        }
         b.raw("</small></h3><div class=\"scroll\"><table class=\"grid\"><thead><tr><th>server</th><th>weight</th><th>state</th><th title=\"workers keeping the server out after max_fails failures\">kept out by</th><th>in flight</th><th>requests/s</th><th>requests</th><th>5xx</th><th title=\"failed attempts by cause\">errors</th><th>p50 / p99</th><th>recent checks</th><th>last check failure</th></tr></thead><tbody>");
         for (si, sv) in g.servers.iter().enumerate() {
             let p = |k: &str| format!("upstreams.{gi}.servers.{si}.{k}");
@@ -460,6 +469,11 @@ fn upstreams(b: &mut Page, s: &Snapshot) {
                 b.raw(" <code class=\"addr\">");
                 b.text(&sv.address);
                 b.raw("</code>");
+            }
+            if sv.origin != "configured" {
+                b.raw(" <small class=\"origin\">");
+                b.text(sv.origin);
+                b.raw("</small>");
             }
             let _ = write!(b.out, "</td><td>{}</td>", sv.weight);
             let _ = write!(

@@ -92,6 +92,23 @@ impl StatusState {
         }
     }
 
+    /// The running configuration's upstream groups as the status page shows
+    /// them (the admin API's `GET /api/upstreams`), with that configuration.
+    pub fn upstream_views(&self) -> (Arc<Config>, Vec<snapshot::GroupView>) {
+        let view = self.config.load();
+        let recent = self.recent.load();
+        let config = view.current.clone();
+        let groups = config
+            .upstreams
+            .iter()
+            .map(|g| {
+                let rates = recent.upstreams.get(&(view.generation, g.index));
+                snapshot::group_view(g, view.generation, false, rates, config.workers)
+            })
+            .collect();
+        (config, groups)
+    }
+
     /// The configuration in force now (the cache zones the admin purges).
     pub fn current_config(&self) -> Arc<Config> {
         self.config.load().current.clone()

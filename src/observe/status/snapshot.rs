@@ -18,6 +18,8 @@ use crate::observe::metrics::{Registry, WorkerStats};
 use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
 use crate::upstream::group::{CheckKind, UpstreamGroup};
+use crate::upstream::resolution::ResolutionResult;
+use crate::upstream::server_table::ServerMode;
 
 /// Certificates closer to expiry than this are shown in red.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 86400);
@@ -152,8 +154,28 @@ pub struct GroupView {
     pub balance: String,
     /// How servers are checked (`GET /health every 2s`), if they are.
     pub health_check: Option<String>,
-    /// The servers, in configuration order.
+    /// The names and SRV records its servers come from, as written; empty
+    /// when every server is an address.
+    pub resolves: Vec<String>,
+    /// Seconds since the entry resolved longest ago last resolved; `None`
+    /// without names or while one never resolved.
+    pub resolution_age_s: Option<f64>,
+    /// Resolutions so far by result: an answer, no records, no answer.
+    pub resolutions: ResolutionCounts,
+    /// The servers: those configured by address, then those resolutions
+    /// found (a server that left stays listed while it drains).
     pub servers: Vec<ServerView>,
+}
+
+/// A group's resolutions by result.
+#[derive(Debug, Serialize)]
+pub struct ResolutionCounts {
+    /// An answer with at least one address.
+    pub ok: u64,
+    /// An answer without any (NXDOMAIN, no records).
+    pub empty: u64,
+    /// No answer (timeout, refused, server failure).
+    pub failed: u64,
 }
 
 /// One upstream server.
@@ -165,9 +187,15 @@ pub struct ServerView {
     pub address: String,
     /// Relative share of requests.
     pub weight: u32,
+    /// SRV priority: a higher number is a backup (0 outside SRV).
+    pub priority: u32,
+    /// Where it came from: `configured`, `dns` or `srv`.
+    pub origin: &'static str,
     /// `up`, `down` (its active health check fails, or every worker keeps it
-    /// out after `max_fails` failures) or `draining` (its group belongs to a
-    /// replaced configuration).
+    /// out after `max_fails` failures), `draining` (its group belongs to a
+    /// replaced configuration, an operator drains it, or its address left the
+    /// DNS answer and requests are still in flight on it), `maintenance` (an
+    /// operator set it aside) or `removed` (left the DNS answer, and idle).
     pub state: &'static str,
     /// `state` is `down`, for the page to flag the row.
     pub down: bool,
@@ -334,7 +362,7 @@ fn balance_label(b: &Balance) -> String {
     }
 }
 
-fn group_view(
+pub(crate) fn group_view(
     g: &UpstreamGroup,
     generation: u64,
     draining: bool,
@@ -355,8 +383,16 @@ fn group_view(
         .zip(totals)
         .enumerate()
         .map(|(i, (s, t))| {
-            let state = if draining {
+            let mode = s.mode();
+            let state = if draining
+                || (!s.listed() && t.in_flight > 0)
+                || (s.listed() && mode == ServerMode::Drain)
+            {
                 "draining"
+            } else if !s.listed() {
+                "removed"
+            } else if mode == ServerMode::Maintenance {
+                "maintenance"
             } else if server_down(s.actively_up(), &t, workers) {
                 "down"
             } else {
@@ -368,7 +404,9 @@ fn group_view(
             ServerView {
                 name: s.authority.clone(),
                 address: s.addr.to_string(),
-                weight: s.weight,
+                weight: s.weight(),
+                priority: s.priority(),
+                origin: s.origin.label(),
                 state,
                 down: state == "down",
                 marked_down_workers: t.marked_down_workers,
@@ -406,6 +444,18 @@ fn group_view(
         draining,
         balance: balance_label(&g.balance),
         health_check,
+        resolves: g
+            .discovery
+            .entries
+            .iter()
+            .map(|e| e.written.clone())
+            .collect(),
+        resolution_age_s: g.resolutions.oldest_age().map(two_decimals),
+        resolutions: ResolutionCounts {
+            ok: g.resolutions.count(ResolutionResult::Ok),
+            empty: g.resolutions.count(ResolutionResult::Empty),
+            failed: g.resolutions.count(ResolutionResult::Failed),
+        },
         servers,
     }
 }
