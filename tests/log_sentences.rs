@@ -1,0 +1,78 @@
+//! Diagnostic log lines carry IO errors as sentences, never Rust's
+//! `(os error N)`, whichever call site logged them. Found by bench/soak: an
+//! origin that resets inside a response body was logged as `error=Connection
+//! reset by peer (os error 104)`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use common::Pier;
+
+/// An origin that answers each request with a head and half its body, then
+/// resets the connection (RST, not FIN).
+fn resets_mid_body() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+            let _ = conn.write_all(&[b'x'; 500]);
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+            drop(conn);
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_upstream_reset_inside_a_body_is_logged_without_os_error_numbers() {
+    let origin = resets_mid_body();
+    let pier = Pier::with_config(
+        &format!(
+            r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[[upstream]]
+name = "app"
+servers = ["{origin}"]
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "app"
+"#
+        ),
+        &[],
+    );
+    let mut client = std::net::TcpStream::connect(pier.addr()).unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    client
+        .write_all(b"GET /cut HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let _ = client.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(got.len() < 1000, "the body was cut short: {} bytes", got.len());
+    let line = pier
+        .wait_log("upstream failed inside the response body", Duration::from_secs(10))
+        .expect("the reset is logged");
+    assert!(line.contains("reset"), "{line}");
+    assert!(!line.contains("os error"), "{line}");
+}
