@@ -1,7 +1,8 @@
 //! Diagnostic log lines carry IO errors as sentences, never Rust's
 //! `(os error N)`, whichever call site logged them. Found by bench/soak: an
 //! origin that resets inside a response body was logged as `error=Connection
-//! reset by peer (os error 104)`.
+//! reset by peer (os error 104)`, and a port in use stopped Pier with
+//! `Address already in use (os error 98)`.
 
 mod common;
 
@@ -74,5 +75,24 @@ upstream = "app"
         .wait_log("upstream failed inside the response body", Duration::from_secs(10))
         .expect("the reset is logged");
     assert!(line.contains("reset"), "{line}");
+    assert!(!line.contains("os error"), "{line}");
+}
+
+/// A fatal error is a sentence too: a port another process holds.
+#[test]
+fn a_busy_port_is_reported_without_os_error_numbers() {
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pier"))
+        .args(["serve", "--no-tls", "--listen", &addr.to_string()])
+        .output()
+        .expect("run pier");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("cannot listen"))
+        .unwrap_or_else(|| panic!("no error line: {err}"));
+    assert!(line.contains("in use"), "{line}");
     assert!(!line.contains("os error"), "{line}");
 }
