@@ -134,11 +134,11 @@ servers = ["127.0.0.1:{ports['grpc']}"]
 [[upstream]]
 name = "faulty"
 servers = ["127.0.0.1:{ports['faulty']}"]
-connect_timeout = "1s"
-response_timeout = "2s"
+connect_timeout = "3s"
+response_timeout = "5s"
 read_timeout = "5s"
 max_idle = 8
-health_check = {{ kind = "http", path = "/health", interval = "1s", timeout = "1s", rise = 2, fall = 2 }}
+health_check = {{ kind = "http", path = "/health", interval = "1s", timeout = "3s", rise = 2, fall = 2 }}
 
 [[upstream]]
 name = "ws"

@@ -26,7 +26,7 @@ FAULT_ALLOWS = {
 # Faults the origin's /health shows: the active check marks the server down
 # (503 without trying it) until `rise` checks pass after the fault ends.
 HEALTH_VISIBLE = {"refused", "stall", "burst5xx", "malformed", "restart"}
-HEALTH_RECOVERY = 5.0  # interval 1 s x rise 2, a 1 s timeout, a check in flight
+HEALTH_RECOVERY = 7.0  # interval 1 s x rise 2, a 3 s timeout, a check in flight
 # Operations: a keep-alive connection closed by a drain can cross a request
 # (no byte of it answered; HTTP clients send it again, as ours do once, so
 # this is what a second crossing looks like). A drain lasts one keepalive
@@ -363,7 +363,16 @@ class Report:
                "|---|---|---:|---:|---:|---:|---:|"]
         md += ["| " + " | ".join(str(x) for x in r) + " |" for r in self.rows]
         tot = [sum(r[i] for r in self.rows) for i in range(2, 7)]
-        md += ["| **all** | | " + " | ".join(f"**{x}**" for x in tot) + " |", "",
+        md += ["| **all** | | " + " | ".join(f"**{x}**" for x in tot) + " |", ""]
+        by_protocol = {}
+        for r in self.rows:
+            p = by_protocol.setdefault(r[1], [0, 0, 0])
+            p[0] += r[3]
+            p[1] += r[4] + r[5]
+            p[2] += r[6]
+        md += ["| protocol | answered | as allowed | unexpected |", "|---|---:|---:|---:|"]
+        md += [f"| {p} | {a} | {b} | {c} |" for p, (a, b, c) in sorted(by_protocol.items())]
+        md += ["",
                f"Access log: {self.lines} lines ({', '.join(f'{k} {v}' for k, v in sorted(self.log_classes.items()))}); "
                f"the clients saw {self.answered} answers. The last process: /metrics "
                f"{dict(sorted(self.final_metric.items()))}, its log lines {dict(sorted(self.final_lines.items()))}.",
