@@ -70,9 +70,16 @@ upstream = "app"
     let _ = client.read_to_end(&mut got);
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(got.len() < 1000, "the body was cut short: {} bytes", got.len());
+    assert!(
+        got.len() < 1000,
+        "the body was cut short: {} bytes",
+        got.len()
+    );
     let line = pier
-        .wait_log("upstream failed inside the response body", Duration::from_secs(10))
+        .wait_log(
+            "upstream failed inside the response body",
+            Duration::from_secs(10),
+        )
         .expect("the reset is logged");
     assert!(line.contains("reset"), "{line}");
     assert!(!line.contains("os error"), "{line}");
