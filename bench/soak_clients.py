@@ -37,6 +37,7 @@ class Tally:
         self.lock = threading.Lock()
         self.requests = self.answered = self.ok = self.retried = 0
         self.routes = {}
+        self.answered_routes = {}
         self.records = []
 
     def add(self, route, t0, outcome, answered):
@@ -45,6 +46,8 @@ class Tally:
             self.requests += 1
             self.answered += 1 if answered else 0
             self.routes[route] = self.routes.get(route, 0) + 1
+            if answered:
+                self.answered_routes[route] = self.answered_routes.get(route, 0) + 1
             if outcome == "ok":
                 self.ok += 1
             elif len(self.records) < 20000:
@@ -53,7 +56,8 @@ class Tally:
     def summary(self):
         return {"client": self.kind, "protocol": self.protocol, "requests": self.requests,
                 "answered": self.answered, "ok": self.ok, "http": self.http, "retried": self.retried,
-                "routes": self.routes, "records": self.records}
+                "routes": self.routes, "answered_routes": self.answered_routes,
+                "records": self.records}
 
 
 class Session:

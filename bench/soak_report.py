@@ -124,23 +124,42 @@ def parse_h2load(stdout):
     return {"status": status, "errors": errors, "answered": sum(classes.values())}
 
 
+# Routes by the start of the request target, as bench/soak_config.py writes them.
+ROUTE_PREFIXES = [("/hello", "hello"), ("/generation", "generation"), ("/static/", "static"),
+                  ("/old/", "redirect"), ("/private/", "private"), ("/internal", "internal"),
+                  ("/limited", "limited"), ("/cached/", "cached"), ("/app/", "app"),
+                  ("/h2/", "h2"), ("/test.Echo/", "grpc"), ("/fault/", "fault"), ("/ws", "ws")]
+LINE = re.compile(rb'"target":"((?:[^"\\]|\\.)*)",[^\n]*?"status":(\d)\d\d,'
+                  rb'[^\n]*?"user_agent":(null|"(?:[^"\\]|\\.)*")')
+
+
+def route_of(target, user_agent):
+    """The route a logged request took; h2load's requests, over several routes,
+    count as its own."""
+    if user_agent.startswith(b'"h2load'):
+        return "h2load"
+    path = target.decode("latin-1")
+    return next((r for p, r in ROUTE_PREFIXES if path.startswith(p)), "other")
+
+
 def access_log_lines(path):
-    """Lines of one access-log file (JSON lines), counted by status class. A
-    regular expression over the whole file, not a JSON parse per line: the
+    """Lines of one access-log file (JSON lines) by status class and by route.
+    A regular expression over the whole file, not a JSON parse per line: the
     files of a long run hold millions of lines."""
-    classes = {}
+    classes, routes = {}, {}
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        return classes
-    # `,"status":` cannot occur inside a JSON string, where quotes are escaped.
-    for digit in re.findall(rb',"status":(\d)', data):
+        return classes, routes
+    for target, digit, agent in LINE.findall(data):
         k = f"{digit.decode()}xx"
         classes[k] = classes.get(k, 0) + 1
+        r = route_of(target, agent)
+        routes[r] = routes.get(r, 0) + 1
     lines = data.count(b"\n")
     if lines != sum(classes.values()):
         classes["unparsed"] = lines - sum(classes.values())
-    return classes
+    return classes, routes
 
 
 # ---------------------------------------------------------------- judging
@@ -251,12 +270,22 @@ class Report:
         # open), and access.log the last process.
         counts = dict(s.log_counts)
         counts["access.log"] = (s.generation, access_log_lines(s.tmp / "access.log"))
-        self.log_classes, final = {}, {}
-        for name, (gen, classes) in counts.items():
+        self.log_classes, final, self.log_routes = {}, {}, {}
+        for name, (gen, (classes, routes)) in counts.items():
             for k, v in classes.items():
                 self.log_classes[k] = self.log_classes.get(k, 0) + v
                 if gen == s.generation:
                     final[k] = final.get(k, 0) + v
+            for k, v in routes.items():
+                self.log_routes[k] = self.log_routes.get(k, 0) + v
+        # What the clients saw answered, by route, beside it.
+        self.client_routes = {}
+        for c in s.py:
+            if c.get("http", True):
+                for k, v in c.get("answered_routes", {}).items():
+                    self.client_routes[k] = self.client_routes.get(k, 0) + v
+        for ch in s.chunks:
+            self.client_routes[ch["route"]] = self.client_routes.get(ch["route"], 0) + ch["answered"]
         lines = sum(self.log_classes.values())
         answered = sum(r[3] for r in self.rows if r[0] not in self.not_http)
         dropped = metric_sum(s.final_metrics, "pier_log_lines_dropped_total")
@@ -372,6 +401,11 @@ class Report:
             p[2] += r[6]
         md += ["| protocol | answered | as allowed | unexpected |", "|---|---:|---:|---:|"]
         md += [f"| {p} | {a} | {b} | {c} |" for p, (a, b, c) in sorted(by_protocol.items())]
+        md += ["", "| route | answers the clients counted | access-log lines | difference |",
+               "|---|---:|---:|---:|"]
+        for r in sorted(set(self.client_routes) | set(self.log_routes)):
+            a, b = self.client_routes.get(r, 0), self.log_routes.get(r, 0)
+            md.append(f"| {r} | {a} | {b} | {b - a:+d} |")
         md += ["",
                f"Access log: {self.lines} lines ({', '.join(f'{k} {v}' for k, v in sorted(self.log_classes.items()))}); "
                f"the clients saw {self.answered} answers. The last process: /metrics "
