@@ -20,14 +20,7 @@ fn resets_mid_body() -> SocketAddr {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
+            common::upstream::read_request_head(&mut conn);
             let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
             let _ = conn.write_all(&[b'x'; 500]);
             std::thread::sleep(Duration::from_millis(100));
@@ -41,24 +34,7 @@ fn resets_mid_body() -> SocketAddr {
 #[test]
 fn an_upstream_reset_inside_a_body_is_logged_without_os_error_numbers() {
     let origin = resets_mid_body();
-    let pier = Pier::with_config(
-        &format!(
-            r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[[upstream]]
-name = "app"
-servers = ["{origin}"]
-[[route]]
-path = "/"
-handler = "proxy"
-upstream = "app"
-"#
-        ),
-        &[],
-    );
+    let pier = Pier::with_config(&common::upstream::proxy_config(origin), &[]);
     let mut client = std::net::TcpStream::connect(pier.addr()).unwrap();
     client
         .set_read_timeout(Some(Duration::from_secs(10)))

@@ -21,14 +21,7 @@ fn resetting_upstream() -> SocketAddr {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
+            common::upstream::read_request_head(&mut conn);
             let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
             drop(conn);
         }
