@@ -251,6 +251,16 @@ async fn stream_loop(
                 ctx.stats.borrow_mut().record(status, now - origin);
                 ctx.progress.fetch_add(1, Ordering::Relaxed);
             }
+            Err(e) if unprocessed(&e) && first_byte.get().is_none() => {
+                // The server never processed it (above its graceful GOAWAY, or
+                // refused): given back, to go on the next connection as RFC
+                // 9113 §8.7 allows and browsers do, while this connection's
+                // other streams, which the server does answer, run to their end.
+                // Only on a connection that answered before: a server that
+                // refuses everything counts as failing.
+                slot.give_back(1);
+                return Ok(());
+            }
             Err(e) if e.is_reset() && !e.is_go_away() => {
                 // The server reset this stream only: counted, and the
                 // connection goes on.
@@ -262,6 +272,13 @@ async fn stream_loop(
             }
         }
     }
+}
+
+/// Whether the server said it did not process the stream: a graceful GOAWAY
+/// below its id, or REFUSED_STREAM (RFC 9113 §8.7).
+fn unprocessed(e: &h2::Error) -> bool {
+    (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR))
+        || (e.is_reset() && e.reason() == Some(h2::Reason::REFUSED_STREAM))
 }
 
 /// Sends the request and reads its response to the end; its status.
