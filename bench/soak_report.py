@@ -294,9 +294,13 @@ class Report:
         answered = sum(r[3] for r in self.rows if r[0] not in self.not_http)
         dropped = metric_sum(s.final_metrics, "pier_log_lines_dropped_total")
         self.answered, self.lines = answered, lines
+        differ = ", ".join(f"{r} {self.log_routes.get(r, 0) - self.client_routes.get(r, 0):+d}"
+                           for r in sorted(set(self.log_routes) | set(self.client_routes))
+                           if self.log_routes.get(r, 0) != self.client_routes.get(r, 0))
         self.check("access-log lines equal the requests the clients saw answered",
                    lines + dropped == answered,
-                   f"{lines} lines + {dropped:.0f} dropped, {answered} answered")
+                   f"{lines} lines + {dropped:.0f} dropped, {answered} answered"
+                   + (f" (lines minus answers by route: {differ})" if differ else ""))
         # The last process' own counters against its own lines, by class.
         metric = {}
         for n, l, v in s.final_metrics:
