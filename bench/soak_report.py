@@ -220,6 +220,10 @@ class Report:
                 else:
                     unexpected += 1
                     count(self.unexpected, (c["client"], route, outcome))
+            if c.get("unrecorded"):
+                count(self.unexpected, (c["client"], "-", "not recorded, so not judged"),
+                      c["unrecorded"])
+                unexpected += c["unrecorded"]
             if c.get("failed"):
                 count(self.unexpected, (c["client"], "-", "client failed: " + c["failed"][-200:]))
                 unexpected += 1
