@@ -26,7 +26,6 @@ from soak_http import Connection, Ended, tls_context  # noqa: E402
 # Requests that did not get their normal answer are kept for judging up to
 # this many per client kind; past it they count as unexpected (unjudged).
 MAX_RECORDS = 500_000
-AUTH = "Basic " + __import__("base64").b64encode(b"soak:soak-password").decode()
 
 
 class Tally:

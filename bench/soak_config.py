@@ -5,7 +5,6 @@ files both serve."""
 
 import os
 import subprocess
-from pathlib import Path
 
 # `htpasswd -nbB -C 5 soak soak-password`: the basic-auth route's one user.
 HTPASSWD = "soak:$2y$05$7OmETmTV2Rz17e8zuxGY7O9GGGnZK3nFl/fpW6SdOmRD/xO0XgKAO\n"
