@@ -159,14 +159,24 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             }
         };
         let first_byte = Cell::new(Some(connect_start));
+        let waiting = Cell::new(0u64);
         let streams: Vec<StreamLoop<'_>> = (0..plan.depth)
             .map(|_| {
-                Box::pin(stream_loop(&ctx, &slot, send.clone(), request, &first_byte))
-                    as StreamLoop<'_>
+                Box::pin(stream_loop(
+                    &ctx,
+                    &slot,
+                    send.clone(),
+                    request,
+                    &first_byte,
+                    &waiting,
+                )) as StreamLoop<'_>
             })
             .collect();
         drop(send);
         let ended = connection_lifetime(driver, streams).await;
+        // Requests taken by loops still waiting for their send time when the
+        // connection ended were never sent: they go on the next connection.
+        slot.give_back(waiting.replace(0));
         if let Err(kind) = ended {
             slot.fail(&ctx, kind);
         }
@@ -222,6 +232,7 @@ async fn stream_loop(
     mut send: SendRequest<Bytes>,
     request: &H2Request,
     first_byte: &Cell<Option<Instant>>,
+    waiting: &Cell<u64>,
 ) -> Result<(), FailureKind> {
     loop {
         if slot.remaining.get() == 0 || ctx.expired(Instant::now()) {
@@ -232,7 +243,9 @@ async fn stream_loop(
         let origin = match &slot.schedule {
             Some(s) => {
                 let due = s.intended(k);
+                waiting.set(waiting.get() + 1);
                 sleep_until(due).await;
+                waiting.set(waiting.get() - 1);
                 due
             }
             None => Instant::now(),
