@@ -246,6 +246,11 @@ class Report:
                 row[6] += 1
                 count(self.unexpected, (ch["name"], ch["route"],
                                         "no report: " + ch.get("stderr", "")[-150:]))
+            missing = ch["sent"] - ch["answered"] - sum(ch["errors"].values())
+            if missing > 0 and not ch.get("unparsed"):
+                row[6] += missing
+                count(self.unexpected, (ch["name"], ch["route"],
+                                        "neither answered nor failed"), missing)
             for kind, n in ch["errors"].items():
                 drain = next((e["kind"] for e in s.events if e["kind"] in OP_ALLOWS
                               and overlaps(ch["start"], ch["end"], e["start"], e["end"] + DRAIN)),
@@ -407,12 +412,13 @@ class Report:
         md += ["| **all** | | " + " | ".join(f"**{x}**" for x in tot) + " |", ""]
         by_protocol = {}
         for r in self.rows:
-            p = by_protocol.setdefault(r[1], [0, 0, 0])
-            p[0] += r[3]
-            p[1] += r[4] + r[5]
-            p[2] += r[6]
-        md += ["| protocol | answered | as allowed | unexpected |", "|---|---:|---:|---:|"]
-        md += [f"| {p} | {a} | {b} | {c} |" for p, (a, b, c) in sorted(by_protocol.items())]
+            p = by_protocol.setdefault(r[1], [0, 0, 0, 0])
+            for i in range(4):
+                p[i] += r[3 + i]
+        md += ["| protocol | answered | normal answer | allowed by a fault or operation | unexpected |",
+               "|---|---:|---:|---:|---:|"]
+        md += [f"| {p} | " + " | ".join(str(x) for x in v) + " |"
+               for p, v in sorted(by_protocol.items())]
         md += ["", "| route | answers the clients counted | access-log lines | difference |",
                "|---|---:|---:|---:|"]
         for r in sorted(set(self.client_routes) | set(self.log_routes)):
