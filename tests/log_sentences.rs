@@ -15,20 +15,11 @@ use common::Pier;
 /// An origin that answers each request with a head and half its body, then
 /// resets the connection (RST, not FIN).
 fn resets_mid_body() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            common::upstream::read_request_head(&mut conn);
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
-            let _ = conn.write_all(&[b'x'; 500]);
-            std::thread::sleep(Duration::from_millis(100));
-            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
-            drop(conn);
-        }
-    });
-    addr
+    common::upstream::resetting_origin(|conn| {
+        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+        let _ = conn.write_all(&[b'x'; 500]);
+        std::thread::sleep(Duration::from_millis(100));
+    })
 }
 
 #[test]

@@ -16,17 +16,7 @@ use serde_json::Value;
 /// A server that reads each request head and resets the connection (RST,
 /// not FIN) instead of answering. Runs until the test process ends.
 fn resetting_upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            common::upstream::read_request_head(&mut conn);
-            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
-            drop(conn);
-        }
-    });
-    addr
+    common::upstream::resetting_origin(|_| {})
 }
 
 /// Two workers (so the counters are summed over both), one group per kind

@@ -397,3 +397,21 @@ pub fn proxy_config(origin: SocketAddr) -> String {
          [[route]]\npath = \"/\"\nhandler = \"proxy\"\nupstream = \"app\"\n"
     )
 }
+
+/// A raw origin that reads each request head, calls `before_reset` with the
+/// connection (to write what it likes), then resets it (RST, not FIN). Runs
+/// until the test process ends.
+pub fn resetting_origin(before_reset: impl Fn(&mut TcpStream) + Send + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            read_request_head(&mut conn);
+            before_reset(&mut conn);
+            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+            drop(conn);
+        }
+    });
+    addr
+}
