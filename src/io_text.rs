@@ -7,6 +7,21 @@
 /// when it starts with a word (`Connection refused (os error 111)` ->
 /// `connection refused`).
 pub fn without_os_error(text: &str) -> String {
+    let out = strip_os_error_numbers(text);
+    let mut chars = out.chars();
+    match (chars.next(), chars.next()) {
+        (Some(first), Some(second))
+            if first.is_ascii_uppercase() && second.is_ascii_lowercase() =>
+        {
+            first.to_ascii_lowercase().to_string() + &out[1..]
+        }
+        _ => out,
+    }
+}
+
+/// `text` without its ` (os error N)` parts, nothing else changed: what the
+/// diagnostic log applies to every line (src/logging.rs).
+pub fn strip_os_error_numbers(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(" (os error ") {
@@ -23,15 +38,7 @@ pub fn without_os_error(text: &str) -> String {
         }
     }
     out.push_str(rest);
-    let mut chars = out.chars();
-    match (chars.next(), chars.next()) {
-        (Some(first), Some(second))
-            if first.is_ascii_uppercase() && second.is_ascii_lowercase() =>
-        {
-            first.to_ascii_lowercase().to_string() + &out[1..]
-        }
-        _ => out,
-    }
+    out
 }
 
 /// An IO error as a sentence: its kind's words without the OS error number.

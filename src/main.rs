@@ -24,7 +24,9 @@ fn main() {
             eprintln!("pier: {usage}");
             std::process::exit(2);
         }
-        eprintln!("pier: error: {err:#}");
+        // A sentence, as every log line: without Rust's ` (os error N)`.
+        let text = pier::io_text::strip_os_error_numbers(&format!("{err:#}"));
+        eprintln!("pier: error: {text}");
         std::process::exit(1);
     }
 }

@@ -16,24 +16,7 @@ use serde_json::Value;
 /// A server that reads each request head and resets the connection (RST,
 /// not FIN) instead of answering. Runs until the test process ends.
 fn resetting_upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
-            drop(conn);
-        }
-    });
-    addr
+    common::upstream::resetting_origin(|_| {})
 }
 
 /// Two workers (so the counters are summed over both), one group per kind

@@ -68,6 +68,12 @@ impl Slot {
         self.next.set(self.next.get() + n);
     }
 
+    /// Returns `n` requests to the share: the server did not process them, so
+    /// they are sent again.
+    pub(super) fn give_back(&self, n: u64) {
+        self.remaining.set(self.remaining.get().saturating_add(n));
+    }
+
     /// Counts everything in flight as failed with `kind`.
     pub(super) fn fail(&self, ctx: &ThreadCtx, kind: FailureKind) {
         let n = self.in_flight.replace(0);

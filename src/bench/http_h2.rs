@@ -159,14 +159,24 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             }
         };
         let first_byte = Cell::new(Some(connect_start));
+        let waiting = Cell::new(0u64);
         let streams: Vec<StreamLoop<'_>> = (0..plan.depth)
             .map(|_| {
-                Box::pin(stream_loop(&ctx, &slot, send.clone(), request, &first_byte))
-                    as StreamLoop<'_>
+                Box::pin(stream_loop(
+                    &ctx,
+                    &slot,
+                    send.clone(),
+                    request,
+                    &first_byte,
+                    &waiting,
+                )) as StreamLoop<'_>
             })
             .collect();
         drop(send);
         let ended = connection_lifetime(driver, streams).await;
+        // Requests taken by loops still waiting for their send time when the
+        // connection ended were never sent: they go on the next connection.
+        slot.give_back(waiting.replace(0));
         if let Err(kind) = ended {
             slot.fail(&ctx, kind);
         }
@@ -222,6 +232,7 @@ async fn stream_loop(
     mut send: SendRequest<Bytes>,
     request: &H2Request,
     first_byte: &Cell<Option<Instant>>,
+    waiting: &Cell<u64>,
 ) -> Result<(), FailureKind> {
     loop {
         if slot.remaining.get() == 0 || ctx.expired(Instant::now()) {
@@ -232,7 +243,9 @@ async fn stream_loop(
         let origin = match &slot.schedule {
             Some(s) => {
                 let due = s.intended(k);
+                waiting.set(waiting.get() + 1);
                 sleep_until(due).await;
+                waiting.set(waiting.get() - 1);
                 due
             }
             None => Instant::now(),
@@ -251,6 +264,16 @@ async fn stream_loop(
                 ctx.stats.borrow_mut().record(status, now - origin);
                 ctx.progress.fetch_add(1, Ordering::Relaxed);
             }
+            Err(e) if unprocessed(&e) && first_byte.get().is_none() => {
+                // The server never processed it (above its graceful GOAWAY, or
+                // refused): given back, to go on the next connection as RFC
+                // 9113 §8.7 allows and browsers do, while this connection's
+                // other streams, which the server does answer, run to their end.
+                // Only on a connection that answered before: a server that
+                // refuses everything counts as failing.
+                slot.give_back(1);
+                return Ok(());
+            }
             Err(e) if e.is_reset() && !e.is_go_away() => {
                 // The server reset this stream only: counted, and the
                 // connection goes on.
@@ -262,6 +285,13 @@ async fn stream_loop(
             }
         }
     }
+}
+
+/// Whether the server said it did not process the stream: a graceful GOAWAY
+/// below its id, or REFUSED_STREAM (RFC 9113 §8.7).
+fn unprocessed(e: &h2::Error) -> bool {
+    (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR))
+        || (e.is_reset() && e.reason() == Some(h2::Reason::REFUSED_STREAM))
 }
 
 /// Sends the request and reads its response to the end; its status.

@@ -387,3 +387,44 @@ fn serve_conn(
         }
     }
 }
+
+/// Reads from `conn` until a whole request head is in (or the peer stops
+/// sending), for raw servers that misbehave after the head: resets, cut bodies.
+pub fn read_request_head(conn: &mut TcpStream) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A configuration with one worker, one plain listener on a free port, and
+/// every path proxied to the group `app` of the one server `origin`.
+pub fn proxy_config(origin: SocketAddr) -> String {
+    format!(
+        "[server]\nworkers = 1\n[[listener]]\nlisten = \"127.0.0.1:0\"\n\
+         [[upstream]]\nname = \"app\"\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nhandler = \"proxy\"\nupstream = \"app\"\n"
+    )
+}
+
+/// A raw origin that reads each request head, calls `before_reset` with the
+/// connection (to write what it likes), then resets it (RST, not FIN). Runs
+/// until the test process ends.
+pub fn resetting_origin(before_reset: impl Fn(&mut TcpStream) + Send + 'static) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            read_request_head(&mut conn);
+            before_reset(&mut conn);
+            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+            drop(conn);
+        }
+    });
+    addr
+}
