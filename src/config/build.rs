@@ -344,6 +344,11 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         .as_ref()
         .map(|a| validate_access_log(&loc, a.get_ref()))
         .transpose()?;
+    let trace = raw
+        .trace
+        .as_ref()
+        .map(|t| super::trace::validate_trace(&loc, t.get_ref()))
+        .transpose()?;
 
     Ok(Config {
         source: name.to_string(),
@@ -358,6 +363,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         upstreams,
         admin,
         access_log,
+        trace,
         file_io: FileIoPool::new(file_io),
         caches,
         findings: loc.take_findings(),

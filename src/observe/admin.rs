@@ -131,6 +131,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>) -> Config {
         upstreams: Vec::new(),
         admin: None,
         access_log: None,
+        trace: None,
         file_io: Default::default(),
         findings: Vec::new(),
         caches: Vec::new(),

@@ -1,0 +1,105 @@
+//! `[trace]`: OpenTelemetry trace export, validated into [`TraceConfig`].
+//! Absent, tracing is off and costs a request one branch.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::{ConfigError, Locator};
+use super::value::{duration, int, RawDuration};
+use crate::http::request_trace::TracePolicy;
+use crate::observe::trace::TraceConfig;
+
+/// `[trace]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrace {
+    /// OTLP/HTTP traces endpoint, `http://host:port/v1/traces`.
+    pub endpoint: Spanned<String>,
+    /// `service.name` of the spans (default `pier`).
+    pub service_name: Option<Spanned<String>>,
+    /// Share of new traces sampled, 0 to 1 (default 1).
+    pub sample: Option<Spanned<f64>>,
+    /// Export requests answered 5xx even when not sampled (default false).
+    pub keep_errors: Option<bool>,
+    /// Take `traceparent` and `tracestate` from requests (default false).
+    pub trust_incoming: Option<bool>,
+    /// Requests whose spans may wait for the exporter (default 4096).
+    pub queue: Option<Spanned<i64>>,
+    /// How often queued spans are sent (default 1s).
+    pub flush_interval: Option<Spanned<RawDuration>>,
+}
+
+/// `[trace]`: the endpoint must be an `http://` URL with a host; the ratio
+/// within 0..=1.
+pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, ConfigError> {
+    let endpoint = raw.endpoint.get_ref().trim();
+    let Some(rest) = endpoint.strip_prefix("http://") else {
+        let message = if endpoint.starts_with("https://") {
+            "https endpoints are not supported; export to a local collector over http://"
+        } else {
+            "must be an http:// URL such as \"http://127.0.0.1:4318/v1/traces\""
+        };
+        return Err(loc.error(raw.endpoint.span(), "trace.endpoint", message));
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let port_ok = match authority.rsplit_once(':') {
+        Some((_, p)) if !authority.ends_with(']') => p.parse::<u16>().is_ok_and(|p| p != 0),
+        _ => true,
+    };
+    if authority.is_empty()
+        || authority.starts_with(':')
+        || !port_ok
+        || rest.contains(['?', '#', ' '])
+    {
+        return Err(loc.error(
+            raw.endpoint.span(),
+            "trace.endpoint",
+            format!("{endpoint:?} is not an http://host:port/path URL"),
+        ));
+    }
+    let service_name = match &raw.service_name {
+        None => "pier".to_string(),
+        Some(s) if s.get_ref().trim().is_empty() => {
+            return Err(loc.error(s.span(), "trace.service_name", "must not be empty"))
+        }
+        Some(s) => s.get_ref().clone(),
+    };
+    let sample = match &raw.sample {
+        None => 1.0,
+        Some(s) if (0.0..=1.0).contains(s.get_ref()) => *s.get_ref(),
+        Some(s) => {
+            return Err(loc.error(
+                s.span(),
+                "trace.sample",
+                format!(
+                    "{} is not a share between 0 and 1 (0.01 samples one trace in a hundred)",
+                    s.get_ref()
+                ),
+            ))
+        }
+    };
+    let queue = int(loc, &raw.queue, "trace.queue", 1..=1_000_000, 4096)? as usize;
+    let flush_interval = duration(
+        loc,
+        &raw.flush_interval,
+        "trace.flush_interval",
+        Duration::from_secs(1),
+    )?;
+    if flush_interval.is_zero() {
+        let span = raw.flush_interval.as_ref().map_or(0..0, |f| f.span());
+        return Err(loc.error(span, "trace.flush_interval", "must be above zero"));
+    }
+    Ok(TraceConfig {
+        endpoint: endpoint.to_string(),
+        service_name,
+        policy: TracePolicy {
+            sample,
+            keep_errors: raw.keep_errors.unwrap_or(false),
+            trust_incoming: raw.trust_incoming.unwrap_or(false),
+        },
+        queue,
+        flush_interval,
+    })
+}

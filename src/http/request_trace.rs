@@ -1,0 +1,243 @@
+//! A request's trace: its W3C context (taken from the request where trusted,
+//! else new), the sampling decision, and what it records while it is served:
+//! the server span's times and events, a client span per upstream attempt.
+//! The driver keeps one per request (reused across a connection's requests,
+//! so recording does not allocate once warm); handlers reach it through
+//! [`super::Session::trace`] and encoding it is `observe::trace`'s job.
+
+use std::cell::{Cell, Ref, RefCell};
+use std::net::SocketAddr;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::request::RequestView;
+use super::trace_context::{
+    format_traceparent, hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples,
+    tracestate_ok, SpanId, TraceId, TRACEPARENT_LEN,
+};
+
+/// How requests are sampled and whose context is believed (`[trace]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TracePolicy {
+    /// Share of new traces sampled, 0 to 1 (a trusted parent's flag decides for its trace).
+    pub sample: f64,
+    /// Record every request and export those answered 5xx even when not sampled.
+    pub keep_errors: bool,
+    /// Take `traceparent`/`tracestate` from requests; off, every request starts a trace.
+    pub trust_incoming: bool,
+}
+
+/// An event on a span: when, what, and the error type it is about.
+#[derive(Debug, Clone, Copy)]
+pub struct SpanEvent {
+    /// Nanoseconds since the Unix epoch.
+    pub at_ns: u64,
+    /// `retry` or `timeout`.
+    pub name: &'static str,
+    /// What went wrong (`timeout`, `reset`, `connect`, ...).
+    pub error: &'static str,
+}
+
+/// One upstream attempt.
+#[derive(Debug, Clone)]
+pub struct ClientSpan {
+    /// The attempt's span, the parent the upstream sees in `traceparent`.
+    pub span_id: SpanId,
+    /// Start and end, nanoseconds since the Unix epoch (end 0 until it ends).
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// The server asked.
+    pub server: SocketAddr,
+    /// Attempts before this one (`http.request.resend_count`).
+    pub resend: u32,
+    /// The upstream's status; 0 when it gave none.
+    pub status: u16,
+    /// Why the attempt failed, if it did.
+    pub error: Option<&'static str>,
+    /// A timeout during the attempt.
+    pub timeout: Option<SpanEvent>,
+}
+
+/// What a request recorded, for the exporter to encode.
+#[derive(Debug, Default)]
+pub struct Recording {
+    /// The trace.
+    pub trace_id: TraceId,
+    /// Pier's server span.
+    pub span_id: SpanId,
+    /// The trusted caller's span.
+    pub parent: Option<SpanId>,
+    /// Sampled by the parent or the ratio.
+    pub sampled: bool,
+    /// Spans are kept while served (sampled, or kept for a tail decision).
+    pub recording: bool,
+    /// The trusted `tracestate`, forwarded and exported (empty when none).
+    pub trace_state: Vec<u8>,
+    /// When the request began, nanoseconds since the Unix epoch.
+    pub start_ns: u64,
+    started: Option<Instant>,
+    /// One per upstream attempt, in order.
+    pub clients: Vec<ClientSpan>,
+    /// Events of the server span (retries).
+    pub events: Vec<SpanEvent>,
+}
+
+impl Recording {
+    /// Nanoseconds since the Unix epoch now, by the monotonic clock from the start.
+    pub fn now_ns(&self) -> u64 {
+        self.start_ns + self.started.map_or(0, |t| t.elapsed().as_nanos() as u64)
+    }
+}
+
+/// A request's trace; off (one `Cell` read) unless the service step began it.
+#[derive(Debug, Default)]
+pub struct RequestTrace {
+    on: Cell<bool>,
+    rec: RefCell<Recording>,
+}
+
+impl RequestTrace {
+    /// Forgets the previous request's trace (the driver, per request).
+    pub fn reset(&self) {
+        self.on.set(false);
+    }
+
+    /// Whether the request is traced.
+    pub fn is_on(&self) -> bool {
+        self.on.get()
+    }
+
+    /// Starts the request's trace under `policy`: the trusted incoming context
+    /// or a new trace, and the sampling decision.
+    pub fn begin(&self, policy: &TracePolicy, request: &RequestView<'_>) {
+        let mut r = self.rec.borrow_mut();
+        r.trace_state.clear();
+        r.clients.clear();
+        r.events.clear();
+        let parent = policy
+            .trust_incoming
+            .then(|| single_traceparent(request))
+            .flatten();
+        match parent {
+            Some(p) => {
+                r.trace_id = p.trace_id;
+                r.parent = Some(p.parent_id);
+                r.sampled = p.sampled();
+                for v in request
+                    .headers()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(b"tracestate"))
+                {
+                    if !r.trace_state.is_empty() {
+                        r.trace_state.push(b',');
+                    }
+                    r.trace_state.extend_from_slice(v.1);
+                }
+                if !tracestate_ok(&r.trace_state) {
+                    r.trace_state.clear();
+                }
+            }
+            None => {
+                r.trace_id = new_trace_id();
+                r.parent = None;
+                r.sampled = ratio_samples(&r.trace_id, policy.sample);
+            }
+        }
+        r.span_id = new_span_id();
+        r.recording = r.sampled || policy.keep_errors;
+        r.start_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        r.started = Some(Instant::now());
+        self.on.set(true);
+    }
+
+    /// The trace and server span ids in lowercase hex, for the access log.
+    pub fn ids_hex(&self) -> Option<([u8; 32], [u8; 16])> {
+        if !self.is_on() {
+            return None;
+        }
+        let r = self.rec.borrow();
+        let (mut t, mut s) = ([0u8; 32], [0u8; 16]);
+        hex_write(&r.trace_id, &mut t);
+        hex_write(&r.span_id, &mut s);
+        Some((t, s))
+    }
+
+    /// Opens a client span for an attempt on `server` and returns the
+    /// `traceparent` the upstream gets, naming that span as its parent.
+    pub fn start_attempt(&self, server: SocketAddr) -> [u8; TRACEPARENT_LEN] {
+        let mut r = self.rec.borrow_mut();
+        let span_id = new_span_id();
+        if r.recording {
+            let span = ClientSpan {
+                span_id,
+                start_ns: r.now_ns(),
+                end_ns: 0,
+                server,
+                resend: r.clients.len() as u32,
+                status: 0,
+                error: None,
+                timeout: None,
+            };
+            r.clients.push(span);
+        }
+        format_traceparent(&r.trace_id, &span_id, r.sampled)
+    }
+
+    /// Ends the open client span: the upstream's `status` (0 when none) and
+    /// the error type when it failed; a timeout is also an event.
+    pub fn end_attempt(&self, status: u16, error: Option<&'static str>, timeout: bool) {
+        let mut r = self.rec.borrow_mut();
+        let now = r.now_ns();
+        let Some(span) = r.clients.last_mut().filter(|c| c.end_ns == 0) else {
+            return;
+        };
+        span.end_ns = now;
+        span.status = status;
+        span.error = error;
+        if timeout {
+            span.timeout = Some(SpanEvent {
+                at_ns: now,
+                name: "timeout",
+                error: error.unwrap_or("timeout"),
+            });
+        }
+    }
+
+    /// Notes on the server span that the request goes to the upstream again
+    /// after a failure of type `error`.
+    pub fn note_retry(&self, error: &'static str) {
+        let mut r = self.rec.borrow_mut();
+        if r.recording {
+            let at_ns = r.now_ns();
+            r.events.push(SpanEvent {
+                at_ns,
+                name: "retry",
+                error,
+            });
+        }
+    }
+
+    /// The trusted `tracestate` to forward (empty when none).
+    pub fn trace_state(&self) -> Ref<'_, [u8]> {
+        Ref::map(self.rec.borrow(), |r| &r.trace_state[..])
+    }
+
+    /// What was recorded, for the exporter.
+    pub fn recording(&self) -> Ref<'_, Recording> {
+        self.rec.borrow()
+    }
+}
+
+/// The request's one valid `traceparent`; several make none (W3C: a
+/// duplicated field is invalid).
+fn single_traceparent(request: &RequestView<'_>) -> Option<super::trace_context::TraceParent> {
+    let mut found = request
+        .headers()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"traceparent"));
+    let first = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    parse_traceparent(first.1)
+}
