@@ -144,7 +144,7 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
 /// all a request pays) and returns the worker's tracer.
 fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
     let tracer = s.worker().tracer.as_ref()?;
-    tracer.begin(s.trace(), &s.request());
+    tracer.begin(s.trace(), &s.request(), s.protocol_version());
     Some(tracer)
 }
 
@@ -154,11 +154,9 @@ fn end_trace<'h, S: DriverSession<'h>>(s: &S, tracer: &WorkerTracer, route_slot:
     tracer.end(
         s.trace(),
         &ServerFacts {
-            request: s.request(),
             route: labels.get(route_slot).map(String::as_str),
             status: s.status(),
             cache: s.cache_outcome(),
-            protocol: s.protocol_version(),
         },
     );
 }

@@ -80,6 +80,51 @@ pub struct Recording {
     pub clients: Vec<ClientSpan>,
     /// Events of the server span (retries).
     pub events: Vec<SpanEvent>,
+    /// The request as it came, copied when it began (a handler may consume
+    /// the driver's buffer): the server span's attributes.
+    pub request: RequestFacts,
+}
+
+/// What a server span says of its request, copied into buffers reused from
+/// one request to the next.
+#[derive(Debug, Default)]
+pub struct RequestFacts {
+    /// The method token.
+    pub method: Vec<u8>,
+    /// The path, without the query.
+    pub path: Vec<u8>,
+    /// The host the client named, without its port (empty when none).
+    pub host: Vec<u8>,
+    /// `User-Agent`, when sent.
+    pub user_agent: Option<Vec<u8>>,
+    /// The client (after PROXY protocol and trusted forwarding fields).
+    pub client: Option<std::net::IpAddr>,
+    /// Whether the request came over TLS.
+    pub secure: bool,
+    /// `1.0`, `1.1` or `2`.
+    pub protocol: &'static str,
+}
+
+impl RequestFacts {
+    fn copy_from(&mut self, request: &RequestView<'_>, protocol: &'static str) {
+        self.method.clear();
+        self.method.extend_from_slice(request.method_token());
+        self.path.clear();
+        self.path.extend_from_slice(request.path());
+        self.host.clear();
+        self.host
+            .extend_from_slice(request.host_name().unwrap_or_default());
+        match (request.header("user-agent"), &mut self.user_agent) {
+            (Some(v), Some(kept)) => {
+                kept.clear();
+                kept.extend_from_slice(v);
+            }
+            (v, kept) => *kept = v.map(<[u8]>::to_vec),
+        }
+        self.client = Some(request.client());
+        self.secure = request.is_secure();
+        self.protocol = protocol;
+    }
 }
 
 impl Recording {
@@ -108,8 +153,9 @@ impl RequestTrace {
     }
 
     /// Starts the request's trace under `policy`: the trusted incoming context
-    /// or a new trace, and the sampling decision.
-    pub fn begin(&self, policy: &TracePolicy, request: &RequestView<'_>) {
+    /// or a new trace, and the sampling decision; a request that records
+    /// keeps what its server span will say of it (`protocol`: `1.1`, `2`).
+    pub fn begin(&self, policy: &TracePolicy, request: &RequestView<'_>, protocol: &'static str) {
         let mut r = self.rec.borrow_mut();
         r.trace_state.clear();
         r.clients.clear();
@@ -144,6 +190,9 @@ impl RequestTrace {
         }
         r.span_id = new_span_id();
         r.recording = r.sampled || policy.keep_errors;
+        if r.recording {
+            r.request.copy_from(request, protocol);
+        }
         r.start_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);

@@ -8,10 +8,12 @@
 pub mod export;
 pub mod otlp;
 
+use std::io::Write as _;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::http::request_trace::{RequestTrace, SpanEvent, TracePolicy};
+use crate::http::request_trace::{ClientSpan, Recording, RequestTrace, TracePolicy};
 use crate::http::RequestView;
 use crate::observe::metrics::WorkerStats;
 use crate::observe::upstream_counters::UpstreamFailure;
@@ -59,16 +61,61 @@ pub fn error_type(e: &ProxyError, connecting: bool) -> &'static str {
 
 /// What the service step knows of an answered request, for its server span.
 pub struct ServerFacts<'a> {
-    /// The request.
-    pub request: RequestView<'a>,
     /// The matched route's label (`http.route`); `None` when none matched.
     pub route: Option<&'a str>,
     /// The status answered; 0 when none was.
     pub status: u16,
     /// How a cache answered, on routes with one.
     pub cache: Option<&'static str>,
-    /// `1.0`, `1.1` or `2`.
-    pub protocol: &'static str,
+}
+
+/// Attributes a span has at most.
+const MAX_ATTRIBUTES: usize = 12;
+
+/// A span's attributes, on the stack.
+struct Attributes<'a> {
+    list: [(&'static str, Value<'a>); MAX_ATTRIBUTES],
+    len: usize,
+}
+
+impl<'a> Attributes<'a> {
+    fn new() -> Self {
+        Attributes {
+            list: [("", Value::Int(0)); MAX_ATTRIBUTES],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, key: &'static str, value: Value<'a>) {
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = (key, value);
+            self.len += 1;
+        }
+    }
+
+    fn text(&mut self, key: &'static str, value: &'a [u8]) {
+        self.push(key, Value::Str(value));
+    }
+
+    fn as_slice(&self) -> &[(&'static str, Value<'a>)] {
+        &self.list[..self.len]
+    }
+}
+
+/// `ip` as text, written into `buf` (an IPv6 address is at most 45 bytes).
+fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{ip}");
+    let n = cursor.position() as usize;
+    &buf[..n]
+}
+
+/// A status code as the text `error.type` takes (`502`).
+fn status_text(status: u16, buf: &mut [u8; 5]) -> &[u8] {
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{status}");
+    let n = cursor.position() as usize;
+    &buf[..n]
 }
 
 /// A worker's side of tracing: the policy and the exporter's queue.
@@ -83,9 +130,9 @@ impl WorkerTracer {
         WorkerTracer { shared, stats }
     }
 
-    /// Starts `trace` for `request`.
-    pub fn begin(&self, trace: &RequestTrace, request: &RequestView<'_>) {
-        trace.begin(&self.shared.config.policy, request);
+    /// Starts `trace` for `request`, which came over HTTP `protocol`.
+    pub fn begin(&self, trace: &RequestTrace, request: &RequestView<'_>, protocol: &'static str) {
+        trace.begin(&self.shared.config.policy, request, protocol);
     }
 
     /// Ends `trace`: the tail decision (sampled, or a 5xx kept by
@@ -98,113 +145,9 @@ impl WorkerTracer {
         }
         let end_ns = r.now_ns();
         let mut buf = self.shared.buffer();
-        let req = &facts.request;
-        let method = req.method_token();
-        let status = i64::from(facts.status);
-        let status_text = status_code_text(facts.status);
-        let mut attributes = vec![
-            ("http.request.method", Value::Str(method)),
-            ("url.path", Value::Str(req.path())),
-            (
-                "url.scheme",
-                Value::Str(if req.is_secure() { b"https" } else { b"http" }),
-            ),
-            (
-                "network.protocol.version",
-                Value::Str(facts.protocol.as_bytes()),
-            ),
-        ];
-        let client = req.client().to_string();
-        attributes.push(("client.address", Value::Str(client.as_bytes())));
-        if let Some(route) = facts.route {
-            attributes.push(("http.route", Value::Str(route.as_bytes())));
-        }
-        if facts.status != 0 {
-            attributes.push(("http.response.status_code", Value::Int(status)));
-        }
-        if let Some(host) = req.host_name() {
-            attributes.push(("server.address", Value::Str(host)));
-        }
-        if let Some(ua) = req.header("user-agent") {
-            attributes.push(("user_agent.original", Value::Str(ua)));
-        }
-        if let Some(c) = facts.cache {
-            attributes.push(("pier.cache.outcome", Value::Str(c.as_bytes())));
-        }
-        let server_error = facts.status >= 500;
-        if server_error {
-            attributes.push(("error.type", Value::Str(status_text.as_bytes())));
-        }
-        let events: Vec<_> = r.events.iter().map(event_out).collect();
-        let event_attrs: Vec<_> = r
-            .events
-            .iter()
-            .map(|e| [("error.type", Value::Str(e.error.as_bytes()))])
-            .collect();
-        let events: Vec<_> = events
-            .iter()
-            .zip(&event_attrs)
-            .map(|((at, name), attrs)| (*at, *name, &attrs[..]))
-            .collect();
-        encode_span(
-            &mut buf,
-            &SpanOut {
-                trace_id: &r.trace_id,
-                span_id: &r.span_id,
-                parent: r.parent.as_ref(),
-                trace_state: &r.trace_state,
-                name: [method, facts.route.unwrap_or_default().as_bytes()],
-                kind: SpanKind::Server,
-                start_ns: r.start_ns,
-                end_ns,
-                attributes: &attributes,
-                events: &events,
-                error: server_error,
-            },
-        );
+        encode_server_span(&mut buf, &r, facts, end_ns);
         for c in &r.clients {
-            let ip = c.server.ip().to_string();
-            let mut attributes = vec![
-                ("http.request.method", Value::Str(method)),
-                ("server.address", Value::Str(ip.as_bytes())),
-                ("server.port", Value::Int(i64::from(c.server.port()))),
-            ];
-            if c.resend > 0 {
-                attributes.push(("http.request.resend_count", Value::Int(i64::from(c.resend))));
-            }
-            if c.status != 0 {
-                attributes.push(("http.response.status_code", Value::Int(i64::from(c.status))));
-            }
-            let code = status_code_text(c.status);
-            let error = c.error.or((c.status >= 400).then_some(code.as_str()));
-            if let Some(e) = error {
-                attributes.push(("error.type", Value::Str(e.as_bytes())));
-            }
-            let timeout_attrs = c
-                .timeout
-                .map(|t| [("error.type", Value::Str(t.error.as_bytes()))]);
-            let timeout = c
-                .timeout
-                .iter()
-                .zip(&timeout_attrs)
-                .map(|(t, attrs)| (t.at_ns, t.name, &attrs[..]))
-                .collect::<Vec<_>>();
-            encode_span(
-                &mut buf,
-                &SpanOut {
-                    trace_id: &r.trace_id,
-                    span_id: &c.span_id,
-                    parent: Some(&r.span_id),
-                    trace_state: &r.trace_state,
-                    name: [method, b""],
-                    kind: SpanKind::Client,
-                    start_ns: c.start_ns,
-                    end_ns: if c.end_ns == 0 { end_ns } else { c.end_ns },
-                    attributes: &attributes,
-                    events: &timeout,
-                    error: error.is_some(),
-                },
-            );
+            encode_client_span(&mut buf, &r, c, end_ns);
         }
         let spans = 1 + r.clients.len() as u32;
         if let Err(buf) = self.shared.hand_off(buf, spans) {
@@ -214,11 +157,93 @@ impl WorkerTracer {
     }
 }
 
-fn event_out(e: &SpanEvent) -> (u64, &'static str) {
-    (e.at_ns, e.name)
+/// The server span, named `{method} {route}` as the HTTP conventions say.
+fn encode_server_span(buf: &mut Vec<u8>, r: &Recording, facts: &ServerFacts<'_>, end_ns: u64) {
+    let q = &r.request;
+    let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
+    let mut a = Attributes::new();
+    a.text("http.request.method", &q.method);
+    a.text("url.path", &q.path);
+    a.text("url.scheme", if q.secure { b"https" } else { b"http" });
+    a.text("network.protocol.version", q.protocol.as_bytes());
+    if let Some(client) = q.client {
+        a.text("client.address", ip_text(client, &mut ip));
+    }
+    if let Some(route) = facts.route {
+        a.text("http.route", route.as_bytes());
+    }
+    if facts.status != 0 {
+        a.push(
+            "http.response.status_code",
+            Value::Int(i64::from(facts.status)),
+        );
+    }
+    if !q.host.is_empty() {
+        a.text("server.address", &q.host);
+    }
+    if let Some(ua) = &q.user_agent {
+        a.text("user_agent.original", ua);
+    }
+    if let Some(c) = facts.cache {
+        a.text("pier.cache.outcome", c.as_bytes());
+    }
+    let error = facts.status >= 500;
+    if error {
+        a.text("error.type", status_text(facts.status, &mut code));
+    }
+    encode_span(
+        buf,
+        &SpanOut {
+            trace_id: &r.trace_id,
+            span_id: &r.span_id,
+            parent: r.parent.as_ref(),
+            trace_state: &r.trace_state,
+            name: [&q.method, facts.route.unwrap_or_default().as_bytes()],
+            kind: SpanKind::Server,
+            start_ns: r.start_ns,
+            end_ns,
+            attributes: a.as_slice(),
+            events: &r.events,
+            error,
+        },
+    );
 }
 
-/// A status code as the text `error.type` takes (`"502"`).
-fn status_code_text(status: u16) -> String {
-    status.to_string()
+/// A client span, named `{method}`; an error when the attempt failed or the
+/// upstream answered 4xx or 5xx (the conventions for client spans).
+fn encode_client_span(buf: &mut Vec<u8>, r: &Recording, c: &ClientSpan, end_ns: u64) {
+    let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
+    let mut a = Attributes::new();
+    a.text("http.request.method", &r.request.method);
+    a.text("server.address", ip_text(c.server.ip(), &mut ip));
+    a.push("server.port", Value::Int(i64::from(c.server.port())));
+    if c.resend > 0 {
+        a.push("http.request.resend_count", Value::Int(i64::from(c.resend)));
+    }
+    if c.status != 0 {
+        a.push("http.response.status_code", Value::Int(i64::from(c.status)));
+    }
+    let error = match c.error {
+        Some(e) => Some(e.as_bytes()),
+        None => (c.status >= 400).then(|| status_text(c.status, &mut code)),
+    };
+    if let Some(e) = error {
+        a.text("error.type", e);
+    }
+    encode_span(
+        buf,
+        &SpanOut {
+            trace_id: &r.trace_id,
+            span_id: &c.span_id,
+            parent: Some(&r.span_id),
+            trace_state: &r.trace_state,
+            name: [&r.request.method, b""],
+            kind: SpanKind::Client,
+            start_ns: c.start_ns,
+            end_ns: if c.end_ns == 0 { end_ns } else { c.end_ns },
+            attributes: a.as_slice(),
+            events: c.timeout.as_slice(),
+            error: error.is_some(),
+        },
+    );
 }

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
 
+use crate::http::request_trace::SpanEvent;
 use crate::http::trace_context::{SpanId, TraceId};
 
 /// `Span.SpanKind`.
@@ -49,8 +50,8 @@ pub struct SpanOut<'a> {
     pub end_ns: u64,
     /// Attributes, by OpenTelemetry's semantic conventions.
     pub attributes: &'a [(&'static str, Value<'a>)],
-    /// Events: (time, name, attributes).
-    pub events: &'a [(u64, &'static str, &'a [(&'static str, Value<'a>)])],
+    /// Events, each with its `error.type`.
+    pub events: &'a [SpanEvent],
     /// Whether the span's status is an error.
     pub error: bool,
 }
@@ -157,13 +158,12 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
         for (k, v) in span.attributes {
             key_value(out, field::SPAN_ATTRIBUTES, k, *v);
         }
-        for (at, name, attributes) in span.events {
+        for e in span.events {
             nested(out, field::SPAN_EVENTS, |out| {
-                fixed64(out, field::EVENT_TIME, *at);
-                bytes_field(out, field::EVENT_NAME, name.as_bytes());
-                for (k, v) in attributes.iter() {
-                    key_value(out, field::EVENT_ATTRIBUTES, k, *v);
-                }
+                fixed64(out, field::EVENT_TIME, e.at_ns);
+                bytes_field(out, field::EVENT_NAME, e.name.as_bytes());
+                let error = Value::Str(e.error.as_bytes());
+                key_value(out, field::EVENT_ATTRIBUTES, "error.type", error);
             });
         }
         if span.error {
@@ -217,10 +217,11 @@ fn scope_len() -> usize {
     1 + encoded_len_varint(body as u64) + body
 }
 
-#[cfg(test)]
-pub(crate) mod decoded {
-    //! The OTLP messages as `prost` derives them, to read back what the
-    //! encoder wrote (tests, and the receiver of the integration tests).
+pub mod decoded {
+    //! The OTLP messages as `prost` derives them (the fields Pier writes), to
+    //! read exported spans back: the encoder's tests and the integration
+    //! tests' collector decode with an implementation that is not the
+    //! encoder's.
     #![allow(missing_docs)]
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -354,7 +355,11 @@ mod tests {
                     ("user_agent.original", Value::Str(b"bad \xff")),
                     ("http.response.status_code", Value::Int(502)),
                 ],
-                events: &[(2_000, "retry", &[("error.type", Value::Str(b"reset"))])],
+                events: &[SpanEvent {
+                    at_ns: 2_000,
+                    name: "retry",
+                    error: "reset",
+                }],
                 error: true,
             },
         );

@@ -1,0 +1,330 @@
+//! OpenTelemetry traces against a collector written here (tests/common/otlp.rs
+//! decodes the OTLP protobuf Pier sends): spans, their attributes and
+//! parents, retries, sampling, trust of incoming context, and the access log.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::otlp::{attr, hex, Collector};
+use common::upstream::{ok, Upstream};
+use common::{get, Pier};
+use pier::observe::trace::otlp::decoded::Span;
+
+const SERVER: i32 = 2;
+const CLIENT: i32 = 3;
+const STATUS_ERROR: i32 = 2;
+
+fn config(collector: &Collector, servers: &[SocketAddr], trace_extra: &str) -> String {
+    let servers = servers
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[access_log]
+path = "{{dir}}/access.log"
+format = "json"
+flush_interval = "50ms"
+[trace]
+endpoint = "http://{}/v1/traces"
+service_name = "edge-test"
+flush_interval = "50ms"
+{trace_extra}
+[[upstream]]
+name = "app"
+servers = [{servers}]
+retries = 1
+max_fails = 0
+[[route]]
+path = "/api/"
+handler = "proxy"
+upstream = "app"
+"#,
+        collector.addr
+    )
+}
+
+/// An upstream that answers 200 and keeps what it saw.
+fn echo() -> Upstream {
+    Upstream::start(|_| ok("up"))
+}
+
+fn request(path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: trace-test/1\r\n{extra}Connection: close\r\n\r\n")
+}
+
+/// The trace id and parent span id of the `traceparent` the upstream got.
+fn upstream_parent(up: &Upstream, nth: usize) -> (String, String) {
+    let reqs = up.requests();
+    let tp = reqs[nth]
+        .header("traceparent")
+        .expect("a traceparent upstream");
+    assert_eq!(reqs[nth].count("traceparent"), 1);
+    let parts: Vec<&str> = tp.split('-').collect();
+    assert_eq!((parts.len(), parts[0]), (4, "00"), "{tp}");
+    (parts[1].to_string(), parts[2].to_string())
+}
+
+fn of_trace<'a>(spans: &'a [Span], trace: &str) -> Vec<&'a Span> {
+    spans.iter().filter(|s| hex(&s.trace_id) == trace).collect()
+}
+
+#[test]
+fn a_proxied_request_gives_a_server_span_and_a_client_span_parent_of_the_upstream() {
+    let collector = Collector::start();
+    let up = echo();
+    let pier = Pier::with_config(&config(&collector, &[up.addr], ""), &[]);
+    // Not trusted: the client's context is neither honoured nor forwarded.
+    let theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+    let resp = get(
+        pier.addr(),
+        &request(
+            &format!("/api/items?x=1"),
+            &format!("traceparent: {theirs}\r\ntracestate: a=b\r\n"),
+        ),
+    );
+    assert_eq!(resp.status, 200);
+    let (trace, parent) = upstream_parent(&up, 0);
+    assert_ne!(trace, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(up.requests()[0].header("tracestate"), None);
+    let spans = collector.wait_for(|s| of_trace(s, &trace).len() >= 2);
+    let spans = of_trace(&spans, &trace);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let server = spans
+        .iter()
+        .find(|s| s.kind == SERVER)
+        .expect("a server span");
+    let client = spans
+        .iter()
+        .find(|s| s.kind == CLIENT)
+        .expect("a client span");
+    // The upstream's parent is Pier's client span, whose parent is the server span.
+    assert_eq!(hex(&client.span_id), parent);
+    assert_eq!(client.parent_span_id, server.span_id);
+    assert!(
+        server.parent_span_id.is_empty(),
+        "an untrusted parent was taken"
+    );
+    assert_eq!(server.name, "GET /api/");
+    assert_eq!(attr(server, "http.request.method").as_deref(), Some("GET"));
+    assert_eq!(attr(server, "url.path").as_deref(), Some("/api/items"));
+    assert_eq!(attr(server, "http.route").as_deref(), Some("/api/"));
+    assert_eq!(
+        attr(server, "http.response.status_code").as_deref(),
+        Some("200")
+    );
+    assert_eq!(
+        attr(server, "server.address").as_deref(),
+        Some("shop.example")
+    );
+    assert_eq!(attr(server, "client.address").as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        attr(server, "network.protocol.version").as_deref(),
+        Some("1.1")
+    );
+    assert_eq!(
+        attr(server, "user_agent.original").as_deref(),
+        Some("trace-test/1")
+    );
+    assert!(server.status.is_none());
+    assert_eq!(attr(client, "server.address").as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        attr(client, "server.port"),
+        Some(up.addr.port().to_string())
+    );
+    assert_eq!(
+        attr(client, "http.response.status_code").as_deref(),
+        Some("200")
+    );
+    assert!(client.start_time_unix_nano >= server.start_time_unix_nano);
+    assert!(client.end_time_unix_nano <= server.end_time_unix_nano);
+    assert_eq!(collector.services(), ["edge-test"]);
+    // The access log names the same trace and server span.
+    let log = pier.dir.path().join("access.log");
+    let line = common::websocket::wait_for_line(&log, |l| l.contains(&trace));
+    assert!(line, "no access-log line names trace {trace}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(v["trace_id"], trace.as_str());
+    assert_eq!(v["span_id"], hex(&server.span_id).as_str());
+}
+
+#[test]
+fn each_attempt_is_a_client_span_and_a_failed_upstream_is_an_error() {
+    let collector = Collector::start();
+    let dead = common::refused_addr();
+    let up = echo();
+    let pier = Pier::with_config(&config(&collector, &[dead, up.addr], ""), &[]);
+    // Round robin over the two servers: one of two requests meets the dead
+    // one first and is retried on the other.
+    for _ in 0..2 {
+        assert_eq!(get(pier.addr(), &request("/api/r", "")).status, 200);
+    }
+    let traces: Vec<(String, String)> = (0..2).map(|i| upstream_parent(&up, i)).collect();
+    let spans = collector.wait_for(|s| s.len() >= 5);
+    let mut clients_per_trace = Vec::new();
+    for (trace, parent) in &traces {
+        let t = of_trace(&spans, trace);
+        let clients: Vec<&&Span> = t.iter().filter(|s| s.kind == CLIENT).collect();
+        // The span the upstream names is the attempt that reached it: the last.
+        assert_eq!(hex(&clients.last().unwrap().span_id), *parent);
+        clients_per_trace.push(clients.len());
+        if clients.len() == 2 {
+            let (failed, retried) = (clients[0], clients[1]);
+            assert_eq!(attr(failed, "error.type").as_deref(), Some("connect"));
+            assert_eq!(failed.status.as_ref().map(|s| s.code), Some(STATUS_ERROR));
+            assert_eq!(attr(failed, "server.port"), Some(dead.port().to_string()));
+            assert_eq!(
+                attr(retried, "http.request.resend_count").as_deref(),
+                Some("1")
+            );
+            let server = t.iter().find(|s| s.kind == SERVER).unwrap();
+            assert_eq!(server.events.len(), 1, "{:?}", server.events);
+            assert_eq!(server.events[0].name, "retry");
+        }
+    }
+    clients_per_trace.sort();
+    assert_eq!(clients_per_trace, [1, 2]);
+
+    // No server answers: 502, an error span.
+    drop(up);
+    let pier2 = Pier::with_config(&config(&collector, &[dead], ""), &[]);
+    assert_eq!(get(pier2.addr(), &request("/api/gone", "")).status, 502);
+    let spans = collector.wait_for(|s| {
+        s.iter()
+            .any(|s| attr(s, "url.path").as_deref() == Some("/api/gone"))
+    });
+    let server = spans
+        .iter()
+        .find(|s| attr(s, "url.path").as_deref() == Some("/api/gone"))
+        .expect("the 502's server span");
+    assert_eq!(
+        attr(server, "http.response.status_code").as_deref(),
+        Some("502")
+    );
+    assert_eq!(attr(server, "error.type").as_deref(), Some("502"));
+    assert_eq!(server.status.as_ref().map(|s| s.code), Some(STATUS_ERROR));
+    drop(pier);
+}
+
+#[test]
+fn sampled_out_requests_are_not_exported_unless_kept_as_errors() {
+    let collector = Collector::start();
+    let dead = common::refused_addr();
+    let up = echo();
+    let text = config(&collector, &[up.addr], "sample = 0.0\nkeep_errors = true")
+        .replace("[[route]]", &format!("[[upstream]]\nname = \"dead\"\nservers = [\"{dead}\"]\nretries = 0\n[[route]]\npath = \"/dead/\"\nhandler = \"proxy\"\nupstream = \"dead\"\n[[route]]"));
+    let pier = Pier::with_config(&text, &[]);
+    assert_eq!(get(pier.addr(), &request("/api/quiet", "")).status, 200);
+    let (trace, _) = upstream_parent(&up, 0);
+    // Sampled out: the upstream is told so.
+    assert!(up.requests()[0]
+        .header("traceparent")
+        .unwrap()
+        .ends_with("-00"));
+    // A 5xx answer is kept though not sampled; it comes after the 200, so
+    // once it is in, the 200 would have been too.
+    assert_eq!(get(pier.addr(), &request("/dead/x", "")).status, 502);
+    let spans = collector.wait_for(|s| {
+        s.iter()
+            .any(|s| attr(s, "url.path").as_deref() == Some("/dead/x"))
+    });
+    assert!(spans
+        .iter()
+        .any(|s| s.kind == CLIENT && attr(s, "error.type").as_deref() == Some("connect")));
+    assert!(
+        of_trace(&spans, &trace).is_empty(),
+        "a sampled-out request was exported"
+    );
+}
+
+#[test]
+fn a_trusted_parent_is_continued_and_its_sampling_followed() {
+    let collector = Collector::start();
+    let up = echo();
+    let pier = Pier::with_config(
+        &config(&collector, &[up.addr], "trust_incoming = true"),
+        &[],
+    );
+    let caller = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let resp = get(
+        pier.addr(),
+        &request("/api/t", &format!("traceparent: 00-{caller}-00f067aa0ba902b7-01\r\ntracestate: rojo=00f067aa0ba902b7\r\n")),
+    );
+    assert_eq!(resp.status, 200);
+    let (trace, parent) = upstream_parent(&up, 0);
+    assert_eq!(trace, caller);
+    assert_ne!(parent, "00f067aa0ba902b7");
+    assert_eq!(
+        up.requests()[0].header("tracestate"),
+        Some("rojo=00f067aa0ba902b7")
+    );
+    let spans = collector.wait_for(|s| of_trace(s, caller).len() >= 2);
+    let server = spans.iter().find(|s| s.kind == SERVER).unwrap();
+    assert_eq!(hex(&server.parent_span_id), "00f067aa0ba902b7");
+    assert_eq!(server.trace_state, "rojo=00f067aa0ba902b7");
+
+    // The caller did not sample: neither does Pier (sample = 1 is for new traces).
+    let unsampled = "5bf92f3577b34da6a3ce929d0e0e4736";
+    get(
+        pier.addr(),
+        &request(
+            "/api/u",
+            &format!("traceparent: 00-{unsampled}-00f067aa0ba902b7-00\r\n"),
+        ),
+    );
+    assert_eq!(upstream_parent(&up, 1).0, unsampled);
+    // A malformed one (uppercase hex) starts a new trace.
+    get(
+        pier.addr(),
+        &request(
+            "/api/m",
+            "traceparent: 00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01\r\n",
+        ),
+    );
+    let (fresh, _) = upstream_parent(&up, 2);
+    assert_ne!(fresh.to_uppercase(), "4BF92F3577B34DA6A3CE929D0E0E4736");
+    let spans = collector.wait_for(|s| !of_trace(s, &fresh).is_empty());
+    assert!(!of_trace(&spans, &fresh).is_empty());
+    assert!(
+        of_trace(&spans, unsampled).is_empty(),
+        "an unsampled trace was exported"
+    );
+}
+
+#[test]
+fn metrics_show_dropped_spans_and_a_dead_collector_fails_no_request() {
+    let collector = Collector::start();
+    let up = echo();
+    let dead = common::refused_addr();
+    // The exporter wakes only at shutdown: the queue of one is full after
+    // the first request.
+    let text = config(&collector, &[up.addr], "queue = 1")
+        .replace(&collector.addr.to_string(), &dead.to_string())
+        .replace(
+            "service_name = \"edge-test\"\nflush_interval = \"50ms\"",
+            "flush_interval = \"1h\"",
+        )
+        .replace("[server]", "[admin]\nlisten = \"127.0.0.1:0\"\n[server]");
+    let pier = Pier::with_config(&text, &[]);
+    for _ in 0..20 {
+        assert_eq!(get(pier.addr(), &request("/api/x", "")).status, 200);
+    }
+    let metrics = get(
+        pier.admin.unwrap(),
+        "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&metrics.body).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("pier_trace_spans_dropped_total"))
+        .expect("the dropped-spans counter");
+    let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(n, 19 * 2, "{line}");
+}
