@@ -328,3 +328,113 @@ fn metrics_show_dropped_spans_and_a_dead_collector_fails_no_request() {
     let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert_eq!(n, 19 * 2, "{line}");
 }
+
+#[test]
+fn each_http2_stream_is_a_server_span() {
+    let Some(nghttp) = common::which("nghttp") else {
+        eprintln!("skipped: nghttp is not installed");
+        return;
+    };
+    let collector = Collector::start();
+    let up = echo();
+    let text = config(&collector, &[up.addr], "").replace(
+        "listen = \"127.0.0.1:0\"\n",
+        "listen = \"127.0.0.1:0\"\nhttp2 = true\n",
+    );
+    let pier = Pier::with_config(&text, &[]);
+    let base = format!("http://{}", pier.addr());
+    let out = std::process::Command::new(nghttp)
+        .args(["-n", &format!("{base}/api/one"), &format!("{base}/api/two")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let servers = |s: &[Span]| -> Vec<Span> {
+        s.iter()
+            .filter(|s| {
+                s.kind == SERVER && attr(s, "network.protocol.version").as_deref() == Some("2")
+            })
+            .cloned()
+            .collect()
+    };
+    let spans = collector.wait_for(|s| servers(s).len() >= 2 && s.len() >= 4);
+    let mut paths: Vec<String> = servers(&spans)
+        .iter()
+        .filter_map(|s| attr(s, "url.path"))
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/api/one", "/api/two"], "{spans:?}");
+    // Two streams, two traces, each with its client span.
+    let traces: std::collections::BTreeSet<String> =
+        spans.iter().map(|s| hex(&s.trace_id)).collect();
+    assert_eq!(traces.len(), 2);
+    for i in 0..2 {
+        let (trace, parent) = upstream_parent(&up, i);
+        assert!(of_trace(&spans, &trace)
+            .iter()
+            .any(|s| s.kind == CLIENT && hex(&s.span_id) == parent));
+    }
+}
+
+#[test]
+fn trace_settings_are_checked_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pier.toml");
+    for (body, line, key, says) in [
+        (
+            "endpoint = \"https://collector:4318/v1/traces\"",
+            2,
+            "trace.endpoint",
+            "https",
+        ),
+        (
+            "endpoint = \"collector:4318\"",
+            2,
+            "trace.endpoint",
+            "http://",
+        ),
+        (
+            "endpoint = \"http://:4318/v1/traces\"",
+            2,
+            "trace.endpoint",
+            "not an http://host:port/path URL",
+        ),
+        (
+            "endpoint = \"http://c/v1/traces\"\nsample = 1.5",
+            3,
+            "trace.sample",
+            "between 0 and 1",
+        ),
+        (
+            "endpoint = \"http://c/v1/traces\"\nqueue = 0",
+            3,
+            "trace.queue",
+            "out of range",
+        ),
+        (
+            "endpoint = \"http://c/v1/traces\"\nservice_name = \" \"",
+            3,
+            "trace.service_name",
+            "empty",
+        ),
+        (
+            "endpoint = \"http://c/v1/traces\"\nflush_interval = \"0s\"",
+            3,
+            "trace.flush_interval",
+            "above zero",
+        ),
+    ] {
+        let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
+        std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
+        let err = common::assert_config_error(&path, line, key);
+        assert!(err.contains(says), "{err}");
+    }
+    // A missing endpoint is named too.
+    std::fs::write(&path, "[trace]\nsample = 0.5\n").unwrap();
+    let (code, err) = common::check_config(&path);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("endpoint"), "{err}");
+}
