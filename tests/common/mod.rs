@@ -6,6 +6,7 @@ pub mod bench_run;
 pub mod cache;
 pub mod chromium;
 pub mod h2raw;
+pub mod jaeger;
 pub mod otlp;
 pub mod pebble;
 pub mod python_peer;
