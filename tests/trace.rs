@@ -6,7 +6,10 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::otlp::{attr, hex, Collector};
+use common::otlp::{
+    attr, hex, traced_proxy_config, traced_request as request,
+    upstream_traceparent as upstream_parent, with_dead_route, Collector,
+};
 use common::upstream::{ok, Upstream};
 use common::{get, Pier};
 use pier::observe::trace::otlp::decoded::Span;
@@ -16,59 +19,13 @@ const CLIENT: i32 = 3;
 const STATUS_ERROR: i32 = 2;
 
 fn config(collector: &Collector, servers: &[SocketAddr], trace_extra: &str) -> String {
-    let servers = servers
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[access_log]
-path = "{{dir}}/access.log"
-format = "json"
-flush_interval = "50ms"
-[trace]
-endpoint = "http://{}/v1/traces"
-service_name = "edge-test"
-flush_interval = "50ms"
-{trace_extra}
-[[upstream]]
-name = "app"
-servers = [{servers}]
-retries = 1
-max_fails = 0
-[[route]]
-path = "/api/"
-handler = "proxy"
-upstream = "app"
-"#,
-        collector.addr
-    )
+    let endpoint = format!("http://{}/v1/traces", collector.addr);
+    traced_proxy_config(&endpoint, servers, trace_extra)
 }
 
 /// An upstream that answers 200 and keeps what it saw.
 fn echo() -> Upstream {
     Upstream::start(|_| ok("up"))
-}
-
-fn request(path: &str, extra: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: trace-test/1\r\n{extra}Connection: close\r\n\r\n")
-}
-
-/// The trace id and parent span id of the `traceparent` the upstream got.
-fn upstream_parent(up: &Upstream, nth: usize) -> (String, String) {
-    let reqs = up.requests();
-    let tp = reqs[nth]
-        .header("traceparent")
-        .expect("a traceparent upstream");
-    assert_eq!(reqs[nth].count("traceparent"), 1);
-    let parts: Vec<&str> = tp.split('-').collect();
-    assert_eq!((parts.len(), parts[0]), (4, "00"), "{tp}");
-    (parts[1].to_string(), parts[2].to_string())
 }
 
 fn of_trace<'a>(spans: &'a [Span], trace: &str) -> Vec<&'a Span> {
@@ -85,7 +42,7 @@ fn a_proxied_request_gives_a_server_span_and_a_client_span_parent_of_the_upstrea
     let resp = get(
         pier.addr(),
         &request(
-            &format!("/api/items?x=1"),
+            "/api/items?x=1",
             &format!("traceparent: {theirs}\r\ntracestate: a=b\r\n"),
         ),
     );
@@ -218,8 +175,10 @@ fn sampled_out_requests_are_not_exported_unless_kept_as_errors() {
     let collector = Collector::start();
     let dead = common::refused_addr();
     let up = echo();
-    let text = config(&collector, &[up.addr], "sample = 0.0\nkeep_errors = true")
-        .replace("[[route]]", &format!("[[upstream]]\nname = \"dead\"\nservers = [\"{dead}\"]\nretries = 0\n[[route]]\npath = \"/dead/\"\nhandler = \"proxy\"\nupstream = \"dead\"\n[[route]]"));
+    let text = with_dead_route(
+        &config(&collector, &[up.addr], "sample = 0.0\nkeep_errors = true"),
+        dead,
+    );
     let pier = Pier::with_config(&text, &[]);
     assert_eq!(get(pier.addr(), &request("/api/quiet", "")).status, 200);
     let (trace, _) = upstream_parent(&up, 0);

@@ -8,57 +8,16 @@ mod common;
 use std::net::SocketAddr;
 
 use common::jaeger::{parents, tag, Jaeger};
+use common::otlp::{
+    traced_proxy_config, traced_request as request, upstream_traceparent as upstream_parent,
+    with_dead_route,
+};
 use common::upstream::{ok, Upstream};
 use common::{get, Pier};
 use serde_json::Value;
 
 fn config(jaeger: &Jaeger, servers: &[SocketAddr], trace_extra: &str) -> String {
-    let servers = servers
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-[access_log]
-path = "{{dir}}/access.log"
-format = "json"
-flush_interval = "50ms"
-[trace]
-endpoint = "{}"
-service_name = "pier-jaeger-test"
-flush_interval = "100ms"
-{trace_extra}
-[[upstream]]
-name = "app"
-servers = [{servers}]
-retries = 1
-max_fails = 0
-[[route]]
-path = "/api/"
-handler = "proxy"
-upstream = "app"
-"#,
-        jaeger.otlp
-    )
-}
-
-fn request(path: &str, extra: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: jaeger-test/1\r\n{extra}Connection: close\r\n\r\n")
-}
-
-/// (trace id, parent span id) of the `traceparent` the upstream's `nth` request had.
-fn upstream_parent(up: &Upstream, nth: usize) -> (String, String) {
-    let tp = up.requests()[nth]
-        .header("traceparent")
-        .expect("a traceparent")
-        .to_string();
-    let parts: Vec<&str> = tp.split('-').collect();
-    (parts[1].to_string(), parts[2].to_string())
+    traced_proxy_config(&jaeger.otlp, servers, trace_extra)
 }
 
 fn kind(span: &Value) -> String {
@@ -119,7 +78,7 @@ fn jaeger_shows_the_server_span_and_one_client_span_per_attempt() {
             ("server.address", "shop.example".into()),
             ("client.address", "127.0.0.1".into()),
             ("network.protocol.version", "1.1".into()),
-            ("user_agent.original", "jaeger-test/1".into()),
+            ("user_agent.original", "trace-test/1".into()),
         ] {
             if key == "url.path" {
                 assert!(tag(server, key).unwrap().starts_with("/api/items/"));
@@ -169,9 +128,9 @@ fn jaeger_gets_a_502_as_an_error_and_no_sampled_out_request() {
     };
     let dead = common::refused_addr();
     let up = Upstream::start(|_| ok("up"));
-    let text = config(&jaeger, &[up.addr], "sample = 0.0\nkeep_errors = true").replace(
-        "[[route]]",
-        &format!("[[upstream]]\nname = \"dead\"\nservers = [\"{dead}\"]\nretries = 0\n[[route]]\npath = \"/dead/\"\nhandler = \"proxy\"\nupstream = \"dead\"\n[[route]]"),
+    let text = with_dead_route(
+        &config(&jaeger, &[up.addr], "sample = 0.0\nkeep_errors = true"),
+        dead,
     );
     let pier = Pier::with_config(&text, &[]);
     assert_eq!(get(pier.addr(), &request("/api/quiet", "")).status, 200);

@@ -120,3 +120,66 @@ pub fn attr(span: &Span, key: &str) -> Option<String> {
 pub fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// One worker proxying `/api/` to `servers` (one retry, never marked down),
+/// a JSON access log in `{dir}/access.log`, and `[trace]` exporting to
+/// `endpoint` every 50 ms with `trace_extra` added.
+pub fn traced_proxy_config(endpoint: &str, servers: &[SocketAddr], trace_extra: &str) -> String {
+    let servers = servers
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+[access_log]
+path = "{{dir}}/access.log"
+format = "json"
+flush_interval = "50ms"
+[trace]
+endpoint = "{endpoint}"
+service_name = "edge-test"
+flush_interval = "50ms"
+{trace_extra}
+[[upstream]]
+name = "app"
+servers = [{servers}]
+retries = 1
+max_fails = 0
+[[route]]
+path = "/api/"
+handler = "proxy"
+upstream = "app"
+"#
+    )
+}
+
+/// `config` with a second group of `dead` only, routed at `/dead/`.
+pub fn with_dead_route(config: &str, dead: SocketAddr) -> String {
+    config.replace(
+        "[[route]]",
+        &format!("[[upstream]]\nname = \"dead\"\nservers = [\"{dead}\"]\nretries = 0\n[[route]]\npath = \"/dead/\"\nhandler = \"proxy\"\nupstream = \"dead\"\n[[route]]"),
+    )
+}
+
+/// A GET of `path` with a host and user agent, `extra` field lines, then close.
+pub fn traced_request(path: &str, extra: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: trace-test/1\r\n{extra}Connection: close\r\n\r\n")
+}
+
+/// The trace id and parent span id of the `traceparent` the upstream's
+/// `nth` request had (exactly one, version 00).
+pub fn upstream_traceparent(up: &super::upstream::Upstream, nth: usize) -> (String, String) {
+    let reqs = up.requests();
+    let tp = reqs[nth]
+        .header("traceparent")
+        .expect("a traceparent upstream");
+    assert_eq!(reqs[nth].count("traceparent"), 1);
+    let parts: Vec<&str> = tp.split('-').collect();
+    assert_eq!((parts.len(), parts[0]), (4, "00"), "{tp}");
+    (parts[1].to_string(), parts[2].to_string())
+}

@@ -16,7 +16,7 @@ use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
-use crate::observe::trace::error_type;
+use crate::observe::upstream_counters::UpstreamFailure;
 use crate::upstream::connect::InFlight;
 use crate::upstream::request_head::RequestHeadSink;
 use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
@@ -308,4 +308,10 @@ fn note_retry(session: &dyn Session<'_>, traced: bool, error: &'static str) {
     if traced {
         session.trace().note_retry(error);
     }
+}
+
+/// The error type a client span and a retry event carry for `e`: the cause
+/// the upstream counters use (`connect`, `timeout`, `reset`, ...).
+fn error_type(e: &ProxyError, connecting: bool) -> &'static str {
+    UpstreamFailure::of(e, connecting).label()
 }

@@ -16,8 +16,6 @@ use std::time::Duration;
 use crate::http::request_trace::{ClientSpan, Recording, RequestTrace, TracePolicy};
 use crate::http::RequestView;
 use crate::observe::metrics::WorkerStats;
-use crate::observe::upstream_counters::UpstreamFailure;
-use crate::upstream::ProxyError;
 use export::TraceShared;
 use otlp::{encode_span, SpanKind, SpanOut, Value};
 
@@ -52,11 +50,6 @@ impl TraceConfig {
             flush_interval: Duration::from_secs(1),
         }
     }
-}
-
-/// The error type a client span and a retry event carry for `e`.
-pub fn error_type(e: &ProxyError, connecting: bool) -> &'static str {
-    UpstreamFailure::of(e, connecting).label()
 }
 
 /// What the service step knows of an answered request, for its server span.
