@@ -397,3 +397,74 @@ fn trace_settings_are_checked_with_file_line_and_key() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("endpoint"), "{err}");
 }
+
+#[test]
+fn cached_answers_carry_their_outcome_and_a_hit_asks_no_upstream() {
+    let collector = Collector::start();
+    let origin = Upstream::start(|_| {
+        common::upstream::Reply::Http(
+            200,
+            vec![("Cache-Control".into(), "max-age=60".into())],
+            b"stored".to_vec(),
+        )
+    });
+    let text = format!(
+        "{}\n[trace]\nendpoint = \"http://{}/v1/traces\"\nflush_interval = \"50ms\"\n",
+        common::cache::cached_proxy_config(origin.addr, 1, ""),
+        collector.addr
+    );
+    let pier = Pier::with_config(&text, &[]);
+    for _ in 0..2 {
+        assert_eq!(get(pier.addr(), &request("/obj", "")).status, 200);
+    }
+    assert_eq!(origin.requests().len(), 1);
+    let servers =
+        |s: &[Span]| -> Vec<Span> { s.iter().filter(|s| s.kind == SERVER).cloned().collect() };
+    let spans = collector.wait_for(|s| servers(s).len() >= 2);
+    let outcomes: Vec<Option<String>> = servers(&spans)
+        .iter()
+        .map(|s| attr(s, "pier.cache.outcome"))
+        .collect();
+    assert_eq!(outcomes, [Some("miss".into()), Some("hit".into())]);
+    let hit = &servers(&spans)[1];
+    assert!(!spans
+        .iter()
+        .any(|s| s.kind == CLIENT && s.parent_span_id == hit.span_id));
+}
+
+#[test]
+fn a_reload_moves_export_to_the_new_endpoint_and_shutdown_sends_what_is_queued() {
+    let (first, second) = (Collector::start(), Collector::start());
+    let up = echo();
+    // The exporters send only when stopped.
+    let text = |c: &Collector| {
+        config(c, &[up.addr], "").replace(
+            "service_name = \"edge-test\"\nflush_interval = \"50ms\"",
+            "flush_interval = \"1h\"",
+        )
+    };
+    let mut pier = Pier::with_config(&text(&first), &[]);
+    assert_eq!(get(pier.addr(), &request("/api/before", "")).status, 200);
+    let dir = pier.dir.path().to_str().unwrap().to_string();
+    std::fs::write(
+        pier.dir.path().join("pier.toml"),
+        text(&second).replace("{dir}", &dir),
+    )
+    .unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", std::time::Duration::from_secs(10))
+        .expect("reload logged");
+    assert_eq!(get(pier.addr(), &request("/api/after", "")).status, 200);
+    assert!(first.spans().is_empty() && second.spans().is_empty());
+    pier.signal(rustix::process::Signal::TERM);
+    assert_eq!(pier.wait_exit(std::time::Duration::from_secs(15)), Some(0));
+    let path_of = |c: &Collector| -> Vec<String> {
+        c.spans()
+            .iter()
+            .filter(|s| s.kind == SERVER)
+            .filter_map(|s| attr(s, "url.path"))
+            .collect()
+    };
+    assert_eq!(path_of(&first), ["/api/before"]);
+    assert_eq!(path_of(&second), ["/api/after"]);
+}
