@@ -229,6 +229,24 @@ fn a_trusted_parent_is_continued_and_its_sampling_followed() {
     assert_eq!(hex(&server.parent_span_id), "00f067aa0ba902b7");
     assert_eq!(server.trace_state, "rojo=00f067aa0ba902b7");
 
+    // Trusted networks: loopback is one, so the caller is believed; a
+    // listed network that is not the caller's is not.
+    for (trust, continued) in [
+        ("[\"127.0.0.0/8\"]", true),
+        ("[\"10.0.0.0/8\", \"::1\"]", false),
+    ] {
+        let up2 = echo();
+        let text = config(
+            &collector,
+            &[up2.addr],
+            &format!("trust_incoming = {trust}"),
+        );
+        let pier2 = Pier::with_config(&text, &[]);
+        let tp = format!("traceparent: 00-{caller}-00f067aa0ba902b7-01\r\n");
+        assert_eq!(get(pier2.addr(), &request("/api/n", &tp)).status, 200);
+        assert_eq!(upstream_parent(&up2, 0).0 == caller, continued, "{trust}");
+    }
+
     // The caller did not sample: neither does Pier (sample = 1 is for new traces).
     let unsampled = "5bf92f3577b34da6a3ce929d0e0e4736";
     get(
@@ -388,6 +406,32 @@ fn trace_settings_are_checked_with_file_line_and_key() {
     ] {
         let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
         std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
+        let err = common::assert_config_error(&path, line, key);
+        assert!(err.contains(says), "{err}");
+    }
+    for (body, line, key, says) in [
+        (
+            "trust_incoming = [\"10.0.0.0/8\", \"all\"]",
+            3,
+            "trace.trust_incoming[2]",
+            "trust_incoming = true",
+        ),
+        (
+            "trust_incoming = [\"10.0.0.0/33\"]",
+            3,
+            "trace.trust_incoming[1]",
+            "",
+        ),
+        (
+            "trust_incoming = \"yes\"",
+            3,
+            "trace.trust_incoming",
+            "true, false or a list of addresses",
+        ),
+    ] {
+        let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
+        let text = format!("[trace]\nendpoint = \"http://c/v1/traces\"\n{body}\n{listener}\n");
+        std::fs::write(&path, text).unwrap();
         let err = common::assert_config_error(&path, line, key);
         assert!(err.contains(says), "{err}");
     }

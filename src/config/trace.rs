@@ -8,7 +8,8 @@ use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
 use super::value::{duration, int, RawDuration};
-use crate::http::request_trace::TracePolicy;
+use crate::filter::access::address::parse_address_entry;
+use crate::http::request_trace::{TracePolicy, TrustIncoming};
 use crate::observe::trace::TraceConfig;
 
 /// `[trace]` as written.
@@ -23,12 +24,51 @@ pub struct RawTrace {
     pub sample: Option<Spanned<f64>>,
     /// Export requests answered 5xx even when not sampled (default false).
     pub keep_errors: Option<bool>,
-    /// Take `traceparent` and `tracestate` from requests (default false).
-    pub trust_incoming: Option<bool>,
+    /// Take `traceparent` and `tracestate` from requests: `true`, `false`
+    /// (the default), or the networks whose connections are trusted.
+    pub trust_incoming: Option<Spanned<RawTrust>>,
     /// Requests whose spans may wait for the exporter (default 4096).
     pub queue: Option<Spanned<i64>>,
     /// How often queued spans are sent (default 1s).
     pub flush_interval: Option<Spanned<RawDuration>>,
+}
+
+/// `trust_incoming` as written.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawTrust {
+    /// Everyone or nobody.
+    All(bool),
+    /// Addresses and CIDR networks (plain strings: an untagged enum keeps no
+    /// spans inside, so errors point at the key).
+    From(Vec<String>),
+}
+
+/// `trust_incoming`: a list names addresses or networks (`"all"` is `true`
+/// said another way, so it is refused for what it would hide).
+fn validate_trust(
+    loc: &Locator<'_>,
+    raw: Option<&Spanned<RawTrust>>,
+) -> Result<TrustIncoming, ConfigError> {
+    let span = raw.map_or(0..0, Spanned::span);
+    let nets = match raw.map(Spanned::get_ref) {
+        None | Some(RawTrust::All(false)) => return Ok(TrustIncoming::Nobody),
+        Some(RawTrust::All(true)) => return Ok(TrustIncoming::Everyone),
+        Some(RawTrust::From(list)) => list,
+    };
+    let mut out = Vec::with_capacity(nets.len());
+    for (i, entry) in nets.iter().enumerate() {
+        let key = format!("trace.trust_incoming[{}]", i + 1);
+        match parse_address_entry(entry) {
+            Ok(Some(net)) => out.push(net),
+            Ok(None) => {
+                let says = "write trust_incoming = true to trust every client";
+                return Err(loc.error(span, &key, says));
+            }
+            Err(m) => return Err(loc.error(span, &key, m)),
+        }
+    }
+    Ok(TrustIncoming::From(out.into_boxed_slice()))
 }
 
 /// `[trace]`: the endpoint must be an `http://` URL with a host; the ratio
@@ -97,7 +137,7 @@ pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, 
         policy: TracePolicy {
             sample,
             keep_errors: raw.keep_errors.unwrap_or(false),
-            trust_incoming: raw.trust_incoming.unwrap_or(false),
+            trust_incoming: validate_trust(loc, raw.trust_incoming.as_ref())?,
         },
         queue,
         flush_interval,

@@ -16,14 +16,38 @@ use super::trace_context::{
 };
 
 /// How requests are sampled and whose context is believed (`[trace]`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TracePolicy {
     /// Share of new traces sampled, 0 to 1 (a trusted parent's flag decides for its trace).
     pub sample: f64,
     /// Record every request and export those answered 5xx even when not sampled.
     pub keep_errors: bool,
-    /// Take `traceparent`/`tracestate` from requests; off, every request starts a trace.
-    pub trust_incoming: bool,
+    /// Whose `traceparent`/`tracestate` is taken; from anyone else a request
+    /// starts a trace.
+    pub trust_incoming: TrustIncoming,
+}
+
+/// Whose trace context a request may carry in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrustIncoming {
+    /// Nobody's: every request starts a trace (the default).
+    Nobody,
+    /// Every client's (Pier behind services that start traces).
+    Everyone,
+    /// Connections from these networks only (after the PROXY protocol): the
+    /// services and balancers in front of Pier, not the internet.
+    From(Box<[ipnet::IpNet]>),
+}
+
+impl TrustIncoming {
+    /// Whether a request from `peer` may carry its trace context in.
+    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+        match self {
+            TrustIncoming::Nobody => false,
+            TrustIncoming::Everyone => true,
+            TrustIncoming::From(nets) => nets.iter().any(|n| n.contains(&peer)),
+        }
+    }
 }
 
 /// An event on a span: when, what, and the error type it is about.
@@ -160,10 +184,11 @@ impl RequestTrace {
         r.trace_state.clear();
         r.clients.clear();
         r.events.clear();
-        let parent = policy
-            .trust_incoming
-            .then(|| single_traceparent(request))
-            .flatten();
+        let parent = if policy.trust_incoming.trusts(request.peer().ip()) {
+            single_traceparent(request)
+        } else {
+            None
+        };
         match parent {
             Some(p) => {
                 r.trace_id = p.trace_id;

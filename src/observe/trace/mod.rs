@@ -44,7 +44,7 @@ impl TraceConfig {
             policy: TracePolicy {
                 sample: 1.0,
                 keep_errors: false,
-                trust_incoming: false,
+                trust_incoming: crate::http::request_trace::TrustIncoming::Nobody,
             },
             queue: 16,
             flush_interval: Duration::from_secs(1),
