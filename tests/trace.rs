@@ -3,6 +3,8 @@
 //! parents, retries, sampling, trust of incoming context, and the access log.
 
 mod common;
+#[path = "common/h2_origin.rs"]
+mod h2_origin;
 
 use std::net::SocketAddr;
 
@@ -511,4 +513,32 @@ fn a_reload_moves_export_to_the_new_endpoint_and_shutdown_sends_what_is_queued()
     };
     assert_eq!(path_of(&first), ["/api/before"]);
     assert_eq!(path_of(&second), ["/api/after"]);
+}
+
+#[test]
+fn an_http2_upstream_gets_pier_s_traceparent_in_place_of_the_client_s() {
+    let collector = Collector::start();
+    let origin = h2_origin::H2Origin::start();
+    let text = config(&collector, &[origin.addr], "")
+        .replace("retries = 1\n", "retries = 1\nprotocol = \"h2\"\n");
+    let pier = Pier::with_config(&text, &[]);
+    let theirs = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let extra = format!("traceparent: {theirs}\r\ntracestate: a=b\r\n");
+    assert_eq!(get(pier.addr(), &request("/api/h2", &extra)).status, 200);
+    let (_, fields) = origin.requests().pop().expect("the origin got the request");
+    let sent: Vec<_> = fields.get_all("traceparent").iter().collect();
+    assert_eq!(sent.len(), 1);
+    let tp = sent[0].to_str().unwrap().to_string();
+    assert_ne!(tp, theirs);
+    assert!(fields.get("tracestate").is_none());
+    let trace = tp.split('-').nth(1).unwrap().to_string();
+    let spans = collector.wait_for(|s| of_trace(s, &trace).len() >= 2);
+    let client = of_trace(&spans, &trace)
+        .into_iter()
+        .find(|s| s.kind == CLIENT)
+        .cloned();
+    assert_eq!(
+        client.map(|c| hex(&c.span_id)),
+        tp.split('-').nth(2).map(str::to_string)
+    );
 }
