@@ -315,3 +315,116 @@ fn single_traceparent(request: &RequestView<'_>) -> Option<super::trace_context:
     }
     parse_traceparent(first.1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::parse::{parse_request, Limits, Parsed, RequestHead};
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn policy(trust: TrustIncoming, sample: f64) -> TracePolicy {
+        TracePolicy {
+            sample,
+            keep_errors: false,
+            trust_incoming: trust,
+        }
+    }
+
+    /// Begins `trace` for a request with `fields`, from `peer`.
+    fn begin(trace: &RequestTrace, policy: &TracePolicy, peer: &str, fields: &str) {
+        let text = format!("GET /p?q HTTP/1.1\r\nHost: h.example:8080\r\n{fields}\r\n");
+        let mut head = RequestHead::default();
+        let buf = text.as_bytes();
+        assert!(matches!(
+            parse_request(buf, &Limits::default(), &mut head),
+            Ok(Parsed::Complete)
+        ));
+        let view = RequestView::http1(&head, buf, peer.parse().unwrap(), None);
+        trace.begin(policy, &view, "1.1");
+    }
+
+    #[test]
+    fn trust_decides_whether_the_incoming_context_is_continued() {
+        let fields = format!("traceparent: {PARENT}\r\ntracestate: rojo=1\r\n");
+        let t = RequestTrace::default();
+        begin(
+            &t,
+            &policy(TrustIncoming::Everyone, 0.0),
+            "192.0.2.1:1",
+            &fields,
+        );
+        let r = t.recording();
+        assert_eq!(r.trace_id[..2], [0x4b, 0xf9]);
+        assert_eq!(
+            r.parent,
+            Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])
+        );
+        // The parent's flag decides, whatever the ratio.
+        assert!(r.sampled);
+        assert_eq!(&r.trace_state[..], b"rojo=1");
+        assert_eq!(&r.request.host[..], b"h.example");
+        assert_eq!(&r.request.path[..], b"/p");
+        drop(r);
+        let nets = TrustIncoming::From(vec!["10.0.0.0/8".parse().unwrap()].into_boxed_slice());
+        for (trust, peer) in [(TrustIncoming::Nobody, "10.1.2.3:1"), (nets, "192.0.2.1:1")] {
+            begin(&t, &policy(trust, 1.0), peer, &fields);
+            let r = t.recording();
+            assert_ne!(r.trace_id[..2], [0x4b, 0xf9]);
+            assert_eq!((r.parent, r.trace_state.is_empty()), (None, true));
+        }
+        // Two traceparent fields are none.
+        let twice = format!("traceparent: {PARENT}\r\ntraceparent: {PARENT}\r\n");
+        begin(
+            &t,
+            &policy(TrustIncoming::Everyone, 1.0),
+            "10.1.2.3:1",
+            &twice,
+        );
+        assert_eq!(t.recording().parent, None);
+    }
+
+    #[test]
+    fn each_attempt_is_a_span_named_in_its_traceparent() {
+        let t = RequestTrace::default();
+        assert_eq!(t.ids_hex(), None);
+        begin(&t, &policy(TrustIncoming::Nobody, 1.0), "192.0.2.1:1", "");
+        let first = t.start_attempt("127.0.0.1:81".parse().unwrap());
+        t.end_attempt(0, Some("timeout"), true);
+        t.note_retry("timeout");
+        let second = t.start_attempt("127.0.0.1:82".parse().unwrap());
+        t.end_attempt(200, None, false);
+        let r = t.recording();
+        assert_eq!(r.clients.len(), 2);
+        let (a, b) = (&r.clients[0], &r.clients[1]);
+        let mut hex = [0u8; 16];
+        hex_write(&a.span_id, &mut hex);
+        assert_eq!(&first[36..52], &hex);
+        assert!(first.ends_with(b"-01"));
+        hex_write(&b.span_id, &mut hex);
+        assert_eq!(&second[36..52], &hex);
+        assert_eq!((a.resend, b.resend), (0, 1));
+        assert_eq!(
+            (a.error, a.timeout.map(|e| e.name)),
+            (Some("timeout"), Some("timeout"))
+        );
+        assert_eq!((b.status, b.error), (200, None));
+        assert!(a.end_ns >= a.start_ns && b.start_ns >= a.end_ns);
+        assert_eq!(r.events.len(), 1);
+        drop(r);
+        let (trace, span) = t.ids_hex().unwrap();
+        assert_eq!(&first[3..35], &trace);
+        assert!(span.iter().all(u8::is_ascii_hexdigit));
+        t.reset();
+        assert_eq!(t.ids_hex(), None);
+    }
+
+    #[test]
+    fn a_request_neither_sampled_nor_kept_records_no_spans() {
+        let t = RequestTrace::default();
+        begin(&t, &policy(TrustIncoming::Nobody, 0.0), "192.0.2.1:1", "");
+        let parent = t.start_attempt("127.0.0.1:81".parse().unwrap());
+        assert!(parent.ends_with(b"-00"));
+        assert!(t.recording().clients.is_empty());
+    }
+}
