@@ -106,12 +106,13 @@ exporters:
             ),
         )
         .unwrap();
+        let log = dir.path().join("jaeger.log");
         let child = Command::new(bin)
             .arg("--config")
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(std::fs::File::create(dir.path().join("jaeger.log")).unwrap())
             .spawn()
             .expect("jaeger starts");
         let jaeger = Jaeger {
@@ -122,7 +123,12 @@ exporters:
         };
         let until = Instant::now() + Duration::from_secs(30);
         while jaeger.api("/api/services").is_none() {
-            assert!(Instant::now() < until, "jaeger's query API did not come up");
+            let log = || std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(
+                Instant::now() < until,
+                "jaeger's query API did not come up: {}",
+                log()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         // The OTLP receiver too.
@@ -138,11 +144,12 @@ exporters:
 
     /// GETs `path` of the query API; `None` unless it answered 200 with JSON.
     pub fn api(&self, path: &str) -> Option<Value> {
-        let mut s = std::net::TcpStream::connect(self.query).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let raw = format!("GET {path} HTTP/1.1\r\nHost: jaeger\r\nConnection: close\r\n\r\n");
-        std::io::Write::write_all(&mut s, raw.as_bytes()).ok()?;
-        let resp = super::Reader::new(s).response(false)?;
+        std::net::TcpStream::connect(self.query).ok()?;
+        // HTTP/1.0: the answer is not chunked (large ones are, to 1.1).
+        let resp = super::get(
+            self.query,
+            &format!("GET {path} HTTP/1.0\r\nHost: jaeger\r\n\r\n"),
+        );
         (resp.status == 200).then(|| serde_json::from_slice(&resp.body).ok())?
     }
 
