@@ -20,6 +20,7 @@ use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
 use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
 use crate::observe::status::StatusState;
+use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::worker::Generation;
@@ -201,6 +202,10 @@ struct ServerProcess {
     /// Access logs a reload replaced; their writers stop at exit, after the
     /// connections that still write to them.
     retired_logs: Vec<AccessLog>,
+    /// The trace exporter, when `[trace]` is on.
+    trace: Option<TraceExporter>,
+    /// Exporters a reload replaced; they send what they hold at exit.
+    retired_traces: Vec<TraceExporter>,
     /// The running generation's health checks; a reload replaces (and so
     /// stops) them.
     health_checks: crate::upstream::health::HealthChecks,
@@ -305,6 +310,12 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let trace = config
+        .trace
+        .clone()
+        .map(TraceExporter::start)
+        .transpose()
+        .context("cannot start the trace exporter")?;
 
     // Handlers go in before the workers start: SIGUSR1 and SIGHUP would otherwise
     // kill a server that logrotate or a reload reached during its start.
@@ -324,6 +335,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         let first = Generation {
             config: config.clone(),
             access_log: access_log.as_ref().map(AccessLog::shared),
+            trace: trace.as_ref().map(TraceExporter::shared),
             listeners,
             applied: None,
         };
@@ -373,6 +385,8 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         reloads,
         access_log,
         retired_logs: Vec::new(),
+        trace,
+        retired_traces: Vec::new(),
         health_checks,
         discovery,
         pid_file,
@@ -400,6 +414,14 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     }
     for log in server.retired_logs.drain(..) {
         log.finish();
+    }
+    for exporter in server
+        .trace
+        .take()
+        .into_iter()
+        .chain(server.retired_traces.drain(..))
+    {
+        exporter.finish();
     }
     if matches!(exit, Exit::Stop) {
         remove_pid_file(server.pid_file.as_deref());
@@ -551,6 +573,22 @@ impl ServerProcess {
                 }
             }
         };
+        let trace = if next.trace == old.trace {
+            self.trace.as_ref().map(TraceExporter::shared)
+        } else {
+            let started = match next.trace.clone().map(TraceExporter::start).transpose() {
+                Ok(t) => t,
+                Err(e) => {
+                    error!(error = %e, "configuration reload failed: cannot start the trace exporter; keeping the running configuration");
+                    return Err(format!("cannot start the trace exporter: {e}"));
+                }
+            };
+            let shared = started.as_ref().map(TraceExporter::shared);
+            if let Some(prev) = std::mem::replace(&mut self.trace, started) {
+                self.retired_traces.push(prev);
+            }
+            shared
+        };
         let next = Arc::new(next);
         self.registry
             .routes
@@ -629,6 +667,7 @@ impl ServerProcess {
             let g = Generation {
                 config: next.clone(),
                 access_log: access_log.clone(),
+                trace: trace.clone(),
                 listeners,
                 applied: Some(applied.clone()),
             };

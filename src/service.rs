@@ -4,7 +4,8 @@
 //! first, then the route; a request no route takes is 404, a declared body
 //! over `max_body_bytes` 413; the handler answers through the session; a body
 //! that could not be read and a handler that gave no answer are mapped to
-//! their status; the request counters and the duration histogram are written.
+//! their status; the request counters and the duration histogram are written;
+//! with tracing on, the request's trace begins and its server span ends here.
 //!
 //! A driver keeps framing, keep-alive, flow control and its log record, and
 //! says through [`DriverSession`] the few things that differ by protocol: what
@@ -24,6 +25,7 @@ use crate::handler::Handler;
 use crate::http::{Body, BodyReadError, ResponseHead, Served, Session};
 use crate::http1::parse::BodyKind;
 use crate::observe::metrics::{HandlerKind, ROUTE_NONE};
+use crate::observe::trace::{ServerFacts, WorkerTracer};
 
 /// What the service step needs of a driver beyond the handler's [`Session`].
 #[allow(async_fn_in_trait)]
@@ -40,6 +42,12 @@ pub trait DriverSession<'h>: Session<'h> {
 
     /// Why reading the request body failed, if it did.
     fn body_error(&self) -> Option<BodyReadError>;
+
+    /// How a cache answered the request, on routes with one.
+    fn cache_outcome(&self) -> Option<&'static str>;
+
+    /// The protocol version as OpenTelemetry names it: `1.0`, `1.1` or `2`.
+    fn protocol_version(&self) -> &'static str;
 
     /// A watch on this request, taken before its handler borrows the session.
     fn watch(&self) -> Self::Watch;
@@ -103,13 +111,17 @@ pub async fn serve_request<'h, S: DriverSession<'h>>(
     s: &mut S,
     started: Instant,
 ) -> Outcome<S::Stop> {
+    let tracer = begin_trace(s);
     let mut route_slot = ROUTE_NONE;
-    let kind = match choose_and_serve(s, &mut route_slot).await {
-        Ok(Some(kind)) => kind,
-        Ok(None) => return Outcome::Abandoned,
-        Err(stop) => return Outcome::Stopped(stop),
+    let outcome = match choose_and_serve(s, &mut route_slot).await {
+        Ok(Some(kind)) => finish(s, kind, route_slot, started).await,
+        Ok(None) => Outcome::Abandoned,
+        Err(stop) => Outcome::Stopped(stop),
     };
-    finish(s, kind, route_slot, started).await
+    if let Some(t) = tracer {
+        end_trace(s, t, route_slot);
+    }
+    outcome
 }
 
 /// Answers a request its driver refused before routing (an HTTP/2 head that
@@ -119,8 +131,34 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
     status: u16,
     started: Instant,
 ) -> Outcome<S::Stop> {
+    let tracer = begin_trace(s);
     send_status(s, status);
-    finish(s, HandlerKind::Error, ROUTE_NONE, started).await
+    let outcome = finish(s, HandlerKind::Error, ROUTE_NONE, started).await;
+    if let Some(t) = tracer {
+        end_trace(s, t, ROUTE_NONE);
+    }
+    outcome
+}
+
+/// Starts the request's trace when tracing is on (with it off, this branch is
+/// all a request pays) and returns the worker's tracer.
+fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
+    let tracer = s.worker().tracer.as_ref()?;
+    tracer.begin(s.trace(), &s.request(), s.protocol_version());
+    Some(tracer)
+}
+
+/// Ends the request's trace: its server span from what the request came to.
+fn end_trace<'h, S: DriverSession<'h>>(s: &S, tracer: &WorkerTracer, route_slot: usize) {
+    let labels = s.worker().config.routes.labels();
+    tracer.end(
+        s.trace(),
+        &ServerFacts {
+            route: labels.get(route_slot).map(String::as_str),
+            status: s.status(),
+            cache: s.cache_outcome(),
+        },
+    );
 }
 
 /// The handler's answer, or the status that stands for it; `None` when the

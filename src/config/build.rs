@@ -350,6 +350,11 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         .as_ref()
         .map(|a| validate_access_log(&loc, a.get_ref()))
         .transpose()?;
+    let trace = raw
+        .trace
+        .as_ref()
+        .map(|t| super::trace::validate_trace(&loc, t.get_ref()))
+        .transpose()?;
 
     let resolver = super::resolver::validate_resolver(&loc, raw.resolver.as_ref())?;
     let warnings = crate::upstream::discovery::resolve_at_start(&upstreams, &resolver);
@@ -367,6 +372,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         upstreams,
         admin,
         access_log,
+        trace,
         file_io: FileIoPool::new(file_io),
         caches,
         findings: loc.take_findings(),

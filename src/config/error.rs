@@ -278,6 +278,9 @@ fn expected_in_words(expected: &str) -> String {
         "a boolean" | "bool" => "true or false",
         "enum RawRate" => "a rate such as \"10/s\", \"600/m\" or a number per second",
         "enum RawFieldValues" => "a field value or a list of field values",
+        "enum RawTrust" => {
+            "true, false or a list of addresses and networks such as [\"10.0.0.0/8\"]"
+        }
         _ if expected.starts_with("struct ") => "a table",
         _ if expected.starts_with("enum ") => "a value of another form",
         _ => expected,

@@ -18,6 +18,7 @@ pub mod resolver;
 pub mod route_raw;
 pub mod site;
 pub mod site_raw;
+pub mod trace;
 pub mod upstream_server;
 pub mod value;
 
@@ -140,6 +141,9 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// The access log; `None` when off (the default), which costs one branch per request.
     pub access_log: Option<AccessLogConfig>,
+    /// OpenTelemetry trace export; `None` when off (the default), which costs
+    /// one branch per request.
+    pub trace: Option<crate::observe::trace::TraceConfig>,
     /// The blocking pool that file work which would wait on a disk runs on,
     /// shared by all workers.
     pub file_io: FileIoPool,

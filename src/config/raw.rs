@@ -49,6 +49,8 @@ pub struct RawConfig {
     pub resolver: Option<Spanned<RawResolver>>,
     /// `[access_log]`: one line per answered request (off when absent).
     pub access_log: Option<Spanned<RawAccessLog>>,
+    /// `[trace]`: OpenTelemetry trace export (off when absent).
+    pub trace: Option<Spanned<super::trace::RawTrace>>,
     /// `[mime]`: file extension -> Content-Type, ahead of the built-in table.
     pub mime: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     /// `[cache.NAME]`: HTTP cache zones that proxy routes name.

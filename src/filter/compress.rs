@@ -407,6 +407,10 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         self.inner.request_id()
     }
 
+    fn trace(&self) -> &crate::http::RequestTrace {
+        self.inner.trace()
+    }
+
     fn poll_write_body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let State::Pushed(e) = &mut self.state else {
             return self.inner.poll_write_body(cx, data);

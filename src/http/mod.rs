@@ -17,13 +17,16 @@ pub(crate) mod huffman;
 pub mod request;
 pub mod request_fields;
 pub mod request_id;
+pub mod request_trace;
 pub mod response;
 pub mod session;
 pub mod session_layer;
 pub mod status;
+pub mod trace_context;
 
 pub use request::{RequestView, TlsFacts};
 pub use request_id::RequestId;
+pub use request_trace::RequestTrace;
 pub use response::{
     Body, BodyPart, BodyStream, FieldBlock, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo,
 };

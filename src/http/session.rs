@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::request::RequestView;
 use super::request_id::RequestId;
+use super::request_trace::RequestTrace;
 use super::response::{Body, ResponseHead};
 use crate::worker::WorkerCtx;
 
@@ -97,6 +98,10 @@ pub trait Session<'h> {
     /// This request's identifier: one per request, made on first use, the
     /// same for every filter, handler and upstream request that shows it.
     fn request_id(&self) -> &RequestId;
+
+    /// This request's trace: off unless tracing is on, then its context, the
+    /// `traceparent` upstreams get and the spans it records.
+    fn trace(&self) -> &RequestTrace;
 
     /// Takes the next piece of a [`Body::Push`] body and returns how much of
     /// `data` it took (call again with the rest). The driver frames it (a

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::request::RequestView;
 use super::request_id::RequestId;
+use super::request_trace::RequestTrace;
 use super::response::{Body, ResponseHead};
 use super::session::{BodyReadError, Session};
 use crate::worker::WorkerCtx;
@@ -155,6 +156,10 @@ impl<'h, L: SessionLayer<'h>> Session<'h> for LayeredSession<'_, 'h, L> {
 
     fn request_id(&self) -> &RequestId {
         self.inner.request_id()
+    }
+
+    fn trace(&self) -> &RequestTrace {
+        self.inner.trace()
     }
 
     fn poll_write_body(

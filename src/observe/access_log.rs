@@ -247,6 +247,8 @@ pub struct Entry<'a> {
     pub upstream_time: Option<Duration>,
     /// How a cache answered (`hit`, `miss`, ...) on routes with a cache.
     pub cache: Option<&'static str>,
+    /// The trace and server span ids (lowercase hex) of a traced request.
+    pub trace: Option<([u8; 32], [u8; 16])>,
 }
 
 /// Second-resolution timestamps, formatted once per second per worker.
@@ -414,6 +416,13 @@ fn combined(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
         out.extend_from_slice(b" cache=");
         out.extend_from_slice(c.as_bytes());
     }
+    // Traced requests name their trace and span, as `cache=` is added.
+    if let Some((trace, span)) = &e.trace {
+        out.extend_from_slice(b" trace_id=");
+        out.extend_from_slice(trace);
+        out.extend_from_slice(b" span_id=");
+        out.extend_from_slice(span);
+    }
     out.push(b'\n');
 }
 
@@ -482,6 +491,14 @@ fn json(out: &mut Vec<u8>, time: &str, e: &Entry<'_>) {
     json_field(out, "cache", e.cache, |out, c| {
         let _ = write!(out, "\"{c}\"");
     });
+    // Hex ids: no escaping needed.
+    let quoted = |out: &mut Vec<u8>, id: &[u8]| {
+        out.push(b'"');
+        out.extend_from_slice(id);
+        out.push(b'"');
+    };
+    json_field(out, "trace_id", e.trace.as_ref().map(|t| &t.0[..]), quoted);
+    json_field(out, "span_id", e.trace.as_ref().map(|t| &t.1[..]), quoted);
     out.extend_from_slice(b"}\n");
 }
 
@@ -518,6 +535,7 @@ mod tests {
             upstream: Some("127.0.0.1:8080".parse().unwrap()),
             upstream_time: Some(Duration::from_millis(1)),
             cache: None,
+            trace: None,
         }
     }
 
@@ -571,6 +589,23 @@ mod tests {
         assert_eq!(v["status"], 200);
         assert_eq!(v["referer"], serde_json::Value::Null);
         assert_eq!(v["upstream"], "127.0.0.1:8080");
+        assert_eq!(v["trace_id"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn traced_lines_name_their_trace_and_span() {
+        let mut e = entry();
+        e.trace = Some(([b'a'; 32], [b'b'; 16]));
+        let mut out = Vec::new();
+        json(&mut out, "2026-11-22T10:13:20Z", &e);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["trace_id"], "a".repeat(32));
+        assert_eq!(v["span_id"], "b".repeat(16));
+        let mut out = Vec::new();
+        combined(&mut out, "22/Nov/2026:10:13:20 +0000", &e);
+        let line = String::from_utf8(out).unwrap();
+        let want = format!(" trace_id={} span_id={}\n", "a".repeat(32), "b".repeat(16));
+        assert!(line.ends_with(&want), "{line}");
     }
 
     #[test]

@@ -142,6 +142,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: Socket
         upstreams: Vec::new(),
         admin: None,
         access_log: None,
+        trace: None,
         file_io: Default::default(),
         findings: Vec::new(),
         resolver: Default::default(),

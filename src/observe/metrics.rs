@@ -197,7 +197,7 @@ type SummedFamily = (
 
 /// The summed families shown after the process's own, in `/metrics` order.
 #[rustfmt::skip]
-const SUMMED_FAMILIES: [SummedFamily; 10] = [
+const SUMMED_FAMILIES: [SummedFamily; 11] = [
     ("pier_connections_open",           "gauge",   |w| w.open.get(),              "Downstream connections open now."),
     ("pier_connections_accepted_total", "counter", |w| w.accepted.get(),          "Downstream connections accepted."),
     ("pier_connections_shed_total",     "counter", |w| w.shed.get(),              "Times accepting paused at max_connections (new connections wait in the kernel backlog)."),
@@ -207,6 +207,7 @@ const SUMMED_FAMILIES: [SummedFamily; 10] = [
     ("pier_upstream_errors_total",      "counter", |w| w.upstream_errors.get(),   "Proxied requests that failed on the upstream side."),
     ("pier_upstream_rejected_total",    "counter", |w| w.upstream_rejected.get(), "Proxied requests and tcp streams refused at an upstream group's max_in_flight."),
     ("pier_log_lines_dropped_total",    "counter", |w| w.log_dropped.get(),       "Access-log lines dropped because the writer fell behind."),
+    ("pier_trace_spans_dropped_total",  "counter", |w| w.trace_dropped.get(),     "Trace spans dropped because the exporter's queue was full."),
     ("pier_download_turns_waited_total", "counter", |w| w.download_turns_waited.get(), "Pool sends of downloads that waited for their turn while the worker answered other requests."),
 ];
 
@@ -253,6 +254,8 @@ pub struct WorkerStats {
     latency_sum_us: Counter,
     /// Access-log lines dropped because the writer fell behind.
     pub log_dropped: Counter,
+    /// Trace spans dropped because the exporter's queue was full.
+    pub trace_dropped: Counter,
     /// Pool sends of downloads that waited for their turn
     /// (`server::download_pacing`).
     pub download_turns_waited: Counter,

@@ -11,6 +11,7 @@ pub mod log_limit;
 pub mod metrics;
 pub mod process;
 pub mod status;
+pub mod trace;
 pub mod upstream_api;
 pub mod upstream_counters;
 pub mod upstream_exposition;

@@ -212,6 +212,8 @@ pub struct WorkerCtx {
     pub upstreams: UpstreamWorker,
     /// This worker's access-log buffer; `None` when the log is off.
     pub access_log: Option<WorkerLog>,
+    /// This worker's side of the trace exporter; `None` when tracing is off.
+    pub tracer: Option<crate::observe::trace::WorkerTracer>,
     /// Each handler's own state for this generation (buffers, open files),
     /// made on first use and dropped with the generation.
     pub handlers: HandlerSlots,
@@ -296,6 +298,8 @@ pub struct Generation {
     pub config: Arc<Config>,
     /// The access log its connections write to, when on.
     pub access_log: Option<Arc<access_log::AccessLogShared>>,
+    /// The trace exporter its requests hand spans to, when on.
+    pub trace: Option<Arc<crate::observe::trace::export::TraceShared>>,
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,
@@ -313,6 +317,7 @@ pub fn standalone_ctx(config: Config, stats: Arc<WorkerStats>) -> Rc<WorkerCtx> 
         &Generation {
             config,
             access_log: None,
+            trace: None,
             listeners: Vec::new(),
             applied: None,
         },
@@ -330,6 +335,10 @@ pub(crate) fn new_ctx(shared: &Rc<WorkerShared>, g: &Generation) -> Rc<WorkerCtx
             .access_log
             .clone()
             .map(|s| WorkerLog::new(s, shared.stats.clone())),
+        tracer: g
+            .trace
+            .clone()
+            .map(|s| crate::observe::trace::WorkerTracer::new(s, shared.stats.clone())),
         handlers: HandlerSlots::default(),
     })
 }

@@ -11,11 +11,12 @@ use super::choose_upstream::{balance_key, choose_upstream};
 use super::log::note_failure;
 use super::request_info::RequestInfo;
 use super::rewrite_request::encode_for_server;
-use super::{ProxyBuffers, ProxyError, ProxyRoute, POOLED_BUF_MAX};
+use super::{ErrorKind, ProxyBuffers, ProxyError, ProxyRoute, POOLED_BUF_MAX};
 use crate::cache::tap::ResponseTap;
 use crate::http::Session;
 use crate::http1::parse::BodyKind;
 use crate::http1::response::ParsedResponseHead;
+use crate::observe::upstream_counters::UpstreamFailure;
 use crate::upstream::connect::InFlight;
 use crate::upstream::request_head::RequestHeadSink;
 use crate::upstream::retry::{decide_retry, AttemptFailure, FailedExchange, Retry, RetryBudget};
@@ -174,6 +175,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
     let mut first_attempt = Some(started);
     // The failure of the last server tried, for when no other is left.
     let mut last_failure: Option<(ProxyError, SocketAddr)> = None;
+    let traced = session.trace().is_on();
     loop {
         let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: choose upstream.
@@ -185,12 +187,18 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
         // In flight on the server from here until the response is relayed.
         let in_flight = InFlight::new(state, server, now);
 
+        // A traced attempt has a client span of its own, named as the
+        // parent in the head, so each attempt's head is written anew.
+        let traceparent = traced.then(|| session.trace().start_attempt(addr));
+
         // Phase 3: rewrite the request. Retries happen only while the buffer
         // still holds the whole request.
-        if encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server)) {
+        if traced || encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server))
+        {
             let mut head = exchange.head();
             head.clear();
-            encode_for_server(&mut head, session, route, server, info, tap);
+            let parent = traceparent.as_ref();
+            encode_for_server(&mut head, session, route, server, parent, info, tap);
             encoded_for = Some(server);
         }
 
@@ -202,6 +210,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 status,
                 head_at,
             } => {
+                end_span(session, traced, status, None);
                 in_flight.attempt.answered_at(status, head_at);
                 state.record_success(server);
                 return Ok(Ok(Answered {
@@ -216,10 +225,12 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 // may go to another server.
                 in_flight.attempt.failed(&e, true);
                 note_failure(group, state, server, &e);
+                end_span(session, traced, 0, Some((&e, true)));
                 let idempotent = info.idempotent();
                 if decide_retry(&mut budget, AttemptFailure::Connect, idempotent).retry
                     == Retry::Another
                 {
+                    note_retry(session, traced, error_type(&e, true));
                     tried.push(server);
                     last_failure = Some((e, addr));
                     continue;
@@ -228,15 +239,28 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             }
             Attempt::Refused => {
                 debug!(upstream = %group.server_name(addr), "request refused unprocessed; sending it again");
+                if traced {
+                    session.trace().end_attempt(0, Some("refused"), false);
+                    session.trace().note_retry("refused");
+                }
                 fresh_only = true;
                 continue;
             }
             Attempt::Final(e) => {
+                end_span(session, traced, 0, Some((&e, false)));
                 in_flight.attempt.failed(&e, false);
                 return Ok(Err(unanswered(e, Some(addr))));
             }
-            Attempt::Downstream => return Err(DownstreamFailed),
-            Attempt::Failed { failure, error } => (failure, error),
+            Attempt::Downstream => {
+                if traced {
+                    session.trace().end_attempt(0, Some("downstream"), false);
+                }
+                return Err(DownstreamFailed);
+            }
+            Attempt::Failed { failure, error } => {
+                end_span(session, traced, 0, Some((&error, false)));
+                (failure, error)
+            }
         };
         let decision = decide_retry(
             &mut budget,
@@ -246,6 +270,9 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
         if decision.count_failure {
             in_flight.attempt.failed(&error, false);
             note_failure(group, state, server, &error);
+        }
+        if decision.retry != Retry::GiveUp {
+            note_retry(session, traced, error_type(&error, false));
         }
         match decision.retry {
             Retry::Fresh => {
@@ -259,4 +286,32 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             Retry::GiveUp => return Ok(Err(unanswered(error, Some(addr)))),
         }
     }
+}
+
+/// Ends the attempt's client span with the upstream's `status` (0 for none),
+/// or the error it failed with (and whether it failed connecting).
+fn end_span(
+    session: &dyn Session<'_>,
+    traced: bool,
+    status: u16,
+    error: Option<(&ProxyError, bool)>,
+) {
+    if traced {
+        let timeout = error.is_some_and(|(e, _)| e.kind == ErrorKind::Timeout);
+        let error = error.map(|(e, connecting)| error_type(e, connecting));
+        session.trace().end_attempt(status, error, timeout);
+    }
+}
+
+/// Notes on the server span that the request is tried again after `error`.
+fn note_retry(session: &dyn Session<'_>, traced: bool, error: &'static str) {
+    if traced {
+        session.trace().note_retry(error);
+    }
+}
+
+/// The error type a client span and a retry event carry for `e`: the cause
+/// the upstream counters use (`connect`, `timeout`, `reset`, ...).
+fn error_type(e: &ProxyError, connecting: bool) -> &'static str {
+    UpstreamFailure::of(e, connecting).label()
 }

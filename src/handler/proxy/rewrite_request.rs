@@ -10,6 +10,7 @@ use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
 use crate::cache::tap::ResponseTap;
+use crate::http::trace_context::TRACEPARENT_LEN;
 use crate::http::{RequestId, RequestView, Session};
 use crate::upstream::request_head::RequestHeadSink;
 
@@ -24,19 +25,25 @@ pub(super) struct Client<'a> {
     pub(super) subject: Option<&'a str>,
     /// The request's identifier, for `{request_id}` in the route's request rules.
     pub(super) request_id: &'a RequestId,
+    /// With tracing on: the `traceparent` naming this attempt's client span
+    /// and the trusted `tracestate`, which replace the client's.
+    pub(super) trace: Option<(&'a [u8; TRACEPARENT_LEN], &'a [u8])>,
 }
 
 /// Phase 3 for `server` of the route's group: the upstream request head, with
-/// the client as `session` describes it and the cache's `tap` on it.
+/// the client as `session` describes it, the attempt's `traceparent` when the
+/// request is traced, and the cache's `tap` on it.
 pub(super) fn encode_for_server(
     out: &mut impl RequestHeadSink,
     session: &dyn Session<'_>,
     route: &ProxyRoute,
     server: usize,
+    traceparent: Option<&[u8; TRACEPARENT_LEN]>,
     info: &RequestInfo,
     tap: &mut impl ResponseTap,
 ) {
     let view = session.request();
+    let trace_state = traceparent.map(|_| session.trace().trace_state());
     encode_request_head(
         out,
         &view,
@@ -47,6 +54,7 @@ pub(super) fn encode_for_server(
             secure: view.is_secure(),
             subject: view.tls().and_then(|t| t.client_subject),
             request_id: session.request_id(),
+            trace: traceparent.zip(trace_state.as_deref()),
         },
         info,
         tap,
@@ -72,6 +80,7 @@ pub(super) fn encode_request_head(
         secure,
         subject,
         request_id,
+        trace,
     } = client;
     // An absolute-form target (`http://host/path`) goes on as its path and
     // query; origin-form and `*` as they came.
@@ -104,6 +113,13 @@ pub(super) fn encode_request_head(
             _ => false,
         };
         if replaced || field.is_hop_by_hop() || configured(name) || options.names(name) {
+            continue;
+        }
+        // A traced request's context is Pier's: the client's goes no further.
+        if trace.is_some()
+            && (name.eq_ignore_ascii_case(b"traceparent")
+                || name.eq_ignore_ascii_case(b"tracestate"))
+        {
             continue;
         }
         // Replaced by the proxy's own, or not used at all by an extended
@@ -174,6 +190,12 @@ pub(super) fn encode_request_head(
     // valid field value as it stands.
     if let (Some(h), Some(subject)) = (&route.client_cert_header, subject) {
         out.field(h.as_bytes(), subject.as_bytes());
+    }
+    if let Some((parent, state)) = trace {
+        out.field(b"traceparent", parent);
+        if !state.is_empty() {
+            out.field(b"tracestate", state);
+        }
     }
     if let Some(rules) = &route.request_rules {
         rules.write_fields(request, request_id, out);

@@ -27,6 +27,7 @@ use crate::upstream::request_head::Http1Head;
 struct InterimSink {
     heads: Vec<(u16, Vec<(String, String)>)>,
     id: crate::http::RequestId,
+    trace: crate::http::RequestTrace,
 }
 
 impl<'h> Session<'h> for InterimSink {
@@ -59,6 +60,9 @@ impl<'h> Session<'h> for InterimSink {
     }
     fn request_id(&self) -> &crate::http::RequestId {
         &self.id
+    }
+    fn trace(&self) -> &crate::http::RequestTrace {
+        &self.trace
     }
     fn poll_write_body(&mut self, _: &mut Context<'_>, d: &[u8]) -> Poll<std::io::Result<usize>> {
         Poll::Ready(Ok(d.len()))
@@ -207,6 +211,7 @@ fn rewrite(raw: &[u8], r: &ProxyRoute) -> String {
         secure: false,
         subject: None,
         request_id: &crate::http::RequestId::default(),
+        trace: None,
     };
     rewrite_for(raw, r, client)
 }
@@ -319,6 +324,7 @@ fn client_cert_header_carries_the_verified_subject_only() {
         secure: true,
         subject: Some("CN=client,O=Example"),
         request_id: &crate::http::RequestId::default(),
+        trace: None,
     };
     let out = rewrite_for(raw, &r, client);
     assert_eq!(out.matches("X-Client-Subject").count(), 1, "{out}");

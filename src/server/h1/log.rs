@@ -177,6 +177,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
             upstream: self.upstream.map(|u| u.0),
             upstream_time: self.upstream.map(|u| u.1),
             cache: self.cache_outcome,
+            trace: self.trace.ids_hex(),
         });
     }
 }

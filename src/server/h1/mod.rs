@@ -93,6 +93,8 @@ pub struct Http1Conn<'a, D> {
     answer: Option<Answered>,
     /// The current request's identifier, made only if something shows it.
     pub(crate) request_id: crate::http::RequestId,
+    /// The current request's trace (off unless tracing is on).
+    pub(crate) trace: crate::http::RequestTrace,
     /// The request body being read through the session.
     body: BodyReader,
     /// The body still to send after the head, which is in the output buffer.
@@ -143,6 +145,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         logged: None,
         answer: None,
         request_id: crate::http::RequestId::default(),
+        trace: crate::http::RequestTrace::default(),
         body: BodyReader::default(),
         pending: None,
         idle: RollingDeadline::default(),
@@ -369,6 +372,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         // `pending` is always taken by the previous answer.
         self.answer = None;
         self.request_id.reset();
+        self.trace.reset();
         self.body.start(
             b.head.body,
             b.head.expect_continue,
@@ -431,6 +435,17 @@ impl<'a, D: Downstream> DriverSession<'a> for Http1Conn<'a, D> {
 
     fn body_error(&self) -> Option<BodyReadError> {
         self.body.error
+    }
+
+    fn cache_outcome(&self) -> Option<&'static str> {
+        self.cache_outcome
+    }
+
+    fn protocol_version(&self) -> &'static str {
+        match crate::http::Session::request(self).version() {
+            crate::http1::parse::Version::Http10 => "1.0",
+            _ => "1.1",
+        }
     }
 
     fn watch(&self) -> NeverAbandoned {

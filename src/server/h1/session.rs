@@ -267,6 +267,10 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         &self.request_id
     }
 
+    fn trace(&self) -> &crate::http::RequestTrace {
+        &self.trace
+    }
+
     fn poll_write_body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_push(cx, data)
     }

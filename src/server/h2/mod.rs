@@ -497,6 +497,7 @@ async fn run_stream(
             upstream: s.upstream.map(|u| u.0),
             upstream_time: s.upstream.map(|u| u.1),
             cache: s.cache,
+            trace: s.trace.ids_hex(),
         });
     }
     s.drain_unread_body().await;
@@ -517,6 +518,14 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
 
     fn body_error(&self) -> Option<BodyReadError> {
         self.body_error
+    }
+
+    fn cache_outcome(&self) -> Option<&'static str> {
+        self.cache
+    }
+
+    fn protocol_version(&self) -> &'static str {
+        "2"
     }
 
     fn watch(&self) -> ResetWatch {

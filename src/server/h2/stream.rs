@@ -77,6 +77,8 @@ pub struct H2Stream<'a> {
     /// Body bytes queued for this response.
     pub(super) sent: u64,
     pub(super) request_id: crate::http::RequestId,
+    /// The stream's trace (off unless tracing is on).
+    pub(super) trace: crate::http::RequestTrace,
     pub(super) upstream: Option<(SocketAddr, Duration)>,
     /// How a cache answered, for the access log.
     pub(super) cache: Option<&'static str>,
@@ -123,6 +125,7 @@ impl<'a> H2Stream<'a> {
             write_stall: None,
             sent: 0,
             request_id: crate::http::RequestId::default(),
+            trace: crate::http::RequestTrace::default(),
             upstream: None,
             cache: None,
             extended_connect: false,
@@ -546,6 +549,10 @@ impl<'a> Session<'a> for H2Stream<'a> {
 
     fn request_id(&self) -> &crate::http::RequestId {
         &self.request_id
+    }
+
+    fn trace(&self) -> &crate::http::RequestTrace {
+        &self.trace
     }
 
     fn poll_write_body(

@@ -1,0 +1,282 @@
+//! W3C Trace Context (<https://www.w3.org/TR/trace-context/>): the
+//! `traceparent` field parsed strictly and written back, and the random ids a
+//! new trace or span gets. Ids come from a per-thread generator seeded from
+//! the system's random source, so making one takes no lock and no syscall.
+
+use std::cell::Cell;
+
+/// A trace id: 16 bytes, never all zero.
+pub type TraceId = [u8; 16];
+/// A span id: 8 bytes, never all zero.
+pub type SpanId = [u8; 8];
+
+/// The `sampled` bit of the trace flags.
+pub const FLAG_SAMPLED: u8 = 0x01;
+
+/// Length of a version-00 `traceparent` value.
+pub const TRACEPARENT_LEN: usize = 55;
+
+/// What an incoming `traceparent` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    /// The trace the request belongs to.
+    pub trace_id: TraceId,
+    /// The caller's span: the parent of Pier's server span.
+    pub parent_id: SpanId,
+    /// Trace flags; only [`FLAG_SAMPLED`] is acted on.
+    pub flags: u8,
+}
+
+impl TraceParent {
+    /// Whether the caller sampled the trace.
+    pub fn sampled(&self) -> bool {
+        self.flags & FLAG_SAMPLED != 0
+    }
+}
+
+/// Parses a `traceparent` value by the W3C rules: lowercase hex only, ids not
+/// all zero, version `ff` invalid; version 00 exactly 55 characters; a later
+/// version read by its version-00 prefix when that prefix is whole and ends
+/// the value or is followed by `-`. `None` means: start a new trace.
+pub fn parse_traceparent(v: &[u8]) -> Option<TraceParent> {
+    let v = trim_ows(v);
+    if v.len() < TRACEPARENT_LEN {
+        return None;
+    }
+    let version = hex_byte(&v[0..2])?;
+    match version {
+        0xff => return None,
+        0 if v.len() != TRACEPARENT_LEN => return None,
+        _ if v.len() > TRACEPARENT_LEN && v[TRACEPARENT_LEN] != b'-' => return None,
+        _ => {}
+    }
+    if v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {
+        return None;
+    }
+    let mut trace_id = [0u8; 16];
+    hex_into(&v[3..35], &mut trace_id)?;
+    let mut parent_id = [0u8; 8];
+    hex_into(&v[36..52], &mut parent_id)?;
+    let flags = hex_byte(&v[53..55])?;
+    if trace_id == [0; 16] || parent_id == [0; 8] {
+        return None;
+    }
+    Some(TraceParent {
+        trace_id,
+        parent_id,
+        flags,
+    })
+}
+
+/// Writes `00-{trace}-{span}-{flags}`, the value sent upstream.
+pub fn format_traceparent(
+    trace_id: &TraceId,
+    span_id: &SpanId,
+    sampled: bool,
+) -> [u8; TRACEPARENT_LEN] {
+    let mut out = [b'-'; TRACEPARENT_LEN];
+    out[0..2].copy_from_slice(b"00");
+    hex_write(trace_id, &mut out[3..35]);
+    hex_write(span_id, &mut out[36..52]);
+    hex_write(&[u8::from(sampled)], &mut out[53..55]);
+    out
+}
+
+/// Lowercase hex of `bytes` into `out` (twice as long).
+pub fn hex_write(bytes: &[u8], out: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 0xf) as usize];
+    }
+}
+
+fn trim_ows(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+fn lower_hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+fn hex_byte(pair: &[u8]) -> Option<u8> {
+    Some(lower_hex_digit(pair[0])? << 4 | lower_hex_digit(pair[1])?)
+}
+
+fn hex_into(text: &[u8], out: &mut [u8]) -> Option<()> {
+    for (pair, b) in text.chunks_exact(2).zip(out.iter_mut()) {
+        *b = hex_byte(pair)?;
+    }
+    Some(())
+}
+
+/// Whether a `tracestate` value may be forwarded: visible ASCII, at most 512
+/// bytes (the size the W3C text lets a vendor cut at), so a client cannot make
+/// the upstream head grow without bound through Pier.
+pub fn tracestate_ok(v: &[u8]) -> bool {
+    v.len() <= 512 && v.iter().all(|&c| (0x20..0x7f).contains(&c))
+}
+
+thread_local! {
+    /// splitmix64 state of this thread; 0 until seeded.
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A random 64-bit number from this thread's generator.
+fn next_u64() -> u64 {
+    RNG.with(|s| {
+        let mut state = s.get();
+        if state == 0 {
+            let mut seed = [0u8; 8];
+            if aws_lc_rs::rand::fill(&mut seed).is_err() {
+                seed = (std::process::id() as u64 ^ 0x2545_f491_4f6c_dd1d).to_le_bytes();
+            }
+            state = u64::from_le_bytes(seed) | 1;
+        }
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        s.set(state);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    })
+}
+
+/// A new random span id (never all zero).
+pub fn new_span_id() -> SpanId {
+    loop {
+        let id = next_u64();
+        if id != 0 {
+            return id.to_be_bytes();
+        }
+    }
+}
+
+/// A new random trace id (never all zero).
+pub fn new_trace_id() -> TraceId {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&next_u64().to_be_bytes());
+    id[8..].copy_from_slice(&new_span_id());
+    id
+}
+
+/// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
+/// random part in W3C level 2) as OpenTelemetry's `TraceIdRatioBased` does, so
+/// every instance that sees the trace decides alike.
+pub fn ratio_samples(trace_id: &TraceId, ratio: f64) -> bool {
+    if ratio >= 1.0 {
+        return true;
+    }
+    if ratio <= 0.0 {
+        return false;
+    }
+    let mut tail = [0u8; 8];
+    tail.copy_from_slice(&trace_id[8..]);
+    let bound = (ratio * (1u64 << 63) as f64) as u64;
+    (u64::from_be_bytes(tail) >> 1) < bound
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALID: &[u8] = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_version_00_traceparent_parses_and_writes_back_the_same() {
+        let p = parse_traceparent(VALID).unwrap();
+        assert_eq!(p.trace_id[0], 0x4b);
+        assert_eq!(
+            p.parent_id,
+            [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
+        );
+        assert!(p.sampled());
+        assert_eq!(
+            &format_traceparent(&p.trace_id, &p.parent_id, true)[..],
+            VALID
+        );
+        let unsampled =
+            parse_traceparent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+        assert!(!unsampled.unwrap().sampled());
+        // Optional whitespace around a field value is not part of it.
+        assert!(
+            parse_traceparent(b" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\t")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn malformed_traceparents_start_a_new_trace() {
+        for bad in [
+            &b"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"[..],
+            b"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            b"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            b"00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0x",
+            b"0g-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            b"",
+        ] {
+            assert_eq!(
+                parse_traceparent(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn a_later_version_is_read_by_its_version_00_prefix() {
+        let p = parse_traceparent(
+            b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future-holds",
+        );
+        assert!(p.unwrap().sampled());
+        assert!(
+            parse_traceparent(b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").is_some()
+        );
+        // The prefix must end at a dash.
+        assert_eq!(
+            parse_traceparent(b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x"),
+            None
+        );
+    }
+
+    #[test]
+    fn new_ids_are_never_zero_and_differ() {
+        let (a, b) = (new_trace_id(), new_trace_id());
+        assert_ne!(a, [0; 16]);
+        assert_ne!(a, b);
+        assert_ne!(new_span_id(), new_span_id());
+    }
+
+    #[test]
+    fn the_ratio_sampler_keeps_about_its_share() {
+        let kept = (0..10_000)
+            .filter(|_| ratio_samples(&new_trace_id(), 0.25))
+            .count();
+        assert!((2000..3000).contains(&kept), "{kept}");
+        assert!(ratio_samples(&new_trace_id(), 1.0));
+        assert!(!ratio_samples(&new_trace_id(), 0.0));
+    }
+
+    #[test]
+    fn tracestate_is_forwarded_only_when_bounded_and_visible() {
+        assert!(tracestate_ok(b"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"));
+        assert!(!tracestate_ok(&[b'a'; 513]));
+        assert!(!tracestate_ok(b"a=b\r\nx: y"));
+    }
+}

@@ -1,0 +1,242 @@
+//! OpenTelemetry traces: a server span per request and a client span per
+//! upstream attempt, sampled by parent and ratio (and kept for 5xx answers
+//! when asked), encoded as OTLP/protobuf on the worker that served the
+//! request and exported over HTTP by one background thread. The request's
+//! context and recording are [`crate::http::request_trace`]'s; this module
+//! turns a finished recording into spans and hands them off without waiting.
+
+pub mod export;
+pub mod otlp;
+
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::http::request_trace::{ClientSpan, Recording, RequestTrace, TracePolicy};
+use crate::http::RequestView;
+use crate::observe::metrics::WorkerStats;
+use export::TraceShared;
+use otlp::{encode_span, SpanKind, SpanOut, Value};
+
+/// `[trace]`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceConfig {
+    /// The OTLP/HTTP traces endpoint (`http://127.0.0.1:4318/v1/traces`).
+    pub endpoint: String,
+    /// `service.name` of the exported resource.
+    pub service_name: String,
+    /// Sampling and trust.
+    pub policy: TracePolicy,
+    /// Requests whose spans may wait for the exporter, across all workers.
+    pub queue: usize,
+    /// How often the exporter sends what is queued.
+    pub flush_interval: Duration,
+}
+
+#[cfg(test)]
+impl TraceConfig {
+    /// Settings for unit tests: everything sampled, nothing trusted.
+    pub fn for_tests() -> TraceConfig {
+        TraceConfig {
+            endpoint: "http://127.0.0.1:4318/v1/traces".into(),
+            service_name: "pier".into(),
+            policy: TracePolicy {
+                sample: 1.0,
+                keep_errors: false,
+                trust_incoming: crate::http::request_trace::TrustIncoming::Nobody,
+            },
+            queue: 16,
+            flush_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What the service step knows of an answered request, for its server span.
+pub struct ServerFacts<'a> {
+    /// The matched route's label (`http.route`); `None` when none matched.
+    pub route: Option<&'a str>,
+    /// The status answered; 0 when none was.
+    pub status: u16,
+    /// How a cache answered, on routes with one.
+    pub cache: Option<&'static str>,
+}
+
+/// Attributes a span has at most.
+const MAX_ATTRIBUTES: usize = 12;
+
+/// A span's attributes, on the stack.
+struct Attributes<'a> {
+    list: [(&'static str, Value<'a>); MAX_ATTRIBUTES],
+    len: usize,
+}
+
+impl<'a> Attributes<'a> {
+    fn new() -> Self {
+        Attributes {
+            list: [("", Value::Int(0)); MAX_ATTRIBUTES],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, key: &'static str, value: Value<'a>) {
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = (key, value);
+            self.len += 1;
+        }
+    }
+
+    fn text(&mut self, key: &'static str, value: &'a [u8]) {
+        self.push(key, Value::Str(value));
+    }
+
+    fn as_slice(&self) -> &[(&'static str, Value<'a>)] {
+        &self.list[..self.len]
+    }
+}
+
+/// `ip` as text, written into `buf` (an IPv6 address is at most 45 bytes).
+fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{ip}");
+    let n = cursor.position() as usize;
+    &buf[..n]
+}
+
+/// A status code as the text `error.type` takes (`502`).
+fn status_text(status: u16, buf: &mut [u8; 5]) -> &[u8] {
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{status}");
+    let n = cursor.position() as usize;
+    &buf[..n]
+}
+
+/// A worker's side of tracing: the policy and the exporter's queue.
+pub struct WorkerTracer {
+    shared: Arc<TraceShared>,
+    stats: Arc<WorkerStats>,
+}
+
+impl WorkerTracer {
+    /// A worker's tracer over the exporter's queue; drops are counted into `stats`.
+    pub fn new(shared: Arc<TraceShared>, stats: Arc<WorkerStats>) -> WorkerTracer {
+        WorkerTracer { shared, stats }
+    }
+
+    /// Starts `trace` for `request`, which came over HTTP `protocol`.
+    pub fn begin(&self, trace: &RequestTrace, request: &RequestView<'_>, protocol: &'static str) {
+        trace.begin(&self.shared.config.policy, request, protocol);
+    }
+
+    /// Ends `trace`: the tail decision (sampled, or a 5xx kept by
+    /// `keep_errors`), then its spans encoded and handed to the exporter.
+    pub fn end(&self, trace: &RequestTrace, facts: &ServerFacts<'_>) {
+        let r = trace.recording();
+        let keep = r.sampled || (self.shared.config.policy.keep_errors && facts.status >= 500);
+        if !r.recording || !keep {
+            return;
+        }
+        let end_ns = r.now_ns();
+        let mut buf = self.shared.buffer();
+        encode_server_span(&mut buf, &r, facts, end_ns);
+        for c in &r.clients {
+            encode_client_span(&mut buf, &r, c, end_ns);
+        }
+        let spans = 1 + r.clients.len() as u32;
+        if let Err(buf) = self.shared.hand_off(buf, spans) {
+            self.stats.trace_dropped.add(u64::from(spans));
+            self.shared.give_back(buf);
+        }
+    }
+}
+
+/// The server span, named `{method} {route}` as the HTTP conventions say.
+fn encode_server_span(buf: &mut Vec<u8>, r: &Recording, facts: &ServerFacts<'_>, end_ns: u64) {
+    let q = &r.request;
+    let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
+    let mut a = Attributes::new();
+    a.text("http.request.method", &q.method);
+    a.text("url.path", &q.path);
+    a.text("url.scheme", if q.secure { b"https" } else { b"http" });
+    a.text("network.protocol.version", q.protocol.as_bytes());
+    if let Some(client) = q.client {
+        a.text("client.address", ip_text(client, &mut ip));
+    }
+    if let Some(route) = facts.route {
+        a.text("http.route", route.as_bytes());
+    }
+    if facts.status != 0 {
+        a.push(
+            "http.response.status_code",
+            Value::Int(i64::from(facts.status)),
+        );
+    }
+    if !q.host.is_empty() {
+        a.text("server.address", &q.host);
+    }
+    if let Some(ua) = &q.user_agent {
+        a.text("user_agent.original", ua);
+    }
+    if let Some(c) = facts.cache {
+        a.text("pier.cache.outcome", c.as_bytes());
+    }
+    let error = facts.status >= 500;
+    if error {
+        a.text("error.type", status_text(facts.status, &mut code));
+    }
+    encode_span(
+        buf,
+        &SpanOut {
+            trace_id: &r.trace_id,
+            span_id: &r.span_id,
+            parent: r.parent.as_ref(),
+            trace_state: &r.trace_state,
+            name: [&q.method, facts.route.unwrap_or_default().as_bytes()],
+            kind: SpanKind::Server,
+            start_ns: r.start_ns,
+            end_ns,
+            attributes: a.as_slice(),
+            events: &r.events,
+            error,
+        },
+    );
+}
+
+/// A client span, named `{method}`; an error when the attempt failed or the
+/// upstream answered 4xx or 5xx (the conventions for client spans).
+fn encode_client_span(buf: &mut Vec<u8>, r: &Recording, c: &ClientSpan, end_ns: u64) {
+    let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
+    let mut a = Attributes::new();
+    a.text("http.request.method", &r.request.method);
+    a.text("server.address", ip_text(c.server.ip(), &mut ip));
+    a.push("server.port", Value::Int(i64::from(c.server.port())));
+    if c.resend > 0 {
+        a.push("http.request.resend_count", Value::Int(i64::from(c.resend)));
+    }
+    if c.status != 0 {
+        a.push("http.response.status_code", Value::Int(i64::from(c.status)));
+    }
+    let error = match c.error {
+        Some(e) => Some(e.as_bytes()),
+        None => (c.status >= 400).then(|| status_text(c.status, &mut code)),
+    };
+    if let Some(e) = error {
+        a.text("error.type", e);
+    }
+    encode_span(
+        buf,
+        &SpanOut {
+            trace_id: &r.trace_id,
+            span_id: &c.span_id,
+            parent: Some(&r.span_id),
+            trace_state: &r.trace_state,
+            name: [&r.request.method, b""],
+            kind: SpanKind::Client,
+            start_ns: c.start_ns,
+            end_ns: if c.end_ns == 0 { end_ns } else { c.end_ns },
+            attributes: a.as_slice(),
+            events: c.timeout.as_slice(),
+            error: error.is_some(),
+        },
+    );
+}
