@@ -63,21 +63,25 @@ flush_interval = "10ms"
     std::fs::write(pier.root().join("page.html"), PAGE).unwrap();
     let profile = pier.dir.path().join("chromium");
     let url = format!("https://localhost:{}/page.html", pier.https[0].port());
-    let dom = headless(
-        &chromium,
-        &profile,
-        &[
-            "--dump-dom",
-            "--ignore-certificate-errors",
-            // localhost names the listener's loopback address.
-            &format!("--host-resolver-rules=MAP localhost {}", pier.https[0].ip()),
-        ],
-        &url,
-    );
-    assert!(
-        dom.contains("<p id=\"out\">echo: hello from the browser</p>"),
-        "{dom}"
-    );
+    let resolve = format!("--host-resolver-rules=MAP localhost {}", pier.https[0].ip());
+    let args = [
+        "--dump-dom",
+        "--ignore-certificate-errors",
+        // localhost names the listener's loopback address.
+        &resolve,
+    ];
+    let echoed = "<p id=\"out\">echo: hello from the browser</p>";
+    // Chromium dumps the page once its virtual time runs out, which a busy
+    // machine can reach before the WebSocket's real round trips end (the
+    // page still says "waiting"): such a load is tried again, a few times.
+    let mut dom = String::new();
+    for _ in 0..3 {
+        dom = headless(&chromium, &profile, &args, &url);
+        if !dom.contains("<p id=\"out\">waiting</p>") {
+            break;
+        }
+    }
+    assert!(dom.contains(echoed), "{dom}");
     // The page and the WebSocket came over HTTP/2: the WebSocket as an
     // extended CONNECT stream (read as the GET upgrade it stands for),
     // answered 200, not an HTTP/1.1 upgrade's 101.
@@ -89,9 +93,8 @@ flush_interval = "10ms"
     assert!(page.contains(" HTTP/2.0\" 200 "), "{page}");
     let ws = log
         .lines()
-        .find(|l| l.contains("/ws/echo"))
+        .find(|l| l.contains("\"GET /ws/echo HTTP/2.0\" 200 "))
         .unwrap_or_else(|| panic!("{log}"));
-    assert!(ws.contains("\"GET /ws/echo HTTP/2.0\" 200 "), "{ws}");
     assert!(ws.contains(" stream="), "{ws}");
     assert!(!log.contains(" 101 "), "{log}");
 }

@@ -97,17 +97,51 @@ impl<'a> Attributes<'a> {
 
 /// `ip` as text, written into `buf` (an IPv6 address is at most 45 bytes).
 fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{ip}");
-    let n = cursor.position() as usize;
-    &buf[..n]
+    match ip {
+        // Every request's client address: written digit by digit, as the
+        // formatting machinery costs ten times that.
+        IpAddr::V4(v4) => {
+            let mut n = 0;
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    buf[n] = b'.';
+                    n += 1;
+                }
+                n += decimal(u16::from(octet), &mut buf[n..]);
+            }
+            &buf[..n]
+        }
+        IpAddr::V6(_) => {
+            let mut cursor = std::io::Cursor::new(&mut buf[..]);
+            let _ = write!(cursor, "{ip}");
+            let n = cursor.position() as usize;
+            &buf[..n]
+        }
+    }
+}
+
+/// Writes `v` in decimal at the start of `out` (room for five digits);
+/// returns how many digits.
+fn decimal(v: u16, out: &mut [u8]) -> usize {
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - at;
+    out[..len].copy_from_slice(&digits[at..]);
+    len
 }
 
 /// A status code as the text `error.type` takes (`502`).
 fn status_text(status: u16, buf: &mut [u8; 5]) -> &[u8] {
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{status}");
-    let n = cursor.position() as usize;
+    let n = decimal(status, buf);
     &buf[..n]
 }
 
@@ -239,4 +273,32 @@ fn encode_client_span(buf: &mut Vec<u8>, r: &Recording, c: &ClientSpan, end_ns: 
             error: error.is_some(),
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_statuses_are_written_as_display_writes_them() {
+        let mut buf = [0u8; 48];
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "192.168.10.255",
+            "8.8.4.4",
+            "::1",
+            "2001:db8::7",
+        ] {
+            let parsed: IpAddr = ip.parse().unwrap();
+            assert_eq!(ip_text(parsed, &mut buf), ip.as_bytes());
+        }
+        let mut code = [0u8; 5];
+        for status in [0u16, 7, 42, 200, 502, 999, 65535] {
+            assert_eq!(
+                status_text(status, &mut code),
+                status.to_string().as_bytes()
+            );
+        }
+    }
 }

@@ -94,13 +94,22 @@ const STATUS_ERROR: u64 = 2;
 /// the key, then its length is slid in front of it (no second buffer).
 fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
     encode_key(tag, WireType::LengthDelimited, out);
+    // One byte is kept for the length, which is enough below 128 bytes (most
+    // attributes): only a longer body is moved to make room for more.
+    let at = out.len();
+    out.push(0);
     let start = out.len();
     body(out);
     let len = out.len() - start;
-    let before = out.len();
-    encode_varint(len as u64, out);
-    let prefix = out.len() - before;
-    out[start..].rotate_right(prefix);
+    if len < 0x80 {
+        out[at] = len as u8;
+        return;
+    }
+    let mut length = [0u8; 10];
+    let mut room = &mut length[..];
+    encode_varint(len as u64, &mut room);
+    let n = 10 - room.len();
+    out.splice(at..=at, length[..n].iter().copied());
 }
 
 fn bytes_field(out: &mut Vec<u8>, tag: u32, v: &[u8]) {
