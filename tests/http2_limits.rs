@@ -597,6 +597,49 @@ fn a_drain_sends_goaway_and_finishes_the_streams_in_flight() {
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
+/// A drain that begins between a client's connect and its first request
+/// (a binary upgrade does this to every connection the old process accepted
+/// last): the first GOAWAY names the highest stream id, so the request the
+/// client sent before it read the GOAWAY is answered, and the final GOAWAY
+/// follows the client's ack of the PING sent with the first.
+#[test]
+fn a_drain_answers_the_request_the_client_sent_before_it_saw_the_goaway() {
+    let mut pier = Pier::with_config(&config("", ""), &[]);
+    let mut c = RawH2::connect(pier.addr());
+    c.wait_for(Duration::from_secs(5), |f| f.kind == h2raw::SETTINGS)
+        .expect("the server's SETTINGS");
+    pier.signal(rustix::process::Signal::TERM);
+    let first = c
+        .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY)
+        .expect("a GOAWAY on drain");
+    assert_eq!(first.error_code(), Some(0));
+    assert_eq!(
+        u32::from_be_bytes(first.payload[..4].try_into().unwrap()),
+        (1 << 31) - 1,
+        "the first GOAWAY takes every stream already on its way"
+    );
+    let ping = c
+        .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::PING)
+        .expect("a PING with the first GOAWAY");
+    c.send(&frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS | h2raw::END_STREAM,
+        1,
+        &block(&get_fields("/fixed")),
+    ));
+    let answer = c
+        .wait_for(Duration::from_secs(5), |f| f.stream == 1)
+        .expect("stream 1 answered");
+    assert_eq!(answer.kind, h2raw::HEADERS, "{answer:?}");
+    c.send(&frame(h2raw::PING, h2raw::ACK, 0, &ping.payload));
+    let last = c
+        .wait_for(Duration::from_secs(5), |f| f.kind == h2raw::GOAWAY)
+        .expect("the final GOAWAY after the PING's ack");
+    assert_eq!(u32::from_be_bytes(last.payload[..4].try_into().unwrap()), 1);
+    assert!(c.closed_within(Duration::from_secs(5)));
+    assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
 #[test]
 fn a_reload_sends_goaway_to_the_old_configuration_s_connections() {
     let pier = Pier::with_config(&config("", "[http]\nkeepalive_timeout = \"300ms\"\n"), &[]);

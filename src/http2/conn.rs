@@ -211,6 +211,20 @@ impl ServerConnection {
         self.core.goaway(code);
     }
 
+    /// Begins a graceful shutdown: streams the client opened before it saw
+    /// the first GOAWAY are still taken; the final GOAWAY goes out when the
+    /// client acknowledges the PING sent with it (see
+    /// [`Self::shutdown_complete`]), or when the driver calls [`Self::goaway`].
+    pub fn goaway_gracefully(&mut self) {
+        self.core.goaway_gracefully();
+    }
+
+    /// The final GOAWAY was sent (or the connection ended on an error): no
+    /// stream is taken any more.
+    pub fn shutdown_complete(&self) -> bool {
+        self.core.goaway_sent.is_some() || self.core.dead.is_some()
+    }
+
     /// Streams open or half-closed (counted against max_concurrent_streams).
     pub fn open_streams(&self) -> usize {
         self.core.streams.len()

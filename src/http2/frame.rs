@@ -21,6 +21,9 @@ pub const DEFAULT_WINDOW: u32 = 65_535;
 /// The largest flow-control window (2^31-1).
 pub const MAX_WINDOW: i64 = (1 << 31) - 1;
 
+/// The highest stream id (31 bits).
+pub const MAX_STREAM_ID: u32 = (1 << 31) - 1;
+
 /// Frame types (RFC 9113 §6); other values are extension frames, ignored.
 pub mod kind {
     /// Request or response body bytes.

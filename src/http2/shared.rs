@@ -34,6 +34,9 @@ use output::Output;
 use priority::PendingUpdates;
 use streams::{RecentResets, StreamTable};
 
+/// The payload of the PING sent with a graceful shutdown's first GOAWAY.
+pub(crate) const SHUTDOWN_PING: [u8; 8] = *b"pier-end";
+
 /// A stream's identifier (odd: opened by the client).
 pub type StreamId = u32;
 
@@ -174,6 +177,9 @@ pub(crate) struct ConnCore {
     pub(crate) goaway_sent: Option<StreamId>,
     /// The last stream id of the peer's latest GOAWAY.
     pub(crate) peer_goaway: Option<StreamId>,
+    /// A graceful shutdown began: the first GOAWAY went out with a PING,
+    /// whose ack brings the final GOAWAY (RFC 9113 §6.8).
+    pub(crate) shutdown_ping: bool,
     /// The connection ended on this error; nothing more is taken.
     pub(crate) dead: Option<ErrorCode>,
     conn_recv_window: i64,
@@ -274,6 +280,7 @@ impl ConnCore {
             last_taken: 0,
             goaway_sent: None,
             peer_goaway: None,
+            shutdown_ping: false,
             dead: None,
             conn_recv_window: i64::from(conn_window),
             conn_recv_owed: 0,

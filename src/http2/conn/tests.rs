@@ -564,6 +564,57 @@ fn goaway_names_the_last_stream_taken_and_later_streams_are_refused() {
 }
 
 #[test]
+fn a_graceful_goaway_takes_the_streams_sent_before_it_and_the_ping_ack_ends_them() {
+    let mut c = Client::new(limits());
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.events();
+    c.frames();
+    c.conn.goaway_gracefully();
+    let f = c.frames();
+    assert_eq!((f[0].kind, f[1].kind), (kind::GOAWAY, kind::PING), "{f:?}");
+    assert_eq!(frame::read_u32(&f[0].payload), frame::MAX_STREAM_ID);
+    assert_eq!(f[0].code(), ErrorCode::NoError);
+    assert!(!c.conn.shutdown_complete());
+    c.conn.goaway_gracefully();
+    assert!(c.frames().is_empty(), "one shutdown at a time");
+    // A stream the client opened before it read the GOAWAY is taken.
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    assert_eq!(c.events().len(), 1, "stream 3 taken");
+    assert!(c.frames().is_empty());
+    // An ack of another PING changes nothing.
+    c.send(&frame(kind::PING, flag::ACK, 0, b"whatever"))
+        .unwrap();
+    assert!(c.frames().is_empty());
+    assert!(!c.conn.shutdown_complete());
+    // The ack of the shutdown's PING: the final GOAWAY names stream 3.
+    c.send(&frame(kind::PING, flag::ACK, 0, &f[1].payload))
+        .unwrap();
+    let g = c.one(kind::GOAWAY);
+    assert_eq!(frame::read_u32(&g.payload), 3);
+    assert!(c.conn.shutdown_complete());
+    c.send(&headers(5, &get_block(), true)).unwrap();
+    assert!(c.events().is_empty(), "stream 5 not taken");
+    assert_eq!(c.one(kind::RST_STREAM).code(), ErrorCode::RefusedStream);
+}
+
+#[test]
+fn a_graceful_goaway_whose_ping_is_never_acked_ends_when_the_driver_says() {
+    let mut c = Client::new(limits());
+    c.conn.goaway_gracefully();
+    c.frames();
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    assert_eq!(c.events().len(), 1);
+    c.conn.goaway(ErrorCode::NoError);
+    let g = c.one(kind::GOAWAY);
+    assert_eq!(frame::read_u32(&g.payload), 1);
+    assert!(c.conn.shutdown_complete());
+    // A late ack brings no second final GOAWAY.
+    c.send(&frame(kind::PING, flag::ACK, 0, b"pier-end"))
+        .unwrap();
+    assert!(c.frames().is_empty());
+}
+
+#[test]
 fn a_large_response_head_spans_continuations() {
     let mut c = Client::new(limits());
     c.send(&headers(1, &get_block(), true)).unwrap();

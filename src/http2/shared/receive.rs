@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::priority::Priority;
-use super::{ConnCore, ConnError, PendingBlock, Role, RoleSide};
+use super::{ConnCore, ConnError, PendingBlock, Role, RoleSide, SHUTDOWN_PING};
 use crate::http2::frame::{self, flag, kind, setting, FrameHead};
 use crate::http2::ErrorCode;
 
@@ -377,6 +377,12 @@ impl ConnCore {
         self.refuse_if(h.stream != 0, ErrorCode::ProtocolError)?;
         self.refuse_if(payload.len() != 8, ErrorCode::FrameSizeError)?;
         if h.has(flag::ACK) {
+            if self.shutdown_ping && payload == SHUTDOWN_PING {
+                // Every stream the client opened before it saw the first
+                // GOAWAY has come: the final one names the last.
+                self.goaway(ErrorCode::NoError);
+                return Ok(());
+            }
             if self.pings_in_flight > 0 {
                 self.pings_in_flight -= 1;
                 return Ok(());

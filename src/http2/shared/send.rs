@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::budget::SMALL_DATA;
 use super::schedule::INCREMENTAL_CHUNK;
 use super::streams::Stream;
-use super::{ConnCore, Role, StreamId};
+use super::{ConnCore, Role, StreamId, SHUTDOWN_PING};
 use crate::http2::frame;
 use crate::http2::hpack::Encoder;
 use crate::http2::ErrorCode;
@@ -321,6 +321,25 @@ impl ConnCore {
         }
     }
 
+    /// Begins a graceful shutdown (RFC 9113 §6.8): a GOAWAY naming the
+    /// highest stream id, so a stream the client opened before it saw the
+    /// GOAWAY is still taken, and a PING. The PING's ack, which the client
+    /// sends after every frame it wrote before, brings the final GOAWAY
+    /// naming the last stream taken; a driver whose client does not answer
+    /// in time calls [`Self::goaway`] itself.
+    pub(crate) fn goaway_gracefully(&mut self) {
+        if self.dead.is_some() || self.goaway_sent.is_some() || self.shutdown_ping {
+            return;
+        }
+        frame::write_goaway(
+            self.out.frames(),
+            frame::MAX_STREAM_ID,
+            ErrorCode::NoError.to_u32(),
+        );
+        frame::write_ping(self.out.frames(), &SHUTDOWN_PING);
+        self.shutdown_ping = true;
+    }
+
     /// Queues GOAWAY naming the last peer-opened stream taken. With
     /// NO_ERROR the streams in flight go on and new ones are refused; the
     /// driver closes when they are done.
@@ -330,6 +349,7 @@ impl ConnCore {
         }
         frame::write_goaway(self.out.frames(), self.last_taken, code.to_u32());
         self.goaway_sent = Some(self.last_taken);
+        self.shutdown_ping = false;
         if code != ErrorCode::NoError {
             self.dead = Some(code);
         }

@@ -315,7 +315,7 @@ pub async fn serve_h2<D: Downstream>(
             biased;
             () = ctx.draining(), if goaway_at.is_none() => {
                 debug!(%peer, "draining: HTTP/2 GOAWAY");
-                shared.borrow_mut().conn.goaway(ErrorCode::NoError);
+                shared.borrow_mut().conn.goaway_gracefully();
                 ctx.stats.h2_event(H2Event::Goaway);
                 goaway_at.get_or_insert_with(Instant::now);
             }
@@ -340,13 +340,24 @@ pub async fn serve_h2<D: Downstream>(
                     continue;
                 }
                 if state.active.get() == 0 {
-                    if goaway_at.is_some() || !spoke {
-                        // The grace after GOAWAY is over, or the preface
-                        // never came in time.
+                    if !spoke {
+                        // The preface never came in time.
                         break;
                     }
+                    if goaway_at.is_some() {
+                        let mut sh = shared.borrow_mut();
+                        if sh.conn.shutdown_complete() {
+                            // The grace after the final GOAWAY is over.
+                            break;
+                        }
+                        // The client did not acknowledge the first GOAWAY's
+                        // PING in time: the final GOAWAY now, and its grace.
+                        sh.conn.goaway(ErrorCode::NoError);
+                        goaway_at = Some(Instant::now());
+                        continue;
+                    }
                     debug!(%peer, "HTTP/2 connection idle: GOAWAY");
-                    shared.borrow_mut().conn.goaway(ErrorCode::NoError);
+                    shared.borrow_mut().conn.goaway_gracefully();
                     ctx.stats.h2_event(H2Event::Goaway);
                     goaway_at.get_or_insert_with(Instant::now);
                     state.idle_since.set(Instant::now());
