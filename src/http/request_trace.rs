@@ -216,12 +216,14 @@ impl RequestTrace {
         r.span_id = new_span_id();
         r.recording = r.sampled || policy.keep_errors;
         if r.recording {
+            // Only a recorded request has times and attributes to keep: one
+            // neither sampled nor kept costs its ids and no clock reads.
             r.request.copy_from(request, protocol);
+            r.start_ns = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            r.started = Some(Instant::now());
         }
-        r.start_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        r.started = Some(Instant::now());
         self.on.set(true);
     }
 
@@ -239,22 +241,26 @@ impl RequestTrace {
 
     /// Opens a client span for an attempt on `server` and returns the
     /// `traceparent` the upstream gets, naming that span as its parent.
+    ///
+    /// A request that records nothing exports no client span: the upstream
+    /// is given the server span as its parent, and no id is drawn.
     pub fn start_attempt(&self, server: SocketAddr) -> [u8; TRACEPARENT_LEN] {
         let mut r = self.rec.borrow_mut();
-        let span_id = new_span_id();
-        if r.recording {
-            let span = ClientSpan {
-                span_id,
-                start_ns: r.now_ns(),
-                end_ns: 0,
-                server,
-                resend: r.clients.len() as u32,
-                status: 0,
-                error: None,
-                timeout: None,
-            };
-            r.clients.push(span);
+        if !r.recording {
+            return format_traceparent(&r.trace_id, &r.span_id, r.sampled);
         }
+        let span_id = new_span_id();
+        let span = ClientSpan {
+            span_id,
+            start_ns: r.now_ns(),
+            end_ns: 0,
+            server,
+            resend: r.clients.len() as u32,
+            status: 0,
+            error: None,
+            timeout: None,
+        };
+        r.clients.push(span);
         format_traceparent(&r.trace_id, &span_id, r.sampled)
     }
 
@@ -426,5 +432,10 @@ mod tests {
         let parent = t.start_attempt("127.0.0.1:81".parse().unwrap());
         assert!(parent.ends_with(b"-00"));
         assert!(t.recording().clients.is_empty());
+        // The upstream's parent is the server span, whose id the log shows.
+        let (trace, span) = t.ids_hex().unwrap();
+        assert_eq!(&parent[3..35], &trace);
+        assert_eq!(&parent[36..52], &span);
+        assert_eq!(t.recording().start_ns, 0, "no clock read");
     }
 }

@@ -84,12 +84,24 @@ pub fn format_traceparent(
 
 /// Lowercase hex of `bytes` into `out` (twice as long).
 pub fn hex_write(bytes: &[u8], out: &mut [u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        pair[0] = HEX[(b >> 4) as usize];
-        pair[1] = HEX[(b & 0xf) as usize];
+        let at = usize::from(*b) * 2;
+        pair.copy_from_slice(&HEX_PAIRS[at..at + 2]);
     }
 }
+
+/// Every byte's two lowercase hex digits, in order: one lookup per byte.
+const HEX_PAIRS: [u8; 512] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [0u8; 512];
+    let mut i = 0;
+    while i < 256 {
+        t[i * 2] = HEX[i >> 4];
+        t[i * 2 + 1] = HEX[i & 0xf];
+        i += 1;
+    }
+    t
+};
 
 fn trim_ows(mut v: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = v {

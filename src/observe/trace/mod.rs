@@ -17,7 +17,7 @@ use crate::http::request_trace::{ClientSpan, Recording, RequestTrace, TracePolic
 use crate::http::RequestView;
 use crate::observe::metrics::WorkerStats;
 use export::TraceShared;
-use otlp::{encode_span, SpanKind, SpanOut, Value};
+use otlp::{encode_span, keys, Key, SpanKind, SpanOut, Value};
 
 /// `[trace]`, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,30 +67,36 @@ const MAX_ATTRIBUTES: usize = 12;
 
 /// A span's attributes, on the stack.
 struct Attributes<'a> {
-    list: [(&'static str, Value<'a>); MAX_ATTRIBUTES],
+    list: [(&'static Key, Value<'a>); MAX_ATTRIBUTES],
     len: usize,
 }
 
 impl<'a> Attributes<'a> {
     fn new() -> Self {
         Attributes {
-            list: [("", Value::Int(0)); MAX_ATTRIBUTES],
+            list: [(&keys::ERROR_TYPE, Value::Int(0)); MAX_ATTRIBUTES],
             len: 0,
         }
     }
 
-    fn push(&mut self, key: &'static str, value: Value<'a>) {
+    fn push(&mut self, key: &'static Key, value: Value<'a>) {
         if let Some(slot) = self.list.get_mut(self.len) {
             *slot = (key, value);
             self.len += 1;
         }
     }
 
-    fn text(&mut self, key: &'static str, value: &'a [u8]) {
+    /// A text from the request (checked for UTF-8 when encoded).
+    fn text(&mut self, key: &'static Key, value: &'a [u8]) {
         self.push(key, Value::Str(value));
     }
 
-    fn as_slice(&self) -> &[(&'static str, Value<'a>)] {
+    /// A text Pier made (ASCII).
+    fn ascii(&mut self, key: &'static Key, value: &'a [u8]) {
+        self.push(key, Value::Ascii(value));
+    }
+
+    fn as_slice(&self) -> &[(&'static Key, Value<'a>)] {
         &self.list[..self.len]
     }
 }
@@ -189,34 +195,34 @@ fn encode_server_span(buf: &mut Vec<u8>, r: &Recording, facts: &ServerFacts<'_>,
     let q = &r.request;
     let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
     let mut a = Attributes::new();
-    a.text("http.request.method", &q.method);
-    a.text("url.path", &q.path);
-    a.text("url.scheme", if q.secure { b"https" } else { b"http" });
-    a.text("network.protocol.version", q.protocol.as_bytes());
+    a.text(&keys::HTTP_REQUEST_METHOD, &q.method);
+    a.text(&keys::URL_PATH, &q.path);
+    a.ascii(&keys::URL_SCHEME, if q.secure { b"https" } else { b"http" });
+    a.ascii(&keys::NETWORK_PROTOCOL_VERSION, q.protocol.as_bytes());
     if let Some(client) = q.client {
-        a.text("client.address", ip_text(client, &mut ip));
+        a.ascii(&keys::CLIENT_ADDRESS, ip_text(client, &mut ip));
     }
     if let Some(route) = facts.route {
-        a.text("http.route", route.as_bytes());
+        a.text(&keys::HTTP_ROUTE, route.as_bytes());
     }
     if facts.status != 0 {
         a.push(
-            "http.response.status_code",
+            &keys::HTTP_RESPONSE_STATUS_CODE,
             Value::Int(i64::from(facts.status)),
         );
     }
     if !q.host.is_empty() {
-        a.text("server.address", &q.host);
+        a.text(&keys::SERVER_ADDRESS, &q.host);
     }
     if let Some(ua) = &q.user_agent {
-        a.text("user_agent.original", ua);
+        a.text(&keys::USER_AGENT_ORIGINAL, ua);
     }
     if let Some(c) = facts.cache {
-        a.text("pier.cache.outcome", c.as_bytes());
+        a.ascii(&keys::CACHE_OUTCOME, c.as_bytes());
     }
     let error = facts.status >= 500;
     if error {
-        a.text("error.type", status_text(facts.status, &mut code));
+        a.ascii(&keys::ERROR_TYPE, status_text(facts.status, &mut code));
     }
     encode_span(
         buf,
@@ -241,21 +247,27 @@ fn encode_server_span(buf: &mut Vec<u8>, r: &Recording, facts: &ServerFacts<'_>,
 fn encode_client_span(buf: &mut Vec<u8>, r: &Recording, c: &ClientSpan, end_ns: u64) {
     let (mut ip, mut code) = ([0u8; 48], [0u8; 5]);
     let mut a = Attributes::new();
-    a.text("http.request.method", &r.request.method);
-    a.text("server.address", ip_text(c.server.ip(), &mut ip));
-    a.push("server.port", Value::Int(i64::from(c.server.port())));
+    a.text(&keys::HTTP_REQUEST_METHOD, &r.request.method);
+    a.ascii(&keys::SERVER_ADDRESS, ip_text(c.server.ip(), &mut ip));
+    a.push(&keys::SERVER_PORT, Value::Int(i64::from(c.server.port())));
     if c.resend > 0 {
-        a.push("http.request.resend_count", Value::Int(i64::from(c.resend)));
+        a.push(
+            &keys::HTTP_REQUEST_RESEND_COUNT,
+            Value::Int(i64::from(c.resend)),
+        );
     }
     if c.status != 0 {
-        a.push("http.response.status_code", Value::Int(i64::from(c.status)));
+        a.push(
+            &keys::HTTP_RESPONSE_STATUS_CODE,
+            Value::Int(i64::from(c.status)),
+        );
     }
     let error = match c.error {
         Some(e) => Some(e.as_bytes()),
         None => (c.status >= 400).then(|| status_text(c.status, &mut code)),
     };
     if let Some(e) = error {
-        a.text("error.type", e);
+        a.ascii(&keys::ERROR_TYPE, e);
     }
     encode_span(
         buf,

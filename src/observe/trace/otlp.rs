@@ -24,8 +24,11 @@ pub enum SpanKind {
 /// An attribute value.
 #[derive(Debug, Clone, Copy)]
 pub enum Value<'a> {
-    /// A text (bytes that are not UTF-8 are replaced, as protobuf strings must be UTF-8).
+    /// A text from the request (bytes that are not UTF-8 are replaced, as
+    /// protobuf strings must be UTF-8).
     Str(&'a [u8]),
+    /// A text Pier made (an address, a status, a label): ASCII, not checked.
+    Ascii(&'a [u8]),
     /// An integer.
     Int(i64),
 }
@@ -49,7 +52,7 @@ pub struct SpanOut<'a> {
     /// See `start_ns`.
     pub end_ns: u64,
     /// Attributes, by OpenTelemetry's semantic conventions.
-    pub attributes: &'a [(&'static str, Value<'a>)],
+    pub attributes: &'a [(&'static Key, Value<'a>)],
     /// Events, each with its `error.type`.
     pub events: &'a [SpanEvent],
     /// Whether the span's status is an error.
@@ -90,36 +93,125 @@ mod field {
 /// `Status.StatusCode.STATUS_CODE_ERROR`.
 const STATUS_ERROR: u64 = 2;
 
-/// A length-delimited field whose body `body` writes: the body goes after
-/// the key, then its length is slid in front of it (no second buffer).
+/// Room for a key's encoded start: the longest semantic-convention key Pier
+/// writes is 25 bytes.
+const KEY_ROOM: usize = 40;
+
+/// An attribute key with what every `KeyValue` of it starts with written
+/// ahead: its `key` field, then the `value` field's tag. Keys are constants
+/// (see [`keys`]), so an attribute costs the copy of these bytes.
+pub struct Key {
+    head: [u8; KEY_ROOM],
+    len: u8,
+}
+
+impl Key {
+    /// `name`'s encoded start (at compile time for the constants).
+    pub const fn new(name: &str) -> Key {
+        let b = name.as_bytes();
+        assert!(b.len() + 3 <= KEY_ROOM);
+        let mut head = [0u8; KEY_ROOM];
+        head[0] = tag_byte(field::KEY_VALUE_KEY, WireType::LengthDelimited);
+        head[1] = b.len() as u8;
+        let mut i = 0;
+        while i < b.len() {
+            head[2 + i] = b[i];
+            i += 1;
+        }
+        head[2 + b.len()] = tag_byte(field::KEY_VALUE_VALUE, WireType::LengthDelimited);
+        Key {
+            head,
+            len: (b.len() + 3) as u8,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.head[..usize::from(self.len)]
+    }
+}
+
+pub mod keys {
+    //! The attribute keys Pier writes (OpenTelemetry's HTTP semantic
+    //! conventions); each constant is its key's name in capitals.
+    #![allow(missing_docs)]
+    use super::Key;
+
+    pub const HTTP_REQUEST_METHOD: Key = Key::new("http.request.method");
+    pub const URL_PATH: Key = Key::new("url.path");
+    pub const URL_SCHEME: Key = Key::new("url.scheme");
+    pub const NETWORK_PROTOCOL_VERSION: Key = Key::new("network.protocol.version");
+    pub const CLIENT_ADDRESS: Key = Key::new("client.address");
+    pub const HTTP_ROUTE: Key = Key::new("http.route");
+    pub const HTTP_RESPONSE_STATUS_CODE: Key = Key::new("http.response.status_code");
+    pub const SERVER_ADDRESS: Key = Key::new("server.address");
+    pub const SERVER_PORT: Key = Key::new("server.port");
+    pub const USER_AGENT_ORIGINAL: Key = Key::new("user_agent.original");
+    pub const CACHE_OUTCOME: Key = Key::new("pier.cache.outcome");
+    pub const ERROR_TYPE: Key = Key::new("error.type");
+    pub const HTTP_REQUEST_RESEND_COUNT: Key = Key::new("http.request.resend_count");
+    pub const SERVICE_NAME: Key = Key::new("service.name");
+}
+
+/// A field's key when it fits one byte (field numbers below 16).
+const fn tag_byte(tag: u32, wire: WireType) -> u8 {
+    assert!(tag < 16);
+    ((tag << 3) | wire as u32) as u8
+}
+
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 0x80 {
+        out.push(v as u8);
+    } else {
+        encode_varint(v, out);
+    }
+}
+
+fn varint_len(v: u64) -> usize {
+    if v < 0x80 {
+        1
+    } else {
+        encoded_len_varint(v)
+    }
+}
+
+/// A length-delimited field whose body `body` writes: two bytes are kept
+/// for the length, which is enough below 16 KiB (a span); a body under 128
+/// bytes slides back one byte, a longer one than 16 KiB makes room.
 fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
     encode_key(tag, WireType::LengthDelimited, out);
-    // One byte is kept for the length, which is enough below 128 bytes (most
-    // attributes): only a longer body is moved to make room for more.
     let at = out.len();
-    out.push(0);
+    out.extend_from_slice(&[0, 0]);
     let start = out.len();
     body(out);
     let len = out.len() - start;
     if len < 0x80 {
         out[at] = len as u8;
-        return;
+        out.remove(at + 1);
+    } else if len < 0x4000 {
+        out[at] = (len as u8 & 0x7f) | 0x80;
+        out[at + 1] = (len >> 7) as u8;
+    } else {
+        let mut length = [0u8; 10];
+        let mut room = &mut length[..];
+        encode_varint(len as u64, &mut room);
+        let n = 10 - room.len();
+        out.splice(at..at + 2, length[..n].iter().copied());
     }
-    let mut length = [0u8; 10];
-    let mut room = &mut length[..];
-    encode_varint(len as u64, &mut room);
-    let n = 10 - room.len();
-    out.splice(at..=at, length[..n].iter().copied());
 }
 
 fn bytes_field(out: &mut Vec<u8>, tag: u32, v: &[u8]) {
     encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(v.len() as u64, out);
+    put_varint(out, v.len() as u64);
     out.extend_from_slice(v);
 }
 
-fn text(v: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(v)
+/// `v` as protobuf takes a string: as it is when UTF-8, else with
+/// replacement characters.
+fn text(v: &[u8]) -> Cow<'_, [u8]> {
+    match std::str::from_utf8(v) {
+        Ok(_) => Cow::Borrowed(v),
+        Err(_) => Cow::Owned(String::from_utf8_lossy(v).into_owned().into_bytes()),
+    }
 }
 
 fn fixed64(out: &mut Vec<u8>, tag: u32, v: u64) {
@@ -129,17 +221,41 @@ fn fixed64(out: &mut Vec<u8>, tag: u32, v: u64) {
 
 fn varint_field(out: &mut Vec<u8>, tag: u32, v: u64) {
     encode_key(tag, WireType::Varint, out);
-    encode_varint(v, out);
+    put_varint(out, v);
 }
 
-fn key_value(out: &mut Vec<u8>, tag: u32, key: &str, value: Value<'_>) {
-    nested(out, tag, |out| {
-        bytes_field(out, field::KEY_VALUE_KEY, key.as_bytes());
-        nested(out, field::KEY_VALUE_VALUE, |out| match value {
-            Value::Str(s) => bytes_field(out, field::ANY_STRING, text(s).as_bytes()),
-            Value::Int(i) => varint_field(out, field::ANY_INT, i as u64),
-        });
-    });
+/// One `KeyValue` as field `tag`: every length is known before it is
+/// written, so nothing is moved.
+fn key_value(out: &mut Vec<u8>, tag: u32, key: &Key, value: Value<'_>) {
+    let checked;
+    let (any_key, any_len, s, int) = match value {
+        Value::Int(i) => {
+            let any_key = tag_byte(field::ANY_INT, WireType::Varint);
+            (any_key, 1 + varint_len(i as u64), &[][..], i as u64)
+        }
+        Value::Str(s) => {
+            checked = text(s);
+            let s = &checked[..];
+            let any_key = tag_byte(field::ANY_STRING, WireType::LengthDelimited);
+            (any_key, 1 + varint_len(s.len() as u64) + s.len(), s, 0)
+        }
+        Value::Ascii(s) => {
+            let any_key = tag_byte(field::ANY_STRING, WireType::LengthDelimited);
+            (any_key, 1 + varint_len(s.len() as u64) + s.len(), s, 0)
+        }
+    };
+    let kv_len = key.bytes().len() + varint_len(any_len as u64) + any_len;
+    encode_key(tag, WireType::LengthDelimited, out);
+    put_varint(out, kv_len as u64);
+    out.extend_from_slice(key.bytes());
+    put_varint(out, any_len as u64);
+    out.push(any_key);
+    if let Value::Int(_) = value {
+        put_varint(out, int);
+    } else {
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s);
+    }
 }
 
 /// Appends `span` as one `ScopeSpans.spans` field: what the exporter later
@@ -154,13 +270,20 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
         if let Some(p) = span.parent {
             bytes_field(out, field::SPAN_PARENT_SPAN_ID, p);
         }
-        nested(out, field::SPAN_NAME, |out| {
-            out.extend_from_slice(text(span.name[0]).as_bytes());
-            if !span.name[1].is_empty() {
-                out.push(b' ');
-                out.extend_from_slice(text(span.name[1]).as_bytes());
-            }
-        });
+        let (first, second) = (text(span.name[0]), text(span.name[1]));
+        let name_len = first.len()
+            + if second.is_empty() {
+                0
+            } else {
+                1 + second.len()
+            };
+        encode_key(field::SPAN_NAME, WireType::LengthDelimited, out);
+        put_varint(out, name_len as u64);
+        out.extend_from_slice(&first);
+        if !second.is_empty() {
+            out.push(b' ');
+            out.extend_from_slice(&second);
+        }
         varint_field(out, field::SPAN_KIND, span.kind as u64);
         fixed64(out, field::SPAN_START, span.start_ns);
         fixed64(out, field::SPAN_END, span.end_ns.max(span.start_ns));
@@ -171,8 +294,8 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
             nested(out, field::SPAN_EVENTS, |out| {
                 fixed64(out, field::EVENT_TIME, e.at_ns);
                 bytes_field(out, field::EVENT_NAME, e.name.as_bytes());
-                let error = Value::Str(e.error.as_bytes());
-                key_value(out, field::EVENT_ATTRIBUTES, "error.type", error);
+                let error = Value::Ascii(e.error.as_bytes());
+                key_value(out, field::EVENT_ATTRIBUTES, &keys::ERROR_TYPE, error);
             });
         }
         if span.error {
@@ -191,7 +314,7 @@ pub fn encode_request(out: &mut Vec<u8>, service_name: &str, spans: &[Vec<u8>]) 
             key_value(
                 out,
                 field::RESOURCE_ATTRIBUTES,
-                "service.name",
+                &keys::SERVICE_NAME,
                 Value::Str(service_name.as_bytes()),
             );
         });
@@ -360,9 +483,10 @@ mod tests {
                 start_ns: 1_000,
                 end_ns: 5_000,
                 attributes: &[
-                    ("http.request.method", Value::Str(b"GET")),
-                    ("user_agent.original", Value::Str(b"bad \xff")),
-                    ("http.response.status_code", Value::Int(502)),
+                    (&keys::HTTP_REQUEST_METHOD, Value::Str(b"GET")),
+                    (&keys::USER_AGENT_ORIGINAL, Value::Str(b"bad \xff")),
+                    (&keys::HTTP_RESPONSE_STATUS_CODE, Value::Int(502)),
+                    (&keys::SERVER_ADDRESS, Value::Ascii(b"10.0.0.1")),
                 ],
                 events: &[SpanEvent {
                     at_ns: 2_000,
@@ -384,7 +508,7 @@ mod tests {
                 kind: SpanKind::Client,
                 start_ns: 1_500,
                 end_ns: 1_000,
-                attributes: &[("server.port", Value::Int(8080))],
+                attributes: &[(&keys::SERVER_PORT, Value::Int(8080))],
                 events: &[],
                 error: false,
             },
@@ -424,6 +548,10 @@ mod tests {
             attr(s, "http.response.status_code"),
             Some(any_value::Value::IntValue(502))
         );
+        assert_eq!(
+            attr(s, "server.address"),
+            Some(any_value::Value::StringValue("10.0.0.1".into()))
+        );
         assert_eq!(s.events[0].name, "retry");
         assert_eq!(s.events[0].time_unix_nano, 2_000);
         assert_eq!(s.events[0].attributes[0].key, "error.type");
@@ -441,29 +569,36 @@ mod tests {
 
     #[test]
     fn long_nested_fields_take_multi_byte_lengths() {
-        let big = vec![b'a'; 300];
-        let mut one = Vec::new();
-        encode_span(
-            &mut one,
-            &SpanOut {
-                trace_id: &[1; 16],
-                span_id: &[1; 8],
-                parent: None,
-                trace_state: b"",
-                name: [&big, b""],
-                kind: SpanKind::Server,
-                start_ns: 1,
-                end_ns: 2,
-                attributes: &[("url.path", Value::Str(&big))],
-                events: &[],
-                error: false,
-            },
-        );
-        let mut out = Vec::new();
-        encode_request(&mut out, "pier", &[one]);
-        let req = ExportTraceServiceRequest::decode(&out[..]).unwrap();
-        let s = &req.resource_spans[0].scope_spans[0].spans[0];
-        assert_eq!(s.name.len(), 300);
-        assert!(s.parent_span_id.is_empty());
+        // A span under 128 bytes, one under 16 KiB and one past it.
+        for size in [3, 300, 20_000] {
+            let big = vec![b'a'; size];
+            let mut one = Vec::new();
+            encode_span(
+                &mut one,
+                &SpanOut {
+                    trace_id: &[1; 16],
+                    span_id: &[1; 8],
+                    parent: None,
+                    trace_state: b"",
+                    name: [&big, b""],
+                    kind: SpanKind::Server,
+                    start_ns: 1,
+                    end_ns: 2,
+                    attributes: &[(&keys::URL_PATH, Value::Str(&big))],
+                    events: &[],
+                    error: false,
+                },
+            );
+            let mut out = Vec::new();
+            encode_request(&mut out, "pier", &[one]);
+            let req = ExportTraceServiceRequest::decode(&out[..]).unwrap();
+            let s = &req.resource_spans[0].scope_spans[0].spans[0];
+            assert_eq!(s.name.len(), size);
+            assert_eq!(
+                attr(s, "url.path"),
+                Some(any_value::Value::StringValue("a".repeat(size)))
+            );
+            assert!(s.parent_span_id.is_empty());
+        }
     }
 }
