@@ -120,11 +120,21 @@ impl Ring {
     }
 }
 
+/// Whether every weight is the same.
+fn uniform(weights: &[i64]) -> bool {
+    weights.windows(2).all(|w| w[0] == w[1])
+}
+
 /// Smooth weighted round robin state (one per group per worker).
 #[derive(Debug)]
 pub struct SmoothWrr {
     current: Vec<i64>,
     weights: Vec<i64>,
+    /// Every weight is the same: smooth WRR is then a plain rotation, taken
+    /// in one step from `cursor` instead of a pass over every server.
+    uniform: bool,
+    /// Where the rotation of a uniform group looks first.
+    cursor: usize,
     /// Rotates the starting point of least_conn ties.
     tie: usize,
 }
@@ -135,7 +145,9 @@ impl SmoothWrr {
         let weights: Vec<i64> = weights.map(i64::from).collect();
         SmoothWrr {
             current: vec![0; weights.len()],
+            uniform: uniform(&weights),
             weights,
+            cursor: 0,
             tie: 0,
         }
     }
@@ -146,12 +158,16 @@ impl SmoothWrr {
         self.weights.clear();
         self.weights.extend(weights.map(i64::from));
         self.current.resize(self.weights.len(), 0);
+        self.uniform = uniform(&self.weights);
     }
 
     /// nginx's smooth WRR over the servers `eligible` allows: each gains its
     /// weight, the largest wins and pays back the total. Spreads a 5:1:1 group as
     /// a a b a c a a rather than a a a a a b c.
     pub fn next(&mut self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        if self.uniform {
+            return self.rotate(eligible);
+        }
         let mut total = 0;
         let mut best: Option<usize> = None;
         for i in 0..self.weights.len() {
@@ -167,6 +183,24 @@ impl SmoothWrr {
         let b = best?;
         self.current[b] -= total;
         Some(b)
+    }
+
+    /// Equal weights: the next server `eligible` allows from the cursor, the
+    /// order smooth WRR gives them, in one step when it is up.
+    fn rotate(&mut self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        let n = self.weights.len();
+        let mut i = self.cursor;
+        for _ in 0..n {
+            if i >= n {
+                i = 0;
+            }
+            if eligible(i) {
+                self.cursor = i + 1;
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
     }
 
     /// Least connections over the servers `eligible` allows: the fewest
@@ -211,6 +245,29 @@ mod tests {
         assert_eq!(seq.iter().filter(|&&i| i == 1).count(), 2);
         assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2);
         assert_eq!(w.next(|_| false), None);
+    }
+
+    #[test]
+    fn equal_weights_rotate_as_smooth_wrr_would_and_skip_what_is_not_eligible() {
+        let mut w = SmoothWrr::new([2, 2, 2, 2].into_iter());
+        let seq: Vec<usize> = (0..8).map(|_| w.next(|_| true).unwrap()).collect();
+        assert_eq!(seq, [0, 1, 2, 3, 0, 1, 2, 3]);
+        let mut reference = SmoothWrr::new([2, 2, 2, 2].into_iter());
+        reference.uniform = false;
+        let smooth: Vec<usize> = (0..8).map(|_| reference.next(|_| true).unwrap()).collect();
+        assert_eq!(seq, smooth, "the same order as the full pass");
+        // Server 1 out: the others share its turns.
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|i| i != 1).unwrap()).collect();
+        assert_eq!(seq, [0, 2, 3, 0, 2, 3]);
+        assert_eq!(w.next(|_| false), None);
+        // Weights made unequal: smooth WRR again, 3:1:1:1.
+        w.set_weights([3, 1, 1, 1].into_iter());
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true).unwrap()).collect();
+        assert_eq!(seq.iter().filter(|&&i| i == 0).count(), 3, "{seq:?}");
+        // A server added with the same weight joins the rotation.
+        w.set_weights([1, 1, 1].into_iter());
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true).unwrap()).collect();
+        assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2, "{seq:?}");
     }
 
     #[test]
