@@ -225,6 +225,12 @@ impl GroupState {
     ) -> Option<usize> {
         self.follow_membership(group);
         let m = self.membership.borrow();
+        if let [only] = m.tier[..] {
+            // One server: nothing to balance, the same answer in one step.
+            let takes = only.is_some() && !exclude.contains(&0);
+            let up = takes && (self.is_up(group, 0, now) || group.servers[0].actively_up());
+            return up.then_some(0);
+        }
         let in_tier = |i: usize, t: u32| m.tier.get(i) == Some(&Some(t));
         m.tiers
             .iter()
@@ -272,8 +278,43 @@ impl Drop for GroupAdmission<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
     use super::*;
     use crate::upstream::server_table::{found_for_tests as found, ServerMode};
+
+    #[test]
+    fn a_group_of_one_server_picks_it_unless_excluded_set_aside_or_actively_down() {
+        let cfg = crate::config::check_text(
+            "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n\
+             [[upstream]]\nname = \"u\"\nservers = [\"127.0.0.1:9\"]\n",
+        )
+        .unwrap();
+        let group = &cfg.upstreams[0];
+        let state = GroupState::new(group, 1);
+        let now = Instant::now();
+        assert_eq!(state.pick_server(group, 0, &[], now), Some(0));
+        assert_eq!(
+            state.pick_server(group, 0, &[0], now),
+            None,
+            "tried already"
+        );
+        // Marked down by this worker's failures: still taken, as nothing else is.
+        state.servers[0]
+            .down_until
+            .set(Some(now + Duration::from_secs(60)));
+        assert_eq!(state.pick_server(group, 0, &[], now), Some(0));
+        // Down by its active health check: not taken.
+        group.servers[0].active_up.store(false, Ordering::Relaxed);
+        assert_eq!(state.pick_server(group, 0, &[], now), None);
+        group.servers[0].active_up.store(true, Ordering::Relaxed);
+        // Drained by an operator: no new requests.
+        group.servers.set_mode(0, ServerMode::Drain);
+        assert_eq!(state.pick_server(group, 0, &[], now), None);
+        group.servers.set_mode(0, ServerMode::Ready);
+        assert_eq!(state.pick_server(group, 0, &[], now), Some(0));
+    }
 
     #[test]
     fn lower_priorities_first_backups_when_they_are_out_and_changes_followed() {
