@@ -19,6 +19,7 @@ use crate::deadline::Deadline;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
 use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
+use crate::observe::config_api::{ConfigPost, PostAnswer, WrittenFile};
 use crate::observe::status::StatusState;
 use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
@@ -40,18 +41,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         return Err(last.into());
     }
-    // Valid but not what the kernel will grant: said, without failing the check.
-    for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
-        for w in sockopt::limit_warnings(&lc.socket) {
-            eprintln!("warning: listener {key}: {w}");
-        }
-    }
-    for g in &cfg.upstreams {
-        for w in sockopt::limit_warnings(&g.socket) {
-            eprintln!("warning: upstream {}: {w}", g.name);
-        }
-    }
-    for w in &cfg.warnings {
+    for w in check_warnings(&cfg) {
         eprintln!("warning: {w}");
     }
     println!(
@@ -82,6 +72,24 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What `pier check` warns about without failing: values the kernel will
+/// not grant, names that do not resolve yet.
+fn check_warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(cfg)) {
+        for w in sockopt::limit_warnings(&lc.socket) {
+            out.push(format!("listener {key}: {w}"));
+        }
+    }
+    for g in &cfg.upstreams {
+        for w in sockopt::limit_warnings(&g.socket) {
+            out.push(format!("upstream {}: {w}", g.name));
+        }
+    }
+    out.extend(cfg.warnings.iter().cloned());
+    out
 }
 
 /// `pier serve`: run until SIGTERM or SIGINT has drained.
@@ -167,6 +175,27 @@ impl Source {
         match self {
             Source::Serve(args) => config::build::load(args.config.as_deref(), &args.overrides()),
             Source::Tunnel(args) => config::build::load_str(TUNNEL_ORIGIN, &args.config_text()),
+        }
+    }
+
+    /// `text` posted in place of the file; `None` for `pier tunnel`, which
+    /// builds its configuration from flags.
+    fn load_posted(&self, text: &str) -> Option<Result<Config, ConfigError>> {
+        match self {
+            Source::Serve(args) => Some(config::build::load_posted(
+                args.config.as_deref(),
+                text,
+                &args.overrides(),
+            )),
+            Source::Tunnel(_) => None,
+        }
+    }
+
+    /// The configuration file, when there is one.
+    fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Source::Serve(args) => args.config.as_deref(),
+            Source::Tunnel(_) => None,
         }
     }
 }
@@ -268,6 +297,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         .store(Arc::new(config.routes.labels().to_vec()));
     let mut admin_socket = None;
     let mut status = None;
+    let (posts, posted) = mpsc::unbounded_channel();
     let admin_shown = match config.admin {
         Some(addr) => {
             // The replaced process's admin socket, unless the address changed.
@@ -286,7 +316,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
             state
                 .start_sampler()
                 .context("cannot start the status sampler")?;
-            admin::spawn_admin(listener, registry.clone(), state.clone())
+            admin::spawn_admin(listener, registry.clone(), state.clone(), posts)
                 .context("cannot start the admin listener")?;
             status = Some(state);
             bound.to_string()
@@ -394,7 +424,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         args: std::env::args_os().skip(1).collect(),
         registry,
     };
-    let exit = wait_for_signal(&signal_rt, signals, &mut server)?;
+    let exit = wait_for_signal(&signal_rt, signals, posted, &mut server)?;
     match exit {
         Exit::Stop => {
             info!(drain_timeout = ?server.config.drain_timeout, "shutting down: draining connections");
@@ -464,16 +494,83 @@ fn keep_session_tickets(next: &mut config::ListenerConfig, old: &config::Listene
 }
 
 impl ServerProcess {
-    /// SIGHUP: reloads (see [`ServerProcess::apply_reload`]) and tells the status page
+    /// SIGHUP: reloads (see [`ServerProcess::apply_config`]) and tells the status page
     /// how it went.
     fn reload(&mut self) {
-        let outcome = self.apply_reload();
+        let outcome = match self.source.load() {
+            Ok(next) => self.apply_config(next),
+            Err(e) => {
+                error!(error = %e, "configuration reload failed; keeping the running configuration");
+                Err(e.to_string())
+            }
+        };
+        self.report_reload(outcome);
+    }
+
+    /// Tells the status page how a reload went.
+    fn report_reload(&self, outcome: Result<(), String>) {
         if let Some(status) = &self.status {
             match outcome {
                 Ok(()) => status.reloaded(self.config.clone(), self.bound_listeners()),
                 Err(why) => status.reload_failed(why),
             }
         }
+    }
+
+    /// `POST /api/config`: validates the posted text as `pier check` does,
+    /// then (unless a dry run) applies it as a reload does and, with
+    /// `[admin] allow_config_write`, writes it to the configuration file.
+    fn take_posted(&mut self, post: ConfigPost) {
+        let answer = self.apply_posted(&post);
+        let _ = post.reply.send(answer);
+    }
+
+    fn apply_posted(&mut self, post: &ConfigPost) -> PostAnswer {
+        let (peer, credential) = (post.caller.peer, &post.caller.credential);
+        let Some(loaded) = self.source.load_posted(&post.text) else {
+            return PostAnswer::refused(
+                "pier tunnel builds its configuration from flags; a configuration is posted to pier serve".into(),
+            );
+        };
+        let mut next = match loaded {
+            Ok(c) => c,
+            Err(e) => return PostAnswer::invalid(vec![e]),
+        };
+        if !next.findings.is_empty() {
+            return PostAnswer::invalid(std::mem::take(&mut next.findings));
+        }
+        let warnings = check_warnings(&next);
+        if post.dry_run {
+            return PostAnswer::validated(warnings);
+        }
+        let write_to = self
+            .source
+            .file()
+            .filter(|_| self.config.allow_config_write)
+            .map(std::path::Path::to_path_buf);
+        info!(%peer, %credential, write = write_to.is_some(), "admin API: applying a posted configuration");
+        let outcome = self.apply_config(next);
+        self.report_reload(outcome.clone());
+        if let Err(why) = outcome {
+            return PostAnswer::not_applied(why, warnings);
+        }
+        let written = write_to.map(|file| {
+            match config::file_replace::replace_keeping_previous(&file, &post.text) {
+                Ok(previous) => {
+                    info!(%peer, %credential, file = %file.display(), previous = %previous.display(), "admin API: posted configuration written");
+                    Ok(WrittenFile {
+                        file: file.display().to_string(),
+                        previous: previous.display().to_string(),
+                    })
+                }
+                Err(e) => {
+                    let why = crate::io_text::without_os_error(&e.to_string());
+                    error!(file = %file.display(), error = %why, "admin API: cannot write the posted configuration; it runs until the next reload");
+                    Err(why)
+                }
+            }
+        });
+        PostAnswer::applied(warnings, written)
     }
 
     /// Listener URLs as bound now, for the status page.
@@ -494,18 +591,11 @@ impl ServerProcess {
             .collect()
     }
 
-    /// Builds the configuration again from the same source and hands it to
-    /// every worker. A configuration that does not validate, or a listener
-    /// that cannot be bound, changes nothing; the error says why.
-    fn apply_reload(&mut self) -> Result<(), String> {
+    /// Hands `next` (built again from the same source, or posted) to every
+    /// worker. A listener that cannot be bound changes nothing; the error
+    /// says why.
+    fn apply_config(&mut self, mut next: Config) -> Result<(), String> {
         let old = self.config.clone();
-        let mut next = match self.source.load() {
-            Ok(c) => c,
-            Err(e) => {
-                error!(error = %e, "configuration reload failed; keeping the running configuration");
-                return Err(e.to_string());
-            }
-        };
         let workers = self.reloads.len();
         if next.workers != old.workers {
             warn!(
@@ -745,6 +835,7 @@ impl Signals {
 fn wait_for_signal(
     rt: &tokio::runtime::Runtime,
     signals: Signals,
+    mut posted: mpsc::UnboundedReceiver<ConfigPost>,
     server: &mut ServerProcess,
 ) -> anyhow::Result<Exit> {
     let Signals {
@@ -766,8 +857,14 @@ fn wait_for_signal(
                 }
             }
         };
+        // Without an admin listener nothing posts; the branch is then off.
+        let mut posting = server.status.is_some();
         loop {
             tokio::select! {
+                post = posted.recv(), if posting => match post {
+                    Some(post) => server.take_posted(post),
+                    None => posting = false,
+                },
                 _ = term.recv() => {
                     info!(signal = "SIGTERM", "signal received");
                     abandon(&upgrading);
