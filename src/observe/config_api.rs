@@ -202,18 +202,10 @@ fn dry_run(query: Option<&[u8]>) -> bool {
 /// and answers what became of it.
 pub async fn post_config(session: &mut dyn Session<'_>, posts: ConfigPosts, caller: ApiCaller) {
     let dry_run = dry_run(session.request().query());
-    let mut text = Vec::new();
-    loop {
-        match session.fill_body().await {
-            Ok(0) => break,
-            Ok(n) => {
-                text.extend_from_slice(session.body_chunk());
-                session.consume_body(n);
-            }
-            // The driver answers a body too large, malformed or too slow.
-            Err(_) => return,
-        }
-    }
+    // The driver answers a body too large, malformed or too slow.
+    let Ok(text) = session.read_body_to_end().await else {
+        return;
+    };
     let answer = match String::from_utf8(text) {
         Err(_) => error_answer(400, "a configuration is UTF-8 text (TOML)"),
         Ok(text) => {
