@@ -1,5 +1,6 @@
 //! Process start and stop: load config, bind every worker's sockets, start N worker
-//! threads (optionally pinned), reload the configuration on SIGHUP, reopen the
+//! threads (optionally pinned), reload the configuration on SIGHUP (or take one
+//! posted to the admin API, see `config_post.rs`), reopen the
 //! access log on SIGUSR1, replace the binary on SIGUSR2, wait for SIGTERM/SIGINT,
 //! then drain.
 
@@ -19,12 +20,14 @@ use crate::deadline::Deadline;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
 use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
-use crate::observe::config_api::{ConfigPost, PostAnswer, WrittenFile};
+use crate::observe::config_api::ConfigPost;
 use crate::observe::status::StatusState;
 use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::worker::Generation;
+
+mod config_post;
 
 /// How long a binary upgrade waits for the new process to report ready before
 /// it gives up on it and keeps serving.
@@ -175,27 +178,6 @@ impl Source {
         match self {
             Source::Serve(args) => config::build::load(args.config.as_deref(), &args.overrides()),
             Source::Tunnel(args) => config::build::load_str(TUNNEL_ORIGIN, &args.config_text()),
-        }
-    }
-
-    /// `text` posted in place of the file; `None` for `pier tunnel`, which
-    /// builds its configuration from flags.
-    fn load_posted(&self, text: &str) -> Option<Result<Config, ConfigError>> {
-        match self {
-            Source::Serve(args) => Some(config::build::load_posted(
-                args.config.as_deref(),
-                text,
-                &args.overrides(),
-            )),
-            Source::Tunnel(_) => None,
-        }
-    }
-
-    /// The configuration file, when there is one.
-    fn file(&self) -> Option<&std::path::Path> {
-        match self {
-            Source::Serve(args) => args.config.as_deref(),
-            Source::Tunnel(_) => None,
         }
     }
 }
@@ -515,62 +497,6 @@ impl ServerProcess {
                 Err(why) => status.reload_failed(why),
             }
         }
-    }
-
-    /// `POST /api/config`: validates the posted text as `pier check` does,
-    /// then (unless a dry run) applies it as a reload does and, with
-    /// `[admin] allow_config_write`, writes it to the configuration file.
-    fn take_posted(&mut self, post: ConfigPost) {
-        let answer = self.apply_posted(&post);
-        let _ = post.reply.send(answer);
-    }
-
-    fn apply_posted(&mut self, post: &ConfigPost) -> PostAnswer {
-        let (peer, credential) = (post.caller.peer, &post.caller.credential);
-        let Some(loaded) = self.source.load_posted(&post.text) else {
-            return PostAnswer::refused(
-                "pier tunnel builds its configuration from flags; a configuration is posted to pier serve".into(),
-            );
-        };
-        let mut next = match loaded {
-            Ok(c) => c,
-            Err(e) => return PostAnswer::invalid(vec![e]),
-        };
-        if !next.findings.is_empty() {
-            return PostAnswer::invalid(std::mem::take(&mut next.findings));
-        }
-        let warnings = check_warnings(&next);
-        if post.dry_run {
-            return PostAnswer::validated(warnings);
-        }
-        let write_to = self
-            .source
-            .file()
-            .filter(|_| self.config.allow_config_write)
-            .map(std::path::Path::to_path_buf);
-        info!(%peer, %credential, write = write_to.is_some(), "admin API: applying a posted configuration");
-        let outcome = self.apply_config(next);
-        self.report_reload(outcome.clone());
-        if let Err(why) = outcome {
-            return PostAnswer::not_applied(why, warnings);
-        }
-        let written = write_to.map(|file| {
-            match config::file_replace::replace_keeping_previous(&file, &post.text) {
-                Ok(previous) => {
-                    info!(%peer, %credential, file = %file.display(), previous = %previous.display(), "admin API: posted configuration written");
-                    Ok(WrittenFile {
-                        file: file.display().to_string(),
-                        previous: previous.display().to_string(),
-                    })
-                }
-                Err(e) => {
-                    let why = crate::io_text::without_os_error(&e.to_string());
-                    error!(file = %file.display(), error = %why, "admin API: cannot write the posted configuration; it runs until the next reload");
-                    Err(why)
-                }
-            }
-        });
-        PostAnswer::applied(warnings, written)
     }
 
     /// Listener URLs as bound now, for the status page.
