@@ -60,6 +60,13 @@ fn running_text(admin: SocketAddr) -> String {
     String::from_utf8(r.body).unwrap()
 }
 
+/// Takes the log line of the reload a post made, so that a later wait for a
+/// reload sees the next one.
+fn reloaded_by_post(pier: &Pier) {
+    pier.wait_log("configuration reloaded", Duration::from_secs(5))
+        .expect("the posted configuration's reload is logged");
+}
+
 /// The files of `dir`, sorted by name.
 fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -144,12 +151,17 @@ fn a_posted_configuration_is_applied_and_lasts_until_the_next_reload() {
     // The file is untouched and nothing was added beside it.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
     assert_eq!(files_in(pier.root()), ["pier.toml"]);
-    let logged = pier.log_lines().into_iter().any(|l| {
-        l.contains("admin API: applying a posted configuration") && l.contains("peer=127.0.0.1")
-    });
-    assert!(logged, "the post is logged with who made it");
+    let logged = pier
+        .wait_log(
+            "admin API: applying a posted configuration",
+            Duration::from_secs(5),
+        )
+        .expect("the post is logged");
+    assert!(logged.contains("peer=127.0.0.1"), "{logged}");
+    assert!(logged.contains("loopback, no token"), "{logged}");
 
     // A reload reads the file again.
+    reloaded_by_post(&pier);
     pier.signal(Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
         .expect("reloaded");
@@ -223,6 +235,7 @@ fn with_allow_config_write_the_file_is_replaced_and_the_old_one_kept() {
     assert_eq!(files_in(pier.root()), ["pier.toml", "pier.toml.prev"]);
     assert_eq!(body_at(&pier), "two");
     // A reload reads the written file: the posted configuration stays.
+    reloaded_by_post(&pier);
     pier.signal(Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
         .expect("reloaded");
@@ -292,4 +305,33 @@ fn an_oversized_configuration_is_refused_unread() {
     );
     assert_eq!(r.status, 413);
     assert_eq!(body_at(&pier), "one");
+}
+
+#[test]
+fn a_valid_configuration_whose_reload_fails_answers_500_and_the_old_one_serves() {
+    let allow = "allow_config_write = true\n";
+    let pier = Pier::with_config(&config("one", allow), &[]);
+    let admin = pier.admin.expect("admin listener");
+    let file = config_path(&pier);
+    // A port another socket holds (without SO_REUSEPORT): valid, not bindable.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let text = format!(
+        "{}[[listener]]\nlisten = \"{}\"\n",
+        config("two", allow),
+        taken.local_addr().unwrap()
+    );
+    let (status, answer) = post_config(admin, "/api/config", &text, "");
+    assert_eq!(status, 500, "{answer}");
+    assert_eq!(answer["valid"], true);
+    assert_eq!(answer["applied"], false);
+    let outcome = answer["outcome"].as_str().unwrap();
+    assert!(outcome.contains("the reload failed"), "{outcome}");
+    assert!(!outcome.contains("os error"), "{outcome}");
+    assert_eq!(body_at(&pier), "one");
+    // Not written either.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        config("one", allow)
+    );
+    assert_eq!(files_in(pier.root()), ["pier.toml"]);
 }

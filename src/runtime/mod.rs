@@ -17,6 +17,7 @@ use crate::binary_upgrade::{self, Inherited};
 use crate::cli::{BinaryUpgradeArgs, CheckArgs, ProcessArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
+use crate::io_text::without_os_error;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
 use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
@@ -560,7 +561,10 @@ impl ServerProcess {
                 Ok(s) => added.push((*key, s)),
                 Err(e) => {
                     error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
-                    return Err(format!("cannot listen on {key}: {e}"));
+                    return Err(format!(
+                        "cannot listen on {key}: {}",
+                        without_os_error(&e.to_string())
+                    ));
                 }
             }
         }
@@ -578,7 +582,11 @@ impl ServerProcess {
                     }
                     Err(e) => {
                         error!(target = %c.target, error = %e, "configuration reload failed: cannot open the access log; keeping the running configuration");
-                        return Err(format!("cannot open the access log {}: {e}", c.target));
+                        return Err(format!(
+                            "cannot open the access log {}: {}",
+                            c.target,
+                            without_os_error(&e.to_string())
+                        ));
                     }
                 },
                 None => {
@@ -596,7 +604,10 @@ impl ServerProcess {
                 Ok(t) => t,
                 Err(e) => {
                     error!(error = %e, "configuration reload failed: cannot start the trace exporter; keeping the running configuration");
-                    return Err(format!("cannot start the trace exporter: {e}"));
+                    return Err(format!(
+                        "cannot start the trace exporter: {}",
+                        without_os_error(&e.to_string())
+                    ));
                 }
             };
             let shared = started.as_ref().map(TraceExporter::shared);
