@@ -335,3 +335,40 @@ fn a_valid_configuration_whose_reload_fails_answers_500_and_the_old_one_serves()
     );
     assert_eq!(files_in(pier.root()), ["pier.toml"]);
 }
+
+#[test]
+fn a_server_without_a_configuration_file_runs_a_posted_one_unwritten() {
+    let pier = Pier::embedded(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--no-tls",
+        "--admin",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+    ]);
+    let admin = pier.admin.expect("admin listener");
+    let allow = "allow_config_write = true\n";
+    for _ in 0..2 {
+        let (status, answer) = post_config(admin, "/api/config", &config("two", allow), "");
+        assert_eq!(status, 200, "{answer}");
+        let outcome = answer["outcome"].as_str().unwrap();
+        assert!(
+            outcome.contains("without a configuration file"),
+            "{outcome}"
+        );
+        assert!(answer["written"].is_null(), "{answer}");
+    }
+    assert_eq!(body_at(&pier), "two");
+    assert_eq!(files_in(pier.root()), Vec::<String>::new());
+    let bad = config("three", "").replace(
+        "handler = \"respond\"",
+        "handler = \"respond\"\nstatus = 999",
+    );
+    let (status, answer) = post_config(admin, "/api/config", &bad, "");
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["errors"][0]["file"], "posted configuration");
+    assert_eq!(answer["errors"][0]["line"], 8);
+    assert_eq!(answer["errors"][0]["key"], "route[1].status");
+    assert_eq!(body_at(&pier), "two");
+}

@@ -149,16 +149,22 @@ impl PostAnswer {
         a
     }
 
-    /// 200: every worker runs it; `written` says whether the file holds it
-    /// (`Err` with why writing failed: 500).
-    pub fn applied(warnings: Vec<String>, written: Option<Result<WrittenFile, String>>) -> Self {
-        let (status, outcome, written) = match written {
-            None => (
+    /// 200: every worker runs it; `file` says what became of the
+    /// configuration file (500 when it could not be written).
+    pub fn applied(warnings: Vec<String>, file: FileOutcome) -> Self {
+        const UNTIL_RELOAD: &str = "so this lasts until the next reload or restart";
+        let (status, outcome, written) = match file {
+            FileOutcome::NotAllowed => (
                 200,
-                "applied on every worker; the configuration file is unchanged ([admin] allow_config_write is off), so this lasts until the next reload or restart".to_string(),
+                format!("applied on every worker; the configuration file is unchanged ([admin] allow_config_write is off), {UNTIL_RELOAD}"),
                 None,
             ),
-            Some(Ok(w)) => (
+            FileOutcome::NoFile => (
+                200,
+                format!("applied on every worker; the server runs without a configuration file (no --config), {UNTIL_RELOAD}"),
+                None,
+            ),
+            FileOutcome::Written(w) => (
                 200,
                 format!(
                     "applied on every worker and written to {}; the text it held before is in {}",
@@ -166,9 +172,9 @@ impl PostAnswer {
                 ),
                 Some(w),
             ),
-            Some(Err(why)) => (
+            FileOutcome::Failed(why) => (
                 500,
-                format!("applied on every worker, but the configuration file could not be written ({why}): this lasts until the next reload or restart"),
+                format!("applied on every worker, but the configuration file could not be written ({why}), {UNTIL_RELOAD}"),
                 None,
             ),
         };
@@ -178,6 +184,19 @@ impl PostAnswer {
         a.warnings = warnings;
         a
     }
+}
+
+/// What became of the configuration file when a posted configuration was applied.
+#[derive(Debug)]
+pub enum FileOutcome {
+    /// `[admin] allow_config_write` is off: untouched.
+    NotAllowed,
+    /// The server runs without a file (the embedded default).
+    NoFile,
+    /// Replaced, the old text kept.
+    Written(WrittenFile),
+    /// Writing failed, for this reason.
+    Failed(String),
 }
 
 /// `GET /api/config`.

@@ -8,7 +8,7 @@ use tracing::{error, info};
 
 use super::{check_warnings, ServerProcess, Source};
 use crate::config::{self, Config, ConfigError};
-use crate::observe::config_api::{ConfigPost, PostAnswer, WrittenFile};
+use crate::observe::config_api::{ConfigPost, FileOutcome, PostAnswer, WrittenFile};
 
 impl Source {
     /// `text` posted in place of the file; `None` for `pier tunnel`, which
@@ -60,22 +60,21 @@ impl ServerProcess {
         if post.dry_run {
             return PostAnswer::validated(warnings);
         }
-        let write_to = self
-            .source
-            .file()
-            .filter(|_| self.config.allow_config_write)
-            .map(std::path::Path::to_path_buf);
-        info!(%peer, %credential, write = write_to.is_some(), "admin API: applying a posted configuration");
+        let file = self.source.file().map(std::path::Path::to_path_buf);
+        let write = file.is_some() && self.config.allow_config_write;
+        info!(%peer, %credential, write, "admin API: applying a posted configuration");
         let outcome = self.apply_config(next);
         self.report_reload(outcome.clone());
         if let Err(why) = outcome {
             return PostAnswer::not_applied(why, warnings);
         }
-        let written = write_to.map(|file| {
-            match config::file_replace::replace_keeping_previous(&file, &post.text) {
+        let file = match file {
+            None => FileOutcome::NoFile,
+            Some(_) if !write => FileOutcome::NotAllowed,
+            Some(file) => match config::file_replace::replace_keeping_previous(&file, &post.text) {
                 Ok(previous) => {
                     info!(%peer, %credential, file = %file.display(), previous = %previous.display(), "admin API: posted configuration written");
-                    Ok(WrittenFile {
+                    FileOutcome::Written(WrittenFile {
                         file: file.display().to_string(),
                         previous: previous.display().to_string(),
                     })
@@ -83,10 +82,10 @@ impl ServerProcess {
                 Err(e) => {
                     let why = crate::io_text::without_os_error(&e.to_string());
                     error!(file = %file.display(), error = %why, "admin API: cannot write the posted configuration; it runs until the next reload");
-                    Err(why)
+                    FileOutcome::Failed(why)
                 }
-            }
-        });
-        PostAnswer::applied(warnings, written)
+            },
+        };
+        PostAnswer::applied(warnings, file)
     }
 }
