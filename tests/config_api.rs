@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -304,6 +305,17 @@ fn an_oversized_configuration_is_refused_unread() {
         ),
     );
     assert_eq!(r.status, 413);
+    // Not UTF-8: not a configuration.
+    let mut stream = std::net::TcpStream::connect(admin).unwrap();
+    let head = format!(
+        "POST /api/config HTTP/1.1\r\nHost: {admin}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&[0xff, 0xfe]).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("UTF-8"), "{answer}");
     assert_eq!(body_at(&pier), "one");
 }
 
