@@ -1,7 +1,8 @@
 //! The runtime API for upstreams on the admin listener: a server drained
 //! under load loses no request and gets no new one, a weight set shows in the
 //! distribution counted at two origins, and a change from a page of another
-//! origin, under another Host, or on a non-loopback listener is refused.
+//! origin, under another Host, or on a non-loopback listener is refused (a
+//! read too, there, without a token).
 
 mod common;
 
@@ -37,14 +38,26 @@ fn request(admin: SocketAddr, method: &str, path: &str, extra: &str) -> (u16, Va
 }
 
 fn upstreams(admin: SocketAddr) -> Value {
-    let r = get(admin, "GET /api/upstreams HTTP/1.1\r\nHost: admin\r\n\r\n");
-    assert_eq!(r.status, 200);
+    upstreams_as(admin, "")
+}
+
+/// `GET /api/upstreams` with `extra` fields (a token).
+fn upstreams_as(admin: SocketAddr, extra: &str) -> Value {
+    let r = get(
+        admin,
+        &format!("GET /api/upstreams HTTP/1.1\r\nHost: {admin}\r\n{extra}\r\n"),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.header("content-type"), Some("application/json"));
     serde_json::from_slice(&r.body).expect("JSON")
 }
 
 fn server_field(admin: SocketAddr, addr: SocketAddr, field: &str) -> Value {
-    let v = upstreams(admin);
+    server_field_as(admin, "", addr, field)
+}
+
+fn server_field_as(admin: SocketAddr, extra: &str, addr: SocketAddr, field: &str) -> Value {
+    let v = upstreams_as(admin, extra);
     let servers = v["upstreams"][0]["servers"].as_array().unwrap().clone();
     servers
         .into_iter()
@@ -187,7 +200,7 @@ fn a_weight_set_through_the_api_shows_in_the_distribution() {
     let r = get(
         admin,
         &format!(
-            "GET /api/upstreams/app/servers/{}/drain HTTP/1.1\r\nHost: admin\r\n\r\n",
+            "GET /api/upstreams/app/servers/{}/drain HTTP/1.1\r\nHost: {admin}\r\n\r\n",
             a.addr
         ),
     );
@@ -268,7 +281,7 @@ fn changes_from_another_origin_or_host_are_refused() {
 }
 
 #[test]
-fn a_non_loopback_admin_listener_takes_no_change() {
+fn a_non_loopback_admin_listener_without_a_token_answers_no_api_request() {
     let (a, b) = (Upstream::start(|_| ok("a")), Upstream::start(|_| ok("b")));
     let text = config(1, a.addr, b.addr).replace(
         "listen = \"127.0.0.1:0\"\n[[listener]]",
@@ -277,17 +290,28 @@ fn a_non_loopback_admin_listener_takes_no_change() {
     let pier = Pier::with_config(&text, &[]);
     let port = pier.admin.expect("admin listener").port();
     let admin: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let (status, answer) = post(
-        admin,
-        &format!("/api/upstreams/app/servers/{}/drain", a.addr),
-        "",
-    );
-    assert_eq!(status, 403, "{answer}");
-    assert!(
-        answer["error"].as_str().unwrap().contains("loopback"),
-        "{answer}"
-    );
-    assert_eq!(server_field(admin, a.addr, "state"), "up");
+    for (method, path) in [
+        (
+            "POST",
+            format!("/api/upstreams/app/servers/{}/drain", a.addr),
+        ),
+        ("GET", "/api/upstreams".to_string()),
+        ("GET", "/api/config".to_string()),
+        ("POST", "/api/config?dry_run=1".to_string()),
+    ] {
+        let (status, answer) = request(admin, method, &path, "");
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("loopback"),
+            "{answer}"
+        );
+    }
+    // Not drained: both servers still take requests.
+    send(pier.addr(), 10);
+    assert_eq!((a.request_count(), b.request_count()), (5, 5));
+    // The pages that are not the API answer as before.
+    let r = get(admin, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 200);
 }
 
 #[test]
@@ -306,6 +330,7 @@ fn with_a_token_file_a_change_needs_the_token() {
     let port = pier.admin.expect("admin listener").port();
     let admin: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let path = format!("/api/upstreams/app/servers/{}/drain", a.addr);
+    let token = "Authorization: Bearer s3cret-token-0123456789\r\n";
     let (status, answer) = post(admin, &path, "");
     assert_eq!(status, 401, "{answer}");
     let (status, _) = post(
@@ -314,14 +339,21 @@ fn with_a_token_file_a_change_needs_the_token() {
         "Authorization: Bearer s3cret-token-0123456788\r\n",
     );
     assert_eq!(status, 401);
-    assert_eq!(server_field(admin, a.addr, "state"), "up");
-    let (status, answer) = post(
-        admin,
-        &path,
-        "Authorization: Bearer s3cret-token-0123456789\r\n",
-    );
+    // Reads need it too.
+    let (status, _) = request(admin, "GET", "/api/upstreams", "");
+    assert_eq!(status, 401);
+    assert_eq!(server_field_as(admin, token, a.addr, "state"), "up");
+    let (status, answer) = post(admin, &path, token);
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(server_field(admin, a.addr, "state"), "draining");
+    assert_eq!(server_field_as(admin, token, a.addr, "state"), "draining");
+    // Logged with the token's name, never the token.
+    let line = pier
+        .log_lines()
+        .into_iter()
+        .find(|l| l.contains("admin API: upstream server changed"))
+        .expect("the change is logged");
+    assert!(line.contains("bearer token sha256:"), "{line}");
+    assert!(!line.contains("s3cret"), "{line}");
 
     // A token file that is missing is a configuration error, located.
     let bad = dir.path().join("bad.toml");

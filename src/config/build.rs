@@ -42,12 +42,40 @@ pub fn load(file: Option<&Path>, flags: &Overrides) -> Result<Config, ConfigErro
         Some(path) => (path.display().to_string(), read_file(path)?),
         None => ("embedded default".to_string(), EMBEDDED_DEFAULT.to_string()),
     };
-    let mut raw = parse(&name, &text)?;
+    load_flagged(&name, &text, file, flags, file.is_none())
+}
+
+/// What errors call a configuration posted to a server that runs without a file.
+pub const POSTED: &str = "posted configuration";
+
+/// Loads `text` posted in place of `file` (`POST /api/config`) with the
+/// server's flags, as a reload would load it from the file: errors name
+/// the file, and relative paths are taken from its directory.
+pub fn load_posted(
+    file: Option<&Path>,
+    text: &str,
+    flags: &Overrides,
+) -> Result<Config, ConfigError> {
+    let name = file.map_or_else(|| POSTED.to_string(), |p| p.display().to_string());
+    load_flagged(&name, text, file, flags, false)
+}
+
+/// Both stages over `text`, named `name`, with relative paths taken from
+/// `file`'s directory and the flags applied (`embedded`: to the embedded
+/// default's listeners).
+fn load_flagged(
+    name: &str,
+    text: &str,
+    file: Option<&Path>,
+    flags: &Overrides,
+    embedded: bool,
+) -> Result<Config, ConfigError> {
+    let mut raw = parse(name, text)?;
     if let Some(dir) = file.map(file_dir) {
         raw.resolve_paths(&dir);
     }
-    flags::apply(&mut raw, flags, file.is_none())?;
-    validate(&name, &text, raw)
+    flags::apply(&mut raw, flags, embedded)?;
+    validate(name, text, raw)
 }
 
 /// The directory relative paths in `file` are taken from.
@@ -379,6 +407,12 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         resolver,
         warnings,
         admin_token,
+        allow_config_write: raw
+            .admin
+            .as_ref()
+            .and_then(|a| a.get_ref().allow_config_write)
+            .unwrap_or(false),
+        text: Arc::from(text),
     })
 }
 

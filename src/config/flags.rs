@@ -115,6 +115,10 @@ pub fn apply(raw: &mut RawConfig, flags: &Overrides, embedded: bool) -> Result<(
     }
     if let Some(addr) = flags.admin {
         let allow_remote = raw.admin.as_ref().and_then(|a| a.get_ref().allow_remote);
+        let allow_config_write = raw
+            .admin
+            .as_ref()
+            .and_then(|a| a.get_ref().allow_config_write);
         let token_file = raw
             .admin
             .as_mut()
@@ -123,6 +127,7 @@ pub fn apply(raw: &mut RawConfig, flags: &Overrides, embedded: bool) -> Result<(
             listen: flag(addr.to_string()),
             allow_remote,
             token_file,
+            allow_config_write,
         }));
     }
     Ok(())

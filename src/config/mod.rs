@@ -11,6 +11,7 @@
 
 pub mod build;
 pub mod error;
+pub mod file_replace;
 pub mod flags;
 pub mod http2;
 pub mod raw;
@@ -158,6 +159,12 @@ pub struct Config {
     /// (`[admin] token_file`); without one, changes are taken from loopback
     /// admin listeners only.
     pub admin_token: Option<Arc<str>>,
+    /// Whether `POST /api/config` writes the configuration file
+    /// (`[admin] allow_config_write`).
+    pub allow_config_write: bool,
+    /// The text this configuration was loaded from, as `GET /api/config`
+    /// shows it.
+    pub text: Arc<str>,
     /// What a server runs with and `pier check` warns about without failing
     /// (an upstream name that does not resolve yet).
     pub warnings: Vec<String>,

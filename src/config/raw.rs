@@ -93,6 +93,8 @@ pub struct RawAdmin {
     pub allow_remote: Option<bool>,
     /// A file holding the bearer token the runtime API's changes must carry.
     pub token_file: Option<Spanned<String>>,
+    /// Whether `POST /api/config` writes the configuration file.
+    pub allow_config_write: Option<bool>,
 }
 
 /// `[server]`.

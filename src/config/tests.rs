@@ -248,6 +248,32 @@ fn admin_is_off_unless_configured_and_loopback_by_default() {
 }
 
 #[test]
+fn admin_config_write_is_off_unless_set_and_the_text_is_kept() {
+    let base =
+        "[[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\npath = \"/\"\nhandler = \"respond\"\n";
+    let off = check(&format!("{base}[admin]\nlisten = \"127.0.0.1:9090\"\n")).unwrap();
+    assert!(!off.allow_config_write);
+    assert_eq!(
+        &*off.text,
+        format!("{base}[admin]\nlisten = \"127.0.0.1:9090\"\n")
+    );
+    let on = check(&format!(
+        "{base}[admin]\nlisten = \"127.0.0.1:9090\"\nallow_config_write = true\n"
+    ))
+    .unwrap();
+    assert!(on.allow_config_write);
+    let e = check(&format!(
+        "{base}[admin]\nlisten = \"127.0.0.1:9090\"\nallow_config_write = \"yes\"\n"
+    ))
+    .unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (8, "admin.allow_config_write"),
+        "{e}"
+    );
+}
+
+#[test]
 fn admin_flag_is_refused_off_loopback_from_the_command_line() {
     let args = Overrides {
         no_tls: true,

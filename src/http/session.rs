@@ -194,6 +194,21 @@ pub trait SessionExt<'h>: Session<'h> {
         std::future::poll_fn(|cx| self.poll_flush_body(cx)).await
     }
 
+    /// Reads the rest of the request body into one buffer (the driver's body
+    /// limit bounds it), for a handler that needs it whole.
+    async fn read_body_to_end(&mut self) -> Result<Vec<u8>, BodyReadError> {
+        let mut got = Vec::new();
+        loop {
+            match self.fill_body().await? {
+                0 => return Ok(got),
+                n => {
+                    got.extend_from_slice(self.body_chunk());
+                    self.consume_body(n);
+                }
+            }
+        }
+    }
+
     /// Reads and drops the rest of the request body.
     async fn discard_body(&mut self) -> Result<(), BodyReadError> {
         loop {

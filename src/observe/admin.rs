@@ -1,7 +1,9 @@
 //! The admin listener: `/metrics` (Prometheus text), `/status` (a page for
 //! people, see [`crate::observe::status`]), `/status.json` and the runtime
-//! API for upstreams under `/api/` ([`crate::observe::upstream_api`]), on a
-//! thread of its own so scraping never runs on a worker.
+//! API under `/api/` (who may call it: [`crate::observe::admin_auth`];
+//! upstreams: [`crate::observe::upstream_api`]; the configuration:
+//! [`crate::observe::config_api`]), on a thread of its own so scraping never
+//! runs on a worker.
 //!
 //! It is served by the same HTTP/1 driver as every route: [`AdminPages`] is a
 //! handler, and the admin thread runs the driver over a configuration whose
@@ -18,8 +20,11 @@ use tracing::{debug, warn};
 
 use crate::config::{Config, HttpConfig};
 use crate::handler::Handler;
-use crate::http::{Body, RequestView, ResponseHead, Served, Session};
+use crate::http::{RequestView, Served, Session};
 use crate::http1::parse::{Limits, Method};
+use crate::observe::admin_answer::{error_answer, send_page};
+use crate::observe::admin_auth::{api_access, ApiCaller, Refusal};
+use crate::observe::config_api::{self, ConfigPosts, MAX_CONFIG_BYTES};
 use crate::observe::metrics::{HandlerKind, Registry};
 use crate::observe::status::{StatusResponse, StatusState};
 use crate::route::RouteTable;
@@ -45,9 +50,36 @@ pub struct AdminPages {
     status: Arc<StatusState>,
     /// Where the admin listener is bound: the one `Host` changes may name.
     bound: SocketAddr,
+    /// Where `POST /api/config` hands a configuration: the thread that reloads.
+    posts: ConfigPosts,
 }
 
 impl AdminPages {
+    /// Who `req` (for a path under `/api/`) comes from, or why it is refused.
+    fn api_caller(&self, req: &RequestView<'_>) -> Result<ApiCaller, Refusal> {
+        let token = self.status.current_config().admin_token.clone();
+        let change = !matches!(req.method(), Method::Get | Method::Head);
+        api_access(req, self.bound, token.as_deref(), change)
+    }
+
+    /// The answer to a request under `/api/` (`rest` is the path after it).
+    fn api_page(&self, rest: &str, req: &RequestView<'_>) -> StatusResponse {
+        let caller = match self.api_caller(req) {
+            Ok(c) => c,
+            Err((code, why)) => return error_answer(code, &why),
+        };
+        if rest == "config" {
+            return match req.method() {
+                Method::Get | Method::Head => config_api::config_page(&self.status),
+                _ => error_answer(
+                    405,
+                    "GET /api/config reads the running configuration; POST replaces it",
+                ),
+            };
+        }
+        crate::observe::upstream_api::upstreams_page(&self.status, rest, req, &caller)
+    }
+
     /// The answer to a request for `path`.
     fn page(&self, req: &RequestView<'_>) -> StatusResponse {
         let plain = |status: u16, content_type: &'static str, body: String| StatusResponse {
@@ -62,9 +94,11 @@ impl AdminPages {
         {
             return plain(status, TEXT, body);
         }
-        if let Some(answer) = crate::observe::upstream_api::api_page(&self.status, self.bound, req)
+        if let Some(rest) = std::str::from_utf8(req.path())
+            .ok()
+            .and_then(|p| p.strip_prefix("/api/"))
         {
-            return answer;
+            return self.api_page(rest, req);
         }
         if !matches!(req.method(), Method::Get | Method::Head) {
             return plain(405, TEXT, "GET or HEAD only\n".into());
@@ -94,24 +128,38 @@ impl Handler for AdminPages {
         HandlerKind::Respond
     }
 
+    fn reads_body(&self) -> bool {
+        true
+    }
+
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
-        let page = self.page(&session.request());
-        let mut fields: Vec<(&str, &[u8])> = Vec::with_capacity(page.headers.len() + 2);
-        fields.push(("content-type", page.content_type.as_bytes()));
-        if page.status == 405 && !page.headers.iter().any(|(n, _)| *n == "allow") {
-            fields.push(("allow", b"GET, HEAD"));
+        let req = session.request();
+        if req.method() == Method::Post && req.path() == b"/api/config" {
+            match self.api_caller(&req) {
+                Ok(caller) => {
+                    let posts = self.posts.clone();
+                    return Served::Pending(Box::pin(config_api::post_config(
+                        session, posts, caller,
+                    )));
+                }
+                Err((code, why)) => {
+                    let page = error_answer(code, &why);
+                    return send_page(session, page);
+                }
+            }
         }
-        fields.extend(page.headers.iter().map(|(n, v)| (*n, v.as_bytes())));
-        session.send_response(
-            &ResponseHead::new(page.status, &fields),
-            Body::Owned(page.body.into_bytes()),
-        );
-        Served::Done
+        let page = self.page(&req);
+        send_page(session, page)
     }
 }
 
 /// The configuration the admin thread's driver runs: one route, the admin pages.
-fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: SocketAddr) -> Config {
+fn admin_config(
+    registry: Arc<Registry>,
+    status: Arc<StatusState>,
+    bound: SocketAddr,
+    posts: ConfigPosts,
+) -> Config {
     let mut routes = RouteTable::default();
     routes
         .insert(
@@ -121,6 +169,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: Socket
                 registry,
                 status,
                 bound,
+                posts,
             }),
         )
         .expect("one route");
@@ -134,6 +183,7 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: Socket
             limits: LIMITS,
             header_read_timeout: REQUEST_TIMEOUT,
             keepalive_timeout: REQUEST_TIMEOUT,
+            max_body_bytes: MAX_CONFIG_BYTES,
             ..HttpConfig::default()
         },
         http2: Default::default(),
@@ -148,15 +198,19 @@ fn admin_config(registry: Arc<Registry>, status: Arc<StatusState>, bound: Socket
         resolver: Default::default(),
         warnings: Vec::new(),
         admin_token: None,
+        allow_config_write: false,
+        text: Arc::from(""),
         caches: Vec::new(),
     }
 }
 
-/// Starts the admin thread on an already bound listener.
+/// Starts the admin thread on an already bound listener; configurations
+/// posted to it go to `posts`.
 pub fn spawn_admin(
     listener: StdListener,
     registry: Arc<Registry>,
     status: Arc<StatusState>,
+    posts: ConfigPosts,
 ) -> io::Result<()> {
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
@@ -170,7 +224,7 @@ pub fn spawn_admin(
         };
         // Counters of its own: admin requests are not the workers' traffic.
         let ctx = crate::worker::standalone_ctx(
-            admin_config(registry, status, bound),
+            admin_config(registry, status, bound, posts),
             Default::default(),
         );
         loop {

@@ -5,11 +5,15 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod admin_answer;
+pub mod admin_auth;
+pub mod config_api;
 pub mod exposition;
 pub mod latency;
 pub mod log_limit;
 pub mod metrics;
 pub mod process;
+pub mod runtime_changes;
 pub mod status;
 pub mod trace;
 pub mod upstream_api;

@@ -9,12 +9,8 @@
 //!
 //! A change applies on every worker at its next request or pool sweep (within
 //! a second) and lasts until the next reload or restart, as HAProxy's runtime
-//! API does; the answer says so. With `[admin] token_file`, a change carries
-//! `Authorization: Bearer TOKEN` (compared in constant time); without it,
-//! changes are taken on a loopback admin listener only, from a request whose
-//! `Host` names that listener (DNS rebinding). Either way a request whose
-//! `Origin` is another origin (a browser page of another site) is refused,
-//! and each change is logged with the peer that made it.
+//! API does; the answer says so. Who may call is decided before, in
+//! [`crate::observe::admin_auth`]; each change is logged with who made it.
 
 use std::net::SocketAddr;
 
@@ -22,6 +18,8 @@ use serde::Serialize;
 use tracing::info;
 
 use crate::http::RequestView;
+use crate::observe::admin_answer::{error_answer as error, json_answer};
+use crate::observe::admin_auth::ApiCaller;
 use crate::observe::status::snapshot::GroupView;
 use crate::observe::status::{StatusResponse, StatusState};
 use crate::upstream::group::UpstreamGroup;
@@ -52,50 +50,21 @@ struct ChangeAnswer<'a> {
     scope: &'static str,
 }
 
-#[derive(Serialize)]
-struct ErrorAnswer<'a> {
-    error: &'a str,
-}
-
-fn json(status: u16, body: String) -> StatusResponse {
-    StatusResponse {
-        status,
-        content_type: "application/json",
-        headers: vec![
-            ("cache-control", "no-store".into()),
-            ("x-content-type-options", "nosniff".into()),
-        ],
-        body,
-    }
-}
-
-fn error(status: u16, message: &str) -> StatusResponse {
-    let body = serde_json::to_string(&ErrorAnswer { error: message }).unwrap_or_default();
-    let mut r = json(status, body + "\n");
-    if status == 405 {
-        r.headers.push(("allow", "GET, HEAD, POST, DELETE".into()));
-    }
-    r
-}
-
-/// The answer to a request under `/api/`, or `None` for another path.
-/// `admin` is the admin listener's bound address.
-pub fn api_page(
+/// The answer to a request under `/api/upstreams` (`rest` is the path after
+/// `/api/`) from `caller`, who was let in.
+pub fn upstreams_page(
     status: &StatusState,
-    admin: SocketAddr,
+    rest: &str,
     req: &RequestView<'_>,
-) -> Option<StatusResponse> {
-    let path = std::str::from_utf8(req.path()).ok()?;
-    let rest = path.strip_prefix("/api/")?;
+    caller: &ApiCaller,
+) -> StatusResponse {
     let method = req.method_token();
     let parts: Vec<&str> = rest.split('/').collect();
-    Some(match parts.as_slice() {
+    match parts.as_slice() {
         ["upstreams"] => match method {
             b"GET" | b"HEAD" => {
                 let (_, groups) = status.upstream_views();
-                let body = serde_json::to_string_pretty(&UpstreamsAnswer { upstreams: &groups })
-                    .unwrap_or_default();
-                json(200, body + "\n")
+                json_answer(200, &UpstreamsAnswer { upstreams: &groups })
             }
             _ => error(405, "GET /api/upstreams reads; changes are POSTs to a server's path"),
         },
@@ -105,91 +74,34 @@ pub fn api_page(
                 (b"DELETE", [server]) => Change::Remove(server),
                 (b"POST", []) => Change::Add,
                 _ => {
-                    return Some(error(
+                    return error(
                         405,
                         "changes are POST .../servers (add), POST .../servers/ADDRESS/CHANGE and DELETE .../servers/ADDRESS",
-                    ))
+                    )
                 }
             };
-            let (config, _) = status.upstream_views();
-            if let Err((code, why)) = write_allowed(req, admin, config.admin_token.as_deref()) {
-                return Some(error(code, &why));
-            }
+            let config = status.current_config();
             let Some(g) = config.upstreams.iter().find(|g| g.name == *group) else {
-                return Some(error(404, &format!("no upstream group {group:?}")));
+                return error(404, &format!("no upstream group {group:?}"));
             };
+            let by = Changer { req, caller };
             match change {
-                Change::Set(server, action) => change_server(g, server, action, req),
-                Change::Remove(server) => remove_server(g, server, req),
-                Change::Add => add_server(g, req),
+                Change::Set(server, action) => change_server(g, server, action, &by),
+                Change::Remove(server) => remove_server(g, server, &by),
+                Change::Add => add_server(g, &by),
             }
         }
         _ => error(
             404,
-            "not found: GET /api/upstreams; POST /api/upstreams/GROUP/servers?address=IP:PORT; POST /api/upstreams/GROUP/servers/ADDRESS/{drain,maintenance,ready,weight?value=N}; DELETE /api/upstreams/GROUP/servers/ADDRESS",
+            "not found: GET /api/upstreams; GET or POST /api/config; POST /api/upstreams/GROUP/servers?address=IP:PORT; POST /api/upstreams/GROUP/servers/ADDRESS/{drain,maintenance,ready,weight?value=N}; DELETE /api/upstreams/GROUP/servers/ADDRESS",
         ),
-    })
+    }
 }
 
-/// Whether a request may change anything (see the module doc); the status
-/// and why not.
-fn write_allowed(
-    req: &RequestView<'_>,
-    admin: SocketAddr,
-    token: Option<&str>,
-) -> Result<(), (u16, String)> {
-    let refuse = |why: String| Err((403, why));
-    match token {
-        Some(token) => {
-            let given = req
-                .header("authorization")
-                .and_then(|v| v.strip_prefix(b"Bearer "))
-                .unwrap_or_default();
-            if aws_lc_rs::constant_time::verify_slices_are_equal(given, token.as_bytes()).is_err() {
-                return Err((
-                    401,
-                    "a change needs Authorization: Bearer with the token of [admin] token_file"
-                        .into(),
-                ));
-            }
-        }
-        None if !admin.ip().is_loopback() => return refuse(
-            "changes on an admin listener that is not a loopback address need [admin] token_file"
-                .into(),
-        ),
-        None => {}
-    }
-    let host = req
-        .header("host")
-        .and_then(|h| std::str::from_utf8(h).ok())
-        .map(str::to_ascii_lowercase);
-    let Some(host) = host else {
-        return refuse("a change needs a Host field naming the admin listener".into());
-    };
-    let port = admin.port();
-    let names = [
-        admin.to_string(),
-        format!("localhost:{port}"),
-        format!("127.0.0.1:{port}"),
-        format!("[::1]:{port}"),
-    ];
-    // Behind a token the listener may be reached by any name of the host.
-    if token.is_none() && !names.contains(&host) {
-        return refuse(format!(
-            "Host {host:?} is not the admin listener ({admin}); the change is refused"
-        ));
-    }
-    if let Some(origin) = req.header("origin") {
-        if origin != format!("http://{host}").as_bytes() {
-            return refuse("a request from a page of another origin cannot change anything".into());
-        }
-    }
-    if let Some(site) = req.header("sec-fetch-site") {
-        if site != b"same-origin" && site != b"none" {
-            return refuse("a request from a page of another site cannot change anything".into());
-        }
-    }
-    Ok(())
+/// The request that changes something and who sent it.
+struct Changer<'a, 'r> {
+    req: &'a RequestView<'r>,
+    caller: &'a ApiCaller,
 }
 
 /// A change to a group's servers.
@@ -246,7 +158,7 @@ fn change_server(
     g: &UpstreamGroup,
     server: &str,
     action: &str,
-    req: &RequestView<'_>,
+    by: &Changer<'_, '_>,
 ) -> StatusResponse {
     let (addr, slots) = match servers_at(g, server) {
         Ok(found) => found,
@@ -265,7 +177,7 @@ fn change_server(
             None
         }
         "weight" => {
-            let Some(w) = weight_of(req, "value") else {
+            let Some(w) = weight_of(by.req, "value") else {
                 return error(400, "weight takes ?value=N, N from 1 to 1000");
             };
             for &i in &slots {
@@ -280,12 +192,12 @@ fn change_server(
             )
         }
     };
-    changed(200, g, addr, action, weight, slots.len(), req)
+    changed(200, g, addr, action, weight, slots.len(), by)
 }
 
 /// `DELETE .../servers/ADDRESS`: the servers at that address leave the group
 /// and drain.
-fn remove_server(g: &UpstreamGroup, server: &str, req: &RequestView<'_>) -> StatusResponse {
+fn remove_server(g: &UpstreamGroup, server: &str, by: &Changer<'_, '_>) -> StatusResponse {
     let (addr, slots) = match servers_at(g, server) {
         Ok(found) => found,
         Err(answer) => return answer,
@@ -293,11 +205,12 @@ fn remove_server(g: &UpstreamGroup, server: &str, req: &RequestView<'_>) -> Stat
     for &i in &slots {
         g.servers.remove(i);
     }
-    changed(200, g, addr, "remove", None, slots.len(), req)
+    changed(200, g, addr, "remove", None, slots.len(), by)
 }
 
 /// `POST .../servers?address=IP:PORT&weight=N`: a server of origin `runtime`.
-fn add_server(g: &UpstreamGroup, req: &RequestView<'_>) -> StatusResponse {
+fn add_server(g: &UpstreamGroup, by: &Changer<'_, '_>) -> StatusResponse {
+    let req = by.req;
     let Some(text) = query_value(req, "address") else {
         return error(
             400,
@@ -330,7 +243,7 @@ fn add_server(g: &UpstreamGroup, req: &RequestView<'_>) -> StatusResponse {
             &format!("group {:?} has no room for another server", g.name),
         );
     }
-    changed(201, g, addr, "add", Some(weight), 1, req)
+    changed(201, g, addr, "add", Some(weight), 1, by)
 }
 
 /// Logs a change with who made it, and answers what it did.
@@ -341,20 +254,21 @@ fn changed(
     change: &str,
     weight: Option<u32>,
     servers: usize,
-    req: &RequestView<'_>,
+    by: &Changer<'_, '_>,
 ) -> StatusResponse {
-    let peer = req.peer();
-    info!(%peer, group = %g.name, server = %addr, change, weight = ?weight, "admin API: upstream server changed");
-    let body = serde_json::to_string_pretty(&ChangeAnswer {
-        group: &g.name,
-        server: addr.to_string(),
-        change,
-        weight,
-        servers,
-        scope: CHANGE_SCOPE,
-    })
-    .unwrap_or_default();
-    json(status, body + "\n")
+    let (peer, credential) = (by.caller.peer, &by.caller.credential);
+    info!(%peer, %credential, group = %g.name, server = %addr, change, weight = ?weight, "admin API: upstream server changed");
+    json_answer(
+        status,
+        &ChangeAnswer {
+            group: &g.name,
+            server: addr.to_string(),
+            change,
+            weight,
+            servers,
+            scope: CHANGE_SCOPE,
+        },
+    )
 }
 
 /// The slots of `group` whose address is `addr`.

@@ -148,6 +148,16 @@ impl Server {
         }
     }
 
+    /// The weight an operator set through the API, if any.
+    pub fn weight_set(&self) -> Option<u32> {
+        Some(self.weight_set.load(Ordering::Relaxed)).filter(|&w| w != 0)
+    }
+
+    /// The weight the configuration or the last resolution gave.
+    pub fn weight_given(&self) -> u32 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
     /// What an operator set.
     pub fn mode(&self) -> ServerMode {
         ServerMode::of(self.mode.load(Ordering::Relaxed))

@@ -1,5 +1,6 @@
 //! Process start and stop: load config, bind every worker's sockets, start N worker
-//! threads (optionally pinned), reload the configuration on SIGHUP, reopen the
+//! threads (optionally pinned), reload the configuration on SIGHUP (or take one
+//! posted to the admin API, see `config_post.rs`), reopen the
 //! access log on SIGUSR1, replace the binary on SIGUSR2, wait for SIGTERM/SIGINT,
 //! then drain.
 
@@ -16,14 +17,18 @@ use crate::binary_upgrade::{self, Inherited};
 use crate::cli::{BinaryUpgradeArgs, CheckArgs, ProcessArgs, ServeArgs, TunnelArgs};
 use crate::config::{self, Config, ConfigError, ListenerConfig};
 use crate::deadline::Deadline;
+use crate::io_text::without_os_error;
 use crate::listener::{bind_listener, bound_to, open_listener, set_backlog};
 use crate::listener_key::{ListenerKey, WorkerListeners};
 use crate::observe::access_log::AccessLog;
+use crate::observe::config_api::ConfigPost;
 use crate::observe::status::StatusState;
 use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::worker::Generation;
+
+mod config_post;
 
 /// How long a binary upgrade waits for the new process to report ready before
 /// it gives up on it and keeps serving.
@@ -40,18 +45,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         return Err(last.into());
     }
-    // Valid but not what the kernel will grant: said, without failing the check.
-    for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(&cfg)) {
-        for w in sockopt::limit_warnings(&lc.socket) {
-            eprintln!("warning: listener {key}: {w}");
-        }
-    }
-    for g in &cfg.upstreams {
-        for w in sockopt::limit_warnings(&g.socket) {
-            eprintln!("warning: upstream {}: {w}", g.name);
-        }
-    }
-    for w in &cfg.warnings {
+    for w in check_warnings(&cfg) {
         eprintln!("warning: {w}");
     }
     println!(
@@ -82,6 +76,24 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What `pier check` warns about without failing: values the kernel will
+/// not grant, names that do not resolve yet.
+fn check_warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (lc, key) in cfg.listeners.iter().zip(ListenerKey::of(cfg)) {
+        for w in sockopt::limit_warnings(&lc.socket) {
+            out.push(format!("listener {key}: {w}"));
+        }
+    }
+    for g in &cfg.upstreams {
+        for w in sockopt::limit_warnings(&g.socket) {
+            out.push(format!("upstream {}: {w}", g.name));
+        }
+    }
+    out.extend(cfg.warnings.iter().cloned());
+    out
 }
 
 /// `pier serve`: run until SIGTERM or SIGINT has drained.
@@ -268,6 +280,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         .store(Arc::new(config.routes.labels().to_vec()));
     let mut admin_socket = None;
     let mut status = None;
+    let (posts, posted) = mpsc::unbounded_channel();
     let admin_shown = match config.admin {
         Some(addr) => {
             // The replaced process's admin socket, unless the address changed.
@@ -286,7 +299,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
             state
                 .start_sampler()
                 .context("cannot start the status sampler")?;
-            admin::spawn_admin(listener, registry.clone(), state.clone())
+            admin::spawn_admin(listener, registry.clone(), state.clone(), posts)
                 .context("cannot start the admin listener")?;
             status = Some(state);
             bound.to_string()
@@ -394,7 +407,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         args: std::env::args_os().skip(1).collect(),
         registry,
     };
-    let exit = wait_for_signal(&signal_rt, signals, &mut server)?;
+    let exit = wait_for_signal(&signal_rt, signals, posted, &mut server)?;
     match exit {
         Exit::Stop => {
             info!(drain_timeout = ?server.config.drain_timeout, "shutting down: draining connections");
@@ -464,10 +477,21 @@ fn keep_session_tickets(next: &mut config::ListenerConfig, old: &config::Listene
 }
 
 impl ServerProcess {
-    /// SIGHUP: reloads (see [`ServerProcess::apply_reload`]) and tells the status page
+    /// SIGHUP: reloads (see [`ServerProcess::apply_config`]) and tells the status page
     /// how it went.
     fn reload(&mut self) {
-        let outcome = self.apply_reload();
+        let outcome = match self.source.load() {
+            Ok(next) => self.apply_config(next),
+            Err(e) => {
+                error!(error = %e, "configuration reload failed; keeping the running configuration");
+                Err(e.to_string())
+            }
+        };
+        self.report_reload(outcome);
+    }
+
+    /// Tells the status page how a reload went.
+    fn report_reload(&self, outcome: Result<(), String>) {
         if let Some(status) = &self.status {
             match outcome {
                 Ok(()) => status.reloaded(self.config.clone(), self.bound_listeners()),
@@ -494,18 +518,11 @@ impl ServerProcess {
             .collect()
     }
 
-    /// Builds the configuration again from the same source and hands it to
-    /// every worker. A configuration that does not validate, or a listener
-    /// that cannot be bound, changes nothing; the error says why.
-    fn apply_reload(&mut self) -> Result<(), String> {
+    /// Hands `next` (built again from the same source, or posted) to every
+    /// worker. A listener that cannot be bound changes nothing; the error
+    /// says why.
+    fn apply_config(&mut self, mut next: Config) -> Result<(), String> {
         let old = self.config.clone();
-        let mut next = match self.source.load() {
-            Ok(c) => c,
-            Err(e) => {
-                error!(error = %e, "configuration reload failed; keeping the running configuration");
-                return Err(e.to_string());
-            }
-        };
         let workers = self.reloads.len();
         if next.workers != old.workers {
             warn!(
@@ -544,7 +561,10 @@ impl ServerProcess {
                 Ok(s) => added.push((*key, s)),
                 Err(e) => {
                     error!(listener = %key, error = %e, "configuration reload failed: cannot listen; keeping the running configuration");
-                    return Err(format!("cannot listen on {key}: {e}"));
+                    return Err(format!(
+                        "cannot listen on {key}: {}",
+                        without_os_error(&e.to_string())
+                    ));
                 }
             }
         }
@@ -562,7 +582,11 @@ impl ServerProcess {
                     }
                     Err(e) => {
                         error!(target = %c.target, error = %e, "configuration reload failed: cannot open the access log; keeping the running configuration");
-                        return Err(format!("cannot open the access log {}: {e}", c.target));
+                        return Err(format!(
+                            "cannot open the access log {}: {}",
+                            c.target,
+                            without_os_error(&e.to_string())
+                        ));
                     }
                 },
                 None => {
@@ -580,7 +604,10 @@ impl ServerProcess {
                 Ok(t) => t,
                 Err(e) => {
                     error!(error = %e, "configuration reload failed: cannot start the trace exporter; keeping the running configuration");
-                    return Err(format!("cannot start the trace exporter: {e}"));
+                    return Err(format!(
+                        "cannot start the trace exporter: {}",
+                        without_os_error(&e.to_string())
+                    ));
                 }
             };
             let shared = started.as_ref().map(TraceExporter::shared);
@@ -745,6 +772,7 @@ impl Signals {
 fn wait_for_signal(
     rt: &tokio::runtime::Runtime,
     signals: Signals,
+    mut posted: mpsc::UnboundedReceiver<ConfigPost>,
     server: &mut ServerProcess,
 ) -> anyhow::Result<Exit> {
     let Signals {
@@ -766,8 +794,14 @@ fn wait_for_signal(
                 }
             }
         };
+        // Without an admin listener nothing posts; the branch is then off.
+        let mut posting = server.status.is_some();
         loop {
             tokio::select! {
+                post = posted.recv(), if posting => match post {
+                    Some(post) => server.take_posted(post),
+                    None => posting = false,
+                },
                 _ = term.recv() => {
                     info!(signal = "SIGTERM", "signal received");
                     abandon(&upgrading);
