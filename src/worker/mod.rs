@@ -303,6 +303,9 @@ pub struct Generation {
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,
+    /// UDP sockets of the TLS listeners with HTTP/3, this worker's, given
+    /// with the first generation only.
+    pub quic: Vec<(crate::listener_key::ListenerKey, std::net::UdpSocket)>,
     /// Told once new connections are accepted under this generation.
     pub applied: Option<std::sync::mpsc::Sender<()>>,
 }
@@ -319,6 +322,7 @@ pub fn standalone_ctx(config: Config, stats: Arc<WorkerStats>) -> Rc<WorkerCtx> 
             access_log: None,
             trace: None,
             listeners: Vec::new(),
+            quic: Vec::new(),
             applied: None,
         },
     )

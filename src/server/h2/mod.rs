@@ -18,8 +18,6 @@
 //! [`Session`]: crate::http::Session
 
 mod drain;
-mod request;
-mod send;
 mod stream;
 mod streams;
 #[cfg(test)]

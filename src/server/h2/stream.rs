@@ -21,18 +21,8 @@ use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Se
 use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
+use crate::server::response_fields::{carried, decimal, lowercase_fields};
 use crate::worker::WorkerCtx;
-
-/// Fields that describe a connection, not a message: never sent over HTTP/2
-/// (RFC 9113 §8.2.2), whatever a handler or an upstream put in a head.
-const CONNECTION_FIELDS: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "te",
-];
 
 /// A pushed body's progress.
 #[derive(Default)]
@@ -310,6 +300,20 @@ impl<'a> H2Stream<'a> {
         Ok(())
     }
 
+    /// Sends the body kept by `send_response`, then ends the stream; an error
+    /// leaves the stream to be reset.
+    pub(super) async fn send_pending(&mut self) -> std::io::Result<()> {
+        match self.pending.take() {
+            None => Ok(()),
+            // Kept only for the 101 that opened an extended CONNECT's tunnel.
+            Some(Body::Tunnel(tunnel)) => {
+                self.run_tunnel(tunnel).await;
+                Ok(())
+            }
+            Some(body) => crate::server::body_send::send_body(self, body).await,
+        }
+    }
+
     /// Ends the stream with RST_STREAM: a body that cannot be sent whole must
     /// not look whole.
     pub(super) fn reset(&mut self, code: ErrorCode) {
@@ -319,38 +323,34 @@ impl<'a> H2Stream<'a> {
     }
 }
 
-/// Whether HTTP/2 carries a field of this name (connection-specific fields
-/// are left out).
-fn carried(name: &str) -> bool {
-    !CONNECTION_FIELDS
-        .iter()
-        .any(|c| c.eq_ignore_ascii_case(name))
-}
-
-/// `fields` as HTTP/2 takes them, names lowercase, connection-specific ones
-/// left out.
-fn lowercase_fields<'f>(
-    fields: impl Iterator<Item = (&'f str, &'f [u8])>,
-) -> Vec<(Vec<u8>, &'f [u8])> {
-    fields
-        .filter(|(n, _)| carried(n))
-        .map(|(n, v)| (n.as_bytes().to_ascii_lowercase(), v))
-        .collect()
-}
-
-/// Writes `n` in decimal into `out`, returning the digits.
-fn decimal(n: u64, out: &mut [u8; 20]) -> &[u8] {
-    let mut i = out.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        out[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+impl<'a> crate::server::body_send::StreamSink<'a> for H2Stream<'a> {
+    fn worker_ctx(&self) -> &'a WorkerCtx {
+        self.ctx
     }
-    &out[i..]
+
+    fn promised_length(&self) -> Option<u64> {
+        self.length
+    }
+
+    fn poll_send_capacity(
+        &mut self,
+        cx: &mut Context<'_>,
+        want: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        H2Stream::poll_send_capacity(self, cx, want)
+    }
+
+    fn send_data(&mut self, data: &[u8], end: bool) -> std::io::Result<()> {
+        H2Stream::send_data(self, data, end)
+    }
+
+    fn send_data_owned(&mut self, data: bytes::Bytes, end: bool) -> std::io::Result<()> {
+        H2Stream::send_data_owned(self, data, end)
+    }
+
+    fn end_body(&mut self, trailers: &[(&str, &[u8])]) -> std::io::Result<()> {
+        H2Stream::end_body(self, trailers)
+    }
 }
 
 impl<'a> Session<'a> for H2Stream<'a> {

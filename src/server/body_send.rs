@@ -1,9 +1,11 @@
-//! Response bodies over HTTP/2: every piece is sized to the room the stream
-//! has (the client's stream and connection windows, and the connection's
-//! queued output), so a client that reads slowly holds at most that much of
-//! the server's memory, and a file is read a bounded chunk at a time only
-//! once the client can take it (from the page cache on the loop, else on
-//! the file pool). Each wait for room is bounded by the write timeout.
+//! Response bodies over a multiplexed stream (HTTP/2, HTTP/3): every piece
+//! is sized to the room the stream has (the client's flow-control windows
+//! and the connection's queued output), so a client that reads slowly holds
+//! at most that much of the server's memory, and a file is read a bounded
+//! chunk at a time only once the client can take it (from the page cache on
+//! the loop, else on the file pool). Each wait for room is bounded by the
+//! driver's write timeout. A driver says how its stream takes bytes through
+//! [`StreamSink`]; the order of a body's pieces is decided here once.
 
 use std::fs::File;
 use std::future::poll_fn;
@@ -13,27 +15,48 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::stream::H2Stream;
+use std::task::{Context, Poll};
+
 use crate::file_io::residency::read_cached;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion};
+use crate::worker::WorkerCtx;
 
 /// Largest read of a file for one send.
 const FILE_READ_MAX: usize = 64 * 1024;
 
-impl<'a> H2Stream<'a> {
-    /// Sends the body kept by `send_response`, then ends the stream; an error
-    /// leaves the stream to be reset.
-    pub(super) async fn send_pending(&mut self) -> io::Result<()> {
-        let Some(body) = self.pending.take() else {
-            return Ok(());
-        };
+/// How a driver's stream takes the pieces of a response body.
+pub(crate) trait StreamSink<'a> {
+    /// The worker (its file pool reads cold files).
+    fn worker_ctx(&self) -> &'a WorkerCtx;
+
+    /// The body length promised in the head, when one was.
+    fn promised_length(&self) -> Option<u64>;
+
+    /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`;
+    /// waits (bounded by the write timeout) while there is none.
+    fn poll_send_capacity(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>>;
+
+    /// Queues `data` (within the capacity just granted).
+    fn send_data(&mut self, data: &[u8], end: bool) -> io::Result<()>;
+
+    /// Queues `data` (within the capacity just granted) without copying it.
+    fn send_data_owned(&mut self, data: Bytes, end: bool) -> io::Result<()>;
+
+    /// Ends the body, with trailers when there are any.
+    fn end_body(&mut self, trailers: &[(&str, &[u8])]) -> io::Result<()>;
+}
+
+/// Sends `body` on `s`, then ends it; an error leaves the stream to be
+/// reset. A tunnel is the driver's and ends the body here.
+pub(crate) async fn send_body<'a, S: StreamSink<'a>>(s: &mut S, body: Body<'a>) -> io::Result<()> {
+    s.send_body(body).await
+}
+
+/// The steps of [`send_body`], on any sink.
+trait SendSteps<'a>: StreamSink<'a> {
+    async fn send_body(&mut self, body: Body<'a>) -> io::Result<()> {
         match body {
-            Body::Empty | Body::Push(_) => self.end_body(&[]),
-            // Kept only for the 101 that opened an extended CONNECT's tunnel.
-            Body::Tunnel(tunnel) => {
-                self.run_tunnel(tunnel).await;
-                Ok(())
-            }
+            Body::Empty | Body::Push(_) | Body::Tunnel(_) => self.end_body(&[]),
             Body::Bytes(bytes) => self.send_slice(bytes, true).await,
             Body::Owned(bytes) => self.send_slice(&bytes, true).await,
             Body::File(region) => self.send_region(&region, true).await,
@@ -95,7 +118,7 @@ impl<'a> H2Stream<'a> {
                     };
                     let mut owned = std::mem::take(&mut buf);
                     let (back, r) = self
-                        .ctx
+                        .worker_ctx()
                         .config
                         .file_io
                         .run(move || {
@@ -136,7 +159,7 @@ impl<'a> H2Stream<'a> {
                 break;
             }
         }
-        if self.length.is_some_and(|n| n != total) {
+        if self.promised_length().is_some_and(|n| n != total) {
             return Err(io::Error::other("response body stream broke its length"));
         }
         let trailers: Vec<(&str, &[u8])> = stream
@@ -147,6 +170,8 @@ impl<'a> H2Stream<'a> {
         self.end_body(&trailers)
     }
 }
+
+impl<'a, S: StreamSink<'a>> SendSteps<'a> for S {}
 
 /// `content[offset..offset + len]` of a region whose file is held in memory.
 fn cached_region(region: &FileRegion) -> Option<&[u8]> {
