@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use quinn_proto::{Connection, ConnectionHandle};
 
-use super::endpoint::{ConnLink, WorkerEndpoint};
+use super::endpoint::{ConnLink, ConnRoute, WorkerEndpoint};
 
 /// Most datagrams one GSO send carries.
 const MAX_GSO_BATCH: usize = 10;
@@ -35,15 +35,12 @@ pub enum Flushed {
 }
 
 impl QuicConnIo {
-    pub(super) fn new(
-        endpoint: Rc<WorkerEndpoint>,
-        handle: ConnectionHandle,
-        link: Rc<ConnLink>,
-    ) -> QuicConnIo {
+    /// The connection's side of its route.
+    pub fn new(route: ConnRoute) -> QuicConnIo {
         QuicConnIo {
-            endpoint,
-            handle,
-            link,
+            endpoint: route.endpoint,
+            handle: route.handle,
+            link: route.link,
             buf: Vec::new(),
             held: None,
         }

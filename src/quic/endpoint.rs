@@ -15,7 +15,6 @@ use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::connection::QuicConnIo;
 use super::socket::{QuicSocket, RecvBuffers};
 
 /// What a connection's task and the receive loop share: events the loop
@@ -36,13 +35,20 @@ pub struct WorkerEndpoint {
     refusing: Cell<bool>,
 }
 
-/// A connection just accepted: its state machine and its link to the
+/// A connection just accepted: its state machine and its route on the
 /// endpoint.
 pub struct Accepted {
     /// The connection's state machine.
     pub conn: quinn_proto::Connection,
-    /// Its endpoint side.
-    pub io: QuicConnIo,
+    /// Where its events come from and its packets go.
+    pub route: ConnRoute,
+}
+
+/// A connection's place on its endpoint.
+pub struct ConnRoute {
+    pub(super) endpoint: Rc<WorkerEndpoint>,
+    pub(super) handle: ConnectionHandle,
+    pub(super) link: Rc<ConnLink>,
 }
 
 impl WorkerEndpoint {
@@ -142,7 +148,11 @@ impl WorkerEndpoint {
                                     self.links.borrow_mut().insert(handle, link.clone());
                                     fresh.push(Accepted {
                                         conn,
-                                        io: QuicConnIo::new(self.clone(), handle, link),
+                                        route: ConnRoute {
+                                            endpoint: self.clone(),
+                                            handle,
+                                            link,
+                                        },
                                     });
                                 }
                                 Err(e) => {

@@ -1,8 +1,8 @@
 //! QUIC for HTTP/3: each worker binds its own UDP socket per TLS listener
 //! (SO_REUSEPORT, so the kernel spreads clients across workers) and drives
 //! its own `quinn_proto` endpoint on its own runtime. Nothing here is shared
-//! between workers or knows HTTP: the HTTP/3 driver in `crate::server::h3`
-//! runs each connection this module hands it.
+//! between workers or knows HTTP: the HTTP/3 driver runs each connection
+//! this module hands it.
 //!
 //! - `socket`: the UDP socket and its batched, GSO/GRO and ECN aware IO
 //!   through `quinn-udp`.

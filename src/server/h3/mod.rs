@@ -27,7 +27,7 @@ use crate::http::client_address::ClientAddress;
 use crate::http::{BodyReadError, Session};
 use crate::http3::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
-use crate::quic::connection::Flushed;
+use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
 use crate::worker::{ActiveGuard, WorkerCtx};
@@ -133,7 +133,8 @@ impl Drop for RequestGuard {
 
 /// Serves one QUIC connection until it closes.
 async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: ActiveGuard) {
-    let Accepted { conn, mut io } = a;
+    let Accepted { conn, route } = a;
+    let mut io = QuicConnIo::new(route);
     let peer = conn.remote_address();
     let lc = &ctx.config.listeners[listener];
     let trusted = lc
