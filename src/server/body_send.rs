@@ -24,8 +24,88 @@ use crate::worker::WorkerCtx;
 /// Largest read of a file for one send.
 const FILE_READ_MAX: usize = 64 * 1024;
 
+/// A body the handler pushes itself ([`Body::Push`]): its progress.
+#[derive(Default)]
+pub(crate) struct PushedBody {
+    /// The answer's body is pushed by the handler.
+    pub(crate) active: bool,
+    /// It was ended.
+    pub(crate) finished: bool,
+    /// Counted, not sent: `HEAD`, or a status without a body.
+    pub(crate) drop: bool,
+    /// Bytes taken so far.
+    pub(crate) written: u64,
+}
+
+impl PushedBody {
+    /// A pushed body starting now; `drop`: its bytes are counted, not sent.
+    pub(crate) fn started(drop: bool) -> PushedBody {
+        PushedBody {
+            active: true,
+            finished: false,
+            drop,
+            written: 0,
+        }
+    }
+
+    /// Whether the handler left its pushed body unfinished.
+    pub(crate) fn unfinished(&self) -> bool {
+        self.active && !self.finished
+    }
+}
+
+/// Takes the next piece of a pushed body, as `Session::poll_write_body`.
+pub(crate) fn poll_write_pushed<'a, S: StreamSink<'a>>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    data: &[u8],
+) -> Poll<io::Result<usize>> {
+    let length = s.promised_length();
+    let push = s.pushed();
+    if !push.active || push.finished {
+        return Poll::Ready(Err(io::Error::other("no pushed body is being sent")));
+    }
+    if data.is_empty() {
+        return Poll::Ready(Ok(0));
+    }
+    if push.drop {
+        push.written += data.len() as u64;
+        return Poll::Ready(Ok(data.len()));
+    }
+    if length.is_some_and(|len| push.written + data.len() as u64 > len) {
+        return Poll::Ready(Err(io::Error::other("pushed body longer than its length")));
+    }
+    let n = std::task::ready!(s.poll_send_capacity(cx, data.len()))?;
+    s.send_data(&data[..n], false)?;
+    s.pushed().written += n as u64;
+    Poll::Ready(Ok(n))
+}
+
+/// Ends a pushed body with `trailers`, as `Session::finish_body`: one
+/// shorter than its promised length is left unfinished.
+pub(crate) fn finish_pushed<'a, S: StreamSink<'a>>(s: &mut S, trailers: &[(&str, &[u8])]) {
+    let length = s.promised_length();
+    let push = s.pushed();
+    if !push.active || push.finished {
+        return;
+    }
+    if push.drop {
+        push.finished = true;
+        return;
+    }
+    if length.is_some_and(|n| n != push.written) {
+        return;
+    }
+    if s.end_body(trailers).is_ok() {
+        s.pushed().finished = true;
+    }
+}
+
 /// How a driver's stream takes the pieces of a response body.
 pub(crate) trait StreamSink<'a> {
+    /// The progress of a pushed body.
+    fn pushed(&mut self) -> &mut PushedBody;
+
     /// The worker (its file pool reads cold files).
     fn worker_ctx(&self) -> &'a WorkerCtx;
 

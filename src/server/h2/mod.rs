@@ -554,14 +554,9 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
     }
 
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let status = match error {
-            BodyReadError::TooLarge => 413,
-            BodyReadError::Malformed => 400,
-            BodyReadError::Timeout => 408,
-            BodyReadError::Closed => {
-                self.reset(ErrorCode::Cancel);
-                return Err(StreamReset);
-            }
+        let Some(status) = error.status() else {
+            self.reset(ErrorCode::Cancel);
+            return Err(StreamReset);
         };
         service::send_status(self, status);
         Ok(())
@@ -569,7 +564,7 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
         let ctx = self.ctx;
-        if self.push.active && !self.push.finished {
+        if self.push.unfinished() {
             debug!(peer = %self.peer, stream = self.stream_id, "pushed response body left unfinished");
             self.reset(ErrorCode::InternalError);
             ctx.stats.h2_event(H2Event::ServerReset);

@@ -21,18 +21,9 @@ use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Se
 use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
+use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody};
 use crate::server::response_fields::{carried, decimal, lowercase_fields};
 use crate::worker::WorkerCtx;
-
-/// A pushed body's progress.
-#[derive(Default)]
-pub(super) struct PushH2 {
-    pub(super) active: bool,
-    pub(super) finished: bool,
-    /// Counted, not sent: `HEAD`, or a status without a body.
-    pub(super) drop: bool,
-    pub(super) written: u64,
-}
 
 /// One request and its answer on an HTTP/2 connection.
 pub struct H2Stream<'a> {
@@ -62,7 +53,7 @@ pub struct H2Stream<'a> {
     pub(super) ended: bool,
     /// The body still to send after the head.
     pub(super) pending: Option<Body<'a>>,
-    pub(super) push: PushH2,
+    pub(super) push: PushedBody,
     write_stall: Option<Pin<Box<Sleep>>>,
     /// Body bytes queued for this response.
     pub(super) sent: u64,
@@ -111,7 +102,7 @@ impl<'a> H2Stream<'a> {
             length: None,
             ended: false,
             pending: None,
-            push: PushH2::default(),
+            push: PushedBody::default(),
             write_stall: None,
             sent: 0,
             request_id: crate::http::RequestId::default(),
@@ -324,6 +315,10 @@ impl<'a> H2Stream<'a> {
 }
 
 impl<'a> crate::server::body_send::StreamSink<'a> for H2Stream<'a> {
+    fn pushed(&mut self) -> &mut PushedBody {
+        &mut self.push
+    }
+
     fn worker_ctx(&self) -> &'a WorkerCtx {
         self.ctx
     }
@@ -490,12 +485,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 self.length = None;
                 self.ended = true;
                 if let Body::Push(_) = body {
-                    self.push = PushH2 {
-                        active: true,
-                        finished: false,
-                        drop: true,
-                        written: 0,
-                    };
+                    self.push = PushedBody::started(true);
                 }
                 return;
             }
@@ -510,12 +500,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         if let Body::Push(_) = body {
-            self.push = PushH2 {
-                active: true,
-                finished: false,
-                drop: end,
-                written: 0,
-            };
+            self.push = PushedBody::started(end);
             return;
         }
         if !end {
@@ -560,27 +545,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if !self.push.active || self.push.finished {
-            return Poll::Ready(Err(std::io::Error::other("no pushed body is being sent")));
-        }
-        if data.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        if self.push.drop {
-            self.push.written += data.len() as u64;
-            return Poll::Ready(Ok(data.len()));
-        }
-        if let Some(len) = self.length {
-            if self.push.written + data.len() as u64 > len {
-                return Poll::Ready(Err(std::io::Error::other(
-                    "pushed body longer than its length",
-                )));
-            }
-        }
-        let n = std::task::ready!(self.poll_send_capacity(cx, data.len()))?;
-        self.send_data(&data[..n], false)?;
-        self.push.written += n as u64;
-        Poll::Ready(Ok(n))
+        poll_write_pushed(self, cx, data)
     }
 
     fn poll_flush_body(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -590,19 +555,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
-        if !self.push.active || self.push.finished {
-            return;
-        }
-        if self.push.drop {
-            self.push.finished = true;
-            return;
-        }
-        if self.length.is_some_and(|n| n != self.push.written) {
-            return;
-        }
-        if self.end_body(trailers).is_ok() {
-            self.push.finished = true;
-        }
+        finish_pushed(self, trailers)
     }
 
     fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {

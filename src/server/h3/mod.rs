@@ -333,21 +333,16 @@ impl<'a> DriverSession<'a> for H3Stream<'a> {
     }
 
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let status = match error {
-            BodyReadError::TooLarge => 413,
-            BodyReadError::Malformed => 400,
-            BodyReadError::Timeout => 408,
-            BodyReadError::Closed => {
-                self.reset(ErrorCode::RequestCancelled);
-                return Err(StreamReset);
-            }
+        let Some(status) = error.status() else {
+            self.reset(ErrorCode::RequestCancelled);
+            return Err(StreamReset);
         };
         service::send_status(self, status);
         Ok(())
     }
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
-        if self.push.active && !self.push.finished {
+        if self.push.unfinished() {
             debug!(peer = %self.peer, stream = %self.id, "pushed response body left unfinished");
             self.reset(ErrorCode::InternalError);
         } else if let Err(e) = self.send_pending().await {

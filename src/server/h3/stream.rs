@@ -23,19 +23,9 @@ use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session, TlsFa
 use crate::http1::parse::{Method, RequestHead};
 use crate::http3::frame;
 use crate::http3::ErrorCode;
-use crate::server::body_send::StreamSink;
+use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody, StreamSink};
 use crate::server::response_fields::{carried, decimal, lowercase_fields};
 use crate::worker::WorkerCtx;
-
-/// A pushed body's progress.
-#[derive(Default)]
-pub(super) struct PushH3 {
-    pub(super) active: bool,
-    pub(super) finished: bool,
-    /// Counted, not sent: `HEAD`, or a status without a body.
-    pub(super) drop: bool,
-    pub(super) written: u64,
-}
 
 /// One request and its answer on an HTTP/3 connection.
 pub struct H3Stream<'a> {
@@ -58,7 +48,7 @@ pub struct H3Stream<'a> {
     pub(super) status: u16,
     pub(super) length: Option<u64>,
     pub(super) pending: Option<Body<'a>>,
-    pub(super) push: PushH3,
+    pub(super) push: PushedBody,
     pub(super) sent: u64,
     pub(super) request_id: crate::http::RequestId,
     pub(super) trace: crate::http::RequestTrace,
@@ -99,7 +89,7 @@ impl<'a> H3Stream<'a> {
             status: 0,
             length: None,
             pending: None,
-            push: PushH3::default(),
+            push: PushedBody::default(),
             sent: 0,
             request_id: crate::http::RequestId::default(),
             trace: crate::http::RequestTrace::default(),
@@ -222,6 +212,10 @@ impl<'a> H3Stream<'a> {
 }
 
 impl<'a> StreamSink<'a> for H3Stream<'a> {
+    fn pushed(&mut self) -> &mut PushedBody {
+        &mut self.push
+    }
+
     fn worker_ctx(&self) -> &'a WorkerCtx {
         self.ctx
     }
@@ -392,12 +386,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
             return;
         }
         if let Body::Push(_) = body {
-            self.push = PushH3 {
-                active: true,
-                finished: false,
-                drop: end,
-                written: 0,
-            };
+            self.push = PushedBody::started(end);
             return;
         }
         if !end {
@@ -434,27 +423,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if !self.push.active || self.push.finished {
-            return Poll::Ready(Err(std::io::Error::other("no pushed body is being sent")));
-        }
-        if data.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        if self.push.drop {
-            self.push.written += data.len() as u64;
-            return Poll::Ready(Ok(data.len()));
-        }
-        if let Some(len) = self.length {
-            if self.push.written + data.len() as u64 > len {
-                return Poll::Ready(Err(std::io::Error::other(
-                    "pushed body longer than its length",
-                )));
-            }
-        }
-        let n = std::task::ready!(self.poll_send_capacity(cx, data.len()))?;
-        self.send_data(&data[..n], false)?;
-        self.push.written += n as u64;
-        Poll::Ready(Ok(n))
+        poll_write_pushed(self, cx, data)
     }
 
     fn poll_flush_body(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -463,19 +432,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
     }
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
-        if !self.push.active || self.push.finished {
-            return;
-        }
-        if self.push.drop {
-            self.push.finished = true;
-            return;
-        }
-        if self.length.is_some_and(|n| n != self.push.written) {
-            return;
-        }
-        if self.end_body(trailers).is_ok() {
-            self.push.finished = true;
-        }
+        finish_pushed(self, trailers)
     }
 
     fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {
