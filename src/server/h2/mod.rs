@@ -89,6 +89,8 @@ pub(crate) struct ConnFacts {
     client_address: Option<Arc<ClientAddress>>,
     /// The listener the connection came on, by its position in the configuration.
     listener: usize,
+    /// `Alt-Svc` for every answer, when the listener serves HTTP/3.
+    alt_svc: Option<Rc<[u8]>>,
 }
 
 /// What the connection task and its streams share besides the codec.
@@ -253,6 +255,7 @@ pub async fn serve_h2<D: Downstream>(
             client_subject: t.client_subject.map(Into::into),
             client_address,
             listener,
+            alt_svc: ctx.alt_svc(listener),
         },
         None => ConnFacts {
             client_address,

@@ -442,9 +442,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
             };
             let mut digits = [0u8; 20];
             let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
+            let alt_svc = self.facts.alt_svc.as_deref().map(|v| (&b"alt-svc"[..], v));
             let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
                 .into_iter()
-                .chain(length_field);
+                .chain(length_field)
+                .chain(alt_svc);
             // Sec-WebSocket-Accept answers a key the HTTP/2 client never
             // sent (RFC 8441 §5).
             let given = || {

@@ -60,6 +60,9 @@ pub(super) async fn quic_listener(
     };
     let endpoint = WorkerEndpoint::new(socket);
     let shared = current.ctx.borrow().shared.clone();
+    if let Ok(bound) = endpoint.local_addr() {
+        shared.offer_http3(key, bound.port());
+    }
     {
         let endpoint = endpoint.clone();
         tokio::task::spawn_local(async move {
