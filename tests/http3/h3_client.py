@@ -104,7 +104,8 @@ async def main():
     p.add_argument("--header", action="append", default=[], help="name: value")
     p.add_argument("--body", default="")
     p.add_argument("--wait-close", type=float, default=0.0,
-                   help="after the answers, wait this long for the server to close")
+                   help="after the answers, print 'answered' and wait this long "
+                        "for the server to close the connection")
     args = p.parse_args()
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
     config.verify_mode = ssl.CERT_NONE
@@ -124,6 +125,8 @@ async def main():
                        for m, path in pairs]
         closed_by_server = None
         if args.wait_close > 0:
+            # The answers are in: the caller may now make the server drain.
+            print("answered", flush=True)
             try:
                 closed_by_server = await asyncio.wait_for(client.closed, args.wait_close)
             except asyncio.TimeoutError:
