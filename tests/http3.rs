@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::upstream::{Reply, Upstream};
 use common::Pier;
 use serde_json::Value;
 
@@ -304,6 +305,99 @@ fn sigterm_sends_goaway_and_closes_the_connection_once_answered() {
     let v: Value = serde_json::from_str(&line).expect("the client's report");
     assert_eq!(v["answers"][0]["status"], 200, "{v}");
     // The server closed the connection with H3_NO_ERROR (0x100).
+    assert_eq!(v["closed"], 0x100, "{v}");
+    assert!(client.wait().unwrap().success());
+    assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+/// [`config`] with a `proxy` route under /up/ to `origin`.
+fn proxied(origin: SocketAddr) -> String {
+    format!(
+        "[[upstream]]\nname = \"origin\"\nservers = [{{ address = \"{origin}\" }}]\n\
+         [[route]]\npath = \"/up/\"\nhandler = \"proxy\"\nupstream = \"origin\""
+    )
+}
+
+#[test]
+fn a_request_body_streams_through_the_proxy_within_flow_control() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = Upstream::start(|req| {
+        Reply::Http(
+            200,
+            Vec::new(),
+            format!("{} {} bytes", req.method, req.body.len()).into_bytes(),
+        )
+    });
+    let (pier, _) = start(&proxied(origin.addr));
+    // Four times what a request may hold unread in Pier: it is read as the
+    // proxy sends it on.
+    let v = aioquic(
+        pier.https[0],
+        &[
+            "--body-size",
+            "262144",
+            "--header",
+            "content-length: 262144",
+            "POST",
+            "/up/echo",
+        ],
+    );
+    let a = &v["answers"][0];
+    assert_eq!(a["status"], 200, "{v}");
+    assert_eq!(a["body"], "POST 262144 bytes", "{v}");
+    // Without a content-length, the body ends with the stream: relayed
+    // chunked.
+    let v = aioquic(
+        pier.https[0],
+        &["--body-size", "100000", "POST", "/up/echo"],
+    );
+    assert_eq!(v["answers"][0]["body"], "POST 100000 bytes", "{v}");
+    let seen = origin.requests();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].body.iter().all(|&b| b == b'x'));
+    assert_eq!(seen[0].header("content-length"), Some("262144"));
+    assert!(seen[1].chunked, "{:?}", seen[1].head);
+}
+
+#[test]
+fn a_drain_answers_the_request_in_flight_then_closes() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = Upstream::start(|_| {
+        std::thread::sleep(Duration::from_millis(800));
+        common::upstream::ok("slow answer")
+    });
+    let (mut pier, _) = start(&proxied(origin.addr));
+    let addr = pier.https[0];
+    let mut client = Command::new("timeout")
+        .arg("30")
+        .arg("python3")
+        .arg(common::python_peer::script("http3/h3_client.py"))
+        .args([addr.ip().to_string(), addr.port().to_string()])
+        .args(["GET", "/up/slow", "--wait-close", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    for _ in 0..200 {
+        if origin.request_count() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(origin.request_count(), 1, "the request reached the origin");
+    pier.signal(rustix::process::Signal::TERM);
+    let mut out = BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "answered");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).expect("the client's report");
+    assert_eq!(v["answers"][0]["status"], 200, "{v}");
+    assert_eq!(v["answers"][0]["body"], "slow answer", "{v}");
     assert_eq!(v["closed"], 0x100, "{v}");
     assert!(client.wait().unwrap().success());
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));

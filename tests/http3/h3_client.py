@@ -103,6 +103,8 @@ async def main():
     p.add_argument("--authority", default=None)
     p.add_argument("--header", action="append", default=[], help="name: value")
     p.add_argument("--body", default="")
+    p.add_argument("--body-size", type=int, default=0,
+                   help="send a body of this many bytes ('x' repeated) instead")
     p.add_argument("--wait-close", type=float, default=0.0,
                    help="after the answers, print 'answered' and wait this long "
                         "for the server to close the connection")
@@ -116,7 +118,7 @@ async def main():
     async with connect(args.host, args.port, configuration=config,
                        create_protocol=Client, wait_connected=True) as client:
         alpn = client._quic.tls.alpn_negotiated
-        body = args.body.encode()
+        body = b"x" * args.body_size if args.body_size else args.body.encode()
         if args.parallel:
             answers = await asyncio.gather(*[
                 client.request(m, authority, path, headers, body) for m, path in pairs])

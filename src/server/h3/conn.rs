@@ -211,9 +211,16 @@ impl H3Conn {
         }
     }
 
-    /// Whether every stream the connection took is answered and written.
-    pub(super) fn idle(&self) -> bool {
-        self.requests.is_empty()
+    /// Whether every stream the connection took is answered and its answer
+    /// acknowledged by the client (closing drops what QUIC has not
+    /// delivered). Our control and QPACK streams stay open for the
+    /// connection's life.
+    pub(super) fn idle(&mut self) -> bool {
+        let own = [&self.control, &self.encoder_stream, &self.decoder_stream]
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        self.requests.is_empty() && self.quic.streams().send_streams() <= own
     }
 
     /// Closes the connection with `code`.
