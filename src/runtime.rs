@@ -54,6 +54,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     for w in &cfg.warnings {
         eprintln!("warning: {w}");
     }
+    for lc in cfg.listeners.iter().filter(|l| l.http3) {
+        println!("listener {}: HTTP/3 over QUIC on udp {}", lc.addr, lc.addr);
+    }
     println!(
         "{}: ok ({} listener(s), {} route(s), {} worker(s))",
         args.config.display(),

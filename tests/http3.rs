@@ -257,6 +257,24 @@ fn http3_on_a_listener_without_tls_names_the_file_line_and_key() {
 }
 
 #[test]
+fn pier_check_names_the_udp_address_of_http3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h3.toml");
+    std::fs::write(&path, config("").replace("{dir}", "/tmp")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pier"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("listener 127.0.0.1:0: HTTP/3 over QUIC on udp 127.0.0.1:0"),
+        "{text}"
+    );
+}
+
+#[test]
 fn http3_requests_are_in_the_access_log_as_http_3_0() {
     if !aioquic_present() {
         return;

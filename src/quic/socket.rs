@@ -147,3 +147,17 @@ impl QuicSocket {
         self.io.writable().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_share_one_udp_port() {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let socks = bind_udp_reuseport(addr, true, 3).unwrap();
+        assert_eq!(socks.len(), 3);
+        assert!(socks.iter().all(|s| s.local_addr().unwrap() == addr));
+    }
+}
