@@ -420,3 +420,44 @@ fn a_drain_answers_the_request_in_flight_then_closes() {
     assert!(client.wait().unwrap().success());
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn quic_connections_count_toward_max_connections() {
+    if !aioquic_present() {
+        return;
+    }
+    let pier = Pier::with_config(
+        &config("").replace("workers = 2", "workers = 1\nmax_connections = 1"),
+        &[],
+    );
+    let addr = pier.https[0];
+    // One connection held open...
+    let mut held = Command::new("timeout")
+        .arg("30")
+        .arg("python3")
+        .arg(common::python_peer::script("http3/h3_client.py"))
+        .args([addr.ip().to_string(), addr.port().to_string()])
+        .args(["GET", "/hello", "--wait-close", "5"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let mut out = BufReader::new(held.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "answered");
+    // ...and a second one is refused while it is.
+    let second = Command::new("timeout")
+        .arg("10")
+        .arg("python3")
+        .arg(common::python_peer::script("http3/h3_client.py"))
+        .args([addr.ip().to_string(), addr.port().to_string()])
+        .args(["GET", "/hello"])
+        .output()
+        .expect("run python3");
+    assert!(!second.status.success(), "a second connection was served");
+    // Refused at once (CONNECTION_REFUSED), not left to time out.
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("ConnectionError"), "{err}");
+    let _ = held.kill();
+    let _ = held.wait();
+}

@@ -80,10 +80,13 @@ impl WorkerEndpoint {
     }
 
     /// Reads datagrams for ever, handing each new connection to `accept`
-    /// with the server config `config` gives for it (`None`: refused).
+    /// with the server config `config` gives for it (`None`: refused). A
+    /// client that comes while `admit` says no (the worker is at its
+    /// connection limit) is refused with CONNECTION_REFUSED.
     pub async fn run(
         self: Rc<Self>,
         config: &dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
+        admit: &dyn Fn() -> bool,
         accept: &mut dyn FnMut(Accepted),
     ) {
         let mut bufs = RecvBuffers::default();
@@ -130,7 +133,8 @@ impl WorkerEndpoint {
                             let _ = self.socket.try_send_quinn(&t, &out);
                         }
                         Some(DatagramEvent::NewConnection(incoming)) => {
-                            let server_config = (!self.refusing.get()).then(config).flatten();
+                            let server_config =
+                                (!self.refusing.get() && admit()).then(config).flatten();
                             let Some(server_config) = server_config else {
                                 let t = self.endpoint.borrow_mut().refuse(incoming, &mut out);
                                 let _ = self.socket.try_send_quinn(&t, &out);

@@ -107,7 +107,14 @@ pub(super) async fn quic_listener(
         let guard = ActiveGuard::new(ctx.shared.clone());
         tokio::task::spawn_local(serve_h3(a, ctx, index, guard));
     };
-    endpoint.run(&config, &mut accept).await;
+    // QUIC connections count toward `max_connections` with TCP ones; at
+    // the limit a new client is refused (it may use HTTP/1.1 or HTTP/2,
+    // whose accepts wait in the backlog).
+    let admit = || {
+        let shared = &current.ctx.borrow().shared;
+        !shared.conn_limit().is_full(shared.active.get())
+    };
+    endpoint.run(&config, &admit, &mut accept).await;
 }
 
 /// Counts a request as open until dropped (its task may be aborted), then
