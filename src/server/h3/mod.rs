@@ -186,7 +186,8 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 }));
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
             }
-            std::mem::swap(&mut fresh, &mut c.fresh);
+            // Requests wait here until the handshake's facts are read.
+            fresh.append(&mut c.fresh);
             if c.goaway.is_some() && c.idle() && !closing && !c.lost {
                 // Drained: every request before the GOAWAY is answered.
                 c.close(now, ErrorCode::NoError, "");
