@@ -461,3 +461,26 @@ fn quic_connections_count_toward_max_connections() {
     let _ = held.kill();
     let _ = held.wait();
 }
+
+#[test]
+fn a_reload_serves_new_quic_connections_the_new_configuration() {
+    if !aioquic_present() {
+        return;
+    }
+    let (mut pier, _) = start("");
+    let addr = pier.https[0];
+    assert_eq!(
+        aioquic(addr, &["GET", "/hello"])["answers"][0]["body"],
+        "hello over h3\n"
+    );
+    let path = pier.root().join("pier.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("hello over h3", "reloaded");
+    std::fs::write(&path, text).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    let v = aioquic(addr, &["GET", "/hello"]);
+    assert_eq!(v["answers"][0]["body"], "reloaded\n", "{v}");
+}
