@@ -95,6 +95,45 @@ fn ngtcp2_client() -> Option<&'static str> {
     Some("gtlsclient")
 }
 
+/// The aioquic client asking `path` and then holding its connection open
+/// (`--wait-close`), started and not yet answered.
+struct HeldClient {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl HeldClient {
+    fn start(addr: SocketAddr, path: &str, hold_secs: &str) -> HeldClient {
+        let mut child = Command::new("timeout")
+            .arg("30")
+            .arg("python3")
+            .arg(common::python_peer::script("http3/h3_client.py"))
+            .args([addr.ip().to_string(), addr.port().to_string()])
+            .args(["GET", path, "--wait-close", hold_secs])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run python3");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        HeldClient { child, out }
+    }
+
+    /// Waits for the answer (the client says `answered`).
+    fn answered(&mut self) {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "answered");
+    }
+
+    /// The client's report once the connection closed (or its wait ended).
+    fn report(mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).expect("the client's report");
+        assert!(self.child.wait().unwrap().success(), "{v}");
+        v
+    }
+}
+
 #[test]
 fn aioquic_gets_a_file_a_respond_route_a_head_and_a_404_on_one_connection() {
     if !aioquic_present() {
@@ -304,27 +343,13 @@ fn sigterm_sends_goaway_and_closes_the_connection_once_answered() {
     }
     let (mut pier, _) = start("");
     let addr = pier.https[0];
-    let mut client = Command::new("timeout")
-        .arg("30")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([addr.ip().to_string(), addr.port().to_string()])
-        .args(["GET", "/hello", "--wait-close", "10"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    let mut out = BufReader::new(client.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "answered");
+    let mut client = HeldClient::start(addr, "/hello", "10");
+    client.answered();
     pier.signal(rustix::process::Signal::TERM);
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    let v: Value = serde_json::from_str(&line).expect("the client's report");
+    let v = client.report();
     assert_eq!(v["answers"][0]["status"], 200, "{v}");
     // The server closed the connection with H3_NO_ERROR (0x100).
     assert_eq!(v["closed"], 0x100, "{v}");
-    assert!(client.wait().unwrap().success());
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
@@ -390,15 +415,7 @@ fn a_drain_answers_the_request_in_flight_then_closes() {
     });
     let (mut pier, _) = start(&proxied(origin.addr));
     let addr = pier.https[0];
-    let mut client = Command::new("timeout")
-        .arg("30")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([addr.ip().to_string(), addr.port().to_string()])
-        .args(["GET", "/up/slow", "--wait-close", "10"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run python3");
+    let mut client = HeldClient::start(addr, "/up/slow", "10");
     for _ in 0..200 {
         if origin.request_count() > 0 {
             break;
@@ -407,17 +424,11 @@ fn a_drain_answers_the_request_in_flight_then_closes() {
     }
     assert_eq!(origin.request_count(), 1, "the request reached the origin");
     pier.signal(rustix::process::Signal::TERM);
-    let mut out = BufReader::new(client.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "answered");
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    let v: Value = serde_json::from_str(&line).expect("the client's report");
+    client.answered();
+    let v = client.report();
     assert_eq!(v["answers"][0]["status"], 200, "{v}");
     assert_eq!(v["answers"][0]["body"], "slow answer", "{v}");
     assert_eq!(v["closed"], 0x100, "{v}");
-    assert!(client.wait().unwrap().success());
     assert_eq!(pier.wait_exit(Duration::from_secs(10)), Some(0));
 }
 
@@ -432,19 +443,8 @@ fn quic_connections_count_toward_max_connections() {
     );
     let addr = pier.https[0];
     // One connection held open...
-    let mut held = Command::new("timeout")
-        .arg("30")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([addr.ip().to_string(), addr.port().to_string()])
-        .args(["GET", "/hello", "--wait-close", "5"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    let mut out = BufReader::new(held.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "answered");
+    let mut held = HeldClient::start(addr, "/hello", "5");
+    held.answered();
     // ...and a second one is refused while it is.
     let second = Command::new("timeout")
         .arg("10")
@@ -458,8 +458,8 @@ fn quic_connections_count_toward_max_connections() {
     // Refused at once (CONNECTION_REFUSED), not left to time out.
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("ConnectionError"), "{err}");
-    let _ = held.kill();
-    let _ = held.wait();
+    let _ = held.child.kill();
+    let _ = held.child.wait();
 }
 
 #[test]
@@ -467,7 +467,7 @@ fn a_reload_serves_new_quic_connections_the_new_configuration() {
     if !aioquic_present() {
         return;
     }
-    let (mut pier, _) = start("");
+    let (pier, _) = start("");
     let addr = pier.https[0];
     assert_eq!(
         aioquic(addr, &["GET", "/hello"])["answers"][0]["body"],
