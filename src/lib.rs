@@ -27,6 +27,7 @@ pub mod local_thread;
 pub mod logging;
 pub mod observe;
 pub mod proxy_protocol;
+pub mod quic;
 pub mod route;
 pub mod runtime;
 pub mod server;

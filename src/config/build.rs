@@ -625,6 +625,13 @@ fn validate_listener(
         None => raw.http2.unwrap_or(false),
         Some(_) => alpn.iter().any(|p| p == b"h2"),
     };
+    if raw.tls.is_none() && raw.http3 == Some(true) {
+        return Err(loc.error(
+            raw.listen.span(),
+            &format!("{key}.http3"),
+            "HTTP/3 runs over QUIC, which needs TLS: this listener has no tls table",
+        ));
+    }
     let tls = match &raw.tls {
         None => None,
         Some(t) => Some(crate::tls::listener_tls(
@@ -655,6 +662,13 @@ fn validate_listener(
             None
         }
         Some("tcp") => {
+            if raw.http3 == Some(true) {
+                return Err(loc.error(
+                    raw.listen.span(),
+                    &format!("{key}.http3"),
+                    "a tcp listener forwards streams; it does not speak HTTP/3",
+                ));
+            }
             let group = proxy_configure::upstream_named(
                 loc,
                 key,
@@ -691,6 +705,7 @@ fn validate_listener(
             ))
         }
     };
+    let tls_http3 = tls.is_some() && tcp.is_none() && raw.http3.unwrap_or(true);
     Ok(ListenerConfig {
         addr,
         name: raw.name.as_ref().map(|n| n.get_ref().clone()),
@@ -706,6 +721,7 @@ fn validate_listener(
             crate::sockopt::SocketSide::Listener(addr),
         )?,
         http2,
+        http3: tls_http3,
     })
 }
 

@@ -101,6 +101,9 @@ pub struct ListenerConfig {
     /// Plain TCP takes HTTP/2 with prior knowledge (`http2 = true`); on TLS,
     /// whether ALPN offers `h2`.
     pub http2: bool,
+    /// HTTP/3 over QUIC on the same address and port (UDP): on by default
+    /// for TLS HTTP listeners, off with `http3 = false`.
+    pub http3: bool,
 }
 
 /// A `kind = "tcp"` listener's forwarding settings.

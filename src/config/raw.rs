@@ -176,6 +176,8 @@ pub struct RawListener {
     pub alpn: Option<Spanned<Vec<Spanned<String>>>>,
     /// Plain TCP: take HTTP/2 with prior knowledge beside HTTP/1.
     pub http2: Option<bool>,
+    /// TLS: serve HTTP/3 over QUIC on the same address and port (UDP).
+    pub http3: Option<bool>,
 }
 
 /// A listener with every key absent and an empty address, for flags to fill in.
@@ -196,6 +198,7 @@ impl Default for RawListener {
             client_address_header: None,
             alpn: None,
             http2: None,
+            http3: None,
         }
     }
 }

@@ -31,6 +31,19 @@ pub enum BodyReadError {
     Closed,
 }
 
+impl BodyReadError {
+    /// The status that answers a request whose body failed so, on a
+    /// protocol that can still answer it; `None` when the client went away.
+    pub fn status(self) -> Option<u16> {
+        match self {
+            BodyReadError::TooLarge => Some(413),
+            BodyReadError::Malformed => Some(400),
+            BodyReadError::Timeout => Some(408),
+            BodyReadError::Closed => None,
+        }
+    }
+}
+
 /// What a handler's `serve` left to do.
 pub enum Served<'s> {
     /// The response was given to the session (or the handler chose not to answer,

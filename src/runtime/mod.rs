@@ -48,6 +48,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     for w in check_warnings(&cfg) {
         eprintln!("warning: {w}");
     }
+    for lc in cfg.listeners.iter().filter(|l| l.http3) {
+        println!("listener {}: HTTP/3 over QUIC on udp {}", lc.addr, lc.addr);
+    }
     println!(
         "{}: ok ({} listener(s), {} route(s), {} worker(s))",
         args.config.display(),
@@ -251,6 +254,8 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
 
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
+    let mut per_worker_quic: Vec<Vec<(ListenerKey, std::net::UdpSocket)>> =
+        (0..workers).map(|_| Vec::new()).collect();
     let mut sockets = Vec::new();
     let mut shown = Vec::new();
     let mut systemd =
@@ -262,6 +267,15 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         sockopt::log_listener(&bound, &lc.socket, &listeners[0]);
         if let Some(tls) = &lc.tls {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
+        }
+        if lc.http3 {
+            // The same address and port over UDP, one socket per worker.
+            let udp = crate::quic::socket::bind_udp_reuseport(bound, lc.socket.ipv6_only, workers)
+                .with_context(|| format!("cannot listen on UDP {bound} for HTTP/3"))?;
+            info!(listener = %bound, udp = %bound, "HTTP/3 over QUIC");
+            for (i, s) in udp.into_iter().enumerate() {
+                per_worker_quic[i % workers.max(1)].push((key, s));
+            }
         }
         for (i, s) in listeners.into_iter().enumerate() {
             sockets.push((key, s.try_clone()?));
@@ -344,12 +358,13 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut handles = Vec::with_capacity(workers);
     let mut reloads = Vec::with_capacity(workers);
-    for (id, listeners) in per_worker.into_iter().enumerate() {
+    for (id, (listeners, quic)) in per_worker.into_iter().zip(per_worker_quic).enumerate() {
         let first = Generation {
             config: config.clone(),
             access_log: access_log.as_ref().map(AccessLog::shared),
             trace: trace.as_ref().map(TraceExporter::shared),
             listeners,
+            quic,
             applied: None,
         };
         let (reload_tx, reload_rx) = mpsc::unbounded_channel();
@@ -696,6 +711,7 @@ impl ServerProcess {
                 access_log: access_log.clone(),
                 trace: trace.clone(),
                 listeners,
+                quic: Vec::new(),
                 applied: Some(applied.clone()),
             };
             if tx.send(g).is_ok() {

@@ -5,12 +5,16 @@
 //! after accept (PROXY header, TLS, ALPN).
 
 mod accept;
+pub(crate) mod body_send;
 mod dispatch;
 pub mod download_pacing;
 mod file_region;
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub(crate) mod prior_knowledge;
+mod pseudo_head;
+mod response_fields;
 pub mod run;
 #[cfg(test)]
 mod test_harness;

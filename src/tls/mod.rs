@@ -550,6 +550,22 @@ impl TlsListener {
     }
 }
 
+impl TlsListener {
+    /// A worker's TLS config for the listener's QUIC side: the same
+    /// certificates, SNI resolver and ticket keys as its TCP side, ALPN `h3`
+    /// only, no early data (0-RTT stays off).
+    pub fn quic_config(&self) -> Arc<ServerConfig> {
+        let mut config = ServerConfig::clone(&self.config);
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config.max_early_data_size = 0;
+        config.session_storage = match self.spec.session_cache {
+            0 => Arc::new(NoServerSessionStorage {}),
+            n => ServerSessionMemoryCache::new(n),
+        };
+        Arc::new(config)
+    }
+}
+
 /// One worker's view of a TLS listener.
 pub struct WorkerTls {
     config: Arc<ServerConfig>,

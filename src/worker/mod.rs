@@ -103,6 +103,9 @@ pub struct WorkerShared {
     /// Turns of this worker's downloads on the blocking pool while it answers
     /// other requests.
     pub downloads: crate::server::download_pacing::DownloadPacer,
+    /// The `Alt-Svc` value of each listener this worker serves HTTP/3 on
+    /// (`h3=":PORT"; ma=86400`), set when its QUIC endpoint starts.
+    alt_svc: RefCell<Vec<(crate::listener_key::ListenerKey, Rc<[u8]>)>>,
 }
 
 impl WorkerShared {
@@ -121,6 +124,7 @@ impl WorkerShared {
             capacity_signal: Notify::new(),
             stats,
             downloads: Default::default(),
+            alt_svc: RefCell::new(Vec::new()),
         })
     }
 
@@ -147,6 +151,15 @@ impl WorkerShared {
         if pool.len() < POOL_MAX_SETS {
             pool.push(b);
         }
+    }
+
+    /// Announces HTTP/3 on `key`'s UDP `port` to the listener's HTTP/1.1
+    /// and HTTP/2 clients.
+    pub fn offer_http3(&self, key: crate::listener_key::ListenerKey, port: u16) {
+        let value: Rc<[u8]> = format!("h3=\":{port}\"; ma=86400").into_bytes().into();
+        let mut offers = self.alt_svc.borrow_mut();
+        offers.retain(|(k, _)| *k != key);
+        offers.push((key, value));
     }
 
     /// This worker's connection limit.
@@ -243,6 +256,20 @@ async fn flag_raised(flag: &Cell<bool>, signal: &Notify) {
 }
 
 impl WorkerCtx {
+    /// The `Alt-Svc` value for answers on listener `listener` (its position
+    /// in this generation's configuration), when HTTP/3 is served there.
+    pub fn alt_svc(&self, listener: usize) -> Option<Rc<[u8]>> {
+        if !self.config.listeners.get(listener)?.http3 {
+            return None;
+        }
+        let key = *crate::listener_key::ListenerKey::of(&self.config).get(listener)?;
+        let offers = self.alt_svc.borrow();
+        offers
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    }
+
     /// Resolves once this generation drains (shutdown or replaced by a reload).
     pub async fn draining(&self) {
         flag_raised(&self.draining, &self.drain_signal).await;
@@ -303,6 +330,9 @@ pub struct Generation {
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,
+    /// UDP sockets of the TLS listeners with HTTP/3, this worker's, given
+    /// with the first generation only.
+    pub quic: Vec<(crate::listener_key::ListenerKey, std::net::UdpSocket)>,
     /// Told once new connections are accepted under this generation.
     pub applied: Option<std::sync::mpsc::Sender<()>>,
 }
@@ -319,6 +349,7 @@ pub fn standalone_ctx(config: Config, stats: Arc<WorkerStats>) -> Rc<WorkerCtx> 
             access_log: None,
             trace: None,
             listeners: Vec::new(),
+            quic: Vec::new(),
             applied: None,
         },
     )

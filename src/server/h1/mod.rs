@@ -67,6 +67,8 @@ pub struct Http1Conn<'a, D> {
     pub(crate) client_address: Option<&'a ClientAddress>,
     /// The listener the connection came on, by its position in the configuration.
     pub(crate) listener: usize,
+    /// `Alt-Svc` for every answer, when the listener serves HTTP/3.
+    pub(crate) alt_svc: Option<std::rc::Rc<[u8]>>,
     pub(crate) bufs: Option<ConnBuffers>,
     /// Start of unconsumed input in `bufs.read`.
     pub(crate) rpos: usize,
@@ -133,6 +135,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         peer,
         client_address,
         listener,
+        alt_svc: ctx.alt_svc(listener),
         bufs: None,
         rpos: 0,
         requests: 0,

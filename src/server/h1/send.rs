@@ -77,6 +77,11 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         }
         // Already `name: value\r\n` lines: copied as they are.
         out.extend_from_slice(head.field_lines);
+        if let Some(alt_svc) = &self.alt_svc {
+            out.extend_from_slice(b"Alt-Svc: ");
+            out.extend_from_slice(alt_svc);
+            out.extend_from_slice(b"\r\n");
+        }
         out.extend_from_slice(b"\r\n");
         self.status = status;
         self.answer = Some(Answered {

@@ -18,8 +18,6 @@
 //! [`Session`]: crate::http::Session
 
 mod drain;
-mod request;
-mod send;
 mod stream;
 mod streams;
 #[cfg(test)]
@@ -91,6 +89,8 @@ pub(crate) struct ConnFacts {
     client_address: Option<Arc<ClientAddress>>,
     /// The listener the connection came on, by its position in the configuration.
     listener: usize,
+    /// `Alt-Svc` for every answer, when the listener serves HTTP/3.
+    alt_svc: Option<Rc<[u8]>>,
 }
 
 /// What the connection task and its streams share besides the codec.
@@ -255,6 +255,7 @@ pub async fn serve_h2<D: Downstream>(
             client_subject: t.client_subject.map(Into::into),
             client_address,
             listener,
+            alt_svc: ctx.alt_svc(listener),
         },
         None => ConnFacts {
             client_address,
@@ -556,14 +557,9 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
     }
 
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let status = match error {
-            BodyReadError::TooLarge => 413,
-            BodyReadError::Malformed => 400,
-            BodyReadError::Timeout => 408,
-            BodyReadError::Closed => {
-                self.reset(ErrorCode::Cancel);
-                return Err(StreamReset);
-            }
+        let Some(status) = error.status() else {
+            self.reset(ErrorCode::Cancel);
+            return Err(StreamReset);
         };
         service::send_status(self, status);
         Ok(())
@@ -571,7 +567,7 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
         let ctx = self.ctx;
-        if self.push.active && !self.push.finished {
+        if self.push.unfinished() {
             debug!(peer = %self.peer, stream = self.stream_id, "pushed response body left unfinished");
             self.reset(ErrorCode::InternalError);
             ctx.stats.h2_event(H2Event::ServerReset);

@@ -21,28 +21,9 @@ use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Se
 use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
+use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody};
+use crate::server::response_fields::{carried, decimal, lowercase_fields};
 use crate::worker::WorkerCtx;
-
-/// Fields that describe a connection, not a message: never sent over HTTP/2
-/// (RFC 9113 §8.2.2), whatever a handler or an upstream put in a head.
-const CONNECTION_FIELDS: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "te",
-];
-
-/// A pushed body's progress.
-#[derive(Default)]
-pub(super) struct PushH2 {
-    pub(super) active: bool,
-    pub(super) finished: bool,
-    /// Counted, not sent: `HEAD`, or a status without a body.
-    pub(super) drop: bool,
-    pub(super) written: u64,
-}
 
 /// One request and its answer on an HTTP/2 connection.
 pub struct H2Stream<'a> {
@@ -72,7 +53,7 @@ pub struct H2Stream<'a> {
     pub(super) ended: bool,
     /// The body still to send after the head.
     pub(super) pending: Option<Body<'a>>,
-    pub(super) push: PushH2,
+    pub(super) push: PushedBody,
     write_stall: Option<Pin<Box<Sleep>>>,
     /// Body bytes queued for this response.
     pub(super) sent: u64,
@@ -121,7 +102,7 @@ impl<'a> H2Stream<'a> {
             length: None,
             ended: false,
             pending: None,
-            push: PushH2::default(),
+            push: PushedBody::default(),
             write_stall: None,
             sent: 0,
             request_id: crate::http::RequestId::default(),
@@ -310,6 +291,20 @@ impl<'a> H2Stream<'a> {
         Ok(())
     }
 
+    /// Sends the body kept by `send_response`, then ends the stream; an error
+    /// leaves the stream to be reset.
+    pub(super) async fn send_pending(&mut self) -> std::io::Result<()> {
+        match self.pending.take() {
+            None => Ok(()),
+            // Kept only for the 101 that opened an extended CONNECT's tunnel.
+            Some(Body::Tunnel(tunnel)) => {
+                self.run_tunnel(tunnel).await;
+                Ok(())
+            }
+            Some(body) => crate::server::body_send::send_body(self, body).await,
+        }
+    }
+
     /// Ends the stream with RST_STREAM: a body that cannot be sent whole must
     /// not look whole.
     pub(super) fn reset(&mut self, code: ErrorCode) {
@@ -319,38 +314,38 @@ impl<'a> H2Stream<'a> {
     }
 }
 
-/// Whether HTTP/2 carries a field of this name (connection-specific fields
-/// are left out).
-fn carried(name: &str) -> bool {
-    !CONNECTION_FIELDS
-        .iter()
-        .any(|c| c.eq_ignore_ascii_case(name))
-}
-
-/// `fields` as HTTP/2 takes them, names lowercase, connection-specific ones
-/// left out.
-fn lowercase_fields<'f>(
-    fields: impl Iterator<Item = (&'f str, &'f [u8])>,
-) -> Vec<(Vec<u8>, &'f [u8])> {
-    fields
-        .filter(|(n, _)| carried(n))
-        .map(|(n, v)| (n.as_bytes().to_ascii_lowercase(), v))
-        .collect()
-}
-
-/// Writes `n` in decimal into `out`, returning the digits.
-fn decimal(n: u64, out: &mut [u8; 20]) -> &[u8] {
-    let mut i = out.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        out[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+impl<'a> crate::server::body_send::StreamSink<'a> for H2Stream<'a> {
+    fn pushed(&mut self) -> &mut PushedBody {
+        &mut self.push
     }
-    &out[i..]
+
+    fn worker_ctx(&self) -> &'a WorkerCtx {
+        self.ctx
+    }
+
+    fn promised_length(&self) -> Option<u64> {
+        self.length
+    }
+
+    fn poll_send_capacity(
+        &mut self,
+        cx: &mut Context<'_>,
+        want: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        H2Stream::poll_send_capacity(self, cx, want)
+    }
+
+    fn send_data(&mut self, data: &[u8], end: bool) -> std::io::Result<()> {
+        H2Stream::send_data(self, data, end)
+    }
+
+    fn send_data_owned(&mut self, data: bytes::Bytes, end: bool) -> std::io::Result<()> {
+        H2Stream::send_data_owned(self, data, end)
+    }
+
+    fn end_body(&mut self, trailers: &[(&str, &[u8])]) -> std::io::Result<()> {
+        H2Stream::end_body(self, trailers)
+    }
 }
 
 impl<'a> Session<'a> for H2Stream<'a> {
@@ -447,9 +442,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
             };
             let mut digits = [0u8; 20];
             let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
+            let alt_svc = self.facts.alt_svc.as_deref().map(|v| (&b"alt-svc"[..], v));
             let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
                 .into_iter()
-                .chain(length_field);
+                .chain(length_field)
+                .chain(alt_svc);
             // Sec-WebSocket-Accept answers a key the HTTP/2 client never
             // sent (RFC 8441 §5).
             let given = || {
@@ -490,12 +487,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 self.length = None;
                 self.ended = true;
                 if let Body::Push(_) = body {
-                    self.push = PushH2 {
-                        active: true,
-                        finished: false,
-                        drop: true,
-                        written: 0,
-                    };
+                    self.push = PushedBody::started(true);
                 }
                 return;
             }
@@ -510,12 +502,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         if let Body::Push(_) = body {
-            self.push = PushH2 {
-                active: true,
-                finished: false,
-                drop: end,
-                written: 0,
-            };
+            self.push = PushedBody::started(end);
             return;
         }
         if !end {
@@ -560,27 +547,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if !self.push.active || self.push.finished {
-            return Poll::Ready(Err(std::io::Error::other("no pushed body is being sent")));
-        }
-        if data.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        if self.push.drop {
-            self.push.written += data.len() as u64;
-            return Poll::Ready(Ok(data.len()));
-        }
-        if let Some(len) = self.length {
-            if self.push.written + data.len() as u64 > len {
-                return Poll::Ready(Err(std::io::Error::other(
-                    "pushed body longer than its length",
-                )));
-            }
-        }
-        let n = std::task::ready!(self.poll_send_capacity(cx, data.len()))?;
-        self.send_data(&data[..n], false)?;
-        self.push.written += n as u64;
-        Poll::Ready(Ok(n))
+        poll_write_pushed(self, cx, data)
     }
 
     fn poll_flush_body(&mut self, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -590,19 +557,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
-        if !self.push.active || self.push.finished {
-            return;
-        }
-        if self.push.drop {
-            self.push.finished = true;
-            return;
-        }
-        if self.length.is_some_and(|n| n != self.push.written) {
-            return;
-        }
-        if self.end_body(trailers).is_ok() {
-            self.push.finished = true;
-        }
+        finish_pushed(self, trailers)
     }
 
     fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {

@@ -9,11 +9,11 @@
 use std::cell::RefCell;
 use std::task::Waker;
 
-use super::request::read_h2_head;
 use crate::http::OwnedField;
 use crate::http1::parse::{Limits, RequestHead};
 use crate::http2::conn::{Events, RequestHead as DecodedHead, ServerConnection, StreamId};
 use crate::http2::ErrorCode;
+use crate::server::pseudo_head::read_pseudo_head;
 
 /// Spare head buffers kept: enough for the streams started in one read.
 const SPARE_HEADS: usize = 16;
@@ -166,7 +166,7 @@ impl StreamTable {
 impl Events for StreamTable {
     fn request(&mut self, stream: StreamId, head: &DecodedHead, end_stream: bool) {
         let (mut buf, mut parsed_head) = self.spare.pop().unwrap_or_default();
-        let parsed = read_h2_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
+        let parsed = read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
         self.slots.push(Slot {
             id: stream,
             body: Vec::new(),

@@ -1,20 +1,21 @@
-//! An HTTP/2 request head made into the HTTP/1 head the handlers read: the
+//! An HTTP/2 or HTTP/3 request head (pseudo-fields and fields, as both
+//! codecs decode them) made into the HTTP/1 head the handlers read: the
 //! pseudo-fields become a request line and `Host`, split `Cookie` fields are
-//! joined (RFC 9113 §8.2.3), and the head is built with the HTTP/1 parser's
-//! checks, so both protocols meet the same grammar and the same `[http]`
-//! limits (field count, head size, target length) and handlers see one
-//! request view. An extended CONNECT (RFC 8441) becomes the HTTP/1.1
+//! joined (RFC 9113 §8.2.3, RFC 9114 §4.2.1), and the head is built with the
+//! HTTP/1 parser's checks, so every protocol meets the same grammar and the
+//! same `[http]` limits (field count, head size, target length) and handlers
+//! see one request view. An extended CONNECT (RFC 8441) becomes the HTTP/1.1
 //! upgrade it stands for (RFC 8441 §5): a `GET` of its path with
 //! `Connection: upgrade` and `Upgrade:` its `:protocol`, and no body (the
 //! stream's DATA are the tunnel's bytes).
 
+use crate::http::request_fields::RequestHead as DecodedHead;
 use crate::http1::parse::{BodyKind, Limits, RequestError, RequestHead, RequestHeadBuilder};
-use crate::http2::conn::RequestHead as DecodedHead;
 
 /// Builds `decoded` as an HTTP/1 head in `buf` and `head`.
 /// `end_of_stream`: the HEADERS frame ended the stream, so there is no body.
 /// Errors are the status to answer with (400, 414, 431).
-pub(super) fn read_h2_head(
+pub(crate) fn read_pseudo_head(
     decoded: &DecodedHead,
     end_of_stream: bool,
     limits: &Limits,
@@ -100,7 +101,7 @@ mod tests {
             true,
         );
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.path(&buf), b"/a/b");
         assert_eq!(head.query(&buf), Some(&b"x=1"[..]));
         assert_eq!(head.host(&buf), Some(&b"example.com:8443"[..]));
@@ -118,7 +119,7 @@ mod tests {
             (":path", "/up"),
         ];
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(
+        read_pseudo_head(
             &decoded(&post, false),
             false,
             &Limits::default(),
@@ -130,7 +131,7 @@ mod tests {
         let mut with_length = post.to_vec();
         with_length.push(("content-length", "5"));
         let d = decoded(&with_length, false);
-        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.body, BodyKind::Length(5));
 
         let names: Vec<String> = (0..20).map(|i| format!("x-{i}")).collect();
@@ -147,7 +148,7 @@ mod tests {
         };
         let d = decoded(&many, true);
         assert_eq!(
-            read_h2_head(&d, true, &limits, &mut buf, &mut head),
+            read_pseudo_head(&d, true, &limits, &mut buf, &mut head),
             Err(431)
         );
         // The HTTP/1 target limit holds over HTTP/2 too.
@@ -161,7 +162,7 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(
-            read_h2_head(&d, true, &limits, &mut buf, &mut head),
+            read_pseudo_head(&d, true, &limits, &mut buf, &mut head),
             Err(414)
         );
     }
@@ -172,7 +173,7 @@ mod tests {
         fields.extend_from_slice(extra);
         let d = decoded(&fields, false);
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head)
+        read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head)
     }
 
     const GET: [(&str, &str); 4] = [
@@ -219,27 +220,27 @@ mod tests {
             false,
         );
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.method, crate::http1::Method::Connect);
         assert_eq!(head.host_name(&buf), Some(&b"o.test"[..]));
         assert_eq!(head.path(&buf), b"o.test:443");
         let d = decoded(&[(":method", "CONNECT"), (":authority", "o.test")], false);
         assert_eq!(
-            read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head),
+            read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head),
             Err(400),
             "CONNECT needs a port"
         );
 
         let options = [GET[1], GET[2], (":path", "*"), (":method", "OPTIONS")];
         let d = decoded(&options, true);
-        read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, true, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.target_form, crate::http1::TargetForm::Asterisk);
 
         let mut post = GET.to_vec();
         post[0] = (":method", "POST");
         post.extend([("content-length", "3"), ("expect", "100-continue")]);
         let d = decoded(&post, false);
-        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.method, crate::http1::Method::Post);
         assert_eq!(head.body, BodyKind::Length(3));
         assert!(head.expect_continue);
@@ -259,7 +260,7 @@ mod tests {
             false,
         );
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
-        read_h2_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        read_pseudo_head(&d, false, &Limits::default(), &mut buf, &mut head).unwrap();
         assert_eq!(head.method, crate::http1::Method::Get);
         assert_eq!(head.path(&buf), b"/chat");
         assert_eq!(head.query(&buf), Some(&b"x=1"[..]));
@@ -287,7 +288,7 @@ mod tests {
         assert!(d.oversized());
         let (mut buf, mut head) = (Vec::new(), RequestHead::default());
         assert_eq!(
-            read_h2_head(&d, true, &Limits::default(), &mut buf, &mut head),
+            read_pseudo_head(&d, true, &Limits::default(), &mut buf, &mut head),
             Err(431)
         );
     }

@@ -1,9 +1,11 @@
-//! Response bodies over HTTP/2: every piece is sized to the room the stream
-//! has (the client's stream and connection windows, and the connection's
-//! queued output), so a client that reads slowly holds at most that much of
-//! the server's memory, and a file is read a bounded chunk at a time only
-//! once the client can take it (from the page cache on the loop, else on
-//! the file pool). Each wait for room is bounded by the write timeout.
+//! Response bodies over a multiplexed stream (HTTP/2, HTTP/3): every piece
+//! is sized to the room the stream has (the client's flow-control windows
+//! and the connection's queued output), so a client that reads slowly holds
+//! at most that much of the server's memory, and a file is read a bounded
+//! chunk at a time only once the client can take it (from the page cache on
+//! the loop, else on the file pool). Each wait for room is bounded by the
+//! driver's write timeout. A driver says how its stream takes bytes through
+//! [`StreamSink`]; the order of a body's pieces is decided here once.
 
 use std::fs::File;
 use std::future::poll_fn;
@@ -13,27 +15,128 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::stream::H2Stream;
+use std::task::{Context, Poll};
+
 use crate::file_io::residency::read_cached;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion};
+use crate::worker::WorkerCtx;
 
 /// Largest read of a file for one send.
 const FILE_READ_MAX: usize = 64 * 1024;
 
-impl<'a> H2Stream<'a> {
-    /// Sends the body kept by `send_response`, then ends the stream; an error
-    /// leaves the stream to be reset.
-    pub(super) async fn send_pending(&mut self) -> io::Result<()> {
-        let Some(body) = self.pending.take() else {
-            return Ok(());
-        };
+/// A body the handler pushes itself ([`Body::Push`]): its progress.
+#[derive(Default)]
+pub(crate) struct PushedBody {
+    /// The answer's body is pushed by the handler.
+    pub(crate) active: bool,
+    /// It was ended.
+    pub(crate) finished: bool,
+    /// Counted, not sent: `HEAD`, or a status without a body.
+    pub(crate) drop: bool,
+    /// Bytes taken so far.
+    pub(crate) written: u64,
+}
+
+impl PushedBody {
+    /// A pushed body starting now; `drop`: its bytes are counted, not sent.
+    pub(crate) fn started(drop: bool) -> PushedBody {
+        PushedBody {
+            active: true,
+            finished: false,
+            drop,
+            written: 0,
+        }
+    }
+
+    /// Whether the handler left its pushed body unfinished.
+    pub(crate) fn unfinished(&self) -> bool {
+        self.active && !self.finished
+    }
+}
+
+/// Takes the next piece of a pushed body, as `Session::poll_write_body`.
+pub(crate) fn poll_write_pushed<'a, S: StreamSink<'a>>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    data: &[u8],
+) -> Poll<io::Result<usize>> {
+    let length = s.promised_length();
+    let push = s.pushed();
+    if !push.active || push.finished {
+        return Poll::Ready(Err(io::Error::other("no pushed body is being sent")));
+    }
+    if data.is_empty() {
+        return Poll::Ready(Ok(0));
+    }
+    if push.drop {
+        push.written += data.len() as u64;
+        return Poll::Ready(Ok(data.len()));
+    }
+    if length.is_some_and(|len| push.written + data.len() as u64 > len) {
+        return Poll::Ready(Err(io::Error::other("pushed body longer than its length")));
+    }
+    let n = std::task::ready!(s.poll_send_capacity(cx, data.len()))?;
+    s.send_data(&data[..n], false)?;
+    s.pushed().written += n as u64;
+    Poll::Ready(Ok(n))
+}
+
+/// Ends a pushed body with `trailers`, as `Session::finish_body`: one
+/// shorter than its promised length is left unfinished.
+pub(crate) fn finish_pushed<'a, S: StreamSink<'a>>(s: &mut S, trailers: &[(&str, &[u8])]) {
+    let length = s.promised_length();
+    let push = s.pushed();
+    if !push.active || push.finished {
+        return;
+    }
+    if push.drop {
+        push.finished = true;
+        return;
+    }
+    if length.is_some_and(|n| n != push.written) {
+        return;
+    }
+    if s.end_body(trailers).is_ok() {
+        s.pushed().finished = true;
+    }
+}
+
+/// How a driver's stream takes the pieces of a response body.
+pub(crate) trait StreamSink<'a> {
+    /// The progress of a pushed body.
+    fn pushed(&mut self) -> &mut PushedBody;
+
+    /// The worker (its file pool reads cold files).
+    fn worker_ctx(&self) -> &'a WorkerCtx;
+
+    /// The body length promised in the head, when one was.
+    fn promised_length(&self) -> Option<u64>;
+
+    /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`;
+    /// waits (bounded by the write timeout) while there is none.
+    fn poll_send_capacity(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>>;
+
+    /// Queues `data` (within the capacity just granted).
+    fn send_data(&mut self, data: &[u8], end: bool) -> io::Result<()>;
+
+    /// Queues `data` (within the capacity just granted) without copying it.
+    fn send_data_owned(&mut self, data: Bytes, end: bool) -> io::Result<()>;
+
+    /// Ends the body, with trailers when there are any.
+    fn end_body(&mut self, trailers: &[(&str, &[u8])]) -> io::Result<()>;
+}
+
+/// Sends `body` on `s`, then ends it; an error leaves the stream to be
+/// reset. A tunnel is the driver's and ends the body here.
+pub(crate) async fn send_body<'a, S: StreamSink<'a>>(s: &mut S, body: Body<'a>) -> io::Result<()> {
+    s.send_body(body).await
+}
+
+/// The steps of [`send_body`], on any sink.
+trait SendSteps<'a>: StreamSink<'a> {
+    async fn send_body(&mut self, body: Body<'a>) -> io::Result<()> {
         match body {
-            Body::Empty | Body::Push(_) => self.end_body(&[]),
-            // Kept only for the 101 that opened an extended CONNECT's tunnel.
-            Body::Tunnel(tunnel) => {
-                self.run_tunnel(tunnel).await;
-                Ok(())
-            }
+            Body::Empty | Body::Push(_) | Body::Tunnel(_) => self.end_body(&[]),
             Body::Bytes(bytes) => self.send_slice(bytes, true).await,
             Body::Owned(bytes) => self.send_slice(&bytes, true).await,
             Body::File(region) => self.send_region(&region, true).await,
@@ -95,7 +198,7 @@ impl<'a> H2Stream<'a> {
                     };
                     let mut owned = std::mem::take(&mut buf);
                     let (back, r) = self
-                        .ctx
+                        .worker_ctx()
                         .config
                         .file_io
                         .run(move || {
@@ -136,7 +239,7 @@ impl<'a> H2Stream<'a> {
                 break;
             }
         }
-        if self.length.is_some_and(|n| n != total) {
+        if self.promised_length().is_some_and(|n| n != total) {
             return Err(io::Error::other("response body stream broke its length"));
         }
         let trailers: Vec<(&str, &[u8])> = stream
@@ -147,6 +250,8 @@ impl<'a> H2Stream<'a> {
         self.end_body(&trailers)
     }
 }
+
+impl<'a, S: StreamSink<'a>> SendSteps<'a> for S {}
 
 /// `content[offset..offset + len]` of a region whose file is held in memory.
 fn cached_region(region: &FileRegion) -> Option<&[u8]> {

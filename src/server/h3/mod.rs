@@ -1,0 +1,391 @@
+//! The HTTP/3 driver (RFC 9114) on QUIC ([`crate::quic`]) and Pier's own
+//! codec ([`crate::http3`]): a third driver of the [`Session`] seam, whose
+//! requests go through the same service step as HTTP/1's and HTTP/2's.
+//!
+//! Each worker runs one endpoint per TLS listener with HTTP/3 on its own
+//! UDP socket; every connection gets a task that steps its QUIC and HTTP/3
+//! state ([`conn`]) and starts a task per request ([`stream`]). A drain
+//! sends GOAWAY, lets the requests in flight finish, then closes.
+//!
+//! [`Session`]: crate::http::Session
+
+mod conn;
+mod stream;
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Context;
+use std::time::Instant;
+
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use crate::http::client_address::ClientAddress;
+use crate::http::{BodyReadError, Session};
+use crate::http3::ErrorCode;
+use crate::observe::access_log::{Entry, TlsFields};
+use crate::quic::connection::{Flushed, QuicConnIo};
+use crate::quic::endpoint::{Accepted, WorkerEndpoint};
+use crate::service::{self, AbandonWatch, DriverSession, Outcome};
+use crate::worker::{ActiveGuard, WorkerCtx};
+use conn::{Fresh, H3Conn};
+use stream::H3Stream;
+
+use super::accept::Current;
+use crate::listener_key::ListenerKey;
+
+/// What a request view needs of the connection, copied once.
+pub(crate) struct ConnFacts {
+    sni: Option<Box<str>>,
+    client_address: Option<Arc<ClientAddress>>,
+    listener: usize,
+}
+
+/// Runs a listener's QUIC endpoint on this worker: each connection is
+/// served under the generation current when it arrives.
+pub(super) async fn quic_listener(
+    current: Rc<Current>,
+    socket: std::net::UdpSocket,
+    key: ListenerKey,
+) {
+    let socket = match crate::quic::socket::QuicSocket::new(socket) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(listener = %key, error = %e, "cannot serve HTTP/3 on this socket");
+            return;
+        }
+    };
+    let endpoint = WorkerEndpoint::new(socket);
+    let shared = current.ctx.borrow().shared.clone();
+    if let Ok(bound) = endpoint.local_addr() {
+        shared.offer_http3(key, bound.port());
+    }
+    {
+        let endpoint = endpoint.clone();
+        tokio::task::spawn_local(async move {
+            shared.stopped().await;
+            endpoint.refuse_new();
+        });
+    }
+    // The TLS and transport config, built again when a reload changes the
+    // generation.
+    let built: RefCell<Option<(u64, Option<Arc<quinn_proto::ServerConfig>>)>> = RefCell::new(None);
+    let config = || {
+        let serial = current.serial.get();
+        let mut b = built.borrow_mut();
+        if b.as_ref().is_none_or(|(s, _)| *s != serial) {
+            let ctx = current.ctx.borrow().clone();
+            let index = ListenerKey::of(&ctx.config).iter().position(|k| *k == key);
+            let made = index
+                .and_then(|i| {
+                    ctx.config.listeners[i]
+                        .tls
+                        .as_ref()
+                        .filter(|_| ctx.config.listeners[i].http3)
+                })
+                .and_then(|tls| {
+                    crate::quic::config::quic_server_config(
+                        tls.listener.quic_config(),
+                        ctx.config.http.keepalive_timeout,
+                    )
+                    .map_err(|e| warn!(listener = %key, error = %e, "HTTP/3 is off"))
+                    .ok()
+                });
+            *b = Some((serial, made));
+        }
+        b.as_ref().and_then(|(_, c)| c.clone())
+    };
+    let mut accept = |a: Accepted| {
+        let ctx = current.ctx.borrow().clone();
+        let Some(index) = ListenerKey::of(&ctx.config).iter().position(|k| *k == key) else {
+            return;
+        };
+        ctx.stats.accepted.add(1);
+        let guard = ActiveGuard::new(ctx.shared.clone());
+        tokio::task::spawn_local(serve_h3(a, ctx, index, guard));
+    };
+    // QUIC connections count toward `max_connections` with TCP ones; at
+    // the limit a new client is refused (it may use HTTP/1.1 or HTTP/2,
+    // whose accepts wait in the backlog).
+    let admit = || {
+        let shared = &current.ctx.borrow().shared;
+        !shared.conn_limit().is_full(shared.active.get())
+    };
+    endpoint.run(&config, &admit, &mut accept).await;
+}
+
+/// Counts a request as open until dropped (its task may be aborted), then
+/// lets the connection end its stream.
+struct RequestGuard {
+    conn: Rc<RefCell<H3Conn>>,
+    wake: Rc<Notify>,
+    id: quinn_proto::StreamId,
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.conn.try_borrow_mut() {
+            let unfinished = c.requests.get(&self.id).is_some_and(|s| !s.fin && !s.reset);
+            if unfinished {
+                // An answer left unfinished must not look whole.
+                c.reset_stream(self.id, ErrorCode::InternalError);
+            }
+            if let Some(slot) = c.requests.get_mut(&self.id) {
+                slot.done = true;
+            }
+        }
+        self.wake.notify_one();
+    }
+}
+
+/// Serves one QUIC connection until it closes.
+async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: ActiveGuard) {
+    let Accepted { conn, route } = a;
+    let mut io = QuicConnIo::new(route);
+    let peer = conn.remote_address();
+    let lc = &ctx.config.listeners[listener];
+    let trusted = lc
+        .client_address
+        .trusts_any()
+        .then(|| lc.client_address.clone());
+    let shared = Rc::new(RefCell::new(H3Conn::new(conn, ctx.config.http.limits)));
+    let wake = Rc::new(Notify::new());
+    let link = io.link().clone();
+    let mut facts: Option<Rc<ConnFacts>> = None;
+    let mut tasks = JoinSet::new();
+    let mut fresh: Vec<Fresh> = Vec::new();
+    let mut closing = false;
+    loop {
+        let now = Instant::now();
+        let (deadline, flushed, drained) = {
+            let mut c = shared.borrow_mut();
+            let c = &mut *c;
+            io.absorb(&mut c.quic);
+            if c.quic.poll_timeout().is_some_and(|t| t <= now) {
+                c.quic.handle_timeout(now);
+            }
+            c.step(now);
+            if facts.is_none() && !c.quic.is_handshaking() {
+                let sni = c
+                    .quic
+                    .crypto_session()
+                    .handshake_data()
+                    .and_then(|d| {
+                        d.downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+                            .ok()
+                    })
+                    .and_then(|d| d.server_name)
+                    .map(Into::into);
+                facts = Some(Rc::new(ConnFacts {
+                    sni,
+                    client_address: trusted.clone(),
+                    listener,
+                }));
+                ctx.stats.tls_handshake(Some("TLSv1.3"), false);
+            }
+            // Requests wait here until the handshake's facts are read.
+            fresh.append(&mut c.fresh);
+            if c.goaway.is_some() && c.idle() && !closing && !c.lost {
+                // Drained: every request before the GOAWAY is answered.
+                c.close(now, ErrorCode::NoError, "");
+                closing = true;
+            }
+            let flushed = io.flush(&mut c.quic, now);
+            (c.quic.poll_timeout(), flushed, c.quic.is_drained())
+        };
+        if drained {
+            break;
+        }
+        if let Some(facts) = &facts {
+            for f in fresh.drain(..) {
+                let request = RequestGuard {
+                    conn: shared.clone(),
+                    wake: wake.clone(),
+                    id: f.id,
+                };
+                let (ctx, facts, conn, wake) =
+                    (ctx.clone(), facts.clone(), shared.clone(), wake.clone());
+                tasks.spawn_local(async move {
+                    let _request = request;
+                    let clock = &ctx.clock;
+                    clock
+                        .track(run_request(&ctx, facts, conn, wake, peer, f))
+                        .await;
+                });
+            }
+        }
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = ctx.draining(), if shared.borrow().goaway.is_none() => {
+                debug!(%peer, "draining: HTTP/3 GOAWAY");
+                shared.borrow_mut().goaway();
+            }
+            () = link.notify.notified() => {}
+            () = wake.notified() => {}
+            () = io.writable(), if flushed == Flushed::Blocked => {}
+            () = sleep => {}
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    tasks.abort_all();
+    let c = shared.borrow();
+    let stats = c.quic.stats();
+    debug!(
+        %peer,
+        rtt = ?stats.path.rtt,
+        lost_packets = stats.path.lost_packets,
+        congestion_events = stats.path.congestion_events,
+        sent_packets = stats.path.sent_packets,
+        "HTTP/3 connection ended"
+    );
+    drop(guard);
+}
+
+/// Serves one request: its head handed to the service step (or refused),
+/// its log line written.
+async fn run_request(
+    ctx: &WorkerCtx,
+    facts: Rc<ConnFacts>,
+    conn: Rc<RefCell<H3Conn>>,
+    wake: Rc<Notify>,
+    peer: SocketAddr,
+    fresh: Fresh,
+) {
+    let started = ctx.clock.now();
+    let Fresh {
+        id,
+        buf,
+        head,
+        parsed,
+    } = fresh;
+    let mut s = H3Stream::new(ctx, facts, conn, wake, peer, id, buf, head);
+    let outcome = match parsed {
+        Err(status) => service::refuse_request(&mut s, status, started).await,
+        Ok(()) => service::serve_request(&mut s, started).await,
+    };
+    let took = match outcome {
+        Outcome::Answered { took, .. } => took,
+        Outcome::Abandoned | Outcome::Stopped(StreamReset) => return,
+    };
+    if let Some(log) = &ctx.access_log {
+        let view = s.request();
+        let f = &s.facts;
+        log.record(&Entry {
+            client: view.client_socket(),
+            method: view.method_token(),
+            target: view.target(),
+            protocol: "HTTP/3.0",
+            stream: u32::try_from(u64::from(s.id)).ok(),
+            status: s.status,
+            body_bytes: s.sent,
+            duration: took,
+            referer: view.header("referer"),
+            user_agent: view.header("user-agent"),
+            tls: Some(TlsFields {
+                version: Some("TLSv1_3"),
+                cipher: None,
+                sni: f.sni.as_deref(),
+            }),
+            upstream: s.upstream.map(|u| u.0),
+            upstream_time: s.upstream.map(|u| u.1),
+            cache: s.cache,
+            trace: s.trace.ids_hex(),
+        });
+    }
+}
+
+/// How HTTP/3 meets the service step: as HTTP/2 does, a body nobody reads
+/// is left to the stream's end (STOP_SENDING once answered), one over the
+/// limit is answered 413 on the stream, and a client gives up on a request
+/// by resetting its stream.
+impl<'a> DriverSession<'a> for H3Stream<'a> {
+    type Stop = StreamReset;
+    type Watch = ResetWatch;
+
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    fn body_error(&self) -> Option<BodyReadError> {
+        self.body_error
+    }
+
+    fn cache_outcome(&self) -> Option<&'static str> {
+        self.cache
+    }
+
+    fn protocol_version(&self) -> &'static str {
+        "3"
+    }
+
+    fn watch(&self) -> ResetWatch {
+        ResetWatch {
+            conn: self.conn.clone(),
+            id: self.id,
+        }
+    }
+
+    async fn skip_unwanted_body(&mut self) -> Result<(), StreamReset> {
+        Ok(())
+    }
+
+    fn refuse_oversized_body(&mut self) -> Result<(), StreamReset> {
+        service::send_status(self, 413);
+        Ok(())
+    }
+
+    fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
+        let Some(status) = error.status() else {
+            self.reset(ErrorCode::RequestCancelled);
+            return Err(StreamReset);
+        };
+        service::send_status(self, status);
+        Ok(())
+    }
+
+    async fn finish_answer(&mut self) -> Result<(), StreamReset> {
+        if self.push.unfinished() {
+            debug!(peer = %self.peer, stream = %self.id, "pushed response body left unfinished");
+            self.reset(ErrorCode::InternalError);
+        } else if let Err(e) = self.send_pending().await {
+            debug!(peer = %self.peer, stream = %self.id, error = %e, "HTTP/3 response body not sent whole");
+            self.reset(ErrorCode::InternalError);
+        }
+        // A stream whose answer failed is still counted and logged.
+        Ok(())
+    }
+}
+
+/// The stream was reset: nothing more is sent on it.
+pub struct StreamReset;
+
+/// Watches one request's slot for the client's reset.
+pub struct ResetWatch {
+    conn: Rc<RefCell<H3Conn>>,
+    id: quinn_proto::StreamId,
+}
+
+impl AbandonWatch for ResetWatch {
+    fn poll_abandoned(&self, cx: &mut Context<'_>) -> bool {
+        let Ok(mut c) = self.conn.try_borrow_mut() else {
+            return false;
+        };
+        match c.requests.get_mut(&self.id) {
+            Some(slot) if slot.reset => true,
+            Some(slot) => {
+                slot.wait(cx.waker());
+                false
+            }
+            None => true,
+        }
+    }
+}
