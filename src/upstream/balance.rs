@@ -164,9 +164,13 @@ impl SmoothWrr {
     /// nginx's smooth WRR over the servers `eligible` allows: each gains its
     /// weight, the largest wins and pays back the total. Spreads a 5:1:1 group as
     /// a a b a c a a rather than a a a a a b c.
-    pub fn next(&mut self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+    ///
+    /// A `retry` (a pick for a request that already tried a server) takes
+    /// no turn from the rotation of an equal-weight group, as smooth WRR
+    /// would not: the next request goes where it would have gone.
+    pub fn next(&mut self, eligible: impl Fn(usize) -> bool, retry: bool) -> Option<usize> {
         if self.uniform {
-            return self.rotate(eligible);
+            return self.rotate(eligible, retry);
         }
         let mut total = 0;
         let mut best: Option<usize> = None;
@@ -187,7 +191,7 @@ impl SmoothWrr {
 
     /// Equal weights: the next server `eligible` allows from the cursor, the
     /// order smooth WRR gives them, in one step when it is up.
-    fn rotate(&mut self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+    fn rotate(&mut self, eligible: impl Fn(usize) -> bool, retry: bool) -> Option<usize> {
         let n = self.weights.len();
         let mut i = self.cursor;
         for _ in 0..n {
@@ -195,7 +199,9 @@ impl SmoothWrr {
                 i = 0;
             }
             if eligible(i) {
-                self.cursor = i + 1;
+                if !retry {
+                    self.cursor = i + 1;
+                }
                 return Some(i);
             }
             i += 1;
@@ -238,35 +244,44 @@ mod tests {
     #[test]
     fn smooth_wrr_interleaves_by_weight() {
         let mut w = SmoothWrr::new([5, 1, 1].into_iter());
-        let seq: Vec<usize> = (0..7).map(|_| w.next(|_| true).unwrap()).collect();
+        let seq: Vec<usize> = (0..7).map(|_| w.next(|_| true, false).unwrap()).collect();
         assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
         // A server that is not eligible is skipped, the others share its turns.
-        let seq: Vec<usize> = (0..4).map(|_| w.next(|i| i != 0).unwrap()).collect();
+        let seq: Vec<usize> = (0..4).map(|_| w.next(|i| i != 0, false).unwrap()).collect();
         assert_eq!(seq.iter().filter(|&&i| i == 1).count(), 2);
         assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2);
-        assert_eq!(w.next(|_| false), None);
+        assert_eq!(w.next(|_| false, false), None);
     }
 
     #[test]
     fn equal_weights_rotate_as_smooth_wrr_would_and_skip_what_is_not_eligible() {
         let mut w = SmoothWrr::new([2, 2, 2, 2].into_iter());
-        let seq: Vec<usize> = (0..8).map(|_| w.next(|_| true).unwrap()).collect();
+        let seq: Vec<usize> = (0..8).map(|_| w.next(|_| true, false).unwrap()).collect();
         assert_eq!(seq, [0, 1, 2, 3, 0, 1, 2, 3]);
         let mut reference = SmoothWrr::new([2, 2, 2, 2].into_iter());
         reference.uniform = false;
-        let smooth: Vec<usize> = (0..8).map(|_| reference.next(|_| true).unwrap()).collect();
+        let smooth: Vec<usize> = (0..8)
+            .map(|_| reference.next(|_| true, false).unwrap())
+            .collect();
         assert_eq!(seq, smooth, "the same order as the full pass");
         // Server 1 out: the others share its turns.
-        let seq: Vec<usize> = (0..6).map(|_| w.next(|i| i != 1).unwrap()).collect();
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|i| i != 1, false).unwrap()).collect();
         assert_eq!(seq, [0, 2, 3, 0, 2, 3]);
-        assert_eq!(w.next(|_| false), None);
+        assert_eq!(w.next(|_| false, false), None);
+        // A retry takes no turn: after 0 failed and 2 took its request, the
+        // next requests go to 1 then 2, as smooth WRR sends them.
+        let mut w = SmoothWrr::new([1, 1, 1].into_iter());
+        assert_eq!(w.next(|_| true, false), Some(0));
+        assert_eq!(w.next(|i| i != 0 && i != 1, true), Some(2));
+        assert_eq!(w.next(|_| true, false), Some(1));
+        assert_eq!(w.next(|_| true, false), Some(2));
         // Weights made unequal: smooth WRR again, 3:1:1:1.
         w.set_weights([3, 1, 1, 1].into_iter());
-        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true).unwrap()).collect();
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true, false).unwrap()).collect();
         assert_eq!(seq.iter().filter(|&&i| i == 0).count(), 3, "{seq:?}");
         // A server added with the same weight joins the rotation.
         w.set_weights([1, 1, 1].into_iter());
-        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true).unwrap()).collect();
+        let seq: Vec<usize> = (0..6).map(|_| w.next(|_| true, false).unwrap()).collect();
         assert_eq!(seq.iter().filter(|&&i| i == 2).count(), 2, "{seq:?}");
     }
 

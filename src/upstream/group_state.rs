@@ -232,16 +232,17 @@ impl GroupState {
             return up.then_some(0);
         }
         let in_tier = |i: usize, t: u32| m.tier.get(i) == Some(&Some(t));
+        let retry = !exclude.is_empty();
         m.tiers
             .iter()
             .find_map(|&t| {
-                self.pick_among(group, &m, key, |i| {
+                self.pick_among(group, &m, key, retry, |i| {
                     in_tier(i, t) && !exclude.contains(&i) && self.is_up(group, i, now)
                 })
             })
             .or_else(|| {
                 m.tiers.iter().find_map(|&t| {
-                    self.pick_among(group, &m, key, |i| {
+                    self.pick_among(group, &m, key, retry, |i| {
                         in_tier(i, t) && !exclude.contains(&i) && group.servers[i].actively_up()
                     })
                 })
@@ -254,10 +255,11 @@ impl GroupState {
         group: &UpstreamGroup,
         m: &Membership,
         key: u64,
+        retry: bool,
         eligible: impl Fn(usize) -> bool,
     ) -> Option<usize> {
         match &group.balance {
-            Balance::RoundRobin => self.wrr.borrow_mut().next(eligible),
+            Balance::RoundRobin => self.wrr.borrow_mut().next(eligible, retry),
             Balance::LeastConn => self
                 .wrr
                 .borrow_mut()
