@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::aioquic::{present as aioquic_present, run as aioquic};
 use common::upstream::{Reply, Upstream};
 use common::Pier;
 use serde_json::Value;
@@ -51,29 +52,6 @@ fn start(extra: &str) -> (Pier, Vec<u8>) {
     let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(files.join("big.bin"), &big).unwrap();
     (pier, big)
-}
-
-fn aioquic_present() -> bool {
-    common::python_peer::present("aioquic", "PyPI aioquic")
-}
-
-/// Runs the aioquic client against `addr` with `args`; its JSON report.
-fn aioquic(addr: SocketAddr, args: &[&str]) -> Value {
-    let out = Command::new("timeout")
-        .arg("30")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .arg(addr.ip().to_string())
-        .arg(addr.port().to_string())
-        .args(args)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success(),
-        "aioquic client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the client's JSON report")
 }
 
 /// ngtcp2's HTTP/3 client, when installed.
