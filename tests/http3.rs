@@ -462,3 +462,57 @@ fn a_reload_serves_new_quic_connections_the_new_configuration() {
     let v = aioquic(addr, &["GET", "/hello"]);
     assert_eq!(v["answers"][0]["body"], "reloaded\n", "{v}");
 }
+
+/// The value of `series` (`name{labels}`) in a `/metrics` scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
+#[test]
+fn metrics_count_http3_requests_apart_with_quic_transport_figures() {
+    if !aioquic_present() {
+        return;
+    }
+    let (pier, _) = start("[admin]\nlisten = \"127.0.0.1:0\"");
+    let admin = pier.admin.expect("admin listener");
+    let v = aioquic(
+        pier.https[0],
+        &["GET", "/hello", "GET", "/files/a.txt", "GET", "/nope"],
+    );
+    assert_eq!(v["answers"][2]["status"], 404, "{v}");
+    let url = format!("https://localhost:{}/hello", pier.https[0].port());
+    assert!(curl_head("--http2", &url).starts_with("HTTP/2 200"));
+    let want = [
+        ("pier_http3_requests_total", 3.0),
+        ("pier_http3_connections_total", 1.0),
+        ("pier_quic_handshakes_total{result=\"completed\"}", 1.0),
+        ("pier_quic_handshakes_total{result=\"failed\"}", 0.0),
+        ("pier_http3_streams_open", 0.0),
+        ("pier_quic_rtt_seconds_count", 3.0),
+        ("pier_http2_requests_total", 1.0),
+    ];
+    let mut text = String::new();
+    for _ in 0..100 {
+        let r = common::get(admin, "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n");
+        text = String::from_utf8(r.body).unwrap();
+        if want.iter().all(|(s, v)| sample(&text, s) == Some(*v)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (s, v) in want {
+        assert_eq!(sample(&text, s), Some(v), "{s} in\n{text}");
+    }
+    let figure = |s: &str| sample(&text, s).unwrap_or_else(|| panic!("{s} in\n{text}"));
+    let sent = figure("pier_quic_datagrams_sent_total");
+    let sends = figure("pier_quic_udp_sends_total");
+    assert!(sent >= 4.0, "the handshake and three answers: {sent}");
+    assert!((1.0..=sent).contains(&sends), "{sends} sends of {sent}");
+    assert!(figure("pier_quic_datagrams_received_total") >= 4.0);
+    figure("pier_quic_packets_lost_total");
+    // Loopback: a smoothed RTT above zero and far below a second.
+    let rtt = figure("pier_quic_rtt_seconds_sum") / 3.0;
+    assert!(rtt > 0.0 && rtt < 0.5, "{rtt}");
+}
