@@ -515,4 +515,23 @@ fn metrics_count_http3_requests_apart_with_quic_transport_figures() {
     // Loopback: a smoothed RTT above zero and far below a second.
     let rtt = figure("pier_quic_rtt_seconds_sum") / 3.0;
     assert!(rtt > 0.0 && rtt < 0.5, "{rtt}");
+
+    // The status page shows them beside HTTP/2's.
+    let r = common::get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let status: Value = serde_json::from_slice(&r.body).expect("status.json");
+    let p = &status["total"]["protocols"];
+    assert_eq!(p["http3_requests"], 3, "{p}");
+    assert_eq!(p["http2_requests"], 1, "{p}");
+    assert_eq!(p["quic_connections"], 1, "{p}");
+    let ms = p["quic_rtt_ms"].as_f64().unwrap();
+    assert!((ms / 1e3 - rtt).abs() < 0.001, "{ms} ms against {rtt} s");
+    let r = common::get(
+        admin,
+        "GET /status HTTP/1.1\r\nHost: admin\r\nAccept: text/html\r\n\r\n",
+    );
+    let page = String::from_utf8(r.body).unwrap();
+    assert!(
+        page.contains("<th>HTTP/3 requests</th><td data-v=\"total.protocols.http3_requests\""),
+        "{page}"
+    );
 }

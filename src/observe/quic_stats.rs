@@ -25,12 +25,15 @@ pub struct QuicStats {
     pub streams_open: Counter,
     /// HTTP/3 GOAWAY frames sent.
     pub goaways: Counter,
-    packets_lost: Counter,
+    /// QUIC packets declared lost.
+    pub packets_lost: Counter,
     datagrams_sent: Counter,
     datagrams_received: Counter,
     udp_sends: Counter,
-    rtt_sum_us: Counter,
-    rtt_samples: Counter,
+    /// Smoothed RTTs sampled (see [`QuicStats::rtt_sample`]), summed in µs.
+    pub rtt_sum_us: Counter,
+    /// RTT samples taken.
+    pub rtt_samples: Counter,
 }
 
 /// What a QUIC connection's transport counted since it began.
@@ -81,11 +84,6 @@ impl QuicStats {
     pub fn stream_closed(&self) {
         self.streams_open
             .set(self.streams_open.get().saturating_sub(1));
-    }
-
-    /// The mean round-trip time of the samples so far, if any.
-    pub fn mean_rtt(sum_us: u64, samples: u64) -> Option<Duration> {
-        (samples > 0).then(|| Duration::from_micros(sum_us / samples))
     }
 }
 
