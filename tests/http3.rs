@@ -535,3 +535,86 @@ fn metrics_count_http3_requests_apart_with_quic_transport_figures() {
         "{page}"
     );
 }
+
+#[test]
+fn a_listener_added_or_switched_to_http3_by_a_reload_serves_it_at_once() {
+    if !aioquic_present() {
+        return;
+    }
+    let off = config("").replace(
+        "tls = { self_signed = true }",
+        "tls = { self_signed = true }\nhttp3 = false",
+    );
+    let pier = Pier::with_config(&off, &[]);
+    let files = pier.root().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let first = pier.https[0];
+    let url = format!("https://localhost:{}/hello", first.port());
+    assert!(!curl_head("--http1.1", &url)
+        .to_ascii_lowercase()
+        .contains("alt-svc"));
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let added = free.local_addr().unwrap();
+    drop(free);
+    // HTTP/3 on for the first listener, and a second TLS listener.
+    let path = pier.root().join("pier.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("http3 = false\n", "")
+        .replacen(
+            "[[route]]",
+            &format!(
+                "[[listener]]\nlisten = \"{added}\"\ntls = {{ self_signed = true }}\n[[route]]"
+            ),
+            1,
+        );
+    std::fs::write(&path, text).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    for addr in [first, added] {
+        let v = aioquic(addr, &["GET", "/hello"]);
+        assert_eq!(v["alpn"], "h3", "{v}");
+        assert_eq!(v["answers"][0]["body"], "hello over h3\n", "{addr}: {v}");
+        let url = format!("https://localhost:{}/hello", addr.port());
+        let want = format!("Alt-Svc: h3=\":{}\"; ma=86400\r\n", addr.port());
+        let head = curl_head("--http1.1", &url);
+        assert!(head.contains(&want), "{head}");
+    }
+    // Off again: the endpoint stays bound but refuses new connections.
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "tls = { self_signed = true }",
+        "tls = { self_signed = true }\nhttp3 = false",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    for _ in 0..100 {
+        if pier
+            .log_lines()
+            .iter()
+            .filter(|l| l.contains("configuration reloaded"))
+            .count()
+            >= 2
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let refused = Command::new("timeout")
+        .arg("10")
+        .arg("python3")
+        .arg(common::python_peer::script("http3/h3_client.py"))
+        .args([first.ip().to_string(), first.port().to_string()])
+        .args(["GET", "/hello"])
+        .output()
+        .expect("run python3");
+    assert!(
+        !refused.status.success(),
+        "served after HTTP/3 was turned off"
+    );
+    assert_eq!(
+        aioquic(added, &["GET", "/hello"])["answers"][0]["status"],
+        200
+    );
+}
