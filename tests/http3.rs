@@ -424,14 +424,7 @@ fn quic_connections_count_toward_max_connections() {
     let mut held = HeldClient::start(addr, "/hello", "5");
     held.answered();
     // ...and a second one is refused while it is.
-    let second = Command::new("timeout")
-        .arg("10")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([addr.ip().to_string(), addr.port().to_string()])
-        .args(["GET", "/hello"])
-        .output()
-        .expect("run python3");
+    let second = common::aioquic::output(addr, 10, &["GET", "/hello"]);
     assert!(!second.status.success(), "a second connection was served");
     // Refused at once (CONNECTION_REFUSED), not left to time out.
     let err = String::from_utf8_lossy(&second.stderr);
@@ -601,14 +594,7 @@ fn a_listener_added_or_switched_to_http3_by_a_reload_serves_it_at_once() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let refused = Command::new("timeout")
-        .arg("10")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([first.ip().to_string(), first.port().to_string()])
-        .args(["GET", "/hello"])
-        .output()
-        .expect("run python3");
+    let refused = common::aioquic::output(first, 10, &["GET", "/hello"]);
     assert!(
         !refused.status.success(),
         "served after HTTP/3 was turned off"

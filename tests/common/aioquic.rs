@@ -2,7 +2,7 @@
 //! installed by .ci/run): whether it can run, and one run's JSON report.
 
 use std::net::SocketAddr;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -11,17 +11,22 @@ pub fn present() -> bool {
     super::python_peer::present("aioquic", "PyPI aioquic")
 }
 
-/// Runs the client against `addr` with `args`; its JSON report.
-pub fn run(addr: SocketAddr, args: &[&str]) -> Value {
-    let out = Command::new("timeout")
-        .arg("30")
+/// Runs the client against `addr` with `args`, for at most `secs` seconds.
+pub fn output(addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg(secs.to_string())
         .arg("python3")
         .arg(super::python_peer::script("http3/h3_client.py"))
         .arg(addr.ip().to_string())
         .arg(addr.port().to_string())
         .args(args)
         .output()
-        .expect("run python3");
+        .expect("run python3")
+}
+
+/// Runs the client against `addr` with `args`; its JSON report.
+pub fn run(addr: SocketAddr, args: &[&str]) -> Value {
+    let out = output(addr, 30, args);
     assert!(
         out.status.success(),
         "aioquic client failed: {}",
