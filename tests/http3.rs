@@ -582,22 +582,17 @@ fn a_listener_added_or_switched_to_http3_by_a_reload_serves_it_at_once() {
     );
     std::fs::write(&path, text).unwrap();
     pier.signal(rustix::process::Signal::HUP);
-    for _ in 0..100 {
-        if pier
-            .log_lines()
-            .iter()
-            .filter(|l| l.contains("configuration reloaded"))
-            .count()
-            >= 2
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("second reload logged");
     let refused = common::aioquic::output(first, 10, &["GET", "/hello"]);
     assert!(
         !refused.status.success(),
         "served after HTTP/3 was turned off"
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("ConnectionError"),
+        "refused, not timed out: {err}"
     );
     assert_eq!(
         aioquic(added, &["GET", "/hello"])["answers"][0]["status"],
