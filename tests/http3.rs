@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::aioquic::{present as aioquic_present, run as aioquic};
 use common::upstream::{Reply, Upstream};
 use common::Pier;
 use serde_json::Value;
@@ -51,29 +52,6 @@ fn start(extra: &str) -> (Pier, Vec<u8>) {
     let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(files.join("big.bin"), &big).unwrap();
     (pier, big)
-}
-
-fn aioquic_present() -> bool {
-    common::python_peer::present("aioquic", "PyPI aioquic")
-}
-
-/// Runs the aioquic client against `addr` with `args`; its JSON report.
-fn aioquic(addr: SocketAddr, args: &[&str]) -> Value {
-    let out = Command::new("timeout")
-        .arg("30")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .arg(addr.ip().to_string())
-        .arg(addr.port().to_string())
-        .args(args)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success(),
-        "aioquic client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the client's JSON report")
 }
 
 /// ngtcp2's HTTP/3 client, when installed.
@@ -446,14 +424,7 @@ fn quic_connections_count_toward_max_connections() {
     let mut held = HeldClient::start(addr, "/hello", "5");
     held.answered();
     // ...and a second one is refused while it is.
-    let second = Command::new("timeout")
-        .arg("10")
-        .arg("python3")
-        .arg(common::python_peer::script("http3/h3_client.py"))
-        .args([addr.ip().to_string(), addr.port().to_string()])
-        .args(["GET", "/hello"])
-        .output()
-        .expect("run python3");
+    let second = common::aioquic::output(addr, 10, &["GET", "/hello"]);
     assert!(!second.status.success(), "a second connection was served");
     // Refused at once (CONNECTION_REFUSED), not left to time out.
     let err = String::from_utf8_lossy(&second.stderr);
@@ -483,4 +454,148 @@ fn a_reload_serves_new_quic_connections_the_new_configuration() {
         .expect("reload logged");
     let v = aioquic(addr, &["GET", "/hello"]);
     assert_eq!(v["answers"][0]["body"], "reloaded\n", "{v}");
+}
+
+/// The value of `series` (`name{labels}`) in a `/metrics` scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
+#[test]
+fn metrics_count_http3_requests_apart_with_quic_transport_figures() {
+    if !aioquic_present() {
+        return;
+    }
+    let (pier, _) = start("[admin]\nlisten = \"127.0.0.1:0\"");
+    let admin = pier.admin.expect("admin listener");
+    let v = aioquic(
+        pier.https[0],
+        &["GET", "/hello", "GET", "/files/a.txt", "GET", "/nope"],
+    );
+    assert_eq!(v["answers"][2]["status"], 404, "{v}");
+    let url = format!("https://localhost:{}/hello", pier.https[0].port());
+    assert!(curl_head("--http2", &url).starts_with("HTTP/2 200"));
+    let want = [
+        ("pier_http3_requests_total", 3.0),
+        ("pier_http3_connections_total", 1.0),
+        ("pier_quic_handshakes_total{result=\"completed\"}", 1.0),
+        ("pier_quic_handshakes_total{result=\"failed\"}", 0.0),
+        ("pier_http3_streams_open", 0.0),
+        ("pier_quic_rtt_seconds_count", 3.0),
+        ("pier_http2_requests_total", 1.0),
+    ];
+    let mut text = String::new();
+    for _ in 0..100 {
+        let r = common::get(admin, "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n");
+        text = String::from_utf8(r.body).unwrap();
+        if want.iter().all(|(s, v)| sample(&text, s) == Some(*v)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (s, v) in want {
+        assert_eq!(sample(&text, s), Some(v), "{s} in\n{text}");
+    }
+    let figure = |s: &str| sample(&text, s).unwrap_or_else(|| panic!("{s} in\n{text}"));
+    let sent = figure("pier_quic_datagrams_sent_total");
+    let sends = figure("pier_quic_udp_sends_total");
+    assert!(sent >= 4.0, "the handshake and three answers: {sent}");
+    assert!((1.0..=sent).contains(&sends), "{sends} sends of {sent}");
+    assert!(figure("pier_quic_datagrams_received_total") >= 4.0);
+    figure("pier_quic_packets_lost_total");
+    // Loopback: a smoothed RTT above zero and far below a second.
+    let rtt = figure("pier_quic_rtt_seconds_sum") / 3.0;
+    assert!(rtt > 0.0 && rtt < 0.5, "{rtt}");
+
+    // The status page shows them beside HTTP/2's.
+    let r = common::get(admin, "GET /status.json HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let status: Value = serde_json::from_slice(&r.body).expect("status.json");
+    let p = &status["total"]["protocols"];
+    assert_eq!(p["http3_requests"], 3, "{p}");
+    assert_eq!(p["http2_requests"], 1, "{p}");
+    assert_eq!(p["quic_connections"], 1, "{p}");
+    let ms = p["quic_rtt_ms"].as_f64().unwrap();
+    assert!((ms / 1e3 - rtt).abs() < 0.001, "{ms} ms against {rtt} s");
+    let r = common::get(
+        admin,
+        "GET /status HTTP/1.1\r\nHost: admin\r\nAccept: text/html\r\n\r\n",
+    );
+    let page = String::from_utf8(r.body).unwrap();
+    assert!(
+        page.contains("<th>HTTP/3 requests</th><td data-v=\"total.protocols.http3_requests\""),
+        "{page}"
+    );
+}
+
+#[test]
+fn a_listener_added_or_switched_to_http3_by_a_reload_serves_it_at_once() {
+    if !aioquic_present() {
+        return;
+    }
+    let off = config("").replace(
+        "tls = { self_signed = true }",
+        "tls = { self_signed = true }\nhttp3 = false",
+    );
+    let pier = Pier::with_config(&off, &[]);
+    let files = pier.root().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let first = pier.https[0];
+    let url = format!("https://localhost:{}/hello", first.port());
+    assert!(!curl_head("--http1.1", &url)
+        .to_ascii_lowercase()
+        .contains("alt-svc"));
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let added = free.local_addr().unwrap();
+    drop(free);
+    // HTTP/3 on for the first listener, and a second TLS listener.
+    let path = pier.root().join("pier.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("http3 = false\n", "")
+        .replacen(
+            "[[route]]",
+            &format!(
+                "[[listener]]\nlisten = \"{added}\"\ntls = {{ self_signed = true }}\n[[route]]"
+            ),
+            1,
+        );
+    std::fs::write(&path, text).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    for addr in [first, added] {
+        let v = aioquic(addr, &["GET", "/hello"]);
+        assert_eq!(v["alpn"], "h3", "{v}");
+        assert_eq!(v["answers"][0]["body"], "hello over h3\n", "{addr}: {v}");
+        let url = format!("https://localhost:{}/hello", addr.port());
+        let want = format!("Alt-Svc: h3=\":{}\"; ma=86400\r\n", addr.port());
+        let head = curl_head("--http1.1", &url);
+        assert!(head.contains(&want), "{head}");
+    }
+    // Off again: the endpoint stays bound but refuses new connections.
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "tls = { self_signed = true }",
+        "tls = { self_signed = true }\nhttp3 = false",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("second reload logged");
+    let refused = common::aioquic::output(first, 10, &["GET", "/hello"]);
+    assert!(
+        !refused.status.success(),
+        "served after HTTP/3 was turned off"
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("ConnectionError"),
+        "refused, not timed out: {err}"
+    );
+    assert_eq!(
+        aioquic(added, &["GET", "/hello"])["answers"][0]["status"],
+        200
+    );
 }

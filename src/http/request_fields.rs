@@ -82,6 +82,19 @@ impl RequestHead {
         self.list.iter()
     }
 
+    /// The regular fields copied out, for trailers kept past their section
+    /// (a field whose name is not UTF-8 cannot have passed validation).
+    pub fn owned_fields(&self) -> Vec<crate::http::OwnedField> {
+        self.fields()
+            .filter_map(|(name, value)| {
+                Some(crate::http::OwnedField::new(
+                    std::str::from_utf8(name).ok()?,
+                    value,
+                ))
+            })
+            .collect()
+    }
+
     /// Whether the request carried a `priority` field (RFC 9218).
     pub fn has_priority(&self) -> bool {
         self.list.has_priority()

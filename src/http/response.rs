@@ -23,6 +23,11 @@ pub struct OwnedField {
 }
 
 impl OwnedField {
+    /// The field as a name and value borrowed from it.
+    pub fn pair(&self) -> (&str, &[u8]) {
+        (&self.name, &self.value)
+    }
+
     /// A field whose name and value were validated by the caller.
     pub fn new(name: &str, value: &[u8]) -> Self {
         OwnedField {

@@ -6,39 +6,13 @@
 //! worker's counters and sums them only when `/metrics` or `/status` is requested.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::observe::counter::Counter;
 use crate::observe::exposition::{family_head, latency_histogram};
 use crate::observe::latency::{latency_bucket, whole_micros, LATENCY_BOUNDS};
-
-/// One monotonic counter (or gauge) with a single writer.
-#[derive(Default, Debug)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Adds `n`. Only the owning worker calls this, so load-then-store loses nothing
-    /// and avoids a locked instruction.
-    #[inline]
-    pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
-            Ordering::Relaxed,
-        );
-    }
-
-    /// Sets the value (for gauges such as open connections).
-    #[inline]
-    pub fn set(&self, n: u64) {
-        self.0.store(n, Ordering::Relaxed);
-    }
-
-    /// Reads the value; any thread may.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+use crate::observe::quic_stats::QuicStats;
 
 /// Which part of Pier answered a request: the `handler` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +242,8 @@ pub struct WorkerStats {
     pub h2_streams_open: Counter,
     /// HTTP/2 connection and stream events by [`H2Event`].
     h2_events: [Counter; H2Event::ALL.len()],
+    /// HTTP/3 and QUIC figures.
+    pub quic: QuicStats,
 }
 
 /// What the HTTP/2 driver counts: requests and connections by protocol, the
@@ -584,6 +560,7 @@ impl Registry {
             "HTTP/2 streams reset, by cause (client_flood and control_flood count connections closed for them).",
             &resets,
         );
+        crate::observe::quic_stats::render(&mut out, &|f| self.sum(|w| f(&w.quic)));
         let name = "pier_upstream_latency_seconds";
         family_head(
             &mut out,

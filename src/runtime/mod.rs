@@ -27,8 +27,10 @@ use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::worker::Generation;
+use quic_sockets::{bind_quic, PerWorkerQuic};
 
 mod config_post;
+mod quic_sockets;
 
 /// How long a binary upgrade waits for the new process to report ready before
 /// it gives up on it and keeps serving.
@@ -209,6 +211,10 @@ struct ServerProcess {
     /// A copy of every worker's listening socket by configured address: what a
     /// binary upgrade hands over, and how a reload tells added listeners from kept ones.
     sockets: Vec<(ListenerKey, std::net::TcpListener)>,
+    /// Listeners whose UDP sockets the workers run (also after HTTP/3 is
+    /// turned off or the listener removed: its endpoint refuses new
+    /// connections then, and serves again if it comes back).
+    quic_keys: Vec<ListenerKey>,
     admin: Option<std::net::TcpListener>,
     /// What the status page shows; `None` without an admin listener.
     status: Option<Arc<StatusState>>,
@@ -254,8 +260,8 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
 
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
-    let mut per_worker_quic: Vec<Vec<(ListenerKey, std::net::UdpSocket)>> =
-        (0..workers).map(|_| Vec::new()).collect();
+    let mut per_worker_quic: PerWorkerQuic = (0..workers).map(|_| Vec::new()).collect();
+    let mut quic_keys = Vec::new();
     let mut sockets = Vec::new();
     let mut shown = Vec::new();
     let mut systemd =
@@ -269,13 +275,9 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
         }
         if lc.http3 {
-            // The same address and port over UDP, one socket per worker.
-            let udp = crate::quic::socket::bind_udp_reuseport(bound, lc.socket.ipv6_only, workers)
+            bind_quic(key, bound, lc.socket.ipv6_only, &mut per_worker_quic)
                 .with_context(|| format!("cannot listen on UDP {bound} for HTTP/3"))?;
-            info!(listener = %bound, udp = %bound, "HTTP/3 over QUIC");
-            for (i, s) in udp.into_iter().enumerate() {
-                per_worker_quic[i % workers.max(1)].push((key, s));
-            }
+            quic_keys.push(key);
         }
         for (i, s) in listeners.into_iter().enumerate() {
             sockets.push((key, s.try_clone()?));
@@ -408,6 +410,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         source,
         config,
         sockets,
+        quic_keys,
         admin: admin_socket,
         status,
         reloads,
@@ -583,6 +586,30 @@ impl ServerProcess {
                 }
             }
         }
+        // HTTP/3 on a listener that did not have it: its UDP sockets now.
+        let mut per_worker_quic: PerWorkerQuic = (0..workers).map(|_| Vec::new()).collect();
+        let mut quic_added = Vec::new();
+        for (lc, key) in next.listeners.iter().zip(&next_keys) {
+            if !lc.http3 || self.quic_keys.contains(key) {
+                continue;
+            }
+            let tcp = added
+                .iter()
+                .find(|(k, _)| k == key)
+                .and_then(|(_, s)| s.first());
+            let tcp = tcp.or_else(|| self.sockets.iter().find(|(k, _)| k == key).map(|(_, s)| s));
+            let Some(bound) = tcp.and_then(|s| s.local_addr().ok()) else {
+                continue;
+            };
+            if let Err(e) = bind_quic(*key, bound, lc.socket.ipv6_only, &mut per_worker_quic) {
+                error!(listener = %key, error = %e, "configuration reload failed: cannot listen on UDP for HTTP/3; keeping the running configuration");
+                return Err(format!(
+                    "cannot listen on UDP {bound} for HTTP/3: {}",
+                    without_os_error(&e.to_string())
+                ));
+            }
+            quic_added.push(*key);
+        }
         let access_log = if next.access_log == old.access_log {
             self.access_log.as_ref().map(AccessLog::shared)
         } else {
@@ -705,13 +732,14 @@ impl ServerProcess {
         }
         let (applied, switched) = std::sync::mpsc::channel();
         let mut sent = 0;
-        for (tx, listeners) in self.reloads.iter().zip(per_worker) {
+        self.quic_keys.extend(quic_added);
+        for ((tx, listeners), quic) in self.reloads.iter().zip(per_worker).zip(per_worker_quic) {
             let g = Generation {
                 config: next.clone(),
                 access_log: access_log.clone(),
                 trace: trace.clone(),
                 listeners,
-                quic: Vec::new(),
+                quic,
                 applied: Some(applied.clone()),
             };
             if tx.send(g).is_ok() {

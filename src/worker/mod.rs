@@ -330,8 +330,9 @@ pub struct Generation {
     /// Sockets of listeners this worker does not run yet. Listeners missing from
     /// `config` stop accepting and their sockets close.
     pub listeners: WorkerListeners,
-    /// UDP sockets of the TLS listeners with HTTP/3, this worker's, given
-    /// with the first generation only.
+    /// This worker's UDP sockets of the TLS listeners with HTTP/3 it does
+    /// not serve yet: at start, and for a listener a reload adds with
+    /// HTTP/3 or turns it on for.
     pub quic: Vec<(crate::listener_key::ListenerKey, std::net::UdpSocket)>,
     /// Told once new connections are accepted under this generation.
     pub applied: Option<std::sync::mpsc::Sender<()>>,

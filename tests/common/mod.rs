@@ -2,6 +2,7 @@
 //! bytes over std sockets.
 #![allow(dead_code)]
 
+pub mod aioquic;
 pub mod bench_run;
 pub mod cache;
 pub mod chromium;

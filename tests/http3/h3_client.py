@@ -2,7 +2,9 @@
 connection to HOST:PORT (certificate not verified: the server's is
 self-signed), sends each request given as METHOD PATH on it (several at
 once when --parallel), and prints one JSON object: the ALPN, and per
-request its status, headers and body (as text)."""
+request its status, headers (the first value of each), every field in
+order, the interim heads before it, the trailers after it, and its body
+(as text and as hex)."""
 
 import argparse
 import asyncio
@@ -41,7 +43,8 @@ class Client(QuicConnectionProtocol):
         self.goaway = None
         self.closed = asyncio.get_event_loop().create_future()
 
-    async def request(self, method, authority, path, headers=(), body=b""):
+    async def request(self, method, authority, path, headers=(), body=b"",
+                      trailers=()):
         stream_id = self._quic.get_next_available_stream_id()
         fields = [
             (b":method", method.encode()),
@@ -52,22 +55,34 @@ class Client(QuicConnectionProtocol):
         ] + [(n.encode(), v.encode()) for n, v in headers]
         if method == "HEAD":
             self.h3.head_streams.add(stream_id)
-        self.h3.send_headers(stream_id, fields, end_stream=not body)
+        self.h3.send_headers(stream_id, fields, end_stream=not body and not trailers)
         if body:
-            self.h3.send_data(stream_id, body, end_stream=True)
+            self.h3.send_data(stream_id, body, end_stream=not trailers)
+        if trailers:
+            self.h3.send_headers(
+                stream_id, [(n.encode(), v.encode()) for n, v in trailers], end_stream=True)
         done = asyncio.get_event_loop().create_future()
         self.waiting[stream_id] = done
-        self.answers[stream_id] = {"headers": [], "body": b""}
+        self.answers[stream_id] = {"heads": [], "body": b"", "trailers": []}
         self.transmit()
         await done
         answer = self.answers.pop(stream_id)
+        # Heads before the final one are interim (1xx).
+        heads = [[(n.decode(), v.decode()) for n, v in h] for h in answer["heads"]]
+        final = heads[-1] if heads else []
         headers = {}
-        for n, v in answer["headers"]:
-            headers.setdefault(n.decode(), v.decode())
+        for n, v in final:
+            headers.setdefault(n, v)
         return {
             "status": int(headers.pop(":status", "0")),
             "headers": headers,
+            "fields": [[n, v] for n, v in final if not n.startswith(":")],
+            "interim": [{"status": int(dict(h).get(":status", "0")),
+                         "fields": [[n, v] for n, v in h if not n.startswith(":")]}
+                        for h in heads[:-1]],
+            "trailers": {n.decode(): v.decode() for n, v in answer["trailers"]},
             "body": answer["body"].decode("utf-8", "replace"),
+            "body_hex": answer["body"].hex(),
             "stream": stream_id,
         }
 
@@ -84,10 +99,15 @@ class Client(QuicConnectionProtocol):
             sid = getattr(h3_event, "stream_id", None)
             if sid not in self.answers:
                 continue
+            answer = self.answers[sid]
             if isinstance(h3_event, HeadersReceived):
-                self.answers[sid]["headers"].extend(h3_event.headers)
+                last = dict(answer["heads"][-1]) if answer["heads"] else {}
+                if not last.get(b":status", b"1").startswith(b"1"):
+                    answer["trailers"].extend(h3_event.headers)
+                else:
+                    answer["heads"].append(h3_event.headers)
             elif isinstance(h3_event, DataReceived):
-                self.answers[sid]["body"] += h3_event.data
+                answer["body"] += h3_event.data
             if getattr(h3_event, "stream_ended", False):
                 fut = self.waiting.pop(sid)
                 if not fut.done():
@@ -102,6 +122,8 @@ async def main():
     p.add_argument("--parallel", action="store_true")
     p.add_argument("--authority", default=None)
     p.add_argument("--header", action="append", default=[], help="name: value")
+    p.add_argument("--trailer", action="append", default=[],
+                   help="name: value, sent after the body")
     p.add_argument("--body", default="")
     p.add_argument("--body-size", type=int, default=0,
                    help="send a body of this many bytes ('x' repeated) instead")
@@ -114,6 +136,7 @@ async def main():
     config.server_name = "localhost"
     authority = args.authority or f"localhost:{args.port}"
     headers = [tuple(s.strip() for s in h.split(":", 1)) for h in args.header]
+    trailers = [tuple(s.strip() for s in t.split(":", 1)) for t in args.trailer]
     pairs = list(zip(args.requests[0::2], args.requests[1::2]))
     async with connect(args.host, args.port, configuration=config,
                        create_protocol=Client, wait_connected=True) as client:
@@ -121,9 +144,10 @@ async def main():
         body = b"x" * args.body_size if args.body_size else args.body.encode()
         if args.parallel:
             answers = await asyncio.gather(*[
-                client.request(m, authority, path, headers, body) for m, path in pairs])
+                client.request(m, authority, path, headers, body, trailers)
+                for m, path in pairs])
         else:
-            answers = [await client.request(m, authority, path, headers, body)
+            answers = [await client.request(m, authority, path, headers, body, trailers)
                        for m, path in pairs]
         closed_by_server = None
         if args.wait_close > 0:

@@ -364,6 +364,23 @@ fn overview(b: &mut Page, s: &Snapshot) {
     b.count("td", "total.tls.failed", t.tls.failed);
     b.raw("</tr></table></div>");
 
+    let p = &t.protocols;
+    b.raw("<div class=\"tile\"><h2>HTTP/2 and HTTP/3</h2><table class=\"kv\"><tr><th>HTTP/2 requests</th>");
+    b.count("td", "total.protocols.http2_requests", p.http2_requests);
+    b.raw("</tr><tr><th>HTTP/3 requests</th>");
+    b.count("td", "total.protocols.http3_requests", p.http3_requests);
+    b.raw("</tr><tr><th>QUIC connections</th>");
+    b.count("td", "total.protocols.quic_connections", p.quic_connections);
+    b.raw("</tr><tr><th>QUIC packets lost</th>");
+    b.count(
+        "td",
+        "total.protocols.quic_packets_lost",
+        p.quic_packets_lost,
+    );
+    b.raw("</tr><tr><th>QUIC RTT, mean</th>");
+    b.millis("td", "total.protocols.quic_rtt_ms", p.quic_rtt_ms);
+    b.raw("</tr></table></div>");
+
     b.raw("<div class=\"tile\"><h2>Traffic</h2><table class=\"kv\"><tr><th>received</th>");
     b.bytes("td", "total.bytes_in", t.bytes_in);
     b.raw("</tr><tr><th>sent</th>");

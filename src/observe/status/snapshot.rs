@@ -14,7 +14,7 @@ use super::history::{Charts, Recent};
 use super::upstream_rates::ServerRates;
 use super::ConfigView;
 use crate::config::Config;
-use crate::observe::metrics::{Registry, WorkerStats};
+use crate::observe::metrics::{H2Event, Registry, WorkerStats};
 use crate::observe::upstream_counters::{server_down, UpstreamFailure};
 use crate::upstream::balance::{Balance, HashKey};
 use crate::upstream::group::{CheckKind, UpstreamGroup};
@@ -113,6 +113,8 @@ pub struct WorkerView {
     pub bytes_out: u64,
     /// TLS handshakes.
     pub tls: TlsView,
+    /// HTTP/2 and HTTP/3 figures.
+    pub protocols: ProtocolsView,
     /// Requests per second, oldest first (per worker only; the total's chart
     /// is in [`Snapshot::history`]).
     pub chart: Vec<f64>,
@@ -127,6 +129,58 @@ pub struct TlsView {
     pub resumed: u64,
     /// Failed or timed out.
     pub failed: u64,
+}
+
+/// Requests by protocol and the QUIC transport's figures.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct ProtocolsView {
+    /// Requests answered over HTTP/2.
+    pub http2_requests: u64,
+    /// Requests answered over HTTP/3.
+    pub http3_requests: u64,
+    /// QUIC connections accepted for HTTP/3.
+    pub quic_connections: u64,
+    /// QUIC packets declared lost.
+    pub quic_packets_lost: u64,
+    /// Mean smoothed RTT of QUIC connections over the samples since start,
+    /// in milliseconds; none before the first.
+    pub quic_rtt_ms: Option<f64>,
+    #[serde(skip)]
+    rtt_sum_us: u64,
+    #[serde(skip)]
+    rtt_samples: u64,
+}
+
+impl ProtocolsView {
+    fn of(w: &WorkerStats) -> ProtocolsView {
+        let q = &w.quic;
+        ProtocolsView {
+            http2_requests: w.h2_count(H2Event::Request),
+            http3_requests: q.requests.get(),
+            quic_connections: q.connections.get(),
+            quic_packets_lost: q.packets_lost.get(),
+            quic_rtt_ms: None,
+            rtt_sum_us: q.rtt_sum_us.get(),
+            rtt_samples: q.rtt_samples.get(),
+        }
+        .with_mean_rtt()
+    }
+
+    fn add(&mut self, o: &ProtocolsView) {
+        self.http2_requests += o.http2_requests;
+        self.http3_requests += o.http3_requests;
+        self.quic_connections += o.quic_connections;
+        self.quic_packets_lost += o.quic_packets_lost;
+        self.rtt_sum_us += o.rtt_sum_us;
+        self.rtt_samples += o.rtt_samples;
+        *self = self.with_mean_rtt();
+    }
+
+    fn with_mean_rtt(mut self) -> ProtocolsView {
+        let mean_us = self.rtt_sum_us as f64 / self.rtt_samples as f64;
+        self.quic_rtt_ms = micros_rounded((self.rtt_samples > 0).then_some(mean_us / 1e3));
+        self
+    }
 }
 
 /// The process's charts, one point per second, oldest first.
@@ -315,6 +369,7 @@ fn worker_view(id: Option<usize>, w: &WorkerStats) -> WorkerView {
             resumed: w.tls_resumed.get(),
             failed: w.tls_failed.get(),
         },
+        protocols: ProtocolsView::of(w),
         ..WorkerView::default()
     }
 }
@@ -349,6 +404,7 @@ fn add(total: &mut WorkerView, w: &WorkerView) {
     total.tls.full += w.tls.full;
     total.tls.resumed += w.tls.resumed;
     total.tls.failed += w.tls.failed;
+    total.protocols.add(&w.protocols);
 }
 
 fn balance_label(b: &Balance) -> String {

@@ -396,9 +396,8 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn request_trailers(&self) -> Vec<(&str, &[u8])> {
-        self.trailers.as_deref().map_or_else(Vec::new, |t| {
-            t.iter().map(|f| (&*f.name, &*f.value)).collect()
-        })
+        let trailers = self.trailers.as_deref().unwrap_or_default();
+        trailers.iter().map(OwnedField::pair).collect()
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {

@@ -197,16 +197,7 @@ impl Events for StreamTable {
 
     fn trailers(&mut self, stream: StreamId, fields: &DecodedHead) {
         if let Some(slot) = self.slot_mut(stream) {
-            let owned = fields
-                .fields()
-                .filter_map(|(name, value)| {
-                    Some(OwnedField {
-                        name: std::str::from_utf8(name).ok()?.into(),
-                        value: value.into(),
-                    })
-                })
-                .collect();
-            slot.trailers = Some(owned);
+            slot.trailers = Some(fields.owned_fields());
             slot.body_end = true;
             slot.wake();
         }

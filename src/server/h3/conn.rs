@@ -16,6 +16,7 @@ use quinn_proto::{Connection, Dir, Event, StreamEvent, StreamId, VarInt};
 use tracing::debug;
 
 use crate::http::request_fields::RequestHead as DecodedHead;
+use crate::http::OwnedField;
 use crate::http1::parse::{Limits, RequestHead};
 use crate::http3::control::{ControlEvent, ControlStream};
 use crate::http3::frame;
@@ -61,6 +62,11 @@ pub(super) struct RequestSlot {
     pub(super) body: Vec<u8>,
     /// The client ended its side of the stream.
     pub(super) body_end: bool,
+    /// The request's trailers, once decoded.
+    pub(super) trailers: Option<Vec<OwnedField>>,
+    /// The trailers wait on QPACK inserts: the body is not over before they
+    /// are decoded.
+    pub(super) trailers_blocked: bool,
     /// The client reset or stopped the stream (or it broke the rules).
     pub(super) reset: bool,
     /// Framed response bytes not yet taken by QUIC.
@@ -75,6 +81,16 @@ pub(super) struct RequestSlot {
 }
 
 impl RequestSlot {
+    /// Keeps the request's trailers as decoded, or notes that they wait on
+    /// QPACK inserts. Trailers past the field section limit are dropped.
+    fn keep_trailers(&mut self, outcome: HeadOutcome, fields: &DecodedHead) {
+        self.trailers_blocked = outcome == HeadOutcome::Blocked;
+        if outcome == HeadOutcome::Ready {
+            self.trailers = Some(fields.owned_fields());
+        }
+        self.wake();
+    }
+
     /// Wakes the request's task.
     pub(super) fn wake(&mut self) {
         if let Some(w) = self.waker.take() {
@@ -282,6 +298,8 @@ impl H3Conn {
                     head: HeadState::Waiting,
                     body: Vec::new(),
                     body_end: false,
+                    trailers: None,
+                    trailers_blocked: false,
                     reset: false,
                     out: Vec::new(),
                     fin: false,
@@ -464,9 +482,14 @@ impl H3Conn {
                         continue;
                     }
                     Some(RequestEvent::Trailers(section)) => {
-                        // Decoded for QPACK's state; not relayed.
-                        match decode_trailers(&mut self.decoder, sid, section, &mut slot.decoded) {
-                            Ok(_) => continue,
+                        // Apart from the head, which may not be handed on yet.
+                        let mut fields =
+                            new_request_head(self.max_section, self.limits.max_headers, false);
+                        match decode_trailers(&mut self.decoder, sid, section, &mut fields) {
+                            Ok(outcome) => {
+                                slot.keep_trailers(outcome, &fields);
+                                continue;
+                            }
                             Err(e) => Err(e),
                         }
                     }
@@ -538,6 +561,16 @@ impl H3Conn {
             let Some(slot) = self.requests.get_mut(&id) else {
                 continue;
             };
+            if matches!(slot.head, HeadState::Decoded | HeadState::Dispatched) {
+                // The head came before: this section is the trailers.
+                let mut fields = new_request_head(self.max_section, self.limits.max_headers, false);
+                match decode_trailers(&mut self.decoder, sid, &section, &mut fields) {
+                    Ok(outcome) => slot.keep_trailers(outcome, &fields),
+                    Err(e) if e.scope == Scope::Connection => return Err(e),
+                    Err(e) => self.reset_stream(id, e.code),
+                }
+                continue;
+            }
             match decode_request_head(&mut self.decoder, sid, &section, &mut slot.decoded, false) {
                 Ok(HeadOutcome::Ready) => slot.head = HeadState::Decoded,
                 Ok(HeadOutcome::Blocked) => {}

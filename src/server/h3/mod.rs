@@ -27,6 +27,7 @@ use crate::http::client_address::ClientAddress;
 use crate::http::{BodyReadError, Session};
 use crate::http3::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
+use crate::observe::quic_stats::TransportFigures;
 use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
@@ -104,6 +105,7 @@ pub(super) async fn quic_listener(
             return;
         };
         ctx.stats.accepted.add(1);
+        ctx.stats.quic.connections.add(1);
         let guard = ActiveGuard::new(ctx.shared.clone());
         tokio::task::spawn_local(serve_h3(a, ctx, index, guard));
     };
@@ -120,6 +122,7 @@ pub(super) async fn quic_listener(
 /// Counts a request as open until dropped (its task may be aborted), then
 /// lets the connection end its stream.
 struct RequestGuard {
+    ctx: Rc<WorkerCtx>,
     conn: Rc<RefCell<H3Conn>>,
     wake: Rc<Notify>,
     id: quinn_proto::StreamId,
@@ -127,6 +130,7 @@ struct RequestGuard {
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
+        self.ctx.stats.quic.stream_closed();
         if let Ok(mut c) = self.conn.try_borrow_mut() {
             let unfinished = c.requests.get(&self.id).is_some_and(|s| !s.fin && !s.reset);
             if unfinished {
@@ -138,6 +142,17 @@ impl Drop for RequestGuard {
             }
         }
         self.wake.notify_one();
+    }
+}
+
+/// What the connection's transport counted so far.
+fn transport_figures(quic: &quinn_proto::Connection) -> TransportFigures {
+    let stats = quic.stats();
+    TransportFigures {
+        packets_lost: stats.path.lost_packets,
+        datagrams_sent: stats.udp_tx.datagrams,
+        datagrams_received: stats.udp_rx.datagrams,
+        udp_sends: stats.udp_tx.ios,
     }
 }
 
@@ -158,6 +173,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let mut tasks = JoinSet::new();
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
+    let mut reported = TransportFigures::default();
     loop {
         let now = Instant::now();
         let (deadline, flushed, drained) = {
@@ -185,6 +201,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                     listener,
                 }));
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
+                ctx.stats.quic.handshakes.add(1);
             }
             // Requests wait here until the handshake's facts are read.
             fresh.append(&mut c.fresh);
@@ -194,6 +211,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 closing = true;
             }
             let flushed = io.flush(&mut c.quic, now);
+            ctx.stats
+                .quic
+                .absorb(transport_figures(&c.quic), &mut reported);
             (c.quic.poll_timeout(), flushed, c.quic.is_drained())
         };
         if drained {
@@ -201,7 +221,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         }
         if let Some(facts) = &facts {
             for f in fresh.drain(..) {
+                ctx.stats.quic.stream_opened();
                 let request = RequestGuard {
+                    ctx: ctx.clone(),
                     conn: shared.clone(),
                     wake: wake.clone(),
                     id: f.id,
@@ -228,6 +250,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             () = ctx.draining(), if shared.borrow().goaway.is_none() => {
                 debug!(%peer, "draining: HTTP/3 GOAWAY");
                 shared.borrow_mut().goaway();
+                ctx.stats.quic.goaways.add(1);
             }
             () = link.notify.notified() => {}
             () = wake.notified() => {}
@@ -237,6 +260,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         }
     }
     tasks.abort_all();
+    if facts.is_none() {
+        ctx.stats.quic.handshakes_failed.add(1);
+    }
     let c = shared.borrow();
     let stats = c.quic.stats();
     debug!(
@@ -276,6 +302,10 @@ async fn run_request(
         Outcome::Answered { took, .. } => took,
         Outcome::Abandoned | Outcome::Stopped(StreamReset) => return,
     };
+    ctx.stats.quic.requests.add(1);
+    if let Ok(c) = s.conn.try_borrow() {
+        ctx.stats.quic.rtt_sample(c.quic.rtt());
+    }
     if let Some(log) = &ctx.access_log {
         let view = s.request();
         let f = &s.facts;

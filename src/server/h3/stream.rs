@@ -19,7 +19,7 @@ use tokio::time::Sleep;
 use super::conn::{H3Conn, OUT_HIGH};
 use super::ConnFacts;
 use crate::http::status::has_no_body;
-use crate::http::{Body, BodyReadError, RequestView, ResponseHead, Session, TlsFacts};
+use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
 use crate::http3::frame;
 use crate::http3::ErrorCode;
@@ -42,6 +42,8 @@ pub struct H3Stream<'a> {
     chunk_pos: usize,
     received: u64,
     body_done: bool,
+    /// The request's trailers, once the body ended with them.
+    trailers: Option<Vec<OwnedField>>,
     pub(super) body_error: Option<BodyReadError>,
     body_stall: Option<Pin<Box<Sleep>>>,
     write_stall: Option<Pin<Box<Sleep>>>,
@@ -83,6 +85,7 @@ impl<'a> H3Stream<'a> {
             chunk_pos: 0,
             received: 0,
             body_done,
+            trailers: None,
             body_error: None,
             body_stall: None,
             write_stall: None,
@@ -185,8 +188,9 @@ impl<'a> H3Stream<'a> {
             if slot.reset {
                 return Poll::Ready(Err(BodyReadError::Closed));
             }
-            if slot.body_end {
+            if slot.body_end && !slot.trailers_blocked {
                 self.body_done = true;
+                self.trailers = slot.trailers.take();
                 continue;
             }
             slot.wait(cx.waker());
@@ -327,6 +331,11 @@ impl<'a> Session<'a> for H3Stream<'a> {
 
     fn consume_body(&mut self, n: usize) {
         self.chunk_pos += n.min(self.chunk.len() - self.chunk_pos);
+    }
+
+    fn request_trailers(&self) -> Vec<(&str, &[u8])> {
+        let trailers = self.trailers.as_deref().unwrap_or_default();
+        trailers.iter().map(OwnedField::pair).collect()
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
