@@ -454,6 +454,31 @@ def tree_rss_kib(root):
 # ---------------------------------------------------------------- servers
 
 
+def nginx_origin_conf(tmp, servers):
+    """A one-worker nginx origin whose `http` block holds `servers` (the
+    server blocks, as text), with every path it writes kept under `tmp`."""
+    return f"""daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 8192;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    default_type text/plain;
+{servers}
+}}
+"""
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
