@@ -9,10 +9,7 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
-
-use common::chromium::{chromium, headless};
+use common::chromium::{chromium, headless, wait_for_log};
 use common::websocket::echo_server;
 use common::Pier;
 
@@ -97,16 +94,4 @@ flush_interval = "10ms"
         .unwrap_or_else(|| panic!("{log}"));
     assert!(ws.contains(" stream="), "{ws}");
     assert!(!log.contains(" 101 "), "{log}");
-}
-
-/// The access log once it holds a line with `want` (within 5 s).
-fn wait_for_log(path: &Path, want: &str) -> String {
-    let until = Instant::now() + Duration::from_secs(5);
-    loop {
-        let log = std::fs::read_to_string(path).unwrap_or_default();
-        if log.contains(want) || Instant::now() > until {
-            return log;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Chromium's binary, as Debian (`chromium`) or others name it; without
 /// one the caller says so and passes, except under CI, where .ci/run
@@ -47,4 +48,17 @@ pub fn headless(chromium: &Path, profile: &Path, args: &[&str], url: &str) -> St
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The access log at `path` once it holds a line with `want` (within 5 s),
+/// or as it is then.
+pub fn wait_for_log(path: &Path, want: &str) -> String {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.contains(want) || Instant::now() > until {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
