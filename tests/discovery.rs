@@ -73,11 +73,6 @@ fn admin_get(admin: SocketAddr, path: &str) -> Vec<u8> {
     r.body
 }
 
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// Group `app`'s servers in `/status.json`, by address.
 fn status_servers(admin: SocketAddr) -> Vec<Value> {
     let v: Value = serde_json::from_slice(&admin_get(admin, "/status.json")).unwrap();
@@ -188,22 +183,22 @@ fn a_name_follows_its_records_under_load_and_no_request_fails() {
     assert!(answered > 100, "{answered}");
 
     let text = String::from_utf8(admin_get(admin, "/metrics")).unwrap();
-    let ok = sample(
+    let ok = common::metric(
         &text,
         "pier_upstream_resolutions_total{group=\"app\",result=\"ok\"}",
     );
     assert!(ok.unwrap_or(0.0) >= 3.0, "{text}");
-    let failed = sample(
+    let failed = common::metric(
         &text,
         "pier_upstream_resolutions_total{group=\"app\",result=\"failed\"}",
     );
     assert!(failed.unwrap_or(0.0) >= 1.0, "{text}");
-    let age = sample(&text, "pier_upstream_resolution_age_seconds{group=\"app\"}");
+    let age = common::metric(&text, "pier_upstream_resolution_age_seconds{group=\"app\"}");
     assert!(age.is_some_and(|a| a < 60.0), "{text}");
     // The first address keeps its series (and label) while out of the group.
     let name = format!("app.pier.test:{port}");
     assert_eq!(
-        sample(
+        common::metric(
             &text,
             &format!("pier_upstream_server_in_group{{group=\"app\",server=\"{name}\"}}")
         ),

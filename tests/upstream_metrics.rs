@@ -64,12 +64,6 @@ fn status(admin: SocketAddr) -> Value {
     serde_json::from_slice(&r.body).expect("status.json is JSON")
 }
 
-/// The value of one sample line of the exposition, if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// The one server of group `name` in `/status.json`.
 fn server<'a>(v: &'a Value, name: &str) -> &'a Value {
     let g = v["upstreams"]
@@ -115,7 +109,7 @@ fn per_server_counters_count_answers_failures_by_cause_and_requests_in_flight() 
     let in_flight = "pier_upstream_server_in_flight{group=\"slow\",server=\"";
     let slow_in_flight = format!("{in_flight}{}\"}}", slow.addr);
     wait_until("the hung request to show in flight", || {
-        sample(&metrics(admin), &slow_in_flight) == Some(1.0)
+        common::metric(&metrics(admin), &slow_in_flight) == Some(1.0)
     });
     let v = status(admin);
     assert_eq!(server(&v, "slow")["in_flight"], 1);
@@ -124,8 +118,9 @@ fn per_server_counters_count_answers_failures_by_cause_and_requests_in_flight() 
     assert_eq!(hung.join().unwrap(), 504);
 
     let text = metrics(admin);
-    let m =
-        |series: String| sample(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    let m = |series: String| {
+        common::metric(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
     let labels = |group: &str, addr: SocketAddr| format!("group=\"{group}\",server=\"{addr}\"");
     let g = labels("good", good.addr);
     assert_eq!(
@@ -242,7 +237,7 @@ fn a_reload_starts_the_servers_counters_again() {
         "pier_upstream_server_requests_total{{group=\"good\",server=\"{}\"}}",
         good.addr
     );
-    assert_eq!(sample(&metrics(admin), &series), Some(3.0));
+    assert_eq!(common::metric(&metrics(admin), &series), Some(3.0));
 
     pier.signal(rustix::process::Signal::HUP);
     pier.wait_log("configuration reloaded", Duration::from_secs(10))
@@ -252,9 +247,9 @@ fn a_reload_starts_the_servers_counters_again() {
         status(admin)["generation"] == 2
     });
     // The running generation's group starts at zero and counts from there.
-    assert_eq!(sample(&metrics(admin), &series), Some(0.0));
+    assert_eq!(common::metric(&metrics(admin), &series), Some(0.0));
     assert_eq!(get(addr, &req("/good")).status, 200);
-    assert_eq!(sample(&metrics(admin), &series), Some(1.0));
+    assert_eq!(common::metric(&metrics(admin), &series), Some(1.0));
     let v = status(admin);
     assert_eq!(v["generation"], 2);
     assert_eq!(server(&v, "good")["requests"], 1);
@@ -279,8 +274,9 @@ fn a_server_every_worker_keeps_out_after_failures_shows_down() {
         assert_eq!(get(addr, &req("/")).status, 200);
     }
     let text = metrics(admin);
-    let m =
-        |series: String| sample(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    let m = |series: String| {
+        common::metric(&text, &series).unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
     let d = format!("group=\"pair\",server=\"{dead}\"");
     let g = format!("group=\"pair\",server=\"{}\"", good.addr);
     assert_eq!(
@@ -353,9 +349,9 @@ fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors()
     stream.read_exact(&mut back).unwrap();
     assert_eq!(&back, b"ping");
     let text = metrics(admin);
-    assert_eq!(sample(&text, &in_flight), Some(1.0), "{text}");
+    assert_eq!(common::metric(&text, &in_flight), Some(1.0), "{text}");
     assert_eq!(
-        sample(
+        common::metric(
             &text,
             &format!("pier_upstream_server_requests_total{{{e}}}")
         ),
@@ -363,7 +359,7 @@ fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors()
     );
     drop(stream);
     wait_until("the stream to end", || {
-        sample(&metrics(admin), &in_flight) == Some(0.0)
+        common::metric(&metrics(admin), &in_flight) == Some(0.0)
     });
 
     // A stream to a server that refuses is closed, and counted as a connect error.
@@ -372,7 +368,7 @@ fn tcp_streams_count_on_their_server_while_open_and_refused_connects_as_errors()
     let d = format!("group=\"dead\",server=\"{dead}\"");
     let errors = format!("pier_upstream_server_errors_total{{{d},cause=\"connect\"}}");
     wait_until("the refused connect to count", || {
-        sample(&metrics(admin), &errors) == Some(1.0)
+        common::metric(&metrics(admin), &errors) == Some(1.0)
     });
     assert_eq!(server(&status(admin), "dead")["failures"]["connect"], 1);
 }
@@ -401,7 +397,7 @@ fn one_name_per_upstream_server_in_logs_metrics_and_status_and_no_os_error_numbe
     });
     let series = format!("pier_upstream_server_up{{group=\"named\",server=\"{name}\"}}");
     wait_until("the server shown down", || {
-        sample(&metrics(admin), &series) == Some(0.0)
+        common::metric(&metrics(admin), &series) == Some(0.0)
     });
     let v = status(admin);
     let s = server(&v, "named");

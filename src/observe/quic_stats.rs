@@ -27,6 +27,9 @@ pub struct QuicStats {
     pub goaways: Counter,
     /// QUIC packets declared lost.
     pub packets_lost: Counter,
+    /// Datagrams this worker read for a connection another worker owns,
+    /// handed to that worker.
+    pub packets_steered: Counter,
     datagrams_sent: Counter,
     datagrams_received: Counter,
     udp_sends: Counter,
@@ -92,7 +95,7 @@ pub type Figure = fn(&QuicStats) -> u64;
 
 /// Single-series families: name, type, figure, help.
 #[rustfmt::skip]
-const FAMILIES: [(&str, &str, Figure, &str); 8] = [
+const FAMILIES: [(&str, &str, Figure, &str); 9] = [
     ("pier_http3_connections_total",     "counter", |q| q.connections.get(),        "QUIC connections accepted for HTTP/3."),
     ("pier_http3_requests_total",        "counter", |q| q.requests.get(),           "Requests answered over HTTP/3 (pier_requests_total counts every protocol)."),
     ("pier_http3_streams_open",          "gauge",   |q| q.streams_open.get(),       "HTTP/3 request streams being answered now."),
@@ -101,6 +104,7 @@ const FAMILIES: [(&str, &str, Figure, &str); 8] = [
     ("pier_quic_datagrams_sent_total",   "counter", |q| q.datagrams_sent.get(),     "UDP datagrams sent by QUIC connections."),
     ("pier_quic_datagrams_received_total", "counter", |q| q.datagrams_received.get(), "UDP datagrams received by QUIC connections."),
     ("pier_quic_udp_sends_total",        "counter", |q| q.udp_sends.get(),          "UDP send calls of QUIC connections; datagrams sent over sends is the mean GSO batch."),
+    ("pier_quic_packets_steered_total",  "counter", |q| q.packets_steered.get(),    "Datagrams a worker read for a connection another worker owns (the client's address changed) and handed to it."),
 ];
 
 /// Writes the HTTP/3 and QUIC families; `sum` adds a figure over the workers.

@@ -15,7 +15,8 @@ use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::socket::{QuicSocket, RecvBuffers};
+use super::socket::{QuicSocket, Received, RecvBuffers};
+use super::steer::{Steered, Steering};
 
 /// What a connection's task and the receive loop share: events the loop
 /// routed to the connection, and the wake-up for them.
@@ -33,6 +34,8 @@ pub struct WorkerEndpoint {
     pub(super) links: RefCell<HashMap<ConnectionHandle, Rc<ConnLink>>>,
     /// Set once new connections are refused (the worker drains).
     refusing: Cell<bool>,
+    /// Which worker owns a packet, and the way to it.
+    steering: RefCell<Steering>,
 }
 
 /// A connection just accepted: its state machine and its route on the
@@ -53,14 +56,22 @@ pub struct ConnRoute {
 
 impl WorkerEndpoint {
     /// An endpoint on `socket` with no server config yet: each accept gives
-    /// the current one.
-    pub fn new(socket: QuicSocket) -> Rc<WorkerEndpoint> {
-        let config = Arc::new(quinn_proto::EndpointConfig::default());
+    /// the current one. Its connection IDs name this worker (`steering`).
+    pub fn new(socket: QuicSocket, steering: Steering) -> Rc<WorkerEndpoint> {
+        let mut config = quinn_proto::EndpointConfig::default();
+        let ids = steering.cid_generator();
+        config.cid_generator(move || Box::new(ids.clone()));
         Rc::new(WorkerEndpoint {
             socket,
-            endpoint: RefCell::new(quinn_proto::Endpoint::new(config, None, true, None)),
+            endpoint: RefCell::new(quinn_proto::Endpoint::new(
+                Arc::new(config),
+                None,
+                true,
+                None,
+            )),
             links: RefCell::new(HashMap::new()),
             refusing: Cell::new(false),
+            steering: RefCell::new(steering),
         })
     }
 
@@ -79,20 +90,29 @@ impl WorkerEndpoint {
         self.links.borrow().len()
     }
 
-    /// Reads datagrams for ever, handing each new connection to `accept`
-    /// with the server config `config` gives for it (`None`: refused). A
-    /// client that comes while `admit` says no (the worker is at its
-    /// connection limit) is refused with CONNECTION_REFUSED.
+    /// Reads datagrams for ever, from the socket and from the other
+    /// workers (packets the kernel gave them for this worker's
+    /// connections), handing each new connection to `accept` with the
+    /// server config `config` gives for it (`None`: refused). A client that
+    /// comes while `admit` says no (the worker is at its connection limit)
+    /// is refused with CONNECTION_REFUSED. `steered` counts each datagram
+    /// handed to another worker.
     pub async fn run(
         self: Rc<Self>,
         config: &dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
         admit: &dyn Fn() -> bool,
+        steered: &dyn Fn(),
         accept: &mut dyn FnMut(Accepted),
     ) {
         let mut bufs = RecvBuffers::default();
-        let mut out = Vec::new();
-        let mut fresh: Vec<Accepted> = Vec::new();
+        let mut inbox = self.steering.borrow_mut().take_inbox();
         let mut installed: Option<Arc<quinn_proto::ServerConfig>> = None;
+        let mut step = Step {
+            out: Vec::new(),
+            fresh: Vec::new(),
+            config,
+            admit,
+        };
         loop {
             // The current config decides whether new connections are taken
             // at all, and how (a reload replaces it).
@@ -108,75 +128,128 @@ impl WorkerEndpoint {
                     .set_server_config(current.clone());
                 installed = current;
             }
-            let got = self
-                .socket
-                .recv_batch(&mut bufs, &mut |r| {
-                    let now = std::time::Instant::now();
-                    let event = self.endpoint.borrow_mut().handle(
-                        now,
-                        r.from,
-                        r.to,
-                        r.ecn
-                            .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8)),
-                        BytesMut::from(r.data),
-                        &mut out,
-                    );
-                    match event {
-                        None => {}
-                        Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
-                            if let Some(link) = self.links.borrow().get(&ch) {
-                                link.events.borrow_mut().push_back(ev);
-                                link.notify.notify_one();
-                            }
+            let from_peer = async {
+                match inbox.as_mut() {
+                    Some(inbox) => inbox.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let got = {
+                let mut each = |r: Received<'_>| {
+                    let owner = self.steering.borrow().elsewhere(r.data);
+                    if let Some(owner) = owner {
+                        let datagram = Steered {
+                            from: r.from,
+                            to: r.to,
+                            ecn: r.ecn,
+                            data: r.data.to_vec(),
+                        };
+                        if self.steering.borrow().hand_to(owner, datagram) {
+                            steered();
                         }
-                        Some(DatagramEvent::Response(t)) => {
-                            let _ = self.socket.try_send_quinn(&t, &out);
-                        }
-                        Some(DatagramEvent::NewConnection(incoming)) => {
-                            let server_config =
-                                (!self.refusing.get() && admit()).then(config).flatten();
-                            let Some(server_config) = server_config else {
-                                let t = self.endpoint.borrow_mut().refuse(incoming, &mut out);
-                                let _ = self.socket.try_send_quinn(&t, &out);
-                                return;
-                            };
-                            let accepted = self.endpoint.borrow_mut().accept(
-                                incoming,
-                                now,
-                                &mut out,
-                                Some(server_config),
-                            );
-                            match accepted {
-                                Ok((handle, conn)) => {
-                                    let link = Rc::new(ConnLink::default());
-                                    self.links.borrow_mut().insert(handle, link.clone());
-                                    fresh.push(Accepted {
-                                        conn,
-                                        route: ConnRoute {
-                                            endpoint: self.clone(),
-                                            handle,
-                                            link,
-                                        },
-                                    });
-                                }
-                                Err(e) => {
-                                    debug!(peer = %r.from, error = %e.cause, "QUIC connection not accepted");
-                                    if let Some(t) = e.response {
-                                        let _ = self.socket.try_send_quinn(&t, &out);
-                                    }
-                                }
-                            }
-                        }
+                        return;
                     }
-                })
-                .await;
-            if let Err(e) = got {
-                debug!(error = %e, "QUIC socket read failed");
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    self.handle(&mut step, r.from, r.to, r.ecn, BytesMut::from(r.data));
+                };
+                tokio::select! {
+                    got = self.socket.recv_batch(&mut bufs, &mut each) => Read::Socket(got),
+                    d = from_peer => Read::Peer(d),
+                }
+            };
+            match got {
+                Read::Socket(Ok(())) => {}
+                Read::Socket(Err(e)) => {
+                    debug!(error = %e, "QUIC socket read failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Read::Peer(Some(d)) => {
+                    self.handle(&mut step, d.from, d.to, d.ecn, BytesMut::from(&d.data[..]));
+                }
+                Read::Peer(None) => inbox = None,
             }
-            for a in fresh.drain(..) {
+            for a in step.fresh.drain(..) {
                 accept(a);
             }
         }
     }
+
+    /// Hands one datagram to the endpoint and acts on what it says.
+    fn handle(
+        self: &Rc<Self>,
+        step: &mut Step<'_>,
+        from: std::net::SocketAddr,
+        to: Option<std::net::IpAddr>,
+        ecn: Option<quinn_udp::EcnCodepoint>,
+        data: BytesMut,
+    ) {
+        let now = std::time::Instant::now();
+        let out = &mut step.out;
+        let ecn = ecn.and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+        let event = self
+            .endpoint
+            .borrow_mut()
+            .handle(now, from, to, ecn, data, out);
+        match event {
+            None => {}
+            Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
+                if let Some(link) = self.links.borrow().get(&ch) {
+                    link.events.borrow_mut().push_back(ev);
+                    link.notify.notify_one();
+                }
+            }
+            Some(DatagramEvent::Response(t)) => {
+                let _ = self.socket.try_send_quinn(&t, out);
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                let server_config = (!self.refusing.get() && (step.admit)())
+                    .then(step.config)
+                    .flatten();
+                let Some(server_config) = server_config else {
+                    let t = self.endpoint.borrow_mut().refuse(incoming, out);
+                    let _ = self.socket.try_send_quinn(&t, out);
+                    return;
+                };
+                let accepted =
+                    self.endpoint
+                        .borrow_mut()
+                        .accept(incoming, now, out, Some(server_config));
+                match accepted {
+                    Ok((handle, conn)) => {
+                        let link = Rc::new(ConnLink::default());
+                        self.links.borrow_mut().insert(handle, link.clone());
+                        step.fresh.push(Accepted {
+                            conn,
+                            route: ConnRoute {
+                                endpoint: self.clone(),
+                                handle,
+                                link,
+                            },
+                        });
+                    }
+                    Err(e) => {
+                        debug!(peer = %from, error = %e.cause, "QUIC connection not accepted");
+                        if let Some(t) = e.response {
+                            let _ = self.socket.try_send_quinn(&t, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a turn of the receive loop got its datagrams.
+enum Read {
+    Socket(std::io::Result<()>),
+    Peer(Option<Steered>),
+}
+
+/// What the receive loop keeps between datagrams.
+struct Step<'a> {
+    /// Where the endpoint writes a packet it answers with.
+    out: Vec<u8>,
+    /// Connections accepted during a read, started after it.
+    fresh: Vec<Accepted>,
+    config: &'a dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
+    admit: &'a dyn Fn() -> bool,
 }

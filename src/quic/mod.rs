@@ -1,8 +1,8 @@
 //! QUIC for HTTP/3: each worker binds its own UDP socket per TLS listener
 //! (SO_REUSEPORT, so the kernel spreads clients across workers) and drives
-//! its own `quinn_proto` endpoint on its own runtime. Nothing here is shared
-//! between workers or knows HTTP: the HTTP/3 driver runs each connection
-//! this module hands it.
+//! its own `quinn_proto` endpoint on its own runtime. Nothing here knows
+//! HTTP, and only a packet the kernel gave the wrong worker crosses between
+//! workers: the HTTP/3 driver runs each connection this module hands it.
 //!
 //! - `socket`: the UDP socket and its batched, GSO/GRO and ECN aware IO
 //!   through `quinn-udp`.
@@ -11,8 +11,11 @@
 //! - `connection`: what a connection's task needs of the endpoint (events
 //!   in, packets and endpoint events out, the timer).
 //! - `config`: the transport and TLS settings of a listener's endpoint.
+//! - `steer`: connection IDs that name their worker, and the mailboxes
+//!   that bring a packet the kernel gave another worker to its owner.
 
 pub mod config;
 pub mod connection;
 pub mod endpoint;
 pub mod socket;
+pub mod steer;

@@ -36,6 +36,15 @@ pub fn bind_udp_reuseport(
         .collect()
 }
 
+/// One worker's UDP socket of a listener, bound and not yet running, with
+/// what steers packets between the listener's workers.
+pub struct WorkerUdp {
+    /// The socket, bound with SO_REUSEPORT beside the other workers'.
+    pub socket: std::net::UdpSocket,
+    /// Its worker's place among the listener's workers.
+    pub steering: super::steer::Steering,
+}
+
 /// A worker's UDP socket with `quinn-udp`'s state for it.
 pub struct QuicSocket {
     io: tokio::net::UdpSocket,

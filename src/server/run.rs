@@ -121,8 +121,8 @@ fn start_generation(current: &Rc<Current>, g: Generation) -> io::Result<()> {
         let listener = TcpListener::from_std(std_listener)?;
         tokio::task::spawn_local(accept_loop(current.clone(), listener, key));
     }
-    for (key, socket) in g.quic {
-        tokio::task::spawn_local(super::h3::quic_listener(current.clone(), socket, key));
+    for (key, udp) in g.quic {
+        tokio::task::spawn_local(super::h3::quic_listener(current.clone(), udp, key));
     }
     let ctx = current.ctx.borrow().clone();
     if !ctx.config.upstreams.is_empty() {

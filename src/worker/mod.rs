@@ -333,7 +333,10 @@ pub struct Generation {
     /// This worker's UDP sockets of the TLS listeners with HTTP/3 it does
     /// not serve yet: at start, and for a listener a reload adds with
     /// HTTP/3 or turns it on for.
-    pub quic: Vec<(crate::listener_key::ListenerKey, std::net::UdpSocket)>,
+    pub quic: Vec<(
+        crate::listener_key::ListenerKey,
+        crate::quic::socket::WorkerUdp,
+    )>,
     /// Told once new connections are accepted under this generation.
     pub applied: Option<std::sync::mpsc::Sender<()>>,
 }

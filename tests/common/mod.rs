@@ -14,6 +14,7 @@ pub mod otlp;
 pub mod pebble;
 pub mod python_peer;
 pub mod tls;
+pub mod udp_relay;
 pub mod upstream;
 pub mod websocket;
 
@@ -416,4 +417,10 @@ pub fn assert_config_error(path: &Path, line: usize, key: &str) -> String {
         "want line {line} key {key}: {err}"
     );
     err
+}
+
+/// The value of `series` (`name{labels}`) in a `/metrics` scrape, if present.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }

@@ -49,17 +49,17 @@ pub(crate) struct ConnFacts {
 /// served under the generation current when it arrives.
 pub(super) async fn quic_listener(
     current: Rc<Current>,
-    socket: std::net::UdpSocket,
+    udp: crate::quic::socket::WorkerUdp,
     key: ListenerKey,
 ) {
-    let socket = match crate::quic::socket::QuicSocket::new(socket) {
+    let socket = match crate::quic::socket::QuicSocket::new(udp.socket) {
         Ok(s) => s,
         Err(e) => {
             warn!(listener = %key, error = %e, "cannot serve HTTP/3 on this socket");
             return;
         }
     };
-    let endpoint = WorkerEndpoint::new(socket);
+    let endpoint = WorkerEndpoint::new(socket, udp.steering);
     let shared = current.ctx.borrow().shared.clone();
     if let Ok(bound) = endpoint.local_addr() {
         shared.offer_http3(key, bound.port());
@@ -116,7 +116,8 @@ pub(super) async fn quic_listener(
         let shared = &current.ctx.borrow().shared;
         !shared.conn_limit().is_full(shared.active.get())
     };
-    endpoint.run(&config, &admit, &mut accept).await;
+    let steered = || current.ctx.borrow().stats.quic.packets_steered.add(1);
+    endpoint.run(&config, &admit, &steered, &mut accept).await;
 }
 
 /// Counts a request as open until dropped (its task may be aborted), then
