@@ -7,8 +7,11 @@
 //!
 //! The sockets travel over a `SOCK_SEQPACKET` socket pair, one message per
 //! socket (`listener ADDR` with ADDR the listener's configured `listen`, plus
-//! `#N` for the N+1th listener with that address, or `admin`) carrying the
-//! descriptor as `SCM_RIGHTS`, then `end`. The child's end of the pair is the one
+//! `#N` for the N+1th listener with that address, `quic ADDR` for a UDP
+//! socket of a listener with HTTP/3, or `admin`) carrying the descriptor as
+//! `SCM_RIGHTS`, then `quic-relay` with the child's end of a second pair,
+//! over which it relays the packets of this process's QUIC connections
+//! ([`crate::quic::handover`]), then `end`. The child's end of the pair is the one
 //! descriptor it inherits (its close-on-exec flag is cleared for the spawn); the
 //! environment names it (`PIER_UPGRADE_SOCKET`) and the parent
 //! (`PIER_UPGRADE_PARENT`, so variables leaked to an unrelated descendant are
@@ -21,10 +24,11 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::io::{fcntl_setfd, FdFlags};
@@ -34,6 +38,8 @@ use rustix::net::{
 };
 
 use crate::listener_key::ListenerKey;
+use crate::quic::handover::RelayToPredecessor;
+use crate::quic::steer::Predecessor;
 
 const ENV_PARENT: &str = "PIER_UPGRADE_PARENT";
 const ENV_SOCKET: &str = "PIER_UPGRADE_SOCKET";
@@ -48,6 +54,8 @@ const END: &[u8] = b"end";
 #[derive(Default)]
 pub struct Inherited {
     listeners: Vec<(ListenerKey, TcpListener)>,
+    quic: Vec<(ListenerKey, UdpSocket)>,
+    quic_relay: Option<OwnedFd>,
     admin: Option<TcpListener>,
     parent: Option<OwnedFd>,
 }
@@ -75,8 +83,17 @@ impl Inherited {
             }
             let what = String::from_utf8_lossy(&text).into_owned();
             let fd = fd.ok_or_else(|| bad(&what))?;
+            if what == "quic-relay" {
+                out.quic_relay = Some(fd);
+                continue;
+            }
             let sock = socket2::Socket::from(fd);
             sock.set_nonblocking(true)?;
+            if let Some(addr) = what.strip_prefix("quic ") {
+                let key = addr.parse().map_err(|_| bad(&what))?;
+                out.quic.push((key, sock.into()));
+                continue;
+            }
             let listener: TcpListener = sock.into();
             if what == "admin" {
                 out.admin = Some(listener);
@@ -111,13 +128,32 @@ impl Inherited {
         out
     }
 
+    /// The inherited UDP sockets of listener `key` (empty if none).
+    pub fn take_quic(&mut self, key: ListenerKey) -> Vec<UdpSocket> {
+        let (mine, rest) = std::mem::take(&mut self.quic)
+            .into_iter()
+            .partition(|(k, _)| *k == key);
+        self.quic = rest;
+        mine.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// The way to relay the replaced process's QUIC packets back to it.
+    pub fn take_quic_relay(&mut self) -> Option<Arc<dyn Predecessor>> {
+        self.quic_relay
+            .take()
+            .map(|fd| RelayToPredecessor::new(fd) as Arc<dyn Predecessor>)
+    }
+
     /// The inherited admin socket.
     pub fn take_admin(&mut self) -> Option<TcpListener> {
         self.admin.take()
     }
 
     /// Listeners no configured listener took (the configuration changed).
+    /// UDP sockets no listener with HTTP/3 took close here: left open, the
+    /// kernel would go on giving them packets nobody reads.
     pub fn leftover(&mut self) -> Vec<(ListenerKey, TcpListener)> {
+        self.quic.clear();
         std::mem::take(&mut self.listeners)
     }
 
@@ -223,15 +259,34 @@ pub struct Pending {
     /// The new process.
     pub child: Child,
     ready: std::sync::mpsc::Receiver<bool>,
+    /// This process's end of the pair the new process relays QUIC packets
+    /// of this process's connections over.
+    relay: OwnedFd,
 }
 
-/// Starts `exe args` and sends it `listeners` (whose listener, socket) and `admin`.
+/// A new process that reported ready.
+pub struct Succeeded {
+    /// Its PID.
+    pub pid: u32,
+    /// Where it relays the packets of this process's QUIC connections.
+    pub quic_relay: OwnedFd,
+}
+
+/// Starts `exe args` and sends it `listeners` (whose listener, socket), the
+/// UDP sockets of listeners with HTTP/3 (`quic`), and `admin`.
 pub fn spawn_successor(
     exe: &Path,
     args: &[std::ffi::OsString],
     listeners: &[(ListenerKey, TcpListener)],
+    quic: &[(ListenerKey, &UdpSocket)],
     admin: Option<&TcpListener>,
 ) -> io::Result<Pending> {
+    let (relay, child_relay) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
@@ -250,6 +305,10 @@ pub fn spawn_successor(
         for (key, l) in listeners {
             send(&ours, format!("listener {key}").as_bytes(), Some(l.as_fd()))?;
         }
+        for (key, s) in quic {
+            send(&ours, format!("quic {key}").as_bytes(), Some(s.as_fd()))?;
+        }
+        send(&ours, b"quic-relay", Some(child_relay.as_fd()))?;
         if let Some(a) = admin {
             send(&ours, b"admin", Some(a.as_fd()))?;
         }
@@ -278,16 +337,26 @@ pub fn spawn_successor(
         let _ = child.wait();
         return Err(e);
     }
-    Ok(Pending { child, ready: rx })
+    drop(child_relay);
+    Ok(Pending {
+        child,
+        ready: rx,
+        relay,
+    })
 }
 
 impl Pending {
     /// Waits up to `limit` for the child to report ready. On failure the child
     /// is stopped (if still running) and reaped, and the reason returned.
-    pub fn wait_ready(mut self, limit: Duration) -> Result<u32, String> {
+    pub fn wait_ready(mut self, limit: Duration) -> Result<Succeeded, String> {
         let pid = self.child.id();
         let why = match self.ready.recv_timeout(limit) {
-            Ok(true) => return Ok(pid),
+            Ok(true) => {
+                return Ok(Succeeded {
+                    pid,
+                    quic_relay: self.relay,
+                })
+            }
             Ok(false) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 // The pipe closed: the child exited, or closed it without a word.
                 match wait_exit(&mut self.child, Duration::from_secs(2)) {

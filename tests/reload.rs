@@ -14,14 +14,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::successor::Successor;
 use common::{get, Pier};
-use rustix::process::{kill_process, test_kill_process, Pid, Signal};
+use rustix::process::{kill_process, Pid, Signal};
 
 fn config(body: &str, extra: &str) -> String {
     format!(
@@ -404,45 +405,6 @@ fn sighup_adds_and_removes_listeners_and_keeps_the_worker_count() {
     while TcpStream::connect(extra).is_ok() {
         assert!(Instant::now() < deadline, "removed listener still accepts");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The process that took over after an upgrade: not a child of the test, so it
-/// is stopped by PID (SIGTERM) when the test ends.
-struct Successor(i32);
-
-impl Successor {
-    fn from_pid_file(path: &Path, not: u32) -> Successor {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let pid: i32 = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-                .unwrap_or(0);
-            if pid > 0 && pid as u32 != not {
-                return Successor(pid);
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the PID file never named a new process"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn alive(&self) -> bool {
-        let status = std::fs::read_to_string(format!("/proc/{}/stat", self.0)).unwrap_or_default();
-        // Field 3 is the state; a zombie has exited.
-        let state = status.rsplit_once(") ").map(|(_, r)| r.chars().next());
-        test_kill_process(Pid::from_raw(self.0).unwrap()).is_ok() && state != Some(Some('Z'))
-    }
-}
-
-impl Drop for Successor {
-    fn drop(&mut self) {
-        if let Some(pid) = Pid::from_raw(self.0) {
-            let _ = kill_process(pid, Signal::TERM);
-        }
     }
 }
 

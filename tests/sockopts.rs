@@ -7,12 +7,12 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::successor::Successor;
 use common::{get, Pier};
-use rustix::process::{kill_process, Pid, Signal};
+use rustix::process::Signal;
 
 /// What `ss` shows for the TCP connections matching `filter` (socket memory,
 /// timers), or `None` without `ss`.
@@ -89,35 +89,6 @@ fn open_answered(addr: SocketAddr, body: &str) -> TcpStream {
     c
 }
 
-fn pid_from_file(path: &Path, not: u32) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let pid: i32 = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
-        if pid > 0 && pid as u32 != not {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the PID file never named a new process"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops the process that took over after an upgrade (not a child of the test).
-struct Successor(i32);
-
-impl Drop for Successor {
-    fn drop(&mut self) {
-        if let Some(pid) = Pid::from_raw(self.0) {
-            let _ = kill_process(pid, Signal::TERM);
-        }
-    }
-}
-
 #[test]
 fn listener_options_reach_accepted_connections_across_reload_and_upgrade() {
     if ss("( sport = :1 )").is_none() {
@@ -174,7 +145,7 @@ fn listener_options_reach_accepted_connections_across_reload_and_upgrade() {
     .unwrap();
     let old = pier.pid();
     pier.signal(Signal::USR2);
-    let next = Successor(pid_from_file(&pid_file, old));
+    let next = Successor::from_pid_file(&pid_file, old);
     assert_eq!(pier.wait_exit(Duration::from_secs(15)), Some(0));
     let third = open_answered(addr, "three");
     assert_eq!(server_side(addr, &third), (48 * 1024, true));

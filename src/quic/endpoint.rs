@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use tracing::debug;
 
 use super::socket::{QuicSocket, Received, RecvBuffers};
-use super::steer::{Steered, Steering};
+use super::steer::{Route, Steered, Steering};
 
 /// What a connection's task and the receive loop share: events the loop
 /// routed to the connection, and the wake-up for them.
@@ -36,6 +36,11 @@ pub struct WorkerEndpoint {
     refusing: Cell<bool>,
     /// Which worker owns a packet, and the way to it.
     steering: RefCell<Steering>,
+    /// Set once a new process reads the socket: only what it relays (and
+    /// the other workers hand over) comes in.
+    stop_reading: Cell<bool>,
+    /// Wakes the receive loop to see `stop_reading`.
+    wake: Notify,
 }
 
 /// A connection just accepted: its state machine and its route on the
@@ -72,6 +77,8 @@ impl WorkerEndpoint {
             links: RefCell::new(HashMap::new()),
             refusing: Cell::new(false),
             steering: RefCell::new(steering),
+            stop_reading: Cell::new(false),
+            wake: Notify::new(),
         })
     }
 
@@ -80,9 +87,15 @@ impl WorkerEndpoint {
         self.socket.local_addr()
     }
 
-    /// New connections are refused from now on; open ones go on.
+    /// New connections are refused from now on; open ones go on. When a
+    /// new process took the socket over, this one stops reading it and
+    /// takes its connections' packets from what the new process relays.
     pub fn refuse_new(&self) {
         self.refusing.set(true);
+        if self.steering.borrow().handed_over() {
+            self.stop_reading.set(true);
+            self.wake.notify_one();
+        }
     }
 
     /// Connections open on this endpoint.
@@ -136,24 +149,33 @@ impl WorkerEndpoint {
             };
             let got = {
                 let mut each = |r: Received<'_>| {
-                    let owner = self.steering.borrow().elsewhere(r.data);
-                    if let Some(owner) = owner {
-                        let datagram = Steered {
-                            from: r.from,
-                            to: r.to,
-                            ecn: r.ecn,
-                            data: r.data.to_vec(),
-                        };
-                        if self.steering.borrow().hand_to(owner, datagram) {
-                            steered();
+                    let steering = self.steering.borrow();
+                    let copy = || Steered {
+                        from: r.from,
+                        to: r.to,
+                        ecn: r.ecn,
+                        data: r.data.to_vec(),
+                    };
+                    match steering.route(r.data) {
+                        Route::Here => {
+                            drop(steering);
+                            self.handle(&mut step, r.from, r.to, r.ecn, BytesMut::from(r.data));
                         }
-                        return;
+                        Route::Worker(owner) => {
+                            if steering.hand_to(owner, copy()) {
+                                steered();
+                            }
+                        }
+                        Route::Predecessor => {
+                            steering.relay(&copy());
+                        }
                     }
-                    self.handle(&mut step, r.from, r.to, r.ecn, BytesMut::from(r.data));
                 };
+                let read_socket = !self.stop_reading.get();
                 tokio::select! {
-                    got = self.socket.recv_batch(&mut bufs, &mut each) => Read::Socket(got),
+                    got = self.socket.recv_batch(&mut bufs, &mut each), if read_socket => Read::Socket(got),
                     d = from_peer => Read::Peer(d),
+                    _ = self.wake.notified(), if read_socket => Read::Socket(Ok(())),
                 }
             };
             match got {

@@ -13,9 +13,12 @@
 //! - `config`: the transport and TLS settings of a listener's endpoint.
 //! - `steer`: connection IDs that name their worker, and the mailboxes
 //!   that bring a packet the kernel gave another worker to its owner.
+//! - `handover`: after a binary upgrade, the replaced process's packets
+//!   relayed back to it by the new one.
 
 pub mod config;
 pub mod connection;
 pub mod endpoint;
+pub mod handover;
 pub mod socket;
 pub mod steer;

@@ -27,7 +27,7 @@ use crate::observe::trace::export::TraceExporter;
 use crate::observe::{admin, metrics::Registry};
 use crate::sockopt;
 use crate::worker::Generation;
-use quic_sockets::{bind_quic, PerWorkerQuic};
+use quic_sockets::{bind_quic, PerWorkerQuic, QuicListener};
 
 mod config_post;
 mod quic_sockets;
@@ -214,7 +214,7 @@ struct ServerProcess {
     /// Listeners whose UDP sockets the workers run (also after HTTP/3 is
     /// turned off or the listener removed: its endpoint refuses new
     /// connections then, and serves again if it comes back).
-    quic_keys: Vec<ListenerKey>,
+    quic: Vec<QuicListener>,
     admin: Option<std::net::TcpListener>,
     /// What the status page shows; `None` without an admin listener.
     status: Option<Arc<StatusState>>,
@@ -245,7 +245,7 @@ enum Exit {
     /// SIGTERM or SIGINT.
     Stop,
     /// A new process took over the sockets.
-    Upgraded(u32),
+    Upgraded(binary_upgrade::Succeeded),
 }
 
 /// Runs a configuration until SIGTERM or SIGINT (or a binary upgrade) has drained.
@@ -261,7 +261,8 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     // Bind everything before starting threads, so a busy port fails the start.
     let mut per_worker: Vec<WorkerListeners> = (0..workers).map(|_| Vec::new()).collect();
     let mut per_worker_quic: PerWorkerQuic = (0..workers).map(|_| Vec::new()).collect();
-    let mut quic_keys = Vec::new();
+    let mut quic = Vec::new();
+    let predecessor = inherited.take_quic_relay();
     let mut sockets = Vec::new();
     let mut shown = Vec::new();
     let mut systemd =
@@ -275,9 +276,17 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
             info!(listener = %bound, certificate = %tls.origin, sha256 = %tls.fingerprint, "TLS certificate");
         }
         if lc.http3 {
-            bind_quic(key, bound, lc.socket.ipv6_only, &mut per_worker_quic)
-                .with_context(|| format!("cannot listen on UDP {bound} for HTTP/3"))?;
-            quic_keys.push(key);
+            let handed = inherited.take_quic(key);
+            let bound_udp = bind_quic(
+                key,
+                bound,
+                lc.socket.ipv6_only,
+                &mut per_worker_quic,
+                handed,
+                predecessor.clone(),
+            )
+            .with_context(|| format!("cannot listen on UDP {bound} for HTTP/3"))?;
+            quic.push(bound_udp);
         }
         for (i, s) in listeners.into_iter().enumerate() {
             sockets.push((key, s.try_clone()?));
@@ -410,7 +419,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         source,
         config,
         sockets,
-        quic_keys,
+        quic,
         admin: admin_socket,
         status,
         reloads,
@@ -426,13 +435,27 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
         registry,
     };
     let exit = wait_for_signal(&signal_rt, signals, posted, &mut server)?;
+    let stopped = matches!(exit, Exit::Stop);
     match exit {
         Exit::Stop => {
             info!(drain_timeout = ?server.config.drain_timeout, "shutting down: draining connections");
             notify_systemd("STOPPING=1");
         }
-        Exit::Upgraded(pid) => {
-            info!(new_pid = pid, drain_timeout = ?server.config.drain_timeout, "binary upgrade: the new process serves; draining connections");
+        Exit::Upgraded(done) => {
+            info!(new_pid = done.pid, drain_timeout = ?server.config.drain_timeout, "binary upgrade: the new process serves; draining connections");
+            // The new process reads the UDP sockets now: this one's QUIC
+            // connections get their packets from what it relays.
+            for q in &server.quic {
+                q.group.hand_over();
+            }
+            let groups = server
+                .quic
+                .iter()
+                .map(|q| (q.key, q.group.clone()))
+                .collect();
+            if let Err(e) = crate::quic::handover::serve_relayed(done.quic_relay, groups) {
+                warn!(error = %e, "cannot take the QUIC packets the new process relays; open HTTP/3 connections may stall");
+            }
         }
     }
     let _ = tx.send(true);
@@ -454,7 +477,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     {
         exporter.finish();
     }
-    if matches!(exit, Exit::Stop) {
+    if stopped {
         remove_pid_file(server.pid_file.as_deref());
     }
     info!("stopped");
@@ -590,7 +613,7 @@ impl ServerProcess {
         let mut per_worker_quic: PerWorkerQuic = (0..workers).map(|_| Vec::new()).collect();
         let mut quic_added = Vec::new();
         for (lc, key) in next.listeners.iter().zip(&next_keys) {
-            if !lc.http3 || self.quic_keys.contains(key) {
+            if !lc.http3 || self.quic.iter().any(|q| q.key == *key) {
                 continue;
             }
             let tcp = added
@@ -601,14 +624,23 @@ impl ServerProcess {
             let Some(bound) = tcp.and_then(|s| s.local_addr().ok()) else {
                 continue;
             };
-            if let Err(e) = bind_quic(*key, bound, lc.socket.ipv6_only, &mut per_worker_quic) {
-                error!(listener = %key, error = %e, "configuration reload failed: cannot listen on UDP for HTTP/3; keeping the running configuration");
-                return Err(format!(
-                    "cannot listen on UDP {bound} for HTTP/3: {}",
-                    without_os_error(&e.to_string())
-                ));
+            match bind_quic(
+                *key,
+                bound,
+                lc.socket.ipv6_only,
+                &mut per_worker_quic,
+                Vec::new(),
+                None,
+            ) {
+                Ok(q) => quic_added.push(q),
+                Err(e) => {
+                    error!(listener = %key, error = %e, "configuration reload failed: cannot listen on UDP for HTTP/3; keeping the running configuration");
+                    return Err(format!(
+                        "cannot listen on UDP {bound} for HTTP/3: {}",
+                        without_os_error(&e.to_string())
+                    ));
+                }
             }
-            quic_added.push(*key);
         }
         let access_log = if next.access_log == old.access_log {
             self.access_log.as_ref().map(AccessLog::shared)
@@ -732,7 +764,7 @@ impl ServerProcess {
         }
         let (applied, switched) = std::sync::mpsc::channel();
         let mut sent = 0;
-        self.quic_keys.extend(quic_added);
+        self.quic.extend(quic_added);
         for ((tx, listeners), quic) in self.reloads.iter().zip(per_worker).zip(per_worker_quic) {
             let g = Generation {
                 config: next.clone(),
@@ -772,7 +804,18 @@ impl ServerProcess {
     /// SIGUSR2: starts the new binary with the listening sockets.
     fn start_upgrade(&self) -> std::io::Result<binary_upgrade::Pending> {
         info!(binary = %self.exe.display(), "binary upgrade: starting the new process");
-        binary_upgrade::spawn_successor(&self.exe, &self.args, &self.sockets, self.admin.as_ref())
+        let quic: Vec<_> = self
+            .quic
+            .iter()
+            .flat_map(|q| q.sockets.iter().map(move |s| (q.key, s)))
+            .collect();
+        binary_upgrade::spawn_successor(
+            &self.exe,
+            &self.args,
+            &self.sockets,
+            &quic,
+            self.admin.as_ref(),
+        )
     }
 }
 
@@ -828,7 +871,10 @@ fn wait_for_signal(
     } = signals;
     let exit = rt.block_on(async {
         // The new process of an upgrade under way, and the wait for its report.
-        let mut upgrading: Option<(u32, tokio::task::JoinHandle<Result<u32, String>>)> = None;
+        let mut upgrading: Option<(
+            u32,
+            tokio::task::JoinHandle<Result<binary_upgrade::Succeeded, String>>,
+        )> = None;
         // Stopping while a new process starts: it must not stay behind serving.
         let abandon = |upgrading: &Option<(u32, _)>| {
             if let Some((pid, _)) = upgrading {
@@ -885,9 +931,9 @@ fn wait_for_signal(
                 outcome = async { (&mut upgrading.as_mut().expect("guarded").1).await }, if upgrading.is_some() => {
                     upgrading = None;
                     match outcome {
-                        Ok(Ok(pid)) => {
-                            notify_systemd(&format!("MAINPID={pid}"));
-                            return Exit::Upgraded(pid);
+                        Ok(Ok(done)) => {
+                            notify_systemd(&format!("MAINPID={}", done.pid));
+                            return Exit::Upgraded(done);
                         }
                         Ok(Err(why)) => {
                             error!(cause = %why, "binary upgrade failed; still serving");

@@ -13,6 +13,7 @@ pub mod load;
 pub mod otlp;
 pub mod pebble;
 pub mod python_peer;
+pub mod successor;
 pub mod tls;
 pub mod udp_relay;
 pub mod upstream;
