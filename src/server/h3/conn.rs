@@ -114,6 +114,8 @@ pub(super) struct Fresh {
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
     pub(super) parsed: Result<(), u16>,
+    /// An extended CONNECT (RFC 9220), read as the upgrade it stands for.
+    pub(super) extended_connect: bool,
 }
 
 /// A unidirectional stream the peer opened.
@@ -186,6 +188,8 @@ impl H3Conn {
             qpack_max_table_capacity: decoder_limits.max_table_capacity,
             max_field_section_size: Some(decoder_limits.max_field_section_size),
             qpack_blocked_streams: decoder_limits.max_blocked_streams as u64,
+            // WebSockets over HTTP/3 (RFC 9220), relayed by the proxy.
+            enable_connect_protocol: true,
             ..Settings::default()
         };
         let mut control = Vec::new();
@@ -294,7 +298,7 @@ impl H3Conn {
                 id,
                 RequestSlot {
                     reader: RequestStream::new(self.frame_limits),
-                    decoded: new_request_head(self.max_section, self.limits.max_headers, false),
+                    decoded: new_request_head(self.max_section, self.limits.max_headers, true),
                     head: HeadState::Waiting,
                     body: Vec::new(),
                     body_end: false,
@@ -605,6 +609,7 @@ impl H3Conn {
                 id: *id,
                 buf,
                 head,
+                extended_connect: parsed.is_ok() && slot.decoded.protocol().is_some(),
                 parsed,
             });
         }

@@ -292,8 +292,10 @@ async fn run_request(
         buf,
         head,
         parsed,
+        extended_connect,
     } = fresh;
     let mut s = H3Stream::new(ctx, facts, conn, wake, peer, id, buf, head);
+    s.extended_connect = extended_connect;
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
         Ok(()) => service::serve_request(&mut s, started).await,

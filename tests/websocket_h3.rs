@@ -1,0 +1,91 @@
+//! WebSockets over HTTP/3 (RFC 9220) end to end through Pier: an HTTP/3
+//! client (PyPI `aioquic`, installed by .ci/run) opens WebSockets by
+//! extended CONNECT; Pier relays each to a WebSocket server (PyPI
+//! `websockets`, tests/websocket_h2/ws_peer.py) as an HTTP/1.1 upgrade. The
+//! client is tests/websocket_h3/ws_h3_client.py.
+
+mod common;
+
+use common::websocket::{
+    assert_echo_session, assert_idle_reset, echo_server, run_client, wait_for_line,
+};
+use common::Pier;
+use serde_json::json;
+
+/// H3_MESSAGE_ERROR (RFC 9114 §8.1).
+const H3_MESSAGE_ERROR: u64 = 0x10e;
+/// H3_CONNECT_ERROR (RFC 9114 §8.1): the tunnel's connection broke.
+const H3_CONNECT_ERROR: u64 = 0x10f;
+
+/// Whether python3 with aioquic and websockets is here; without them the
+/// test says so and passes, except under CI, where .ci/run installs them.
+fn peers_present() -> bool {
+    common::python_peer::present("aioquic, websockets", "PyPI aioquic and websockets")
+}
+
+#[test]
+fn websockets_open_over_http3_by_extended_connect_and_echo_through_the_proxy() {
+    if !peers_present() {
+        return;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let server = echo_server(markers.path());
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[[listener]]
+listen = "127.0.0.1:0"
+tls = {{ self_signed = true }}
+[[upstream]]
+name = "ws"
+read_timeout = "1s"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/static/"
+handler = "respond"
+status = 200
+body = "not a tunnel"
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "ws"
+"#,
+        server.port,
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let addr = pier.https[0];
+    let script = common::python_peer::script("websocket_h3/ws_h3_client.py");
+    let v = run_client(&script, &[addr.ip().to_string(), addr.port().to_string()]);
+    // SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 9220 §3).
+    assert_eq!(v["enable_connect_protocol"], 1, "{v}");
+    // The upstream's 101 is the stream's 200, with the subprotocol it chose,
+    // no Sec-WebSocket-Accept and no length; the echo (one message of
+    // 200 kB) and the close handshake, the upstream's close ending the
+    // stream with FIN.
+    assert_echo_session(&v);
+    assert_eq!(v["accept_sent"], false, "{v}");
+    assert_eq!(v["content_length_sent"], false, "{v}");
+    // A route that is not a proxy does not take the protocol: 501, not its 200.
+    assert_eq!(v["not_proxy"], "501", "{v}");
+    assert_eq!(v["upstream_refused"], "403", "{v}");
+    assert_eq!(v["upstream_refused_body"], "refused", "{v}");
+    assert_eq!(v["other_protocol"], "501", "{v}");
+    // Malformed: the stream reset with H3_MESSAGE_ERROR.
+    assert_eq!(v["no_path"], H3_MESSAGE_ERROR, "{v}");
+    assert_eq!(v["no_scheme"], H3_MESSAGE_ERROR, "{v}");
+    assert_eq!(v["protocol_on_get"], H3_MESSAGE_ERROR, "{v}");
+    // The client's reset closes the upstream connection (1006: no close frame).
+    assert_eq!(v["before_reset"], json!(["before the reset"]), "{v}");
+    assert!(
+        wait_for_line(&markers.path().join("closed"), |l| l == "/ws/reset 1006"),
+        "the upstream never saw the reset tunnel close"
+    );
+    // Idle past read_timeout: reset, the upstream closed too.
+    assert_idle_reset(&v, H3_CONNECT_ERROR);
+    assert!(
+        wait_for_line(&markers.path().join("closed"), |l| l == "/ws/idle 1006"),
+        "the upstream never saw the idle tunnel close"
+    );
+    assert_eq!(v["again"], json!(["again"]), "{v}");
+}
