@@ -26,9 +26,9 @@ use std::io::IoSlice;
 
 use bytes::Bytes;
 
-use super::shared::priority::Priority;
 use super::shared::{ConnCore, Role};
 use super::ErrorCode;
+use crate::http::priority::Priority;
 
 pub use super::shared::{ConnError, ConnLimits, StreamId};
 pub use crate::http::request_fields::RequestHead;

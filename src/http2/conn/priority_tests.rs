@@ -4,8 +4,8 @@
 
 use super::tests::*;
 use super::*;
+use crate::http::priority::Priority;
 use crate::http2::frame::{flag, kind, PREFACE};
-use crate::http2::shared::priority::Priority;
 use crate::http2::shared::schedule::INCREMENTAL_CHUNK;
 
 fn get_with_priority(priority: &str) -> Vec<u8> {

@@ -10,6 +10,7 @@
 //! [`Session`]: crate::http::Session
 
 mod conn;
+mod send_order;
 mod stream;
 
 use std::cell::RefCell;

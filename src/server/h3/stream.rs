@@ -18,6 +18,7 @@ use tokio::time::Sleep;
 
 use super::conn::{H3Conn, OUT_HIGH};
 use super::ConnFacts;
+use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
@@ -395,6 +396,13 @@ impl<'a> Session<'a> for H3Stream<'a> {
         let given = head.all_fields().filter(|(n, _)| {
             !n.eq_ignore_ascii_case("content-length") && carried(n) && shape.carries(n)
         });
+        let is_priority = |n: &str| n.eq_ignore_ascii_case("priority");
+        if head.all_fields().any(|(n, _)| is_priority(n)) {
+            // An origin's word on its response's priority (RFC 9218 §8).
+            let lines = head.all_fields().filter(|(n, _)| is_priority(n));
+            let priority = Priority::from_field_lines(lines.map(|(_, v)| v));
+            self.conn.borrow_mut().set_priority(self.id, priority);
+        }
         let lowered = lowercase_fields(given);
         let mut status_digits = [0u8; 20];
         let status_field = (

@@ -1,11 +1,9 @@
-//! Extensible Priorities (RFC 9218): a request's or a response's
-//! `priority` field, read by a hand parser of the Structured Fields
-//! dictionary (RFC 8941 §4.2.2) that allocates nothing, and the
-//! PRIORITY_UPDATE frames that arrive before their stream's HEADERS (a few
-//! kept, as §7.1 allows dropping). What the priorities decide is
-//! `schedule.rs`'s.
-
-use super::StreamId;
+//! Extensible Priorities (RFC 9218), for HTTP/2 and HTTP/3 alike: a
+//! request's or a response's `priority` field, read by a hand parser of the
+//! Structured Fields dictionary (RFC 8941 §4.2.2) that allocates nothing,
+//! and the PRIORITY_UPDATE frames that arrive before their stream's HEADERS
+//! (a few kept, as §7.1 allows dropping). What the priorities decide is
+//! each driver's send scheduler's.
 
 /// PRIORITY_UPDATE frames kept for streams not opened yet.
 const PENDING_UPDATES: usize = 8;
@@ -268,7 +266,7 @@ impl<'a> Parser<'a> {
 
 /// PRIORITY_UPDATE frames for streams the client has not opened yet.
 #[derive(Debug, Default)]
-pub(crate) struct PendingUpdates {
+pub(crate) struct PendingUpdates<StreamId> {
     updates: [(StreamId, Option<Priority>); PENDING_UPDATES],
     next: usize,
     /// Updates kept and not yet taken (at most [`PENDING_UPDATES`]): a
@@ -276,7 +274,7 @@ pub(crate) struct PendingUpdates {
     kept: usize,
 }
 
-impl PendingUpdates {
+impl<StreamId: Copy + PartialEq> PendingUpdates<StreamId> {
     /// Keeps `priority` for `stream`, replacing an earlier one for it or
     /// else the oldest kept.
     pub(crate) fn keep(&mut self, stream: StreamId, priority: Priority) {
