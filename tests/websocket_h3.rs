@@ -40,7 +40,15 @@ tls = {{ self_signed = true }}
 [[upstream]]
 name = "ws"
 read_timeout = "1s"
-servers = [{{ address = "127.0.0.1:{}" }}]
+servers = [{{ address = "127.0.0.1:{port}" }}]
+[[upstream]]
+name = "busy"
+max_in_flight = 1
+servers = [{{ address = "127.0.0.1:{port}" }}]
+[[route]]
+path = "/busy/"
+handler = "proxy"
+upstream = "busy"
 [[route]]
 path = "/static/"
 handler = "respond"
@@ -51,7 +59,7 @@ path = "/"
 handler = "proxy"
 upstream = "ws"
 "#,
-        server.port,
+        port = server.port,
     );
     let pier = Pier::with_config(&config, &[]);
     let addr = pier.https[0];
@@ -87,5 +95,9 @@ upstream = "ws"
         wait_for_line(&markers.path().join("closed"), |l| l == "/ws/idle 1006"),
         "the upstream never saw the idle tunnel close"
     );
+    // A tunnel holds its admission: max_in_flight = 1 answers 503 beside it.
+    assert_eq!(v["busy_held"], "200", "{v}");
+    assert_eq!(v["busy_beside"], "503", "{v}");
+    assert_eq!(v["busy_after"], "200", "{v}");
     assert_eq!(v["again"], json!(["again"]), "{v}");
 }

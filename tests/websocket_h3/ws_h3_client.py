@@ -106,6 +106,18 @@ async def websocket_events(c, sid, ws, want):
     return frames, ended
 
 
+async def say(c, path, text):
+    """Opens a WebSocket on `path` and sends `text`: the stream and the
+    texts that came back in one frame."""
+    sid, _ = await c.open(path, [("sec-websocket-protocol", "chat")])
+    ws = Protocol(Side.CLIENT)
+    ws.send_text(text.encode())
+    for d in ws.data_to_send():
+        c.send(sid, d)
+    frames, _ = await websocket_events(c, sid, ws, 1)
+    return sid, [bytes(f.data).decode() for f in frames]
+
+
 async def echo_session(c, out):
     """A WebSocket on /ws/echo with the subprotocol "chat": messages both
     ways, one of 200 kB, then the close handshake."""
@@ -195,13 +207,7 @@ async def run(host, port):
         out["protocol_on_get"] = head.get("reset")
 
         # The client resets a tunnel: the upstream connection is closed.
-        sid, head = await c.open("/ws/reset", [("sec-websocket-protocol", "chat")])
-        ws = Protocol(Side.CLIENT)
-        ws.send_text(b"before the reset")
-        for d in ws.data_to_send():
-            c.send(sid, d)
-        frames, _ = await websocket_events(c, sid, ws, 1)
-        out["before_reset"] = [bytes(f.data).decode() for f in frames]
+        sid, out["before_reset"] = await say(c, "/ws/reset", "before the reset")
         c._quic.reset_stream(sid, 0x10C)
         c.transmit()
 
@@ -215,14 +221,26 @@ async def run(host, port):
         out["idle_reset"] = ev.error_code if isinstance(ev, StreamReset) else None
         out["idle_after_s"] = round(time.monotonic() - started, 2)
 
+        # max_in_flight = 1 on /busy/: an open tunnel is the one request in
+        # flight; beside it 503, after its close a tunnel again.
+        held, head = await c.open("/busy/held", [("sec-websocket-protocol", "chat")])
+        out["busy_held"] = head.get(":status")
+        _, head = await c.open("/busy/beside", [("sec-websocket-protocol", "chat")])
+        out["busy_beside"] = head.get(":status")
+        c._quic.reset_stream(held, 0x10C)
+        c.transmit()
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            sid, head = await c.open("/busy/after", [("sec-websocket-protocol", "chat")])
+            if head.get(":status") != "503":
+                break
+            await asyncio.sleep(0.05)
+        out["busy_after"] = head.get(":status")
+        c._quic.reset_stream(sid, 0x10C)
+        c.transmit()
+
         # The connection still serves after all of that.
-        sid, head = await c.open("/ws/echo", [("sec-websocket-protocol", "chat")])
-        ws = Protocol(Side.CLIENT)
-        ws.send_text(b"again")
-        for d in ws.data_to_send():
-            c.send(sid, d)
-        frames, _ = await websocket_events(c, sid, ws, 1)
-        out["again"] = [bytes(f.data).decode() for f in frames]
+        _, out["again"] = await say(c, "/ws/echo", "again")
     print(json.dumps(out))
 
 
