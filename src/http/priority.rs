@@ -42,6 +42,18 @@ impl Priority {
         p
     }
 
+    /// The priority an answer gives itself in its `priority` field lines
+    /// among `fields` (RFC 9218 §8: a server may take an origin's word over
+    /// the client's); `None` when it has none.
+    pub fn of_answer<'v>(fields: impl Iterator<Item = (&'v str, &'v [u8])>) -> Option<Self> {
+        let mut lines = fields
+            .filter(|(n, _)| n.eq_ignore_ascii_case("priority"))
+            .map(|(_, v)| v)
+            .peekable();
+        lines.peek()?;
+        Some(Priority::from_field_lines(lines))
+    }
+
     /// Applies the members of one field line; false when it is not a
     /// valid dictionary (the members applied so far stay).
     pub(crate) fn apply(&mut self, value: &[u8]) -> bool {
@@ -320,6 +332,23 @@ mod tests {
             urgency,
             incremental,
         }
+    }
+
+    #[test]
+    fn an_answer_names_its_priority_in_its_priority_lines_only() {
+        let fields = [("Content-Type", &b"text/css"[..]), ("Priority", b"u=2")];
+        assert_eq!(Priority::of_answer(fields.into_iter()), Some(p(2, false)));
+        // Members across lines, the later winning; junk is the default.
+        let two = [
+            ("priority", &b"u=2"[..]),
+            ("x", b"u=7"),
+            ("priority", b"i, u=6"),
+        ];
+        assert_eq!(Priority::of_answer(two.into_iter()), Some(p(6, true)));
+        let junk = [("priority", &b"u=(("[..])];
+        assert_eq!(Priority::of_answer(junk.into_iter()), Some(p(3, false)));
+        let none = [("content-type", &b"text/css"[..])];
+        assert_eq!(Priority::of_answer(none.into_iter()), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tracing::debug;
 
 use super::streams::SharedCell;
 use super::ConnFacts;
+use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
@@ -450,12 +451,8 @@ impl<'a> Session<'a> for H2Stream<'a> {
                     .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length") && shape.carries(n))
             };
             let mut sh = self.shared.borrow_mut();
-            let is_priority = |n: &str| n.eq_ignore_ascii_case("priority");
-            if head.all_fields().any(|(n, _)| is_priority(n)) {
-                // An origin's word on its response's priority (RFC 9218 §8).
-                let lines = head.all_fields().filter(|(n, _)| is_priority(n));
-                sh.conn
-                    .set_response_priority(self.stream_id, lines.map(|(_, v)| v));
+            if let Some(priority) = Priority::of_answer(head.all_fields()) {
+                sh.conn.set_response_priority(self.stream_id, priority);
             }
             let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
                 let mut fields = own.chain(

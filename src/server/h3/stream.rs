@@ -396,11 +396,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
         let given = head.all_fields().filter(|(n, _)| {
             !n.eq_ignore_ascii_case("content-length") && carried(n) && shape.carries(n)
         });
-        let is_priority = |n: &str| n.eq_ignore_ascii_case("priority");
-        if head.all_fields().any(|(n, _)| is_priority(n)) {
-            // An origin's word on its response's priority (RFC 9218 §8).
-            let lines = head.all_fields().filter(|(n, _)| is_priority(n));
-            let priority = Priority::from_field_lines(lines.map(|(_, v)| v));
+        if let Some(priority) = Priority::of_answer(head.all_fields()) {
             self.conn.borrow_mut().set_priority(self.id, priority);
         }
         let lowered = lowercase_fields(given);
