@@ -101,3 +101,48 @@ upstream = "ws"
     assert_eq!(v["busy_after"], "200", "{v}");
     assert_eq!(v["again"], json!(["again"]), "{v}");
 }
+
+#[test]
+fn a_quiet_tunnel_outlives_the_quic_idle_timeout() {
+    if !peers_present() {
+        return;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let server = echo_server(markers.path());
+    // QUIC's idle timeout is keepalive_timeout (1 s); the tunnel's idle
+    // limit is the group's read_timeout (10 s): the connection must not
+    // die under an open tunnel that is quiet for 3 s.
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[http]
+keepalive_timeout = "1s"
+[[listener]]
+listen = "127.0.0.1:0"
+tls = {{ self_signed = true }}
+[[upstream]]
+name = "ws"
+read_timeout = "10s"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "ws"
+"#,
+        server.port,
+    );
+    let pier = Pier::with_config(&config, &[]);
+    let addr = pier.https[0];
+    let script = common::python_peer::script("websocket_h3/ws_h3_client.py");
+    let args = [
+        addr.ip().to_string(),
+        addr.port().to_string(),
+        "quiet".to_string(),
+        "3".to_string(),
+    ];
+    let v = run_client(&script, &args);
+    assert_eq!(v["status"], "200", "{v}");
+    assert_eq!(v["echo"], json!(["still here"]), "{v}");
+    assert_eq!(v["closed"], false, "{v}");
+}

@@ -5,6 +5,10 @@ server's certificate is not checked) on which WebSockets are opened by
 extended CONNECT and spoken over the request stream with `websockets`'
 sans-IO protocol; prints one JSON object of what it saw, in the shape
 tests/websocket_h2/ws_peer.py prints for HTTP/2.
+
+`ws_h3_client.py HOST PORT quiet SECONDS`: one WebSocket left quiet that
+long, then a message on it; prints what came back and whether the
+connection is still up.
 """
 
 import asyncio
@@ -164,10 +168,33 @@ async def echo_session(c, out):
     c.send(sid, b"", end=True)
 
 
-async def run(host, port):
+def client_config():
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN)
     config.verify_mode = ssl.CERT_NONE
     config.server_name = "localhost"
+    return config
+
+
+async def quiet(host, port, seconds):
+    """A WebSocket quiet for `seconds`, then a message on it."""
+    out = {}
+    async with connect(host, port, configuration=client_config(), create_protocol=Client,
+                       wait_connected=True) as c:
+        sid, head = await c.open("/ws/quiet", [("sec-websocket-protocol", "chat")])
+        out["status"] = head.get(":status")
+        await asyncio.sleep(seconds)
+        ws = Protocol(Side.CLIENT)
+        ws.send_text(b"still here")
+        for d in ws.data_to_send():
+            c.send(sid, d)
+        frames, _ = await websocket_events(c, sid, ws, 1)
+        out["echo"] = [bytes(f.data).decode() for f in frames]
+        out["closed"] = c._quic._close_event is not None
+    print(json.dumps(out))
+
+
+async def run(host, port):
+    config = client_config()
     out = {}
     async with connect(host, port, configuration=config, create_protocol=Client,
                        wait_connected=True) as c:
@@ -245,4 +272,7 @@ async def run(host, port):
 
 
 if __name__ == "__main__":
-    asyncio.run(run(sys.argv[1], int(sys.argv[2])))
+    if sys.argv[3:4] == ["quiet"]:
+        asyncio.run(quiet(sys.argv[1], int(sys.argv[2]), float(sys.argv[4])))
+    else:
+        asyncio.run(run(sys.argv[1], int(sys.argv[2])))
