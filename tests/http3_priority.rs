@@ -98,66 +98,47 @@ fn assert_css_overtook(v: &Value) {
     assert!(during < CSS_SIZE as u64, "{v}");
 }
 
-fn present() -> bool {
-    common::aioquic::present()
+/// Runs the client with `args` and checks that the CSS overtook the images.
+fn css_overtakes_with(args: &[&str]) {
+    if !common::aioquic::present() {
+        return;
+    }
+    let pier = start();
+    assert_css_overtook(&run(&pier, args));
 }
 
 #[test]
 fn css_at_urgency_0_overtakes_incremental_images_at_urgency_5() {
-    if !present() {
-        return;
-    }
-    let pier = start();
-    let v = run(
-        &pier,
-        &["--image-priority", "u=5, i", "--css-priority", "u=0"],
-    );
-    assert_css_overtook(&v);
+    css_overtakes_with(&["--image-priority", "u=5, i", "--css-priority", "u=0"]);
 }
 
 #[test]
 fn a_priority_update_frame_raises_the_css() {
-    if !present() {
-        return;
-    }
-    let pier = start();
-    let v = run(
-        &pier,
-        &[
-            "--image-priority",
-            "u=5, i",
-            "--css-priority",
-            "u=7",
-            "--update",
-            "u=0",
-        ],
-    );
-    assert_css_overtook(&v);
+    css_overtakes_with(&[
+        "--image-priority",
+        "u=5, i",
+        "--css-priority",
+        "u=7",
+        "--update",
+        "u=0",
+    ]);
 }
 
 #[test]
 fn the_answers_priority_field_replaces_the_requests() {
-    if !present() {
-        return;
-    }
-    let pier = start();
-    let v = run(
-        &pier,
-        &[
-            "--image-priority",
-            "u=5, i",
-            "--css-path",
-            "/answered/style.css",
-            "--css-priority",
-            "u=7",
-        ],
-    );
-    assert_css_overtook(&v);
+    css_overtakes_with(&[
+        "--image-priority",
+        "u=5, i",
+        "--css-path",
+        "/answered/style.css",
+        "--css-priority",
+        "u=7",
+    ]);
 }
 
 #[test]
 fn without_priorities_answers_go_in_the_order_asked() {
-    if !present() {
+    if !common::aioquic::present() {
         return;
     }
     let pier = start();

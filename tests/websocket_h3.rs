@@ -6,11 +6,13 @@
 
 mod common;
 
+use std::net::SocketAddr;
+
 use common::websocket::{
     assert_echo_session, assert_idle_reset, echo_server, run_client, wait_for_line,
 };
 use common::Pier;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// H3_MESSAGE_ERROR (RFC 9114 §8.1).
 const H3_MESSAGE_ERROR: u64 = 0x10e;
@@ -23,6 +25,41 @@ fn peers_present() -> bool {
     common::python_peer::present("aioquic, websockets", "PyPI aioquic and websockets")
 }
 
+/// Pier on a TLS listener (HTTP/3 on) with `http` as its [http] section,
+/// proxying every path to the echo server on `port` (group "ws", whose
+/// read_timeout is `read_timeout`) but for the groups and routes in `more`.
+fn start(port: u16, http: &str, read_timeout: &str, more: &str) -> Pier {
+    let config = format!(
+        r#"
+[server]
+workers = 1
+[http]
+{http}
+[[listener]]
+listen = "127.0.0.1:0"
+tls = {{ self_signed = true }}
+[[upstream]]
+name = "ws"
+read_timeout = "{read_timeout}"
+servers = [{{ address = "127.0.0.1:{port}" }}]
+{more}
+[[route]]
+path = "/"
+handler = "proxy"
+upstream = "ws"
+"#
+    );
+    Pier::with_config(&config, &[])
+}
+
+/// The client's report of a run against `addr` with `args` after the address.
+fn run_h3_client(addr: SocketAddr, args: &[&str]) -> Value {
+    let script = common::python_peer::script("websocket_h3/ws_h3_client.py");
+    let mut all = vec![addr.ip().to_string(), addr.port().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    run_client(&script, &all)
+}
+
 #[test]
 fn websockets_open_over_http3_by_extended_connect_and_echo_through_the_proxy() {
     if !peers_present() {
@@ -30,21 +67,12 @@ fn websockets_open_over_http3_by_extended_connect_and_echo_through_the_proxy() {
     }
     let markers = tempfile::tempdir().unwrap();
     let server = echo_server(markers.path());
-    let config = format!(
+    let more = format!(
         r#"
-[server]
-workers = 1
-[[listener]]
-listen = "127.0.0.1:0"
-tls = {{ self_signed = true }}
-[[upstream]]
-name = "ws"
-read_timeout = "1s"
-servers = [{{ address = "127.0.0.1:{port}" }}]
 [[upstream]]
 name = "busy"
 max_in_flight = 1
-servers = [{{ address = "127.0.0.1:{port}" }}]
+servers = [{{ address = "127.0.0.1:{}" }}]
 [[route]]
 path = "/busy/"
 handler = "proxy"
@@ -54,17 +82,11 @@ path = "/static/"
 handler = "respond"
 status = 200
 body = "not a tunnel"
-[[route]]
-path = "/"
-handler = "proxy"
-upstream = "ws"
 "#,
-        port = server.port,
+        server.port
     );
-    let pier = Pier::with_config(&config, &[]);
-    let addr = pier.https[0];
-    let script = common::python_peer::script("websocket_h3/ws_h3_client.py");
-    let v = run_client(&script, &[addr.ip().to_string(), addr.port().to_string()]);
+    let pier = start(server.port, "", "1s", &more);
+    let v = run_h3_client(pier.https[0], &[]);
     // SETTINGS_ENABLE_CONNECT_PROTOCOL = 1 (RFC 9220 §3).
     assert_eq!(v["enable_connect_protocol"], 1, "{v}");
     // The upstream's 101 is the stream's 200, with the subprotocol it chose,
@@ -112,36 +134,8 @@ fn a_quiet_tunnel_outlives_the_quic_idle_timeout() {
     // QUIC's idle timeout is keepalive_timeout (1 s); the tunnel's idle
     // limit is the group's read_timeout (10 s): the connection must not
     // die under an open tunnel that is quiet for 3 s.
-    let config = format!(
-        r#"
-[server]
-workers = 1
-[http]
-keepalive_timeout = "1s"
-[[listener]]
-listen = "127.0.0.1:0"
-tls = {{ self_signed = true }}
-[[upstream]]
-name = "ws"
-read_timeout = "10s"
-servers = [{{ address = "127.0.0.1:{}" }}]
-[[route]]
-path = "/"
-handler = "proxy"
-upstream = "ws"
-"#,
-        server.port,
-    );
-    let pier = Pier::with_config(&config, &[]);
-    let addr = pier.https[0];
-    let script = common::python_peer::script("websocket_h3/ws_h3_client.py");
-    let args = [
-        addr.ip().to_string(),
-        addr.port().to_string(),
-        "quiet".to_string(),
-        "3".to_string(),
-    ];
-    let v = run_client(&script, &args);
+    let pier = start(server.port, r#"keepalive_timeout = "1s""#, "10s", "");
+    let v = run_h3_client(pier.https[0], &["quiet", "3"]);
     assert_eq!(v["status"], "200", "{v}");
     assert_eq!(v["echo"], json!(["still here"]), "{v}");
     assert_eq!(v["closed"], false, "{v}");
