@@ -143,10 +143,17 @@ mod tests {
 
     fn control(role: Role, frames: &[(u64, u64)]) -> Result<Vec<ControlEvent>, Error> {
         let mut bytes = Vec::new();
-        write_settings(&Settings::default(), &mut bytes);
         for &(ty, id) in frames {
             write_id_frame(ty, id, &mut bytes);
         }
+        read_after_settings(role, &bytes)
+    }
+
+    /// The events of a control stream of SETTINGS, then `frames`.
+    fn read_after_settings(role: Role, frames: &[u8]) -> Result<Vec<ControlEvent>, Error> {
+        let mut bytes = Vec::new();
+        write_settings(&Settings::default(), &mut bytes);
+        bytes.extend_from_slice(frames);
         let mut c = ControlStream::new(role, FrameLimits::default());
         let mut input = &bytes[..];
         let mut got = Vec::new();
@@ -219,22 +226,13 @@ mod tests {
     #[test]
     fn priority_updates_name_client_request_streams() {
         let read = |role, ty, id: u64, value: &[u8]| {
-            let mut bytes = Vec::new();
-            write_settings(&Settings::default(), &mut bytes);
             let mut payload = Vec::new();
             crate::http3::varint::write(id, &mut payload);
             payload.extend_from_slice(value);
+            let mut bytes = Vec::new();
             frame::write_header(ty, payload.len() as u64, &mut bytes);
             bytes.extend_from_slice(&payload);
-            let mut c = ControlStream::new(role, FrameLimits::default());
-            let mut input = &bytes[..];
-            let mut got = Vec::new();
-            while !input.is_empty() {
-                let (n, e) = c.read(input)?;
-                input = &input[n..];
-                got.extend(e);
-            }
-            Ok::<_, Error>(got)
+            read_after_settings(role, &bytes)
         };
         let update = frame::PRIORITY_UPDATE_REQUEST;
         let got = read(Role::Server, update, 8, b"u=0, i").unwrap();

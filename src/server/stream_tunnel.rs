@@ -49,6 +49,17 @@ impl TunnelAnswer {
         }
     }
 
+    /// The stream's `:status` for an answer of `status`: an opened tunnel's
+    /// 200, and 500 for what is no final status (a stream has no 1xx final
+    /// answer).
+    pub(crate) fn status(self, status: u16) -> u16 {
+        match self {
+            TunnelAnswer::Opens => 200,
+            _ if (200..=999).contains(&status) => status,
+            _ => 500,
+        }
+    }
+
     /// Whether a field of the upstream's head goes on the stream's:
     /// Sec-WebSocket-Accept answers a key the client never sent (RFC 8441
     /// §5, RFC 9220 §3).
@@ -159,5 +170,8 @@ mod tests {
         assert!(!TunnelAnswer::Opens.carries("Sec-WebSocket-Accept"));
         assert!(TunnelAnswer::Opens.carries("sec-websocket-protocol"));
         assert!(TunnelAnswer::Plain.carries("sec-websocket-accept"));
+        assert_eq!(TunnelAnswer::Opens.status(101), 200);
+        assert_eq!(TunnelAnswer::Plain.status(404), 404);
+        assert_eq!(TunnelAnswer::Stray.status(101), 500);
     }
 }

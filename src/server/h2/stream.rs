@@ -413,13 +413,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         let opens_tunnel = shape == TunnelAnswer::Opens;
-        let status = if opens_tunnel {
-            200
-        } else if (200..=999).contains(&head.status) {
-            head.status
-        } else {
-            500
-        };
+        let status = shape.status(head.status);
         self.status = status;
         let bodiless = has_no_body(status);
         let length = if bodiless || tunnel { None } else { body.len() };
