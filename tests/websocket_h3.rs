@@ -2,7 +2,8 @@
 //! client (PyPI `aioquic`, installed by .ci/run) opens WebSockets by
 //! extended CONNECT; Pier relays each to a WebSocket server (PyPI
 //! `websockets`, tests/websocket_h2/ws_peer.py) as an HTTP/1.1 upgrade. The
-//! client is tests/websocket_h3/ws_h3_client.py.
+//! client is tests/websocket_h3/ws_h3_client.py; to an h2 group the
+//! WebSocket goes on as an extended CONNECT (tests/websocket_h2/h2_origin.py).
 
 mod common;
 
@@ -139,4 +140,42 @@ fn a_quiet_tunnel_outlives_the_quic_idle_timeout() {
     assert_eq!(v["status"], "200", "{v}");
     assert_eq!(v["echo"], json!(["still here"]), "{v}");
     assert_eq!(v["closed"], false, "{v}");
+}
+
+#[test]
+fn an_http3_websocket_goes_to_an_h2_origin_as_extended_connect() {
+    if !common::python_peer::present("aioquic, h2, websockets", "PyPI aioquic, h2, websockets") {
+        return;
+    }
+    let markers = tempfile::tempdir().unwrap();
+    let origin = common::python_peer::PythonServer::start(
+        &common::python_peer::script("websocket_h2/h2_origin.py"),
+        markers.path(),
+        "HTTP/2 origin",
+    );
+    let more = format!(
+        r#"
+[[upstream]]
+name = "h2"
+protocol = "h2"
+servers = [{{ address = "127.0.0.1:{}" }}]
+[[route]]
+path = "/h2/"
+handler = "proxy"
+upstream = "h2"
+"#,
+        origin.port
+    );
+    let pier = start(origin.port, "", "10s", &more);
+    let v = run_h3_client(pier.https[0], &["quiet", "0", "/h2/ws"]);
+    assert_eq!(v["status"], "200", "{v}");
+    assert_eq!(v["subprotocol"], "chat", "{v}");
+    assert_eq!(v["echo"], json!(["still here"]), "{v}");
+    // The origin saw an extended CONNECT (RFC 8441 §4), not an upgrade.
+    let seen = std::fs::read_to_string(markers.path().join("requests")).unwrap();
+    let head: Value = serde_json::from_str(seen.lines().next().unwrap()).unwrap();
+    assert_eq!(head[":method"], "CONNECT", "{head}");
+    assert_eq!(head[":protocol"], "websocket", "{head}");
+    assert_eq!(head[":path"], "/h2/ws", "{head}");
+    assert!(head.get("sec-websocket-key").is_none(), "{head}");
 }

@@ -6,9 +6,9 @@ extended CONNECT and spoken over the request stream with `websockets`'
 sans-IO protocol; prints one JSON object of what it saw, in the shape
 tests/websocket_h2/ws_peer.py prints for HTTP/2.
 
-`ws_h3_client.py HOST PORT quiet SECONDS`: one WebSocket left quiet that
-long, then a message on it; prints what came back and whether the
-connection is still up.
+`ws_h3_client.py HOST PORT quiet SECONDS [PATH]`: one WebSocket (on PATH,
+/ws/quiet by default) left quiet that long, then a message on it; prints
+what came back and whether the connection is still up.
 """
 
 import asyncio
@@ -175,13 +175,14 @@ def client_config():
     return config
 
 
-async def quiet(host, port, seconds):
-    """A WebSocket quiet for `seconds`, then a message on it."""
+async def quiet(host, port, seconds, path):
+    """A WebSocket on `path` quiet for `seconds`, then a message on it."""
     out = {}
     async with connect(host, port, configuration=client_config(), create_protocol=Client,
                        wait_connected=True) as c:
-        sid, head = await c.open("/ws/quiet", [("sec-websocket-protocol", "chat")])
+        sid, head = await c.open(path, [("sec-websocket-protocol", "chat")])
         out["status"] = head.get(":status")
+        out["subprotocol"] = head.get("sec-websocket-protocol")
         await asyncio.sleep(seconds)
         ws = Protocol(Side.CLIENT)
         ws.send_text(b"still here")
@@ -273,6 +274,7 @@ async def run(host, port):
 
 if __name__ == "__main__":
     if sys.argv[3:4] == ["quiet"]:
-        asyncio.run(quiet(sys.argv[1], int(sys.argv[2]), float(sys.argv[4])))
+        path = sys.argv[5] if len(sys.argv) > 5 else "/ws/quiet"
+        asyncio.run(quiet(sys.argv[1], int(sys.argv[2]), float(sys.argv[4]), path))
     else:
         asyncio.run(run(sys.argv[1], int(sys.argv[2])))
