@@ -101,7 +101,7 @@ upstream = "ws"
         "the upstream never saw the reset tunnel close"
     );
     // Idle past read_timeout: reset with CANCEL, the upstream closed too.
-    assert_idle_reset(&v);
+    assert_idle_reset(&v, 8);
     assert!(
         wait_for_line(&markers.path().join("closed"), |l| l == "/ws/idle 1006"),
         "the upstream never saw the idle tunnel close"

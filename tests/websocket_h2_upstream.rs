@@ -114,7 +114,7 @@ fn an_http2_websocket_goes_to_an_h2_origin_as_extended_connect() {
     assert_eq!(v["refused"], "403", "{v}");
     assert_eq!(v["noconnect"], "501", "{v}");
     // Idle past read_timeout: reset with CANCEL, upstream too.
-    assert_idle_reset(&v);
+    assert_idle_reset(&v, 8);
     assert!(
         wait_for_line(&s.markers.path().join("resets"), |l| l.ends_with(" 8")),
         "the origin never saw the idle tunnel's stream reset"

@@ -14,6 +14,7 @@ pub mod date;
 pub(crate) mod field_coding;
 pub(crate) mod field_section;
 pub(crate) mod huffman;
+pub mod priority;
 pub mod request;
 pub mod request_fields;
 pub mod request_id;

@@ -41,8 +41,8 @@ pub struct RequestView<'a> {
     client_address: Option<&'a ClientAddress>,
     /// The listener the request came on, by its position in the configuration.
     listener: usize,
-    /// An HTTP/2 extended CONNECT (RFC 8441), seen as the HTTP/1.1 upgrade
-    /// it stands for.
+    /// An HTTP/2 or HTTP/3 extended CONNECT (RFC 8441, RFC 9220), seen as
+    /// the HTTP/1.1 upgrade it stands for.
     extended_connect: bool,
 }
 
@@ -64,7 +64,7 @@ impl<'a> RequestView<'a> {
         }
     }
 
-    /// The view of an HTTP/2 extended CONNECT (RFC 8441 §5), whose head is
+    /// The view of an extended CONNECT (RFC 8441 §5, RFC 9220 §3), whose head is
     /// the HTTP/1.1 request it stands for: a `GET` of its path with
     /// `Connection: upgrade` and `Upgrade:` its `:protocol`. The client sent
     /// no `Sec-WebSocket-Key`; a proxy that relays it invents one.
@@ -73,7 +73,7 @@ impl<'a> RequestView<'a> {
         self
     }
 
-    /// Whether the request came as an HTTP/2 extended CONNECT: its answer is
+    /// Whether the request came as an extended CONNECT: its answer is
     /// a tunnel (`:status 200`) or an error, never a plain 2xx.
     pub fn is_extended_connect(&self) -> bool {
         self.extended_connect

@@ -26,9 +26,9 @@ use std::io::IoSlice;
 
 use bytes::Bytes;
 
-use super::shared::priority::Priority;
 use super::shared::{ConnCore, Role};
 use super::ErrorCode;
+use crate::http::priority::Priority;
 
 pub use super::shared::{ConnError, ConnLimits, StreamId};
 pub use crate::http::request_fields::RequestHead;
@@ -149,15 +149,10 @@ impl ServerConnection {
         self.core.next_sender()
     }
 
-    /// Gives `stream` the priority its response's `priority` field says
-    /// (RFC 9218 §8: a server may take an origin's word over the client's).
-    pub fn set_response_priority<'v>(
-        &mut self,
-        stream: StreamId,
-        lines: impl IntoIterator<Item = &'v [u8]>,
-    ) {
-        self.core
-            .set_priority(stream, Priority::from_field_lines(lines));
+    /// Gives `stream` the priority its response names for itself
+    /// ([`Priority::of_answer`]).
+    pub fn set_response_priority(&mut self, stream: StreamId, priority: Priority) {
+        self.core.set_priority(stream, priority);
     }
 
     /// The error this side ended the connection on, its GOAWAY queued.

@@ -16,7 +16,6 @@
 
 pub(crate) mod budget;
 pub(crate) mod output;
-pub(crate) mod priority;
 mod receive;
 pub(crate) mod schedule;
 mod send;
@@ -29,9 +28,9 @@ use std::time::Instant;
 use super::frame::{self, setting};
 use super::hpack::{Decoder, Encoder};
 use super::ErrorCode;
+use crate::http::priority::PendingUpdates;
 use budget::FloodBudgets;
 use output::Output;
-use priority::PendingUpdates;
 use streams::{RecentResets, StreamTable};
 
 /// The payload of the PING sent with a graceful shutdown's first GOAWAY.
@@ -197,7 +196,7 @@ pub(crate) struct ConnCore {
     /// PINGs sent and not yet acknowledged.
     pub(crate) pings_in_flight: u32,
     /// Server: PRIORITY_UPDATEs for streams not opened yet.
-    pub(crate) pending_priorities: PendingUpdates,
+    pub(crate) pending_priorities: PendingUpdates<StreamId>,
     /// Grants of send capacity so far, which order incremental streams'
     /// turns.
     /// Some stream was told to wait for its turn and may still be waiting;

@@ -1,11 +1,13 @@
 //! The peer's control stream (RFC 9114 §6.2.1): SETTINGS first and once
 //! (the frame parser enforces that), then GOAWAY, MAX_PUSH_ID and
 //! CANCEL_PUSH, whose ids are checked here against the ones before them
-//! (§5.2, §7.2.3, §7.2.7). Closing the stream is a connection error.
+//! (§5.2, §7.2.3, §7.2.7), and a client's PRIORITY_UPDATE (RFC 9218 §7.2).
+//! Closing the stream is a connection error.
 
 use super::frame_reader::{FrameEvent, FrameLimits, FrameReader, StreamKind};
 use super::settings::Settings;
 use super::{Error, ErrorCode, Role};
+use crate::http::priority::Priority;
 
 /// What the peer's control stream said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +21,9 @@ pub enum ControlEvent {
     MaxPushId(u64),
     /// A push is cancelled.
     CancelPush(u64),
+    /// The client changed a request's priority (RFC 9218 §7.2): the
+    /// request stream's id and its new priority.
+    PriorityUpdate(u64, Priority),
 }
 
 /// The state of the peer's control stream.
@@ -73,6 +78,32 @@ impl ControlStream {
                 }
                 Some(ControlEvent::CancelPush(id))
             }
+            Some(FrameEvent::PriorityUpdate {
+                push: false,
+                id,
+                value,
+            }) => {
+                if id % 4 != 0 {
+                    return Err(Error::connection(
+                        ErrorCode::IdError,
+                        "A PRIORITY_UPDATE names a stream that is not a client request stream.",
+                    ));
+                }
+                Some(ControlEvent::PriorityUpdate(
+                    id,
+                    Priority::from_field_lines([value]),
+                ))
+            }
+            Some(FrameEvent::PriorityUpdate { push: true, id, .. }) => {
+                if self.max_push_id.is_none_or(|max| id > max) {
+                    return Err(Error::connection(
+                        ErrorCode::IdError,
+                        "A PRIORITY_UPDATE names a push id that was never allowed.",
+                    ));
+                }
+                // Nothing is pushed here: there is no push to reorder.
+                None
+            }
             Some(_) => unreachable!("the parser lets only control frames through"),
         };
         Ok((n, event))
@@ -112,10 +143,17 @@ mod tests {
 
     fn control(role: Role, frames: &[(u64, u64)]) -> Result<Vec<ControlEvent>, Error> {
         let mut bytes = Vec::new();
-        write_settings(&Settings::default(), &mut bytes);
         for &(ty, id) in frames {
             write_id_frame(ty, id, &mut bytes);
         }
+        read_after_settings(role, &bytes)
+    }
+
+    /// The events of a control stream of SETTINGS, then `frames`.
+    fn read_after_settings(role: Role, frames: &[u8]) -> Result<Vec<ControlEvent>, Error> {
+        let mut bytes = Vec::new();
+        write_settings(&Settings::default(), &mut bytes);
+        bytes.extend_from_slice(frames);
         let mut c = ControlStream::new(role, FrameLimits::default());
         let mut input = &bytes[..];
         let mut got = Vec::new();
@@ -183,6 +221,46 @@ mod tests {
         // This client allows no push: any CANCEL_PUSH names a push id never allowed.
         let client = control(Role::Client, &[(frame::CANCEL_PUSH, 0)]);
         assert_eq!(client.unwrap_err().code, ErrorCode::IdError);
+    }
+
+    #[test]
+    fn priority_updates_name_client_request_streams() {
+        let read = |role, ty, id: u64, value: &[u8]| {
+            let mut payload = Vec::new();
+            crate::http3::varint::write(id, &mut payload);
+            payload.extend_from_slice(value);
+            let mut bytes = Vec::new();
+            frame::write_header(ty, payload.len() as u64, &mut bytes);
+            bytes.extend_from_slice(&payload);
+            read_after_settings(role, &bytes)
+        };
+        let update = frame::PRIORITY_UPDATE_REQUEST;
+        let got = read(Role::Server, update, 8, b"u=0, i").unwrap();
+        let urgent = Priority {
+            urgency: 0,
+            incremental: true,
+        };
+        assert_eq!(got[1], ControlEvent::PriorityUpdate(8, urgent));
+        // A value that is no dictionary is the default priority.
+        let got = read(Role::Server, update, 4, b"u=((").unwrap();
+        assert_eq!(got[1], ControlEvent::PriorityUpdate(4, Priority::default()));
+        let e = read(Role::Server, update, 2, b"u=1").unwrap_err();
+        assert_eq!(e.code, ErrorCode::IdError);
+        // No push was allowed.
+        let e = read(Role::Server, frame::PRIORITY_UPDATE_PUSH, 0, b"u=1").unwrap_err();
+        assert_eq!(e.code, ErrorCode::IdError);
+        // A server does not send it.
+        let e = read(Role::Client, update, 0, b"u=1").unwrap_err();
+        assert_eq!(e.code, ErrorCode::FrameUnexpected);
+        // Nor does it come on a request stream.
+        let mut r = crate::http3::frame_reader::FrameReader::new(
+            crate::http3::frame_reader::StreamKind::Request,
+            Role::Server,
+            FrameLimits::default(),
+        );
+        let mut bytes = Vec::new();
+        frame::write_priority_update(0, b"u=1", &mut bytes);
+        assert_eq!(r.read(&bytes).unwrap_err().code, ErrorCode::FrameUnexpected);
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub const PUSH_PROMISE: u64 = 0x05;
 pub const GOAWAY: u64 = 0x07;
 /// MAX_PUSH_ID (§7.2.7).
 pub const MAX_PUSH_ID: u64 = 0x0d;
+/// PRIORITY_UPDATE of a request stream (RFC 9218 §7.2).
+pub const PRIORITY_UPDATE_REQUEST: u64 = 0xf0700;
+/// PRIORITY_UPDATE of a push (RFC 9218 §7.2).
+pub const PRIORITY_UPDATE_PUSH: u64 = 0xf0701;
 
 /// The HTTP/2 frame types with no HTTP/3 counterpart (PRIORITY, PING,
 /// WINDOW_UPDATE, CONTINUATION): receiving one is H3_FRAME_UNEXPECTED
@@ -87,6 +91,25 @@ pub fn parse_id_payload(payload: &[u8]) -> Result<u64, Error> {
     }
 }
 
+/// Appends a PRIORITY_UPDATE frame for request stream `id` with the
+/// `priority` field value `value` (RFC 9218 §7.2).
+pub fn write_priority_update(id: u64, value: &[u8], out: &mut Vec<u8>) {
+    let len = varint::encoded_len(id) + value.len();
+    write_header(PRIORITY_UPDATE_REQUEST, len as u64, out);
+    varint::write(id, out);
+    out.extend_from_slice(value);
+}
+
+/// Reads a PRIORITY_UPDATE payload: the element's id, then the `priority`
+/// field value (RFC 9218 §7.2).
+pub fn parse_priority_update(payload: &[u8]) -> Result<(u64, &[u8]), Error> {
+    let (id, n) = varint::read(payload).ok_or(Error::connection(
+        ErrorCode::FrameError,
+        "A PRIORITY_UPDATE frame ends inside its element id.",
+    ))?;
+    Ok((id, &payload[n..]))
+}
+
 /// Reads a PUSH_PROMISE payload: the push id, then the field section.
 pub fn parse_push_promise(payload: &[u8]) -> Result<(u64, &[u8]), Error> {
     let (id, n) = varint::read(payload).ok_or(Error::connection(
@@ -126,6 +149,14 @@ mod tests {
             );
         }
         assert_eq!(parse_push_promise(&[0x02, 0, 0]), Ok((2, &[0u8, 0][..])));
+        let mut update = Vec::new();
+        write_priority_update(8, b"u=0", &mut update);
+        assert_eq!(
+            update,
+            [0x80, 0x0f, 0x07, 0x00, 0x04, 0x08, b'u', b'=', b'0']
+        );
+        assert_eq!(parse_priority_update(&update[5..]), Ok((8, &b"u=0"[..])));
+        assert!(parse_priority_update(&[]).is_err());
         assert!(parse_push_promise(&[0x40]).is_err());
     }
 

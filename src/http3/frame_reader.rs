@@ -70,6 +70,16 @@ pub enum FrameEvent<'a> {
     Goaway(u64),
     /// MAX_PUSH_ID with its push id.
     MaxPushId(u64),
+    /// PRIORITY_UPDATE (RFC 9218 §7.2): of a request stream, or (`push`)
+    /// of a push, with the `priority` field value.
+    PriorityUpdate {
+        /// The frame names a push id rather than a request stream.
+        push: bool,
+        /// The request stream's or the push's id.
+        id: u64,
+        /// The `priority` field value.
+        value: &'a [u8],
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -226,6 +236,11 @@ impl FrameReader {
                     frame::MAX_PUSH_ID if self.role == Role::Client => {
                         unexpected("The server sent MAX_PUSH_ID, which only clients send.")
                     }
+                    frame::PRIORITY_UPDATE_REQUEST | frame::PRIORITY_UPDATE_PUSH
+                        if self.role == Role::Client =>
+                    {
+                        unexpected("The server sent PRIORITY_UPDATE, which only clients send.")
+                    }
                     _ => Ok(()),
                 }
             }
@@ -242,7 +257,9 @@ impl FrameReader {
                 | frame::SETTINGS
                 | frame::GOAWAY
                 | frame::MAX_PUSH_ID
-                | frame::PUSH_PROMISE => {
+                | frame::PUSH_PROMISE
+                | frame::PRIORITY_UPDATE_REQUEST
+                | frame::PRIORITY_UPDATE_PUSH => {
                     unexpected("The peer sent a control frame on a request or push stream.")
                 }
                 _ => Ok(()),
@@ -260,6 +277,8 @@ impl FrameReader {
                 | frame::GOAWAY
                 | frame::MAX_PUSH_ID
                 | frame::CANCEL_PUSH
+                | frame::PRIORITY_UPDATE_REQUEST
+                | frame::PRIORITY_UPDATE_PUSH
         );
         if ty == frame::DATA {
             if len == 0 {
@@ -325,6 +344,14 @@ impl FrameReader {
             }
             frame::GOAWAY => FrameEvent::Goaway(frame::parse_id_payload(payload)?),
             frame::MAX_PUSH_ID => FrameEvent::MaxPushId(frame::parse_id_payload(payload)?),
+            frame::PRIORITY_UPDATE_REQUEST | frame::PRIORITY_UPDATE_PUSH => {
+                let (id, value) = frame::parse_priority_update(payload)?;
+                FrameEvent::PriorityUpdate {
+                    push: ty == frame::PRIORITY_UPDATE_PUSH,
+                    id,
+                    value,
+                }
+            }
             _ => FrameEvent::CancelPush(frame::parse_id_payload(payload)?),
         })
     }
@@ -345,6 +372,11 @@ impl FrameEvent<'_> {
             FrameEvent::CancelPush(id) => FrameEvent::CancelPush(id),
             FrameEvent::Goaway(id) => FrameEvent::Goaway(id),
             FrameEvent::MaxPushId(id) => FrameEvent::MaxPushId(id),
+            FrameEvent::PriorityUpdate { push, id, .. } => FrameEvent::PriorityUpdate {
+                push,
+                id,
+                value: &[],
+            },
         }
     }
 }

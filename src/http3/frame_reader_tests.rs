@@ -17,6 +17,7 @@ enum Got {
     CancelPush(u64),
     Goaway(u64),
     MaxPushId(u64),
+    PriorityUpdate(bool, u64, Vec<u8>),
 }
 
 fn owned(e: FrameEvent<'_>) -> Got {
@@ -32,6 +33,9 @@ fn owned(e: FrameEvent<'_>) -> Got {
         FrameEvent::CancelPush(id) => Got::CancelPush(id),
         FrameEvent::Goaway(id) => Got::Goaway(id),
         FrameEvent::MaxPushId(id) => Got::MaxPushId(id),
+        FrameEvent::PriorityUpdate { push, id, value } => {
+            Got::PriorityUpdate(push, id, value.to_vec())
+        }
     }
 }
 
@@ -308,4 +312,27 @@ fn a_large_data_frame_is_handed_out_as_it_comes() {
     let (n, e) = r.read(&chunk).unwrap();
     assert_eq!((n, e), (1000, Some(FrameEvent::Data(&chunk[..]))));
     assert_eq!(r.buf.capacity(), 0);
+}
+
+#[test]
+fn priority_update_is_read_whole_on_the_control_stream_split_anywhere() {
+    let mut bytes = Vec::new();
+    write_settings(&Settings::default(), &mut bytes);
+    crate::http3::frame::write_priority_update(12, b"u=1, i", &mut bytes);
+    for split in 1..bytes.len() {
+        let mut r = FrameReader::new(StreamKind::Control, Role::Server, FrameLimits::default());
+        let got = read_all(&mut r, &[&bytes[..split], &bytes[split..]]).unwrap();
+        assert_eq!(
+            got[1],
+            Got::PriorityUpdate(false, 12, b"u=1, i".to_vec()),
+            "split at {split}"
+        );
+    }
+    // An empty payload has no element id.
+    let mut empty = Vec::new();
+    write_settings(&Settings::default(), &mut empty);
+    write_header(crate::http3::frame::PRIORITY_UPDATE_PUSH, 0, &mut empty);
+    let mut r = FrameReader::new(StreamKind::Control, Role::Server, FrameLimits::default());
+    let e = read_all(&mut r, &[&empty]).unwrap_err();
+    assert_eq!(e.code, ErrorCode::FrameError);
 }

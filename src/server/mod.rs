@@ -16,6 +16,7 @@ pub(crate) mod prior_knowledge;
 mod pseudo_head;
 mod response_fields;
 pub mod run;
+pub(crate) mod stream_tunnel;
 #[cfg(test)]
 mod test_harness;
 pub mod transport;

@@ -7,9 +7,9 @@
 use std::time::Instant;
 
 use super::{ConnError, Events, RequestHead, ServerConnection, StreamId};
+use crate::http::priority::Priority;
 use crate::http::request_fields::HeadKind;
 use crate::http2::frame;
-use crate::http2::shared::priority::Priority;
 use crate::http2::shared::streams::Stream;
 use crate::http2::shared::{ConnCore, PendingBlock, RoleSide};
 use crate::http2::ErrorCode;

@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use super::priority::Priority;
 use super::{ConnCore, ConnError, PendingBlock, Role, RoleSide, SHUTDOWN_PING};
+use crate::http::priority::Priority;
 use crate::http2::frame::{self, flag, kind, setting, FrameHead};
 use crate::http2::ErrorCode;
 

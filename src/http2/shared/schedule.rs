@@ -8,9 +8,9 @@
 //! have passed. With one stream open nothing is looked at; with more, each
 //! decision is one pass over the open streams.
 
-use super::priority::Priority;
 use super::streams::Stream;
 use super::{ConnCore, Role, StreamId};
+use crate::http::priority::Priority;
 
 /// What an incremental stream sends before the next one of its urgency
 /// has its turn.

@@ -5,8 +5,8 @@
 //! streams this side reset are remembered, so the frames the peer sent
 //! before it saw the reset are ignored rather than answered.
 
-use super::priority::Priority;
 use super::StreamId;
+use crate::http::priority::Priority;
 
 /// One open or half-closed stream.
 #[derive(Debug)]

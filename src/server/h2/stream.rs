@@ -16,6 +16,7 @@ use tracing::debug;
 
 use super::streams::SharedCell;
 use super::ConnFacts;
+use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
@@ -23,6 +24,7 @@ use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
 use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody};
 use crate::server::response_fields::{carried, decimal, lowercase_fields};
+use crate::server::stream_tunnel::{run_stream_tunnel, TunnelAnswer};
 use crate::worker::WorkerCtx;
 
 /// One request and its answer on an HTTP/2 connection.
@@ -298,7 +300,7 @@ impl<'a> H2Stream<'a> {
             None => Ok(()),
             // Kept only for the 101 that opened an extended CONNECT's tunnel.
             Some(Body::Tunnel(tunnel)) => {
-                self.run_tunnel(tunnel).await;
+                run_stream_tunnel(self, tunnel).await;
                 Ok(())
             }
             Some(body) => crate::server::body_send::send_body(self, body).await,
@@ -405,21 +407,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         let tunnel = matches!(body, Body::Tunnel(_));
-        // An upgrade's 101 is the extended CONNECT's 200 (RFC 8441 §5).
-        let opens_tunnel = tunnel && self.extended_connect && head.status == 101;
-        if self.extended_connect && !opens_tunnel && (200..300).contains(&head.status) {
-            // A 2xx tells the client its tunnel is open: a route that
-            // answers without one does not take the protocol.
+        let shape = TunnelAnswer::of(self.extended_connect, head.status, tunnel);
+        if shape == TunnelAnswer::NotTaken {
             crate::service::send_status(self, 501);
             return;
         }
-        let status = if opens_tunnel {
-            200
-        } else if (200..=999).contains(&head.status) {
-            head.status
-        } else {
-            500
-        };
+        let opens_tunnel = shape == TunnelAnswer::Opens;
+        let status = shape.status(head.status);
         self.status = status;
         let bodiless = has_no_body(status);
         let length = if bodiless || tunnel { None } else { body.len() };
@@ -446,21 +440,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 .into_iter()
                 .chain(length_field)
                 .chain(alt_svc);
-            // Sec-WebSocket-Accept answers a key the HTTP/2 client never
-            // sent (RFC 8441 §5).
             let given = || {
-                head.all_fields().filter(|(n, _)| {
-                    let accept = opens_tunnel && n.eq_ignore_ascii_case("sec-websocket-accept");
-                    !(n.eq_ignore_ascii_case("content-length") || accept)
-                })
+                head.all_fields()
+                    .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length") && shape.carries(n))
             };
             let mut sh = self.shared.borrow_mut();
-            let is_priority = |n: &str| n.eq_ignore_ascii_case("priority");
-            if head.all_fields().any(|(n, _)| is_priority(n)) {
-                // An origin's word on its response's priority (RFC 9218 §8).
-                let lines = head.all_fields().filter(|(n, _)| is_priority(n));
-                sh.conn
-                    .set_response_priority(self.stream_id, lines.map(|(_, v)| v));
+            if let Some(priority) = Priority::of_answer(head.all_fields()) {
+                sh.conn.set_response_priority(self.stream_id, priority);
             }
             let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
                 let mut fields = own.chain(
@@ -495,8 +481,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             self.pending = Some(body);
             return;
         }
-        if tunnel {
-            // No upgrade but by extended CONNECT: end here.
+        if shape == TunnelAnswer::Stray {
             self.reset(ErrorCode::InternalError);
             return;
         }

@@ -5,7 +5,8 @@
 //! reads the streams that have data (a request stream only while its
 //! handler keeps up, so the client's sending follows the handler's
 //! reading), decodes request heads with QPACK, and writes what the request
-//! tasks queued as far as QUIC's flow control lets it.
+//! tasks queued as far as QUIC's flow control lets it, in the order the
+//! requests' priorities ask ([`super::send_order`]).
 
 use std::collections::{HashMap, HashSet};
 use std::task::Waker;
@@ -15,6 +16,8 @@ use bytes::Bytes;
 use quinn_proto::{Connection, Dir, Event, StreamEvent, StreamId, VarInt};
 use tracing::debug;
 
+use super::send_order::{send_priority, OWN_STREAMS};
+use crate::http::priority::{PendingUpdates, Priority};
 use crate::http::request_fields::RequestHead as DecodedHead;
 use crate::http::OwnedField;
 use crate::http1::parse::{Limits, RequestHead};
@@ -74,6 +77,10 @@ pub(super) struct RequestSlot {
     /// The response ends once `out` is written.
     pub(super) fin: bool,
     fin_sent: bool,
+    /// The answer's QUIC send priority ([`super::send_order`]).
+    order: i32,
+    /// Answer bytes QUIC took so far.
+    written: u64,
     /// The request's task ended.
     pub(super) done: bool,
     /// The request's task, waiting for body, room or a reset.
@@ -114,6 +121,8 @@ pub(super) struct Fresh {
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
     pub(super) parsed: Result<(), u16>,
+    /// An extended CONNECT (RFC 9220), read as the upgrade it stands for.
+    pub(super) extended_connect: bool,
 }
 
 /// A unidirectional stream the peer opened.
@@ -156,6 +165,11 @@ pub(super) struct H3Conn {
     next_request: u64,
     /// The connection ended (closed by either side, or lost).
     pub(super) lost: bool,
+    /// PRIORITY_UPDATE frames for requests not handed to a task yet.
+    pending_priorities: PendingUpdates<u64>,
+    /// The request streams in the order their answers take QUIC's flow
+    /// control credit, kept to be sorted again each turn.
+    write_order: Vec<(i32, std::cmp::Reverse<u64>, StreamId)>,
 }
 
 impl H3Conn {
@@ -181,11 +195,15 @@ impl H3Conn {
             goaway: None,
             next_request: 0,
             lost: false,
+            pending_priorities: PendingUpdates::default(),
+            write_order: Vec::new(),
         };
         let settings = Settings {
             qpack_max_table_capacity: decoder_limits.max_table_capacity,
             max_field_section_size: Some(decoder_limits.max_field_section_size),
             qpack_blocked_streams: decoder_limits.max_blocked_streams as u64,
+            // WebSockets over HTTP/3 (RFC 9220), relayed by the proxy.
+            enable_connect_protocol: true,
             ..Settings::default()
         };
         let mut control = Vec::new();
@@ -203,6 +221,7 @@ impl H3Conn {
 
     fn open_uni(&mut self, out: Vec<u8>) -> Option<OwnUni> {
         let id = self.quic.streams().open(Dir::Uni)?;
+        let _ = self.quic.send_stream(id).set_priority(OWN_STREAMS);
         Some(OwnUni { id, out })
     }
 
@@ -294,7 +313,7 @@ impl H3Conn {
                 id,
                 RequestSlot {
                     reader: RequestStream::new(self.frame_limits),
-                    decoded: new_request_head(self.max_section, self.limits.max_headers, false),
+                    decoded: new_request_head(self.max_section, self.limits.max_headers, true),
                     head: HeadState::Waiting,
                     body: Vec::new(),
                     body_end: false,
@@ -304,6 +323,8 @@ impl H3Conn {
                     out: Vec::new(),
                     fin: false,
                     fin_sent: false,
+                    order: 0,
+                    written: 0,
                     done: false,
                     waker: None,
                 },
@@ -409,13 +430,17 @@ impl H3Conn {
                     PeerUni::Control(control) => {
                         let (n, event) = control.read(data)?;
                         data = &data[n..];
-                        if let Some(ControlEvent::Settings(s)) = event {
+                        match event {
                             // Dynamic entries only where the client lets a
                             // section wait for them.
-                            if s.qpack_blocked_streams > 0 {
+                            Some(ControlEvent::Settings(s)) if s.qpack_blocked_streams > 0 => {
                                 self.encoder
                                     .set_peer_max_table_capacity(s.qpack_max_table_capacity);
                             }
+                            Some(ControlEvent::PriorityUpdate(stream, priority)) => {
+                                self.priority_update(stream, priority);
+                            }
+                            _ => {}
                         }
                     }
                     PeerUni::Encoder => {
@@ -537,6 +562,31 @@ impl H3Conn {
         }
     }
 
+    /// The client's PRIORITY_UPDATE for request stream `stream`: applied to
+    /// a request being served, kept for one whose head is not read yet
+    /// (RFC 9218 §7.1: it wins over the request's `priority` field),
+    /// dropped for one that is over.
+    fn priority_update(&mut self, stream: u64, priority: Priority) {
+        let Ok(id) = VarInt::from_u64(stream).map(StreamId::from) else {
+            return;
+        };
+        match self.requests.get(&id) {
+            Some(slot) if slot.head == HeadState::Dispatched => self.set_priority(id, priority),
+            Some(_) => self.pending_priorities.keep(stream, priority),
+            None if stream >= self.next_request => self.pending_priorities.keep(stream, priority),
+            None => {}
+        }
+    }
+
+    /// Sends request stream `id`'s answer with `priority`.
+    pub(super) fn set_priority(&mut self, id: StreamId, priority: Priority) {
+        let order = send_priority(priority, u64::from(id));
+        if let Some(slot) = self.requests.get_mut(&id) {
+            slot.order = order;
+        }
+        let _ = self.quic.send_stream(id).set_priority(order);
+    }
+
     /// Ends both sides of a request stream with `code`.
     pub(super) fn reset_stream(&mut self, id: StreamId, code: ErrorCode) {
         let code = VarInt::from_u64(code.to_u64()).expect("small");
@@ -591,6 +641,13 @@ impl H3Conn {
                 _ => continue,
             };
             slot.head = HeadState::Dispatched;
+            let sid = u64::from(*id);
+            let priority = self.pending_priorities.take(sid).unwrap_or_else(|| {
+                let lines = slot.decoded.fields().filter(|(n, _)| *n == b"priority");
+                Priority::from_field_lines(lines.map(|(_, v)| v))
+            });
+            slot.order = send_priority(priority, sid);
+            let _ = self.quic.send_stream(*id).set_priority(slot.order);
             let mut buf = Vec::new();
             let mut head = RequestHead::default();
             let parsed = match parsed_status {
@@ -605,6 +662,7 @@ impl H3Conn {
                 id: *id,
                 buf,
                 head,
+                extended_connect: parsed.is_ok() && slot.decoded.protocol().is_some(),
                 parsed,
             });
         }
@@ -625,13 +683,28 @@ impl H3Conn {
                 }
             }
         }
+        // Flow control credit goes to the most urgent answers first, and
+        // among answers of one priority to the one that has had least;
+        // QUIC then fills packets by the same priorities.
+        let mut order = std::mem::take(&mut self.write_order);
+        order.clear();
+        order.extend(
+            self.requests
+                .iter()
+                .map(|(id, s)| (s.order, std::cmp::Reverse(s.written), *id)),
+        );
+        order.sort_unstable_by(|a, b| b.cmp(a));
         let mut ended = Vec::new();
-        for (id, slot) in self.requests.iter_mut() {
+        for &(_, _, id) in &order {
+            let Some(slot) = self.requests.get_mut(&id) else {
+                continue;
+            };
             if !slot.out.is_empty() {
                 let before = slot.out.len();
-                match self.quic.send_stream(*id).write(&slot.out) {
+                match self.quic.send_stream(id).write(&slot.out) {
                     Ok(n) => {
                         slot.out.drain(..n);
+                        slot.written += n as u64;
                     }
                     Err(quinn_proto::WriteError::Blocked) => {}
                     Err(_) => {
@@ -644,13 +717,14 @@ impl H3Conn {
                 }
             }
             if slot.out.is_empty() && slot.fin && !slot.fin_sent {
-                let _ = self.quic.send_stream(*id).finish();
+                let _ = self.quic.send_stream(id).finish();
                 slot.fin_sent = true;
             }
             if slot.done && (slot.fin_sent || slot.reset) {
-                ended.push(*id);
+                ended.push(id);
             }
         }
+        self.write_order = order;
         for id in ended {
             if let Some(slot) = self.requests.remove(&id) {
                 if !slot.body_end && !slot.reset {

@@ -10,6 +10,7 @@
 //! [`Session`]: crate::http::Session
 
 mod conn;
+mod send_order;
 mod stream;
 
 use std::cell::RefCell;
@@ -175,6 +176,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
     let mut reported = TransportFigures::default();
+    // QUIC closes a connection quiet for the idle timeout (keepalive_timeout)
+    // whether requests are open or not; one that has requests open (a
+    // tunnel, a slow answer) is not idle, so it is pinged within it.
+    let ping_every = ctx.config.http.keepalive_timeout / 2;
+    let mut next_ping: Option<Instant> = None;
     loop {
         let now = Instant::now();
         let (deadline, flushed, drained) = {
@@ -211,11 +217,24 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 c.close(now, ErrorCode::NoError, "");
                 closing = true;
             }
+            if c.requests.is_empty() || ping_every.is_zero() {
+                next_ping = None;
+            } else {
+                let due = *next_ping.get_or_insert(now + ping_every);
+                if due <= now {
+                    c.quic.ping();
+                    next_ping = Some(now + ping_every);
+                }
+            }
             let flushed = io.flush(&mut c.quic, now);
             ctx.stats
                 .quic
                 .absorb(transport_figures(&c.quic), &mut reported);
-            (c.quic.poll_timeout(), flushed, c.quic.is_drained())
+            let deadline = match (c.quic.poll_timeout(), next_ping) {
+                (Some(t), Some(p)) => Some(t.min(p)),
+                (t, p) => t.or(p),
+            };
+            (deadline, flushed, c.quic.is_drained())
         };
         if drained {
             break;
@@ -293,8 +312,10 @@ async fn run_request(
         buf,
         head,
         parsed,
+        extended_connect,
     } = fresh;
     let mut s = H3Stream::new(ctx, facts, conn, wake, peer, id, buf, head);
+    s.extended_connect = extended_connect;
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
         Ok(()) => service::serve_request(&mut s, started).await,

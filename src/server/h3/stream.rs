@@ -18,6 +18,7 @@ use tokio::time::Sleep;
 
 use super::conn::{H3Conn, OUT_HIGH};
 use super::ConnFacts;
+use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
 use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
 use crate::http1::parse::{Method, RequestHead};
@@ -25,6 +26,7 @@ use crate::http3::frame;
 use crate::http3::ErrorCode;
 use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody, StreamSink};
 use crate::server::response_fields::{carried, decimal, lowercase_fields};
+use crate::server::stream_tunnel::{run_stream_tunnel, TunnelAnswer, TunnelStream};
 use crate::worker::WorkerCtx;
 
 /// One request and its answer on an HTTP/3 connection.
@@ -38,6 +40,9 @@ pub struct H3Stream<'a> {
     pub(super) id: StreamId,
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
+    /// The request is an extended CONNECT (RFC 9220): a 101 tunnel is
+    /// answered 200 and relayed over the stream.
+    pub(super) extended_connect: bool,
     chunk: Vec<u8>,
     chunk_pos: usize,
     received: u64,
@@ -81,6 +86,7 @@ impl<'a> H3Stream<'a> {
             id,
             buf,
             head,
+            extended_connect: false,
             chunk: Vec::new(),
             chunk_pos: 0,
             received: 0,
@@ -210,6 +216,11 @@ impl<'a> H3Stream<'a> {
     pub(super) async fn send_pending(&mut self) -> std::io::Result<()> {
         match self.pending.take() {
             None => Ok(()),
+            // Kept only for the 101 that opened an extended CONNECT's tunnel.
+            Some(Body::Tunnel(tunnel)) => {
+                run_stream_tunnel(self, tunnel).await;
+                Ok(())
+            }
             Some(body) => crate::server::body_send::send_body(self, body).await,
         }
     }
@@ -302,8 +313,11 @@ impl<'a> Session<'a> for H3Stream<'a> {
             sni: self.facts.sni.as_deref(),
             client_subject: None,
         };
-        let view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
+        let mut view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
             .on_listener(self.facts.listener);
+        if self.extended_connect {
+            view = view.from_extended_connect();
+        }
         match self.facts.client_address.as_deref() {
             Some(trusted) => view.with_client_address(trusted),
             None => view,
@@ -343,24 +357,23 @@ impl<'a> Session<'a> for H3Stream<'a> {
             return;
         }
         let tunnel = matches!(body, Body::Tunnel(_));
-        let status = if (200..=999).contains(&head.status) && !tunnel {
-            head.status
-        } else if tunnel {
-            // No upgrade over HTTP/3 yet (RFC 9220 is not offered).
-            501
-        } else {
-            500
-        };
+        let shape = TunnelAnswer::of(self.extended_connect, head.status, tunnel);
+        if matches!(shape, TunnelAnswer::NotTaken | TunnelAnswer::Stray) {
+            // No tunnel but by extended CONNECT, and none without one.
+            crate::service::send_status(self, 501);
+            return;
+        }
+        let opens_tunnel = shape == TunnelAnswer::Opens;
+        let status = shape.status(head.status);
         self.status = status;
         let bodiless = has_no_body(status);
-        let length = if bodiless || tunnel {
-            Some(0)
+        let length = if bodiless || opens_tunnel {
+            None
         } else {
             body.len()
         };
-        let drop_body = self.is_head() || bodiless || tunnel;
-        let end = drop_body || length == Some(0);
-        self.length = length.filter(|_| !bodiless);
+        let end = !opens_tunnel && (self.is_head() || bodiless || length == Some(0));
+        self.length = length;
         let date = match head.date {
             Some(kept) => kept.to_vec(),
             None => self
@@ -374,9 +387,12 @@ impl<'a> Session<'a> for H3Stream<'a> {
         let length_field = self
             .length
             .map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
-        let given = head
-            .all_fields()
-            .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length") && carried(n));
+        let given = head.all_fields().filter(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-length") && carried(n) && shape.carries(n)
+        });
+        if let Some(priority) = Priority::of_answer(head.all_fields()) {
+            self.conn.borrow_mut().set_priority(self.id, priority);
+        }
         let lowered = lowercase_fields(given);
         let mut status_digits = [0u8; 20];
         let status_field = (
@@ -450,5 +466,42 @@ impl<'a> Session<'a> for H3Stream<'a> {
 
     fn note_cache(&mut self, outcome: &'static str) {
         self.cache = Some(outcome);
+    }
+}
+
+/// The stream as a tunnel's byte stream (RFC 9220): the client's DATA as the
+/// tunnel takes them (the connection reads the stream further as room
+/// frees), its FIN as end of file, its reset as an error.
+impl<'a> TunnelStream<'a> for H3Stream<'a> {
+    fn poll_tunnel_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let mut c = self.conn.borrow_mut();
+        let Some(slot) = c.requests.get_mut(&self.id) else {
+            return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        };
+        if !slot.body.is_empty() {
+            let n = slot.body.len().min(buf.remaining());
+            buf.put_slice(&slot.body[..n]);
+            slot.body.drain(..n);
+            drop(c);
+            self.wake.notify_one();
+            return Poll::Ready(Ok(()));
+        }
+        if slot.reset {
+            return Poll::Ready(Err(std::io::ErrorKind::ConnectionReset.into()));
+        }
+        if slot.body_end {
+            return Poll::Ready(Ok(()));
+        }
+        slot.wait(cx.waker());
+        Poll::Pending
+    }
+
+    fn cancel_tunnel(&mut self) {
+        // The tunnel's connection broke (RFC 9114 §4.4).
+        self.reset(ErrorCode::ConnectError);
     }
 }

@@ -1,11 +1,9 @@
-//! Extensible Priorities (RFC 9218): a request's or a response's
-//! `priority` field, read by a hand parser of the Structured Fields
-//! dictionary (RFC 8941 §4.2.2) that allocates nothing, and the
-//! PRIORITY_UPDATE frames that arrive before their stream's HEADERS (a few
-//! kept, as §7.1 allows dropping). What the priorities decide is
-//! `schedule.rs`'s.
-
-use super::StreamId;
+//! Extensible Priorities (RFC 9218), for HTTP/2 and HTTP/3 alike: a
+//! request's or a response's `priority` field, read by a hand parser of the
+//! Structured Fields dictionary (RFC 8941 §4.2.2) that allocates nothing,
+//! and the PRIORITY_UPDATE frames that arrive before their stream's HEADERS
+//! (a few kept, as §7.1 allows dropping). What the priorities decide is
+//! each driver's send scheduler's.
 
 /// PRIORITY_UPDATE frames kept for streams not opened yet.
 const PENDING_UPDATES: usize = 8;
@@ -42,6 +40,18 @@ impl Priority {
             }
         }
         p
+    }
+
+    /// The priority an answer gives itself in its `priority` field lines
+    /// among `fields` (RFC 9218 §8: a server may take an origin's word over
+    /// the client's); `None` when it has none.
+    pub fn of_answer<'v>(fields: impl Iterator<Item = (&'v str, &'v [u8])>) -> Option<Self> {
+        let mut lines = fields
+            .filter(|(n, _)| n.eq_ignore_ascii_case("priority"))
+            .map(|(_, v)| v)
+            .peekable();
+        lines.peek()?;
+        Some(Priority::from_field_lines(lines))
     }
 
     /// Applies the members of one field line; false when it is not a
@@ -268,7 +278,7 @@ impl<'a> Parser<'a> {
 
 /// PRIORITY_UPDATE frames for streams the client has not opened yet.
 #[derive(Debug, Default)]
-pub(crate) struct PendingUpdates {
+pub(crate) struct PendingUpdates<StreamId> {
     updates: [(StreamId, Option<Priority>); PENDING_UPDATES],
     next: usize,
     /// Updates kept and not yet taken (at most [`PENDING_UPDATES`]): a
@@ -276,7 +286,7 @@ pub(crate) struct PendingUpdates {
     kept: usize,
 }
 
-impl PendingUpdates {
+impl<StreamId: Copy + PartialEq> PendingUpdates<StreamId> {
     /// Keeps `priority` for `stream`, replacing an earlier one for it or
     /// else the oldest kept.
     pub(crate) fn keep(&mut self, stream: StreamId, priority: Priority) {
@@ -322,6 +332,23 @@ mod tests {
             urgency,
             incremental,
         }
+    }
+
+    #[test]
+    fn an_answer_names_its_priority_in_its_priority_lines_only() {
+        let fields = [("Content-Type", &b"text/css"[..]), ("Priority", b"u=2")];
+        assert_eq!(Priority::of_answer(fields.into_iter()), Some(p(2, false)));
+        // Members across lines, the later winning; junk is the default.
+        let two = [
+            ("priority", &b"u=2"[..]),
+            ("x", b"u=7"),
+            ("priority", b"i, u=6"),
+        ];
+        assert_eq!(Priority::of_answer(two.into_iter()), Some(p(6, true)));
+        let junk = [("priority", &b"u=(("[..])];
+        assert_eq!(Priority::of_answer(junk.into_iter()), Some(p(3, false)));
+        let none = [("content-type", &b"text/css"[..])];
+        assert_eq!(Priority::of_answer(none.into_iter()), None);
     }
 
     #[test]
