@@ -233,6 +233,8 @@ pub struct RawTls {
     pub session_cache: Option<Spanned<i64>>,
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
+    /// Accept 0-RTT early data on QUIC resumptions (safe methods only).
+    pub early_data: Option<Spanned<bool>>,
     /// Certificates ordered by ACME (its own raw struct beside the ACME code).
     pub acme: Option<Spanned<crate::tls::acme::settings::RawAcme>>,
 }

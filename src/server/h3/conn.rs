@@ -114,6 +114,8 @@ pub(super) struct Fresh {
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
     pub(super) parsed: Result<(), u16>,
+    /// The head came in 0-RTT early data, before the handshake ended.
+    pub(super) early_data: bool,
 }
 
 /// A unidirectional stream the peer opened.
@@ -582,8 +584,12 @@ impl H3Conn {
         Ok(())
     }
 
-    /// Hands each request whose head is decoded to a task.
+    /// Hands each request whose head is decoded to a task. A head decoded
+    /// before the handshake ended came in 0-RTT (a server reads nothing else
+    /// before the client's Finished); one from 0-RTT read after the Finished
+    /// can no longer be a replay, and is served as any other.
     fn dispatch(&mut self) {
+        let early_data = self.quic.is_handshaking();
         for (id, slot) in self.requests.iter_mut() {
             let parsed_status = match slot.head {
                 HeadState::Decoded => None,
@@ -606,6 +612,7 @@ impl H3Conn {
                 buf,
                 head,
                 parsed,
+                early_data,
             });
         }
     }

@@ -170,6 +170,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let wake = Rc::new(Notify::new());
     let link = io.link().clone();
     let mut facts: Option<Rc<ConnFacts>> = None;
+    let mut handshaken = false;
     let mut tasks = JoinSet::new();
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
@@ -184,22 +185,27 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 c.quic.handle_timeout(now);
             }
             c.step(now);
-            if facts.is_none() && !c.quic.is_handshaking() {
-                let sni = c
-                    .quic
-                    .crypto_session()
-                    .handshake_data()
-                    .and_then(|d| {
-                        d.downcast::<quinn_proto::crypto::rustls::HandshakeData>()
-                            .ok()
-                    })
-                    .and_then(|d| d.server_name)
-                    .map(Into::into);
-                facts = Some(Rc::new(ConnFacts {
-                    sni,
-                    client_address: trusted.clone(),
-                    listener,
-                }));
+            // The facts are known once the ClientHello is read: requests in
+            // 0-RTT early data are served before the handshake ends.
+            if facts.is_none() {
+                if let Some(data) = c.quic.crypto_session().handshake_data() {
+                    let sni = data
+                        .downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+                        .ok()
+                        .and_then(|d| d.server_name)
+                        .map(Into::into);
+                    facts = Some(Rc::new(ConnFacts {
+                        sni,
+                        client_address: trusted.clone(),
+                        listener,
+                    }));
+                    if c.quic.has_0rtt() {
+                        ctx.stats.quic.early_data.add(1);
+                    }
+                }
+            }
+            if !handshaken && !c.quic.is_handshaking() {
+                handshaken = true;
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
                 ctx.stats.quic.handshakes.add(1);
             }
@@ -260,7 +266,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         }
     }
     tasks.abort_all();
-    if facts.is_none() {
+    if !handshaken {
         ctx.stats.quic.handshakes_failed.add(1);
     }
     let c = shared.borrow();
@@ -292,8 +298,19 @@ async fn run_request(
         buf,
         head,
         parsed,
+        early_data,
     } = fresh;
     let mut s = H3Stream::new(ctx, facts, conn, wake, peer, id, buf, head);
+    s.early_data = early_data;
+    // Early data may be a replay: only what reads is served from it, the
+    // rest is for the client to send again after the handshake (RFC 8470).
+    let parsed = match parsed {
+        Ok(()) if early_data && !s.request().method().serves_from_early_data() => {
+            ctx.stats.quic.too_early.add(1);
+            Err(425)
+        }
+        p => p,
+    };
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
         Ok(()) => service::serve_request(&mut s, started).await,

@@ -56,6 +56,8 @@ pub struct H3Stream<'a> {
     pub(super) trace: crate::http::RequestTrace,
     pub(super) upstream: Option<(SocketAddr, Duration)>,
     pub(super) cache: Option<&'static str>,
+    /// The request came in 0-RTT, before the handshake ended.
+    pub(super) early_data: bool,
 }
 
 impl<'a> H3Stream<'a> {
@@ -89,6 +91,7 @@ impl<'a> H3Stream<'a> {
             body_error: None,
             body_stall: None,
             write_stall: None,
+            early_data: false,
             status: 0,
             length: None,
             pending: None,
@@ -301,6 +304,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
             cipher: None,
             sni: self.facts.sni.as_deref(),
             client_subject: None,
+            early_data: self.early_data,
         };
         let view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
             .on_listener(self.facts.listener);
