@@ -2,13 +2,14 @@
 //! (PyPI, installed by .ci/run): 0-RTT early data, off by default and on
 //! with a listener's `tls.early_data`, serves only requests that read
 //! (others get 425 Too Early, RFC 8470) and tells the upstream with
-//! `Early-Data: 1`.
+//! `Early-Data: 1`; Retry makes clients prove their address once new
+//! handshakes come faster than `[http3] retry_above`.
 
 mod common;
 
 use std::time::Duration;
 
-use common::aioquic::{early_data, present as aioquic_present};
+use common::aioquic::{early_data, present as aioquic_present, run as aioquic};
 use common::upstream::{Reply, Upstream};
 use common::Pier;
 use serde_json::Value;
@@ -171,4 +172,53 @@ fn early_data_on_a_listener_without_http3_names_the_file_line_and_key() {
     .unwrap();
     let err = common::assert_config_error(&path, 6, "listener[1].tls.early_data");
     assert!(err.contains("HTTP/3"), "{err}");
+}
+
+#[test]
+fn retry_above_0_sends_every_client_a_retry_which_aioquic_follows() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = origin();
+    let pier = Pier::with_config(&config(origin.addr, "", "[http3]\nretry_above = 0"), &[]);
+    let v = aioquic(pier.https[0], &["GET", "/", "GET", "/up/x"]);
+    assert_eq!(v["answers"][0]["body"], "root\n", "{v}");
+    assert_eq!(v["answers"][1]["body"], "GET /up/x", "{v}");
+    assert_eq!(
+        metric_reaches(&pier, "pier_quic_retry_sent_total", 1.0),
+        1.0
+    );
+    assert_eq!(
+        metric_reaches(
+            &pier,
+            "pier_quic_handshakes_total{result=\"completed\"}",
+            1.0
+        ),
+        1.0
+    );
+}
+
+#[test]
+fn by_default_a_quiet_listener_sends_no_retry() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = origin();
+    let pier = Pier::with_config(&config(origin.addr, "", ""), &[]);
+    for _ in 0..3 {
+        let v = aioquic(pier.https[0], &["GET", "/"]);
+        assert_eq!(v["answers"][0]["status"], 200, "{v}");
+    }
+    assert_eq!(
+        metric_reaches(
+            &pier,
+            "pier_quic_handshakes_total{result=\"completed\"}",
+            3.0
+        ),
+        3.0
+    );
+    assert_eq!(
+        metric_reaches(&pier, "pier_quic_retry_sent_total", 0.0),
+        0.0
+    );
 }

@@ -395,6 +395,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         max_connections,
         http,
         http2: http2::validate_http2(&loc, &raw.http2)?,
+        http3: super::http3::validate_http3(&loc, &raw.http3)?,
         listeners,
         routes,
         upstreams,

@@ -29,6 +29,9 @@ pub struct RawConfig {
     /// `[http2]`: HTTP/2 limits.
     #[serde(default)]
     pub http2: super::http2::RawHttp2,
+    /// `[http3]`: QUIC and HTTP/3 limits.
+    #[serde(default)]
+    pub http3: super::http3::RawHttp3,
     /// `[[listener]]`: sockets to accept on.
     #[serde(default)]
     pub listener: Vec<Spanned<RawListener>>,

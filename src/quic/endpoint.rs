@@ -1,8 +1,8 @@
 //! The QUIC endpoint of one TLS listener on one worker: the receive loop
 //! hands each datagram to `quinn_proto`, accepts new connections (or
-//! refuses them once the worker stops taking connections), answers
-//! stateless packets, and routes each connection's events to the task that
-//! runs it. Everything is on the worker's thread: the endpoint and the
+//! refuses them once the worker stops taking connections, or sends a Retry
+//! first under a flood of handshakes), answers stateless packets, and
+//! routes each connection's events to the task that runs it. Everything is on the worker's thread: the endpoint and the
 //! connection table sit in cells, borrowed only between awaits.
 
 use std::cell::{Cell, RefCell};
@@ -15,6 +15,8 @@ use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent};
 use tokio::sync::Notify;
 use tracing::debug;
 
+use super::config::QuicListenerConfig;
+use super::retry::HandshakeRate;
 use super::socket::{QuicSocket, RecvBuffers};
 
 /// What a connection's task and the receive loop share: events the loop
@@ -80,19 +82,23 @@ impl WorkerEndpoint {
     }
 
     /// Reads datagrams for ever, handing each new connection to `accept`
-    /// with the server config `config` gives for it (`None`: refused). A
-    /// client that comes while `admit` says no (the worker is at its
-    /// connection limit) is refused with CONNECTION_REFUSED.
+    /// with the config `config` gives for it (`None`: refused). A client
+    /// that comes while `admit` says no (the worker is at its connection
+    /// limit) is refused with CONNECTION_REFUSED; one that comes while
+    /// handshakes arrive faster than the config's `retry_above` is sent a
+    /// Retry (and `retried` called) unless its address is validated.
     pub async fn run(
         self: Rc<Self>,
-        config: &dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
+        config: &dyn Fn() -> Option<Arc<QuicListenerConfig>>,
         admit: &dyn Fn() -> bool,
+        retried: &dyn Fn(),
         accept: &mut dyn FnMut(Accepted),
     ) {
         let mut bufs = RecvBuffers::default();
         let mut out = Vec::new();
         let mut fresh: Vec<Accepted> = Vec::new();
-        let mut installed: Option<Arc<quinn_proto::ServerConfig>> = None;
+        let mut installed: Option<Arc<QuicListenerConfig>> = None;
+        let mut rate = HandshakeRate::new(std::time::Instant::now());
         loop {
             // The current config decides whether new connections are taken
             // at all, and how (a reload replaces it).
@@ -105,7 +111,7 @@ impl WorkerEndpoint {
             if changed {
                 self.endpoint
                     .borrow_mut()
-                    .set_server_config(current.clone());
+                    .set_server_config(current.as_ref().map(|c| c.server.clone()));
                 installed = current;
             }
             let got = self
@@ -135,16 +141,31 @@ impl WorkerEndpoint {
                         Some(DatagramEvent::NewConnection(incoming)) => {
                             let server_config =
                                 (!self.refusing.get() && admit()).then(config).flatten();
-                            let Some(server_config) = server_config else {
+                            let Some(listener) = server_config else {
                                 let t = self.endpoint.borrow_mut().refuse(incoming, &mut out);
                                 let _ = self.socket.try_send_quinn(&t, &out);
                                 return;
                             };
+                            if !incoming.remote_address_validated()
+                                && rate.demands_retry(listener.retry_above, now)
+                            {
+                                let sent = self.endpoint.borrow_mut().retry(incoming, &mut out);
+                                match sent {
+                                    Ok(t) => {
+                                        let _ = self.socket.try_send_quinn(&t, &out);
+                                        retried();
+                                    }
+                                    // Unvalidated means a Retry may still be
+                                    // sent; were it not, the packet is dropped.
+                                    Err(e) => self.endpoint.borrow_mut().ignore(e.into_incoming()),
+                                }
+                                return;
+                            }
                             let accepted = self.endpoint.borrow_mut().accept(
                                 incoming,
                                 now,
                                 &mut out,
-                                Some(server_config),
+                                Some(listener.server.clone()),
                             );
                             match accepted {
                                 Ok((handle, conn)) => {

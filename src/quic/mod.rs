@@ -11,8 +11,10 @@
 //! - `connection`: what a connection's task needs of the endpoint (events
 //!   in, packets and endpoint events out, the timer).
 //! - `config`: the transport and TLS settings of a listener's endpoint.
+//! - `retry`: when new clients must prove their address with a Retry.
 
 pub mod config;
 pub mod connection;
 pub mod endpoint;
+pub mod retry;
 pub mod socket;

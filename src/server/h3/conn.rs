@@ -163,8 +163,7 @@ pub(super) struct H3Conn {
 impl H3Conn {
     /// A connection just accepted: our control stream (with SETTINGS) and
     /// QPACK streams are opened at once, to go out with the handshake.
-    pub(super) fn new(quic: Connection, limits: Limits) -> H3Conn {
-        let decoder_limits = DecoderLimits::default();
+    pub(super) fn new(quic: Connection, limits: Limits, decoder_limits: DecoderLimits) -> H3Conn {
         let mut conn = H3Conn {
             quic,
             encoder: Encoder::new(),

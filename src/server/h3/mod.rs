@@ -28,6 +28,7 @@ use crate::http::{BodyReadError, Session};
 use crate::http3::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
 use crate::observe::quic_stats::TransportFigures;
+use crate::quic::config::QuicListenerConfig;
 use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
@@ -73,7 +74,7 @@ pub(super) async fn quic_listener(
     }
     // The TLS and transport config, built again when a reload changes the
     // generation.
-    let built: RefCell<Option<(u64, Option<Arc<quinn_proto::ServerConfig>>)>> = RefCell::new(None);
+    let built: RefCell<Option<(u64, Option<Arc<QuicListenerConfig>>)>> = RefCell::new(None);
     let config = || {
         let serial = current.serial.get();
         let mut b = built.borrow_mut();
@@ -88,9 +89,9 @@ pub(super) async fn quic_listener(
                         .filter(|_| ctx.config.listeners[i].http3)
                 })
                 .and_then(|tls| {
-                    crate::quic::config::quic_server_config(
+                    crate::quic::config::quic_listener_config(
                         tls.listener.quic_config(),
-                        ctx.config.http.keepalive_timeout,
+                        &ctx.config.http3,
                     )
                     .map_err(|e| warn!(listener = %key, error = %e, "HTTP/3 is off"))
                     .ok()
@@ -116,7 +117,8 @@ pub(super) async fn quic_listener(
         let shared = &current.ctx.borrow().shared;
         !shared.conn_limit().is_full(shared.active.get())
     };
-    endpoint.run(&config, &admit, &mut accept).await;
+    let retried = || current.ctx.borrow().stats.quic.retry_sent.add(1);
+    endpoint.run(&config, &admit, &retried, &mut accept).await;
 }
 
 /// Counts a request as open until dropped (its task may be aborted), then
@@ -166,7 +168,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         .client_address
         .trusts_any()
         .then(|| lc.client_address.clone());
-    let shared = Rc::new(RefCell::new(H3Conn::new(conn, ctx.config.http.limits)));
+    let shared = Rc::new(RefCell::new(H3Conn::new(
+        conn,
+        ctx.config.http.limits,
+        ctx.config.http3.decoder_limits(&ctx.config.http),
+    )));
     let wake = Rc::new(Notify::new());
     let link = io.link().clone();
     let mut facts: Option<Rc<ConnFacts>> = None;
