@@ -3,13 +3,14 @@
 //! with a listener's `tls.early_data`, serves only requests that read
 //! (others get 425 Too Early, RFC 8470) and tells the upstream with
 //! `Early-Data: 1`; Retry makes clients prove their address once new
-//! handshakes come faster than `[http3] retry_above`.
+//! handshakes come faster than `[http3] retry_above`; a handshake that
+//! stalls is closed at the listener's `tls.handshake_timeout`.
 
 mod common;
 
 use std::time::Duration;
 
-use common::aioquic::{early_data, present as aioquic_present, run as aioquic};
+use common::aioquic::{early_data, present as aioquic_present, run as aioquic, stalled_handshakes};
 use common::upstream::{Reply, Upstream};
 use common::Pier;
 use serde_json::Value;
@@ -221,4 +222,50 @@ fn by_default_a_quiet_listener_sends_no_retry() {
         metric_reaches(&pier, "pier_quic_retry_sent_total", 0.0),
         0.0
     );
+}
+
+#[test]
+fn a_flood_of_handshakes_from_many_ports_turns_retry_on_and_clients_still_get_in() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = origin();
+    let pier = Pier::with_config(&config(origin.addr, "", "[http3]\nretry_above = 10"), &[]);
+    let v = stalled_handshakes(pier.https[0], 60, 1);
+    let retried = v["retried"].as_u64().unwrap();
+    // Over two workers, each lets its first ten through.
+    assert!((30..=50).contains(&retried), "{v}");
+    assert_eq!(v["answered"], 60, "{v}");
+    // A real client in the flood's wake follows its Retry and is served.
+    let v = aioquic(pier.https[0], &["GET", "/"]);
+    assert_eq!(v["answers"][0]["status"], 200, "{v}");
+    let sent = metric_reaches(&pier, "pier_quic_retry_sent_total", retried as f64 + 1.0);
+    assert!(sent >= retried as f64, "{sent} against {retried}");
+}
+
+#[test]
+fn a_stalled_handshake_is_closed_at_the_handshake_timeout() {
+    if !aioquic_present() {
+        return;
+    }
+    let origin = origin();
+    let pier = Pier::with_config(
+        &config(
+            origin.addr,
+            ", handshake_timeout = \"1s\"",
+            "[http3]\nidle_timeout = \"60s\"",
+        ),
+        &[],
+    );
+    let started = std::time::Instant::now();
+    let v = stalled_handshakes(pier.https[0], 3, 1);
+    assert_eq!(v["answered"], 3, "{v}");
+    let failed = "pier_quic_handshakes_total{result=\"failed\"}";
+    let mut seen = 0.0;
+    while started.elapsed() < Duration::from_secs(15) && seen < 3.0 {
+        seen = metric_reaches(&pier, failed, 3.0);
+    }
+    assert_eq!(seen, 3.0);
+    // Closed (and drained) long before the idle timeout.
+    assert!(started.elapsed() < Duration::from_secs(15));
 }

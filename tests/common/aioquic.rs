@@ -60,3 +60,20 @@ pub fn body(answer: &Value) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
 }
+
+/// Runs an abusive client (tests/http3/h3_abuse.py) against `addr` with
+/// `args`; its JSON report.
+pub fn abuse(addr: SocketAddr, args: &[&str]) -> Value {
+    script_report("http3/h3_abuse.py", addr, args)
+}
+
+/// Sends `n` first flights from `n` ports to `addr` and never goes on
+/// (tests/http3/h3_stalled_handshakes.py), reading answers for `secs`; its
+/// JSON report.
+pub fn stalled_handshakes(addr: SocketAddr, n: u32, secs: u32) -> Value {
+    script_report(
+        "http3/h3_stalled_handshakes.py",
+        addr,
+        &[&n.to_string(), &secs.to_string()],
+    )
+}

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use quinn_proto::{Connection, Dir, Event, StreamEvent, StreamId, VarInt};
 use tracing::debug;
 
+use crate::config::Config;
 use crate::http::request_fields::RequestHead as DecodedHead;
 use crate::http::OwnedField;
 use crate::http1::parse::{Limits, RequestHead};
@@ -22,7 +23,7 @@ use crate::http3::control::{ControlEvent, ControlStream};
 use crate::http3::frame;
 use crate::http3::frame_reader::FrameLimits;
 use crate::http3::message::{RequestEvent, RequestStream};
-use crate::http3::qpack::{Decoder, DecoderLimits, Encoder};
+use crate::http3::qpack::{Decoder, Encoder};
 use crate::http3::request_head::{
     decode_request_head, decode_trailers, new_request_head, HeadOutcome,
 };
@@ -158,12 +159,20 @@ pub(super) struct H3Conn {
     next_request: u64,
     /// The connection ended (closed by either side, or lost).
     pub(super) lost: bool,
+    /// Request streams the client reset or stopped before their answer.
+    client_resets: u32,
+    /// How many of those close the connection.
+    max_client_resets: u32,
+    /// The connection was closed for resetting too many streams.
+    pub(super) reset_flood: bool,
 }
 
 impl H3Conn {
     /// A connection just accepted: our control stream (with SETTINGS) and
     /// QPACK streams are opened at once, to go out with the handshake.
-    pub(super) fn new(quic: Connection, limits: Limits, decoder_limits: DecoderLimits) -> H3Conn {
+    pub(super) fn new(quic: Connection, config: &Config) -> H3Conn {
+        let limits = config.http.limits;
+        let decoder_limits = config.http3.decoder_limits(&config.http);
         let mut conn = H3Conn {
             quic,
             encoder: Encoder::new(),
@@ -182,6 +191,9 @@ impl H3Conn {
             goaway: None,
             next_request: 0,
             lost: false,
+            client_resets: 0,
+            max_client_resets: config.http3.max_client_resets,
+            reset_flood: false,
         };
         let settings = Settings {
             qpack_max_table_capacity: decoder_limits.max_table_capacity,
@@ -256,6 +268,9 @@ impl H3Conn {
                 }
                 Event::Stream(StreamEvent::Stopped { id, .. }) => {
                     if let Some(slot) = self.requests.get_mut(&id) {
+                        if !slot.reset && !slot.fin {
+                            self.client_resets += 1;
+                        }
                         slot.reset = true;
                         slot.wake();
                     }
@@ -275,6 +290,14 @@ impl H3Conn {
         if let Err(e) = self.read_streams() {
             debug!(peer = %self.quic.remote_address(), error = %e, "HTTP/3 connection error");
             self.close(now, e.code, e.reason);
+            return;
+        }
+        if self.client_resets > self.max_client_resets && !self.reset_flood {
+            // Each reset stream cost a request's start for nothing: the
+            // QUIC form of rapid reset (CVE-2023-44487).
+            debug!(peer = %self.quic.remote_address(), "too many streams reset by the client: closed");
+            self.reset_flood = true;
+            self.close(now, ErrorCode::ExcessiveLoad, "too many streams reset");
             return;
         }
         self.write_streams();
@@ -454,6 +477,7 @@ impl H3Conn {
             return Ok(());
         };
         let mut failed: Option<Error> = None;
+        let mut client_reset = false;
         'pieces: for piece in pieces {
             let mut data: &[u8] = piece;
             while !data.is_empty() {
@@ -521,12 +545,22 @@ impl H3Conn {
                 },
                 Ok(false) => {}
                 Err(_) => {
+                    client_reset = !slot.reset && !slot.fin;
                     slot.reset = true;
                     self.decoder.stream_cancelled(sid);
                 }
             }
         }
         slot.wake();
+        let undispatched = slot.head != HeadState::Dispatched;
+        if client_reset {
+            self.client_resets += 1;
+            if undispatched {
+                // No task will end it: the slot goes now, and our side of
+                // the stream with it, so the client's stream credit returns.
+                self.reset_stream(id, ErrorCode::RequestCancelled);
+            }
+        }
         match failed {
             None => Ok(()),
             Some(e) if e.scope == Scope::Connection => Err(e),
@@ -659,6 +693,13 @@ impl H3Conn {
         }
         for id in ended {
             if let Some(slot) = self.requests.remove(&id) {
+                if slot.reset && !slot.fin_sent {
+                    // The client gave up on it: our side ends too, so the
+                    // stream is freed and its credit returns.
+                    let code =
+                        VarInt::from_u64(ErrorCode::RequestCancelled.to_u64()).expect("small");
+                    let _ = self.quic.send_stream(id).reset(code);
+                }
                 if !slot.body_end && !slot.reset {
                     // The answer is whole: the rest of the request is not needed.
                     let code = VarInt::from_u64(ErrorCode::NoError.to_u64()).expect("small");

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Context;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -168,11 +168,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         .client_address
         .trusts_any()
         .then(|| lc.client_address.clone());
-    let shared = Rc::new(RefCell::new(H3Conn::new(
-        conn,
-        ctx.config.http.limits,
-        ctx.config.http3.decoder_limits(&ctx.config.http),
-    )));
+    let shared = Rc::new(RefCell::new(H3Conn::new(conn, &ctx.config)));
     let wake = Rc::new(Notify::new());
     let link = io.link().clone();
     let mut facts: Option<Rc<ConnFacts>> = None;
@@ -181,6 +177,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
     let mut reported = TransportFigures::default();
+    // A handshake gets the listener's TLS deadline, not the idle timeout.
+    let handshake_deadline = Instant::now()
+        + lc.tls
+            .as_ref()
+            .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
     loop {
         let now = Instant::now();
         let (deadline, flushed, drained) = {
@@ -210,10 +211,17 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                     }
                 }
             }
-            if !handshaken && !c.quic.is_handshaking() {
+            // A connection closed mid-handshake is no longer handshaking
+            // either.
+            if !handshaken && !c.quic.is_handshaking() && !c.quic.is_closed() {
                 handshaken = true;
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
                 ctx.stats.quic.handshakes.add(1);
+            }
+            if !handshaken && !closing && now >= handshake_deadline {
+                debug!(%peer, "QUIC handshake timeout");
+                c.close(now, ErrorCode::NoError, "handshake timeout");
+                closing = true;
             }
             // Requests wait here until the handshake's facts are read.
             fresh.append(&mut c.fresh);
@@ -226,7 +234,12 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             ctx.stats
                 .quic
                 .absorb(transport_figures(&c.quic), &mut reported);
-            (c.quic.poll_timeout(), flushed, c.quic.is_drained())
+            let deadline = match c.quic.poll_timeout() {
+                Some(t) if !handshaken && !closing => Some(t.min(handshake_deadline)),
+                None if !handshaken && !closing => Some(handshake_deadline),
+                t => t,
+            };
+            (deadline, flushed, c.quic.is_drained())
         };
         if drained {
             break;
@@ -276,6 +289,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         ctx.stats.quic.handshakes_failed.add(1);
     }
     let c = shared.borrow();
+    if c.reset_flood {
+        ctx.stats.quic.reset_floods.add(1);
+    }
     let stats = c.quic.stats();
     debug!(
         %peer,
