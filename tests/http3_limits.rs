@@ -60,7 +60,7 @@ fn another_client_is_served(pier: &Pier) {
 }
 
 #[test]
-fn a_client_asking_for_more_streams_than_allowed_is_held_to_the_limit() {
+fn a_client_asking_for_more_streams_than_allowed_is_held_to_the_limit_the_settings_announce() {
     if !aioquic_present() {
         return;
     }
@@ -75,11 +75,20 @@ fn a_client_asking_for_more_streams_than_allowed_is_held_to_the_limit() {
         Reply::Http(200, Vec::new(), b"slow".to_vec())
     });
     let pier = Pier::with_config(
-        &config(Some(origin.addr), "[http3]\nmax_concurrent_streams = 4"),
+        &config(
+            Some(origin.addr),
+            "[http]\nmax_head_bytes = 20000\n[http3]\nmax_concurrent_streams = 4\n\
+             qpack_table_capacity = 1024\nqpack_blocked_streams = 3",
+        ),
         &[],
     );
     let v = abuse(pier.https[0], &["streams", "16", "/up/slow"]);
     assert_eq!(v["announced"], 4, "{v}");
+    // SETTINGS_QPACK_MAX_TABLE_CAPACITY, SETTINGS_MAX_FIELD_SECTION_SIZE,
+    // SETTINGS_QPACK_BLOCKED_STREAMS.
+    assert_eq!(v["settings"]["1"], 1024, "{v}");
+    assert_eq!(v["settings"]["6"], 20000, "{v}");
+    assert_eq!(v["settings"]["7"], 3, "{v}");
     let statuses = v["statuses"].as_array().unwrap();
     assert_eq!(statuses.len(), 16);
     assert!(statuses.iter().all(|s| s == 200), "{v}");
@@ -184,4 +193,21 @@ fn http3_limits_out_of_range_name_the_file_line_and_key() {
     )
     .unwrap();
     common::assert_config_error(&path, 3, "http3.max_uni_streams");
+}
+
+#[test]
+fn an_idle_connection_is_closed_at_the_http3_idle_timeout() {
+    if !aioquic_present() {
+        return;
+    }
+    let pier = Pier::with_config(&config(None, "[http3]\nidle_timeout = \"1s\""), &[]);
+    let started = std::time::Instant::now();
+    let out = common::aioquic::output(pier.https[0], 30, &["GET", "/", "--wait-close", "10"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "answered", then the report.
+    let v: Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(v["answers"][0]["status"], 200, "{v}");
+    assert_ne!(v["closed"], Value::Null, "{v}");
+    assert!(started.elapsed() < Duration::from_secs(8));
 }

@@ -2,8 +2,8 @@
 connection to HOST:PORT; prints one JSON object.
 
   streams N PATH   sends N requests for PATH at once and reports the
-                   stream limit the server announced, and each answer's
-                   status
+                   stream limit the server announced, its HTTP/3 SETTINGS
+                   (by number), and each answer's status
   reset N PATH     opens N request streams for PATH, resetting each (RESET_STREAM
                    and STOP_SENDING, H3_REQUEST_CANCELLED) as soon as its head
                    is sent, in batches of 10; reports how many were sent before
@@ -40,7 +40,9 @@ async def streams(client, authority, n, path):
     limit = client._quic._remote_max_streams_bidi
     answers = await asyncio.wait_for(asyncio.gather(
         *[client.request("GET", authority, path) for _ in range(n)]), 30)
-    return {"announced": limit, "statuses": [a["status"] for a in answers]}
+    settings = client.h3.received_settings or {}
+    return {"announced": limit, "statuses": [a["status"] for a in answers],
+            "settings": {str(k): v for k, v in settings.items()}}
 
 
 async def reset(client, authority, n, path):
