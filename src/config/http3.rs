@@ -29,8 +29,8 @@ pub struct RawHttp3 {
     /// Bytes a client may send on the whole connection ahead of the
     /// server's reading.
     pub connection_window: Option<Spanned<RawSize>>,
-    /// Response bytes QUIC holds per connection until the client
-    /// acknowledges them.
+    /// Response bytes queued per connection for QUIC, and held by QUIC
+    /// until the client acknowledges them.
     pub max_send_buffer: Option<Spanned<RawSize>>,
     /// QPACK dynamic table the client's encoder may use.
     pub qpack_table_capacity: Option<Spanned<RawSize>>,
@@ -56,7 +56,8 @@ pub struct Http3Config {
     pub stream_window: u64,
     /// Receive window of the connection.
     pub connection_window: u64,
-    /// Unacknowledged response bytes per connection.
+    /// Response bytes per connection queued for QUIC, and unacknowledged
+    /// in QUIC.
     pub max_send_buffer: u64,
     /// SETTINGS_QPACK_MAX_TABLE_CAPACITY.
     pub qpack_table_capacity: u64,

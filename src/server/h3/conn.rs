@@ -34,7 +34,8 @@ use crate::server::pseudo_head::read_pseudo_head;
 
 /// Request body bytes held for a handler before the stream is read no more.
 const BODY_HIGH: usize = 64 * 1024;
-/// Response bytes a request may queue before it waits for QUIC to take them.
+/// Response bytes a request may queue before it waits for QUIC to take them
+/// (and the connection's `queue_budget` bounds all of them together).
 pub(super) const OUT_HIGH: usize = 256 * 1024;
 /// The most read from one stream in one go.
 const READ_CHUNK: usize = 64 * 1024;
@@ -159,6 +160,10 @@ pub(super) struct H3Conn {
     next_request: u64,
     /// The connection ended (closed by either side, or lost).
     pub(super) lost: bool,
+    /// Response bytes queued in all request slots, not yet taken by QUIC.
+    pub(super) queued: usize,
+    /// The most `queued` may reach: requests wait past it.
+    pub(super) queue_budget: usize,
     /// Request streams the client reset or stopped before their answer.
     client_resets: u32,
     /// How many of those close the connection.
@@ -191,6 +196,8 @@ impl H3Conn {
             goaway: None,
             next_request: 0,
             lost: false,
+            queued: 0,
+            queue_budget: usize::try_from(config.http3.max_send_buffer).unwrap_or(usize::MAX),
             client_resets: 0,
             max_client_resets: config.http3.max_client_resets,
             reset_flood: false,
@@ -580,6 +587,7 @@ impl H3Conn {
         if let Some(slot) = self.requests.get_mut(&id) {
             slot.reset = true;
             slot.fin_sent = true;
+            self.queued = self.queued.saturating_sub(slot.out.len());
             slot.out.clear();
             slot.wake();
             if slot.head != HeadState::Dispatched {
@@ -666,6 +674,7 @@ impl H3Conn {
             }
         }
         let mut ended = Vec::new();
+        let queued_before = self.queued;
         for (id, slot) in self.requests.iter_mut() {
             if !slot.out.is_empty() {
                 let before = slot.out.len();
@@ -679,6 +688,7 @@ impl H3Conn {
                         slot.out.clear();
                     }
                 }
+                self.queued = self.queued.saturating_sub(before - slot.out.len());
                 if before >= OUT_HIGH / 2 && slot.out.len() < OUT_HIGH / 2 {
                     slot.wake();
                 }
@@ -690,6 +700,10 @@ impl H3Conn {
             if slot.done && (slot.fin_sent || slot.reset) {
                 ended.push(*id);
             }
+        }
+        if queued_before >= self.queue_budget / 2 && self.queued < self.queue_budget / 2 {
+            // Requests waiting on the connection's budget may go on.
+            self.requests.values_mut().for_each(RequestSlot::wake);
         }
         for id in ended {
             if let Some(slot) = self.requests.remove(&id) {

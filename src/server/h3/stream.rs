@@ -117,8 +117,11 @@ impl<'a> H3Stream<'a> {
         if slot.reset {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         }
+        let before = slot.out.len();
         write(&mut slot.out);
         slot.fin |= end;
+        let added = slot.out.len() - before;
+        c.queued += added;
         drop(c);
         self.wake.notify_one();
         Ok(())
@@ -247,9 +250,15 @@ impl<'a> StreamSink<'a> for H3Stream<'a> {
             if slot.reset {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             }
-            let room = OUT_HIGH.saturating_sub(slot.out.len());
+            // Within the stream's share and the connection's: a client
+            // that reads nothing holds at most the latter queued.
+            let room = OUT_HIGH
+                .saturating_sub(slot.out.len())
+                .min(c.queue_budget.saturating_sub(c.queued));
             if room == 0 {
-                slot.wait(cx.waker());
+                if let Some(slot) = c.requests.get_mut(&self.id) {
+                    slot.wait(cx.waker());
+                }
             }
             room
         };
