@@ -51,3 +51,34 @@ impl EarlyDataSessions {
         config.session_storage = self.0.clone();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    const CONFIG: &str = "[[listener]]\nlisten = \"127.0.0.1:1\"\n\
+        tls = { self_signed = true, early_data = true }\n\
+        [[route]]\nhandler = \"respond\"\n";
+
+    #[test]
+    fn quic_sessions_outlive_a_reload_and_each_resumes_once() {
+        let old = crate::config::check_text(CONFIG).unwrap();
+        let mut next = crate::config::check_text(CONFIG).unwrap();
+        let old_tls = &old.listeners[0].tls.as_ref().unwrap().listener;
+        let old_quic = old_tls.quic_config();
+        assert_eq!(old_quic.max_early_data_size, u32::MAX);
+        assert!(!old_quic.ticketer.enabled(), "stored sessions only");
+        assert!(old_quic
+            .session_storage
+            .put(b"id".to_vec(), b"session".to_vec()));
+
+        let next_tls = Arc::get_mut(&mut next.listeners[0].tls.as_mut().unwrap().listener)
+            .expect("not shared yet");
+        assert!(next_tls.quic_config().session_storage.get(b"id").is_none());
+        next_tls.keep_tickets_of(old_tls);
+        let quic = next_tls.quic_config();
+        assert_eq!(quic.session_storage.take(b"id"), Some(b"session".to_vec()));
+        // Each session resumes once, wherever it is taken.
+        assert!(old_quic.session_storage.take(b"id").is_none());
+    }
+}
