@@ -127,16 +127,6 @@ fn a_client_resetting_streams_before_their_answers_is_closed_past_its_budget() {
     );
 }
 
-/// Resident memory of `pid` in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 #[test]
 fn a_client_that_opens_streams_and_never_reads_costs_bounded_memory() {
     if !aioquic_present() {
@@ -149,7 +139,7 @@ fn a_client_that_opens_streams_and_never_reads_costs_bounded_memory() {
     std::fs::write(files.join("big.bin"), &big).unwrap();
     drop(big);
     another_client_is_served(&pier);
-    let before = rss_kib(pier.pid());
+    let before = common::rss_kib(pier.pid());
     // 100 streams of 8 MiB each: 800 MiB asked for, none of it read.
     let mut child = Command::new("timeout")
         .args(["30", "python3"])
@@ -165,7 +155,7 @@ fn a_client_that_opens_streams_and_never_reads_costs_bounded_memory() {
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "holding");
     std::thread::sleep(Duration::from_secs(1));
-    let during = rss_kib(pier.pid());
+    let during = common::rss_kib(pier.pid());
     // Every stream is being answered, none can go on.
     let admin = pier.admin.expect("admin listener");
     let r = common::get(admin, "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n");

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
-use super::value::{duration, int, size, RawDuration, RawSize};
+use super::value::{duration, int_field, size_field, RawDuration, RawSize};
 use crate::http3::qpack::DecoderLimits;
 
 /// `[http3]` as written.
@@ -101,28 +101,14 @@ impl Http3Config {
 /// Validates `[http3]`.
 pub fn validate_http3(loc: &Locator<'_>, h: &RawHttp3) -> Result<Http3Config, ConfigError> {
     let d = Http3Config::default();
-    // `http3.<field>` within `range`, or the field's default.
     macro_rules! limit {
         ($field:ident, $range:expr) => {
-            int(
-                loc,
-                &h.$field,
-                concat!("http3.", stringify!($field)),
-                $range,
-                d.$field as i64,
-            )? as _
+            int_field!(loc, "http3", h, d, $field, $range)
         };
     }
-    // The same for a size: bytes, or a number with a unit ("1M", "64KiB").
     macro_rules! size_limit {
         ($field:ident, $range:expr) => {
-            size(
-                loc,
-                &h.$field,
-                concat!("http3.", stringify!($field)),
-                $range,
-                d.$field,
-            )? as _
+            size_field!(loc, "http3", h, d, $field, $range)
         };
     }
     Ok(Http3Config {
