@@ -2,8 +2,9 @@
 //! hands each datagram to `quinn_proto`, accepts new connections (or
 //! refuses them once the worker stops taking connections, or sends a Retry
 //! first under a flood of handshakes), answers stateless packets, and
-//! routes each connection's events to the task that runs it. Everything is on the worker's thread: the endpoint and the
-//! connection table sit in cells, borrowed only between awaits.
+//! routes each connection's events to the task that runs it. Everything is
+//! on the worker's thread: the endpoint and the connection table sit in
+//! cells, borrowed only between awaits.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};

@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Context;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -178,10 +178,10 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let mut closing = false;
     let mut reported = TransportFigures::default();
     // A handshake gets the listener's TLS deadline, not the idle timeout.
-    let handshake_deadline = Instant::now()
-        + lc.tls
-            .as_ref()
-            .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
+    let handshake_deadline = lc
+        .tls
+        .as_ref()
+        .map(|t| Instant::now() + t.handshake_timeout);
     loop {
         let now = Instant::now();
         let (deadline, flushed, drained) = {
@@ -218,7 +218,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
                 ctx.stats.quic.handshakes.add(1);
             }
-            if !handshaken && !closing && now >= handshake_deadline {
+            if !handshaken && !closing && handshake_deadline.is_some_and(|d| now >= d) {
                 debug!(%peer, "QUIC handshake timeout");
                 c.close(now, ErrorCode::NoError, "handshake timeout");
                 closing = true;
@@ -234,10 +234,10 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             ctx.stats
                 .quic
                 .absorb(transport_figures(&c.quic), &mut reported);
-            let deadline = match c.quic.poll_timeout() {
-                Some(t) if !handshaken && !closing => Some(t.min(handshake_deadline)),
-                None if !handshaken && !closing => Some(handshake_deadline),
-                t => t,
+            let handshake_deadline = handshake_deadline.filter(|_| !handshaken && !closing);
+            let deadline = match (c.quic.poll_timeout(), handshake_deadline) {
+                (Some(t), Some(h)) => Some(t.min(h)),
+                (t, h) => t.or(h),
             };
             (deadline, flushed, c.quic.is_drained())
         };
