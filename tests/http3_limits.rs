@@ -2,8 +2,9 @@
 //! (tests/http3/h3_abuse.py): a client is held to `[http3]
 //! max_concurrent_streams`, one that resets streams before their answers
 //! (the QUIC form of rapid reset) is closed past `max_client_resets`, and
-//! one that opens streams and never reads costs bounded memory. Each time
-//! another client is still served.
+//! one that opens streams and never reads costs bounded memory, streams and
+//! frames of unknown types are set aside. Each time another client is
+//! still served.
 
 mod common;
 
@@ -226,4 +227,17 @@ fn answers_larger_than_the_connection_queue_all_complete_in_parallel() {
         assert_eq!(a["status"], 200);
         assert!(common::aioquic::body(a) == big, "a whole, intact body");
     }
+}
+
+#[test]
+fn unknown_stream_types_are_stopped_and_unknown_frames_skipped() {
+    if !aioquic_present() {
+        return;
+    }
+    let pier = Pier::with_config(&config(None, ""), &[]);
+    let v = abuse(pier.https[0], &["unknown", "500", "/"]);
+    // H3_STREAM_CREATION_ERROR: the stream is not read (RFC 9114 §6.2).
+    assert_eq!(v["stopped_uni"], 0x103, "{v}");
+    assert_eq!(v["status"], 200, "{v}");
+    another_client_is_served(&pier);
 }

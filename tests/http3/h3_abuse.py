@@ -8,6 +8,11 @@ connection to HOST:PORT; prints one JSON object.
                    and STOP_SENDING, H3_REQUEST_CANCELLED) as soon as its head
                    is sent, in batches of 10; reports how many were sent before
                    the server closed the connection, and its error code
+  unknown N PATH   opens a unidirectional stream of a reserved type and
+                   sends on it, then asks for PATH with N frames of reserved
+                   types between its HEADERS and its end; reports the code
+                   of the server's STOP_SENDING for the first, if any, and
+                   the answer's status
   noread N PATH SECS  asks for PATH on N streams with a receive window of
                    1 KiB per stream and 16 KiB for the connection, reads
                    nothing more for SECS seconds (printing 'holding' first),
@@ -22,11 +27,26 @@ import sys
 
 from aioquic.asyncio.client import connect
 from aioquic.h3.connection import H3_ALPN
+from aioquic.buffer import encode_uint_var
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import StopSendingReceived
 
 from h3_client import Client
 
 REQUEST_CANCELLED = 0x10C
+
+
+class Watching(Client):
+    """The HTTP/3 client, noting the STOP_SENDING codes the server sent."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stopped = {}
+
+    def quic_event_received(self, event):
+        if isinstance(event, StopSendingReceived):
+            self.stopped[event.stream_id] = event.error_code
+        super().quic_event_received(event)
 
 
 def configuration(**kwargs):
@@ -67,6 +87,36 @@ async def reset(client, authority, n, path):
     return {"sent": sent, "closed_with": code}
 
 
+async def unknown(client, authority, n, path):
+    quic = client._quic
+    # Reserved types are 0x1f * N + 0x21 (RFC 9114 §6.2.3, §7.2.8).
+    uni = quic.get_next_available_stream_id(is_unidirectional=True)
+    quic.send_stream_data(uni, encode_uint_var(0x1F * 7 + 0x21) + b"x" * 1000)
+    client.transmit()
+    sid = quic.get_next_available_stream_id()
+    done = asyncio.get_event_loop().create_future()
+    client.waiting[sid] = done
+    client.answers[sid] = {"heads": [], "body": b"", "trailers": []}
+    client.h3.send_headers(sid, [
+        (b":method", b"GET"), (b":scheme", b"https"),
+        (b":authority", authority.encode()), (b":path", path.encode()),
+    ])
+    for k in range(n):
+        payload = b"y" * (k % 5)
+        quic.send_stream_data(
+            sid, encode_uint_var(0x1F * k + 0x21) + encode_uint_var(len(payload)) + payload)
+    quic.send_stream_data(sid, b"", end_stream=True)
+    client.transmit()
+    await asyncio.wait_for(done, 10)
+    heads = client.answers[sid]["heads"]
+    status = int(dict(heads[-1]).get(b":status", b"0")) if heads else 0
+    for _ in range(100):
+        if uni in client.stopped:
+            break
+        await asyncio.sleep(0.01)
+    return {"stopped_uni": client.stopped.get(uni), "status": status}
+
+
 async def noread(client, authority, n, path, secs):
     # aioquic raises its windows as data arrives: held at what was first
     # announced, the server can send no more than that.
@@ -87,7 +137,7 @@ async def main():
     p = argparse.ArgumentParser()
     p.add_argument("host")
     p.add_argument("port", type=int)
-    p.add_argument("mode", choices=["streams", "reset", "noread"])
+    p.add_argument("mode", choices=["streams", "reset", "unknown", "noread"])
     p.add_argument("n", type=int)
     p.add_argument("path")
     p.add_argument("secs", type=float, nargs="?", default=1.0)
@@ -98,11 +148,13 @@ async def main():
     else:
         config = configuration()
     async with connect(args.host, args.port, configuration=config,
-                       create_protocol=Client) as client:
+                       create_protocol=Watching) as client:
         if args.mode == "streams":
             report = await streams(client, authority, args.n, args.path)
         elif args.mode == "reset":
             report = await reset(client, authority, args.n, args.path)
+        elif args.mode == "unknown":
+            report = await unknown(client, authority, args.n, args.path)
         else:
             report = await noread(client, authority, args.n, args.path, args.secs)
     print(json.dumps(report), flush=True)
