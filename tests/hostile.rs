@@ -37,16 +37,6 @@ body = "Hello, World!"
     )
 }
 
-/// Resident memory of a process in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status")
-}
-
 /// Open sockets of a process (its other descriptors, such as cached open
 /// files, come and go with the file cache).
 fn fd_count(pid: u32) -> usize {
@@ -283,7 +273,7 @@ fn slowloris_5000_connections_are_cut_by_the_header_timeout_while_keep_alive_p99
     }
     std::thread::sleep(Duration::from_millis(200));
     let base_fds = fd_count(pid);
-    let base_rss = rss_kib(pid);
+    let base_rss = common::rss_kib(pid);
 
     let (started, connected, trickler) = slowloris_wave(pier.addr(), SLOW);
     // Once the server holds all of them, time a legitimate keep-alive client.
@@ -293,7 +283,7 @@ fn slowloris_5000_connections_are_cut_by_the_header_timeout_while_keep_alive_p99
         "server holds {held} sockets, expected {SLOW} slow connections on top of \
          {base_fds} (connecting took {connected:?})"
     );
-    let peak_rss = rss_kib(pid);
+    let peak_rss = common::rss_kib(pid);
     let mut latencies = Vec::with_capacity(300);
     for _ in 0..300 {
         let t = Instant::now();
@@ -339,7 +329,7 @@ fn slowloris_5000_connections_are_cut_by_the_header_timeout_while_keep_alive_p99
     // The server gives every descriptor back.
     let fds = wait_fds_at_most(pid, base_fds, Duration::from_secs(15));
     assert!(fds <= base_fds, "{fds} sockets open, {base_fds} before");
-    let after_first = rss_kib(pid);
+    let after_first = common::rss_kib(pid);
 
     // The memory the slow connections held goes back to the allocator, and a
     // second wave reuses it rather than adding its own. (The allocator keeps the
@@ -356,7 +346,7 @@ fn slowloris_5000_connections_are_cut_by_the_header_timeout_while_keep_alive_p99
     );
     let fds = wait_fds_at_most(pid, base_fds, Duration::from_secs(15));
     assert!(fds <= base_fds, "{fds} sockets open after the second wave");
-    let after_second = rss_kib(pid);
+    let after_second = common::rss_kib(pid);
     eprintln!(
         "slowloris: RSS {base_rss} KiB before, {peak_rss} KiB with {SLOW} slow clients, \
          {after_first} KiB after, {after_second} KiB after a second wave"
@@ -466,7 +456,7 @@ fn never_reading_clients_are_dropped_after_the_write_timeout_without_buffering_r
     }
     std::thread::sleep(Duration::from_millis(200));
     let base_fds = fd_count(pid);
-    let base_rss = rss_kib(pid);
+    let base_rss = common::rss_kib(pid);
 
     let open = |path: &str| {
         let sock =
@@ -486,7 +476,7 @@ fn never_reading_clients_are_dropped_after_the_write_timeout_without_buffering_r
         clients.push((open("/generated"), generated.len()));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let during_rss = rss_kib(pid);
+    let during_rss = common::rss_kib(pid);
     eprintln!("never-read: RSS {base_rss} KiB -> {during_rss} KiB with 10 stalled responses");
     // Buffering the fixed bodies alone would take 48 MiB, less what the kernel took.
     assert!(
@@ -546,7 +536,7 @@ handler = "respond"
         200
     );
     let base_fds = fd_count(pid);
-    let base_rss = rss_kib(pid);
+    let base_rss = common::rss_kib(pid);
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     sock.set_recv_buffer_size(16 * 1024).unwrap();
     sock.connect(&pier.addr().into()).unwrap();
@@ -554,7 +544,7 @@ handler = "respond"
     s.write_all(b"GET /stream HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     std::thread::sleep(Duration::from_millis(700));
-    let during_rss = rss_kib(pid);
+    let during_rss = common::rss_kib(pid);
     eprintln!("never-read proxied: RSS {base_rss} KiB -> {during_rss} KiB");
     assert!(
         during_rss <= base_rss + 8 * 1024,
@@ -601,7 +591,7 @@ fn endless_header_bytes_are_refused_without_growing_memory() {
         get(pier.addr(), "GET /fixed HTTP/1.1\r\nHost: t\r\n\r\n").status,
         200
     );
-    let base_rss = rss_kib(pid);
+    let base_rss = common::rss_kib(pid);
     // 32 clients each try to send 8 MiB of one header field, and then of many
     // valid field lines; the server stops at max_head_bytes each time.
     let floods: Vec<_> = (0..32)
@@ -638,7 +628,7 @@ fn endless_header_bytes_are_refused_without_growing_memory() {
         let (peak, watching) = (peak.clone(), watching.clone());
         std::thread::spawn(move || {
             while watching.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                peak.fetch_max(common::rss_kib(pid), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(10));
             }
         })
@@ -765,7 +755,7 @@ fn pipelining_flood_stops_reading_while_output_is_full_and_answers_every_request
         assert_eq!(&resp.body, body);
     }
     std::thread::sleep(Duration::from_millis(200));
-    let base_rss = rss_kib(pid);
+    let base_rss = common::rss_kib(pid);
 
     let s = TcpStream::connect(pier.addr()).unwrap();
     let (client, server) = (s.local_addr().unwrap(), pier.addr());
@@ -789,7 +779,7 @@ fn pipelining_flood_stops_reading_while_output_is_full_and_answers_every_request
     // Not reading for 2 s: the server's output to us fills the socket buffers,
     // and then it must stop taking requests rather than queue their responses.
     std::thread::sleep(Duration::from_secs(2));
-    let stalled_rss = rss_kib(pid);
+    let stalled_rss = common::rss_kib(pid);
     let unread_by_server = recv_queue(server, client);
     std::thread::sleep(Duration::from_millis(300));
     let unread_later = recv_queue(server, client);

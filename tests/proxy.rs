@@ -539,22 +539,12 @@ fn websocket_upgrade_is_tunnelled_both_ways() {
     );
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn slow_client_stops_upstream_reads_and_memory_stays_bounded() {
     const LEN: u64 = 300 * 1024 * 1024;
     let up = Upstream::start(|_| Reply::Stream(LEN));
     let pier = start(&[(up.addr, 1)], "", "");
-    let before = rss_kib(pier.pid());
+    let before = common::rss_kib(pier.pid());
     let mut s = connect(pier.addr());
     s.write_all(req("/big").as_bytes()).unwrap();
     let mut buf = vec![0u8; 1 << 20];
@@ -583,7 +573,7 @@ fn slow_client_stops_upstream_reads_and_memory_stays_bounded() {
         got += data.len() as u64;
     }
     std::thread::sleep(Duration::from_millis(1500));
-    let stalled = rss_kib(pier.pid());
+    let stalled = common::rss_kib(pier.pid());
     assert!(
         stalled < before + 16 * 1024,
         "RSS grew from {before} KiB to {stalled} KiB while the client stalled"
@@ -597,7 +587,7 @@ fn slow_client_stops_upstream_reads_and_memory_stays_bounded() {
             break;
         }
     }
-    let after = rss_kib(pier.pid());
+    let after = common::rss_kib(pier.pid());
     assert!(after < before + 16 * 1024, "RSS {before} -> {after} KiB");
 }
 

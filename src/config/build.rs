@@ -395,6 +395,7 @@ pub fn validate(name: &str, text: &str, raw: RawConfig) -> Result<Config, Config
         max_connections,
         http,
         http2: http2::validate_http2(&loc, &raw.http2)?,
+        http3: super::http3::validate_http3(&loc, &raw.http3)?,
         listeners,
         routes,
         upstreams,
@@ -706,6 +707,19 @@ fn validate_listener(
         }
     };
     let tls_http3 = tls.is_some() && tcp.is_none() && raw.http3.unwrap_or(true);
+    if let Some(early) = raw
+        .tls
+        .as_ref()
+        .and_then(|t| t.get_ref().early_data.as_ref())
+    {
+        if *early.get_ref() && !tls_http3 {
+            return Err(loc.error(
+                early.span(),
+                &format!("{key}.tls.early_data"),
+                "0-RTT early data is taken over QUIC, and this listener does not serve HTTP/3",
+            ));
+        }
+    }
     Ok(ListenerConfig {
         addr,
         name: raw.name.as_ref().map(|n| n.get_ref().clone()),

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::{ConfigError, Locator};
-use super::value::{duration, int, size, RawDuration, RawSize};
+use super::value::{duration, int_field, size_field, RawDuration, RawSize};
 use crate::http2::conn::ConnLimits;
 
 /// `[http2]` as written.
@@ -122,29 +122,14 @@ impl Http2Config {
 /// Validates `[http2]`.
 pub fn validate_http2(loc: &Locator<'_>, h: &RawHttp2) -> Result<Http2Config, ConfigError> {
     let d = Http2Config::default();
-    // `http2.<field>` within `range`, or the field's default; the key is the
-    // field's own name, and the range keeps the value within the field's type.
     macro_rules! limit {
         ($field:ident, $range:expr) => {
-            int(
-                loc,
-                &h.$field,
-                concat!("http2.", stringify!($field)),
-                $range,
-                d.$field as i64,
-            )? as _
+            int_field!(loc, "http2", h, d, $field, $range)
         };
     }
-    // The same for a size: bytes, or a number with a unit ("1M", "64KiB").
     macro_rules! size_limit {
         ($field:ident, $range:expr) => {
-            size(
-                loc,
-                &h.$field,
-                concat!("http2.", stringify!($field)),
-                $range,
-                d.$field as u64,
-            )? as _
+            size_field!(loc, "http2", h, d, $field, $range)
         };
     }
     let window = 65_535..=((1u64 << 31) - 1);

@@ -14,6 +14,7 @@ pub mod error;
 pub mod file_replace;
 pub mod flags;
 pub mod http2;
+pub mod http3;
 pub mod raw;
 pub mod resolver;
 pub mod route_raw;
@@ -38,6 +39,7 @@ use crate::upstream::group::UpstreamGroup;
 pub use error::{ConfigError, Locator};
 pub use flags::Overrides;
 pub use http2::Http2Config;
+pub use http3::Http3Config;
 pub use value::{
     duration, int, is_host_name, parse_duration, parse_size, read_named_file, unknown_choice,
     MAX_PEM_FILE,
@@ -135,6 +137,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// HTTP/2 limits.
     pub http2: Http2Config,
+    /// QUIC and HTTP/3 limits.
+    pub http3: Http3Config,
     /// Listeners.
     pub listeners: Vec<ListenerConfig>,
     /// Routes.

@@ -29,6 +29,9 @@ pub struct RawConfig {
     /// `[http2]`: HTTP/2 limits.
     #[serde(default)]
     pub http2: super::http2::RawHttp2,
+    /// `[http3]`: QUIC and HTTP/3 limits.
+    #[serde(default)]
+    pub http3: super::http3::RawHttp3,
     /// `[[listener]]`: sockets to accept on.
     #[serde(default)]
     pub listener: Vec<Spanned<RawListener>>,
@@ -233,6 +236,8 @@ pub struct RawTls {
     pub session_cache: Option<Spanned<i64>>,
     /// How long a handshake may take.
     pub handshake_timeout: Option<Spanned<RawDuration>>,
+    /// Accept 0-RTT early data on QUIC resumptions (safe methods only).
+    pub early_data: Option<Spanned<bool>>,
     /// Certificates ordered by ACME (its own raw struct beside the ACME code).
     pub acme: Option<Spanned<crate::tls::acme::settings::RawAcme>>,
 }

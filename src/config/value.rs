@@ -267,6 +267,37 @@ pub fn read_named_file(path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A field of a limits table (`[http2]`, `[http3]`): `$table.$field` of raw
+/// `$raw` within `$range`, or the field's value in the defaults `$d`; the
+/// key is the field's own name, and the range keeps the value within the
+/// field's type.
+macro_rules! int_field {
+    ($loc:expr, $table:literal, $raw:expr, $d:expr, $field:ident, $range:expr) => {
+        $crate::config::value::int(
+            $loc,
+            &$raw.$field,
+            concat!($table, ".", stringify!($field)),
+            $range,
+            $d.$field as i64,
+        )? as _
+    };
+}
+pub(super) use int_field;
+
+/// The same for a size: bytes, or a number with a unit ("1M", "64KiB").
+macro_rules! size_field {
+    ($loc:expr, $table:literal, $raw:expr, $d:expr, $field:ident, $range:expr) => {
+        $crate::config::value::size(
+            $loc,
+            &$raw.$field,
+            concat!($table, ".", stringify!($field)),
+            $range,
+            $d.$field as u64,
+        )? as _
+    };
+}
+pub(super) use size_field;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,9 @@ pub struct TlsFacts<'a> {
     pub sni: Option<&'a str>,
     /// Subject (RFC 4514) of the verified client certificate, if one was presented.
     pub client_subject: Option<&'a str>,
+    /// The request came in TLS early data (0-RTT), before the handshake
+    /// ended: it may be a replay (RFC 8470).
+    pub early_data: bool,
 }
 
 /// Where the head's bytes live; each driver adds its own representation, so the

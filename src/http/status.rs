@@ -55,6 +55,7 @@ status_table! {
     416 "Range Not Satisfiable",
     417 "Expectation Failed",
     421 "Misdirected Request",
+    425 "Too Early",
     426 "Upgrade Required",
     429 "Too Many Requests",
     431 "Request Header Fields Too Large",

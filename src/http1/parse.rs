@@ -117,6 +117,12 @@ impl Method {
             _ => Method::Other,
         }
     }
+
+    /// Whether a request may be served from TLS early data (RFC 8470),
+    /// where an attacker may replay it: the safe methods that only read.
+    pub fn serves_from_early_data(self) -> bool {
+        matches!(self, Method::Get | Method::Head | Method::Options)
+    }
 }
 
 /// Result of a parse attempt that did not fail.

@@ -187,6 +187,7 @@ fn admin_config(
             ..HttpConfig::default()
         },
         http2: Default::default(),
+        http3: Default::default(),
         listeners: Vec::new(),
         routes,
         upstreams: Vec::new(),

@@ -30,6 +30,14 @@ pub struct QuicStats {
     /// Datagrams this worker read for a connection another worker owns,
     /// handed to that worker.
     pub packets_steered: Counter,
+    /// Connections whose 0-RTT early data was accepted.
+    pub early_data: Counter,
+    /// Requests in early data answered 425 Too Early (not a safe method).
+    pub too_early: Counter,
+    /// Retry packets sent to validate a client's address.
+    pub retry_sent: Counter,
+    /// Connections closed for resetting too many streams before an answer.
+    pub reset_floods: Counter,
     datagrams_sent: Counter,
     datagrams_received: Counter,
     udp_sends: Counter,
@@ -95,12 +103,16 @@ pub type Figure = fn(&QuicStats) -> u64;
 
 /// Single-series families: name, type, figure, help.
 #[rustfmt::skip]
-const FAMILIES: [(&str, &str, Figure, &str); 9] = [
+const FAMILIES: [(&str, &str, Figure, &str); 13] = [
     ("pier_http3_connections_total",     "counter", |q| q.connections.get(),        "QUIC connections accepted for HTTP/3."),
     ("pier_http3_requests_total",        "counter", |q| q.requests.get(),           "Requests answered over HTTP/3 (pier_requests_total counts every protocol)."),
     ("pier_http3_streams_open",          "gauge",   |q| q.streams_open.get(),       "HTTP/3 request streams being answered now."),
     ("pier_http3_goaways_sent_total",    "counter", |q| q.goaways.get(),            "HTTP/3 GOAWAY frames sent (drain)."),
+    ("pier_http3_too_early_total",       "counter", |q| q.too_early.get(),          "HTTP/3 requests in 0-RTT early data answered 425 Too Early."),
+    ("pier_http3_reset_floods_total",    "counter", |q| q.reset_floods.get(),       "HTTP/3 connections closed for resetting too many streams before their answers."),
     ("pier_quic_packets_lost_total",     "counter", |q| q.packets_lost.get(),       "QUIC packets declared lost."),
+    ("pier_quic_early_data_total",       "counter", |q| q.early_data.get(),         "QUIC connections whose 0-RTT early data was accepted."),
+    ("pier_quic_retry_sent_total",       "counter", |q| q.retry_sent.get(),         "QUIC Retry packets sent to validate a client's address."),
     ("pier_quic_datagrams_sent_total",   "counter", |q| q.datagrams_sent.get(),     "UDP datagrams sent by QUIC connections."),
     ("pier_quic_datagrams_received_total", "counter", |q| q.datagrams_received.get(), "UDP datagrams received by QUIC connections."),
     ("pier_quic_udp_sends_total",        "counter", |q| q.udp_sends.get(),          "UDP send calls of QUIC connections; datagrams sent over sends is the mean GSO batch."),

@@ -1,34 +1,46 @@
 //! The transport settings of a listener's QUIC endpoint, on the rustls
 //! configuration of its TCP side (same certificates, SNI resolver and
-//! ticket keys) with ALPN `h3`.
+//! ticket keys) with ALPN `h3`, and the limits of `[http3]`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{IdleTimeout, TransportConfig, VarInt};
 
-/// Most request streams a client may have open at once.
-const MAX_BIDI_STREAMS: u32 = 100;
-/// Unidirectional streams a client may open: its control and two QPACK
-/// streams, and a few of the reserved types clients send to keep servers
-/// honest.
-const MAX_UNI_STREAMS: u32 = 8;
+use crate::config::Http3Config;
 
-/// The endpoint's server config for a listener whose TLS config (already
-/// offering only `h3`) is `tls`. An error says why in a sentence.
-pub fn quic_server_config(
+/// What a listener's endpoint runs with: the server config each new
+/// connection is accepted with, and when clients must prove their address.
+pub struct QuicListenerConfig {
+    /// TLS and transport settings.
+    pub server: Arc<quinn_proto::ServerConfig>,
+    /// New handshakes per second above which clients get a Retry first
+    /// (0: always).
+    pub retry_above: u32,
+}
+
+/// The endpoint's config for a listener whose TLS config (already offering
+/// only `h3`) is `tls`, with the limits of `limits`. An error says why in a
+/// sentence.
+pub fn quic_listener_config(
     tls: Arc<rustls::ServerConfig>,
-    idle_timeout: Duration,
-) -> Result<Arc<quinn_proto::ServerConfig>, String> {
+    limits: &Http3Config,
+) -> Result<Arc<QuicListenerConfig>, String> {
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("the TLS configuration cannot serve QUIC: {e}"))?;
+    let window = |n: u64| VarInt::from_u64(n).unwrap_or(VarInt::MAX);
     let mut transport = TransportConfig::default();
     transport
-        .max_concurrent_bidi_streams(VarInt::from_u32(MAX_BIDI_STREAMS))
-        .max_concurrent_uni_streams(VarInt::from_u32(MAX_UNI_STREAMS))
-        .max_idle_timeout(IdleTimeout::try_from(idle_timeout).ok());
-    let mut config = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport));
-    Ok(Arc::new(config))
+        .max_concurrent_bidi_streams(VarInt::from_u32(limits.max_concurrent_streams))
+        .max_concurrent_uni_streams(VarInt::from_u32(limits.max_uni_streams))
+        .stream_receive_window(window(limits.stream_window))
+        .receive_window(window(limits.connection_window))
+        .send_window(limits.max_send_buffer)
+        .max_idle_timeout(IdleTimeout::try_from(limits.idle_timeout).ok());
+    let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(Arc::new(transport));
+    Ok(Arc::new(QuicListenerConfig {
+        server: Arc::new(server),
+        retry_above: limits.retry_above,
+    }))
 }

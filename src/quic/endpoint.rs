@@ -1,9 +1,10 @@
 //! The QUIC endpoint of one TLS listener on one worker: the receive loop
 //! hands each datagram to `quinn_proto`, accepts new connections (or
-//! refuses them once the worker stops taking connections), answers
-//! stateless packets, and routes each connection's events to the task that
-//! runs it. Everything is on the worker's thread: the endpoint and the
-//! connection table sit in cells, borrowed only between awaits.
+//! refuses them once the worker stops taking connections, or sends a Retry
+//! first under a flood of handshakes), answers stateless packets, and
+//! routes each connection's events to the task that runs it. Everything is
+//! on the worker's thread: the endpoint and the connection table sit in
+//! cells, borrowed only between awaits.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -15,6 +16,8 @@ use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent};
 use tokio::sync::Notify;
 use tracing::debug;
 
+use super::config::QuicListenerConfig;
+use super::retry::HandshakeRate;
 use super::socket::{QuicSocket, Received, RecvBuffers};
 use super::steer::{Route, Steered, Steering};
 
@@ -106,25 +109,30 @@ impl WorkerEndpoint {
     /// Reads datagrams for ever, from the socket and from the other
     /// workers (packets the kernel gave them for this worker's
     /// connections), handing each new connection to `accept` with the
-    /// server config `config` gives for it (`None`: refused). A client that
-    /// comes while `admit` says no (the worker is at its connection limit)
-    /// is refused with CONNECTION_REFUSED. `steered` counts each datagram
-    /// handed to another worker.
+    /// config `config` gives for it (`None`: refused). A client that comes
+    /// while `admit` says no (the worker is at its connection limit) is
+    /// refused with CONNECTION_REFUSED; one that comes while handshakes
+    /// arrive faster than the config's `retry_above` is sent a Retry (and
+    /// `retried` called) unless its address is validated. `steered` counts
+    /// each datagram handed to another worker.
     pub async fn run(
         self: Rc<Self>,
-        config: &dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
+        config: &dyn Fn() -> Option<Arc<QuicListenerConfig>>,
         admit: &dyn Fn() -> bool,
         steered: &dyn Fn(),
+        retried: &dyn Fn(),
         accept: &mut dyn FnMut(Accepted),
     ) {
         let mut bufs = RecvBuffers::default();
         let mut inbox = self.steering.borrow_mut().take_inbox();
-        let mut installed: Option<Arc<quinn_proto::ServerConfig>> = None;
+        let mut installed: Option<Arc<QuicListenerConfig>> = None;
         let mut step = Step {
             out: Vec::new(),
             fresh: Vec::new(),
             config,
             admit,
+            retried,
+            rate: HandshakeRate::new(std::time::Instant::now()),
         };
         loop {
             // The current config decides whether new connections are taken
@@ -138,7 +146,7 @@ impl WorkerEndpoint {
             if changed {
                 self.endpoint
                     .borrow_mut()
-                    .set_server_config(current.clone());
+                    .set_server_config(current.as_ref().map(|c| c.server.clone()));
                 installed = current;
             }
             let from_peer = async {
@@ -223,18 +231,35 @@ impl WorkerEndpoint {
                 let _ = self.socket.try_send_quinn(&t, out);
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
-                let server_config = (!self.refusing.get() && (step.admit)())
+                let listener = (!self.refusing.get() && (step.admit)())
                     .then(step.config)
                     .flatten();
-                let Some(server_config) = server_config else {
+                let Some(listener) = listener else {
                     let t = self.endpoint.borrow_mut().refuse(incoming, out);
                     let _ = self.socket.try_send_quinn(&t, out);
                     return;
                 };
-                let accepted =
-                    self.endpoint
-                        .borrow_mut()
-                        .accept(incoming, now, out, Some(server_config));
+                if !incoming.remote_address_validated()
+                    && step.rate.demands_retry(listener.retry_above, now)
+                {
+                    let sent = self.endpoint.borrow_mut().retry(incoming, out);
+                    match sent {
+                        Ok(t) => {
+                            let _ = self.socket.try_send_quinn(&t, out);
+                            (step.retried)();
+                        }
+                        // Unvalidated means a Retry may still be sent; were
+                        // it not, the packet is dropped.
+                        Err(e) => self.endpoint.borrow_mut().ignore(e.into_incoming()),
+                    }
+                    return;
+                }
+                let accepted = self.endpoint.borrow_mut().accept(
+                    incoming,
+                    now,
+                    out,
+                    Some(listener.server.clone()),
+                );
                 match accepted {
                     Ok((handle, conn)) => {
                         let link = Rc::new(ConnLink::default());
@@ -272,6 +297,9 @@ struct Step<'a> {
     out: Vec<u8>,
     /// Connections accepted during a read, started after it.
     fresh: Vec<Accepted>,
-    config: &'a dyn Fn() -> Option<Arc<quinn_proto::ServerConfig>>,
+    config: &'a dyn Fn() -> Option<Arc<QuicListenerConfig>>,
     admit: &'a dyn Fn() -> bool,
+    retried: &'a dyn Fn(),
+    /// New handshakes of late, for `retry_above`.
+    rate: HandshakeRate,
 }

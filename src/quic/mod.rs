@@ -15,10 +15,12 @@
 //!   that bring a packet the kernel gave another worker to its owner.
 //! - `handover`: after a binary upgrade, the replaced process's packets
 //!   relayed back to it by the new one.
+//! - `retry`: when new clients must prove their address with a Retry.
 
 pub mod config;
 pub mod connection;
 pub mod endpoint;
 pub mod handover;
+pub mod retry;
 pub mod socket;
 pub mod steer;

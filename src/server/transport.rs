@@ -382,6 +382,7 @@ impl Downstream for Tls {
                 .and_then(|c| crate::tls::names::cipher_name(c.suite())),
             sni: session.server_name(),
             client_subject: self.peer_subject.as_deref(),
+            early_data: false,
         })
     }
 }

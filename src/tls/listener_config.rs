@@ -199,6 +199,24 @@ pub fn listener_tls(
         };
         (CertSource::Files(files), origin)
     };
+    let session_cache = int(
+        loc,
+        &raw.session_cache,
+        &format!("{key}.session_cache"),
+        0..=1_000_000,
+        DEFAULT_SESSION_CACHE,
+    )? as usize;
+    let early_data = raw.early_data.as_ref().is_some_and(|e| *e.get_ref());
+    if early_data && session_cache == 0 {
+        // rustls takes early data only on a resumption from its session
+        // cache, whose tickets are single-use: the replay defence.
+        let span = raw.early_data.as_ref().map_or(t.span(), |e| e.span());
+        return Err(loc.error(
+            span,
+            &format!("{key}.early_data"),
+            "0-RTT resumes sessions from the session cache: session_cache = 0 leaves none",
+        ));
+    }
     let spec = TlsSpec {
         alpn,
         certs,
@@ -206,13 +224,8 @@ pub fn listener_tls(
         client_ca: raw.client_ca.as_ref().map(spanned_path),
         client_auth,
         ticket_key_file: raw.ticket_key_file.as_ref().map(spanned_path),
-        session_cache: int(
-            loc,
-            &raw.session_cache,
-            &format!("{key}.session_cache"),
-            0..=1_000_000,
-            DEFAULT_SESSION_CACHE,
-        )? as usize,
+        session_cache,
+        early_data,
     };
     let (listener, fingerprint) = TlsListener::new(spec, session_tickets, ticket_rotation)
         .map_err(|e| match e.field {

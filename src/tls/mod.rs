@@ -12,6 +12,7 @@
 pub mod acme;
 pub mod any_server_cert;
 pub mod dn;
+mod early_data;
 pub mod error_text;
 mod listener_config;
 pub mod names;
@@ -33,6 +34,7 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 use crate::config::value::{read_named_file, MAX_PEM_FILE};
+use early_data::EarlyDataSessions;
 use sni::{CertStore, SniEntry, SniResolver};
 use tickets::{TicketSecret, Ticketer};
 
@@ -223,6 +225,8 @@ pub struct TlsSpec {
     pub ticket_key_file: Option<String>,
     /// Sessions cached per worker (0: none).
     pub session_cache: usize,
+    /// QUIC accepts 0-RTT early data from resuming clients.
+    pub early_data: bool,
 }
 
 /// Which setting a load error is about, so config errors can point at its line.
@@ -446,6 +450,8 @@ pub struct TlsListener {
     rotation: Duration,
     config: Arc<ServerConfig>,
     served: Vec<ServedCert>,
+    /// The QUIC side's session store, with `early_data`.
+    early_data: Option<EarlyDataSessions>,
 }
 
 impl std::fmt::Debug for TlsListener {
@@ -474,8 +480,12 @@ impl TlsListener {
             None
         };
         let built = build_listener_config(&spec, ticketer.as_ref())?;
+        let early_data = spec
+            .early_data
+            .then(|| EarlyDataSessions::new(spec.session_cache));
         Ok((
             TlsListener {
+                early_data,
                 spec,
                 ticketer,
                 rotation: ticket_rotation,
@@ -492,6 +502,10 @@ impl TlsListener {
     /// `ticket_key_file` the keys come from the file, re-read by the reload.)
     /// Returns whether the keys were carried over.
     pub fn keep_tickets_of(&mut self, old: &TlsListener) -> bool {
+        // The QUIC side's stored sessions go on resuming 0-RTT clients.
+        if let (Some(_), Some(sessions)) = (&self.early_data, &old.early_data) {
+            self.early_data = Some(sessions.clone());
+        }
         let (Some(_), Some(old_ticketer)) = (&self.ticketer, &old.ticketer) else {
             return false;
         };
@@ -552,17 +566,29 @@ impl TlsListener {
 
 impl TlsListener {
     /// A worker's TLS config for the listener's QUIC side: the same
-    /// certificates, SNI resolver and ticket keys as its TCP side, ALPN `h3`
-    /// only, no early data (0-RTT stays off).
+    /// certificates and SNI resolver as its TCP side, ALPN `h3` only. Without
+    /// `early_data` it resumes with the TCP side's ticket keys and takes no
+    /// early data; with it, 0-RTT is accepted on resumptions from the
+    /// listener's shared session store.
     pub fn quic_config(&self) -> Arc<ServerConfig> {
         let mut config = ServerConfig::clone(&self.config);
         config.alpn_protocols = vec![b"h3".to_vec()];
-        config.max_early_data_size = 0;
-        config.session_storage = match self.spec.session_cache {
-            0 => Arc::new(NoServerSessionStorage {}),
-            n => ServerSessionMemoryCache::new(n),
-        };
+        match &self.early_data {
+            Some(sessions) => sessions.allow_in(&mut config),
+            None => {
+                config.max_early_data_size = 0;
+                config.session_storage = match self.spec.session_cache {
+                    0 => Arc::new(NoServerSessionStorage {}),
+                    n => ServerSessionMemoryCache::new(n),
+                };
+            }
+        }
         Arc::new(config)
+    }
+
+    /// Whether the QUIC side accepts 0-RTT early data.
+    pub fn early_data(&self) -> bool {
+        self.early_data.is_some()
     }
 }
 

@@ -13,10 +13,16 @@ pub fn present() -> bool {
 
 /// Runs the client against `addr` with `args`, for at most `secs` seconds.
 pub fn output(addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
+    script_output("http3/h3_client.py", addr, secs, args)
+}
+
+/// Runs `script` (under tests/) against `addr` with `args`, for at most
+/// `secs` seconds.
+fn script_output(script: &str, addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
     Command::new("timeout")
         .arg(secs.to_string())
         .arg("python3")
-        .arg(super::python_peer::script("http3/h3_client.py"))
+        .arg(super::python_peer::script(script))
         .arg(addr.ip().to_string())
         .arg(addr.port().to_string())
         .args(args)
@@ -24,15 +30,26 @@ pub fn output(addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
         .expect("run python3")
 }
 
-/// Runs the client against `addr` with `args`; its JSON report.
-pub fn run(addr: SocketAddr, args: &[&str]) -> Value {
-    let out = output(addr, 30, args);
+/// Runs `script` against `addr` with `args`; its JSON report.
+fn script_report(script: &str, addr: SocketAddr, args: &[&str]) -> Value {
+    let out = script_output(script, addr, 30, args);
     assert!(
         out.status.success(),
         "aioquic client failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the client's JSON report")
+}
+
+/// Runs the client against `addr` with `args`; its JSON report.
+pub fn run(addr: SocketAddr, args: &[&str]) -> Value {
+    script_report("http3/h3_client.py", addr, args)
+}
+
+/// Resumes a session at `addr` with its requests in 0-RTT
+/// (tests/http3/h3_early_data.py); its JSON report.
+pub fn early_data(addr: SocketAddr, args: &[&str]) -> Value {
+    script_report("http3/h3_early_data.py", addr, args)
 }
 
 /// The body of an answer in a report, as bytes.
@@ -42,4 +59,21 @@ pub fn body(answer: &Value) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect()
+}
+
+/// Runs an abusive client (tests/http3/h3_abuse.py) against `addr` with
+/// `args`; its JSON report.
+pub fn abuse(addr: SocketAddr, args: &[&str]) -> Value {
+    script_report("http3/h3_abuse.py", addr, args)
+}
+
+/// Sends `n` first flights from `n` ports to `addr` and never goes on
+/// (tests/http3/h3_stalled_handshakes.py), reading answers for `secs`; its
+/// JSON report.
+pub fn stalled_handshakes(addr: SocketAddr, n: u32, secs: u32) -> Value {
+    script_report(
+        "http3/h3_stalled_handshakes.py",
+        addr,
+        &[&n.to_string(), &secs.to_string()],
+    )
 }

@@ -23,6 +23,9 @@ pub(super) struct Client<'a> {
     pub(super) secure: bool,
     /// Subject of the verified client certificate (mTLS), if one was presented.
     pub(super) subject: Option<&'a str>,
+    /// The request came in TLS early data: the upstream is told, so it may
+    /// answer 425 (RFC 8470 §5.1).
+    pub(super) early_data: bool,
     /// The request's identifier, for `{request_id}` in the route's request rules.
     pub(super) request_id: &'a RequestId,
     /// With tracing on: the `traceparent` naming this attempt's client span
@@ -53,6 +56,7 @@ pub(super) fn encode_for_server(
             addr: view.peer(),
             secure: view.is_secure(),
             subject: view.tls().and_then(|t| t.client_subject),
+            early_data: view.tls().is_some_and(|t| t.early_data),
             request_id: session.request_id(),
             trace: traceparent.zip(trace_state.as_deref()),
         },
@@ -79,6 +83,7 @@ pub(super) fn encode_request_head(
         addr: peer,
         secure,
         subject,
+        early_data,
         request_id,
         trace,
     } = client;
@@ -180,6 +185,10 @@ pub(super) fn encode_request_head(
     }
     if route.via {
         out.field(b"Via", b"1.1 pier");
+    }
+    // A client's own `Early-Data` goes on as it came (RFC 8470 §5.1).
+    if early_data && request.header("early-data").is_none() {
+        out.field(b"Early-Data", b"1");
     }
     if let Some(h) = &route.client_addr_header {
         out.begin_field(h.as_bytes());

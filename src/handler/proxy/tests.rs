@@ -210,6 +210,7 @@ fn rewrite(raw: &[u8], r: &ProxyRoute) -> String {
         addr: "192.0.2.7:5555".parse().unwrap(),
         secure: false,
         subject: None,
+        early_data: false,
         request_id: &crate::http::RequestId::default(),
         trace: None,
     };
@@ -323,6 +324,7 @@ fn client_cert_header_carries_the_verified_subject_only() {
         addr: "192.0.2.7:5555".parse().unwrap(),
         secure: true,
         subject: Some("CN=client,O=Example"),
+        early_data: false,
         request_id: &crate::http::RequestId::default(),
         trace: None,
     };
@@ -333,6 +335,27 @@ fn client_cert_header_carries_the_verified_subject_only() {
     // Without a certificate the field is only removed.
     let out = rewrite(raw, &r);
     assert!(!out.contains("X-Client-Subject"), "{out}");
+}
+
+#[test]
+fn a_request_from_early_data_goes_upstream_with_early_data_1() {
+    let early = |raw: &[u8], early_data: bool| {
+        let client = Client {
+            addr: "192.0.2.7:5555".parse().unwrap(),
+            secure: true,
+            subject: None,
+            early_data,
+            request_id: &crate::http::RequestId::default(),
+            trace: None,
+        };
+        rewrite_for(raw, &route(), client)
+    };
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    assert!(early(raw, true).contains("Early-Data: 1\r\n"));
+    assert!(!early(raw, false).contains("Early-Data"));
+    // An earlier hop's field is kept, not repeated.
+    let out = early(b"GET / HTTP/1.1\r\nHost: h\r\nEarly-Data: 1\r\n\r\n", true);
+    assert_eq!(out.matches("Early-Data").count(), 1, "{out}");
 }
 
 #[test]

@@ -357,6 +357,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             cipher: self.facts.cipher,
             sni: self.facts.sni.as_deref(),
             client_subject: self.facts.client_subject.as_deref(),
+            early_data: false,
         });
         let mut view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
             .on_listener(self.facts.listener);

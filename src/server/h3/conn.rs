@@ -17,6 +17,7 @@ use quinn_proto::{Connection, Dir, Event, StreamEvent, StreamId, VarInt};
 use tracing::debug;
 
 use super::send_order::{send_priority, OWN_STREAMS};
+use crate::config::Config;
 use crate::http::priority::{PendingUpdates, Priority};
 use crate::http::request_fields::RequestHead as DecodedHead;
 use crate::http::OwnedField;
@@ -25,7 +26,7 @@ use crate::http3::control::{ControlEvent, ControlStream};
 use crate::http3::frame;
 use crate::http3::frame_reader::FrameLimits;
 use crate::http3::message::{RequestEvent, RequestStream};
-use crate::http3::qpack::{Decoder, DecoderLimits, Encoder};
+use crate::http3::qpack::{Decoder, Encoder};
 use crate::http3::request_head::{
     decode_request_head, decode_trailers, new_request_head, HeadOutcome,
 };
@@ -36,7 +37,8 @@ use crate::server::pseudo_head::read_pseudo_head;
 
 /// Request body bytes held for a handler before the stream is read no more.
 const BODY_HIGH: usize = 64 * 1024;
-/// Response bytes a request may queue before it waits for QUIC to take them.
+/// Response bytes a request may queue before it waits for QUIC to take them
+/// (and the connection's `queue_budget` bounds all of them together).
 pub(super) const OUT_HIGH: usize = 256 * 1024;
 /// The most read from one stream in one go.
 const READ_CHUNK: usize = 64 * 1024;
@@ -123,6 +125,8 @@ pub(super) struct Fresh {
     pub(super) parsed: Result<(), u16>,
     /// An extended CONNECT (RFC 9220), read as the upgrade it stands for.
     pub(super) extended_connect: bool,
+    /// The head came in 0-RTT early data, before the handshake ended.
+    pub(super) early_data: bool,
 }
 
 /// A unidirectional stream the peer opened.
@@ -170,13 +174,24 @@ pub(super) struct H3Conn {
     /// The request streams in the order their answers take QUIC's flow
     /// control credit, kept to be sorted again each turn.
     write_order: Vec<(i32, std::cmp::Reverse<u64>, StreamId)>,
+    /// Response bytes queued in all request slots, not yet taken by QUIC.
+    pub(super) queued: usize,
+    /// The most `queued` may reach: requests wait past it.
+    pub(super) queue_budget: usize,
+    /// Request streams the client reset or stopped before their answer.
+    client_resets: u32,
+    /// How many of those close the connection.
+    max_client_resets: u32,
+    /// The connection was closed for resetting too many streams.
+    pub(super) reset_flood: bool,
 }
 
 impl H3Conn {
     /// A connection just accepted: our control stream (with SETTINGS) and
     /// QPACK streams are opened at once, to go out with the handshake.
-    pub(super) fn new(quic: Connection, limits: Limits) -> H3Conn {
-        let decoder_limits = DecoderLimits::default();
+    pub(super) fn new(quic: Connection, config: &Config) -> H3Conn {
+        let limits = config.http.limits;
+        let decoder_limits = config.http3.decoder_limits(&config.http);
         let mut conn = H3Conn {
             quic,
             encoder: Encoder::new(),
@@ -197,6 +212,11 @@ impl H3Conn {
             lost: false,
             pending_priorities: PendingUpdates::default(),
             write_order: Vec::new(),
+            queued: 0,
+            queue_budget: usize::try_from(config.http3.max_send_buffer).unwrap_or(usize::MAX),
+            client_resets: 0,
+            max_client_resets: config.http3.max_client_resets,
+            reset_flood: false,
         };
         let settings = Settings {
             qpack_max_table_capacity: decoder_limits.max_table_capacity,
@@ -274,6 +294,9 @@ impl H3Conn {
                 }
                 Event::Stream(StreamEvent::Stopped { id, .. }) => {
                     if let Some(slot) = self.requests.get_mut(&id) {
+                        if !slot.reset && !slot.fin {
+                            self.client_resets += 1;
+                        }
                         slot.reset = true;
                         slot.wake();
                     }
@@ -293,6 +316,14 @@ impl H3Conn {
         if let Err(e) = self.read_streams() {
             debug!(peer = %self.quic.remote_address(), error = %e, "HTTP/3 connection error");
             self.close(now, e.code, e.reason);
+            return;
+        }
+        if self.client_resets > self.max_client_resets && !self.reset_flood {
+            // Each reset stream cost a request's start for nothing: the
+            // QUIC form of rapid reset (CVE-2023-44487).
+            debug!(peer = %self.quic.remote_address(), "too many streams reset by the client: closed");
+            self.reset_flood = true;
+            self.close(now, ErrorCode::ExcessiveLoad, "too many streams reset");
             return;
         }
         self.write_streams();
@@ -478,6 +509,7 @@ impl H3Conn {
             return Ok(());
         };
         let mut failed: Option<Error> = None;
+        let mut client_reset = false;
         'pieces: for piece in pieces {
             let mut data: &[u8] = piece;
             while !data.is_empty() {
@@ -545,12 +577,22 @@ impl H3Conn {
                 },
                 Ok(false) => {}
                 Err(_) => {
+                    client_reset = !slot.reset && !slot.fin;
                     slot.reset = true;
                     self.decoder.stream_cancelled(sid);
                 }
             }
         }
         slot.wake();
+        let undispatched = slot.head != HeadState::Dispatched;
+        if client_reset {
+            self.client_resets += 1;
+            if undispatched {
+                // No task will end it: the slot goes now, and our side of
+                // the stream with it, so the client's stream credit returns.
+                self.reset_stream(id, ErrorCode::RequestCancelled);
+            }
+        }
         match failed {
             None => Ok(()),
             Some(e) if e.scope == Scope::Connection => Err(e),
@@ -595,6 +637,7 @@ impl H3Conn {
         if let Some(slot) = self.requests.get_mut(&id) {
             slot.reset = true;
             slot.fin_sent = true;
+            self.queued = self.queued.saturating_sub(slot.out.len());
             slot.out.clear();
             slot.wake();
             if slot.head != HeadState::Dispatched {
@@ -632,8 +675,12 @@ impl H3Conn {
         Ok(())
     }
 
-    /// Hands each request whose head is decoded to a task.
+    /// Hands each request whose head is decoded to a task. A head decoded
+    /// before the handshake ended came in 0-RTT (a server reads nothing else
+    /// before the client's Finished); one from 0-RTT read after the Finished
+    /// can no longer be a replay, and is served as any other.
     fn dispatch(&mut self) {
+        let early_data = self.quic.is_handshaking();
         for (id, slot) in self.requests.iter_mut() {
             let parsed_status = match slot.head {
                 HeadState::Decoded => None,
@@ -664,6 +711,7 @@ impl H3Conn {
                 head,
                 extended_connect: parsed.is_ok() && slot.decoded.protocol().is_some(),
                 parsed,
+                early_data,
             });
         }
     }
@@ -695,6 +743,7 @@ impl H3Conn {
         );
         order.sort_unstable_by(|a, b| b.cmp(a));
         let mut ended = Vec::new();
+        let queued_before = self.queued;
         for &(_, _, id) in &order {
             let Some(slot) = self.requests.get_mut(&id) else {
                 continue;
@@ -712,6 +761,7 @@ impl H3Conn {
                         slot.out.clear();
                     }
                 }
+                self.queued = self.queued.saturating_sub(before - slot.out.len());
                 if before >= OUT_HIGH / 2 && slot.out.len() < OUT_HIGH / 2 {
                     slot.wake();
                 }
@@ -725,8 +775,19 @@ impl H3Conn {
             }
         }
         self.write_order = order;
+        if queued_before >= self.queue_budget / 2 && self.queued < self.queue_budget / 2 {
+            // Requests waiting on the connection's budget may go on.
+            self.requests.values_mut().for_each(RequestSlot::wake);
+        }
         for id in ended {
             if let Some(slot) = self.requests.remove(&id) {
+                if slot.reset && !slot.fin_sent {
+                    // The client gave up on it: our side ends too, so the
+                    // stream is freed and its credit returns.
+                    let code =
+                        VarInt::from_u64(ErrorCode::RequestCancelled.to_u64()).expect("small");
+                    let _ = self.quic.send_stream(id).reset(code);
+                }
                 if !slot.body_end && !slot.reset {
                     // The answer is whole: the rest of the request is not needed.
                     let code = VarInt::from_u64(ErrorCode::NoError.to_u64()).expect("small");

@@ -29,6 +29,7 @@ use crate::http::{BodyReadError, Session};
 use crate::http3::ErrorCode;
 use crate::observe::access_log::{Entry, TlsFields};
 use crate::observe::quic_stats::TransportFigures;
+use crate::quic::config::QuicListenerConfig;
 use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
@@ -74,7 +75,7 @@ pub(super) async fn quic_listener(
     }
     // The TLS and transport config, built again when a reload changes the
     // generation.
-    let built: RefCell<Option<(u64, Option<Arc<quinn_proto::ServerConfig>>)>> = RefCell::new(None);
+    let built: RefCell<Option<(u64, Option<Arc<QuicListenerConfig>>)>> = RefCell::new(None);
     let config = || {
         let serial = current.serial.get();
         let mut b = built.borrow_mut();
@@ -89,9 +90,9 @@ pub(super) async fn quic_listener(
                         .filter(|_| ctx.config.listeners[i].http3)
                 })
                 .and_then(|tls| {
-                    crate::quic::config::quic_server_config(
+                    crate::quic::config::quic_listener_config(
                         tls.listener.quic_config(),
-                        ctx.config.http.keepalive_timeout,
+                        &ctx.config.http3,
                     )
                     .map_err(|e| warn!(listener = %key, error = %e, "HTTP/3 is off"))
                     .ok()
@@ -118,7 +119,10 @@ pub(super) async fn quic_listener(
         !shared.conn_limit().is_full(shared.active.get())
     };
     let steered = || current.ctx.borrow().stats.quic.packets_steered.add(1);
-    endpoint.run(&config, &admit, &steered, &mut accept).await;
+    let retried = || current.ctx.borrow().stats.quic.retry_sent.add(1);
+    endpoint
+        .run(&config, &admit, &steered, &retried, &mut accept)
+        .await;
 }
 
 /// Counts a request as open until dropped (its task may be aborted), then
@@ -168,10 +172,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         .client_address
         .trusts_any()
         .then(|| lc.client_address.clone());
-    let shared = Rc::new(RefCell::new(H3Conn::new(conn, ctx.config.http.limits)));
+    let shared = Rc::new(RefCell::new(H3Conn::new(conn, &ctx.config)));
     let wake = Rc::new(Notify::new());
     let link = io.link().clone();
     let mut facts: Option<Rc<ConnFacts>> = None;
+    let mut handshaken = false;
     let mut tasks = JoinSet::new();
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
@@ -181,6 +186,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     // tunnel, a slow answer) is not idle, so it is pinged within it.
     let ping_every = ctx.config.http.keepalive_timeout / 2;
     let mut next_ping: Option<Instant> = None;
+    // A handshake gets the listener's TLS deadline, not the idle timeout.
+    let handshake_deadline = lc
+        .tls
+        .as_ref()
+        .map(|t| Instant::now() + t.handshake_timeout);
     loop {
         let now = Instant::now();
         let (deadline, flushed, drained) = {
@@ -191,24 +201,36 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 c.quic.handle_timeout(now);
             }
             c.step(now);
-            if facts.is_none() && !c.quic.is_handshaking() {
-                let sni = c
-                    .quic
-                    .crypto_session()
-                    .handshake_data()
-                    .and_then(|d| {
-                        d.downcast::<quinn_proto::crypto::rustls::HandshakeData>()
-                            .ok()
-                    })
-                    .and_then(|d| d.server_name)
-                    .map(Into::into);
-                facts = Some(Rc::new(ConnFacts {
-                    sni,
-                    client_address: trusted.clone(),
-                    listener,
-                }));
+            // The facts are known once the ClientHello is read: requests in
+            // 0-RTT early data are served before the handshake ends.
+            if facts.is_none() {
+                if let Some(data) = c.quic.crypto_session().handshake_data() {
+                    let sni = data
+                        .downcast::<quinn_proto::crypto::rustls::HandshakeData>()
+                        .ok()
+                        .and_then(|d| d.server_name)
+                        .map(Into::into);
+                    facts = Some(Rc::new(ConnFacts {
+                        sni,
+                        client_address: trusted.clone(),
+                        listener,
+                    }));
+                    if c.quic.has_0rtt() {
+                        ctx.stats.quic.early_data.add(1);
+                    }
+                }
+            }
+            // A connection closed mid-handshake is no longer handshaking
+            // either.
+            if !handshaken && !c.quic.is_handshaking() && !c.quic.is_closed() {
+                handshaken = true;
                 ctx.stats.tls_handshake(Some("TLSv1.3"), false);
                 ctx.stats.quic.handshakes.add(1);
+            }
+            if !handshaken && !closing && handshake_deadline.is_some_and(|d| now >= d) {
+                debug!(%peer, "QUIC handshake timeout");
+                c.close(now, ErrorCode::NoError, "handshake timeout");
+                closing = true;
             }
             // Requests wait here until the handshake's facts are read.
             fresh.append(&mut c.fresh);
@@ -230,10 +252,11 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             ctx.stats
                 .quic
                 .absorb(transport_figures(&c.quic), &mut reported);
-            let deadline = match (c.quic.poll_timeout(), next_ping) {
-                (Some(t), Some(p)) => Some(t.min(p)),
-                (t, p) => t.or(p),
-            };
+            let handshake_deadline = handshake_deadline.filter(|_| !handshaken && !closing);
+            let deadline = [c.quic.poll_timeout(), next_ping, handshake_deadline]
+                .into_iter()
+                .flatten()
+                .min();
             (deadline, flushed, c.quic.is_drained())
         };
         if drained {
@@ -280,10 +303,13 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         }
     }
     tasks.abort_all();
-    if facts.is_none() {
+    if !handshaken {
         ctx.stats.quic.handshakes_failed.add(1);
     }
     let c = shared.borrow();
+    if c.reset_flood {
+        ctx.stats.quic.reset_floods.add(1);
+    }
     let stats = c.quic.stats();
     debug!(
         %peer,
@@ -313,9 +339,20 @@ async fn run_request(
         head,
         parsed,
         extended_connect,
+        early_data,
     } = fresh;
     let mut s = H3Stream::new(ctx, facts, conn, wake, peer, id, buf, head);
     s.extended_connect = extended_connect;
+    s.early_data = early_data;
+    // Early data may be a replay: only what reads is served from it, the
+    // rest is for the client to send again after the handshake (RFC 8470).
+    let parsed = match parsed {
+        Ok(()) if early_data && !s.request().method().serves_from_early_data() => {
+            ctx.stats.quic.too_early.add(1);
+            Err(425)
+        }
+        p => p,
+    };
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
         Ok(()) => service::serve_request(&mut s, started).await,

@@ -61,6 +61,8 @@ pub struct H3Stream<'a> {
     pub(super) trace: crate::http::RequestTrace,
     pub(super) upstream: Option<(SocketAddr, Duration)>,
     pub(super) cache: Option<&'static str>,
+    /// The request came in 0-RTT, before the handshake ended.
+    pub(super) early_data: bool,
 }
 
 impl<'a> H3Stream<'a> {
@@ -95,6 +97,7 @@ impl<'a> H3Stream<'a> {
             body_error: None,
             body_stall: None,
             write_stall: None,
+            early_data: false,
             status: 0,
             length: None,
             pending: None,
@@ -120,8 +123,11 @@ impl<'a> H3Stream<'a> {
         if slot.reset {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         }
+        let before = slot.out.len();
         write(&mut slot.out);
         slot.fin |= end;
+        let added = slot.out.len() - before;
+        c.queued += added;
         drop(c);
         self.wake.notify_one();
         Ok(())
@@ -255,9 +261,15 @@ impl<'a> StreamSink<'a> for H3Stream<'a> {
             if slot.reset {
                 return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             }
-            let room = OUT_HIGH.saturating_sub(slot.out.len());
+            // Within the stream's share and the connection's: a client
+            // that reads nothing holds at most the latter queued.
+            let room = OUT_HIGH
+                .saturating_sub(slot.out.len())
+                .min(c.queue_budget.saturating_sub(c.queued));
             if room == 0 {
-                slot.wait(cx.waker());
+                if let Some(slot) = c.requests.get_mut(&self.id) {
+                    slot.wait(cx.waker());
+                }
             }
             room
         };
@@ -312,6 +324,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
             cipher: None,
             sni: self.facts.sni.as_deref(),
             client_subject: None,
+            early_data: self.early_data,
         };
         let mut view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
             .on_listener(self.facts.listener);
