@@ -18,7 +18,8 @@ pub struct BenchArgs {
 /// Subcommands of `pier bench`.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// HTTP/1.1 load against one URL (what wrk, wrk2 and h2load do).
+    /// HTTP/1.1, HTTP/2 (`--h2`) or HTTP/3 (`--h3`) load against one URL (what
+    /// wrk, wrk2 and h2load do).
     Http(HttpArgs),
     /// Echo bandwidth over TLS (or TCP) streams: C connections send M messages of S bytes.
     TlsStream(StreamArgs),
@@ -331,6 +332,10 @@ mod tests {
         let a = parse(&["--h2", "-m", "10"]);
         assert_eq!(a.common.short_m_streams(), Some(10));
         assert_eq!(a.common.request_method(), Ok("GET"));
+        assert!(a.common.multiplexed());
+        let a = parse(&["--h3", "-m", "7"]);
+        assert_eq!(a.common.short_m_streams(), Some(7));
+        assert!(a.common.multiplexed() && !a.common.h2);
         let a = parse(&["-m", "POST"]);
         assert_eq!(a.common.short_m_streams(), None);
         assert_eq!(a.common.request_method(), Ok("POST"));

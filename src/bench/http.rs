@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, Instant};
 
+use super::client_tls::untrusted_hint;
 use super::io::{self, ThreadTls};
 use super::stats::{human_bytes, human_us, round2, round3, FailureKind, Percentiles, Stats};
 use super::{join_client_threads, progress, ProgressTotal};
@@ -319,18 +320,6 @@ fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             }
         }
     })
-}
-
-/// Advice for a server certificate the client does not trust (a self-signed or
-/// private CA certificate, as `pier serve` generates).
-pub(super) fn untrusted_hint(error: &str) -> &'static str {
-    let lower = error.to_ascii_lowercase();
-    if lower.contains("issuer") || lower.contains("trusted ca") || lower.contains("self-signed") {
-        ". The server's certificate is not signed by a trusted CA: pass -k to accept \
-         any certificate, or --cacert FILE to trust the CA that signed it"
-    } else {
-        ""
-    }
 }
 
 type HttpThreadResult = Result<(Stats, Instant), String>;

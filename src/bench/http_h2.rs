@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use super::http_conn::{Slot, ThreadCtx};
 use super::io::dial;
 use super::multiplexed::{
-    connect_failed, connection_lifetime, record_first_byte, stream_loop, StreamFailure, StreamLoop,
-    PROGRESS_EVERY,
+    after_connect, connection_ended, connection_lifetime, record_first_byte, stream_loop,
+    ConnectAttempt, StreamFailure, StreamLoop, PROGRESS_EVERY,
 };
 use super::stats::FailureKind;
 use super::stream_request::StreamRequest;
@@ -132,21 +132,12 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             }
             Err(kind) => Err(kind),
         };
-        let (send, driver) = match handshake {
-            Ok(pair) => {
-                failures = 0;
-                ctx.stats
-                    .borrow_mut()
-                    .record_connect(connect_start.elapsed());
-                pair
-            }
-            Err(kind) => {
-                if connect_failed(&ctx, &slot, kind, &mut failures).await {
-                    break;
-                }
-                continue;
-            }
-        };
+        let (send, driver) =
+            match after_connect(&ctx, &slot, handshake, connect_start, &mut failures).await {
+                ConnectAttempt::Ready(pair) => pair,
+                ConnectAttempt::Retry => continue,
+                ConnectAttempt::GiveUp => break,
+            };
         let first_byte = Cell::new(Some(connect_start));
         let waiting = Cell::new(0u64);
         let streams: Vec<StreamLoop<'_>> = (0..plan.depth)
@@ -176,14 +167,7 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             streams,
         )
         .await;
-        // Requests taken by loops still waiting for their send time when the
-        // connection ended were never sent: they go on the next connection.
-        slot.give_back(waiting.replace(0));
-        if let Err(kind) = ended {
-            slot.fail(&ctx, kind);
-        }
-        slot.in_flight.set(0);
-        slot.busy_since.set(None);
+        connection_ended(&ctx, &slot, &waiting, ended);
     }
     ctx.slot_ended.notify_one();
 }

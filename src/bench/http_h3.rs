@@ -26,12 +26,12 @@ use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{TransportErrorCode, VarInt};
 use tokio::time::Instant;
 
-use super::http::untrusted_hint;
+use super::client_tls::untrusted_hint;
 use super::http_conn::{Slot, ThreadCtx};
 use super::http_plan::HttpPlan;
 use super::multiplexed::{
-    connect_failed, connection_lifetime, record_first_byte, stream_loop, StreamFailure, StreamLoop,
-    PROGRESS_EVERY,
+    after_connect, connection_ended, connection_lifetime, record_first_byte, stream_loop,
+    ConnectAttempt, StreamFailure, StreamLoop, PROGRESS_EVERY,
 };
 use super::stats::FailureKind;
 use super::stream_request::StreamRequest;
@@ -311,21 +311,12 @@ pub(super) async fn run_slot_h3(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             }
             Err(e) => Err(e.kind),
         };
-        let ((mut driver, send), wire) = match connected {
-            Ok(c) => {
-                failures = 0;
-                ctx.stats
-                    .borrow_mut()
-                    .record_connect(connect_start.elapsed());
-                c
-            }
-            Err(kind) => {
-                if connect_failed(&ctx, &slot, kind, &mut failures).await {
-                    break;
-                }
-                continue;
-            }
-        };
+        let ((mut driver, send), wire) =
+            match after_connect(&ctx, &slot, connected, connect_start, &mut failures).await {
+                ConnectAttempt::Ready(c) => c,
+                ConnectAttempt::Retry => continue,
+                ConnectAttempt::GiveUp => break,
+            };
         let first_byte = Cell::new(Some(connect_start));
         let waiting = Cell::new(0u64);
         let streams: Vec<StreamLoop<'_>> =
@@ -359,14 +350,7 @@ pub(super) async fn run_slot_h3(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
         .await;
         wire.sync(&ctx);
         wire.conn.close(VarInt::from_u32(0x100), b"");
-        // Requests taken by loops still waiting for their send time when the
-        // connection ended were never sent: they go on the next connection.
-        slot.give_back(waiting.replace(0));
-        if let Err(kind) = ended {
-            slot.fail(&ctx, kind);
-        }
-        slot.in_flight.set(0);
-        slot.busy_since.set(None);
+        connection_ended(&ctx, &slot, &waiting, ended);
     }
     ctx.slot_ended.notify_one();
 }

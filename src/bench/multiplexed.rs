@@ -2,7 +2,7 @@
 //! stream loops at once, each sending one request and reading its response to
 //! the end before the next, polled beside the connection's own driver in the
 //! slot's task (so the watchdog, aborting the slot, ends all of them). The
-//! protocol clients ([`super::http_h2`], [`super::http_h3`]) bring the
+//! protocol clients (`http_h2`, `http_h3`) bring the
 //! request itself and say what each of their errors means.
 
 use std::cell::Cell;
@@ -34,16 +34,38 @@ pub(super) enum StreamFailure {
     Connection(FailureKind),
 }
 
-/// Counts a failed connect or handshake; after [`MAX_CONNECT_FAILURES`] in a
-/// row in a `-n` run the slot gives up its share, counted as failed, so the
-/// run ends (as h2load does). Otherwise it waits a growing pause (closed
-/// loop) before the next attempt. Whether the slot gives up.
-pub(super) async fn connect_failed(
+/// What a slot does after a connect and handshake.
+pub(super) enum ConnectAttempt<T> {
+    /// Connected: run the streams on it.
+    Ready(T),
+    /// Failed: try again.
+    Retry,
+    /// Failed too often in a `-n` run: the slot gives up its share.
+    GiveUp,
+}
+
+/// Counts a connect and handshake that started at `connect_start`: its time
+/// when it succeeded; when it failed, one failed request, and after
+/// [`MAX_CONNECT_FAILURES`] in a row in a `-n` run the slot's whole share,
+/// counted as failed, so the run ends (as h2load does). Otherwise a failure
+/// waits a growing pause (closed loop) before the next attempt.
+pub(super) async fn after_connect<T>(
     ctx: &ThreadCtx,
     slot: &Slot,
-    kind: FailureKind,
+    outcome: Result<T, FailureKind>,
+    connect_start: Instant,
     failures: &mut u32,
-) -> bool {
+) -> ConnectAttempt<T> {
+    let kind = match outcome {
+        Ok(c) => {
+            *failures = 0;
+            ctx.stats
+                .borrow_mut()
+                .record_connect(connect_start.elapsed());
+            return ConnectAttempt::Ready(c);
+        }
+        Err(kind) => kind,
+    };
     slot.busy_since.set(None);
     slot.take(1);
     ctx.stats.borrow_mut().errors.add(kind, 1);
@@ -52,12 +74,29 @@ pub(super) async fn connect_failed(
         let rest = slot.remaining.get();
         slot.take(rest);
         ctx.stats.borrow_mut().errors.add(kind, rest);
-        return true;
+        return ConnectAttempt::GiveUp;
     }
     if ctx.plan.rate.is_none() {
         sleep(Duration::from_millis(10 << (*failures).min(5))).await;
     }
-    false
+    ConnectAttempt::Retry
+}
+
+/// Settles a slot's counts once a connection has ended: requests taken by
+/// loops still waiting for their send time were never sent and go on the
+/// next connection; a failure counts what was in flight.
+pub(super) fn connection_ended(
+    ctx: &ThreadCtx,
+    slot: &Slot,
+    waiting: &Cell<u64>,
+    ended: Result<(), FailureKind>,
+) {
+    slot.give_back(waiting.replace(0));
+    if let Err(kind) = ended {
+        slot.fail(ctx, kind);
+    }
+    slot.in_flight.set(0);
+    slot.busy_since.set(None);
 }
 
 /// Polls the connection's driver and its stream loops together until every
