@@ -277,12 +277,16 @@ pub(super) async fn run_slot_h3(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
     let (config, endpoint) = match setup {
         Ok(pair) => pair,
         Err(_) => {
+            // No UDP socket (out of descriptors): this connection cannot run.
+            // A `-n` share is counted as failed so the run still ends; a timed
+            // run counts the one connection.
             let rest = slot.remaining.get();
             slot.take(rest);
+            let failed = if plan.requests.is_some() { rest } else { 1 };
             ctx.stats
                 .borrow_mut()
                 .errors
-                .add(FailureKind::Connect, rest);
+                .add(FailureKind::Connect, failed);
             ctx.slot_ended.notify_one();
             return;
         }
