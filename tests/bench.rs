@@ -12,18 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::bench_run::{bench, bench_json, BENCH_SERVER};
+use common::bench_run::{bench, bench_json, errors_total, BENCH_SERVER};
 use common::Pier;
 use serde_json::Value;
-
-fn errors_total(v: &Value) -> u64 {
-    v["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
-}
 
 /// Accepts connections forever on its own thread; each is handled on another.
 fn serve_raw<F>(handler: F) -> SocketAddr

@@ -7,42 +7,11 @@ mod common;
 #[path = "common/h2_origin.rs"]
 mod h2_origin;
 
-use std::process::{Command, Output};
-
+use common::bench_run::{bench, bench_json, errors_total};
 use common::tls::Pki;
 use common::Pier;
 use h2_origin::H2Origin;
 use serde_json::Value;
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pier"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .expect("run pier bench")
-}
-
-fn bench_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = bench(&all);
-    assert!(
-        out.status.success(),
-        "pier bench {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn errors_total(v: &Value) -> u64 {
-    v["errors"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum()
-}
 
 #[test]
 fn prior_knowledge_run_counts_every_request_on_c_connections() {

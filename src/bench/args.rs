@@ -18,7 +18,8 @@ pub struct BenchArgs {
 /// Subcommands of `pier bench`.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// HTTP/1.1 load against one URL (what wrk, wrk2 and h2load do).
+    /// HTTP/1.1, HTTP/2 (`--h2`) or HTTP/3 (`--h3`) load against one URL (what
+    /// wrk, wrk2 and h2load do).
     Http(HttpArgs),
     /// Echo bandwidth over TLS (or TCP) streams: C connections send M messages of S bytes.
     TlsStream(StreamArgs),
@@ -59,7 +60,7 @@ pub struct HttpCommon {
     /// Request method (or `-m METHOD`).
     #[arg(long, default_value = "GET")]
     pub method: String,
-    /// `-m N`, a number: with `--h2`, N requests in flight on each
+    /// `-m N`, a number: with `--h2` or `--h3`, N requests in flight on each
     /// connection, as h2load's `-m` (`--streams N`); `-m METHOD`, a name: the
     /// method, as oha's and ab's `-m` (`--method`). No method is a number, so
     /// both habits work.
@@ -89,6 +90,11 @@ pub struct HttpCommon {
     /// streams per connection.
     #[arg(long)]
     pub h2: bool,
+    /// HTTP/3 over QUIC instead of HTTP/1.1 (https URLs only, ALPN `h3` on
+    /// the URL's port over UDP). With `sweep http`, `--depth` is then the
+    /// streams per connection.
+    #[arg(long, conflicts_with = "h2")]
+    pub h3: bool,
     /// TLS client settings (https URLs).
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -106,6 +112,11 @@ impl HttpCommon {
             }
             _ => Ok(&self.method),
         }
+    }
+
+    /// `--h2` or `--h3`: each connection carries its requests as streams.
+    pub fn multiplexed(&self) -> bool {
+        self.h2 || self.h3
     }
 
     /// `-m N`, a number: streams per connection, as in h2load.
@@ -126,8 +137,8 @@ pub struct HttpArgs {
     /// their responses (open loop: keep up to this many in flight); 1 = none.
     #[arg(long, default_value_t = 1)]
     pub depth: usize,
-    /// With `--h2`: requests in flight at once on each connection, as streams
-    /// (h2load's `-m`, which `-m N` also sets).
+    /// With `--h2` or `--h3`: requests in flight at once on each connection,
+    /// as streams (h2load's `-m`, which `-m N` also sets).
     #[arg(long, value_name = "N", visible_alias = "max-concurrent-streams")]
     pub streams: Option<usize>,
     /// Load settings.
@@ -321,6 +332,10 @@ mod tests {
         let a = parse(&["--h2", "-m", "10"]);
         assert_eq!(a.common.short_m_streams(), Some(10));
         assert_eq!(a.common.request_method(), Ok("GET"));
+        assert!(a.common.multiplexed());
+        let a = parse(&["--h3", "-m", "7"]);
+        assert_eq!(a.common.short_m_streams(), Some(7));
+        assert!(a.common.multiplexed() && !a.common.h2);
         let a = parse(&["-m", "POST"]);
         assert_eq!(a.common.short_m_streams(), None);
         assert_eq!(a.common.request_method(), Ok("POST"));

@@ -114,6 +114,18 @@ impl ClientTls {
     }
 }
 
+/// Advice for a server certificate the client does not trust (a self-signed or
+/// private CA certificate, as `pier serve` generates).
+pub fn untrusted_hint(error: &str) -> &'static str {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("issuer") || lower.contains("trusted ca") || lower.contains("self-signed") {
+        ". The server's certificate is not signed by a trusted CA: pass -k to accept \
+         any certificate, or --cacert FILE to trust the CA that signed it"
+    } else {
+        ""
+    }
+}
+
 fn load_roots(path: &Path) -> Result<RootCertStore, String> {
     roots_of(path, load_certs(path)?)
 }

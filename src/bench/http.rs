@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, Instant};
 
+use super::client_tls::untrusted_hint;
 use super::io::{self, ThreadTls};
 use super::stats::{human_bytes, human_us, round2, round3, FailureKind, Percentiles, Stats};
 use super::{join_client_threads, progress, ProgressTotal};
@@ -32,7 +33,7 @@ use crate::deadline;
 use crate::http1::client::ClientStream;
 
 use super::http_conn::{ConnState, ParseStep, Slot, ThreadCtx, MAX_CONNECT_FAILURES};
-pub use super::http_plan::{encode_request, parse_header_arg, HttpPlan, Schedule};
+pub use super::http_plan::{encode_request, parse_header_arg, BenchProtocol, HttpPlan, Schedule};
 
 /// Result of an HTTP run.
 #[derive(Debug)]
@@ -77,7 +78,7 @@ impl HttpReport {
             "connections": plan.connections,
             "depth": plan.depth,
             "protocol": plan.protocol(),
-            "streams_per_connection": plan.h2.is_some().then_some(plan.depth),
+            "streams_per_connection": plan.stream_request.is_some().then_some(plan.depth),
             "mode": if plan.rate.is_some() { "open" } else { "closed" },
             "rate": plan.rate,
             "new_conn": plan.new_conn,
@@ -142,8 +143,12 @@ impl HttpReport {
             ""
         };
         let status: Vec<String> = s.statuses().map(|(c, n)| format!("{c}: {n}")).collect();
-        let per_conn = if plan.h2.is_some() {
-            format!("HTTP/2, {} stream(s) per connection", plan.depth)
+        let per_conn = if plan.stream_request.is_some() {
+            format!(
+                "{}, {} stream(s) per connection",
+                plan.protocol.title(),
+                plan.depth
+            )
         } else {
             format!("depth {}", plan.depth)
         };
@@ -263,6 +268,9 @@ pub fn run(plan: &Arc<HttpPlan>, show_progress: bool) -> anyhow::Result<HttpRepo
 /// One connection and handshake before the run, so an unreachable target or a
 /// certificate problem is one clear error instead of a report full of failures.
 fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
+    if plan.protocol == BenchProtocol::H3 {
+        return super::http_h3::preflight_h3(plan);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -288,7 +296,7 @@ fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             ),
             Ok(Err(e)) if e.kind == FailureKind::Tls => {
                 let why = crate::tls::error_text::describe_io_error(&e.error);
-                let h2_hint = if plan.h2.is_some() && why.contains("application protocol") {
+                let h2_hint = if plan.protocol == BenchProtocol::H2 && why.contains("application protocol") {
                     ". The server did not agree to HTTP/2: it offers no h2 by ALPN"
                 } else {
                     ""
@@ -300,7 +308,7 @@ fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             }
             Ok(Err(e)) => bail!("cannot connect to {url} ({addr}): {}", e.error),
             Ok(Ok(mut c)) => {
-                let refused_h2 = match (&c.transport, plan.h2.is_some()) {
+                let refused_h2 = match (&c.transport, plan.protocol == BenchProtocol::H2) {
                     (ClientStream::Tls(t), true) => t.get_ref().1.alpn_protocol() != Some(b"h2"),
                     _ => false,
                 };
@@ -312,18 +320,6 @@ fn http_preflight(plan: &HttpPlan) -> anyhow::Result<()> {
             }
         }
     })
-}
-
-/// Advice for a server certificate the client does not trust (a self-signed or
-/// private CA certificate, as `pier serve` generates).
-fn untrusted_hint(error: &str) -> &'static str {
-    let lower = error.to_ascii_lowercase();
-    if lower.contains("issuer") || lower.contains("trusted ca") || lower.contains("self-signed") {
-        ". The server's certificate is not signed by a trusted CA: pass -k to accept \
-         any certificate, or --cacert FILE to trust the CA that signed it"
-    } else {
-        ""
-    }
 }
 
 type HttpThreadResult = Result<(Stats, Instant), String>;
@@ -345,7 +341,10 @@ fn http_client_thread(
 ) -> HttpThreadResult {
     // Everything that can fail is prepared before the barrier, and the barrier
     // is always reached, so one failing thread cannot hang the others.
-    let fast = plan.tls.is_none() && plan.rate.is_none() && !plan.new_conn && plan.h2.is_none();
+    let fast = plan.tls.is_none()
+        && plan.rate.is_none()
+        && !plan.new_conn
+        && plan.protocol == BenchProtocol::Http1;
     let engine = if fast {
         super::http_epoll::create().map(Engine::Epoll)
     } else {
@@ -416,11 +415,13 @@ fn http_client_thread(
 /// milliseconds ends those that made no progress within the timeout (counting
 /// what they had in flight) and the whole run at its deadline.
 async fn drive(ctx: Rc<ThreadCtx>, slots: Vec<Rc<Slot>>) -> Instant {
-    let spawn = |slot: &Rc<Slot>| {
-        if ctx.plan.h2.is_some() {
+    let spawn = |slot: &Rc<Slot>| match ctx.plan.protocol {
+        BenchProtocol::Http1 => tokio::task::spawn_local(run_slot(ctx.clone(), slot.clone())),
+        BenchProtocol::H2 => {
             tokio::task::spawn_local(super::http_h2::run_slot_h2(ctx.clone(), slot.clone()))
-        } else {
-            tokio::task::spawn_local(run_slot(ctx.clone(), slot.clone()))
+        }
+        BenchProtocol::H3 => {
+            tokio::task::spawn_local(super::http_h3::run_slot_h3(ctx.clone(), slot.clone()))
         }
     };
     let mut tasks: Vec<Option<JoinHandle<()>>> = slots.iter().map(|s| Some(spawn(s))).collect();
@@ -737,6 +738,7 @@ mod tests {
             rate: None,
             timeout: Duration::from_secs(2),
             h2: false,
+            h3: false,
             tls: Default::default(),
         };
         let plan = HttpPlan::new(

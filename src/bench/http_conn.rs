@@ -74,6 +74,14 @@ impl Slot {
         self.remaining.set(self.remaining.get().saturating_add(n));
     }
 
+    /// A long response is still arriving: the watchdog's clock starts again,
+    /// so only a stall, not a large body, counts as a timeout.
+    pub(super) fn progressed(&self) {
+        if self.in_flight.get() > 0 {
+            self.busy_since.set(Some(Instant::now()));
+        }
+    }
+
     /// Counts everything in flight as failed with `kind`.
     pub(super) fn fail(&self, ctx: &ThreadCtx, kind: FailureKind) {
         let n = self.in_flight.replace(0);

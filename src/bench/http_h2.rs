@@ -14,19 +14,21 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{sleep, sleep_until, Instant};
+use tokio::time::Instant;
 
-use super::h2_request::H2Request;
-use super::http_conn::{Slot, ThreadCtx, MAX_CONNECT_FAILURES};
+use super::http_conn::{Slot, ThreadCtx};
 use super::io::dial;
+use super::multiplexed::{
+    after_connect, connection_ended, connection_lifetime, record_first_byte, stream_loop,
+    ConnectAttempt, StreamFailure, StreamLoop, PROGRESS_EVERY,
+};
 use super::stats::FailureKind;
+use super::stream_request::StreamRequest;
 use crate::http1::client::ClientStream;
 
 /// Receive window per stream and per connection: large, so the server is
@@ -76,9 +78,6 @@ impl AsyncWrite for Counted {
     }
 }
 
-/// One stream loop of a connection, polled beside the others.
-type StreamLoop<'a> = Pin<Box<dyn Future<Output = Result<(), FailureKind>> + 'a>>;
-
 /// How an h2 error is counted.
 fn classify_h2(e: &h2::Error) -> FailureKind {
     if let Some(io) = e.get_io() {
@@ -95,7 +94,7 @@ fn classify_h2(e: &h2::Error) -> FailureKind {
 /// each connection, `--streams` stream loops run at once.
 pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
     let plan = ctx.plan.clone();
-    let Some(request) = plan.h2.as_ref() else {
+    let Some(request) = plan.stream_request.as_ref() else {
         return;
     };
     let mut failures = 0u32;
@@ -133,157 +132,56 @@ pub(super) async fn run_slot_h2(ctx: Rc<ThreadCtx>, slot: Rc<Slot>) {
             }
             Err(kind) => Err(kind),
         };
-        let (send, driver) = match handshake {
-            Ok(pair) => {
-                failures = 0;
-                ctx.stats
-                    .borrow_mut()
-                    .record_connect(connect_start.elapsed());
-                pair
-            }
-            Err(kind) => {
-                slot.busy_since.set(None);
-                slot.take(1);
-                ctx.stats.borrow_mut().errors.add(kind, 1);
-                failures += 1;
-                if plan.requests.is_some() && failures >= MAX_CONNECT_FAILURES {
-                    let rest = slot.remaining.get();
-                    slot.take(rest);
-                    ctx.stats.borrow_mut().errors.add(kind, rest);
-                    break;
-                }
-                if plan.rate.is_none() {
-                    sleep(Duration::from_millis(10 << failures.min(5))).await;
-                }
-                continue;
-            }
-        };
+        let (send, driver) =
+            match after_connect(&ctx, &slot, handshake, connect_start, &mut failures).await {
+                ConnectAttempt::Ready(pair) => pair,
+                ConnectAttempt::Retry => continue,
+                ConnectAttempt::GiveUp => break,
+            };
         let first_byte = Cell::new(Some(connect_start));
         let waiting = Cell::new(0u64);
         let streams: Vec<StreamLoop<'_>> = (0..plan.depth)
             .map(|_| {
+                let send = send.clone();
+                let (ctx, slot, first_byte) = (&*ctx, &*slot, &first_byte);
                 Box::pin(stream_loop(
-                    &ctx,
-                    &slot,
-                    send.clone(),
-                    request,
-                    &first_byte,
+                    ctx,
+                    slot,
                     &waiting,
+                    move || {
+                        let mut send = send.clone();
+                        async move { one_request(&mut send, request, first_byte, ctx, slot).await }
+                    },
+                    |e: &h2::Error| judge_h2(e, first_byte),
                 )) as StreamLoop<'_>
             })
             .collect();
         drop(send);
-        let ended = connection_lifetime(driver, streams).await;
-        // Requests taken by loops still waiting for their send time when the
-        // connection ended were never sent: they go on the next connection.
-        slot.give_back(waiting.replace(0));
-        if let Err(kind) = ended {
-            slot.fail(&ctx, kind);
-        }
-        slot.in_flight.set(0);
-        slot.busy_since.set(None);
+        let mut driver = driver;
+        let ended = connection_lifetime(
+            |cx| match Pin::new(&mut driver).poll(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(classify_h2(&e))),
+                Poll::Pending => Poll::Pending,
+            },
+            streams,
+        )
+        .await;
+        connection_ended(&ctx, &slot, &waiting, ended);
     }
     ctx.slot_ended.notify_one();
 }
 
-/// Polls the connection's frame driver and its stream loops together until
-/// every loop is done, or the connection or a loop fails.
-async fn connection_lifetime<T>(
-    mut driver: h2::client::Connection<T, Bytes>,
-    mut streams: Vec<StreamLoop<'_>>,
-) -> Result<(), FailureKind>
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut driver_done = false;
-    std::future::poll_fn(|cx| {
-        if !driver_done {
-            match Pin::new(&mut driver).poll(cx) {
-                Poll::Ready(Ok(())) => driver_done = true,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(classify_h2(&e))),
-                Poll::Pending => {}
-            }
-        }
-        let mut i = 0;
-        while i < streams.len() {
-            match streams[i].as_mut().poll(cx) {
-                Poll::Ready(Ok(())) => {
-                    drop(streams.swap_remove(i));
-                }
-                Poll::Ready(Err(kind)) => return Poll::Ready(Err(kind)),
-                Poll::Pending => i += 1,
-            }
-        }
-        if streams.is_empty() {
-            return Poll::Ready(Ok(()));
-        }
-        if driver_done {
-            return Poll::Ready(Err(FailureKind::Closed));
-        }
-        Poll::Pending
-    })
-    .await
-}
-
-/// One stream slot of a connection: a request, its whole response, the next.
-async fn stream_loop(
-    ctx: &ThreadCtx,
-    slot: &Slot,
-    mut send: SendRequest<Bytes>,
-    request: &H2Request,
-    first_byte: &Cell<Option<Instant>>,
-    waiting: &Cell<u64>,
-) -> Result<(), FailureKind> {
-    loop {
-        if slot.remaining.get() == 0 || ctx.expired(Instant::now()) {
-            return Ok(());
-        }
-        let k = slot.next.get();
-        slot.take(1);
-        let origin = match &slot.schedule {
-            Some(s) => {
-                let due = s.intended(k);
-                waiting.set(waiting.get() + 1);
-                sleep_until(due).await;
-                waiting.set(waiting.get() - 1);
-                due
-            }
-            None => Instant::now(),
-        };
-        slot.in_flight.set(slot.in_flight.get() + 1);
-        if slot.busy_since.get().is_none() {
-            slot.busy_since.set(Some(Instant::now()));
-        }
-        let outcome = one_request(&mut send, request, first_byte, ctx).await;
-        slot.in_flight.set(slot.in_flight.get().saturating_sub(1));
-        let now = Instant::now();
-        slot.busy_since
-            .set((slot.in_flight.get() > 0).then_some(now));
-        match outcome {
-            Ok(status) => {
-                ctx.stats.borrow_mut().record(status, now - origin);
-                ctx.progress.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) if unprocessed(&e) && first_byte.get().is_none() => {
-                // The server never processed it (above its graceful GOAWAY, or
-                // refused): given back, to go on the next connection as RFC
-                // 9113 §8.7 allows and browsers do, while this connection's
-                // other streams, which the server does answer, run to their end.
-                // Only on a connection that answered before: a server that
-                // refuses everything counts as failing.
-                slot.give_back(1);
-                return Ok(());
-            }
-            Err(e) if e.is_reset() && !e.is_go_away() => {
-                // The server reset this stream only: counted, and the
-                // connection goes on.
-                ctx.stats.borrow_mut().errors.add(FailureKind::Reset, 1);
-            }
-            Err(e) => {
-                ctx.stats.borrow_mut().errors.add(classify_h2(&e), 1);
-                return Err(classify_h2(&e));
-            }
-        }
+/// What an h2 error means for its stream loop. A stream the server did not
+/// process counts as such only on a connection that answered before: a
+/// server that refuses everything counts as failing.
+fn judge_h2(e: &h2::Error, first_byte: &Cell<Option<Instant>>) -> StreamFailure {
+    if unprocessed(e) && first_byte.get().is_none() {
+        StreamFailure::Unprocessed
+    } else if e.is_reset() && !e.is_go_away() {
+        StreamFailure::StreamReset
+    } else {
+        StreamFailure::Connection(classify_h2(e))
     }
 }
 
@@ -297,9 +195,10 @@ fn unprocessed(e: &h2::Error) -> bool {
 /// Sends the request and reads its response to the end; its status.
 async fn one_request(
     send: &mut SendRequest<Bytes>,
-    request: &H2Request,
+    request: &StreamRequest,
     first_byte: &Cell<Option<Instant>>,
     ctx: &ThreadCtx,
+    slot: &Slot,
 ) -> Result<u16, h2::Error> {
     std::future::poll_fn(|cx| send.poll_ready(cx)).await?;
     let no_body = request.body.is_empty();
@@ -308,13 +207,17 @@ async fn one_request(
         upload.send_data(request.body.clone(), true)?;
     }
     let response = response.await?;
-    if let Some(start) = first_byte.take() {
-        ctx.stats.borrow_mut().record_first_byte(start.elapsed());
-    }
+    record_first_byte(ctx, first_byte);
     let status = response.status().as_u16();
     let mut body = response.into_body();
+    let mut unmarked = 0usize;
     while let Some(data) = body.data().await {
         let data = data?;
+        unmarked += data.len();
+        if unmarked >= PROGRESS_EVERY {
+            slot.progressed();
+            unmarked = 0;
+        }
         let _ = body.flow_control().release_capacity(data.len());
     }
     body.trailers().await?;

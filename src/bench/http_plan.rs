@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::args::{HttpArgs, HttpCommon};
 use super::client_tls::ClientTls;
-use super::h2_request::{h2_bench_request, H2Request};
+use super::stream_request::{stream_bench_request, StreamRequest};
 use super::target::HttpTarget;
 use crate::http1::client::request::{end_head, write_field, write_framing, write_request_start};
 use crate::http1::grammar::is_tchar;
@@ -45,9 +45,42 @@ pub struct HttpPlan {
     pub new_conn: bool,
     /// TLS client settings for https targets.
     pub tls: Option<ClientTls>,
-    /// The HTTP/2 request, for `--h2` runs (`depth` is then the streams per
+    /// HTTP/1.1, HTTP/2 or HTTP/3.
+    pub protocol: BenchProtocol,
+    /// The request of `--h2` and `--h3` runs (`depth` is then the streams per
     /// connection).
-    pub h2: Option<H2Request>,
+    pub stream_request: Option<StreamRequest>,
+}
+
+/// The protocol a run speaks, from `--h2` and `--h3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchProtocol {
+    /// HTTP/1.1 over TCP or TLS, with pipelining by `--depth`.
+    Http1,
+    /// HTTP/2: ALPN `h2` over TLS, prior knowledge over TCP.
+    H2,
+    /// HTTP/3 over QUIC (ALPN `h3`, always TLS).
+    H3,
+}
+
+impl BenchProtocol {
+    /// The protocol's name in reports and its ALPN identifier.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchProtocol::Http1 => "http/1.1",
+            BenchProtocol::H2 => "h2",
+            BenchProtocol::H3 => "h3",
+        }
+    }
+
+    /// The protocol as the text report says it.
+    pub fn title(self) -> &'static str {
+        match self {
+            BenchProtocol::Http1 => "HTTP/1.1",
+            BenchProtocol::H2 => "HTTP/2",
+            BenchProtocol::H3 => "HTTP/3",
+        }
+    }
 }
 
 impl HttpPlan {
@@ -69,9 +102,22 @@ impl HttpPlan {
         if depth == 0 {
             return Err("--depth must be at least 1".into());
         }
-        if common.h2 && common.new_conn {
+        let protocol = match (common.h2, common.h3) {
+            (true, true) => return Err("--h2 and --h3 exclude each other".into()),
+            (true, false) => BenchProtocol::H2,
+            (false, true) => BenchProtocol::H3,
+            (false, false) => BenchProtocol::Http1,
+        };
+        if protocol != BenchProtocol::Http1 && common.new_conn {
+            return Err(format!(
+                "--{} and --new-conn exclude each other: an {} connection carries many requests",
+                protocol.name(),
+                protocol.title()
+            ));
+        }
+        if protocol == BenchProtocol::H3 && !target.tls {
             return Err(
-                "--h2 and --new-conn exclude each other: an HTTP/2 connection carries many requests"
+                "--h3 needs an https:// URL: HTTP/3 runs over QUIC, which is always encrypted"
                     .into(),
             );
         }
@@ -115,18 +161,17 @@ impl HttpPlan {
             (None, None) => Some(default_duration),
         };
         let tls = if target.tls {
-            let alpn: &[u8] = if common.h2 { b"h2" } else { b"http/1.1" };
             Some(ClientTls::new(
                 &common.tls,
                 &target.host,
-                &[alpn],
+                &[protocol.name().as_bytes()],
                 common.resume,
             )?)
         } else {
             None
         };
-        let h2 = if common.h2 {
-            Some(h2_bench_request(
+        let stream_request = if protocol != BenchProtocol::Http1 {
+            Some(stream_bench_request(
                 method,
                 if target.tls { "https" } else { "http" },
                 &target.authority,
@@ -150,7 +195,8 @@ impl HttpPlan {
             timeout: common.timeout,
             new_conn: common.new_conn,
             tls,
-            h2,
+            protocol,
+            stream_request,
             target,
         })
     }
@@ -163,10 +209,12 @@ impl HttpPlan {
             }
             (a, b) => a.or(b),
         };
-        let depth = match (args.common.h2, streams) {
-            (false, Some(_)) => return Err("--streams (-m N) needs --h2".into()),
+        let depth = match (args.common.multiplexed(), streams) {
+            (false, Some(_)) => return Err("--streams (-m N) needs --h2 or --h3".into()),
             (true, _) if args.depth > 1 => {
-                return Err("--depth is HTTP/1.1 pipelining; with --h2 use --streams".into())
+                return Err(
+                    "--depth is HTTP/1.1 pipelining; with --h2 or --h3 use --streams".into(),
+                )
             }
             (true, Some(0)) => return Err("--streams must be at least 1".into()),
             (true, streams) => streams.unwrap_or(1),
@@ -183,11 +231,7 @@ impl HttpPlan {
 
     /// The protocol's name in reports.
     pub fn protocol(&self) -> &'static str {
-        if self.h2.is_some() {
-            "h2"
-        } else {
-            "http/1.1"
-        }
+        self.protocol.name()
     }
 
     /// One encoded request.

@@ -5,7 +5,7 @@
 //!
 //! - [`http`]: wrk / wrk2 / h2load-style HTTP load (closed loop, `--rate`, `-n`, `--new-conn`);
 //!   plain keep-alive closed-loop runs take an epoll fast path (`http_epoll`), and
-//!   `--h2` runs go through [`http_h2`].
+//!   `--h2` runs go through [`http_h2`], `--h3` runs through `http_h3`.
 //! - [`tls_stream`]: echo bandwidth over many TLS (or TCP) streams.
 //! - [`sweep`]: matrices of either, written as CSV and drawn by [`chart`].
 //! - [`stats`]: histograms and counters; [`io`] and [`client_tls`]: the client side's sockets.
@@ -14,14 +14,16 @@ pub mod args;
 mod cacert_trust;
 pub mod chart;
 pub mod client_tls;
-pub mod h2_request;
 pub mod http;
 mod http_conn;
 mod http_epoll;
 pub mod http_h2;
+mod http_h3;
 mod http_plan;
 pub mod io;
+mod multiplexed;
 pub mod stats;
+pub mod stream_request;
 pub mod sweep;
 pub mod target;
 pub mod tls_stream;

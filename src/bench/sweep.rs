@@ -152,7 +152,7 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
             Percentiles::of(&report.stats.connect).p50.to_string(),
             Percentiles::of(&report.stats.first_byte).p50.to_string(),
         ]);
-        let label = if several_depths && a.common.h2 {
+        let label = if several_depths && a.common.multiplexed() {
             format!("{name} {d} streams")
         } else if several_depths {
             format!("{name} depth {d}")
@@ -164,7 +164,7 @@ fn sweep_http(a: &SweepHttpArgs, show_progress: bool) -> anyhow::Result<()> {
         add_point(&mut latency, format!("{label} p99"), x, p.p99 as f64 / 1e3);
         add_point(&mut series, label, x, rps);
     }
-    let x_label = if by_depth && a.common.h2 {
+    let x_label = if by_depth && a.common.multiplexed() {
         "streams per connection"
     } else if by_depth {
         "pipelining depth"

@@ -1,5 +1,6 @@
 //! Running `pier bench` from a test, and the server it is pointed at: the
-//! load generator's tests (tests/bench.rs, tests/bench_report.rs) share them.
+//! load generator's tests (tests/bench.rs, tests/bench_report.rs,
+//! tests/bench_h2.rs, tests/bench_h3.rs) share them.
 
 use std::process::{Command, Output};
 
@@ -48,4 +49,14 @@ pub fn bench_json(args: &[&str]) -> Value {
     );
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Failed requests of a `--json` report, every kind together.
+pub fn errors_total(v: &Value) -> u64 {
+    v["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
 }
