@@ -108,7 +108,7 @@ impl HttpPlan {
             (false, true) => BenchProtocol::H3,
             (false, false) => BenchProtocol::Http1,
         };
-        if protocol != BenchProtocol::Http1 && common.new_conn {
+        if protocol == BenchProtocol::H2 && common.new_conn {
             return Err(format!(
                 "--{} and --new-conn exclude each other: an {} connection carries many requests",
                 protocol.name(),
@@ -122,10 +122,14 @@ impl HttpPlan {
             );
         }
         if depth > 1 && common.new_conn {
-            return Err(
-                "--depth and --new-conn exclude each other: a new connection carries one request"
-                    .into(),
-            );
+            let what = if protocol == BenchProtocol::H3 {
+                "--streams"
+            } else {
+                "--depth"
+            };
+            return Err(format!(
+                "{what} and --new-conn exclude each other: a new connection carries one request"
+            ));
         }
         if common.requests == Some(0) {
             return Err("-n must be at least 1".into());

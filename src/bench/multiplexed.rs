@@ -180,6 +180,11 @@ where
             Ok(status) => {
                 ctx.stats.borrow_mut().record(status, now - origin);
                 ctx.progress.fetch_add(1, Ordering::Relaxed);
+                if ctx.plan.new_conn {
+                    // `--new-conn` (HTTP/3): one request, then a new
+                    // connection with a full handshake.
+                    return Ok(());
+                }
             }
             Err(e) => match judge(&e) {
                 StreamFailure::Unprocessed => {

@@ -214,6 +214,11 @@ impl WorkerEndpoint {
     ) {
         let now = std::time::Instant::now();
         let out = &mut step.out;
+        // Each packet the endpoint writes starts the buffer: a transmit
+        // names its bytes from the start, and an older packet left in front
+        // would go out glued to it (a Retry after a Retry, which the client
+        // must discard).
+        out.clear();
         let ecn = ecn.and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
         let event = self
             .endpoint
@@ -235,6 +240,7 @@ impl WorkerEndpoint {
                     .then(step.config)
                     .flatten();
                 let Some(listener) = listener else {
+                    out.clear();
                     let t = self.endpoint.borrow_mut().refuse(incoming, out);
                     let _ = self.socket.try_send_quinn(&t, out);
                     return;
@@ -242,6 +248,7 @@ impl WorkerEndpoint {
                 if !incoming.remote_address_validated()
                     && step.rate.demands_retry(listener.retry_above, now)
                 {
+                    out.clear();
                     let sent = self.endpoint.borrow_mut().retry(incoming, out);
                     match sent {
                         Ok(t) => {
@@ -254,6 +261,7 @@ impl WorkerEndpoint {
                     }
                     return;
                 }
+                out.clear();
                 let accepted = self.endpoint.borrow_mut().accept(
                     incoming,
                     now,
