@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::task::Waker;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quinn_proto::{Connection, Dir, Event, StreamEvent, StreamId, VarInt};
@@ -37,6 +37,14 @@ use crate::server::pseudo_head::read_pseudo_head;
 
 /// Request body bytes held for a handler before the stream is read no more.
 const BODY_HIGH: usize = 64 * 1024;
+
+/// The largest client-initiated bidirectional stream id (2^62 - 4): a
+/// GOAWAY naming it refuses nothing.
+const LAST_REQUEST_ID: u64 = (1 << 62) - 4;
+
+/// The least time between the first GOAWAY and the final one: a request
+/// the client sent just before it read the first still arrives in it.
+const GOAWAY_GRACE: Duration = Duration::from_millis(25);
 /// Response bytes a request may queue before it waits for QUIC to take them
 /// (and the connection's `queue_budget` bounds all of them together).
 pub(super) const OUT_HIGH: usize = 256 * 1024;
@@ -163,8 +171,13 @@ pub(super) struct H3Conn {
     frame_limits: FrameLimits,
     max_section: u64,
     limits: Limits,
-    /// The first request stream id not served, once GOAWAY was sent.
+    /// The first request stream id not served, once the final GOAWAY was
+    /// sent.
     pub(super) goaway: Option<u64>,
+    /// When the first GOAWAY (naming every stream) went out, the final one
+    /// is due: streams the client opened before it saw the first are still
+    /// taken until then.
+    pub(super) goaway_due: Option<Instant>,
     /// The next request stream id the client may open.
     next_request: u64,
     /// The connection ended (closed by either side, or lost).
@@ -208,6 +221,7 @@ impl H3Conn {
             max_section: decoder_limits.max_field_section_size,
             limits,
             goaway: None,
+            goaway_due: None,
             next_request: 0,
             lost: false,
             pending_priorities: PendingUpdates::default(),
@@ -255,8 +269,27 @@ impl H3Conn {
     /// Sends GOAWAY naming the first request stream not yet opened: the
     /// client retries later requests elsewhere, and those already sent are
     /// answered.
-    pub(super) fn goaway(&mut self) {
-        if self.goaway.is_some() {
+    /// Starts a graceful GOAWAY (RFC 9114 §5.2), in two steps as HTTP/2's
+    /// (RFC 9113 §6.8): first one that names the largest request stream id,
+    /// so the client stops opening streams without losing one already on
+    /// its way; two round trips later (at least [`GOAWAY_GRACE`]) the final
+    /// one, naming the first stream not taken ([`Self::final_goaway`]).
+    pub(super) fn goaway(&mut self, now: Instant) {
+        if self.goaway.is_some() || self.goaway_due.is_some() {
+            return;
+        }
+        if let Some(c) = &mut self.control {
+            frame::write_goaway(LAST_REQUEST_ID, &mut c.out);
+        }
+        let grace = (self.quic.rtt() * 2).clamp(GOAWAY_GRACE, Duration::from_secs(1));
+        self.goaway_due = Some(now + grace);
+    }
+
+    /// Sends the final GOAWAY once it is due: the streams past it are
+    /// refused with H3_REQUEST_REJECTED, and the connection closes once
+    /// those it took are answered.
+    pub(super) fn final_goaway(&mut self, now: Instant) {
+        if self.goaway.is_some() || self.goaway_due.is_none_or(|due| now < due) {
             return;
         }
         let id = self.next_request;

@@ -200,6 +200,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             if c.quic.poll_timeout().is_some_and(|t| t <= now) {
                 c.quic.handle_timeout(now);
             }
+            c.final_goaway(now);
             c.step(now);
             // The facts are known once the ClientHello is read: requests in
             // 0-RTT early data are served before the handshake ends.
@@ -253,10 +254,16 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
                 .quic
                 .absorb(transport_figures(&c.quic), &mut reported);
             let handshake_deadline = handshake_deadline.filter(|_| !handshaken && !closing);
-            let deadline = [c.quic.poll_timeout(), next_ping, handshake_deadline]
-                .into_iter()
-                .flatten()
-                .min();
+            let goaway_due = c.goaway_due.filter(|_| c.goaway.is_none());
+            let deadline = [
+                c.quic.poll_timeout(),
+                next_ping,
+                handshake_deadline,
+                goaway_due,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             (deadline, flushed, c.quic.is_drained())
         };
         if drained {
@@ -290,9 +297,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         };
         tokio::select! {
             biased;
-            () = ctx.draining(), if shared.borrow().goaway.is_none() => {
+            () = ctx.draining(), if shared.borrow().goaway_due.is_none() => {
                 debug!(%peer, "draining: HTTP/3 GOAWAY");
-                shared.borrow_mut().goaway();
+                shared.borrow_mut().goaway(Instant::now());
                 ctx.stats.quic.goaways.add(1);
             }
             () = link.notify.notified() => {}
