@@ -44,7 +44,7 @@ const LAST_REQUEST_ID: u64 = (1 << 62) - 4;
 
 /// The least time between the first GOAWAY and the final one: a request
 /// the client sent just before it read the first still arrives in it.
-const GOAWAY_GRACE: Duration = Duration::from_millis(25);
+const GOAWAY_GRACE: Duration = Duration::from_millis(250);
 /// Response bytes a request may queue before it waits for QUIC to take them
 /// (and the connection's `queue_budget` bounds all of them together).
 pub(super) const OUT_HIGH: usize = 256 * 1024;
