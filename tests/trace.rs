@@ -405,6 +405,24 @@ fn trace_settings_are_checked_with_file_line_and_key() {
             "trace.flush_interval",
             "above zero",
         ),
+        (
+            "endpoint = \"http://c:4317/v1/traces\"\nprotocol = \"grpc\"",
+            2,
+            "trace.endpoint",
+            "has a path, which gRPC export does not take",
+        ),
+        (
+            "endpoint = \"http://c:4317\"\nprotocol = \"thrift\"",
+            3,
+            "trace.protocol",
+            "\"thrift\" is not a protocol Pier exports with: write \"http/protobuf\" or \"grpc\"",
+        ),
+        (
+            "endpoint = \"http://c:4318/v1/traces\"\nprotocol = \"http/json\"",
+            3,
+            "trace.protocol",
+            "OTLP/JSON is not supported",
+        ),
     ] {
         let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
         std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
@@ -436,6 +454,17 @@ fn trace_settings_are_checked_with_file_line_and_key() {
         std::fs::write(&path, text).unwrap();
         let err = common::assert_config_error(&path, line, key);
         assert!(err.contains(says), "{err}");
+    }
+    // Both protocols' endpoints pass.
+    let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
+    for body in [
+        "endpoint = \"http://c:4317\"\nprotocol = \"grpc\"",
+        "endpoint = \"http://c:4317/\"\nprotocol = \"grpc\"",
+        "endpoint = \"http://c:4318/v1/traces\"\nprotocol = \"http/protobuf\"",
+    ] {
+        std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
+        let (code, err) = common::check_config(&path);
+        assert_eq!(code, Some(0), "{body}: {err}");
     }
     // A missing endpoint is named too.
     std::fs::write(&path, "[trace]\nsample = 0.5\n").unwrap();

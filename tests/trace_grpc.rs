@@ -1,0 +1,107 @@
+//! OTLP/gRPC trace export against a collector on the `h2` crate
+//! (tests/common/otlp_grpc.rs): the call Pier makes, refused calls (the
+//! status in trailers or in a trailers-only answer) counted and logged on a
+//! connection that goes on, and the spans taken once the collector answers
+//! `grpc-status: 0`.
+
+mod common;
+#[path = "common/otlp_grpc.rs"]
+mod otlp_grpc;
+
+use std::time::{Duration, Instant};
+
+use common::otlp::{
+    hex, traced_proxy_config, traced_request as request, upstream_traceparent as upstream_parent,
+};
+use common::upstream::{ok, Upstream};
+use common::{get, Pier};
+use otlp_grpc::{Call, GrpcCollector};
+use pier::observe::trace::otlp::decoded::Span;
+
+const SERVER: i32 = 2;
+const CLIENT: i32 = 3;
+
+/// `pier_trace_export_failures_total` as scraped now.
+fn export_failures(pier: &Pier) -> u64 {
+    let scrape = get(
+        pier.admin.unwrap(),
+        "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&scrape.body).to_string();
+    common::metric(&text, "pier_trace_export_failures_total").expect("the failures counter") as u64
+}
+
+/// Waits (at most 10 s) until `pier_trace_export_failures_total` is `n`.
+fn wait_for_failures(pier: &Pier, n: u64) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while export_failures(pier) < n {
+        assert!(Instant::now() < until, "the refused call was not counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(export_failures(pier), n);
+}
+
+fn spans_of(calls: &[Call], trace: &str) -> Vec<Span> {
+    calls
+        .iter()
+        .flat_map(|c| &c.spans)
+        .filter(|s| hex(&s.trace_id) == trace)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn refused_grpc_calls_are_counted_and_the_next_one_delivers_on_the_same_connection() {
+    let collector = GrpcCollector::start(14);
+    let up = Upstream::start(|_| ok("up"));
+    let text = traced_proxy_config(&collector.endpoint(), &[up.addr], "protocol = \"grpc\"")
+        .replace("[server]", "[admin]\nlisten = \"127.0.0.1:0\"\n[server]");
+    let pier = Pier::with_config(&text, &[]);
+    assert_eq!(export_failures(&pier), 0);
+
+    assert_eq!(get(pier.addr(), &request("/api/refused", "")).status, 200);
+    let calls = collector.wait_for(|c| !c.is_empty());
+    let call = calls.first().expect("an export call");
+    assert_eq!(
+        call.path,
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    );
+    assert_eq!(call.content_type, "application/grpc");
+    assert_eq!(call.te, "trailers");
+    assert_eq!(call.spans.len(), 2, "{:?}", call.spans);
+    let line = pier.wait_log("gRPC status 14 (UNAVAILABLE)", Duration::from_secs(10));
+    let line = line.expect("the refused call is logged");
+    assert!(line.contains("collector%20unavailable"), "{line}");
+    wait_for_failures(&pier, 1);
+
+    // A trailers-only refusal is one too.
+    collector.answer_trailers_only(8);
+    assert_eq!(get(pier.addr(), &request("/api/over", "")).status, 200);
+    collector.wait_for(|c| c.len() >= 2);
+    wait_for_failures(&pier, 2);
+
+    // The collector takes calls again: the next request's spans arrive,
+    // their parents right, on the connection the refused call used.
+    collector.answer(0);
+    assert_eq!(get(pier.addr(), &request("/api/taken", "")).status, 200);
+    let (trace, parent) = upstream_parent(&up, 2);
+    let calls = collector.wait_for(|c| spans_of(c, &trace).len() >= 2);
+    let spans = spans_of(&calls, &trace);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let server = spans
+        .iter()
+        .find(|s| s.kind == SERVER)
+        .expect("a server span");
+    let client = spans
+        .iter()
+        .find(|s| s.kind == CLIENT)
+        .expect("a client span");
+    assert!(server.parent_span_id.is_empty());
+    assert_eq!(client.parent_span_id, server.span_id);
+    assert_eq!(hex(&client.span_id), parent);
+    assert!(pier
+        .wait_log("trace export recovered", Duration::from_secs(10))
+        .is_some());
+    assert_eq!(export_failures(&pier), 2);
+    assert_eq!(collector.connections(), 1);
+}
