@@ -7,7 +7,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::collector_endpoint::{connect, Endpoint};
 use crate::http2::client::{ClientConnection, ClientEvents, ClientLimits, ResponseHead, StreamId};
@@ -15,6 +15,9 @@ use crate::http2::ErrorCode;
 
 /// Bytes read from the socket at once.
 const READ_CHUNK: usize = 16 * 1024;
+/// How long one call may take in all: a collector that keeps sending
+/// without ending its answer does not hold the exporter.
+const CALL_DEADLINE: Duration = Duration::from_secs(10);
 /// Most characters of a collector's `grpc-message` put in the log.
 const MESSAGE_MAX: usize = 200;
 
@@ -144,6 +147,7 @@ impl GrpcConnection {
             .map_err(|_| io::Error::other("the connection takes no new call"))?;
         let mut answer = CallAnswer::new(stream);
         let mut sent = 0;
+        let deadline = Instant::now() + CALL_DEADLINE;
         loop {
             if sent < message.len() && !answer.ended {
                 sent += self.codec.send_data(stream, &message[sent..], true);
@@ -151,6 +155,11 @@ impl GrpcConnection {
             self.flush()?;
             if answer.ended {
                 break;
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(
+                    "the collector did not answer the call in time",
+                ));
             }
             self.read(&mut answer)?;
             if answer.ended && sent < message.len() {
