@@ -105,3 +105,24 @@ fn refused_grpc_calls_are_counted_and_the_next_one_delivers_on_the_same_connecti
     assert_eq!(export_failures(&pier), 2);
     assert_eq!(collector.connections(), 1);
 }
+
+#[test]
+fn a_call_the_collector_did_not_process_goes_again_on_a_new_connection() {
+    let collector = GrpcCollector::start(0);
+    collector.close_after_each_call();
+    let up = Upstream::start(|_| ok("up"));
+    let text = traced_proxy_config(&collector.endpoint(), &[up.addr], "protocol = \"grpc\"")
+        .replace("[server]", "[admin]\nlisten = \"127.0.0.1:0\"\n[server]");
+    let pier = Pier::with_config(&text, &[]);
+    for i in 0..3 {
+        assert_eq!(
+            get(pier.addr(), &request(&format!("/api/{i}"), "")).status,
+            200
+        );
+        let (trace, _) = upstream_parent(&up, i);
+        let calls = collector.wait_for(|c| spans_of(c, &trace).len() >= 2);
+        assert_eq!(spans_of(&calls, &trace).len(), 2, "request {i}: {calls:?}");
+    }
+    assert_eq!(collector.connections(), 3);
+    assert_eq!(export_failures(&pier), 0);
+}

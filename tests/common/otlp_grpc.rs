@@ -32,6 +32,9 @@ pub struct Call {
 struct State {
     status: AtomicU32,
     trailers_only: AtomicBool,
+    /// A connection takes one call: the next is answered with GOAWAY and
+    /// the connection ends.
+    close_after_call: AtomicBool,
     connections: AtomicUsize,
     calls: Mutex<Vec<Call>>,
 }
@@ -81,6 +84,12 @@ impl GrpcCollector {
         self.state.status.store(status, Ordering::SeqCst);
     }
 
+    /// Takes one call per connection: a second is not processed (GOAWAY,
+    /// then the socket closes), as a collector going away does.
+    pub fn close_after_each_call(&self) {
+        self.state.close_after_call.store(true, Ordering::SeqCst);
+    }
+
     /// The collector's endpoint for `[trace]`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
@@ -113,7 +122,16 @@ async fn serve(tcp: tokio::net::TcpStream, state: Arc<State>) {
     let Ok(mut conn) = h2::server::handshake(tcp).await else {
         return;
     };
+    let mut served = 0;
     while let Some(Ok((req, respond))) = conn.accept().await {
+        if served > 0 && state.close_after_call.load(Ordering::SeqCst) {
+            // The next call on the connection is not processed: GOAWAY,
+            // driven until it is out and the connection ends.
+            conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+            while conn.accept().await.is_some() {}
+            return;
+        }
+        served += 1;
         let state = state.clone();
         tokio::task::spawn_local(async move {
             let (parts, mut body) = req.into_parts();

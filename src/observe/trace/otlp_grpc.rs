@@ -167,6 +167,13 @@ impl GrpcConnection {
                 self.codec.reset_stream(stream, ErrorCode::Cancel);
             }
         }
+        if answer.reset == Some(ErrorCode::RefusedStream) {
+            // Not processed (a GOAWAY the idle connection had not read yet):
+            // the call may go again on a new connection.
+            return Err(io::Error::other(
+                "the collector refused the call unprocessed",
+            ));
+        }
         Ok(answer)
     }
 
