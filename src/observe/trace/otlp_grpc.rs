@@ -54,6 +54,9 @@ enum CallError {
     /// The connection failed: it is dropped, and a call on a kept one is
     /// tried once more on a new one.
     Connection(io::Error),
+    /// The collector did not process the call (REFUSED_STREAM, as a GOAWAY
+    /// read late makes it): it goes once more on a new connection.
+    Refused(io::Error),
     /// The collector answered with an error; the connection goes on.
     Answer(io::Error),
 }
@@ -82,12 +85,13 @@ impl OtlpGrpc {
         let reused = self.conn.is_some();
         let r = match self.call() {
             Err(CallError::Connection(_)) if reused => self.call(),
+            Err(CallError::Refused(_)) => self.call(),
             r => r,
         };
         match r {
             Ok(()) => Ok(()),
             Err(CallError::Answer(e)) => Err(e),
-            Err(CallError::Connection(e)) => {
+            Err(CallError::Connection(e) | CallError::Refused(e)) => {
                 self.conn = None;
                 Err(e)
             }
@@ -112,6 +116,12 @@ impl OtlpGrpc {
             self.conn = None;
         }
         let answer = answer.map_err(CallError::Connection)?;
+        if answer.reset == Some(ErrorCode::RefusedStream) {
+            // Not processed (a GOAWAY the idle connection had not read yet).
+            self.conn = None;
+            let e = io::Error::other("the collector refused the call unprocessed");
+            return Err(CallError::Refused(e));
+        }
         answer.outcome().map_err(CallError::Answer)
     }
 }
@@ -166,13 +176,6 @@ impl GrpcConnection {
                 // Answered before the whole request went: the rest is not wanted.
                 self.codec.reset_stream(stream, ErrorCode::Cancel);
             }
-        }
-        if answer.reset == Some(ErrorCode::RefusedStream) {
-            // Not processed (a GOAWAY the idle connection had not read yet):
-            // the call may go again on a new connection.
-            return Err(io::Error::other(
-                "the collector refused the call unprocessed",
-            ));
         }
         Ok(answer)
     }
