@@ -9,7 +9,7 @@ mod h2_origin;
 use std::net::SocketAddr;
 
 use common::otlp::{
-    attr, hex, traced_proxy_config, traced_request as request,
+    attr, hex, server_and_client, traced_proxy_config, traced_request as request,
     upstream_traceparent as upstream_parent, with_dead_route, Collector,
 };
 use common::upstream::{ok, Upstream};
@@ -53,19 +53,9 @@ fn a_proxied_request_gives_a_server_span_and_a_client_span_parent_of_the_upstrea
     assert_ne!(trace, "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(up.requests()[0].header("tracestate"), None);
     let spans = collector.wait_for(|s| of_trace(s, &trace).len() >= 2);
-    let spans = of_trace(&spans, &trace);
-    assert_eq!(spans.len(), 2, "{spans:?}");
-    let server = spans
-        .iter()
-        .find(|s| s.kind == SERVER)
-        .expect("a server span");
-    let client = spans
-        .iter()
-        .find(|s| s.kind == CLIENT)
-        .expect("a client span");
     // The upstream's parent is Pier's client span, whose parent is the server span.
+    let (server, client) = server_and_client(&of_trace(&spans, &trace));
     assert_eq!(hex(&client.span_id), parent);
-    assert_eq!(client.parent_span_id, server.span_id);
     assert!(
         server.parent_span_id.is_empty(),
         "an untrusted parent was taken"
@@ -405,6 +395,24 @@ fn trace_settings_are_checked_with_file_line_and_key() {
             "trace.flush_interval",
             "above zero",
         ),
+        (
+            "endpoint = \"http://c:4317/v1/traces\"\nprotocol = \"grpc\"",
+            2,
+            "trace.endpoint",
+            "has a path, which gRPC export does not take",
+        ),
+        (
+            "endpoint = \"http://c:4317\"\nprotocol = \"thrift\"",
+            3,
+            "trace.protocol",
+            "\"thrift\" is not a protocol Pier exports with: write \"http/protobuf\" or \"grpc\"",
+        ),
+        (
+            "endpoint = \"http://c:4318/v1/traces\"\nprotocol = \"http/json\"",
+            3,
+            "trace.protocol",
+            "OTLP/JSON is not supported",
+        ),
     ] {
         let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
         std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
@@ -436,6 +444,17 @@ fn trace_settings_are_checked_with_file_line_and_key() {
         std::fs::write(&path, text).unwrap();
         let err = common::assert_config_error(&path, line, key);
         assert!(err.contains(says), "{err}");
+    }
+    // Both protocols' endpoints pass.
+    let listener = "[[listener]]\nlisten = \"127.0.0.1:0\"\n[[route]]\nhandler = \"redirect\"\nlocation = \"/x\"";
+    for body in [
+        "endpoint = \"http://c:4317\"\nprotocol = \"grpc\"",
+        "endpoint = \"http://c:4317/\"\nprotocol = \"grpc\"",
+        "endpoint = \"http://c:4318/v1/traces\"\nprotocol = \"http/protobuf\"",
+    ] {
+        std::fs::write(&path, format!("[trace]\n{body}\n{listener}\n")).unwrap();
+        let (code, err) = common::check_config(&path);
+        assert_eq!(code, Some(0), "{body}: {err}");
     }
     // A missing endpoint is named too.
     std::fs::write(&path, "[trace]\nsample = 0.5\n").unwrap();

@@ -20,6 +20,11 @@ fn config(jaeger: &Jaeger, servers: &[SocketAddr], trace_extra: &str) -> String 
     traced_proxy_config(&jaeger.otlp, servers, trace_extra)
 }
 
+/// `config` exporting to Jaeger's OTLP/gRPC receiver instead.
+fn grpc_config(jaeger: &Jaeger, servers: &[SocketAddr]) -> String {
+    traced_proxy_config(&jaeger.otlp_grpc, servers, "protocol = \"grpc\"")
+}
+
 fn kind(span: &Value) -> String {
     tag(span, "span.kind").unwrap_or_default()
 }
@@ -42,7 +47,30 @@ fn jaeger_shows_the_server_span_and_one_client_span_per_attempt() {
     let dead = common::refused_addr();
     let up = Upstream::start(|_| ok("up"));
     let pier = Pier::with_config(&config(&jaeger, &[dead, up.addr], ""), &[]);
+    shows_a_trace_per_request_with_each_attempt(&jaeger, &pier, &up, dead);
+}
 
+#[test]
+fn jaeger_takes_the_same_traces_over_otlp_grpc() {
+    let Some(jaeger) = Jaeger::start() else {
+        return;
+    };
+    let dead = common::refused_addr();
+    let up = Upstream::start(|_| ok("up"));
+    let pier = Pier::with_config(&grpc_config(&jaeger, &[dead, up.addr]), &[]);
+    shows_a_trace_per_request_with_each_attempt(&jaeger, &pier, &up, dead);
+}
+
+/// Two requests through `pier` to a group of `dead` and `up`, one of them
+/// retried, each with an untrusted `traceparent`: Jaeger holds a trace per
+/// request with its server span and a client span per attempt, and the
+/// upstream's parent is the last of them.
+fn shows_a_trace_per_request_with_each_attempt(
+    jaeger: &Jaeger,
+    pier: &Pier,
+    up: &Upstream,
+    dead: SocketAddr,
+) {
     // An untrusted traceparent: not honoured.
     let theirs = "4bf92f3577b34da6a3ce929d0e0e4736";
     let tp = format!("traceparent: 00-{theirs}-00f067aa0ba902b7-01\r\n");
@@ -54,7 +82,7 @@ fn jaeger_shows_the_server_span_and_one_client_span_per_attempt() {
     }
     let mut attempts = Vec::new();
     for i in 0..2 {
-        let (trace, parent) = upstream_parent(&up, i);
+        let (trace, parent) = upstream_parent(up, i);
         assert_ne!(trace, theirs);
         let spans = jaeger.trace(&trace, 2);
         let server = spans

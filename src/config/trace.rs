@@ -10,14 +10,18 @@ use super::error::{ConfigError, Locator};
 use super::value::{duration, int, RawDuration};
 use crate::filter::access::address::parse_address_entry;
 use crate::http::request_trace::{TracePolicy, TrustIncoming};
-use crate::observe::trace::TraceConfig;
+use crate::observe::trace::{ExportProtocol, TraceConfig};
 
 /// `[trace]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTrace {
-    /// OTLP/HTTP traces endpoint, `http://host:port/v1/traces`.
+    /// The collector: `http://host:port/v1/traces` for OTLP/HTTP,
+    /// `http://host:port` for gRPC.
     pub endpoint: Spanned<String>,
+    /// `http/protobuf` (the default) or `grpc`, as
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` names them.
+    pub protocol: Option<Spanned<String>>,
     /// `service.name` of the spans (default `pier`).
     pub service_name: Option<Spanned<String>>,
     /// Share of new traces sampled, 0 to 1 (default 1).
@@ -71,9 +75,37 @@ fn validate_trust(
     Ok(TrustIncoming::From(out.into_boxed_slice()))
 }
 
-/// `[trace]`: the endpoint must be an `http://` URL with a host; the ratio
-/// within 0..=1.
+/// `protocol`: the two OTLP transports Pier speaks.
+fn validate_protocol(
+    loc: &Locator<'_>,
+    raw: Option<&Spanned<String>>,
+) -> Result<ExportProtocol, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(ExportProtocol::HttpProtobuf);
+    };
+    match raw.get_ref().trim() {
+        "http/protobuf" => Ok(ExportProtocol::HttpProtobuf),
+        "grpc" => Ok(ExportProtocol::Grpc),
+        other => {
+            let json = if other == "http/json" {
+                "OTLP/JSON is not supported; "
+            } else {
+                ""
+            };
+            Err(loc.error(
+                raw.span(),
+                "trace.protocol",
+                format!("{json}{other:?} is not a protocol Pier exports with: write \"http/protobuf\" or \"grpc\""),
+            ))
+        }
+    }
+}
+
+/// `[trace]`: the endpoint must be an `http://` URL with a host (and no
+/// path for gRPC, whose path is the service's method); the ratio within
+/// 0..=1.
 pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, ConfigError> {
+    let protocol = validate_protocol(loc, raw.protocol.as_ref())?;
     let endpoint = raw.endpoint.get_ref().trim();
     let Some(rest) = endpoint.strip_prefix("http://") else {
         let message = if endpoint.starts_with("https://") {
@@ -97,6 +129,14 @@ pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, 
             raw.endpoint.span(),
             "trace.endpoint",
             format!("{endpoint:?} is not an http://host:port/path URL"),
+        ));
+    }
+    let path = &rest[authority.len()..];
+    if protocol == ExportProtocol::Grpc && !path.is_empty() && path != "/" {
+        return Err(loc.error(
+            raw.endpoint.span(),
+            "trace.endpoint",
+            format!("{endpoint:?} has a path, which gRPC export does not take: write the collector's address alone, such as \"http://127.0.0.1:4317\""),
         ));
     }
     let service_name = match &raw.service_name {
@@ -133,6 +173,7 @@ pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, 
     }
     Ok(TraceConfig {
         endpoint: endpoint.to_string(),
+        protocol,
         service_name,
         policy: TracePolicy {
             sample,

@@ -6,6 +6,7 @@
 //! worker's counters and sums them only when `/metrics` or `/status` is requested.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -396,6 +397,9 @@ pub struct Registry {
     /// `host/prefix` of each configured route, for the `route` label; replaced
     /// on reload (read only when scraped).
     pub routes: arc_swap::ArcSwap<Vec<String>>,
+    /// Batches of spans the trace collector did not take (written by the
+    /// exporter thread, whichever one runs).
+    pub trace_export_failures: Arc<AtomicU64>,
 }
 
 impl Registry {
@@ -406,6 +410,7 @@ impl Registry {
             workers: (0..workers).map(|_| Arc::default()).collect(),
             listeners,
             routes: Default::default(),
+            trace_export_failures: Arc::default(),
         }
     }
 
@@ -474,6 +479,12 @@ impl Registry {
         for (name, kind, figure, help) in SUMMED_FAMILIES {
             metric(name, kind, help, &one(self.sum(figure)));
         }
+        metric(
+            "pier_trace_export_failures_total",
+            "counter",
+            "Batches of trace spans the collector refused, failed or could not be reached for (the spans are lost).",
+            &one(self.trace_export_failures.load(Ordering::Relaxed)),
+        );
         let mut requests = Vec::new();
         for h in HandlerKind::ALL {
             for (c, class) in CLASSES.iter().enumerate() {

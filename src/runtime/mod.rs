@@ -353,7 +353,7 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     let trace = config
         .trace
         .clone()
-        .map(TraceExporter::start)
+        .map(|c| TraceExporter::start(c, registry.trace_export_failures.clone()))
         .transpose()
         .context("cannot start the trace exporter")?;
 

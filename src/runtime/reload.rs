@@ -182,7 +182,13 @@ impl ServerProcess {
         let trace = if next.trace == old.trace {
             self.trace.as_ref().map(TraceExporter::shared)
         } else {
-            let started = match next.trace.clone().map(TraceExporter::start).transpose() {
+            let failures = &self.registry.trace_export_failures;
+            let started = match next
+                .trace
+                .clone()
+                .map(|c| TraceExporter::start(c, failures.clone()))
+                .transpose()
+            {
                 Ok(t) => t,
                 Err(e) => {
                     error!(error = %e, "configuration reload failed: cannot start the trace exporter; keeping the running configuration");

@@ -1,6 +1,7 @@
 //! Jaeger, the tracing backend, started on loopback for the trace tests: its
 //! all-in-one binary (`$JAEGER`, else where `.ci/run` builds it) with in-memory
-//! storage, its OTLP/HTTP receiver and query API on free ports. Killed on drop.
+//! storage, its OTLP/HTTP and OTLP/gRPC receivers and query API on free ports.
+//! Killed on drop.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ pub struct Jaeger {
     child: Child,
     /// The OTLP/HTTP traces endpoint (`http://127.0.0.1:PORT/v1/traces`).
     pub otlp: String,
+    /// The OTLP/gRPC endpoint (`http://127.0.0.1:PORT`).
+    pub otlp_grpc: String,
     /// The query API (`/api/traces/...`).
     pub query: SocketAddr,
     _dir: tempfile::TempDir,
@@ -56,8 +59,13 @@ impl Jaeger {
             return None;
         };
         let dir = tempfile::tempdir().unwrap();
-        let (otlp, query, query_grpc, health) =
-            (free_port(), free_port(), free_port(), free_port());
+        let (otlp, otlp_grpc, query, query_grpc, health) = (
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        );
         let config = dir.path().join("jaeger.yaml");
         std::fs::write(
             &config,
@@ -96,6 +104,8 @@ receivers:
     protocols:
       http:
         endpoint: 127.0.0.1:{otlp}
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc}
 processors:
   batch:
     timeout: 100ms
@@ -118,6 +128,7 @@ exporters:
         let jaeger = Jaeger {
             child,
             otlp: format!("http://127.0.0.1:{otlp}/v1/traces"),
+            otlp_grpc: format!("http://127.0.0.1:{otlp_grpc}"),
             query: format!("127.0.0.1:{query}").parse().unwrap(),
             _dir: dir,
         };
@@ -131,13 +142,15 @@ exporters:
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-        // The OTLP receiver too.
-        while std::net::TcpStream::connect(("127.0.0.1", otlp)).is_err() {
-            assert!(
-                Instant::now() < until,
-                "jaeger's OTLP receiver did not come up"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        // The OTLP receivers too.
+        for port in [otlp, otlp_grpc] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    Instant::now() < until,
+                    "jaeger's OTLP receiver on port {port} did not come up"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
         Some(jaeger)
     }

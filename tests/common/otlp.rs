@@ -116,6 +116,21 @@ pub fn attr(span: &Span, key: &str) -> Option<String> {
         })
 }
 
+/// The server span and the client span of a trace that has just these two,
+/// the client span a child of the server span.
+pub fn server_and_client<'a>(spans: &[&'a Span]) -> (&'a Span, &'a Span) {
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let of_kind = |kind: i32, what: &str| {
+        *spans
+            .iter()
+            .find(|s| s.kind == kind)
+            .unwrap_or_else(|| panic!("a {what} span in {spans:?}"))
+    };
+    let (server, client) = (of_kind(2, "server"), of_kind(3, "client"));
+    assert_eq!(client.parent_span_id, server.span_id);
+    (server, client)
+}
+
 /// Lowercase hex of an id.
 pub fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()

@@ -1,13 +1,13 @@
-//! The OTLP/HTTP exporter: workers hand each exported request's encoded spans
+//! The trace exporter: workers hand each exported request's encoded spans
 //! to one background thread through a bounded lock-free queue (as the access
 //! log does); the thread batches them into `ExportTraceServiceRequest`s and
-//! POSTs them to the collector over a kept-alive connection. A full queue
-//! drops the request's spans and counts them
+//! sends them to the collector over one kept connection, OTLP/HTTP
+//! (`otlp_http.rs`) or OTLP/gRPC (`otlp_grpc.rs`), blocking only itself. A
+//! full queue drops the request's spans and counts them
 //! (`pier_trace_spans_dropped_total`): a worker never waits on a collector.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
@@ -15,19 +15,18 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use tracing::{info, warn};
 
+use super::collector_endpoint::split_endpoint;
 use super::otlp::encode_request;
-use super::TraceConfig;
+use super::otlp_grpc::OtlpGrpc;
+use super::otlp_http::OtlpHttp;
+use super::{ExportProtocol, TraceConfig};
 
 /// Encoded spans per POST, at most: a batch stays a few hundred KiB.
 const BATCH_BYTES: usize = 512 * 1024;
 /// Queued requests that make a worker wake the exporter before its interval.
 const WAKE_AT: usize = 256;
-/// How long one POST may take (connect, write, answer).
-const POST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for the last batch.
 const FINISH_WAIT: Duration = Duration::from_secs(5);
-/// Largest collector answer read (its body is not used).
-const ANSWER_MAX: u64 = 64 * 1024;
 
 /// State shared by the workers and the exporter thread.
 pub struct TraceShared {
@@ -39,10 +38,12 @@ pub struct TraceShared {
     empty: ArrayQueue<Vec<u8>>,
     stop: AtomicBool,
     exporter: OnceLock<Thread>,
+    /// Batches the collector did not take (`pier_trace_export_failures_total`).
+    failures: Arc<AtomicU64>,
 }
 
 impl TraceShared {
-    fn new(config: TraceConfig) -> Arc<TraceShared> {
+    fn new(config: TraceConfig, failures: Arc<AtomicU64>) -> Arc<TraceShared> {
         let queue = config.queue.max(1);
         Arc::new(TraceShared {
             config,
@@ -50,6 +51,7 @@ impl TraceShared {
             empty: ArrayQueue::new(queue),
             stop: AtomicBool::new(false),
             exporter: OnceLock::new(),
+            failures,
         })
     }
 
@@ -92,9 +94,10 @@ pub struct TraceExporter {
 }
 
 impl TraceExporter {
-    /// Starts the exporter thread for `config`.
-    pub fn start(config: TraceConfig) -> io::Result<TraceExporter> {
-        let shared = TraceShared::new(config);
+    /// Starts the exporter thread for `config`; batches the collector does
+    /// not take are counted into `failures`.
+    pub fn start(config: TraceConfig, failures: Arc<AtomicU64>) -> io::Result<TraceExporter> {
+        let shared = TraceShared::new(config, failures);
         let s = shared.clone();
         let handle = std::thread::Builder::new()
             .name("pier-trace-export".into())
@@ -123,39 +126,33 @@ impl TraceExporter {
     }
 }
 
-/// The collector's endpoint, split for the request line.
-struct Endpoint {
-    /// `host:port`, for the connection and the `Host` field.
-    authority: String,
-    /// The request target (`/v1/traces`).
-    path: String,
+/// The exporter's connection to the collector, in the configured protocol.
+enum CollectorLink {
+    Http(OtlpHttp),
+    Grpc(Box<OtlpGrpc>),
 }
 
-/// Splits `http://host[:port]/path` (validated by the configuration).
-fn split_endpoint(url: &str) -> Endpoint {
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/v1/traces"),
-    };
-    let authority = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        && !authority.ends_with(']')
-    {
-        authority.to_string()
-    } else {
-        format!("{authority}:80")
-    };
-    Endpoint {
-        authority,
-        path: path.to_string(),
+impl CollectorLink {
+    fn new(config: &TraceConfig) -> CollectorLink {
+        let endpoint = split_endpoint(&config.endpoint, config.protocol);
+        match config.protocol {
+            ExportProtocol::HttpProtobuf => CollectorLink::Http(OtlpHttp::new(endpoint)),
+            ExportProtocol::Grpc => CollectorLink::Grpc(Box::new(OtlpGrpc::new(endpoint))),
+        }
+    }
+
+    /// Sends one encoded `ExportTraceServiceRequest`; after an error the
+    /// next export connects again.
+    fn export(&mut self, body: &[u8]) -> io::Result<()> {
+        match self {
+            CollectorLink::Http(h) => h.export(body),
+            CollectorLink::Grpc(g) => g.export(body),
+        }
     }
 }
 
 fn export_loop(shared: &TraceShared) {
-    let endpoint = split_endpoint(&shared.config.endpoint);
-    let mut conn: Option<TcpStream> = None;
+    let mut link = CollectorLink::new(&shared.config);
     let mut batch: Vec<Vec<u8>> = Vec::new();
     let mut body = Vec::new();
     let mut failing = false;
@@ -180,7 +177,7 @@ fn export_loop(shared: &TraceShared) {
             for buf in batch.drain(..) {
                 shared.give_back(buf);
             }
-            match post(&mut conn, &endpoint, &body) {
+            match link.export(&body) {
                 Ok(()) => {
                     if failing {
                         info!(endpoint = %shared.config.endpoint, "trace export recovered");
@@ -188,7 +185,7 @@ fn export_loop(shared: &TraceShared) {
                     failing = false;
                 }
                 Err(e) => {
-                    conn = None;
+                    shared.failures.fetch_add(1, Ordering::Relaxed);
                     if !failing {
                         warn!(endpoint = %shared.config.endpoint, error = %e, spans, "trace export failed; spans are lost until the collector answers");
                     }
@@ -203,119 +200,19 @@ fn export_loop(shared: &TraceShared) {
     }
 }
 
-/// POSTs one batch; a kept connection that the collector closed is replaced
-/// once.
-fn post(conn: &mut Option<TcpStream>, endpoint: &Endpoint, body: &[u8]) -> io::Result<()> {
-    let reused = conn.is_some();
-    match post_on(conn, endpoint, body) {
-        Err(_) if reused => {
-            *conn = None;
-            post_on(conn, endpoint, body)
-        }
-        r => r,
-    }
-}
-
-fn post_on(conn: &mut Option<TcpStream>, endpoint: &Endpoint, body: &[u8]) -> io::Result<()> {
-    let stream = match conn {
-        Some(s) => s,
-        None => {
-            let addr = endpoint
-                .authority
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| io::Error::other("the endpoint's host has no address"))?;
-            let s = TcpStream::connect_timeout(&addr, POST_TIMEOUT)?;
-            s.set_read_timeout(Some(POST_TIMEOUT))?;
-            s.set_write_timeout(Some(POST_TIMEOUT))?;
-            let _ = s.set_nodelay(true);
-            conn.insert(s)
-        }
-    };
-    let head = format!(
-        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nUser-Agent: pier/{}\r\n\r\n",
-        endpoint.path,
-        endpoint.authority,
-        body.len(),
-        env!("CARGO_PKG_VERSION"),
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body)?;
-    let mut reader = BufReader::new((&*stream).take(ANSWER_MAX));
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let status: u16 = line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| io::Error::other("the collector's answer is not HTTP"))?;
-    let mut length = None;
-    let mut close = false;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(io::Error::other("the collector closed mid-answer"));
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = l.split_once(':') {
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.parse::<u64>().ok();
-            } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close")
-            {
-                close = true;
-            }
-        }
-    }
-    match length {
-        Some(n) => {
-            io::copy(&mut reader.by_ref().take(n), &mut io::sink())?;
-        }
-        // Without a length (chunked or until close) the connection is not
-        // reused: its answer is not read to its end.
-        None => close = true,
-    }
-    if close {
-        *conn = None;
-    }
-    if !(200..300).contains(&status) {
-        return Err(io::Error::other(format!("the collector answered {status}")));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_split_into_authority_and_path() {
-        let e = split_endpoint("http://127.0.0.1:4318/v1/traces");
-        assert_eq!(
-            (e.authority.as_str(), e.path.as_str()),
-            ("127.0.0.1:4318", "/v1/traces")
-        );
-        let e = split_endpoint("http://collector");
-        assert_eq!(
-            (e.authority.as_str(), e.path.as_str()),
-            ("collector:80", "/v1/traces")
-        );
-        let e = split_endpoint("http://[::1]:4318/otlp/v1/traces");
-        assert_eq!(
-            (e.authority.as_str(), e.path.as_str()),
-            ("[::1]:4318", "/otlp/v1/traces")
-        );
-    }
-
-    #[test]
     fn a_full_queue_refuses_without_waiting() {
-        let shared = TraceShared::new(TraceConfig {
-            queue: 2,
-            ..TraceConfig::for_tests()
-        });
+        let shared = TraceShared::new(
+            TraceConfig {
+                queue: 2,
+                ..TraceConfig::for_tests()
+            },
+            Arc::default(),
+        );
         assert!(shared.hand_off(vec![1], 1).is_ok());
         assert!(shared.hand_off(vec![2], 1).is_ok());
         assert_eq!(shared.hand_off(vec![3], 2), Err(vec![3]));

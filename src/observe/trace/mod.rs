@@ -1,12 +1,16 @@
 //! OpenTelemetry traces: a server span per request and a client span per
 //! upstream attempt, sampled by parent and ratio (and kept for 5xx answers
 //! when asked), encoded as OTLP/protobuf on the worker that served the
-//! request and exported over HTTP by one background thread. The request's
-//! context and recording are [`crate::http::request_trace`]'s; this module
-//! turns a finished recording into spans and hands them off without waiting.
+//! request and exported over OTLP/HTTP or OTLP/gRPC by one background thread.
+//! The request's context and recording are [`crate::http::request_trace`]'s;
+//! this module turns a finished recording into spans and hands them off
+//! without waiting.
 
+mod collector_endpoint;
 pub mod export;
 pub mod otlp;
+mod otlp_grpc;
+mod otlp_http;
 
 use std::io::Write as _;
 use std::net::IpAddr;
@@ -19,11 +23,24 @@ use crate::observe::metrics::WorkerStats;
 use export::TraceShared;
 use otlp::{encode_span, keys, Key, SpanKind, SpanOut, Value};
 
+/// How spans go to the collector (`[trace] protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportProtocol {
+    /// OTLP/HTTP: a POST of the protobuf request over HTTP/1.1.
+    HttpProtobuf,
+    /// OTLP/gRPC: the `TraceService/Export` call over HTTP/2 without TLS.
+    Grpc,
+}
+
 /// `[trace]`, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceConfig {
-    /// The OTLP/HTTP traces endpoint (`http://127.0.0.1:4318/v1/traces`).
+    /// The collector: an OTLP/HTTP traces URL
+    /// (`http://127.0.0.1:4318/v1/traces`) or a gRPC address
+    /// (`http://127.0.0.1:4317`).
     pub endpoint: String,
+    /// The transport to the collector.
+    pub protocol: ExportProtocol,
     /// `service.name` of the exported resource.
     pub service_name: String,
     /// Sampling and trust.
@@ -40,6 +57,7 @@ impl TraceConfig {
     pub fn for_tests() -> TraceConfig {
         TraceConfig {
             endpoint: "http://127.0.0.1:4318/v1/traces".into(),
+            protocol: ExportProtocol::HttpProtobuf,
             service_name: "pier".into(),
             policy: TracePolicy {
                 sample: 1.0,
