@@ -66,14 +66,22 @@ async fn fetch(
         out.send_data(Bytes::new(), true).unwrap();
     }
     let resp = resp.await.unwrap();
-    let (head, mut stream) = resp.into_parts();
+    let (head, stream) = resp.into_parts();
+    Got {
+        head,
+        body: read_body(stream).await,
+    }
+}
+
+/// All of a body, its window given back as it comes.
+async fn read_body(mut stream: h2::RecvStream) -> Vec<u8> {
     let mut data = Vec::new();
     while let Some(chunk) = stream.data().await {
         let chunk = chunk.unwrap();
         let _ = stream.flow_control().release_capacity(chunk.len());
         data.extend_from_slice(&chunk);
     }
-    Got { head, body: data }
+    data
 }
 
 fn get(uri: &str) -> http::request::Builder {
@@ -195,6 +203,53 @@ fn static_files_over_prior_knowledge_whole_ranged_conditional_and_head() {
                 text.extend_from_slice(&d.unwrap());
             }
             assert_eq!(text, b"hello over h2\n");
+        }
+    });
+}
+
+/// The body of a 200 answer, whole.
+async fn read_whole(resp: h2::client::ResponseFuture) -> Vec<u8> {
+    let resp = resp.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    read_body(resp.into_body()).await
+}
+
+#[test]
+fn files_sent_at_once_and_after_each_other_keep_their_own_bytes() {
+    // File chunks go out in buffers the worker takes again once written: a
+    // buffer reused for another file, or for a shorter last chunk, must carry
+    // only that file's bytes.
+    let pier = Pier::with_config(SITE, &[]);
+    let file =
+        |n: usize, step: usize| -> Vec<u8> { (0..n).map(|i| (i * step % 253) as u8).collect() };
+    let a = file(700_001, 3);
+    let b = file(300_003, 11);
+    let c = file(100_003, 17);
+    std::fs::write(pier.root().join("a.bin"), &a).unwrap();
+    std::fs::write(pier.root().join("b.bin"), &b).unwrap();
+    std::fs::write(pier.root().join("c.bin"), &c).unwrap();
+    let addr = pier.addr();
+    rt().block_on(async move {
+        let mut conn = h2_client(addr, None).await;
+        for _ in 0..3 {
+            // Both at once, read side by side (the connection's window is shared).
+            let req = |name: &str| get(&format!("http://{addr}/{name}.bin")).body(()).unwrap();
+            let wait_a = conn.send_request(req("a"), true).unwrap().0;
+            let wait_b = conn.send_request(req("b"), true).unwrap().0;
+            let (got_a, got_b) = tokio::join!(read_whole(wait_a), read_whole(wait_b));
+            assert!(got_a == a, "{} bytes, not the first file's", got_a.len());
+            assert!(got_b == b, "{} bytes, not the second file's", got_b.len());
+            let got = fetch(
+                &mut conn,
+                get(&format!("http://{addr}/c.bin")).body(()).unwrap(),
+                None,
+            )
+            .await;
+            assert!(
+                got.body == c,
+                "{} bytes, not the small file's",
+                got.body.len()
+            );
         }
     });
 }

@@ -17,12 +17,10 @@ use bytes::Bytes;
 
 use std::task::{Context, Poll};
 
+use super::chunk_buffers::{self, CHUNK_MAX};
 use crate::file_io::residency::read_cached;
 use crate::http::{Body, BodyPart, BodyStream, FileRegion};
 use crate::worker::WorkerCtx;
-
-/// Largest read of a file for one send.
-const FILE_READ_MAX: usize = 64 * 1024;
 
 /// A body the handler pushes itself ([`Body::Push`]): its progress.
 #[derive(Default)]
@@ -184,12 +182,13 @@ trait SendSteps<'a>: StreamSink<'a> {
         let mut pos = region.offset;
         let mut shared: Option<Arc<File>> = None;
         while pos < stop {
-            let want = ((stop - pos) as usize).min(FILE_READ_MAX);
+            let want = ((stop - pos) as usize).min(CHUNK_MAX);
             let n = poll_fn(|cx| self.poll_send_capacity(cx, want)).await?;
-            // Each chunk is read into a buffer of its own that the DATA frames
-            // then carry to the socket (or to TLS) without a copy.
-            let mut buf = vec![0u8; n];
-            let read = match read_cached(&region.file, &mut buf, pos) {
+            // Each chunk is read into a buffer that the DATA frames then carry
+            // to the socket (or to TLS) without a copy, and that comes back
+            // for a later chunk once they are written.
+            let mut buf = chunk_buffers::take(n);
+            let read = match read_cached(&region.file, &mut buf[..n], pos) {
                 Some(r) => r?,
                 None => {
                     let f = match &shared {
@@ -202,7 +201,7 @@ trait SendSteps<'a>: StreamSink<'a> {
                         .config
                         .file_io
                         .run(move || {
-                            let r = f.read_at(&mut owned, pos);
+                            let r = f.read_at(&mut owned[..n], pos);
                             (owned, r)
                         })
                         .await
@@ -218,8 +217,7 @@ trait SendSteps<'a>: StreamSink<'a> {
                 ));
             }
             pos += read as u64;
-            buf.truncate(read);
-            self.send_data_owned(Bytes::from(buf), end && pos == stop)?;
+            self.send_data_owned(chunk_buffers::share(buf, read), end && pos == stop)?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 
 mod accept;
 pub(crate) mod body_send;
+mod chunk_buffers;
 mod dispatch;
 pub mod download_pacing;
 mod file_region;

@@ -17,6 +17,13 @@ use crate::tls::stream::ReadAhead;
 /// Chunk of a large file per send, so one download cannot monopolise the worker.
 pub(crate) const FILE_CHUNK: u64 = 256 * 1024;
 
+/// Most bytes rustls holds to send: a file chunk, and room for what goes
+/// with it. An HTTP/2 chunk leaves with 9 bytes of frame head per 16 KiB
+/// (144 bytes per chunk); at exactly [`FILE_CHUNK`] those bytes stayed
+/// behind and went out in a record and a `writev` of their own, two writes
+/// per chunk instead of one.
+const TLS_SEND_LIMIT: usize = FILE_CHUNK as usize + 16 * 1024;
+
 /// A downstream transport: what the driver needs from plain TCP or TLS.
 #[allow(async_fn_in_trait)]
 pub trait Downstream {
@@ -279,10 +286,7 @@ impl Tls {
     pub fn new(mut stream: tokio_rustls::server::TlsStream<ReadAhead>) -> Self {
         // A whole file chunk is encrypted at once and leaves in one `writev` of
         // 16 records; the buffer holds only what the socket has not taken.
-        stream
-            .get_mut()
-            .1
-            .set_buffer_limit(Some(FILE_CHUNK as usize));
+        stream.get_mut().1.set_buffer_limit(Some(TLS_SEND_LIMIT));
         let peer_subject = stream
             .get_ref()
             .1
