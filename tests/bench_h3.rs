@@ -16,12 +16,18 @@ use common::Pier;
 /// `/hello`, files under `/files/` from its root and a 404 elsewhere, two
 /// workers.
 fn serve(pki: &Pki) -> Pier {
+    serve_with(pki, "")
+}
+
+/// [`serve`] with `extra` tables first.
+fn serve_with(pki: &Pki, extra: &str) -> Pier {
     let (cert, key) = pki.server("pier", "localhost", &["localhost"], None);
     Pier::with_config(
         &format!(
             r#"
 [server]
 workers = 2
+{extra}
 [[listener]]
 listen = "127.0.0.1:0"
 tls = {{ cert = "{}", key = "{}" }}
@@ -111,28 +117,7 @@ fn new_conn_makes_a_full_handshake_for_every_request() {
 fn with_a_retry_for_every_client_every_new_connection_gets_in() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path(), "bench h3 ca");
-    let (cert, key) = pki.server("pier", "localhost", &["localhost"], None);
-    let pier = Pier::with_config(
-        &format!(
-            r#"
-[server]
-workers = 1
-[http3]
-retry_above = 0
-[[listener]]
-listen = "127.0.0.1:0"
-tls = {{ cert = "{}", key = "{}" }}
-[[route]]
-path = "/hello"
-handler = "respond"
-status = 200
-body = "Hello, World!"
-"#,
-            cert.display(),
-            key.display()
-        ),
-        &[],
-    );
+    let pier = serve_with(&pki, "[http3]\nretry_above = 0");
     let ca = pki.ca_path();
     let url = format!("https://localhost:{}/hello", pier.https[0].port());
     let v = bench_json(&[
