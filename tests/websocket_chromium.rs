@@ -16,6 +16,10 @@ use common::Pier;
 const PAGE: &str = r#"<!doctype html>
 <html><body><p id="out">waiting</p>
 <script>
+// A request the origin holds for a while: Chromium's virtual time stands
+// still while a fetch is pending, so the page is not dumped before the
+// WebSocket's round trips (which are not fetches) end.
+fetch("/slow");
 const out = document.getElementById("out");
 const ws = new WebSocket("wss://" + location.host + "/ws/echo", ["chat"]);
 ws.onopen = () => ws.send("hello from the browser");
@@ -32,6 +36,10 @@ fn headless_chromium_opens_a_websocket_over_the_pages_http2_connection() {
     }
     let markers = tempfile::tempdir().unwrap();
     let echo = echo_server(markers.path());
+    let slow = common::upstream::Upstream::start(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        common::upstream::ok("late")
+    });
     let config = format!(
         r#"
 [server]
@@ -42,10 +50,17 @@ tls = {{ self_signed = true }}
 [[upstream]]
 name = "ws"
 servers = [{{ address = "127.0.0.1:{}" }}]
+[[upstream]]
+name = "slow"
+servers = [{{ address = "127.0.0.1:{}" }}]
 [[route]]
 path = "/ws/"
 handler = "proxy"
 upstream = "ws"
+[[route]]
+path = "/slow"
+handler = "proxy"
+upstream = "slow"
 [[route]]
 path = "/"
 handler = "static"
@@ -54,7 +69,8 @@ root = "{{dir}}"
 path = "{{dir}}/access.log"
 flush_interval = "10ms"
 "#,
-        echo.port
+        echo.port,
+        slow.addr.port()
     );
     let pier = Pier::with_config(&config, &[]);
     std::fs::write(pier.root().join("page.html"), PAGE).unwrap();
@@ -68,9 +84,9 @@ flush_interval = "10ms"
         &resolve,
     ];
     let echoed = "<p id=\"out\">echo: hello from the browser</p>";
-    // Chromium dumps the page once its virtual time runs out, which a busy
-    // machine can reach before the WebSocket's real round trips end (the
-    // page still says "waiting"): such a load is tried again, a few times.
+    // Chromium dumps the page once its virtual time runs out; the held
+    // fetch keeps it still for 1.5 s of real time, and a load that still
+    // says "waiting" (a very busy machine) is tried again, a few times.
     let mut dom = String::new();
     for _ in 0..3 {
         dom = headless(&chromium, &profile, &args, &url);
