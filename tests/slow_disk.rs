@@ -241,13 +241,22 @@ fn cold_file_pages_are_read_off_the_loop_and_sent_whole() {
         "a hot file went through the pool"
     );
     let evict = || evict_pages(&path);
-    evict();
-    let r = get(
-        pier.addr(),
-        "GET /cold.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
-    );
-    assert_eq!(r.status, 200);
-    assert!(r.body == big, "the cold file arrives intact");
+    // The kernel may keep pages a socket still holds, so a file asked for
+    // while it is not cold after all is asked for again, after another
+    // eviction, a few times.
+    for _ in 0..5 {
+        evict();
+        let r = get(
+            pier.addr(),
+            "GET /cold.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(r.status, 200);
+        assert!(r.body == big, "the cold file arrives intact");
+        if pool_threads(pier.pid()) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert!(
         pool_threads(pier.pid()) > 0,
         "the cold file went through the pool"
