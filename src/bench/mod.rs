@@ -20,6 +20,7 @@ mod http_epoll;
 pub mod http_h2;
 mod http_h3;
 mod http_plan;
+mod http_report;
 pub mod io;
 mod multiplexed;
 pub mod stats;

@@ -15,6 +15,7 @@ pub mod file_replace;
 pub mod flags;
 pub mod http2;
 pub mod http3;
+mod listener;
 pub mod raw;
 pub mod resolver;
 pub mod route_raw;
