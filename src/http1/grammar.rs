@@ -63,3 +63,66 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 pub(crate) fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(is_tchar)
 }
+
+/// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
+/// in lowercase. Only `lower`'s letters accept the case bit, so the result is
+/// exact for any `bytes`. From four bytes on, the two are compared a word at a
+/// time through overlapping windows that cover every byte; with `lower` a
+/// literal, each window is one load, one OR and one XOR.
+#[inline(always)]
+pub(crate) fn eq_lowercase(bytes: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(!lower.iter().any(u8::is_ascii_uppercase));
+    let n = lower.len();
+    if bytes.len() != n {
+        return false;
+    }
+    match n {
+        0..=3 => {
+            bytes
+                .iter()
+                .zip(lower)
+                .fold(0u8, |diff, (&b, &l)| diff | ((b | case_bit(l)) ^ l))
+                == 0
+        }
+        4..=7 => (window_diff::<4>(bytes, lower, 0) | window_diff::<4>(bytes, lower, n - 4)) == 0,
+        _ => {
+            let mut diff = window_diff::<8>(bytes, lower, n - 8);
+            let mut at = 0;
+            while at + 8 < n {
+                diff |= window_diff::<8>(bytes, lower, at);
+                at += 8;
+            }
+            diff == 0
+        }
+    }
+}
+
+/// The bit that tells an ASCII letter's cases apart, for letters only.
+#[inline(always)]
+fn case_bit(l: u8) -> u8 {
+    if l.is_ascii_lowercase() {
+        0x20
+    } else {
+        0
+    }
+}
+
+/// Case-folded difference of `bytes[at..at + N]` and `lower[at..at + N]`
+/// (`N` at most 8): zero when they match.
+#[inline(always)]
+fn window_diff<const N: usize>(bytes: &[u8], lower: &[u8], at: usize) -> u64 {
+    fn get<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
+        s.get(at..at.checked_add(N)?)?.try_into().ok()
+    }
+    fn word<const N: usize>(a: [u8; N]) -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(dst) = w.get_mut(..N) {
+            dst.copy_from_slice(&a);
+        }
+        u64::from_le_bytes(w)
+    }
+    let (Some(b), Some(l)) = (get::<N>(bytes, at), get::<N>(lower, at)) else {
+        return u64::MAX;
+    };
+    (word(b) | word(l.map(case_bit))) ^ word(l)
+}

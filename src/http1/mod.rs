@@ -7,6 +7,7 @@
 //! - [`parse`]: request heads, strict RFC 9112 checks; [`framing`] decides
 //!   their body framing, [`request_error`] says why one is refused, [`span`]
 //!   holds the offsets both head parsers store and the header lookups they share.
+//! - [`field_name`]: the field names framing and relaying treat specially.
 //! - [`body`]: body framing decoder (Content-Length, chunked, read-until-close).
 //! - [`mod@write`]: response heads, error responses, chunk encoding, cached `Date`.
 //! - [`response`]: response heads as seen by a client (proxy upstream, load generator).
@@ -16,6 +17,7 @@
 mod authority;
 pub mod body;
 pub mod client;
+pub mod field_name;
 pub mod framing;
 pub(crate) mod grammar;
 pub mod parse;

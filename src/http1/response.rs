@@ -10,72 +10,11 @@
 
 use std::mem::MaybeUninit;
 
+use super::field_name::FieldName;
+pub(crate) use super::grammar::eq_lowercase;
 use super::grammar::{is_tchar, list_elements, parse_content_length, trim_ows};
 use super::parse::{Limits, Method, Parsed, Version, MAX_HEADERS_CAP};
 use super::span::{offset_of, HeaderLines, HeaderSpan, Span};
-
-/// Whether `bytes` equals `lower` ignoring ASCII case, where `lower` is written
-/// in lowercase. Only `lower`'s letters accept the case bit, so the result is
-/// exact for any `bytes`. From four bytes on, the two are compared a word at a
-/// time through overlapping windows that cover every byte; with `lower` a
-/// literal, each window is one load, one OR and one XOR.
-#[inline(always)]
-pub(crate) fn eq_lowercase(bytes: &[u8], lower: &[u8]) -> bool {
-    debug_assert!(!lower.iter().any(u8::is_ascii_uppercase));
-    let n = lower.len();
-    if bytes.len() != n {
-        return false;
-    }
-    match n {
-        0..=3 => {
-            bytes
-                .iter()
-                .zip(lower)
-                .fold(0u8, |diff, (&b, &l)| diff | ((b | case_bit(l)) ^ l))
-                == 0
-        }
-        4..=7 => (window_diff::<4>(bytes, lower, 0) | window_diff::<4>(bytes, lower, n - 4)) == 0,
-        _ => {
-            let mut diff = window_diff::<8>(bytes, lower, n - 8);
-            let mut at = 0;
-            while at + 8 < n {
-                diff |= window_diff::<8>(bytes, lower, at);
-                at += 8;
-            }
-            diff == 0
-        }
-    }
-}
-
-/// The bit that tells an ASCII letter's cases apart, for letters only.
-#[inline(always)]
-fn case_bit(l: u8) -> u8 {
-    if l.is_ascii_lowercase() {
-        0x20
-    } else {
-        0
-    }
-}
-
-/// Case-folded difference of `bytes[at..at + N]` and `lower[at..at + N]`
-/// (`N` at most 8): zero when they match.
-#[inline(always)]
-fn window_diff<const N: usize>(bytes: &[u8], lower: &[u8], at: usize) -> u64 {
-    fn get<const N: usize>(s: &[u8], at: usize) -> Option<[u8; N]> {
-        s.get(at..at.checked_add(N)?)?.try_into().ok()
-    }
-    fn word<const N: usize>(a: [u8; N]) -> u64 {
-        let mut w = [0u8; 8];
-        if let Some(dst) = w.get_mut(..N) {
-            dst.copy_from_slice(&a);
-        }
-        u64::from_le_bytes(w)
-    }
-    let (Some(b), Some(l)) = (get::<N>(bytes, at), get::<N>(lower, at)) else {
-        return u64::MAX;
-    };
-    (word(b) | word(l.map(case_bit))) ^ word(l)
-}
 
 /// How a response body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +44,11 @@ pub struct ParsedResponseHead {
     pub keep_alive: bool,
     reason: Span,
     headers: Vec<HeaderSpan>,
+    /// Each field's class, beside `headers`, found in the parse's one walk.
+    names: Vec<FieldName>,
+    /// A `Connection` field lists an option other than `keep-alive` (which
+    /// may name further hop-by-hop fields, `close` included).
+    connection_options: bool,
 }
 
 impl Default for ParsedResponseHead {
@@ -117,6 +61,8 @@ impl Default for ParsedResponseHead {
             keep_alive: false,
             reason: Span::default(),
             headers: Vec::new(),
+            names: Vec::new(),
+            connection_options: false,
         }
     }
 }
@@ -130,6 +76,17 @@ impl ParsedResponseHead {
     /// Reason phrase as sent (empty if absent or not plain ASCII).
     pub fn reason<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         self.reason.get(buf)
+    }
+
+    /// Each field's class, in the order of [`HeaderLines::header_spans`].
+    pub fn field_names(&self) -> &[FieldName] {
+        &self.names
+    }
+
+    /// Whether a `Connection` field lists an option other than
+    /// `keep-alive`; without one, no field is hop-by-hop by being named there.
+    pub fn connection_options(&self) -> bool {
+        self.connection_options
     }
 }
 
@@ -197,8 +154,11 @@ pub fn parse_response(
 ) -> Result<Parsed, ResponseError> {
     let mut headers = std::mem::take(&mut head.headers);
     headers.clear();
+    let mut names = std::mem::take(&mut head.names);
+    names.clear();
     *head = ParsedResponseHead {
         headers,
+        names,
         ..ParsedResponseHead::default()
     };
     let window_len = buf.len().min(limits.max_head_bytes).min(u32::MAX as usize);
@@ -268,16 +228,17 @@ pub fn parse_response(
             name: Span::new(name_at, name_at + h.name.len()),
             value: Span::new(value_at, value_at + h.value.len()),
         });
-        let name = h.name.as_bytes();
-        match name.len() {
-            14 if eq_lowercase(name, b"content-length") => {
+        let name = FieldName::of(h.name.as_bytes());
+        head.names.push(name);
+        match name {
+            FieldName::ContentLength => {
                 if content_length.is_some() {
                     return Err(ResponseError::InvalidContentLength);
                 }
                 content_length =
                     Some(parse_content_length(h.value).ok_or(ResponseError::InvalidContentLength)?);
             }
-            17 if eq_lowercase(name, b"transfer-encoding") => {
+            FieldName::TransferEncoding => {
                 te_present = true;
                 for element in list_elements(h.value) {
                     te_elements += 1;
@@ -289,10 +250,12 @@ pub fn parse_response(
                     }
                 }
             }
-            10 if eq_lowercase(name, b"connection") => {
+            FieldName::Connection => {
                 for token in list_elements(h.value) {
+                    let is_keep_alive = eq_lowercase(token, b"keep-alive");
                     close |= eq_lowercase(token, b"close");
-                    keep_alive |= eq_lowercase(token, b"keep-alive");
+                    keep_alive |= is_keep_alive;
+                    head.connection_options |= !is_keep_alive;
                 }
             }
             _ => {}
@@ -400,6 +363,28 @@ mod tests {
             assert_eq!(eq_lowercase(&[b], &lower), b == b'a' || b == b'A', "{b}");
             let dash = [b'-'];
             assert_eq!(eq_lowercase(&[b], &dash), b == b'-', "{b}");
+        }
+    }
+
+    #[test]
+    fn fields_are_classified_and_connection_options_noted_in_the_parse() {
+        let raw = b"HTTP/1.1 200 OK\r\nServer: o\r\nX-A: b\r\nContent-Length: 0\r\nConnection: Keep-Alive\r\n\r\n";
+        let h = parse(raw).unwrap();
+        assert_eq!(
+            h.field_names(),
+            [
+                FieldName::Server,
+                FieldName::Other,
+                FieldName::ContentLength,
+                FieldName::Connection
+            ]
+        );
+        assert!(!h.connection_options());
+        for connection in ["close", "keep-alive, X-A", "X-A"] {
+            let raw = format!("HTTP/1.1 200 OK\r\nX-A: b\r\nConnection: {connection}\r\nContent-Length: 0\r\n\r\n");
+            let h = parse(raw.as_bytes()).unwrap();
+            assert!(h.connection_options(), "{connection}");
+            assert_eq!(h.field_names().len(), 3);
         }
     }
 

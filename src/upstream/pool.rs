@@ -200,9 +200,14 @@ impl Pool {
             .iter()
             .take_while(|c| now.saturating_duration_since(c.since) >= self.limits.idle_timeout)
             .count();
-        stack.drain(..expired);
+        // A drain costs even when empty: the usual check-in drains nothing.
+        if expired > 0 {
+            stack.drain(..expired);
+        }
         let over = (stack.len() + 1).saturating_sub(limit);
-        stack.drain(..over);
+        if over > 0 {
+            stack.drain(..over);
+        }
         stack.push(Idle { conn, since: now });
     }
 

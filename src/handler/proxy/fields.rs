@@ -13,62 +13,9 @@ pub(super) fn relayed_trailer(name: &str) -> bool {
     Field::of(name.as_bytes()) == Field::Other
 }
 
-/// A field name the proxy treats specially, recognised with one switch on the
-/// length and at most two comparisons, so a head is classified in one pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Field {
-    /// `Connection`: hop-by-hop, and names further hop-by-hop fields.
-    Connection,
-    /// `Upgrade`: hop-by-hop, passed on only for an upgrade the proxy relays.
-    Upgrade,
-    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1):
-    /// `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`.
-    HopByHop,
-    /// Framing the proxy writes itself.
-    ContentLength,
-    Host,
-    Expect,
-    Date,
-    Server,
-    XForwardedFor,
-    XForwardedProto,
-    XForwardedHost,
-    /// Anything else: end-to-end unless a `Connection` field names it.
-    Other,
-}
-
-impl Field {
-    pub(super) fn of(name: &[u8]) -> Field {
-        let is = |lower: &[u8]| eq_lowercase(name, lower);
-        match name.len() {
-            2 if is(b"te") => Field::HopByHop,
-            4 if is(b"host") => Field::Host,
-            4 if is(b"date") => Field::Date,
-            6 if is(b"server") => Field::Server,
-            6 if is(b"expect") => Field::Expect,
-            7 if is(b"upgrade") => Field::Upgrade,
-            7 if is(b"trailer") => Field::HopByHop,
-            10 if is(b"connection") => Field::Connection,
-            10 if is(b"keep-alive") => Field::HopByHop,
-            14 if is(b"content-length") => Field::ContentLength,
-            15 if is(b"x-forwarded-for") => Field::XForwardedFor,
-            16 if is(b"proxy-connection") => Field::HopByHop,
-            16 if is(b"x-forwarded-host") => Field::XForwardedHost,
-            17 if is(b"transfer-encoding") => Field::HopByHop,
-            17 if is(b"x-forwarded-proto") => Field::XForwardedProto,
-            _ => Field::Other,
-        }
-    }
-
-    /// Never forwarded as received, in either direction (RFC 9110 §7.6.1), plus
-    /// the framing fields the proxy writes itself.
-    pub(super) fn is_hop_by_hop(self) -> bool {
-        matches!(
-            self,
-            Field::Connection | Field::Upgrade | Field::HopByHop | Field::ContentLength
-        )
-    }
-}
+/// The field-name classes both rewrite phases go by (the response parser
+/// records them for the upstream's head as it checks the framing).
+pub(super) use crate::http1::field_name::FieldName as Field;
 
 /// Options a `Connection` field may hold gathered in place: more than this and
 /// the values are searched again for each field.

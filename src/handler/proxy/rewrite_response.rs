@@ -17,16 +17,19 @@ pub(super) fn encode_response_fields(
     keep_length: bool,
     upgrade: bool,
 ) {
-    let options = ConnectionOptions::gather(|| resp.headers(buf));
+    // The parse classified the fields; the `Connection` options are
+    // gathered only when one may name a field.
+    let options = resp
+        .connection_options()
+        .then(|| ConnectionOptions::gather(|| resp.headers(buf)));
     let mut copy = FieldCopy::default();
-    for &h in resp.header_spans() {
-        let name = h.name.get(buf);
-        let keep = match Field::of(name) {
+    for (&h, &field) in resp.header_spans().iter().zip(resp.field_names()) {
+        let keep = match field {
             Field::ContentLength => keep_length,
             Field::Upgrade if upgrade => true,
             Field::Date | Field::Server => false,
             field if field.is_hop_by_hop() => false,
-            _ => !options.names(name),
+            _ => options.as_ref().is_none_or(|o| !o.names(h.name.get(buf))),
         };
         if keep {
             copy.field(out, buf, h);

@@ -402,7 +402,7 @@ fn field_names_are_classified_case_insensitively_and_exactly() {
         (b"X-Forwarded-For", Field::XForwardedFor),
         (b"Proxy-Connection", Field::HopByHop),
         (b"x-forwarded-host", Field::XForwardedHost),
-        (b"Transfer-Encoding", Field::HopByHop),
+        (b"Transfer-Encoding", Field::TransferEncoding),
         (b"X-FORWARDED-PROTO", Field::XForwardedProto),
         (b"Content-Type", Field::Other),
         (b"X-Forwarded-Fox", Field::Other),

@@ -23,7 +23,7 @@ use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
 use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody};
-use crate::server::response_fields::{carried, decimal, lowercase_fields};
+use crate::server::response_fields::{carried, decimal, lowercase_fields, LoweredFields};
 use crate::server::stream_tunnel::{run_stream_tunnel, TunnelAnswer};
 use crate::worker::WorkerCtx;
 
@@ -458,8 +458,8 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 sh.conn
                     .send_headers(self.stream_id, status, &mut fields, end)
             } else {
-                let lowered = lowercase_fields(given());
-                let mut fields = own.chain(lowered.iter().map(|(n, v)| (n.as_slice(), *v)));
+                let lowered = LoweredFields::of(given());
+                let mut fields = own.chain(lowered.iter());
                 sh.conn
                     .send_headers(self.stream_id, status, &mut fields, end)
             };
