@@ -43,6 +43,9 @@ pub(crate) struct FieldList {
     trailers: bool,
     /// The first rule the fields broke: the rest are not checked.
     malformed: Option<&'static str>,
+    /// Every name so far is a lowercase token and every value holds only
+    /// visible bytes, SP and HTAB: see [`Self::plain`].
+    plain: bool,
 }
 
 impl FieldList {
@@ -60,6 +63,7 @@ impl FieldList {
             max_fields,
             trailers: false,
             malformed: None,
+            plain: true,
         }
     }
 
@@ -74,6 +78,7 @@ impl FieldList {
         self.oversized = false;
         self.list_size = 0;
         self.regular = 0;
+        self.plain = true;
     }
 
     /// Drops the buffers' allocations (no stream is open).
@@ -87,9 +92,8 @@ impl FieldList {
         self.buf.capacity() == 0 && self.fields.capacity() == 0
     }
 
-    /// Bytes held in the buffer, for the tests that check dropped fields
-    /// are not stored.
-    #[cfg(test)]
+    /// Bytes held in the buffer (names and values), what a reader copying
+    /// the head out may reserve for.
     pub(crate) fn stored_len(&self) -> usize {
         self.buf.len()
     }
@@ -97,7 +101,7 @@ impl FieldList {
     /// Checks a field's value and counts the field's size (RFC 9113
     /// §6.5.2); the first step for every field, pseudo or regular.
     fn count(&mut self, name: &[u8], value: &[u8]) -> Result<(), &'static str> {
-        check_value(value)?;
+        self.plain &= check_value(value)?;
         self.list_size = self.list_size.saturating_add(name.len() + value.len() + 32);
         Ok(())
     }
@@ -192,7 +196,7 @@ impl FieldList {
         value: &[u8],
         content_length: bool,
     ) -> Result<(), &'static str> {
-        check_name(name)?;
+        self.plain &= check_name(name)?;
         match name {
             b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
             | b"upgrade" => return Err("connection-specific field"),
@@ -249,6 +253,14 @@ impl FieldList {
     pub(crate) fn oversized(&self) -> bool {
         self.oversized
     }
+
+    /// Every regular field's name is a token and every value (pseudo
+    /// fields' too) holds only visible bytes, SP and HTAB: all an HTTP/1
+    /// head may carry, learnt by the same pass over the bytes that checked
+    /// them here, so a reader that builds one need not look at them again.
+    pub(crate) fn plain(&self) -> bool {
+        self.plain
+    }
 }
 
 /// The regular fields of a decoded head, as (name, value), in the order
@@ -289,12 +301,39 @@ const NAME_BYTE: [bool; 256] = {
     t
 };
 
-fn check_name(name: &[u8]) -> Result<(), &'static str> {
+/// The bytes of a lowercase token (RFC 9110 tchars but uppercase letters),
+/// all of them among [`NAME_BYTE`]: a name of these is valid here and a
+/// token as HTTP/1 reads it, known in one lookup a byte.
+const LOWER_TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_digit() || c.is_ascii_lowercase();
+        b += 1;
+    }
+    let symbols = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < symbols.len() {
+        t[symbols[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+/// Checks a regular field's name (RFC 9113 §8.2.1); `Ok(true)` when it is
+/// also a token (see [`FieldList::plain`]).
+fn check_name(name: &[u8]) -> Result<bool, &'static str> {
     if name.is_empty() {
         return Err("empty field name");
     }
-    if name.iter().all(|&b| NAME_BYTE[usize::from(b)]) {
-        return Ok(());
+    // No early exit: valid names are the usual case, and the loop is then
+    // one lookup and one OR a byte.
+    let token = name
+        .iter()
+        .fold(true, |all, &b| all & LOWER_TCHAR[usize::from(b)]);
+    if token || name.iter().all(|&b| NAME_BYTE[usize::from(b)]) {
+        return Ok(token);
     }
     if name.iter().any(u8::is_ascii_uppercase) {
         return Err("uppercase field name");
@@ -302,13 +341,12 @@ fn check_name(name: &[u8]) -> Result<(), &'static str> {
     Err("invalid character in field name")
 }
 
-/// RFC 9113 §8.2.1: no NUL, CR or LF in a value, and no whitespace around it.
-fn check_value(value: &[u8]) -> Result<(), &'static str> {
-    // One comparison for most bytes: the three refused are all below 14.
-    if value
-        .iter()
-        .any(|&b| b <= b'\r' && (b == 0 || b == b'\r' || b == b'\n'))
-    {
+/// RFC 9113 §8.2.1: no NUL, CR or LF in a value, and no whitespace around
+/// it; `Ok(true)` when it also holds no other control byte nor DEL (see
+/// [`FieldList::plain`]).
+fn check_value(value: &[u8]) -> Result<bool, &'static str> {
+    let visible = all_visible(value);
+    if !visible && value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
         return Err("NUL, CR or LF in a field value");
     }
     if let (Some(&first), Some(&last)) = (value.first(), value.last()) {
@@ -316,7 +354,44 @@ fn check_value(value: &[u8]) -> Result<(), &'static str> {
             return Err("whitespace around a field value");
         }
     }
-    Ok(())
+    Ok(visible)
+}
+
+/// Eight bytes of `b` a word.
+const LANES: u64 = 0x0101_0101_0101_0101;
+
+/// No byte of `value` is a control byte (HTAB aside) or DEL. Eight bytes are
+/// judged at once (the last word overlapping the one before it): a word
+/// with a byte below SP or equal to DEL (HTAB among them) sends the value to
+/// the byte-by-byte test, so the usual value costs a few instructions a
+/// word and a value with HTAB is still judged exactly.
+fn all_visible(value: &[u8]) -> bool {
+    let visible = |b: u8| !((b < b' ' && b != b'\t') || b == 0x7f);
+    let Some(last) = value.len().checked_sub(8) else {
+        // Shorter than a word.
+        return value.iter().fold(true, |all, &b| all & visible(b));
+    };
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&value[at..at + 8]);
+        control_or_del(u64::from_le_bytes(w))
+    };
+    let mut suspect = word(last);
+    let mut at = 0;
+    while at < last {
+        suspect |= word(at);
+        at += 8;
+    }
+    suspect == 0 || value.iter().all(|&b| visible(b))
+}
+
+/// Non-zero when a byte of `x` is below SP or is DEL (exact for both, as
+/// both bounds are at most 0x80).
+fn control_or_del(x: u64) -> u64 {
+    let below_space = x.wrapping_sub(LANES * 0x20) & !x;
+    let del = x ^ (LANES * 0x7f);
+    let del = del.wrapping_sub(LANES) & !del;
+    (below_space | del) & (LANES * 0x80)
 }
 
 fn parse_content_length(v: &[u8]) -> Option<u64> {
@@ -330,4 +405,28 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
             None
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-at-a-time test agrees with the byte-by-byte definition for
+    /// every byte value, at every place in values of every length around
+    /// the word size.
+    #[test]
+    fn all_visible_agrees_with_each_byte() {
+        let visible = |b: u8| !((b < b' ' && b != b'\t') || b == 0x7f);
+        for len in 1..=20 {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut value = vec![b'x'; len];
+                    value[at] = b;
+                    assert_eq!(all_visible(&value), visible(b), "{b:#x} at {at} of {len}");
+                }
+            }
+        }
+        assert!(all_visible(b""));
+        assert!(all_visible("caf\u{e9} \t~".as_bytes()));
+    }
 }

@@ -112,6 +112,13 @@ impl RequestHead {
         self.list.oversized()
     }
 
+    /// Every field's bytes are ones an HTTP/1 head may carry, names tokens
+    /// and values visible bytes, SP and HTAB (seen as they were checked
+    /// here): a head built from this one need not check them again.
+    pub(crate) fn plain(&self) -> bool {
+        self.list.plain()
+    }
+
     fn pseudo_value(&self, i: usize) -> Option<&[u8]> {
         self.pseudo[i].map(|s| self.list.pseudo(s))
     }
@@ -427,6 +434,59 @@ mod tests {
             false
         )
         .is_ok());
+    }
+
+    /// The codec's one pass over each field both refuses what RFC 9113
+    /// §8.2 refuses, with the same reasons, and learns whether an HTTP/1
+    /// head may carry the bytes, which the head builder then trusts.
+    #[test]
+    fn one_pass_refuses_as_before_and_tells_plain_bytes() {
+        let get = |extra: (&'static str, &'static str)| {
+            let mut f = GET.to_vec();
+            f.push(extra);
+            f
+        };
+        for (field, why) in [
+            (("Accept", "x"), "uppercase field name"),
+            (("aCcept", "x"), "uppercase field name"),
+            (("a b", "x"), "invalid character in field name"),
+            (("a:b", "x"), "invalid character in field name"),
+            (("caf\u{e9}", "x"), "invalid character in field name"),
+            (("", "x"), "empty field name"),
+            (("a", "x\0y"), "NUL, CR or LF in a field value"),
+            (("a", "x\ry"), "NUL, CR or LF in a field value"),
+            (("a", "\tx\ny"), "NUL, CR or LF in a field value"),
+            (("a", " x"), "whitespace around a field value"),
+            (("a", "x\t"), "whitespace around a field value"),
+            (("connection", "close"), "connection-specific field"),
+            (("te", "gzip"), "te other than trailers"),
+        ] {
+            assert_eq!(head(&get(field), false).err(), Some(why), "{field:?}");
+        }
+        let mut pseudo = GET.to_vec();
+        pseudo[3] = (":path", "/\r");
+        assert_eq!(
+            head(&pseudo, false).err(),
+            Some("NUL, CR or LF in a field value")
+        );
+
+        let plain = |extra: (&'static str, &'static str)| head(&get(extra), false).unwrap().plain();
+        assert!(plain(("user-agent", "curl/8 (x; y)\tz")), "a usual head");
+        assert!(plain(("x-!#$%&'*+-.^_`|~09az", "v")), "every tchar");
+        assert!(plain(("a", "caf\u{e9}")), "obs-text in a value");
+        // Valid HTTP/2, refused by an HTTP/1 head: the builder looks again.
+        assert!(!plain(("a(b", "v")), "a name byte that is no tchar");
+        assert!(!plain(("a\"b", "v")), "a quote in a name");
+        assert!(!plain(("a", "x\u{1}y")), "a control byte");
+        assert!(!plain(("a", "x\u{7f}")), "DEL");
+        pseudo[3] = (":path", "/\u{7f}");
+        assert!(
+            !head(&pseudo, false).unwrap().plain(),
+            "DEL in a pseudo field"
+        );
+        let mut h = head(&get(("a", "x\u{1}")), false).unwrap();
+        h.begin(HeadKind::Request);
+        assert!(h.plain(), "each head starts plain");
     }
 
     #[test]

@@ -49,9 +49,19 @@ fn build_head(
         m @ b"CONNECT" => (m, authority.unwrap_or_default()),
         m => (m, decoded.path().unwrap_or_default()),
     };
+    // One allocation for a head whose buffers were freed (an idle
+    // connection's), not a run of them as the text grows.
+    let fields = decoded.fields().size_hint().0;
+    buf.reserve(decoded.list.stored_len() + 4 * fields + 64);
+    let plain = decoded.plain();
     let mut builder = RequestHeadBuilder::new(buf, head, limits, method, target)?;
+    builder.reserve_fields(fields + 3);
     if let Some(a) = authority {
-        builder.field(b"host", a)?;
+        // The codec found the value's bytes valid for HTTP/1.
+        match plain {
+            true => builder.field_of_token_bytes(b"host", a)?,
+            false => builder.field(b"host", a)?,
+        }
     }
     if let Some(p) = protocol {
         builder.field(b"connection", b"upgrade")?;
@@ -67,7 +77,12 @@ fn build_head(
         if name == b"host" && authority.is_some() {
             continue;
         }
-        builder.field(name, value)?;
+        // Checked once: by the codec as it decoded the field, or here when
+        // it found a byte HTTP/1 refuses (the builder then names the error).
+        match plain {
+            true => builder.field_of_token_bytes(name, value)?,
+            false => builder.field(name, value)?,
+        }
     }
     if cookies {
         let crumbs = decoded.fields().filter(|(n, _)| *n == b"cookie");
@@ -203,6 +218,24 @@ mod tests {
             Err(400),
             "control byte in a crumb"
         );
+        assert_eq!(get_status(&GET, &[("a", "x\u{7f}")]), Err(400), "DEL");
+        assert_eq!(
+            get_status(&GET, &[("a", "\u{1}")]),
+            Err(400),
+            "control byte alone"
+        );
+        assert_eq!(
+            get_status(&GET, &[("a\"b", "v")]),
+            Err(400),
+            "quote in a name"
+        );
+        let bad_host = [GET[0], GET[1], GET[3], (":authority", "a\u{1}b")];
+        assert_eq!(
+            get_status(&bad_host, &[]),
+            Err(400),
+            "control byte in :authority"
+        );
+        assert_eq!(get_status(&GET, &[("a", "caf\u{e9}")]), Ok(()), "obs-text");
         let cl = ("content-length", "1");
         assert_eq!(get_status(&GET, &[cl, cl]), Err(400), "two lengths");
         let bad_authority = [GET[0], GET[1], GET[3], (":authority", "a b")];

@@ -88,11 +88,27 @@ impl<'a> RequestHeadBuilder<'a> {
         })
     }
 
+    /// Makes room for `n` field lines at once (a head whose buffers were
+    /// freed then grows in one step).
+    pub fn reserve_fields(&mut self, n: usize) {
+        self.head.headers.reserve(n);
+    }
+
     /// Adds the field line `name: value`.
     pub fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), RequestError> {
-        let name = self.field_name(name)?;
+        let name = self.field_name(name, true)?;
         self.buf.extend_from_slice(value);
-        self.end_field(name)
+        self.end_field(name, true)
+    }
+
+    /// [`Self::field`] for a `name` the caller found to be a token and a
+    /// `value` of visible bytes, SP and HTAB (an HTTP/2 or HTTP/3 codec
+    /// learns it as it checks the fields it decodes): the limits hold as
+    /// for any field, the bytes are not looked at a second time.
+    pub fn field_of_token_bytes(&mut self, name: &[u8], value: &[u8]) -> Result<(), RequestError> {
+        let name = self.field_name(name, false)?;
+        self.buf.extend_from_slice(value);
+        self.end_field(name, false)
     }
 
     /// Adds one field line whose value is `parts` joined by `separator`
@@ -103,22 +119,23 @@ impl<'a> RequestHeadBuilder<'a> {
         separator: &[u8],
         parts: impl IntoIterator<Item = &'v [u8]>,
     ) -> Result<(), RequestError> {
-        let name = self.field_name(name)?;
+        let name = self.field_name(name, true)?;
         for (i, part) in parts.into_iter().enumerate() {
             if i > 0 {
                 self.buf.extend_from_slice(separator);
             }
             self.buf.extend_from_slice(part);
         }
-        self.end_field(name)
+        self.end_field(name, true)
     }
 
-    /// Checks the field count and the name, and writes `name: `.
-    fn field_name(&mut self, name: &[u8]) -> Result<Span, RequestError> {
+    /// Checks the field count and (with `check`) the name, and writes
+    /// `name: `.
+    fn field_name(&mut self, name: &[u8], check: bool) -> Result<Span, RequestError> {
         if self.head.headers.len() >= self.limits.max_headers.min(MAX_HEADERS_CAP) {
             return Err(RequestError::TooManyHeaders);
         }
-        if !all_tchars(name) {
+        if check && !all_tchars(name) {
             return Err(RequestError::InvalidHeaderName);
         }
         let at = self.buf.len();
@@ -127,11 +144,12 @@ impl<'a> RequestHeadBuilder<'a> {
         Ok(Span::new(at, at + name.len()))
     }
 
-    /// Checks the value written after `name` and ends the line.
-    fn end_field(&mut self, name: Span) -> Result<(), RequestError> {
+    /// Checks (with `check`) the value written after `name` and ends the
+    /// line.
+    fn end_field(&mut self, name: Span, check: bool) -> Result<(), RequestError> {
         let value_at = name.end() + 2;
         let written = self.buf.get(value_at..).unwrap_or(&[]);
-        if !all_value_bytes(written) {
+        if check && !all_value_bytes(written) {
             return Err(RequestError::InvalidHeaderValue);
         }
         // The parse stores values without the whitespace around them.

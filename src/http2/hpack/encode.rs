@@ -107,6 +107,19 @@ impl Encoder {
 
     /// Appends one field; `name` is lowercase.
     pub fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        // The dynamic table first: a field a connection repeats (`server`,
+        // `date`, `content-length`) is found there and costs no static
+        // lookup. The two tables never hold the same field (a field the
+        // static table holds whole is never inserted), nor a sensitive one
+        // (never inserted either), so the octets are those of the static
+        // lookup first.
+        let dynamic_name = match self.table.find(name, value) {
+            Ok(index) => {
+                encode_int(out, 0x80, 7, STATIC_LEN + 1 + index);
+                return;
+            }
+            Err(name_index) => name_index.map(|i| STATIC_LEN + 1 + i),
+        };
         let static_name = match static_find(name, value) {
             Ok(index) => {
                 encode_int(out, 0x80, 7, index);
@@ -118,13 +131,6 @@ impl Encoder {
             encode_literal(out, 0x10, 4, static_name, name, value);
             return;
         }
-        let dynamic_name = match self.table.find(name, value) {
-            Ok(index) => {
-                encode_int(out, 0x80, 7, STATIC_LEN + 1 + index);
-                return;
-            }
-            Err(name_index) => name_index.map(|i| STATIC_LEN + 1 + i),
-        };
         let name_index = static_name.or(dynamic_name);
         if value.len() <= MAX_INDEXED_VALUE_LEN
             && !changes_every_response(name)

@@ -281,6 +281,8 @@ pub async fn serve_h2<D: Downstream>(
     let mut rbuf: Vec<u8> = Vec::new();
     let mut streams = JoinSet::new();
     let mut fresh: Vec<Fresh> = Vec::new();
+    // The allocation of the last stream answered at once, for the next one.
+    let mut spare_task = None;
     let mut requests = 0u64;
     let mut spoke = false;
     let mut goaway_at: Option<Instant> = None;
@@ -425,17 +427,27 @@ pub async fn serve_h2<D: Downstream>(
                     };
                     let (ctx, state, facts, shared) =
                         (ctx.clone(), state.clone(), facts.clone(), shared.clone());
-                    let mut stream = Box::pin(async move {
+                    let task = async move {
                         let _guard = guard;
                         let clock = &ctx.clock;
                         clock.track(run_stream(&ctx, state, facts, shared, peer, f)).await;
-                    });
+                    };
+                    let mut stream = match spare_task.take() {
+                        Some(mut spare) => {
+                            std::pin::Pin::set(&mut spare, task);
+                            spare
+                        }
+                        None => Box::pin(task),
+                    };
                     // A stream answered at once ends here, with no task of
-                    // its own; one that waits goes on as a task, so it delays
-                    // no other stream.
+                    // its own (its allocation kept for the next stream); one
+                    // that waits goes on as a task, so it delays no other
+                    // stream.
                     let waits = std::future::poll_fn(|cx| Poll::Ready(stream.as_mut().poll(cx).is_pending())).await;
                     if waits {
                         streams.spawn_local(stream);
+                    } else {
+                        spare_task = Some(stream);
                     }
                 }
                 if closing {
