@@ -317,6 +317,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     if c.reset_flood {
         ctx.stats.quic.reset_floods.add(1);
     }
+    if c.frame_flood {
+        ctx.stats.quic.frame_floods.add(1);
+    }
     let stats = c.quic.stats();
     debug!(
         %peer,
