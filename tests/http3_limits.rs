@@ -10,7 +10,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,15 +142,11 @@ fn a_client_that_opens_streams_and_never_reads_costs_bounded_memory() {
     another_client_is_served(&pier);
     let before = common::rss_kib(pier.pid());
     // 100 streams of 8 MiB each: 800 MiB asked for, none of it read.
-    let mut child = Command::new("timeout")
-        .args(["30", "python3"])
-        .arg(common::python_peer::script("http3/h3_abuse.py"))
-        .arg(pier.https[0].ip().to_string())
-        .arg(pier.https[0].port().to_string())
-        .args(["noread", "100", "/files/big.bin", "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::aioquic::spawn(
+        "http3/h3_abuse.py",
+        pier.https[0],
+        &["noread", "100", "/files/big.bin", "3"],
+    );
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();

@@ -92,6 +92,7 @@ pub(super) async fn quic_listener(
                 .and_then(|tls| {
                     crate::quic::config::quic_listener_config(
                         tls.listener.quic_config(),
+                        tls.listener.quic_token_key(),
                         &ctx.config.http3,
                     )
                     .map_err(|e| warn!(listener = %key, error = %e, "HTTP/3 is off"))
