@@ -3,8 +3,9 @@
 //! with a listener's `tls.early_data`, serves only requests that read
 //! (others get 425 Too Early, RFC 8470) and tells the upstream with
 //! `Early-Data: 1`; Retry makes clients prove their address once new
-//! handshakes come faster than `[http3] retry_above`; a handshake that
-//! stalls is closed at the listener's `tls.handshake_timeout`.
+//! handshakes come faster than `[http3] retry_above`, and a Retry's token
+//! is still taken after a reload; a handshake that stalls is closed at the
+//! listener's `tls.handshake_timeout`.
 
 mod common;
 
@@ -268,4 +269,39 @@ fn a_stalled_handshake_is_closed_at_the_handshake_timeout() {
     assert_eq!(seen, 3.0);
     // Closed (and drained) long before the idle timeout.
     assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn a_retry_token_issued_before_a_reload_is_taken_after_it() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    if !aioquic_present() {
+        return;
+    }
+    let origin = origin();
+    let text = config(origin.addr, "", "[http3]\nretry_above = 0");
+    let pier = Pier::with_config(&text, &[]);
+    // The client holds the Initial that carries the Retry's token...
+    let mut child = common::aioquic::spawn("http3/h3_held_retry.py", pier.https[0], &["/"]);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    // ...while the configuration is reloaded (every listener's QUIC
+    // settings built again)...
+    pier.signal(rustix::process::Signal::HUP);
+    pier.wait_log("configuration reloaded", Duration::from_secs(10))
+        .expect("reload logged");
+    // ...then sends it: the new generation takes the token.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    line.clear();
+    out.read_to_string(&mut line).unwrap();
+    assert!(child.wait().unwrap().success(), "{line}");
+    let v: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["status"], 200, "{v}");
+    assert_eq!(
+        metric_reaches(&pier, "pier_quic_retry_sent_total", 1.0),
+        1.0
+    );
 }

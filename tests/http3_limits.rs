@@ -3,14 +3,14 @@
 //! max_concurrent_streams`, one that resets streams before their answers
 //! (the QUIC form of rapid reset) is closed past `max_client_resets`, and
 //! one that opens streams and never reads costs bounded memory, streams and
-//! frames of unknown types are set aside. Each time another client is
-//! still served.
+//! frames of unknown types are set aside, and floods of tiny STREAM or DATA
+//! frames, unknown frames or unknown streams are closed past `[http3]
+//! frame_allowance`. Each time another client is still served.
 
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -142,15 +142,11 @@ fn a_client_that_opens_streams_and_never_reads_costs_bounded_memory() {
     another_client_is_served(&pier);
     let before = common::rss_kib(pier.pid());
     // 100 streams of 8 MiB each: 800 MiB asked for, none of it read.
-    let mut child = Command::new("timeout")
-        .args(["30", "python3"])
-        .arg(common::python_peer::script("http3/h3_abuse.py"))
-        .arg(pier.https[0].ip().to_string())
-        .arg(pier.https[0].port().to_string())
-        .args(["noread", "100", "/files/big.bin", "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::aioquic::spawn(
+        "http3/h3_abuse.py",
+        pier.https[0],
+        &["noread", "100", "/files/big.bin", "3"],
+    );
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -240,4 +236,113 @@ fn unknown_stream_types_are_stopped_and_unknown_frames_skipped() {
     assert_eq!(v["stopped_uni"], 0x103, "{v}");
     assert_eq!(v["status"], 200, "{v}");
     another_client_is_served(&pier);
+}
+
+/// The abusive client runs `args` over and over, each time on a fresh
+/// connection, while a well-behaved client asks for / on connections of
+/// its own: each of the latter's requests is answered, each abusive
+/// connection is closed with H3_EXCESSIVE_LOAD, and each closing is
+/// counted in `pier_http3_frame_floods_total`.
+fn flood_is_closed_while_another_client_is_served(pier: &Pier, args: [&str; 3]) {
+    let addr = pier.https[0];
+    let args = args.map(String::from);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let abuser = std::thread::spawn(move || {
+        let mut reports = Vec::new();
+        while reports.len() < 2 || (!stopped.load(Ordering::SeqCst) && reports.len() < 20) {
+            reports.push(abuse(addr, &args.each_ref().map(String::as_str)));
+        }
+        reports
+    });
+    let mut gets = Vec::new();
+    for _ in 0..20 {
+        gets.extend(["GET", "/"]);
+    }
+    for _ in 0..3 {
+        let v = aioquic(addr, &gets);
+        let answers = v["answers"].as_array().unwrap();
+        assert_eq!(answers.len(), 20, "{v}");
+        assert!(answers.iter().all(|a| a["status"] == 200), "{v}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    let reports = abuser.join().unwrap();
+    for v in &reports {
+        assert_eq!(v["closed_with"], 0x107, "{v}");
+    }
+    let admin = pier.admin.expect("admin listener");
+    let r = common::get(admin, "GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let text = String::from_utf8(r.body).unwrap();
+    let floods = common::metric(&text, "pier_http3_frame_floods_total");
+    assert_eq!(floods, Some(reports.len() as f64), "{text}");
+}
+
+/// Pier with the default `[http3] frame_allowance` (and, with `origin`, a
+/// proxy route under /up/ to an origin that reads request bodies whole):
+/// the abusive client's `within` is answered 200 on a connection left
+/// open, its `flood` closed while another client is served.
+fn the_frame_allowance_holds(origin: bool, within: [&str; 3], flood: [&str; 3]) {
+    if !aioquic_present() {
+        return;
+    }
+    let origin =
+        origin.then(|| Upstream::start(|_| Reply::Http(200, Vec::new(), b"read".to_vec())));
+    let pier = Pier::with_config(
+        &config(
+            origin.as_ref().map(|o| o.addr),
+            "[admin]\nlisten = \"127.0.0.1:0\"",
+        ),
+        &[],
+    );
+    let v = abuse(pier.https[0], &within);
+    assert_eq!(v["status"], 200, "{v}");
+    assert_eq!(v["closed_with"], Value::Null, "{v}");
+    flood_is_closed_while_another_client_is_served(&pier, flood);
+}
+
+#[test]
+fn a_request_body_in_one_byte_stream_frames_is_closed_past_the_frame_allowance() {
+    // A few hundred tiny STREAM frames are within; 200,000 of them, about
+    // 200 to a packet, are closed long before the end.
+    the_frame_allowance_holds(
+        true,
+        ["tiny", "300", "/up/small"],
+        ["tiny", "200000", "/up/big"],
+    );
+}
+
+#[test]
+fn empty_and_one_byte_data_frames_are_closed_past_the_frame_allowance() {
+    the_frame_allowance_holds(
+        true,
+        ["tinydata", "200", "/up/small"],
+        ["tinydata", "100000", "/up/big"],
+    );
+}
+
+#[test]
+fn floods_of_unknown_frames_on_the_control_stream_are_closed_and_grease_is_not() {
+    the_frame_allowance_holds(
+        false,
+        ["greasecontrol", "50", "/"],
+        ["greasecontrol", "50000", "/"],
+    );
+}
+
+#[test]
+fn unknown_stream_types_opened_over_and_over_are_closed_and_grease_is_not() {
+    the_frame_allowance_holds(false, ["greaseuni", "3", "/"], ["greaseuni", "2000", "/"]);
+}
+
+#[test]
+fn http3_frame_allowance_out_of_range_names_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h3.toml");
+    std::fs::write(
+        &path,
+        "[http3]\nframe_allowance = 10\n\
+         [[listener]]\nlisten = \"127.0.0.1:1\"\n[[route]]\nhandler = \"respond\"\n",
+    )
+    .unwrap();
+    common::assert_config_error(&path, 2, "http3.frame_allowance");
 }

@@ -39,6 +39,10 @@ pub struct RawHttp3 {
     /// Streams a client may reset before their answer, per connection,
     /// before the connection is closed (the QUIC form of rapid reset).
     pub max_client_resets: Option<Spanned<i64>>,
+    /// Small STREAM and DATA frames, unknown frames and unknown
+    /// unidirectional streams a connection may send beyond what its data
+    /// earns, before it is closed ([`crate::http3::frame_budget`]).
+    pub frame_allowance: Option<Spanned<i64>>,
     /// A connection with nothing sent or received for this long is closed.
     pub idle_timeout: Option<Spanned<RawDuration>>,
 }
@@ -65,6 +69,8 @@ pub struct Http3Config {
     pub qpack_blocked_streams: usize,
     /// Client resets of unanswered streams per connection before it closes.
     pub max_client_resets: u32,
+    /// The frame credit of a connection ([`crate::http3::frame_budget`]).
+    pub frame_allowance: u32,
     /// Idle time before a connection is closed.
     pub idle_timeout: Duration,
 }
@@ -81,6 +87,7 @@ impl Default for Http3Config {
             qpack_table_capacity: 4096,
             qpack_blocked_streams: 16,
             max_client_resets: 200,
+            frame_allowance: 1000,
             idle_timeout: Duration::from_secs(60),
         }
     }
@@ -122,6 +129,7 @@ pub fn validate_http3(loc: &Locator<'_>, h: &RawHttp3) -> Result<Http3Config, Co
         qpack_table_capacity: size_limit!(qpack_table_capacity, 0..=(1 << 20)),
         qpack_blocked_streams: limit!(qpack_blocked_streams, 0..=1000),
         max_client_resets: limit!(max_client_resets, 0..=1_000_000),
+        frame_allowance: limit!(frame_allowance, 100..=10_000_000),
         idle_timeout: duration(loc, &h.idle_timeout, "http3.idle_timeout", d.idle_timeout)?,
     })
 }

@@ -109,6 +109,12 @@ impl ControlStream {
         Ok((n, event))
     }
 
+    /// The frame credits this stream's frames cost since the last call
+    /// ([`super::frame_budget`]).
+    pub fn take_spent(&mut self) -> u64 {
+        self.frames.take_spent()
+    }
+
     /// The peer closed its control stream: always a connection error
     /// (§6.2.1).
     pub fn finished(&self) -> Error {

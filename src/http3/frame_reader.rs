@@ -8,8 +8,11 @@
 //! is answered 431 rather than the connection closed), any other frame over
 //! its limit is H3_EXCESSIVE_LOAD; no length the peer declares is ever
 //! allocated. Unknown and reserved frame types are skipped unread (§9).
+//! What each frame costs the connection's [`super::frame_budget`] is
+//! counted here, for the driver to take.
 
 use super::frame::{self, is_http2_only};
+use super::frame_budget::frame_cost;
 use super::settings::Settings;
 use super::varint::PartialVarint;
 use super::{Error, ErrorCode, Role};
@@ -105,6 +108,8 @@ pub struct FrameReader {
     state: State,
     /// A control stream's first frame was read (it must be SETTINGS).
     first_frame_seen: bool,
+    /// Frame credits spent since the driver last took them.
+    spent: u64,
     buf: Vec<u8>,
 }
 
@@ -118,8 +123,15 @@ impl FrameReader {
             limits,
             state: State::Type(PartialVarint::default()),
             first_frame_seen: false,
+            spent: 0,
             buf: Vec::new(),
         }
+    }
+
+    /// The frame credits this stream's frames cost since the last call
+    /// (small and unknown frames, [`frame_cost`]).
+    pub fn take_spent(&mut self) -> u64 {
+        std::mem::take(&mut self.spent)
     }
 
     /// Reads from `input` until one event is ready or the input is used up:
@@ -280,6 +292,8 @@ impl FrameReader {
                 | frame::PRIORITY_UPDATE_REQUEST
                 | frame::PRIORITY_UPDATE_PUSH
         );
+        let cost = frame_cost(known || ty == frame::DATA, ty == frame::HEADERS, len);
+        self.spent = self.spent.saturating_add(cost);
         if ty == frame::DATA {
             if len == 0 {
                 self.state = State::Type(PartialVarint::default());

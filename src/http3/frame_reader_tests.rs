@@ -336,3 +336,27 @@ fn priority_update_is_read_whole_on_the_control_stream_split_anywhere() {
     let e = read_all(&mut r, &[&empty]).unwrap_err();
     assert_eq!(e.code, ErrorCode::FrameError);
 }
+
+#[test]
+fn small_and_unknown_frames_are_charged_to_the_frame_budget() {
+    let mut bytes = Vec::new();
+    write_headers(b"a field section", &mut bytes);
+    // An empty and a 1-byte DATA frame: one credit each.
+    write_header(frame::DATA, 0, &mut bytes);
+    write_header(frame::DATA, 1, &mut bytes);
+    bytes.push(b'x');
+    // A full DATA frame and the HEADERS: nothing.
+    write_header(frame::DATA, 8, &mut bytes);
+    bytes.extend_from_slice(b"12345678");
+    // A reserved type with 40 bytes: one, and two for its payload.
+    write_header(0x21, 40, &mut bytes);
+    bytes.extend_from_slice(&[0; 40]);
+    for split in 0..bytes.len() {
+        let mut r = server(StreamKind::Request);
+        read_all(&mut r, &[&bytes[..split]]).unwrap();
+        let early = r.take_spent();
+        read_all(&mut r, &[&bytes[split..]]).unwrap();
+        assert_eq!(early + r.take_spent(), 5, "split at {split}");
+        assert_eq!(r.take_spent(), 0, "taken once");
+    }
+}

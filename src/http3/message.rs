@@ -119,6 +119,12 @@ impl RequestStream {
         Ok(())
     }
 
+    /// The frame credits this stream's frames cost since the last call
+    /// ([`super::frame_budget`]).
+    pub fn take_spent(&mut self) -> u64 {
+        self.frames.take_spent()
+    }
+
     /// The content received so far, in bytes.
     pub fn received(&self) -> u64 {
         self.received

@@ -6,6 +6,8 @@
 //! - `varint`: QUIC's variable-length integers (RFC 9000 §16).
 //! - `frame`, `frame_reader`: frame layout, writing, and an incremental
 //!   parser for one stream that checks which frames that stream may carry.
+//! - `frame_budget`: what small and unknown frames and streams may cost a
+//!   connection before it is closed.
 //! - `settings`: SETTINGS both ways.
 //! - `uni_stream`: the type that opens a unidirectional stream, and the
 //!   rule of one control, one QPACK encoder and one decoder stream per side.
@@ -19,6 +21,7 @@
 
 pub mod control;
 pub mod frame;
+pub mod frame_budget;
 pub mod frame_reader;
 pub mod message;
 pub mod qpack;

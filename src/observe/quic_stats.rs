@@ -38,6 +38,8 @@ pub struct QuicStats {
     pub retry_sent: Counter,
     /// Connections closed for resetting too many streams before an answer.
     pub reset_floods: Counter,
+    /// Connections closed for small or unknown frames past their allowance.
+    pub frame_floods: Counter,
     datagrams_sent: Counter,
     datagrams_received: Counter,
     udp_sends: Counter,
@@ -103,13 +105,14 @@ pub type Figure = fn(&QuicStats) -> u64;
 
 /// Single-series families: name, type, figure, help.
 #[rustfmt::skip]
-const FAMILIES: [(&str, &str, Figure, &str); 13] = [
+const FAMILIES: [(&str, &str, Figure, &str); 14] = [
     ("pier_http3_connections_total",     "counter", |q| q.connections.get(),        "QUIC connections accepted for HTTP/3."),
     ("pier_http3_requests_total",        "counter", |q| q.requests.get(),           "Requests answered over HTTP/3 (pier_requests_total counts every protocol)."),
     ("pier_http3_streams_open",          "gauge",   |q| q.streams_open.get(),       "HTTP/3 request streams being answered now."),
     ("pier_http3_goaways_sent_total",    "counter", |q| q.goaways.get(),            "HTTP/3 GOAWAY frames sent (drain)."),
     ("pier_http3_too_early_total",       "counter", |q| q.too_early.get(),          "HTTP/3 requests in 0-RTT early data answered 425 Too Early."),
     ("pier_http3_reset_floods_total",    "counter", |q| q.reset_floods.get(),       "HTTP/3 connections closed for resetting too many streams before their answers."),
+    ("pier_http3_frame_floods_total",    "counter", |q| q.frame_floods.get(),       "HTTP/3 connections closed for sending too many small or unknown frames for the data they carried."),
     ("pier_quic_packets_lost_total",     "counter", |q| q.packets_lost.get(),       "QUIC packets declared lost."),
     ("pier_quic_early_data_total",       "counter", |q| q.early_data.get(),         "QUIC connections whose 0-RTT early data was accepted."),
     ("pier_quic_retry_sent_total",       "counter", |q| q.retry_sent.get(),         "QUIC Retry packets sent to validate a client's address."),

@@ -1,10 +1,12 @@
 //! The transport settings of a listener's QUIC endpoint, on the rustls
 //! configuration of its TCP side (same certificates, SNI resolver and
-//! ticket keys) with ALPN `h3`, and the limits of `[http3]`.
+//! ticket keys) with ALPN `h3`, the listener's Retry token key, and the
+//! limits of `[http3]`.
 
 use std::sync::Arc;
 
 use quinn_proto::crypto::rustls::QuicServerConfig;
+use quinn_proto::crypto::HandshakeTokenKey;
 use quinn_proto::{IdleTimeout, TransportConfig, VarInt};
 
 use crate::config::Http3Config;
@@ -20,10 +22,11 @@ pub struct QuicListenerConfig {
 }
 
 /// The endpoint's config for a listener whose TLS config (already offering
-/// only `h3`) is `tls`, with the limits of `limits`. An error says why in a
-/// sentence.
+/// only `h3`) is `tls`, sealing Retry tokens with `token_key`, with the
+/// limits of `limits`. An error says why in a sentence.
 pub fn quic_listener_config(
     tls: Arc<rustls::ServerConfig>,
+    token_key: Arc<dyn HandshakeTokenKey>,
     limits: &Http3Config,
 ) -> Result<Arc<QuicListenerConfig>, String> {
     let crypto = QuicServerConfig::try_from(tls)
@@ -37,7 +40,7 @@ pub fn quic_listener_config(
         .receive_window(window(limits.connection_window))
         .send_window(limits.max_send_buffer)
         .max_idle_timeout(IdleTimeout::try_from(limits.idle_timeout).ok());
-    let mut server = quinn_proto::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut server = quinn_proto::ServerConfig::new(Arc::new(crypto), token_key);
     server.transport_config(Arc::new(transport));
     Ok(Arc::new(QuicListenerConfig {
         server: Arc::new(server),

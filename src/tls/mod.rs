@@ -452,6 +452,9 @@ pub struct TlsListener {
     served: Vec<ServedCert>,
     /// The QUIC side's session store, with `early_data`.
     early_data: Option<EarlyDataSessions>,
+    /// The key of the QUIC side's Retry tokens, kept across reloads so a
+    /// token sent just before one is still taken after it.
+    quic_token_key: Arc<aws_lc_rs::hkdf::Prk>,
 }
 
 impl std::fmt::Debug for TlsListener {
@@ -469,16 +472,13 @@ impl TlsListener {
         session_tickets: bool,
         ticket_rotation: Duration,
     ) -> Result<(TlsListener, String), LoadError> {
-        let ticketer = if session_tickets {
-            let secret = match &spec.ticket_key_file {
-                Some(path) => TicketSecret::from_file(path),
-                None => TicketSecret::random(),
-            }
-            .map_err(|m| LoadError::new(TlsSetting::TicketKeyFile, m))?;
-            Some(Arc::new(Ticketer::new(secret, ticket_rotation)))
-        } else {
-            None
-        };
+        let secret = match &spec.ticket_key_file {
+            Some(path) => TicketSecret::from_file(path),
+            None => TicketSecret::random(),
+        }
+        .map_err(|m| LoadError::new(TlsSetting::TicketKeyFile, m))?;
+        let quic_token_key = secret.quic_token_key();
+        let ticketer = session_tickets.then(|| Arc::new(Ticketer::new(secret, ticket_rotation)));
         let built = build_listener_config(&spec, ticketer.as_ref())?;
         let early_data = spec
             .early_data
@@ -491,6 +491,7 @@ impl TlsListener {
                 rotation: ticket_rotation,
                 config: Arc::new(built.config),
                 served: built.served,
+                quic_token_key,
             },
             built.fingerprint,
         ))
@@ -500,8 +501,12 @@ impl TlsListener {
     /// tickets from a random secret with the same rotation, this one takes over
     /// the old keys, so tickets issued before the reload still resume. (With a
     /// `ticket_key_file` the keys come from the file, re-read by the reload.)
-    /// Returns whether the keys were carried over.
+    /// The QUIC side's Retry token key is carried over the same way.
+    /// Returns whether the ticket keys were carried over.
     pub fn keep_tickets_of(&mut self, old: &TlsListener) -> bool {
+        if self.spec.ticket_key_file.is_none() {
+            self.quic_token_key = old.quic_token_key.clone();
+        }
         // The QUIC side's stored sessions go on resuming 0-RTT clients.
         if let (Some(_), Some(sessions)) = (&self.early_data, &old.early_data) {
             self.early_data = Some(sessions.clone());
@@ -586,6 +591,13 @@ impl TlsListener {
         Arc::new(config)
     }
 
+    /// The key of the QUIC side's Retry tokens: the same for every worker
+    /// and across reloads ([`TlsListener::keep_tickets_of`]), and derived
+    /// from the `ticket_key_file` when there is one.
+    pub fn quic_token_key(&self) -> Arc<aws_lc_rs::hkdf::Prk> {
+        self.quic_token_key.clone()
+    }
+
     /// Whether the QUIC side accepts 0-RTT early data.
     pub fn early_data(&self) -> bool {
         self.early_data.is_some()
@@ -649,5 +661,62 @@ mod self_signed_tests {
             .as_secs() as i64;
         let left = not_after_unix(&first.chain[0]).unwrap() - now;
         assert!((89 * 86400..=90 * 86400).contains(&left), "{left} s left");
+    }
+}
+
+#[cfg(test)]
+mod quic_token_key_tests {
+    use std::sync::Arc;
+
+    use aws_lc_rs::hkdf::{Prk, HKDF_SHA256};
+
+    fn listener(tls: &str) -> crate::config::Config {
+        let text = format!(
+            "[[listener]]\nlisten = \"127.0.0.1:1\"\ntls = {{ self_signed = true{tls} }}\n\
+             [[route]]\nhandler = \"respond\"\n"
+        );
+        crate::config::check_text(&text).unwrap()
+    }
+
+    fn okm(key: &Prk) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        let info = [&b"probe"[..]];
+        key.expand(&info, HKDF_SHA256)
+            .unwrap()
+            .fill(&mut out)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_reload_keeps_the_quic_token_key() {
+        let old = listener("");
+        let mut next = listener("");
+        let old_tls = &old.listeners[0].tls.as_ref().unwrap().listener;
+        let next_tls = Arc::get_mut(&mut next.listeners[0].tls.as_mut().unwrap().listener)
+            .expect("not shared yet");
+        let (before, fresh) = (old_tls.quic_token_key(), next_tls.quic_token_key());
+        assert_ne!(okm(&before), okm(&fresh), "random until carried over");
+        next_tls.keep_tickets_of(old_tls);
+        assert_eq!(okm(&before), okm(&next_tls.quic_token_key()));
+    }
+
+    #[test]
+    fn a_ticket_key_file_derives_the_same_quic_token_key_in_every_instance() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ticket.key");
+        std::fs::write(&path, [7u8; 80]).unwrap();
+        let tls = format!(", ticket_key_file = {:?}", path.display().to_string());
+        let (a, b) = (listener(&tls), listener(&tls));
+        let key = |c: &crate::config::Config| {
+            okm(&c.listeners[0]
+                .tls
+                .as_ref()
+                .unwrap()
+                .listener
+                .quic_token_key())
+        };
+        assert_eq!(key(&a), key(&b));
+        assert_ne!(key(&a), key(&listener("")));
     }
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
-use aws_lc_rs::hmac;
+use aws_lc_rs::{hkdf, hmac};
 
 /// Bytes naming the key a ticket was sealed with.
 const NAME_LEN: usize = 16;
@@ -54,6 +54,13 @@ impl TicketSecret {
         let bytes = crate::config::value::read_named_file(path, 4096)
             .map_err(|e| format!("{path}: {e}"))?;
         Self::from_bytes(&bytes).map_err(|m| format!("{path}: {m}"))
+    }
+
+    /// The key QUIC seals its address-validation tokens (Retry) with,
+    /// derived from this secret so that, like the tickets, it holds across
+    /// instances sharing a `ticket_key_file`, a binary upgrade among them.
+    pub fn quic_token_key(&self) -> Arc<hkdf::Prk> {
+        Arc::new(hkdf::Salt::new(hkdf::HKDF_SHA256, b"pier quic token key").extract(&self.0))
     }
 
     /// Checks and wraps key-file contents.

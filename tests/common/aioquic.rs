@@ -2,7 +2,7 @@
 //! installed by .ci/run): whether it can run, and one run's JSON report.
 
 use std::net::SocketAddr;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -16,17 +16,36 @@ pub fn output(addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
     script_output("http3/h3_client.py", addr, secs, args)
 }
 
-/// Runs `script` (under tests/) against `addr` with `args`, for at most
-/// `secs` seconds.
-fn script_output(script: &str, addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
-    Command::new("timeout")
+/// The command that runs `script` (under tests/) against `addr` with
+/// `args`, for at most `secs` seconds.
+fn script_command(script: &str, addr: SocketAddr, secs: u32, args: &[&str]) -> Command {
+    let mut command = Command::new("timeout");
+    command
         .arg(secs.to_string())
         .arg("python3")
         .arg(super::python_peer::script(script))
         .arg(addr.ip().to_string())
         .arg(addr.port().to_string())
-        .args(args)
+        .args(args);
+    command
+}
+
+/// Runs `script` (under tests/) against `addr` with `args`, for at most
+/// `secs` seconds.
+fn script_output(script: &str, addr: SocketAddr, secs: u32, args: &[&str]) -> Output {
+    script_command(script, addr, secs, args)
         .output()
+        .expect("run python3")
+}
+
+/// Starts `script` (under tests/) against `addr` with `args`, for at most
+/// 30 seconds, with its stdin and stdout piped: for a client the test
+/// talks to while it runs.
+pub fn spawn(script: &str, addr: SocketAddr, args: &[&str]) -> Child {
+    script_command(script, addr, 30, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("run python3")
 }
 

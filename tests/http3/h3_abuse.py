@@ -13,6 +13,16 @@ connection to HOST:PORT; prints one JSON object.
                    types between its HEADERS and its end; reports the code
                    of the server's STOP_SENDING for the first, if any, and
                    the answer's status
+  tiny N PATH      sends a POST to PATH whose N-byte body goes out one byte
+                   per STREAM frame, as many frames to a packet as fit
+  tinydata N PATH  sends a POST to PATH whose body is N DATA frames of no
+                   byte or one byte each
+  greasecontrol N PATH  sends N frames of reserved types on its control
+                   stream, then asks for PATH
+  greaseuni N PATH opens N unidirectional streams of reserved types, one
+                   after another, then asks for PATH
+                   (these four report the error code the server closed the
+                   connection with, if it did, and the answer's status)
   noread N PATH SECS  asks for PATH on N streams with a receive window of
                    1 KiB per stream and 16 KiB for the connection, reads
                    nothing more for SECS seconds (printing 'holding' first),
@@ -117,6 +127,124 @@ async def unknown(client, authority, n, path):
     return {"stopped_uni": client.stopped.get(uni), "status": status}
 
 
+def one_byte_stream_frames(quic, sid):
+    """Makes stream `sid` go out one byte per STREAM frame, packed as many
+    to a packet as fit."""
+    write_one = quic._write_stream_frame
+
+    def write(builder, space, stream, max_offset):
+        if stream.stream_id != sid:
+            return write_one(builder=builder, space=space, stream=stream,
+                             max_offset=max_offset)
+        get_frame = stream.sender.get_frame
+        stream.sender.get_frame = lambda size, offset=None: get_frame(min(size, 1), offset)
+        used = 0
+        try:
+            while builder.remaining_flight_space > 32 and not stream.sender.buffer_is_empty:
+                n = write_one(builder=builder, space=space, stream=stream,
+                              max_offset=max_offset)
+                if n == 0:
+                    break
+                used += n
+        finally:
+            del stream.sender.get_frame
+        return used
+
+    quic._write_stream_frame = write
+
+
+def start_request(client, authority, method, path, end_stream):
+    sid = client._quic.get_next_available_stream_id()
+    done = asyncio.get_event_loop().create_future()
+    client.waiting[sid] = done
+    client.answers[sid] = {"heads": [], "body": b"", "trailers": []}
+    client.h3.send_headers(sid, [
+        (b":method", method.encode()), (b":scheme", b"https"),
+        (b":authority", authority.encode()), (b":path", path.encode()),
+    ], end_stream=end_stream)
+    return sid, done
+
+
+async def outcome(client, sid, done):
+    """The answer's status (None if there was none) and the code the
+    server closed the connection with (None if it did not)."""
+    status = None
+    try:
+        await asyncio.wait_for(done, 10)
+        heads = client.answers[sid]["heads"]
+        status = int(dict(heads[-1]).get(b":status", b"0")) if heads else 0
+    except (ConnectionError, asyncio.TimeoutError):
+        pass
+    try:
+        code = await asyncio.wait_for(asyncio.shield(client.closed), 0.5)
+    except asyncio.TimeoutError:
+        code = None
+    return {"status": status, "closed_with": code}
+
+
+async def send_in_batches(client, pieces, send):
+    """Sends `pieces` with `send`, 200 at a time, until done or closed;
+    whether all went."""
+    for k, piece in enumerate(pieces):
+        if client.closed.done():
+            return False
+        try:
+            send(piece)
+        except RuntimeError:
+            # The server reset or stopped the stream.
+            return False
+        if k % 200 == 199:
+            client.transmit()
+            await asyncio.sleep(0.002)
+    client.transmit()
+    return True
+
+
+async def tiny(client, authority, n, path):
+    sid, done = start_request(client, authority, "POST", path, False)
+    one_byte_stream_frames(client._quic, sid)
+    client.h3.send_data(sid, b"t" * n, end_stream=True)
+    client.transmit()
+    return await outcome(client, sid, done)
+
+
+async def tinydata(client, authority, n, path):
+    quic = client._quic
+    sid, done = start_request(client, authority, "POST", path, False)
+    client.transmit()
+    frames = [b"\x00\x01d" if k % 2 else b"\x00\x00" for k in range(n)]
+    if await send_in_batches(client, frames, lambda f: quic.send_stream_data(sid, f)):
+        quic.send_stream_data(sid, b"", end_stream=True)
+        client.transmit()
+    return await outcome(client, sid, done)
+
+
+async def greasecontrol(client, authority, n, path):
+    quic = client._quic
+    control = client.h3._local_control_stream_id
+    frames = [encode_uint_var(0x1F * k + 0x21) + encode_uint_var(k % 3) + b"g" * (k % 3)
+              for k in range(n)]
+    await send_in_batches(client, frames, lambda f: quic.send_stream_data(control, f))
+    sid, done = start_request(client, authority, "GET", path, True)
+    client.transmit()
+    return await outcome(client, sid, done)
+
+
+async def greaseuni(client, authority, n, path):
+    quic = client._quic
+    for k in range(n):
+        if client.closed.done():
+            break
+        uni = quic.get_next_available_stream_id(is_unidirectional=True)
+        quic.send_stream_data(uni, encode_uint_var(0x1F * k + 0x21) + b"u", end_stream=True)
+        client.transmit()
+        # Stream credit returns once the server has stopped the streams.
+        await asyncio.sleep(0.001 if k % 4 else 0.01)
+    sid, done = start_request(client, authority, "GET", path, True)
+    client.transmit()
+    return await outcome(client, sid, done)
+
+
 async def noread(client, authority, n, path, secs):
     # aioquic raises its windows as data arrives: held at what was first
     # announced, the server can send no more than that.
@@ -137,7 +265,8 @@ async def main():
     p = argparse.ArgumentParser()
     p.add_argument("host")
     p.add_argument("port", type=int)
-    p.add_argument("mode", choices=["streams", "reset", "unknown", "noread"])
+    p.add_argument("mode", choices=["streams", "reset", "unknown", "noread", "tiny",
+                                    "tinydata", "greasecontrol", "greaseuni"])
     p.add_argument("n", type=int)
     p.add_argument("path")
     p.add_argument("secs", type=float, nargs="?", default=1.0)
@@ -155,6 +284,9 @@ async def main():
             report = await reset(client, authority, args.n, args.path)
         elif args.mode == "unknown":
             report = await unknown(client, authority, args.n, args.path)
+        elif args.mode in ("tiny", "tinydata", "greasecontrol", "greaseuni"):
+            flood = globals()[args.mode]
+            report = await flood(client, authority, args.n, args.path)
         else:
             report = await noread(client, authority, args.n, args.path, args.secs)
     print(json.dumps(report), flush=True)

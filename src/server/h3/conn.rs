@@ -24,6 +24,7 @@ use crate::http::OwnedField;
 use crate::http1::parse::{Limits, RequestHead};
 use crate::http3::control::{ControlEvent, ControlStream};
 use crate::http3::frame;
+use crate::http3::frame_budget::{FrameBudget, UNKNOWN_STREAM_COST};
 use crate::http3::frame_reader::FrameLimits;
 use crate::http3::message::{RequestEvent, RequestStream};
 use crate::http3::qpack::{Decoder, Encoder};
@@ -197,6 +198,11 @@ pub(super) struct H3Conn {
     max_client_resets: u32,
     /// The connection was closed for resetting too many streams.
     pub(super) reset_flood: bool,
+    /// What small and unknown frames may still cost.
+    frame_budget: FrameBudget,
+    /// The connection was closed for small or unknown frames past its
+    /// allowance.
+    pub(super) frame_flood: bool,
 }
 
 impl H3Conn {
@@ -231,6 +237,8 @@ impl H3Conn {
             client_resets: 0,
             max_client_resets: config.http3.max_client_resets,
             reset_flood: false,
+            frame_budget: FrameBudget::new(config.http3.frame_allowance),
+            frame_flood: false,
         };
         let settings = Settings {
             qpack_max_table_capacity: decoder_limits.max_table_capacity,
@@ -346,6 +354,9 @@ impl H3Conn {
             }
         }
         self.accept_streams();
+        let stats = self.quic.stats();
+        self.frame_budget
+            .observe_transport(stats.frame_rx.stream, stats.udp_rx.bytes);
         if let Err(e) = self.read_streams() {
             debug!(peer = %self.quic.remote_address(), error = %e, "HTTP/3 connection error");
             self.close(now, e.code, e.reason);
@@ -357,6 +368,14 @@ impl H3Conn {
             debug!(peer = %self.quic.remote_address(), "too many streams reset by the client: closed");
             self.reset_flood = true;
             self.close(now, ErrorCode::ExcessiveLoad, "too many streams reset");
+            return;
+        }
+        if let Err(e) = self.frame_budget.check() {
+            if !self.frame_flood {
+                debug!(peer = %self.quic.remote_address(), error = %e, "HTTP/3 frame flood: closed");
+                self.frame_flood = true;
+                self.close(now, e.code, "too many small or unknown frames");
+            }
             return;
         }
         self.write_streams();
@@ -477,6 +496,7 @@ impl H3Conn {
                         let Some(ty) = ty else { continue };
                         *state = match ty {
                             _ if !self.peer_streams.accept(ty)? => {
+                                self.frame_budget.spend(UNKNOWN_STREAM_COST);
                                 let code =
                                     VarInt::from_u64(ErrorCode::StreamCreationError.to_u64())
                                         .expect("small");
@@ -494,6 +514,7 @@ impl H3Conn {
                     PeerUni::Control(control) => {
                         let (n, event) = control.read(data)?;
                         data = &data[n..];
+                        self.frame_budget.spend(control.take_spent());
                         match event {
                             // Dynamic entries only where the client lets a
                             // section wait for them.
@@ -556,14 +577,18 @@ impl H3Conn {
                 data = &data[n..];
                 let outcome = match event {
                     None => continue,
-                    Some(RequestEvent::Head(section)) => decode_request_head(
-                        &mut self.decoder,
-                        sid,
-                        section,
-                        &mut slot.decoded,
-                        false,
-                    ),
+                    Some(RequestEvent::Head(section)) => {
+                        self.frame_budget.earn_request();
+                        decode_request_head(
+                            &mut self.decoder,
+                            sid,
+                            section,
+                            &mut slot.decoded,
+                            false,
+                        )
+                    }
                     Some(RequestEvent::HeadTooLarge) => {
+                        self.frame_budget.earn_request();
                         self.decoder.stream_cancelled(sid);
                         Ok(HeadOutcome::TooLarge)
                     }
@@ -602,6 +627,7 @@ impl H3Conn {
                 }
             }
         }
+        self.frame_budget.spend(slot.reader.take_spent());
         if failed.is_none() {
             match end {
                 Ok(true) => match slot.reader.finish() {

@@ -92,6 +92,7 @@ pub(super) async fn quic_listener(
                 .and_then(|tls| {
                     crate::quic::config::quic_listener_config(
                         tls.listener.quic_config(),
+                        tls.listener.quic_token_key(),
                         &ctx.config.http3,
                     )
                     .map_err(|e| warn!(listener = %key, error = %e, "HTTP/3 is off"))
@@ -316,6 +317,9 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let c = shared.borrow();
     if c.reset_flood {
         ctx.stats.quic.reset_floods.add(1);
+    }
+    if c.frame_flood {
+        ctx.stats.quic.frame_floods.add(1);
     }
     let stats = c.quic.stats();
     debug!(
