@@ -193,6 +193,22 @@ pub(crate) fn stream_view<'v>(
 /// The stream was reset: nothing more is sent on it.
 pub struct StreamReset;
 
+/// Answers a request whose body could not be read with its status (413,
+/// 400, 408) on the stream, or resets the stream with `reset` when the
+/// client went away.
+pub(crate) fn answer_body_error<'h, S: Session<'h>>(
+    s: &mut S,
+    error: BodyReadError,
+    reset: impl FnOnce(&mut S),
+) -> Result<(), StreamReset> {
+    let Some(status) = error.status() else {
+        reset(s);
+        return Err(StreamReset);
+    };
+    crate::service::send_status(s, status);
+    Ok(())
+}
+
 /// Where a stream's access-log line differs by protocol.
 pub(crate) struct StreamLine<'f> {
     /// `HTTP/2.0` or `HTTP/3.0`.

@@ -43,7 +43,7 @@ use crate::http2::conn::ServerConnection;
 use crate::http2::ErrorCode;
 use crate::observe::access_log::TlsFields;
 use crate::observe::metrics::H2Event;
-use crate::server::stream_session::{log_stream, StreamLine, StreamReset};
+use crate::server::stream_session::{answer_body_error, log_stream, StreamLine, StreamReset};
 use crate::server::stream_tunnel::send_pending;
 use crate::server::transport::Downstream;
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
@@ -528,12 +528,7 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
     }
 
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let Some(status) = error.status() else {
-            self.reset(ErrorCode::Cancel);
-            return Err(StreamReset);
-        };
-        service::send_status(self, status);
-        Ok(())
+        answer_body_error(self, error, |s| s.reset(ErrorCode::Cancel))
     }
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {

@@ -32,7 +32,7 @@ use crate::observe::quic_stats::TransportFigures;
 use crate::quic::config::QuicListenerConfig;
 use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
-use crate::server::stream_session::{log_stream, StreamLine, StreamReset};
+use crate::server::stream_session::{answer_body_error, log_stream, StreamLine, StreamReset};
 use crate::server::stream_tunnel::send_pending;
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
 use crate::worker::{ActiveGuard, WorkerCtx};
@@ -410,12 +410,7 @@ impl<'a> DriverSession<'a> for H3Stream<'a> {
     }
 
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let Some(status) = error.status() else {
-            self.reset(ErrorCode::RequestCancelled);
-            return Err(StreamReset);
-        };
-        service::send_status(self, status);
-        Ok(())
+        answer_body_error(self, error, |s| s.reset(ErrorCode::RequestCancelled))
     }
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
