@@ -155,6 +155,7 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
 
 /// Starts the request's trace when tracing is on (with it off, this branch is
 /// all a request pays) and returns the worker's tracer.
+#[inline(always)]
 fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
     let tracer = s.worker().tracer.as_ref()?;
     tracer.begin(s.trace(), &s.request(), s.protocol_version());
