@@ -38,13 +38,19 @@ pub trait DriverSession<'h>: Session<'h> {
     type Watch: AbandonWatch;
 
     /// The status answered so far; 0 before an answer.
-    fn status(&self) -> u16;
+    fn status(&self) -> u16 {
+        self.record().status
+    }
 
     /// Why reading the request body failed, if it did.
-    fn body_error(&self) -> Option<BodyReadError>;
+    fn body_error(&self) -> Option<BodyReadError> {
+        self.record().body_error
+    }
 
     /// How a cache answered the request, on routes with one.
-    fn cache_outcome(&self) -> Option<&'static str>;
+    fn cache_outcome(&self) -> Option<&'static str> {
+        self.record().cache
+    }
 
     /// The protocol version as OpenTelemetry names it: `1.0`, `1.1` or `2`.
     fn protocol_version(&self) -> &'static str;
@@ -54,12 +60,19 @@ pub trait DriverSession<'h>: Session<'h> {
 
     /// Deals with a body the chosen handler will not read (or that of a
     /// request no route takes) before the answer: HTTP/1 reads and drops it,
-    /// so the connection can carry the next request.
-    async fn skip_unwanted_body(&mut self) -> Result<(), Self::Stop>;
+    /// so the connection can carry the next request. By default (a
+    /// multiplexed stream) it is left to the stream's end.
+    async fn skip_unwanted_body(&mut self) -> Result<(), Self::Stop> {
+        Ok(())
+    }
 
     /// Refuses a request whose declared body is over `max_body_bytes`, before
-    /// any of it is read: with a 413 on the request, or by ending it.
-    fn refuse_oversized_body(&mut self) -> Result<(), Self::Stop>;
+    /// any of it is read: with a 413 on the request (the default, as a
+    /// multiplexed stream does), or by ending it.
+    fn refuse_oversized_body(&mut self) -> Result<(), Self::Stop> {
+        send_status(self, 413);
+        Ok(())
+    }
 
     /// Answers a request its handler left unanswered because its body could
     /// not be read (413, 400, 408), or ends it (the client went away).
@@ -142,6 +155,7 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
 
 /// Starts the request's trace when tracing is on (with it off, this branch is
 /// all a request pays) and returns the worker's tracer.
+#[inline(always)]
 fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
     let tracer = s.worker().tracer.as_ref()?;
     tracer.begin(s.trace(), &s.request(), s.protocol_version());

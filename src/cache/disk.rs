@@ -329,8 +329,9 @@ impl DiskTier {
         );
     }
 
-    /// Writes `entry` to a temporary file, renamed into place once whole.
-    fn write(&self, entry: &StoredResponse) -> io::Result<()> {
+    /// A new object file's name, and the temporary path it is written at
+    /// until it is whole.
+    fn fresh_name(&self) -> (Box<str>, PathBuf) {
         let name: Box<str> = format!(
             "{}-{:x}",
             self.file_prefix,
@@ -338,6 +339,12 @@ impl DiskTier {
         )
         .into();
         let tmp = self.dir.join(format!("{name}.tmp"));
+        (name, tmp)
+    }
+
+    /// Writes `entry` to a temporary file, renamed into place once whole.
+    fn write(&self, entry: &StoredResponse) -> io::Result<()> {
+        let (name, tmp) = self.fresh_name();
         let head = encode_head(entry, Instant::now(), SystemTime::now());
         let written = (|| {
             let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
@@ -373,13 +380,7 @@ impl DiskTier {
         let Ok(old) = File::open(self.dir.join(format!("{}.obj", obj.name))) else {
             return Ok(());
         };
-        let name: Box<str> = format!(
-            "{}-{:x}",
-            self.file_prefix,
-            self.seq.fetch_add(1, Ordering::Relaxed)
-        )
-        .into();
-        let tmp = self.dir.join(format!("{name}.tmp"));
+        let (name, tmp) = self.fresh_name();
         let head = encode_head(&obj.meta, Instant::now(), SystemTime::now());
         let written = (|| {
             let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;

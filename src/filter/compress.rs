@@ -36,8 +36,8 @@ use crate::file_io::residency::read_cached;
 use crate::file_io::{read_up_to, FileIoPool};
 use crate::handler::Handler;
 use crate::http::{
-    Body, BodyReadError, FileRegion, OwnedField, RequestId, RequestView, ResponseHead, Served,
-    Session, SessionExt,
+    Body, BodyReadError, FileRegion, OwnedField, RequestView, ResponseHead, Served, Session,
+    SessionExt,
 };
 use crate::worker::WorkerCtx;
 
@@ -403,12 +403,12 @@ impl<'h> Session<'h> for CompressingSession<'_, 'h> {
         self.inner.send_interim(status, fields)
     }
 
-    fn request_id(&self) -> &RequestId {
-        self.inner.request_id()
+    fn record(&self) -> &crate::http::RequestRecord {
+        self.inner.record()
     }
 
-    fn trace(&self) -> &crate::http::RequestTrace {
-        self.inner.trace()
+    fn record_mut(&mut self) -> &mut crate::http::RequestRecord {
+        self.inner.record_mut()
     }
 
     fn poll_write_body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {

@@ -31,4 +31,4 @@ pub use request_trace::RequestTrace;
 pub use response::{
     Body, BodyPart, BodyStream, FieldBlock, FileRegion, OwnedField, ResponseHead, Tunnel, TunnelIo,
 };
-pub use session::{BodyReadError, Served, Session, SessionExt};
+pub use session::{poll_body_once, BodyReadError, RequestRecord, Served, Session, SessionExt};

@@ -324,10 +324,11 @@ impl<StreamId: Copy + PartialEq> PendingUpdates<StreamId> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn p(urgency: u8, incremental: bool) -> Priority {
+    /// A priority, short, for the tests here and of the drivers' send order.
+    pub(crate) fn p(urgency: u8, incremental: bool) -> Priority {
         Priority {
             urgency,
             incremental,

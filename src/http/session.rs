@@ -44,6 +44,46 @@ impl BodyReadError {
     }
 }
 
+/// What a driver keeps of one request beside its framing, alike on every
+/// protocol: its identifier and trace, the status answered, why its body
+/// could not be read, and what the access log notes. One type, so the
+/// accessors of [`Session`] and of the service step are written once, over
+/// [`Session::record`].
+#[derive(Default)]
+pub struct RequestRecord {
+    /// The request's identifier, made only if something shows it.
+    pub request_id: RequestId,
+    /// The request's trace (off unless tracing is on).
+    pub trace: RequestTrace,
+    /// The status answered so far; 0 before an answer.
+    pub status: u16,
+    /// Why reading the request body failed, for the driver to answer.
+    pub body_error: Option<BodyReadError>,
+    /// The upstream server and the time to its response head, set by the
+    /// proxy for the access log.
+    pub upstream: Option<(SocketAddr, Duration)>,
+    /// How a cache answered the request, for the access log.
+    pub cache: Option<&'static str>,
+}
+
+/// A driver's [`Session::poll_body`]: polls its own read of the body unless
+/// an earlier read failed, and keeps a failure in the record, so every later
+/// read fails alike.
+pub fn poll_body_once<'h, S: Session<'h> + ?Sized>(
+    s: &mut S,
+    cx: &mut Context<'_>,
+    read: impl FnOnce(&mut S, &mut Context<'_>) -> Poll<Result<usize, BodyReadError>>,
+) -> Poll<Result<usize, BodyReadError>> {
+    if let Some(e) = s.record().body_error {
+        return Poll::Ready(Err(e));
+    }
+    let r = read(s, cx);
+    if let Poll::Ready(Err(e)) = r {
+        s.record_mut().body_error = Some(e);
+    }
+    r
+}
+
 /// What a handler's `serve` left to do.
 pub enum Served<'s> {
     /// The response was given to the session (or the handler chose not to answer,
@@ -108,13 +148,26 @@ pub trait Session<'h> {
         let _ = (status, fields);
     }
 
+    /// The driver's record of this request: its identifier, trace, status
+    /// and what the access log notes. A layer passes its inner session's.
+    /// Handlers read it, and note through [`Session::note_upstream`] and
+    /// [`Session::note_cache`] so a layer sees what they note.
+    fn record(&self) -> &RequestRecord;
+
+    /// The record, to write; see [`Session::record`].
+    fn record_mut(&mut self) -> &mut RequestRecord;
+
     /// This request's identifier: one per request, made on first use, the
     /// same for every filter, handler and upstream request that shows it.
-    fn request_id(&self) -> &RequestId;
+    fn request_id(&self) -> &RequestId {
+        &self.record().request_id
+    }
 
     /// This request's trace: off unless tracing is on, then its context, the
     /// `traceparent` upstreams get and the spans it records.
-    fn trace(&self) -> &RequestTrace;
+    fn trace(&self) -> &RequestTrace {
+        &self.record().trace
+    }
 
     /// Takes the next piece of a [`Body::Push`] body and returns how much of
     /// `data` it took (call again with the rest). The driver frames it (a
@@ -162,12 +215,15 @@ pub trait Session<'h> {
 
     /// Records the upstream server that answered (or failed) and the time to
     /// its response head, for the access log.
-    fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration);
+    fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {
+        self.record_mut().upstream = Some((addr, elapsed));
+    }
 
     /// Records how a cache answered (`hit`, `miss`, `stale`, `revalidated`,
-    /// `expired`, `collapsed`), for the access log; drivers that do not log
-    /// it ignore it.
-    fn note_cache(&mut self, _outcome: &'static str) {}
+    /// `expired`, `collapsed`), for the access log.
+    fn note_cache(&mut self, outcome: &'static str) {
+        self.record_mut().cache = Some(outcome);
+    }
 }
 
 /// `async` conveniences over the poll methods.

@@ -8,10 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::request::RequestView;
-use super::request_id::RequestId;
-use super::request_trace::RequestTrace;
 use super::response::{Body, ResponseHead};
-use super::session::{BodyReadError, Session};
+use super::session::{BodyReadError, RequestRecord, Session};
 use crate::worker::WorkerCtx;
 
 /// What a layer changes of the session it wraps. Each method gets the
@@ -154,12 +152,12 @@ impl<'h, L: SessionLayer<'h>> Session<'h> for LayeredSession<'_, 'h, L> {
         self.layer.send_interim(self.inner, status, fields)
     }
 
-    fn request_id(&self) -> &RequestId {
-        self.inner.request_id()
+    fn record(&self) -> &RequestRecord {
+        self.inner.record()
     }
 
-    fn trace(&self) -> &RequestTrace {
-        self.inner.trace()
+    fn record_mut(&mut self) -> &mut RequestRecord {
+        self.inner.record_mut()
     }
 
     fn poll_write_body(

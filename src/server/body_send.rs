@@ -18,39 +18,9 @@ use bytes::Bytes;
 use std::task::{Context, Poll};
 
 use super::chunk_buffers::{self, CHUNK_MAX};
+use super::stream_session::{PushedBody, StreamAnswer};
 use crate::file_io::residency::read_cached;
-use crate::http::{Body, BodyPart, BodyStream, FileRegion};
-use crate::worker::WorkerCtx;
-
-/// A body the handler pushes itself ([`Body::Push`]): its progress.
-#[derive(Default)]
-pub(crate) struct PushedBody {
-    /// The answer's body is pushed by the handler.
-    pub(crate) active: bool,
-    /// It was ended.
-    pub(crate) finished: bool,
-    /// Counted, not sent: `HEAD`, or a status without a body.
-    pub(crate) drop: bool,
-    /// Bytes taken so far.
-    pub(crate) written: u64,
-}
-
-impl PushedBody {
-    /// A pushed body starting now; `drop`: its bytes are counted, not sent.
-    pub(crate) fn started(drop: bool) -> PushedBody {
-        PushedBody {
-            active: true,
-            finished: false,
-            drop,
-            written: 0,
-        }
-    }
-
-    /// Whether the handler left its pushed body unfinished.
-    pub(crate) fn unfinished(&self) -> bool {
-        self.active && !self.finished
-    }
-}
+use crate::http::{Body, BodyPart, BodyStream, FileRegion, Session};
 
 /// Takes the next piece of a pushed body, as `Session::poll_write_body`.
 pub(crate) fn poll_write_pushed<'a, S: StreamSink<'a>>(
@@ -100,15 +70,25 @@ pub(crate) fn finish_pushed<'a, S: StreamSink<'a>>(s: &mut S, trailers: &[(&str,
 }
 
 /// How a driver's stream takes the pieces of a response body.
-pub(crate) trait StreamSink<'a> {
-    /// The progress of a pushed body.
-    fn pushed(&mut self) -> &mut PushedBody;
+pub(crate) trait StreamSink<'a>: Session<'a> {
+    /// The progress of the stream's answer.
+    fn answer(&self) -> &StreamAnswer;
 
-    /// The worker (its file pool reads cold files).
-    fn worker_ctx(&self) -> &'a WorkerCtx;
+    /// The progress of the stream's answer, to write.
+    fn answer_mut(&mut self) -> &mut StreamAnswer;
+
+    /// Takes the body `send_response` kept to send after the head.
+    fn take_pending(&mut self) -> Option<Body<'a>>;
+
+    /// The progress of a pushed body.
+    fn pushed(&mut self) -> &mut PushedBody {
+        &mut self.answer_mut().push
+    }
 
     /// The body length promised in the head, when one was.
-    fn promised_length(&self) -> Option<u64>;
+    fn promised_length(&self) -> Option<u64> {
+        self.answer().length
+    }
 
     /// Room to send up to `want` body bytes: `Ok(n)` with `0 < n <= want`;
     /// waits (bounded by the write timeout) while there is none.
@@ -197,7 +177,7 @@ trait SendSteps<'a>: StreamSink<'a> {
                     };
                     let mut owned = std::mem::take(&mut buf);
                     let (back, r) = self
-                        .worker_ctx()
+                        .worker()
                         .config
                         .file_io
                         .run(move || {

@@ -17,6 +17,7 @@ pub(crate) mod prior_knowledge;
 mod pseudo_head;
 mod response_fields;
 pub mod run;
+pub(crate) mod stream_session;
 pub(crate) mod stream_tunnel;
 #[cfg(test)]
 mod test_harness;

@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::body_send::StreamSink;
-use crate::http::Tunnel;
+use crate::http::{Body, Tunnel};
 
 /// What an answer to a request on a multiplexed stream is, as far as a
 /// tunnel goes.
@@ -100,6 +100,20 @@ pub(crate) async fn run_stream_tunnel<'a, S: TunnelStream<'a>>(
     tunnel.run(&mut io, Vec::new()).await;
     if !io.shut {
         io.stream.cancel_tunnel();
+    }
+}
+
+/// Sends the body `send_response` kept on `stream`, then ends the stream; an
+/// error leaves the stream to be reset. The 101 that opened an extended
+/// CONNECT's tunnel kept the tunnel, which runs here.
+pub(crate) async fn send_pending<'a, S: TunnelStream<'a>>(stream: &mut S) -> io::Result<()> {
+    match stream.take_pending() {
+        None => Ok(()),
+        Some(Body::Tunnel(tunnel)) => {
+            run_stream_tunnel(stream, tunnel).await;
+            Ok(())
+        }
+        Some(body) => super::body_send::send_body(stream, body).await,
     }
 }
 

@@ -26,8 +26,7 @@ use crate::upstream::request_head::Http1Head;
 #[derive(Default)]
 struct InterimSink {
     heads: Vec<(u16, Vec<(String, String)>)>,
-    id: crate::http::RequestId,
-    trace: crate::http::RequestTrace,
+    record: crate::http::RequestRecord,
 }
 
 impl<'h> Session<'h> for InterimSink {
@@ -58,11 +57,11 @@ impl<'h> Session<'h> for InterimSink {
             .collect();
         self.heads.push((status, fields));
     }
-    fn request_id(&self) -> &crate::http::RequestId {
-        &self.id
+    fn record(&self) -> &crate::http::RequestRecord {
+        &self.record
     }
-    fn trace(&self) -> &crate::http::RequestTrace {
-        &self.trace
+    fn record_mut(&mut self) -> &mut crate::http::RequestRecord {
+        &mut self.record
     }
     fn poll_write_body(&mut self, _: &mut Context<'_>, d: &[u8]) -> Poll<std::io::Result<usize>> {
         Poll::Ready(Ok(d.len()))

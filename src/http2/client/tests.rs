@@ -73,11 +73,6 @@ pub(super) fn response_block(status: &str, fields: &[(&str, &str)]) -> Vec<u8> {
     block(&f)
 }
 
-/// All of an endpoint's queued output, pieces joined.
-fn joined(slices: &[std::io::IoSlice<'_>]) -> Vec<u8> {
-    slices.iter().flat_map(|s| s.iter().copied()).collect()
-}
-
 /// An origin played with raw frames: the connection under test, what it
 /// reported, and the clock.
 pub(super) struct Origin {
@@ -106,35 +101,6 @@ impl Origin {
         }
     }
 
-    /// Feeds the origin's bytes, all of which must be used unless there is
-    /// an error.
-    #[track_caller]
-    pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
-        let n = self.conn.receive(bytes, self.now, &mut self.events)?;
-        assert_eq!(n, bytes.len(), "whole frames are all used");
-        Ok(())
-    }
-
-    /// The frames written since the last call.
-    pub(super) fn frames(&mut self) -> Vec<Out> {
-        let mut slices = [std::io::IoSlice::new(&[]); 64];
-        let n = self.conn.output_slices(&mut slices);
-        let out = joined(&slices[..n]);
-        assert_eq!(out.len(), self.conn.output_len());
-        self.conn.consume_output(out.len());
-        parse_frames(out.strip_prefix(PREFACE).unwrap_or(&out))
-    }
-
-    /// The single frame written, which must be of `kind`.
-    #[track_caller]
-    pub(super) fn one(&mut self, kind: u8) -> Out {
-        let mut f = self.frames();
-        assert_eq!(f.len(), 1, "one frame expected: {f:?}");
-        let f = f.remove(0);
-        assert_eq!(f.kind, kind, "{f:?}");
-        f
-    }
-
     pub(super) fn events(&mut self) -> Vec<Ev> {
         std::mem::take(&mut self.events.0)
     }
@@ -155,32 +121,34 @@ impl Origin {
         self.frames();
         id
     }
+}
 
-    /// Sends `bytes`, which must end the connection with GOAWAY(`code`).
+impl Peer for Origin {
+    /// Feeds the origin's bytes, all of which must be used unless there is
+    /// an error.
     #[track_caller]
-    pub(super) fn expect_goaway(&mut self, bytes: &[u8], code: ErrorCode) {
-        assert_eq!(self.send(bytes), Err(ConnError { code }));
-        let f = self.frames();
-        let last = f.last().expect("a GOAWAY");
-        assert_eq!((last.kind, last.code()), (kind::GOAWAY, code), "{f:?}");
+    fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+        let n = self.conn.receive(bytes, self.now, &mut self.events)?;
+        assert_eq!(n, bytes.len(), "whole frames are all used");
+        Ok(())
+    }
+
+    fn core_mut(&mut self) -> &mut ConnCore {
+        &mut self.conn.core
+    }
+
+    fn after_goaway(&mut self, last: &Out, code: ErrorCode) {
         assert_eq!(
             frame::read_u32(&last.payload),
             0,
             "a client processed no stream of the origin's"
         );
-        assert_eq!(self.send(&settings(&[])), Err(ConnError { code }), "dead");
-        assert!(self.conn.output().is_empty(), "nothing more after GOAWAY");
         assert_eq!(self.conn.error(), Some(code));
         assert!(self.conn.is_closed());
     }
 
-    /// Sends `bytes`, which must reset `stream` with `code` and tell the
-    /// caller.
-    #[track_caller]
-    pub(super) fn expect_reset(&mut self, bytes: &[u8], stream: StreamId, code: ErrorCode) {
-        self.send(bytes).unwrap();
-        let f = self.one(kind::RST_STREAM);
-        assert_eq!((f.stream, f.code()), (stream, code));
+    /// The caller is told of the reset too.
+    fn after_reset(&mut self, stream: StreamId, code: ErrorCode) {
         assert_eq!(self.events(), [Ev::Reset(stream, code)]);
     }
 }

@@ -110,74 +110,30 @@ impl Client {
         }
     }
 
-    /// Feeds bytes, all of which must be used unless there is an error.
-    #[track_caller]
-    pub(super) fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
-        let n = self.conn.receive(bytes, self.now, &mut self.events)?;
-        assert_eq!(n, bytes.len(), "whole frames are all used");
-        Ok(())
-    }
-
-    /// The frames written since the last call.
     /// All the queued output, pieces joined, without consuming it.
     pub(super) fn output_bytes(&self) -> Vec<u8> {
         let mut slices = [std::io::IoSlice::new(&[]); 256];
         let n = self.conn.output_slices(&mut slices);
-        let out: Vec<u8> = slices[..n].iter().flat_map(|s| s.iter().copied()).collect();
+        let out = joined(&slices[..n]);
         assert_eq!(out.len(), self.conn.output_len());
         out
-    }
-
-    pub(super) fn frames(&mut self) -> Vec<Out> {
-        let out = self.output_bytes();
-        self.conn.consume_output(out.len());
-        let mut frames = Vec::new();
-        let mut at = 0;
-        while at < out.len() {
-            let h = FrameHead::parse(&out[at..]);
-            let payload = out[at + 9..at + 9 + h.len].to_vec();
-            frames.push(Out {
-                kind: h.kind,
-                flags: h.flags,
-                stream: h.stream,
-                payload,
-            });
-            at += 9 + h.len;
-        }
-        frames
-    }
-
-    /// The single frame written, which must be of `kind`.
-    #[track_caller]
-    pub(super) fn one(&mut self, kind: u8) -> Out {
-        let mut f = self.frames();
-        assert_eq!(f.len(), 1, "one frame expected: {f:?}");
-        let f = f.remove(0);
-        assert_eq!(f.kind, kind, "{f:?}");
-        f
     }
 
     pub(super) fn events(&mut self) -> Vec<Ev> {
         std::mem::take(&mut self.events.0)
     }
+}
 
-    /// Sends `bytes`, which must end the connection with GOAWAY(`code`).
+impl Peer for Client {
     #[track_caller]
-    pub(super) fn expect_goaway(&mut self, bytes: &[u8], code: ErrorCode) {
-        assert_eq!(self.send(bytes), Err(ConnError { code }));
-        let f = self.frames();
-        let last = f.last().expect("a GOAWAY");
-        assert_eq!((last.kind, last.code()), (kind::GOAWAY, code), "{f:?}");
-        assert_eq!(self.send(&settings(&[])), Err(ConnError { code }), "dead");
-        assert!(self.conn.output().is_empty(), "nothing more after GOAWAY");
+    fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError> {
+        let n = self.conn.receive(bytes, self.now, &mut self.events)?;
+        assert_eq!(n, bytes.len(), "whole frames are all used");
+        Ok(())
     }
 
-    /// Sends `bytes`, which must reset `stream` with `code`.
-    #[track_caller]
-    pub(super) fn expect_reset(&mut self, bytes: &[u8], stream: u32, code: ErrorCode) {
-        self.send(bytes).unwrap();
-        let f = self.one(kind::RST_STREAM);
-        assert_eq!((f.stream, f.code()), (stream, code));
+    fn core_mut(&mut self) -> &mut ConnCore {
+        &mut self.conn.core
     }
 }
 

@@ -1,9 +1,10 @@
 //! Raw frames and header blocks built by hand for the tests of both roles
 //! (the codec's own writers are what is under test), the limits they run
-//! with, and the frames an endpoint wrote, parsed back.
+//! with, the frames an endpoint wrote, parsed back, and what the two roles'
+//! harnesses check alike.
 
-use super::ConnLimits;
-use crate::http2::frame::{self, flag, kind, FrameHead};
+use super::{ConnCore, ConnError, ConnLimits};
+use crate::http2::frame::{self, flag, kind, FrameHead, PREFACE};
 use crate::http2::ErrorCode;
 
 /// Small limits, so each budget is quick to reach.
@@ -115,4 +116,75 @@ pub(crate) fn parse_frames(bytes: &[u8]) -> Vec<Out> {
         at += 9 + h.len;
     }
     frames
+}
+
+/// All of an endpoint's queued output, pieces joined.
+pub(crate) fn joined(slices: &[std::io::IoSlice<'_>]) -> Vec<u8> {
+    slices.iter().flat_map(|s| s.iter().copied()).collect()
+}
+
+/// The frames `core` queued since the last call (a client's preface left
+/// out), its output consumed.
+pub(crate) fn take_frames(core: &mut ConnCore) -> Vec<Out> {
+    let mut slices = [std::io::IoSlice::new(&[]); 256];
+    let n = core.out.slices(&mut slices);
+    let out = joined(&slices[..n]);
+    assert_eq!(out.len(), core.out.len());
+    core.out.consume(out.len());
+    parse_frames(out.strip_prefix(PREFACE).unwrap_or(&out))
+}
+
+/// An endpoint under test fed raw frames by its peer, as either role's
+/// harness plays it.
+pub(crate) trait Peer {
+    /// Feeds bytes, all of which must be used unless there is an error.
+    fn send(&mut self, bytes: &[u8]) -> Result<(), ConnError>;
+
+    /// The connection's shared state.
+    fn core_mut(&mut self) -> &mut ConnCore;
+
+    /// What a role checks more once GOAWAY(`code`) ended the connection.
+    fn after_goaway(&mut self, _last: &Out, _code: ErrorCode) {}
+
+    /// What a role checks more once it reset `stream` with `code`.
+    fn after_reset(&mut self, _stream: u32, _code: ErrorCode) {}
+
+    /// The frames written since the last call.
+    fn frames(&mut self) -> Vec<Out> {
+        take_frames(self.core_mut())
+    }
+
+    /// The single frame written, which must be of `kind`.
+    #[track_caller]
+    fn one(&mut self, kind: u8) -> Out {
+        let mut f = self.frames();
+        assert_eq!(f.len(), 1, "one frame expected: {f:?}");
+        let f = f.remove(0);
+        assert_eq!(f.kind, kind, "{f:?}");
+        f
+    }
+
+    /// Sends `bytes`, which must end the connection with GOAWAY(`code`).
+    #[track_caller]
+    fn expect_goaway(&mut self, bytes: &[u8], code: ErrorCode) {
+        assert_eq!(self.send(bytes), Err(ConnError { code }));
+        let f = self.frames();
+        let last = f.last().expect("a GOAWAY");
+        assert_eq!((last.kind, last.code()), (kind::GOAWAY, code), "{f:?}");
+        assert_eq!(self.send(&settings(&[])), Err(ConnError { code }), "dead");
+        assert!(
+            self.core_mut().out.first().is_empty(),
+            "nothing more after GOAWAY"
+        );
+        self.after_goaway(last, code);
+    }
+
+    /// Sends `bytes`, which must reset `stream` with `code`.
+    #[track_caller]
+    fn expect_reset(&mut self, bytes: &[u8], stream: u32, code: ErrorCode) {
+        self.send(bytes).unwrap();
+        let f = self.one(kind::RST_STREAM);
+        assert_eq!((f.stream, f.code()), (stream, code));
+        self.after_reset(stream, code);
+    }
 }

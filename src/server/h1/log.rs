@@ -92,7 +92,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
             .unwrap_or_else(|| ctx.clock.now());
         let r = self.answer(started).await;
         // A refused request is logged once its error response is written.
-        if !matches!(r, Err(Exit::Reject(_))) && self.status != 0 {
+        if !matches!(r, Err(Exit::Reject(_))) && self.record.status != 0 {
             self.end_log(log);
         }
         r
@@ -111,9 +111,9 @@ impl<D: Downstream> Http1Conn<'_, D> {
         l.has_referer = false;
         l.has_user_agent = false;
         l.client = None;
-        self.status = 0;
-        self.upstream = None;
-        self.cache_outcome = None;
+        self.record.status = 0;
+        self.record.upstream = None;
+        self.record.cache = None;
         l.out_mark = self.sent + self.bufs.as_ref().map_or(0, |b| b.write.len() as u64);
         l.head_end = l.out_mark;
         l.head_done = false;
@@ -162,7 +162,7 @@ impl<D: Downstream> Http1Conn<'_, D> {
             target: &l.target,
             protocol: l.protocol,
             stream: None,
-            status: self.status,
+            status: self.record.status,
             body_bytes: (self.sent + pending).saturating_sub(l.head_end),
             duration: l.started.map_or(Duration::ZERO, |t| {
                 self.ctx.clock.now().saturating_duration_since(t)
@@ -174,10 +174,10 @@ impl<D: Downstream> Http1Conn<'_, D> {
                 cipher: t.cipher,
                 sni: t.sni,
             }),
-            upstream: self.upstream.map(|u| u.0),
-            upstream_time: self.upstream.map(|u| u.1),
-            cache: self.cache_outcome,
-            trace: self.trace.ids_hex(),
+            upstream: self.record.upstream.map(|u| u.0),
+            upstream_time: self.record.upstream.map(|u| u.1),
+            cache: self.record.cache,
+            trace: self.record.trace.ids_hex(),
         });
     }
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::http::client_address::ClientAddress;
-use crate::http::{Body, BodyReadError, SessionExt};
+use crate::http::{Body, BodyReadError, RequestRecord, SessionExt};
 use crate::http1::parse::{parse_request, BodyKind, Parsed};
 use crate::http1::write;
 use crate::observe::metrics::HandlerKind;
@@ -75,12 +75,9 @@ pub struct Http1Conn<'a, D> {
     requests: u64,
     /// Bytes written downstream so far, so a log line can tell one response's size.
     pub(crate) sent: u64,
-    /// Status of the response being answered, for the access log.
-    pub(crate) status: u16,
-    /// Upstream server and time to its response head, set by the proxy for the log.
-    pub(crate) upstream: Option<(SocketAddr, Duration)>,
-    /// How the cache answered the request, for the access log.
-    pub(crate) cache_outcome: Option<&'static str>,
+    /// The current request's record: its identifier, trace, status and what
+    /// the access log notes.
+    pub(crate) record: RequestRecord,
     /// Whether the connection may carry the next request once the current
     /// answer is sent: decided when the answer's body starts.
     keep_alive_after: bool,
@@ -93,10 +90,6 @@ pub struct Http1Conn<'a, D> {
     logged: Option<Box<log::LoggedRequest>>,
     /// The answer to the current request, once the handler gave one.
     answer: Option<Answered>,
-    /// The current request's identifier, made only if something shows it.
-    pub(crate) request_id: crate::http::RequestId,
-    /// The current request's trace (off unless tracing is on).
-    pub(crate) trace: crate::http::RequestTrace,
     /// The request body being read through the session.
     body: BodyReader,
     /// The body still to send after the head, which is in the output buffer.
@@ -140,15 +133,11 @@ pub async fn serve_http1<'a, D: Downstream>(
         rpos: 0,
         requests: 0,
         sent: 0,
-        status: 0,
-        upstream: None,
-        cache_outcome: None,
+        record: RequestRecord::default(),
         keep_alive_after: false,
         linger_on_close: false,
         logged: None,
         answer: None,
-        request_id: crate::http::RequestId::default(),
-        trace: crate::http::RequestTrace::default(),
         body: BodyReader::default(),
         pending: None,
         idle: RollingDeadline::default(),
@@ -177,7 +166,7 @@ pub async fn serve_http1<'a, D: Downstream>(
             write::write_error(&mut b.write, status, ctx.date.borrow_mut().get());
             let flushed = conn.flush().await.is_ok();
             if let Some(log) = &ctx.access_log {
-                conn.status = status;
+                conn.record.status = status;
                 conn.end_log(log);
             }
             if flushed {
@@ -374,8 +363,9 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let head_len = b.head.head_len;
         // `pending` is always taken by the previous answer.
         self.answer = None;
-        self.request_id.reset();
-        self.trace.reset();
+        self.record.request_id.reset();
+        self.record.trace.reset();
+        self.record.body_error = None;
         self.body.start(
             b.head.body,
             b.head.expect_continue,
@@ -431,18 +421,6 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
 impl<'a, D: Downstream> DriverSession<'a> for Http1Conn<'a, D> {
     type Stop = Exit;
     type Watch = NeverAbandoned;
-
-    fn status(&self) -> u16 {
-        self.status
-    }
-
-    fn body_error(&self) -> Option<BodyReadError> {
-        self.body.error
-    }
-
-    fn cache_outcome(&self) -> Option<&'static str> {
-        self.cache_outcome
-    }
 
     fn protocol_version(&self) -> &'static str {
         match crate::http::Session::request(self).version() {

@@ -36,7 +36,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         if self.answer.is_some() {
             return;
         }
-        let keep_alive_allowed = self.keep_alive_allowed() && self.body.error.is_none();
+        let keep_alive_allowed = self.keep_alive_allowed() && self.record.body_error.is_none();
         let b = self.bufs.as_mut().expect("buffers held while answering");
         let (version, is_head) = (b.head.version, b.head.method == Method::Head);
         let status = head.status;
@@ -83,7 +83,7 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             out.extend_from_slice(b"\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        self.status = status;
+        self.record.status = status;
         self.answer = Some(Answered {
             keep_alive,
             chunked: framing == BodyFraming::Chunked,

@@ -8,7 +8,9 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 
 use super::{Downstream, Http1Conn};
-use crate::http::{Body, BodyReadError, RequestId, RequestView, ResponseHead, Session};
+use crate::http::{
+    poll_body_once, Body, BodyReadError, RequestRecord, RequestView, ResponseHead, Session,
+};
 use crate::http1::body::{BodyDecoder, BodyError};
 use crate::http1::parse::{BodyKind, Version};
 use crate::worker::{WorkerCtx, READ_BUF};
@@ -28,8 +30,6 @@ pub(super) struct BodyReader {
     /// Decoded bytes not yet consumed: `chunk.0..chunk.1` of the read buffer.
     chunk: (usize, usize),
     done: bool,
-    /// Why reading failed, for the driver to answer.
-    pub(super) error: Option<BodyReadError>,
     /// When the read that waits now started waiting: the body read timeout
     /// runs from there (on the connection's idle timer, which is not in use
     /// while a request is answered).
@@ -44,7 +44,6 @@ impl BodyReader {
         self.start = start;
         self.pos = start;
         self.chunk = (start, start);
-        self.error = None;
         if kind == BodyKind::None {
             // A decoder left from an earlier request is never used: `done` says so.
             self.done = true;
@@ -209,14 +208,7 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
     }
 
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
-        if let Some(e) = self.body.error {
-            return Poll::Ready(Err(e));
-        }
-        let r = self.poll_body_inner(cx);
-        if let Poll::Ready(Err(e)) = r {
-            self.body.error = Some(e);
-        }
-        r
+        poll_body_once(self, cx, Self::poll_body_inner)
     }
 
     fn body_chunk(&self) -> &[u8] {
@@ -263,12 +255,12 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
         crate::http1::write::write_interim(&mut b.write, status, fields);
     }
 
-    fn request_id(&self) -> &RequestId {
-        &self.request_id
+    fn record(&self) -> &RequestRecord {
+        &self.record
     }
 
-    fn trace(&self) -> &crate::http::RequestTrace {
-        &self.trace
+    fn record_mut(&mut self) -> &mut RequestRecord {
+        &mut self.record
     }
 
     fn poll_write_body(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
@@ -294,13 +286,5 @@ impl<'a, D: Downstream> Session<'a> for Http1Conn<'a, D> {
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
         self.finish_push(trailers);
-    }
-
-    fn note_upstream(&mut self, addr: std::net::SocketAddr, elapsed: std::time::Duration) {
-        self.upstream = Some((addr, elapsed));
-    }
-
-    fn note_cache(&mut self, outcome: &'static str) {
-        self.cache_outcome = Some(outcome);
     }
 }

@@ -24,8 +24,8 @@ impl H2Stream<'_> {
     /// returns at once when the body ended (every request without one: a
     /// HEADERS frame with END_STREAM) or failed. True when it ended.
     pub(super) async fn drain_unread_body(&mut self) -> bool {
-        if self.body_done || self.body_error.is_some() {
-            return self.body_done;
+        if self.body.done || self.record.body_error.is_some() {
+            return self.body.done;
         }
         let drain = async {
             let mut left = DRAIN_MAX_BYTES;

@@ -38,11 +38,13 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::http::client_address::ClientAddress;
-use crate::http::{BodyReadError, Session};
+use crate::http::BodyReadError;
 use crate::http2::conn::ServerConnection;
 use crate::http2::ErrorCode;
-use crate::observe::access_log::{Entry, TlsFields};
+use crate::observe::access_log::TlsFields;
 use crate::observe::metrics::H2Event;
+use crate::server::stream_session::{answer_body_error, log_stream, StreamLine, StreamReset};
+use crate::server::stream_tunnel::send_pending;
 use crate::server::transport::Downstream;
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
 use crate::worker::WorkerCtx;
@@ -500,29 +502,19 @@ async fn run_stream(
     };
     ctx.stats.h2_event(H2Event::Request);
     if let Some(log) = &ctx.access_log {
-        let view = s.request();
         let f = &s.facts;
-        log.record(&Entry {
-            client: view.client_socket(),
-            method: view.method_token(),
-            target: view.target(),
+        let line = StreamLine {
             protocol: "HTTP/2.0",
             stream: Some(s.stream_id),
-            status: s.status,
-            body_bytes: s.sent,
-            duration: took,
-            referer: view.header("referer"),
-            user_agent: view.header("user-agent"),
+            body_bytes: s.answer.sent,
+            took,
             tls: f.secure.then(|| TlsFields {
                 version: f.version,
                 cipher: f.cipher,
                 sni: f.sni.as_deref(),
             }),
-            upstream: s.upstream.map(|u| u.0),
-            upstream_time: s.upstream.map(|u| u.1),
-            cache: s.cache,
-            trace: s.trace.ids_hex(),
-        });
+        };
+        log_stream(log, &s, line);
     }
     s.drain_unread_body().await;
     let (buf, head) = (std::mem::take(&mut s.buf), std::mem::take(&mut s.head));
@@ -536,18 +528,6 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
     type Stop = StreamReset;
     type Watch = ResetWatch;
 
-    fn status(&self) -> u16 {
-        self.status
-    }
-
-    fn body_error(&self) -> Option<BodyReadError> {
-        self.body_error
-    }
-
-    fn cache_outcome(&self) -> Option<&'static str> {
-        self.cache
-    }
-
     fn protocol_version(&self) -> &'static str {
         "2"
     }
@@ -559,31 +539,17 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
         }
     }
 
-    async fn skip_unwanted_body(&mut self) -> Result<(), StreamReset> {
-        Ok(())
-    }
-
-    fn refuse_oversized_body(&mut self) -> Result<(), StreamReset> {
-        service::send_status(self, 413);
-        Ok(())
-    }
-
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let Some(status) = error.status() else {
-            self.reset(ErrorCode::Cancel);
-            return Err(StreamReset);
-        };
-        service::send_status(self, status);
-        Ok(())
+        answer_body_error(self, error, |s| s.reset(ErrorCode::Cancel))
     }
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
         let ctx = self.ctx;
-        if self.push.unfinished() {
+        if self.answer.push.unfinished() {
             debug!(peer = %self.peer, stream = self.stream_id, "pushed response body left unfinished");
             self.reset(ErrorCode::InternalError);
             ctx.stats.h2_event(H2Event::ServerReset);
-        } else if let Err(e) = self.send_pending().await {
+        } else if let Err(e) = send_pending(self).await {
             debug!(peer = %self.peer, stream = self.stream_id, error = %e, "HTTP/2 response body not sent whole");
             let code = if e.kind() == std::io::ErrorKind::TimedOut {
                 ctx.stats.h2_event(H2Event::WriteTimeout);
@@ -598,9 +564,6 @@ impl<'a> DriverSession<'a> for H2Stream<'a> {
         Ok(())
     }
 }
-
-/// The stream was reset: nothing more is sent on it.
-pub struct StreamReset;
 
 /// Watches one stream's table slot for the client's reset.
 pub struct ResetWatch {

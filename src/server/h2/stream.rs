@@ -4,27 +4,27 @@
 //! client's sending follows the handler's reading), and the answer queued
 //! through the codec, whose body `send.rs` sizes to the client's windows.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use tokio::time::Sleep;
 use tracing::debug;
 
 use super::streams::SharedCell;
 use super::ConnFacts;
 use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
-use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
+use crate::http::{
+    poll_body_once, Body, BodyReadError, RequestRecord, RequestView, ResponseHead, Session,
+    TlsFacts,
+};
 use crate::http1::parse::{Method, RequestHead};
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
-use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody};
+use crate::server::body_send::{finish_pushed, poll_write_pushed, StreamSink};
 use crate::server::response_fields::{carried, decimal, lowercase_fields, LoweredFields};
-use crate::server::stream_tunnel::{run_stream_tunnel, TunnelAnswer};
+use crate::server::stream_session::{stream_view, PushedBody, ReceivedBody, StreamAnswer};
+use crate::server::stream_tunnel::TunnelAnswer;
 use crate::worker::WorkerCtx;
 
 /// One request and its answer on an HTTP/2 connection.
@@ -37,34 +37,18 @@ pub struct H2Stream<'a> {
     /// The head as HTTP/1 text, and its parse.
     pub(super) buf: Vec<u8>,
     pub(super) head: RequestHead,
-    /// DATA received and not yet used: `chunk[chunk_pos..]`.
-    chunk: Vec<u8>,
-    chunk_pos: usize,
-    received: u64,
-    pub(super) body_done: bool,
-    pub(super) body_error: Option<BodyReadError>,
-    /// The request's trailers, once the body ended with them.
-    trailers: Option<Vec<OwnedField>>,
+    /// DATA received and not yet used.
+    pub(super) body: ReceivedBody,
     continued: bool,
-    body_stall: Option<Pin<Box<Sleep>>>,
-    /// The answer's status, once given.
-    pub(super) status: u16,
-    /// The promised length of the answer's body, when one was sent.
-    pub(super) length: Option<u64>,
     /// The answer's head ended the stream.
     pub(super) ended: bool,
+    /// The answer's progress after its head.
+    pub(super) answer: StreamAnswer,
     /// The body still to send after the head.
-    pub(super) pending: Option<Body<'a>>,
-    pub(super) push: PushedBody,
-    write_stall: Option<Pin<Box<Sleep>>>,
-    /// Body bytes queued for this response.
-    pub(super) sent: u64,
-    pub(super) request_id: crate::http::RequestId,
-    /// The stream's trace (off unless tracing is on).
-    pub(super) trace: crate::http::RequestTrace,
-    pub(super) upstream: Option<(SocketAddr, Duration)>,
-    /// How a cache answered, for the access log.
-    pub(super) cache: Option<&'static str>,
+    pending: Option<Body<'a>>,
+    /// The request's record: its identifier, trace, status and what the
+    /// access log notes.
+    pub(super) record: RequestRecord,
     /// The request is an extended CONNECT (RFC 8441): a 101 tunnel is
     /// answered `:status 200` and the stream carries its bytes.
     pub(super) extended_connect: bool,
@@ -82,7 +66,7 @@ impl<'a> H2Stream<'a> {
         buf: Vec<u8>,
         head: RequestHead,
     ) -> Self {
-        let body_done = head.body == crate::http1::parse::BodyKind::None;
+        let body = ReceivedBody::new(head.body == crate::http1::parse::BodyKind::None);
         let continued = !head.expect_continue;
         H2Stream {
             ctx,
@@ -92,25 +76,12 @@ impl<'a> H2Stream<'a> {
             stream_id,
             buf,
             head,
-            chunk: Vec::new(),
-            chunk_pos: 0,
-            received: 0,
-            body_done,
-            body_error: None,
-            trailers: None,
+            body,
             continued,
-            body_stall: None,
-            status: 0,
-            length: None,
             ended: false,
+            answer: StreamAnswer::default(),
             pending: None,
-            push: PushedBody::default(),
-            write_stall: None,
-            sent: 0,
-            request_id: crate::http::RequestId::default(),
-            trace: crate::http::RequestTrace::default(),
-            upstream: None,
-            cache: None,
+            record: RequestRecord::default(),
             extended_connect: false,
         }
     }
@@ -122,15 +93,12 @@ impl<'a> H2Stream<'a> {
 
     fn poll_body_inner(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
         loop {
-            if self.chunk_pos < self.chunk.len() {
-                return Poll::Ready(Ok(self.chunk.len() - self.chunk_pos));
-            }
-            if self.body_done {
-                return Poll::Ready(Ok(0));
+            if let Some(n) = self.body.ready() {
+                return Poll::Ready(Ok(n));
             }
             if !self.continued {
                 self.continued = true;
-                if self.status == 0 {
+                if self.record.status == 0 {
                     let mut sh = self.shared.borrow_mut();
                     sh.conn
                         .send_headers(self.stream_id, 100, &mut std::iter::empty(), false);
@@ -142,15 +110,12 @@ impl<'a> H2Stream<'a> {
                 return Poll::Ready(Err(BodyReadError::Closed));
             };
             if !slot.body.is_empty() {
-                self.chunk.clear();
-                std::mem::swap(&mut self.chunk, &mut slot.body);
+                let took = self
+                    .body
+                    .take(&mut slot.body, self.ctx.config.http.max_body_bytes);
                 drop(sh);
-                self.chunk_pos = 0;
-                self.body_stall = None;
-                let n = self.chunk.len() as u64;
-                self.received += n;
-                if self.received > self.ctx.config.http.max_body_bytes {
-                    return Poll::Ready(Err(BodyReadError::TooLarge));
+                if let Err(e) = took {
+                    return Poll::Ready(Err(e));
                 }
                 continue;
             }
@@ -158,37 +123,16 @@ impl<'a> H2Stream<'a> {
                 return Poll::Ready(Err(BodyReadError::Closed));
             }
             if slot.body_end {
-                self.trailers = slot.trailers.take();
-                self.body_done = true;
+                self.body.end(slot.trailers.take());
                 continue;
             }
             slot.wait(cx.waker());
             drop(sh);
             let limit = self.ctx.config.http.body_read_timeout;
-            let stall = self
-                .body_stall
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-            if stall.as_mut().poll(cx).is_ready() {
+            if self.body.poll_stall(cx, limit).is_ready() {
                 return Poll::Ready(Err(BodyReadError::Timeout));
             }
             return Poll::Pending;
-        }
-    }
-
-    /// A send waits for the client's window: fails once it waited for the
-    /// write timeout, so a client that never reads holds a stream for at most
-    /// that long.
-    pub(super) fn poll_write_stall(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
-        let limit = self.ctx.config.http.write_timeout;
-        let stall = self
-            .write_stall
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match stall.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "write timeout",
-            )),
-            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -234,7 +178,7 @@ impl<'a> H2Stream<'a> {
                         }
                     }
                     if sh.conn.send_capacity(self.stream_id) > 0 {
-                        self.write_stall = None;
+                        self.answer.no_stall();
                         return Poll::Pending;
                     }
                 }
@@ -242,10 +186,11 @@ impl<'a> H2Stream<'a> {
             cap
         };
         if granted > 0 {
-            self.write_stall = None;
+            self.answer.no_stall();
             return Poll::Ready(Ok(granted));
         }
-        self.poll_write_stall(cx).map(Err)
+        let limit = self.ctx.config.http.write_timeout;
+        self.answer.poll_write_stall(cx, limit).map(Err)
     }
 
     /// Queues `data` (within the capacity just granted).
@@ -254,7 +199,7 @@ impl<'a> H2Stream<'a> {
         let taken = sh.conn.send_data(self.stream_id, data, end);
         sh.table.wake_conn();
         drop(sh);
-        self.sent += taken as u64;
+        self.answer.sent += taken as u64;
         if taken < data.len() {
             return Err(std::io::Error::other("DATA past the send window"));
         }
@@ -268,7 +213,7 @@ impl<'a> H2Stream<'a> {
         let taken = sh.conn.send_data_owned(self.stream_id, data, end);
         sh.table.wake_conn();
         drop(sh);
-        self.sent += taken as u64;
+        self.answer.sent += taken as u64;
         if taken < len {
             return Err(std::io::Error::other("DATA past the send window"));
         }
@@ -293,20 +238,6 @@ impl<'a> H2Stream<'a> {
         Ok(())
     }
 
-    /// Sends the body kept by `send_response`, then ends the stream; an error
-    /// leaves the stream to be reset.
-    pub(super) async fn send_pending(&mut self) -> std::io::Result<()> {
-        match self.pending.take() {
-            None => Ok(()),
-            // Kept only for the 101 that opened an extended CONNECT's tunnel.
-            Some(Body::Tunnel(tunnel)) => {
-                run_stream_tunnel(self, tunnel).await;
-                Ok(())
-            }
-            Some(body) => crate::server::body_send::send_body(self, body).await,
-        }
-    }
-
     /// Ends the stream with RST_STREAM: a body that cannot be sent whole must
     /// not look whole.
     pub(super) fn reset(&mut self, code: ErrorCode) {
@@ -316,17 +247,17 @@ impl<'a> H2Stream<'a> {
     }
 }
 
-impl<'a> crate::server::body_send::StreamSink<'a> for H2Stream<'a> {
-    fn pushed(&mut self) -> &mut PushedBody {
-        &mut self.push
+impl<'a> StreamSink<'a> for H2Stream<'a> {
+    fn answer(&self) -> &StreamAnswer {
+        &self.answer
     }
 
-    fn worker_ctx(&self) -> &'a WorkerCtx {
-        self.ctx
+    fn answer_mut(&mut self) -> &mut StreamAnswer {
+        &mut self.answer
     }
 
-    fn promised_length(&self) -> Option<u64> {
-        self.length
+    fn take_pending(&mut self) -> Option<Body<'a>> {
+        self.pending.take()
     }
 
     fn poll_send_capacity(
@@ -359,15 +290,13 @@ impl<'a> Session<'a> for H2Stream<'a> {
             client_subject: self.facts.client_subject.as_deref(),
             early_data: false,
         });
-        let mut view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
+        let view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
             .on_listener(self.facts.listener);
-        if self.extended_connect {
-            view = view.from_extended_connect();
-        }
-        match self.facts.client_address.as_deref() {
-            Some(trusted) => view.with_client_address(trusted),
-            None => view,
-        }
+        stream_view(
+            view,
+            self.extended_connect,
+            self.facts.client_address.as_deref(),
+        )
     }
 
     fn worker(&self) -> &'a WorkerCtx {
@@ -375,23 +304,15 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
-        if let Some(e) = self.body_error {
-            return Poll::Ready(Err(e));
-        }
-        let r = self.poll_body_inner(cx);
-        if let Poll::Ready(Err(e)) = r {
-            self.body_error = Some(e);
-        }
-        r
+        poll_body_once(self, cx, Self::poll_body_inner)
     }
 
     fn body_chunk(&self) -> &[u8] {
-        &self.chunk[self.chunk_pos.min(self.chunk.len())..]
+        self.body.chunk()
     }
 
     fn consume_body(&mut self, n: usize) {
-        let n = n.min(self.chunk.len() - self.chunk_pos);
-        self.chunk_pos += n;
+        let n = self.body.consume(n);
         // The window opens as the handler uses the bytes, not as they arrive.
         let mut sh = self.shared.borrow_mut();
         sh.conn.release(self.stream_id, n);
@@ -399,12 +320,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn request_trailers(&self) -> Vec<(&str, &[u8])> {
-        let trailers = self.trailers.as_deref().unwrap_or_default();
-        trailers.iter().map(OwnedField::pair).collect()
+        self.body.trailers()
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
-        if self.status != 0 {
+        if self.record.status != 0 {
             return;
         }
         let tunnel = matches!(body, Body::Tunnel(_));
@@ -415,12 +335,12 @@ impl<'a> Session<'a> for H2Stream<'a> {
         }
         let opens_tunnel = shape == TunnelAnswer::Opens;
         let status = shape.status(head.status);
-        self.status = status;
+        self.record.status = status;
         let bodiless = has_no_body(status);
         let length = if bodiless || tunnel { None } else { body.len() };
         let drop_body = self.is_head() || bodiless || (tunnel && !opens_tunnel);
         let end = drop_body || length == Some(0);
-        self.length = length;
+        self.answer.length = length;
         self.ended = end;
         {
             let mut date = [0u8; 40];
@@ -469,11 +389,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 // answered a bare 500 (or reset the stream) instead, and
                 // nothing more goes on the stream.
                 debug!(peer = %self.peer, stream = self.stream_id, status, "response head past the client's header list limit: 500");
-                self.status = 500;
-                self.length = None;
+                self.record.status = 500;
+                self.answer.length = None;
                 self.ended = true;
                 if let Body::Push(_) = body {
-                    self.push = PushedBody::started(true);
+                    self.answer.push = PushedBody::started(true);
                 }
                 return;
             }
@@ -487,7 +407,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         if let Body::Push(_) = body {
-            self.push = PushedBody::started(end);
+            self.answer.push = PushedBody::started(end);
             return;
         }
         if !end {
@@ -496,11 +416,11 @@ impl<'a> Session<'a> for H2Stream<'a> {
     }
 
     fn responded(&self) -> bool {
-        self.status != 0
+        self.record.status != 0
     }
 
     fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
-        if self.status != 0 || !crate::http::status::is_interim(status) {
+        if self.record.status != 0 || !crate::http::status::is_interim(status) {
             return;
         }
         if status == 100 {
@@ -519,12 +439,12 @@ impl<'a> Session<'a> for H2Stream<'a> {
         sh.table.wake_conn();
     }
 
-    fn request_id(&self) -> &crate::http::RequestId {
-        &self.request_id
+    fn record(&self) -> &RequestRecord {
+        &self.record
     }
 
-    fn trace(&self) -> &crate::http::RequestTrace {
-        &self.trace
+    fn record_mut(&mut self) -> &mut RequestRecord {
+        &mut self.record
     }
 
     fn poll_write_body(
@@ -543,13 +463,5 @@ impl<'a> Session<'a> for H2Stream<'a> {
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
         finish_pushed(self, trailers)
-    }
-
-    fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {
-        self.upstream = Some((addr, elapsed));
-    }
-
-    fn note_cache(&mut self, outcome: &'static str) {
-        self.cache = Some(outcome);
     }
 }

@@ -27,11 +27,13 @@ use tracing::{debug, warn};
 use crate::http::client_address::ClientAddress;
 use crate::http::{BodyReadError, Session};
 use crate::http3::ErrorCode;
-use crate::observe::access_log::{Entry, TlsFields};
+use crate::observe::access_log::TlsFields;
 use crate::observe::quic_stats::TransportFigures;
 use crate::quic::config::QuicListenerConfig;
 use crate::quic::connection::{Flushed, QuicConnIo};
 use crate::quic::endpoint::{Accepted, WorkerEndpoint};
+use crate::server::stream_session::{answer_body_error, log_stream, StreamLine, StreamReset};
+use crate::server::stream_tunnel::send_pending;
 use crate::service::{self, AbandonWatch, DriverSession, Outcome};
 use crate::worker::{ActiveGuard, WorkerCtx};
 use conn::{Fresh, H3Conn};
@@ -377,29 +379,18 @@ async fn run_request(
         ctx.stats.quic.rtt_sample(c.quic.rtt());
     }
     if let Some(log) = &ctx.access_log {
-        let view = s.request();
-        let f = &s.facts;
-        log.record(&Entry {
-            client: view.client_socket(),
-            method: view.method_token(),
-            target: view.target(),
+        let line = StreamLine {
             protocol: "HTTP/3.0",
             stream: u32::try_from(u64::from(s.id)).ok(),
-            status: s.status,
-            body_bytes: s.sent,
-            duration: took,
-            referer: view.header("referer"),
-            user_agent: view.header("user-agent"),
+            body_bytes: s.answer.sent,
+            took,
             tls: Some(TlsFields {
                 version: Some("TLSv1_3"),
                 cipher: None,
-                sni: f.sni.as_deref(),
+                sni: s.facts.sni.as_deref(),
             }),
-            upstream: s.upstream.map(|u| u.0),
-            upstream_time: s.upstream.map(|u| u.1),
-            cache: s.cache,
-            trace: s.trace.ids_hex(),
-        });
+        };
+        log_stream(log, &s, line);
     }
 }
 
@@ -410,18 +401,6 @@ async fn run_request(
 impl<'a> DriverSession<'a> for H3Stream<'a> {
     type Stop = StreamReset;
     type Watch = ResetWatch;
-
-    fn status(&self) -> u16 {
-        self.status
-    }
-
-    fn body_error(&self) -> Option<BodyReadError> {
-        self.body_error
-    }
-
-    fn cache_outcome(&self) -> Option<&'static str> {
-        self.cache
-    }
 
     fn protocol_version(&self) -> &'static str {
         "3"
@@ -434,29 +413,15 @@ impl<'a> DriverSession<'a> for H3Stream<'a> {
         }
     }
 
-    async fn skip_unwanted_body(&mut self) -> Result<(), StreamReset> {
-        Ok(())
-    }
-
-    fn refuse_oversized_body(&mut self) -> Result<(), StreamReset> {
-        service::send_status(self, 413);
-        Ok(())
-    }
-
     fn answer_body_error(&mut self, error: BodyReadError) -> Result<(), StreamReset> {
-        let Some(status) = error.status() else {
-            self.reset(ErrorCode::RequestCancelled);
-            return Err(StreamReset);
-        };
-        service::send_status(self, status);
-        Ok(())
+        answer_body_error(self, error, |s| s.reset(ErrorCode::RequestCancelled))
     }
 
     async fn finish_answer(&mut self) -> Result<(), StreamReset> {
-        if self.push.unfinished() {
+        if self.answer.push.unfinished() {
             debug!(peer = %self.peer, stream = %self.id, "pushed response body left unfinished");
             self.reset(ErrorCode::InternalError);
-        } else if let Err(e) = self.send_pending().await {
+        } else if let Err(e) = send_pending(self).await {
             debug!(peer = %self.peer, stream = %self.id, error = %e, "HTTP/3 response body not sent whole");
             self.reset(ErrorCode::InternalError);
         }
@@ -464,9 +429,6 @@ impl<'a> DriverSession<'a> for H3Stream<'a> {
         Ok(())
     }
 }
-
-/// The stream was reset: nothing more is sent on it.
-pub struct StreamReset;
 
 /// Watches one request's slot for the client's reset.
 pub struct ResetWatch {

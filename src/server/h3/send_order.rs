@@ -33,13 +33,7 @@ pub(super) fn send_priority(priority: Priority, stream: u64) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(urgency: u8, incremental: bool) -> Priority {
-        Priority {
-            urgency,
-            incremental,
-        }
-    }
+    use crate::http::priority::tests::p;
 
     #[test]
     fn urgency_first_then_sequential_responses_in_stream_order_then_incremental_ones() {

@@ -5,28 +5,28 @@
 //! the slot, which the connection task writes within QUIC's flow control.
 
 use std::cell::RefCell;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use quinn_proto::StreamId;
 use tokio::sync::Notify;
-use tokio::time::Sleep;
 
 use super::conn::{H3Conn, OUT_HIGH};
 use super::ConnFacts;
 use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
-use crate::http::{Body, BodyReadError, OwnedField, RequestView, ResponseHead, Session, TlsFacts};
+use crate::http::{
+    poll_body_once, Body, BodyReadError, RequestRecord, RequestView, ResponseHead, Session,
+    TlsFacts,
+};
 use crate::http1::parse::{Method, RequestHead};
 use crate::http3::frame;
 use crate::http3::ErrorCode;
-use crate::server::body_send::{finish_pushed, poll_write_pushed, PushedBody, StreamSink};
+use crate::server::body_send::{finish_pushed, poll_write_pushed, StreamSink};
 use crate::server::response_fields::{carried, decimal, lowercase_fields};
-use crate::server::stream_tunnel::{run_stream_tunnel, TunnelAnswer, TunnelStream};
+use crate::server::stream_session::{stream_view, PushedBody, ReceivedBody, StreamAnswer};
+use crate::server::stream_tunnel::{TunnelAnswer, TunnelStream};
 use crate::worker::WorkerCtx;
 
 /// One request and its answer on an HTTP/3 connection.
@@ -43,24 +43,15 @@ pub struct H3Stream<'a> {
     /// The request is an extended CONNECT (RFC 9220): a 101 tunnel is
     /// answered 200 and relayed over the stream.
     pub(super) extended_connect: bool,
-    chunk: Vec<u8>,
-    chunk_pos: usize,
-    received: u64,
-    body_done: bool,
-    /// The request's trailers, once the body ended with them.
-    trailers: Option<Vec<OwnedField>>,
-    pub(super) body_error: Option<BodyReadError>,
-    body_stall: Option<Pin<Box<Sleep>>>,
-    write_stall: Option<Pin<Box<Sleep>>>,
-    pub(super) status: u16,
-    pub(super) length: Option<u64>,
-    pub(super) pending: Option<Body<'a>>,
-    pub(super) push: PushedBody,
-    pub(super) sent: u64,
-    pub(super) request_id: crate::http::RequestId,
-    pub(super) trace: crate::http::RequestTrace,
-    pub(super) upstream: Option<(SocketAddr, Duration)>,
-    pub(super) cache: Option<&'static str>,
+    /// The request body as QUIC delivered it, not yet used.
+    body: ReceivedBody,
+    /// The answer's progress after its head.
+    pub(super) answer: StreamAnswer,
+    /// The body still to send after the head.
+    pending: Option<Body<'a>>,
+    /// The request's record: its identifier, trace, status and what the
+    /// access log notes.
+    pub(super) record: RequestRecord,
     /// The request came in 0-RTT, before the handshake ended.
     pub(super) early_data: bool,
 }
@@ -78,7 +69,7 @@ impl<'a> H3Stream<'a> {
         buf: Vec<u8>,
         head: RequestHead,
     ) -> Self {
-        let body_done = head.body == crate::http1::parse::BodyKind::None;
+        let body = ReceivedBody::new(head.body == crate::http1::parse::BodyKind::None);
         H3Stream {
             ctx,
             facts,
@@ -89,24 +80,11 @@ impl<'a> H3Stream<'a> {
             buf,
             head,
             extended_connect: false,
-            chunk: Vec::new(),
-            chunk_pos: 0,
-            received: 0,
-            body_done,
-            trailers: None,
-            body_error: None,
-            body_stall: None,
-            write_stall: None,
+            body,
             early_data: false,
-            status: 0,
-            length: None,
+            answer: StreamAnswer::default(),
             pending: None,
-            push: PushedBody::default(),
-            sent: 0,
-            request_id: crate::http::RequestId::default(),
-            trace: crate::http::RequestTrace::default(),
-            upstream: None,
-            cache: None,
+            record: RequestRecord::default(),
         }
     }
 
@@ -157,43 +135,24 @@ impl<'a> H3Stream<'a> {
         self.wake.notify_one();
     }
 
-    fn poll_write_stall(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
-        let limit = self.ctx.config.http.write_timeout;
-        let stall = self
-            .write_stall
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match stall.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "write timeout",
-            )),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
     fn poll_body_inner(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
         loop {
-            if self.chunk_pos < self.chunk.len() {
-                return Poll::Ready(Ok(self.chunk.len() - self.chunk_pos));
-            }
-            if self.body_done {
-                return Poll::Ready(Ok(0));
+            if let Some(n) = self.body.ready() {
+                return Poll::Ready(Ok(n));
             }
             let mut c = self.conn.borrow_mut();
             let Some(slot) = c.requests.get_mut(&self.id) else {
                 return Poll::Ready(Err(BodyReadError::Closed));
             };
             if !slot.body.is_empty() {
-                self.chunk.clear();
-                std::mem::swap(&mut self.chunk, &mut slot.body);
+                let took = self
+                    .body
+                    .take(&mut slot.body, self.ctx.config.http.max_body_bytes);
                 drop(c);
                 // Room in the slot: the stream is read further.
                 self.wake.notify_one();
-                self.chunk_pos = 0;
-                self.body_stall = None;
-                self.received += self.chunk.len() as u64;
-                if self.received > self.ctx.config.http.max_body_bytes {
-                    return Poll::Ready(Err(BodyReadError::TooLarge));
+                if let Err(e) = took {
+                    return Poll::Ready(Err(e));
                 }
                 continue;
             }
@@ -201,48 +160,31 @@ impl<'a> H3Stream<'a> {
                 return Poll::Ready(Err(BodyReadError::Closed));
             }
             if slot.body_end && !slot.trailers_blocked {
-                self.body_done = true;
-                self.trailers = slot.trailers.take();
+                self.body.end(slot.trailers.take());
                 continue;
             }
             slot.wait(cx.waker());
             drop(c);
             let limit = self.ctx.config.http.body_read_timeout;
-            let stall = self
-                .body_stall
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-            if stall.as_mut().poll(cx).is_ready() {
+            if self.body.poll_stall(cx, limit).is_ready() {
                 return Poll::Ready(Err(BodyReadError::Timeout));
             }
             return Poll::Pending;
         }
     }
-
-    /// Sends the body kept by `send_response`, then ends the stream.
-    pub(super) async fn send_pending(&mut self) -> std::io::Result<()> {
-        match self.pending.take() {
-            None => Ok(()),
-            // Kept only for the 101 that opened an extended CONNECT's tunnel.
-            Some(Body::Tunnel(tunnel)) => {
-                run_stream_tunnel(self, tunnel).await;
-                Ok(())
-            }
-            Some(body) => crate::server::body_send::send_body(self, body).await,
-        }
-    }
 }
 
 impl<'a> StreamSink<'a> for H3Stream<'a> {
-    fn pushed(&mut self) -> &mut PushedBody {
-        &mut self.push
+    fn answer(&self) -> &StreamAnswer {
+        &self.answer
     }
 
-    fn worker_ctx(&self) -> &'a WorkerCtx {
-        self.ctx
+    fn answer_mut(&mut self) -> &mut StreamAnswer {
+        &mut self.answer
     }
 
-    fn promised_length(&self) -> Option<u64> {
-        self.length
+    fn take_pending(&mut self) -> Option<Body<'a>> {
+        self.pending.take()
     }
 
     fn poll_send_capacity(
@@ -274,10 +216,11 @@ impl<'a> StreamSink<'a> for H3Stream<'a> {
             room
         };
         if room > 0 {
-            self.write_stall = None;
+            self.answer.no_stall();
             return Poll::Ready(Ok(room.min(want)));
         }
-        self.poll_write_stall(cx).map(Err)
+        let limit = self.ctx.config.http.write_timeout;
+        self.answer.poll_write_stall(cx, limit).map(Err)
     }
 
     fn send_data(&mut self, data: &[u8], end: bool) -> std::io::Result<()> {
@@ -291,7 +234,7 @@ impl<'a> StreamSink<'a> for H3Stream<'a> {
             end,
         );
         if r.is_ok() {
-            self.sent += data.len() as u64;
+            self.answer.sent += data.len() as u64;
         }
         r
     }
@@ -326,15 +269,13 @@ impl<'a> Session<'a> for H3Stream<'a> {
             client_subject: None,
             early_data: self.early_data,
         };
-        let mut view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
+        let view = RequestView::http1(&self.head, &self.buf, self.peer, Some(tls))
             .on_listener(self.facts.listener);
-        if self.extended_connect {
-            view = view.from_extended_connect();
-        }
-        match self.facts.client_address.as_deref() {
-            Some(trusted) => view.with_client_address(trusted),
-            None => view,
-        }
+        stream_view(
+            view,
+            self.extended_connect,
+            self.facts.client_address.as_deref(),
+        )
     }
 
     fn worker(&self) -> &'a WorkerCtx {
@@ -342,31 +283,23 @@ impl<'a> Session<'a> for H3Stream<'a> {
     }
 
     fn poll_body(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
-        if let Some(e) = self.body_error {
-            return Poll::Ready(Err(e));
-        }
-        let r = self.poll_body_inner(cx);
-        if let Poll::Ready(Err(e)) = r {
-            self.body_error = Some(e);
-        }
-        r
+        poll_body_once(self, cx, Self::poll_body_inner)
     }
 
     fn body_chunk(&self) -> &[u8] {
-        &self.chunk[self.chunk_pos.min(self.chunk.len())..]
+        self.body.chunk()
     }
 
     fn consume_body(&mut self, n: usize) {
-        self.chunk_pos += n.min(self.chunk.len() - self.chunk_pos);
+        self.body.consume(n);
     }
 
     fn request_trailers(&self) -> Vec<(&str, &[u8])> {
-        let trailers = self.trailers.as_deref().unwrap_or_default();
-        trailers.iter().map(OwnedField::pair).collect()
+        self.body.trailers()
     }
 
     fn send_response(&mut self, head: &ResponseHead<'_>, body: Body<'a>) {
-        if self.status != 0 {
+        if self.record.status != 0 {
             return;
         }
         let tunnel = matches!(body, Body::Tunnel(_));
@@ -378,7 +311,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
         }
         let opens_tunnel = shape == TunnelAnswer::Opens;
         let status = shape.status(head.status);
-        self.status = status;
+        self.record.status = status;
         let bodiless = has_no_body(status);
         let length = if bodiless || opens_tunnel {
             None
@@ -386,7 +319,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
             body.len()
         };
         let end = !opens_tunnel && (self.is_head() || bodiless || length == Some(0));
-        self.length = length;
+        self.answer.length = length;
         let date = match head.date {
             Some(kept) => kept.to_vec(),
             None => self
@@ -398,6 +331,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
         };
         let mut digits = [0u8; 20];
         let length_field = self
+            .answer
             .length
             .map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
         let given = head.all_fields().filter(|(n, _)| {
@@ -424,7 +358,7 @@ impl<'a> Session<'a> for H3Stream<'a> {
             return;
         }
         if let Body::Push(_) = body {
-            self.push = PushedBody::started(end);
+            self.answer.push = PushedBody::started(end);
             return;
         }
         if !end {
@@ -433,11 +367,11 @@ impl<'a> Session<'a> for H3Stream<'a> {
     }
 
     fn responded(&self) -> bool {
-        self.status != 0
+        self.record.status != 0
     }
 
     fn send_interim(&mut self, status: u16, fields: &[(&str, &[u8])]) {
-        if self.status != 0 || !crate::http::status::is_interim(status) || status == 100 {
+        if self.record.status != 0 || !crate::http::status::is_interim(status) || status == 100 {
             return;
         }
         let lowered = lowercase_fields(fields.iter().copied());
@@ -448,12 +382,12 @@ impl<'a> Session<'a> for H3Stream<'a> {
         let _ = self.queue_headers(&mut fields, false);
     }
 
-    fn request_id(&self) -> &crate::http::RequestId {
-        &self.request_id
+    fn record(&self) -> &RequestRecord {
+        &self.record
     }
 
-    fn trace(&self) -> &crate::http::RequestTrace {
-        &self.trace
+    fn record_mut(&mut self) -> &mut RequestRecord {
+        &mut self.record
     }
 
     fn poll_write_body(
@@ -471,14 +405,6 @@ impl<'a> Session<'a> for H3Stream<'a> {
 
     fn finish_body(&mut self, trailers: &[(&str, &[u8])]) {
         finish_pushed(self, trailers)
-    }
-
-    fn note_upstream(&mut self, addr: SocketAddr, elapsed: Duration) {
-        self.upstream = Some((addr, elapsed));
-    }
-
-    fn note_cache(&mut self, outcome: &'static str) {
-        self.cache = Some(outcome);
     }
 }
 
