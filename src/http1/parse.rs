@@ -178,14 +178,38 @@ pub struct RequestHead {
     host_name: Option<Span>,
     headers: Vec<HeaderSpan>,
     scan: Option<ScanHint>,
-    known_host: KnownHost,
+    known_host: HostMemo,
+}
+
+/// The [`KnownHost`] of a head that HTTP/1 text is parsed into, boxed so the
+/// head stays small to move; heads built from HTTP/2 and HTTP/3 fields check
+/// each Host in full. A clone starts without it: it is only a memo.
+#[derive(Debug, Default)]
+struct HostMemo(Option<Box<KnownHost>>);
+
+impl Clone for HostMemo {
+    fn clone(&self) -> Self {
+        HostMemo(None)
+    }
+}
+
+impl HostMemo {
+    /// The length of the host in `value` (without the port), or `None` when
+    /// `value` is not a valid `host[:port]`.
+    #[inline]
+    fn host_len(&mut self, value: &[u8]) -> Option<usize> {
+        match self.0.as_deref_mut() {
+            Some(known) => known.host_len(value),
+            None => split_authority(value, false).map(|(host_len, _)| host_len),
+        }
+    }
 }
 
 /// The last `Host` value that passed the authority grammar, kept across the
 /// heads parsed into one [`RequestHead`]: a keep-alive client names the same
 /// host on every request, whose check then costs a comparison. Values longer
 /// than the slot are checked each time.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct KnownHost {
     value: [u8; KNOWN_HOST_MAX],
     /// Bytes of `value` in use; 0 when nothing is known.
@@ -258,7 +282,7 @@ impl Default for RequestHead {
             host_name: None,
             headers: Vec::new(),
             scan: None,
-            known_host: KnownHost::default(),
+            known_host: HostMemo::default(),
         }
     }
 }
@@ -378,6 +402,10 @@ pub fn parse_request(
 ) -> Result<Parsed, RequestError> {
     let hint = head.scan.take().filter(|h| h.buf_len <= buf.len());
     head.reset();
+    if head.known_host.0.is_none() {
+        // Once per head: a connection's heads come from the worker's pool.
+        head.known_host.0 = Some(Box::default());
+    }
     // Only the first max_head_bytes are ever tokenized, which bounds the work
     // per call; spans are u32, so the window is capped there as well.
     let window_len = buf.len().min(limits.max_head_bytes).min(u32::MAX as usize);
