@@ -171,6 +171,19 @@ impl WakeClock {
         }
     }
 
+    /// How long ago `earlier` was, by this wake-up's time: zero, without
+    /// the arithmetic, for work begun and ended within one wake-up (most
+    /// requests).
+    #[inline]
+    pub fn since(&self, earlier: Instant) -> Duration {
+        let now = self.now();
+        if now == earlier {
+            Duration::ZERO
+        } else {
+            now.saturating_duration_since(earlier)
+        }
+    }
+
     /// The work waited: the next use reads the clock again.
     #[inline]
     pub fn woke(&self) {

@@ -52,7 +52,7 @@ pub(crate) const fn alnum_and(extra: &[u8]) -> [bool; 256] {
 }
 
 /// Lookup table behind [`is_tchar`].
-const TCHAR: [bool; 256] = alnum_and(b"!#$%&'*+-.^_`|~");
+pub(crate) const TCHAR: [bool; 256] = alnum_and(b"!#$%&'*+-.^_`|~");
 
 /// RFC 9110 tchar: the bytes allowed in a token (method, field name, coding).
 pub(crate) fn is_tchar(b: u8) -> bool {

@@ -178,6 +178,79 @@ pub struct RequestHead {
     host_name: Option<Span>,
     headers: Vec<HeaderSpan>,
     scan: Option<ScanHint>,
+    known_host: HostMemo,
+}
+
+/// The [`KnownHost`] of a head that HTTP/1 text is parsed into, boxed so the
+/// head stays small to move; heads built from HTTP/2 and HTTP/3 fields check
+/// each Host in full. A clone starts without it: it is only a memo.
+#[derive(Debug, Default)]
+struct HostMemo(Option<Box<KnownHost>>);
+
+impl Clone for HostMemo {
+    fn clone(&self) -> Self {
+        HostMemo(None)
+    }
+}
+
+impl HostMemo {
+    /// The length of the host in `value` (without the port), or `None` when
+    /// `value` is not a valid `host[:port]`.
+    #[inline]
+    fn host_len(&mut self, value: &[u8]) -> Option<usize> {
+        match self.0.as_deref_mut() {
+            Some(known) => known.host_len(value),
+            None => split_authority(value, false).map(|(host_len, _)| host_len),
+        }
+    }
+}
+
+/// The last `Host` value that passed the authority grammar, kept across the
+/// heads parsed into one [`RequestHead`]: a keep-alive client names the same
+/// host on every request, whose check then costs a comparison. Values longer
+/// than the slot are checked each time.
+#[derive(Debug)]
+struct KnownHost {
+    value: [u8; KNOWN_HOST_MAX],
+    /// Bytes of `value` in use; 0 when nothing is known.
+    len: u8,
+    /// The host's length in `value`, without the port.
+    host_len: u8,
+}
+
+/// The longest `Host` value [`KnownHost`] keeps.
+const KNOWN_HOST_MAX: usize = 64;
+
+impl Default for KnownHost {
+    fn default() -> Self {
+        KnownHost {
+            value: [0; KNOWN_HOST_MAX],
+            len: 0,
+            host_len: 0,
+        }
+    }
+}
+
+impl KnownHost {
+    /// The length of the host in `value` (without the port), or `None` when
+    /// `value` is not a valid `host[:port]`.
+    #[inline]
+    fn host_len(&mut self, value: &[u8]) -> Option<usize> {
+        if self.len != 0 && self.value.get(..usize::from(self.len)) == Some(value) {
+            return Some(usize::from(self.host_len));
+        }
+        let (host_len, _) = split_authority(value, false)?;
+        if let (Some(slot), Ok(len), Ok(host)) = (
+            self.value.get_mut(..value.len()),
+            u8::try_from(value.len()),
+            u8::try_from(host_len),
+        ) {
+            slot.copy_from_slice(value);
+            self.len = len;
+            self.host_len = host;
+        }
+        Some(host_len)
+    }
 }
 
 /// Where the previous `Partial` stopped, so the next call scans only new bytes.
@@ -209,6 +282,7 @@ impl Default for RequestHead {
             host_name: None,
             headers: Vec::new(),
             scan: None,
+            known_host: HostMemo::default(),
         }
     }
 }
@@ -225,13 +299,43 @@ impl RequestHead {
         self.reset();
     }
 
+    /// Back to an empty head, in place: the header vector keeps its
+    /// capacity and the known host stays known. Every field is named, so a
+    /// new one cannot be left out.
     fn reset(&mut self) {
-        let mut headers = std::mem::take(&mut self.headers);
-        headers.clear();
-        *self = RequestHead {
+        let RequestHead {
+            method,
+            version,
+            head_len,
+            body,
+            keep_alive,
+            expect_continue,
+            target_form,
+            method_span,
+            target,
+            path,
+            query,
+            host,
+            host_name,
             headers,
-            ..RequestHead::default()
-        };
+            scan,
+            known_host: _,
+        } = self;
+        *method = Method::Get;
+        *version = Version::Http11;
+        *head_len = 0;
+        *body = BodyKind::None;
+        *keep_alive = false;
+        *expect_continue = false;
+        *target_form = TargetForm::Origin;
+        *method_span = Span::default();
+        *target = Span::default();
+        *path = Span::default();
+        *query = None;
+        *host = None;
+        *host_name = None;
+        headers.clear();
+        *scan = None;
     }
 
     /// The method token exactly as sent (needed for [`Method::Other`]).
@@ -298,6 +402,10 @@ pub fn parse_request(
 ) -> Result<Parsed, RequestError> {
     let hint = head.scan.take().filter(|h| h.buf_len <= buf.len());
     head.reset();
+    if head.known_host.0.is_none() {
+        // Once per head: a connection's heads come from the worker's pool.
+        head.known_host.0 = Some(Box::default());
+    }
     // Only the first max_head_bytes are ever tokenized, which bounds the work
     // per call; spans are u32, so the window is capped there as well.
     let window_len = buf.len().min(limits.max_head_bytes).min(u32::MAX as usize);
@@ -308,6 +416,17 @@ pub fn parse_request(
         None => return incomplete(buf, &[], false, limits),
     };
     let rest = window.get(skip..).unwrap_or(&[]);
+    let slot_count = limits.max_headers.min(MAX_HEADERS_CAP);
+
+    // A whole head of the usual shape is tokenized in one pass; every other
+    // head (and a head arriving in pieces) goes through httparse below.
+    if hint.is_none() {
+        if simple_head::tokenize(rest, skip, slot_count, head).is_some() {
+            judge_head(head, buf, limits)?;
+            return Ok(Parsed::Complete);
+        }
+        head.reset();
+    }
 
     // After a Partial, look only at the new bytes, and tokenize again only if
     // they could end the head or complete the request line. Without this a
@@ -339,7 +458,6 @@ pub fn parse_request(
     };
 
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
-    let slot_count = limits.max_headers.min(MAX_HEADERS_CAP);
     let slots = slots.get_mut(..slot_count).unwrap_or(&mut []);
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(rest, slots) {
@@ -395,6 +513,22 @@ pub fn parse_request(
     Ok(Parsed::Complete)
 }
 
+/// Judges a tokenized head (spans into `buf`) as a whole: the target, then
+/// each field line's framing and host, then the rules over all of them.
+fn judge_head(head: &mut RequestHead, buf: &[u8], limits: &Limits) -> Result<(), RequestError> {
+    let target = head.target;
+    check_target(head, target.get(buf), target.start(), limits)?;
+    let mut framing = Framing::default();
+    for i in 0..head.headers.len() {
+        let Some(&header) = head.headers.get(i) else {
+            break;
+        };
+        let (name, value) = (header.name.get(buf), header.value.get(buf));
+        judge_field(head, &mut framing, header, name, value)?;
+    }
+    conclude(head, &framing)
+}
+
 /// The target's length limit (414) and grammar against the method; `at` is
 /// its offset in the buffer.
 fn check_target(
@@ -421,7 +555,10 @@ fn judge_field(
 ) -> Result<(), RequestError> {
     match framing.field(name, value)? {
         FieldRole::Host => {
-            let (host_len, _) = split_authority(value, false).ok_or(RequestError::InvalidHost)?;
+            let host_len = head
+                .known_host
+                .host_len(value)
+                .ok_or(RequestError::InvalidHost)?;
             if head.host.is_none() {
                 let at = header.value.start();
                 head.host = Some(header.value);
@@ -626,5 +763,6 @@ fn starts_with_ignore_case(s: &[u8], prefix: &[u8]) -> bool {
 }
 
 mod from_fields;
+mod simple_head;
 #[cfg(test)]
 mod tests;

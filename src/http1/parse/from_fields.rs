@@ -7,8 +7,8 @@
 
 use super::super::grammar::{is_tchar, trim_ows};
 use super::{
-    check_target, conclude, judge_field, Framing, HeaderSpan, Limits, Method, RequestError,
-    RequestHead, Span, Version, MAX_HEADERS_CAP, REQUEST_LINE_SLACK,
+    judge_head, HeaderSpan, Limits, Method, RequestError, RequestHead, Span, Version,
+    MAX_HEADERS_CAP, REQUEST_LINE_SLACK,
 };
 
 /// Writes a request head line by line into a buffer: start with
@@ -175,17 +175,7 @@ impl<'a> RequestHeadBuilder<'a> {
             return Err(RequestError::HeadTooLarge);
         }
         head.head_len = buf.len();
-        let target = head.target;
-        check_target(head, target.get(buf), target.start(), &limits)?;
-        let mut framing = Framing::default();
-        for i in 0..head.headers.len() {
-            let Some(&header) = head.headers.get(i) else {
-                break;
-            };
-            let (name, value) = (header.name.get(buf), header.value.get(buf));
-            judge_field(head, &mut framing, header, name, value)?;
-        }
-        conclude(head, &framing)
+        judge_head(head, buf, &limits)
     }
 }
 

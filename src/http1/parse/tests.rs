@@ -628,6 +628,40 @@ fn host_rules() {
 }
 
 #[test]
+fn a_head_reused_for_many_requests_checks_each_host() {
+    // One head serves every request of a connection and remembers the last
+    // Host that passed: a value that differs, even by a byte after it, is
+    // checked in full, and the host name is always this request's.
+    let mut head = RequestHead::new();
+    let mut parse_host = |host: &[u8]| {
+        let raw = [&b"GET / HTTP/1.1\r\nHost: "[..], host, b"\r\n\r\n"].concat();
+        parse_request(&raw, &Limits::default(), &mut head)
+            .map(|_| (head.host_name(&raw).map(<[u8]>::to_vec), head.head_len))
+    };
+    let ok = |name: &[u8], len: usize| Ok((Some(name.to_vec()), len + 26));
+    assert_eq!(parse_host(b"a.test:8080"), ok(b"a.test", 11));
+    assert_eq!(parse_host(b"a.test:8080"), ok(b"a.test", 11));
+    for bad in [
+        &b"a.test:8080x"[..],
+        b"a.test:808080",
+        b"a test:8080",
+        b"a.test:80 80",
+    ] {
+        assert_eq!(parse_host(bad), Err(RequestError::InvalidHost), "{bad:?}");
+        assert_eq!(parse_host(b"a.test:8080"), ok(b"a.test", 11));
+    }
+    assert_eq!(parse_host(b"a.test:808"), ok(b"a.test", 10));
+    assert_eq!(parse_host(b"b.test"), ok(b"b.test", 6));
+    assert_eq!(parse_host(b"a.test:8080"), ok(b"a.test", 11));
+    // A value too long to remember is checked each time, and still refused
+    // when bad.
+    let long = [&[b'a'; 100][..], b":1"].concat();
+    assert_eq!(parse_host(&long), ok(&[b'a'; 100], 102));
+    let long_bad = [&[b'a'; 100][..], b":x"].concat();
+    assert_eq!(parse_host(&long_bad), Err(RequestError::InvalidHost));
+}
+
+#[test]
 fn versions() {
     assert_eq!(complete(b"GET / HTTP/1.0\r\n\r\n").version, Version::Http10);
     let with_version =

@@ -164,9 +164,9 @@ impl<D: Downstream> Http1Conn<'_, D> {
             stream: None,
             status: self.record.status,
             body_bytes: (self.sent + pending).saturating_sub(l.head_end),
-            duration: l.started.map_or(Duration::ZERO, |t| {
-                self.ctx.clock.now().saturating_duration_since(t)
-            }),
+            duration: l
+                .started
+                .map_or(Duration::ZERO, |t| self.ctx.clock.since(t)),
             referer: l.has_referer.then_some(&l.referer[..]),
             user_agent: l.has_user_agent.then_some(&l.user_agent[..]),
             tls: self.io.tls_facts().map(|t| TlsFields {
