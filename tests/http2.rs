@@ -463,6 +463,48 @@ body = "over tls\n"
     assert_eq!(version(pier.https[1]), "over tls\n\n1.1");
 }
 
+/// A socket that is full when TLS has taken the last of a long answer used
+/// to keep that answer's last records in rustls until something else was
+/// written, and nothing else was: the download stalled for good. A small
+/// send buffer makes the socket full at nearly every write.
+#[test]
+fn a_long_answer_over_tls_ends_when_the_socket_was_full_at_its_last_records() {
+    let Some(curl) = common::which("curl") else {
+        eprintln!("curl not installed; skipping");
+        return;
+    };
+    let pier = Pier::with_config(
+        r#"
+[[listener]]
+listen = "127.0.0.1:0"
+tls = { self_signed = true }
+[listener.socket]
+send_buffer = "16KiB"
+[[route]]
+path = "/"
+handler = "static"
+root = "{dir}"
+"#,
+        &[],
+    );
+    let big = big_file(2_000_000);
+    std::fs::write(pier.root().join("two.bin"), &big).unwrap();
+    let out_path = pier.root().join("got.bin");
+    for _ in 0..3 {
+        let out = Command::new("timeout")
+            .arg("20")
+            .arg(&curl)
+            .args(["-sk", "--http2", "-o"])
+            .arg(&out_path)
+            .args(["-w", "%{http_version} %{http_code}"])
+            .arg(format!("https://{}/two.bin", pier.https[0]))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200", "{out:?}");
+        assert!(std::fs::read(&out_path).unwrap() == big);
+    }
+}
+
 #[test]
 fn curl_with_prior_knowledge_gets_the_same_file() {
     let Some(curl) = common::which("curl") else {

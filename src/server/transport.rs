@@ -107,6 +107,13 @@ pub trait Downstream {
         }
     }
 
+    /// Pushes out what the transport still holds from earlier writes (TLS
+    /// records a full socket did not take), registering for the socket's
+    /// room when it cannot; ready at once when it holds nothing.
+    fn poll_flush_held(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
     /// Subject (RFC 4514) of the verified client certificate, if one was presented.
     fn peer_subject(&self) -> Option<&str> {
         None
@@ -369,6 +376,13 @@ impl Downstream for Tls {
         let n = std::task::ready!(s.as_mut().poll_write_vectored(cx, bufs))?;
         let _ = s.poll_flush(cx);
         Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.stream.get_ref().1.wants_write() {
+            return Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn peer_subject(&self) -> Option<&str> {

@@ -166,6 +166,19 @@ fn poll_io<D: Downstream>(
     sh.table.set_conn_waker(cx.waker());
     loop {
         if sh.conn.output_len() == 0 {
+            // Records TLS took in but a full socket did not (the last of a
+            // long answer) leave once the socket has room, not with whatever
+            // is queued next: nothing may be.
+            match io.poll_flush_held(cx) {
+                Poll::Ready(Ok(())) => state.stalled_since.set(None),
+                Poll::Ready(Err(_)) => return Poll::Ready(IoEvent::Closed),
+                Poll::Pending => {
+                    if state.stalled_since.get().is_none() {
+                        state.stalled_since.set(Some(Instant::now()));
+                        state.wake.notify_one();
+                    }
+                }
+            }
             break;
         }
         let mut slices = [std::io::IoSlice::new(&[]); WRITE_SLICES];
