@@ -184,6 +184,7 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
     let mut fresh: Vec<Fresh> = Vec::new();
     let mut closing = false;
     let mut reported = TransportFigures::default();
+    let mut counted = FloodsCounted::default();
     // QUIC closes a connection quiet for the idle timeout (keepalive_timeout)
     // whether requests are open or not; one that has requests open (a
     // tunnel, a slow answer) is not idle, so it is pinged within it.
@@ -205,6 +206,17 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
             }
             c.final_goaway(now);
             c.step(now);
+            // Floods are counted when the connection is closed for them,
+            // not once it has drained: the client has its
+            // CONNECTION_CLOSE long before.
+            if c.reset_flood && !counted.reset_flood {
+                counted.reset_flood = true;
+                ctx.stats.quic.reset_floods.add(1);
+            }
+            if c.frame_flood && !counted.frame_flood {
+                counted.frame_flood = true;
+                ctx.stats.quic.frame_floods.add(1);
+            }
             // The facts are known once the ClientHello is read: requests in
             // 0-RTT early data are served before the handshake ends.
             if facts.is_none() {
@@ -317,12 +329,6 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         ctx.stats.quic.handshakes_failed.add(1);
     }
     let c = shared.borrow();
-    if c.reset_flood {
-        ctx.stats.quic.reset_floods.add(1);
-    }
-    if c.frame_flood {
-        ctx.stats.quic.frame_floods.add(1);
-    }
     let stats = c.quic.stats();
     debug!(
         %peer,
@@ -333,6 +339,13 @@ async fn serve_h3(a: Accepted, ctx: Rc<WorkerCtx>, listener: usize, guard: Activ
         "HTTP/3 connection ended"
     );
     drop(guard);
+}
+
+/// The floods a connection was closed for that the counters have.
+#[derive(Default)]
+struct FloodsCounted {
+    reset_flood: bool,
+    frame_flood: bool,
 }
 
 /// Serves one request: its head handed to the service step (or refused),
