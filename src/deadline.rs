@@ -213,11 +213,44 @@ impl WakeClock {
 #[derive(Debug, Default)]
 pub struct RollingDeadline {
     sleep: Option<Pin<Box<Sleep>>>,
+    /// The last poll was [`RollingDeadline::poll_wait_passed`]'s and left the
+    /// timer pending: it holds the waker of the recurring wait.
+    armed_for_wait: bool,
 }
 
 impl RollingDeadline {
     /// Ready once `at` has passed; otherwise arranges for `cx` to be woken then.
     pub fn poll_passed(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+        self.armed_for_wait = false;
+        self.poll_sleep(cx, at)
+    }
+
+    /// [`RollingDeadline::poll_passed`] for a wait that recurs in one task
+    /// (between keep-alive requests), `resumed` false on the wait's first
+    /// poll. That first poll leaves alone a timer an earlier such wait left
+    /// pending, not yet fired and due no later than `at`: it still holds this
+    /// task's waker and wakes it in time, so a busy connection does not poll
+    /// its timer once per request. Any other poll in between (a body read's)
+    /// makes the next first poll a full one.
+    pub fn poll_wait_passed(
+        &mut self,
+        cx: &mut Context<'_>,
+        at: Instant,
+        resumed: bool,
+    ) -> Poll<()> {
+        if !resumed && self.armed_for_wait {
+            if let Some(sleep) = &self.sleep {
+                if sleep.deadline() <= at && !sleep.is_elapsed() {
+                    return Poll::Pending;
+                }
+            }
+        }
+        let passed = self.poll_sleep(cx, at);
+        self.armed_for_wait = passed.is_pending();
+        passed
+    }
+
+    fn poll_sleep(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
         let sleep = self
             .sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
@@ -355,5 +388,33 @@ mod tests {
         let _ = poll_fn(|cx| Poll::Ready(d.poll_passed(cx, far))).await;
         poll_fn(|cx| d.poll_passed(cx, sooner)).await;
         assert!(Instant::now() >= sooner && Instant::now() < far);
+    }
+
+    #[tokio::test]
+    async fn a_recurring_wait_is_woken_by_the_timer_an_earlier_wait_left_armed() {
+        let mut d = RollingDeadline::default();
+        let start = Instant::now();
+        let first = start + Duration::from_millis(20);
+        let r = poll_fn(|cx| Poll::Ready(d.poll_wait_passed(cx, first, false))).await;
+        assert!(r.is_pending());
+        // The next wait's first poll leaves the timer alone, yet the wait
+        // passes at its own instant, not the earlier one.
+        let later = start + Duration::from_millis(40);
+        let mut resumed = false;
+        poll_fn(|cx| {
+            let r = d.poll_wait_passed(cx, later, resumed);
+            resumed = true;
+            r
+        })
+        .await;
+        assert!(Instant::now() >= later);
+        // A timer that fired while nothing waited is seen at the next wait's
+        // first poll.
+        let soon = Instant::now() + Duration::from_millis(10);
+        let r = poll_fn(|cx| Poll::Ready(d.poll_wait_passed(cx, soon, false))).await;
+        assert!(r.is_pending());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let r = poll_fn(|cx| Poll::Ready(d.poll_wait_passed(cx, soon, false))).await;
+        assert!(r.is_ready(), "a fired timer was left unpolled");
     }
 }

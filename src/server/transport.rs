@@ -33,10 +33,20 @@ pub trait Downstream {
     type Io: AsyncRead + AsyncWrite + Unpin;
     /// Borrows the stream.
     fn io_mut(&mut self) -> &mut Self::Io;
-    /// Waits until a read would make progress, without holding a buffer.
-    async fn readable(&mut self) -> io::Result<()>;
+    /// Ready once a read would make progress, without holding a buffer; a
+    /// poll rather than a future, so a wait made on every keep-alive request
+    /// sets nothing up and tears nothing down.
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
     /// Appends what is available to `buf`; `Ok(0)` at end of stream.
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    /// Appends what is available now to `buf`, without waiting: most reads
+    /// after a readiness wait finish here, with no future and no timer. An
+    /// `io::ErrorKind::WouldBlock` error when nothing is (a transport that
+    /// reads through a record layer, TLS, always says so and leaves it all to
+    /// [`Downstream::read_into`]).
+    fn read_now(&mut self, _buf: &mut Vec<u8>) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
     /// Writes all of `data`.
     async fn write_all(&mut self, data: &[u8]) -> io::Result<()>;
     /// Writes what the socket takes at once, without waiting, and returns how
@@ -151,27 +161,31 @@ impl Downstream for Plain {
         &mut self.stream
     }
 
-    async fn readable(&mut self) -> io::Result<()> {
-        self.stream.readable().await
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.stream.poll_read_ready(cx)
     }
 
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         loop {
-            let room = buf.capacity() - buf.len();
-            match self.stream.try_read_buf(buf) {
+            match self.read_now(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.stream.readable().await?,
-                Ok(n) if n > 0 && n < room => {
-                    // A short read drained the socket (as nginx infers on edge-triggered
-                    // epoll): forget the readiness so the next wait needs a new edge
-                    // instead of costing a read that returns EAGAIN.
-                    let _ = self.stream.try_io(Interest::READABLE, || {
-                        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                    });
-                    return Ok(n);
-                }
                 r => return r,
             }
         }
+    }
+
+    fn read_now(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let room = buf.capacity() - buf.len();
+        let n = self.stream.try_read_buf(buf)?;
+        if n > 0 && n < room {
+            // A short read drained the socket (as nginx infers on edge-triggered
+            // epoll): forget the readiness so the next wait needs a new edge
+            // instead of costing a read that returns EAGAIN.
+            let _ = self.stream.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+            });
+        }
+        Ok(n)
     }
 
     async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
@@ -316,14 +330,14 @@ impl Downstream for Tls {
         &mut self.stream
     }
 
-    async fn readable(&mut self) -> io::Result<()> {
+    fn poll_readable(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let (io, session) = self.stream.get_mut();
         if session.wants_read() && io.buffered() == 0 {
             // Idle: the read-ahead buffer goes while nothing is in flight.
             io.release();
-            io.tcp().readable().await?;
+            return io.tcp().poll_read_ready(cx);
         }
-        Ok(())
+        Poll::Ready(Ok(()))
     }
 
     async fn read_into(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {

@@ -139,6 +139,12 @@ impl WorkerShared {
         })
     }
 
+    /// How many buffer sets wait in the pool.
+    #[cfg(test)]
+    pub(crate) fn pooled_buffer_sets(&self) -> usize {
+        self.pool.borrow().len()
+    }
+
     /// Returns a buffer set; callers have consumed everything in it.
     pub fn give_buffers(&self, mut b: ConnBuffers) {
         if b.read.capacity() > POOL_MAX_CAPACITY || b.write.capacity() > POOL_MAX_CAPACITY {

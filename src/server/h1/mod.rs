@@ -4,9 +4,9 @@
 //!
 //! Framing, `HEAD`, keep-alive, `100 Continue`, lingering close, the access-log
 //! record and the request metrics are decided here and nowhere else. Pipelined
-//! requests that arrive in one read are answered with one write. An idle
-//! keep-alive connection hands its buffers back to the worker's pool, so it
-//! costs little more than its socket.
+//! requests that arrive in one read are answered with one write. A keep-alive
+//! connection idle for more than a moment hands its buffers back to the
+//! worker's pool, so it costs little more than its socket.
 
 mod log;
 mod push;
@@ -44,6 +44,10 @@ pub(crate) const WRITE_HIGH_WATER: usize = 64 * 1024;
 /// client reads the response instead of a reset.
 const LINGER_TIME: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 256 * 1024;
+/// How long a connection idle between requests keeps its buffers: a client
+/// that sends its next request within it (a page's requests, a busy API
+/// client) costs no trip to the worker's pool; one idle longer gives them back.
+const BUFFERS_KEPT_IDLE: Duration = Duration::from_secs(1);
 
 /// Why a connection ends.
 pub enum Exit {
@@ -235,8 +239,16 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         if b.read.capacity() - b.read.len() < 2048 {
             b.read.reserve(READ_BUF);
         }
-        let r = deadline.run(self.io.read_into(&mut b.read)).await;
-        self.ctx.clock.woke();
+        // Bytes that are there already (the usual case after a readiness
+        // wait) are read without a future or a deadline around the read.
+        let r = match self.io.read_now(&mut b.read) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let r = deadline.run(self.io.read_into(&mut b.read)).await;
+                self.ctx.clock.woke();
+                r
+            }
+            r => Ok(r),
+        };
         match r {
             Ok(Ok(n)) => {
                 self.ctx.stats.bytes_in.add(n as u64);
@@ -252,13 +264,14 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
         let http = &ctx.config.http;
         let accepted = ctx.clock.now();
         loop {
-            // Idle between requests: give the buffers back and wait for bytes.
+            // Idle between requests: wait for bytes, with the buffers kept
+            // while the wait is brief and given back once it is not.
             if self.unread() == 0 {
                 if self.flush().await.is_err() {
                     return Exit::Broken;
                 }
-                if let Some(b) = self.bufs.take() {
-                    self.ctx.give_buffers(b);
+                if let Some(b) = self.bufs.as_mut() {
+                    b.read.clear();
                 }
                 self.rpos = 0;
                 // A drain closes connections between requests, not before the
@@ -269,6 +282,11 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 }
                 // The idle limit runs from this wake-up: the clock read that
                 // timed the last request serves, and the timer stays armed.
+                let now = ctx.clock.now();
+                // A drain signal polled by an earlier wait holds this task's
+                // waker and wakes it; one that came between waits was seen by
+                // the check above. Only a new one needs polling at once.
+                let mut drain_new = false;
                 let idle_until = if self.requests == 0 {
                     accepted + http.header_read_timeout
                 } else {
@@ -276,31 +294,54 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                         let mut drain = Box::pin(ctx.drain_signal.notified());
                         drain.as_mut().enable();
                         self.drain = Some(drain);
+                        drain_new = true;
                     }
-                    ctx.clock.now() + http.keepalive_timeout
+                    now + http.keepalive_timeout
                 };
-                let readable = self.io.readable();
-                let mut readable = std::pin::pin!(readable);
-                let (idle, drain) = (&mut self.idle, &mut self.drain);
+                let release_at = now + BUFFERS_KEPT_IDLE;
+                let (io, idle, drain, bufs) = (
+                    &mut self.io,
+                    &mut self.idle,
+                    &mut self.drain,
+                    &mut self.bufs,
+                );
+                let mut resumed = false;
                 // Readable first: a drain or the idle limit closes only a
                 // connection with nothing to read.
                 let woken = poll_fn(|cx| {
-                    if let Poll::Ready(r) = readable.as_mut().poll(cx) {
+                    if let Poll::Ready(r) = io.poll_readable(cx) {
                         return Poll::Ready(r.map_err(|_| Exit::Broken));
                     }
-                    if let Some(d) = drain.as_mut() {
+                    if let Some(d) = drain.as_mut().filter(|_| resumed || drain_new) {
                         if d.as_mut().poll(cx).is_ready() {
                             return Poll::Ready(Err(Exit::Done));
                         }
                     }
-                    idle.poll_passed(cx, idle_until).map(|()| Err(Exit::Done))
+                    loop {
+                        let holding = bufs.is_some() && release_at < idle_until;
+                        let until = if holding { release_at } else { idle_until };
+                        let passed = idle.poll_wait_passed(cx, until, resumed);
+                        resumed = true;
+                        std::task::ready!(passed);
+                        if !holding {
+                            return Poll::Ready(Err(Exit::Done));
+                        }
+                        // Idle past a brief pause: the buffers go back to the
+                        // worker, and the connection costs little more than
+                        // its socket until its client speaks again.
+                        if let Some(b) = bufs.take() {
+                            ctx.give_buffers(b);
+                        }
+                    }
                 })
                 .await;
                 ctx.clock.woke();
                 if let Err(e) = woken {
                     return e;
                 }
-                self.bufs = Some(ctx.take_buffers());
+                if self.bufs.is_none() {
+                    self.bufs = Some(ctx.take_buffers());
+                }
             }
             // The head deadline starts with the connection for its first request, and
             // with the first incomplete read for later ones; a head that is already

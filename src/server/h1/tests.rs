@@ -12,7 +12,9 @@ use tokio::net::TcpStream;
 use super::serve_http1;
 use crate::handler::Handler;
 use crate::http::{Body, BodyStream, OwnedField, ResponseHead, Served, SessionExt};
-use crate::server::test_harness::{echo_route, test_ctx, test_route, with_one_windowed_connection};
+use crate::server::test_harness::{
+    echo_route, test_ctx, test_route, with_one_connection, with_one_windowed_connection,
+};
 use crate::server::transport::Plain;
 
 /// A body in three pieces, with a trailer; `known` says whether it declares its length.
@@ -390,6 +392,42 @@ fn the_idle_limit_runs_from_the_last_request_not_the_first() {
             idle >= Duration::from_millis(250) && idle < Duration::from_secs(3),
             "closed after {idle:?} idle"
         );
+    });
+}
+
+#[test]
+fn a_connection_keeps_its_buffers_while_briefly_idle_and_gives_them_back_after() {
+    use std::time::Duration;
+    let ctx = test_ctx(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nkeepalive_timeout = \"10s\"\n\
+         [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",
+        vec![],
+    );
+    let server_ctx = ctx.clone();
+    let serve = move |stream: TcpStream, peer| async move {
+        serve_http1(Plain::new(stream), &server_ctx, peer, 0, None).await;
+    };
+    with_one_connection(serve, move |mut s| async move {
+        let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        for _ in 0..3 {
+            s.write_all(request).await.unwrap();
+            read_root_answer(&mut s).await;
+            assert_eq!(
+                ctx.pooled_buffer_sets(),
+                0,
+                "buffers given back between requests in quick succession"
+            );
+        }
+        tokio::time::sleep(super::BUFFERS_KEPT_IDLE + Duration::from_millis(300)).await;
+        assert_eq!(
+            ctx.pooled_buffer_sets(),
+            1,
+            "buffers kept by a connection idle past the pause"
+        );
+        // The next request takes them again and is answered as before.
+        s.write_all(request).await.unwrap();
+        read_root_answer(&mut s).await;
+        assert_eq!(ctx.pooled_buffer_sets(), 0);
     });
 }
 
