@@ -1,7 +1,9 @@
 //! `respond`: a fixed status, header fields and body from the config — health
-//! checks and benchmarks. The fields are validated and encoded once at start;
-//! each answer borrows them and the body, so it costs no allocation.
+//! checks and benchmarks. The fields, and the HTTP/1 head around them, are
+//! validated and encoded once at start; each answer borrows them and the
+//! body, so it costs no allocation.
 
+use crate::http::status::has_no_body;
 use crate::http::{Body, FieldBlock, OwnedField, ResponseHead, Served, Session};
 use crate::observe::metrics::HandlerKind;
 
@@ -18,15 +20,22 @@ pub struct Respond {
 impl Respond {
     /// Keeps the fields; names and values were validated by the config.
     pub fn new(status: u16, body: Vec<u8>, headers: &[(String, String)]) -> Self {
+        let fields = FieldBlock::new(
+            headers
+                .iter()
+                .map(|(name, value)| OwnedField::new(name, value.as_bytes()))
+                .collect(),
+        );
+        // The whole HTTP/1 head but the date, once: every answer is the same.
+        let fields = if has_no_body(status) {
+            fields
+        } else {
+            fields.with_http1_head(status, body.len() as u64)
+        };
         Respond {
             status,
             body: body.into_boxed_slice(),
-            fields: FieldBlock::new(
-                headers
-                    .iter()
-                    .map(|(name, value)| OwnedField::new(name, value.as_bytes()))
-                    .collect(),
-            ),
+            fields,
         }
     }
 

@@ -12,6 +12,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::http1::write::PreparedHead;
+
 /// A header field owned by configuration (a `respond` route's headers) or by a
 /// body (trailers): validated once, copied out as is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,9 @@ impl OwnedField {
 pub struct FieldBlock {
     fields: Box<[OwnedField]>,
     http1: Box<[u8]>,
+    /// For a fixed answer's fields, that answer's whole HTTP/1 head but the
+    /// date.
+    http1_head: Option<Box<PreparedHead>>,
 }
 
 impl FieldBlock {
@@ -60,7 +65,21 @@ impl FieldBlock {
         FieldBlock {
             fields: fields.into_boxed_slice(),
             http1: http1.into_boxed_slice(),
+            http1_head: None,
         }
+    }
+
+    /// The block of a fixed answer with `status` and a body of `length`
+    /// bytes: its HTTP/1 head is encoded now, once, with these fields last.
+    pub fn with_http1_head(mut self, status: u16, length: u64) -> Self {
+        self.http1_head = Some(Box::new(PreparedHead::new(status, length, &self.http1)));
+        self
+    }
+
+    /// The fixed answer's HTTP/1 head, when the block was made for one.
+    #[inline]
+    pub fn http1_head(&self) -> Option<&PreparedHead> {
+        self.http1_head.as_deref()
     }
 
     /// The fields, in the order they are sent.

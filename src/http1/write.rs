@@ -276,6 +276,69 @@ fn three_digits(status: u16) -> [u8; 3] {
     ]
 }
 
+/// A fixed answer's head up to its last field, encoded once when the
+/// configuration is built: the status line, `Server`, then after the `Date`
+/// value, `Content-Length` and the configured field lines. An answer copies it
+/// with the date in one reservation, where [`write_head_start`] and the
+/// field lines would take a copy per piece and a decimal conversion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedHead {
+    status: u16,
+    length: u64,
+    /// The head with a placeholder `Date` value at `date_at`.
+    text: Box<[u8]>,
+    date_at: usize,
+}
+
+impl PreparedHead {
+    /// The head [`write_head_start`] writes for `status`, a body of `length`
+    /// bytes and no `Connection` field, followed by `lines` (`Name: value`
+    /// lines, validated by the caller).
+    pub fn new(status: u16, length: u64, lines: &[u8]) -> Self {
+        const PLACEHOLDER: [u8; DATE_LEN] = [b'-'; DATE_LEN];
+        let mut text = Vec::new();
+        write_head_start(
+            &mut text,
+            status,
+            &PLACEHOLDER,
+            BodyFraming::Length(length),
+            ConnectionHeader::Omit,
+        );
+        let date_at = text
+            .windows(DATE_LEN)
+            .position(|w| w == PLACEHOLDER)
+            .expect("the head holds its date");
+        text.extend_from_slice(lines);
+        PreparedHead {
+            status,
+            length,
+            text: text.into_boxed_slice(),
+            date_at,
+        }
+    }
+
+    /// Whether this is the head of an answer with `status`, `framing` and
+    /// `connection`.
+    #[inline]
+    pub fn fits(&self, status: u16, framing: BodyFraming, connection: ConnectionHeader) -> bool {
+        self.status == status
+            && framing == BodyFraming::Length(self.length)
+            && connection == ConnectionHeader::Omit
+    }
+
+    /// Appends the head with `date`, reserving room for `more` bytes after it
+    /// (the rest of the head and a small body).
+    #[inline]
+    pub fn write(&self, out: &mut Vec<u8>, date: &[u8], more: usize) {
+        let (before, after) = self.text.split_at(self.date_at);
+        let after = after.get(DATE_LEN..).unwrap_or_default();
+        out.reserve(self.text.len() + more);
+        out.extend_from_slice(before);
+        out.extend_from_slice(date);
+        out.extend_from_slice(after);
+    }
+}
+
 /// The head up to its extra fields: status line, `Server`, `Date`, framing and
 /// `Connection`. Callers append fields and the blank line (the proxy appends the
 /// upstream's fields).
@@ -391,6 +454,43 @@ pub fn write_status_body<'n, 'v>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prepared_head_is_the_head_written_piece_by_piece() {
+        let lines = b"Content-Type: text/plain\r\nX-One: 1\r\n";
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        for (status, length) in [(200, 13), (404, 0), (503, 1_234_567)] {
+            let mut expected = Vec::new();
+            write_head_start(
+                &mut expected,
+                status,
+                date,
+                BodyFraming::Length(length),
+                ConnectionHeader::Omit,
+            );
+            expected.extend_from_slice(lines);
+            let prepared = PreparedHead::new(status, length, lines);
+            let mut out = b"earlier answer".to_vec();
+            prepared.write(&mut out, date, 0);
+            assert_eq!(
+                String::from_utf8_lossy(&out[14..]),
+                String::from_utf8_lossy(&expected)
+            );
+            assert!(prepared.fits(status, BodyFraming::Length(length), ConnectionHeader::Omit));
+            assert!(!prepared.fits(
+                status + 1,
+                BodyFraming::Length(length),
+                ConnectionHeader::Omit
+            ));
+            assert!(!prepared.fits(
+                status,
+                BodyFraming::Length(length + 1),
+                ConnectionHeader::Omit
+            ));
+            assert!(!prepared.fits(status, BodyFraming::Length(length), ConnectionHeader::Close));
+            assert!(!prepared.fits(status, BodyFraming::Chunked, ConnectionHeader::Omit));
+        }
+    }
 
     #[test]
     fn an_interim_head_is_its_status_line_and_fields_alone() {

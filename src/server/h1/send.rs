@@ -64,17 +64,31 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
             Some(kept) => kept,
             None => clock_date.get_at(self.ctx.clock.now()),
         };
-        write::write_head_start(out, status, date, framing, connection);
+        // A fixed answer's head was encoded at load, its configured lines
+        // included: one copy around the date.
+        let prepared = head
+            .configured
+            .and_then(|block| block.http1_head())
+            .filter(|p| head.fields.is_empty() && p.fits(status, framing, connection));
+        if let Some(prepared) = prepared {
+            let body_len = match body {
+                Body::Bytes(bytes) if !is_head && bytes.len() < DIRECT_WRITE_MIN => bytes.len(),
+                _ => 0,
+            };
+            prepared.write(out, date, head.field_lines.len() + 2 + body_len);
+        } else {
+            write::write_head_start(out, status, date, framing, connection);
+            for &(name, value) in head.fields {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value);
+                out.extend_from_slice(b"\r\n");
+            }
+            if let Some(block) = head.configured {
+                out.extend_from_slice(block.http1_lines());
+            }
+        }
         drop(clock_date);
-        for &(name, value) in head.fields {
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        }
-        if let Some(block) = head.configured {
-            out.extend_from_slice(block.http1_lines());
-        }
         // Already `name: value\r\n` lines: copied as they are.
         out.extend_from_slice(head.field_lines);
         if let Some(alt_svc) = &self.alt_svc {
