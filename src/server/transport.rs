@@ -150,6 +150,22 @@ impl Plain {
     pub fn new(stream: TcpStream) -> Self {
         Plain { stream }
     }
+
+    /// Reads what the socket holds. A short read drained the socket (as
+    /// nginx infers on edge-triggered epoll): its readiness is forgotten, so
+    /// the next wait needs a new edge instead of waking at once for a read
+    /// that returns EAGAIN; a keep-alive wait that woke so would take the
+    /// head deadline's path and stop watching for a drain.
+    fn read_and_forget_if_drained(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        let room = buf.capacity() - buf.len();
+        let n = self.stream.try_read_buf(buf)?;
+        if n > 0 && n < room {
+            let _ = self.stream.try_io(Interest::READABLE, || {
+                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+            });
+        }
+        Ok(n)
+    }
 }
 
 impl Downstream for Plain {
@@ -175,17 +191,7 @@ impl Downstream for Plain {
     }
 
     fn read_now(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        let room = buf.capacity() - buf.len();
-        let n = self.stream.try_read_buf(buf)?;
-        if n > 0 && n < room {
-            // A short read drained the socket (as nginx infers on edge-triggered
-            // epoll): forget the readiness so the next wait needs a new edge
-            // instead of costing a read that returns EAGAIN.
-            let _ = self.stream.try_io(Interest::READABLE, || {
-                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-            });
-        }
-        Ok(n)
+        self.read_and_forget_if_drained(buf)
     }
 
     async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
@@ -272,7 +278,7 @@ impl Downstream for Plain {
         buf: &mut Vec<u8>,
     ) -> Poll<io::Result<usize>> {
         loop {
-            match self.stream.try_read_buf(buf) {
+            match self.read_and_forget_if_drained(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     std::task::ready!(self.stream.poll_read_ready(cx))?;
                 }

@@ -104,6 +104,8 @@ pub struct Http1Conn<'a, D> {
     /// Waits for the worker's drain between requests; registered at the first
     /// keep-alive wait and kept, so later waits do not register again.
     drain: Option<Pin<Box<Notified<'a>>>>,
+    /// `drain` has been polled, so it holds the task's waker.
+    drain_polled: bool,
     /// A body the handler pushes piece by piece.
     push: PushState,
 }
@@ -146,6 +148,7 @@ pub async fn serve_http1<'a, D: Downstream>(
         pending: None,
         idle: RollingDeadline::default(),
         drain: None,
+        drain_polled: false,
         push: PushState::default(),
     };
     // A new wake-up of this task (after the accept or the TLS handshake).
@@ -283,10 +286,10 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                 // The idle limit runs from this wake-up: the clock read that
                 // timed the last request serves, and the timer stays armed.
                 let now = ctx.clock.now();
-                // A drain signal polled by an earlier wait holds this task's
-                // waker and wakes it; one that came between waits was seen by
-                // the check above. Only a new one needs polling at once.
-                let mut drain_new = false;
+                // A drain signal once polled holds this task's waker and
+                // wakes it; one that came between waits was seen by the check
+                // above. One not yet polled (new, or its wait ended at the
+                // first look at the socket) is polled at once.
                 let idle_until = if self.requests == 0 {
                     accepted + http.header_read_timeout
                 } else {
@@ -294,15 +297,16 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                         let mut drain = Box::pin(ctx.drain_signal.notified());
                         drain.as_mut().enable();
                         self.drain = Some(drain);
-                        drain_new = true;
+                        self.drain_polled = false;
                     }
                     now + http.keepalive_timeout
                 };
                 let release_at = now + BUFFERS_KEPT_IDLE;
-                let (io, idle, drain, bufs) = (
+                let (io, idle, drain, drain_polled, bufs) = (
                     &mut self.io,
                     &mut self.idle,
                     &mut self.drain,
+                    &mut self.drain_polled,
                     &mut self.bufs,
                 );
                 let mut resumed = false;
@@ -312,10 +316,11 @@ impl<'a, D: Downstream> Http1Conn<'a, D> {
                     if let Poll::Ready(r) = io.poll_readable(cx) {
                         return Poll::Ready(r.map_err(|_| Exit::Broken));
                     }
-                    if let Some(d) = drain.as_mut().filter(|_| resumed || drain_new) {
+                    if let Some(d) = drain.as_mut().filter(|_| resumed || !*drain_polled) {
                         if d.as_mut().poll(cx).is_ready() {
                             return Poll::Ready(Err(Exit::Done));
                         }
+                        *drain_polled = true;
                     }
                     loop {
                         let holding = bufs.is_some() && release_at < idle_until;

@@ -654,3 +654,57 @@ fn a_gathered_body_longer_than_its_length_sends_none_of_it_and_closes() {
     assert!(body.is_empty(), "{} body bytes sent", body.len());
     assert!(!text.contains("root"), "{text}");
 }
+
+/// A connection idle after a POST whose body came after its head (and,
+/// with `after_post_get`, after a GET too) closes at once on a drain. A body
+/// read that left the socket's readiness set used to send the next wait to
+/// the head deadline (closed 4 s late), and a drain signal whose first wait
+/// ended at its first look at the socket went unpolled (closed at the 1 s
+/// buffer release).
+fn drain_test(after_post_get: bool) {
+    use std::time::{Duration, Instant};
+    let ctx = test_ctx(
+        "[[listener]]\nlisten = \"127.0.0.1:0\"\n[http]\nkeepalive_timeout = \"10s\"\n\
+         header_read_timeout = \"4s\"\n\
+         [[route]]\npath = \"/\"\nhandler = \"respond\"\nbody = \"root\"\n",
+        vec![("/echo", echo_route())],
+    );
+    let server_ctx = ctx.clone();
+    let serve = move |stream: TcpStream, peer| async move {
+        serve_http1(Plain::new(stream), &server_ctx, peer, 0, None).await;
+    };
+    with_one_connection(serve, move |mut s| async move {
+        s.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        s.write_all(b"hello").await.unwrap();
+        read_until_end(&mut s, "hello").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if after_post_get {
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            read_root_answer(&mut s).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let t = Instant::now();
+        ctx.start_draining();
+        assert_eq!(read_to_close(&mut s).await, "");
+        let took = t.elapsed();
+        assert!(
+            took < Duration::from_millis(300),
+            "idle connection closed {took:?} after the drain"
+        );
+    });
+}
+
+#[test]
+fn a_drain_closes_an_idle_connection_at_once_after_a_later_request() {
+    drain_test(true);
+}
+
+#[test]
+fn a_drain_closes_an_idle_connection_at_once_after_a_body_read() {
+    drain_test(false);
+}
