@@ -12,12 +12,15 @@ mod answer;
 mod autoindex;
 mod autoindex_json;
 mod conditional;
+mod fields;
 mod multipart;
 mod off_loop;
 mod off_loop_work;
 mod open_cache;
 mod path;
 mod precompressed;
+mod prepared;
+mod prepared_heads;
 mod range;
 mod reply;
 mod rules;
@@ -251,11 +254,11 @@ impl StaticFiles {
             // Reading every entry's metadata may wait on the disk: always off the loop.
             return Reply::Blocked(OffLoop::Listing {
                 relative: self.relative(&path).to_vec(),
-                json: req.listing_json || self.rules.autoindex_json,
+                json: req.wants_json_listing() || self.rules.autoindex_json,
                 dir: path,
             });
         }
-        if req.listing_json || self.rules.autoindex_json {
+        if req.wants_json_listing() || self.rules.autoindex_json {
             return listing_json(fs_path);
         }
         listing(fs_path, self.relative(&path))
