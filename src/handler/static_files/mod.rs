@@ -45,7 +45,7 @@ pub use multipart::MultipartReply;
 pub use off_loop_work::{OffLoop, OpenedOffLoop};
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
-use path::{as_path, decode_segment, error_status, location_for_dir, open, open_inline};
+use path::{as_path, decode_segment, error_status, is_normal, location_for_dir, open, open_inline};
 pub use range::MAX_RANGES;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
 pub use rules::StaticRules;
@@ -310,21 +310,6 @@ impl StaticFiles {
         };
         real.starts_with(&self.root)
     }
-}
-
-/// Whether a request path is already what [`StaticFiles::resolve`] would make
-/// of it under the root: a `/` and non-empty segments, none starting with `.`,
-/// with no escape, backslash or NUL, and no trailing slash. Such a path has no
-/// hidden segment and names the same file however it is looked up.
-fn is_normal(path: &[u8]) -> bool {
-    let mut prev = 0u8;
-    for &b in path {
-        if matches!(b, b'%' | b'\\' | 0) || (prev == b'/' && matches!(b, b'/' | b'.')) {
-            return false;
-        }
-        prev = b;
-    }
-    path.first() == Some(&b'/') && prev != b'/'
 }
 
 /// The time of this request's wake-up, or the clock's when it has none.

@@ -48,7 +48,17 @@ pub(super) struct CacheEntry {
     /// request that can use them; they go with the entry, so a file opened
     /// again (changed or not) gets them made afresh.
     pub(super) heads: OnceCell<Rc<PreparedHeads>>,
-    checked: Instant,
+    /// When the path was opened plus the route's reuse time: used before
+    /// then, opened again after. `None`: a reuse time past the clock's range,
+    /// so never.
+    fresh_until: Option<Instant>,
+}
+
+impl CacheEntry {
+    /// Whether the entry may still be used at `now`.
+    fn fresh_at(&self, now: Instant) -> bool {
+        self.fresh_until.is_none_or(|until| now < until)
+    }
 }
 
 /// One worker's open files for one configuration generation, by static handler
@@ -117,7 +127,7 @@ impl StaticFiles {
             .binary_search_by_key(&self.id, |(id, _)| *id)
             .ok()?;
         let entry = by_handler[at].1.get(relative)?;
-        (now.saturating_duration_since(entry.checked) < self.cache_valid).then(|| read(entry))
+        entry.fresh_at(now).then(|| read(entry))
     }
 
     /// Keeps a regular file that passed the root check open for later
@@ -165,8 +175,8 @@ impl StaticFiles {
             };
             let files = &mut by_handler[at].1;
             if files.len() >= OPEN_FILE_CACHE_MAX {
-                let valid = self.cache_valid;
-                files.retain(|_, e| e.checked.elapsed() < valid);
+                let now = Instant::now();
+                files.retain(|_, e| e.fresh_at(now));
                 if files.len() >= OPEN_FILE_CACHE_MAX {
                     files.clear();
                 }
@@ -174,7 +184,7 @@ impl StaticFiles {
             let entry = CacheEntry {
                 heads: OnceCell::new(),
                 opened: opened.clone(),
-                checked: Instant::now(),
+                fresh_until: Instant::now().checked_add(self.cache_valid),
             };
             files.insert(relative.to_vec(), entry);
         }

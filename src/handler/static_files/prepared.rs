@@ -11,9 +11,10 @@ use crate::http::{Body, FieldBlock, FileRegion, OwnedField, ResponseHead, Sessio
 use super::conditional::not_modified;
 use super::fields::ReplyFields;
 use super::open_cache::OpenedFile;
+use super::path::is_normal;
 use super::prepared_heads::PreparedHeads;
 use super::reply::{file_reply, Reply, StaticRequest};
-use super::{is_normal, now, StaticFiles};
+use super::{now, StaticFiles};
 
 /// An answer decided from prepared heads; it holds nothing of the request.
 pub(super) struct PreparedAnswer {
