@@ -19,13 +19,18 @@ impl Handler for StaticFiles {
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         let reply = {
-            let opened = OpenedOffLoop::default();
-            let req = static_request(&*session, &opened);
+            // The prepared way opens nothing, so it needs no place for files
+            // opened off the loop; the whole way gets one.
+            let req = static_request(&*session, None);
             if let Some(answer) = self.prepared_answer(&req) {
                 answer.give(session);
                 return Served::Done;
             }
-            self.decide(&req)
+            let opened = OpenedOffLoop::default();
+            self.decide(&StaticRequest {
+                off_loop: Some(&opened),
+                ..req
+            })
         };
         let Reply::Blocked(work) = reply else {
             let reply = with_query(&*session, reply);
@@ -37,7 +42,7 @@ impl Handler for StaticFiles {
             let reply = self
                 .finish_off_loop(
                     &config.file_io,
-                    |opened| self.decide(&static_request(&*session, opened)),
+                    |opened| self.decide(&static_request(&*session, Some(opened))),
                     work,
                 )
                 .await;
@@ -48,10 +53,12 @@ impl Handler for StaticFiles {
 }
 
 /// What the static handler reads of the request, borrowed from the session:
-/// the fields it uses are picked out in one pass over the head.
+/// the fields it uses are picked out in one pass over the head. `off_loop`:
+/// see [`StaticRequest::off_loop`]; a request decided on the event loop must
+/// have one.
 fn static_request<'r>(
     session: &'r dyn Session<'_>,
-    off_loop: &'r OpenedOffLoop,
+    off_loop: Option<&'r OpenedOffLoop>,
 ) -> StaticRequest<'r> {
     let req = session.request();
     let method = req.method();
@@ -60,7 +67,7 @@ fn static_request<'r>(
         method_allowed: matches!(method, Method::Get | Method::Head),
         path: req.path(),
         open_files: Some(session.worker().handlers.get()),
-        off_loop: Some(off_loop),
+        off_loop,
         now: Some(session.worker().clock.now().into_std()),
         ..StaticRequest::default()
     };

@@ -28,7 +28,8 @@ impl StaticFiles {
     /// nothing more: a GET or HEAD of a path already normal, whose entry is
     /// fresh, without `Range`, on a route without `try_files`, and where no
     /// precompressed sibling could be chosen instead. `None`: the request
-    /// goes the whole way.
+    /// goes the whole way. It opens and reads nothing, so `req.off_loop` is
+    /// not asked.
     pub(super) fn prepared_answer(&self, req: &StaticRequest<'_>) -> Option<PreparedAnswer> {
         let vary_coding = self.varies_by_coding();
         if !req.method_allowed
