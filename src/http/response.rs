@@ -39,10 +39,11 @@ impl OwnedField {
     }
 }
 
-/// Header fields fixed by configuration (a `respond` route's headers), with
-/// their HTTP/1 encoding made once when the configuration is built: the HTTP/1
-/// driver copies the `Name: value` lines in one go per response, while a driver
-/// of another protocol reads the same fields one by one.
+/// Header fields fixed ahead of the responses that carry them (a `respond`
+/// route's headers, a cached static file's validators), with their HTTP/1
+/// encoding made once: the HTTP/1 driver copies the `Name: value` lines in one
+/// go per response, while a driver of another protocol reads the same fields
+/// one by one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldBlock {
     fields: Box<[OwnedField]>,
@@ -104,7 +105,8 @@ pub struct ResponseHead<'a> {
     /// Fields computed for this response (`Content-Type`, `ETag`, `Location`...),
     /// borrowed from the handler's stack: building a head allocates nothing.
     pub fields: &'a [(&'a str, &'a [u8])],
-    /// Fields fixed by configuration, written after `fields`.
+    /// Fields prepared ahead (configuration's, a cached file's), written
+    /// after `fields`.
     pub configured: Option<&'a FieldBlock>,
     /// More fields as `name: value\r\n` lines, validated by whoever built them
     /// (a proxied head's end-to-end fields, copied in runs as they came):

@@ -8,11 +8,9 @@ use crate::http1::parse::Method;
 use crate::observe::metrics::HandlerKind;
 
 use super::super::Handler;
+use super::fields::ReplyFields;
 use super::reply::{JSON_LISTING_CONTENT_TYPE, LISTING_CONTENT_TYPE};
 use super::{OpenedOffLoop, Reply, StaticFiles, StaticRequest};
-
-/// `Content-Type` of status pages.
-const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 
 impl Handler for StaticFiles {
     fn kind(&self) -> HandlerKind {
@@ -21,8 +19,18 @@ impl Handler for StaticFiles {
 
     fn serve<'s, 'h: 's>(&'h self, session: &'s mut dyn Session<'h>) -> Served<'s> {
         let reply = {
+            // The prepared way opens nothing, so it needs no place for files
+            // opened off the loop; the whole way gets one.
+            let req = static_request(&*session, None);
+            if let Some(answer) = self.prepared_answer(&req) {
+                answer.give(session);
+                return Served::Done;
+            }
             let opened = OpenedOffLoop::default();
-            self.decide(&self.static_request(&*session, &opened))
+            self.decide(&StaticRequest {
+                off_loop: Some(&opened),
+                ..req
+            })
         };
         let Reply::Blocked(work) = reply else {
             let reply = with_query(&*session, reply);
@@ -34,7 +42,7 @@ impl Handler for StaticFiles {
             let reply = self
                 .finish_off_loop(
                     &config.file_io,
-                    |opened| self.decide(&self.static_request(&*session, opened)),
+                    |opened| self.decide(&static_request(&*session, Some(opened))),
                     work,
                 )
                 .await;
@@ -44,45 +52,39 @@ impl Handler for StaticFiles {
     }
 }
 
-impl StaticFiles {
-    /// What the static handler reads of the request, borrowed from the session.
-    fn static_request<'r>(
-        &self,
-        session: &'r dyn Session<'_>,
-        off_loop: &'r OpenedOffLoop,
-    ) -> StaticRequest<'r> {
-        let mut req = static_request(session, off_loop);
-        if self.varies_by_coding() {
-            req.accept_encoding = session.request().header("accept-encoding");
-        }
-        req
-    }
-}
-
-/// What every static route reads of the request, borrowed from the session.
+/// What the static handler reads of the request, borrowed from the session:
+/// the fields it uses are picked out in one pass over the head. `off_loop`:
+/// see [`StaticRequest::off_loop`]; a request decided on the event loop must
+/// have one.
 fn static_request<'r>(
     session: &'r dyn Session<'_>,
-    off_loop: &'r OpenedOffLoop,
+    off_loop: Option<&'r OpenedOffLoop>,
 ) -> StaticRequest<'r> {
     let req = session.request();
     let method = req.method();
-    StaticRequest {
+    let mut out = StaticRequest {
         is_head: method == Method::Head,
         method_allowed: matches!(method, Method::Get | Method::Head),
         path: req.path(),
-        if_none_match: req.header("if-none-match"),
-        if_modified_since: req.header("if-modified-since"),
-        range: req.header("range"),
-        if_range: req.header("if-range"),
         open_files: Some(session.worker().handlers.get()),
-        listing_json: req
-            .header("accept")
-            .is_some_and(|a| contains_ignore_case(a, b"application/json")),
-        off_loop: Some(off_loop),
-        accept_encoding: None,
-        coding: None,
+        off_loop,
         now: Some(session.worker().clock.now().into_std()),
+        ..StaticRequest::default()
+    };
+    for (name, value) in req.headers() {
+        let slot = match name.len() {
+            5 if name.eq_ignore_ascii_case(b"range") => &mut out.range,
+            6 if name.eq_ignore_ascii_case(b"accept") => &mut out.accept,
+            8 if name.eq_ignore_ascii_case(b"if-range") => &mut out.if_range,
+            13 if name.eq_ignore_ascii_case(b"if-none-match") => &mut out.if_none_match,
+            15 if name.eq_ignore_ascii_case(b"accept-encoding") => &mut out.accept_encoding,
+            17 if name.eq_ignore_ascii_case(b"if-modified-since") => &mut out.if_modified_since,
+            _ => continue,
+        };
+        // The first of repeated fields counts, as with a lookup by name.
+        slot.get_or_insert(value);
     }
+    out
 }
 
 /// The slash is added, the query kept, as nginx does.
@@ -96,45 +98,10 @@ fn with_query(session: &dyn Session<'_>, mut reply: Reply) -> Reply {
     reply
 }
 
-/// Hands a reply to the session; up to seven fields, collected on the stack.
-/// `vary_coding`: the route serves precompressed files, so what it sends
-/// depends on `Accept-Encoding`.
+/// Hands a reply to the session. `vary_coding`: the route serves
+/// precompressed files, so what it sends depends on `Accept-Encoding`.
 fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
     let status = reply.status();
-    if let Reply::File(f) = reply {
-        // The common answer: its fields straight from the reply, its file
-        // handed over rather than shared.
-        let mut fields: [(&str, &[u8]); 7] = [
-            ("Content-Type", f.content_type.as_bytes()),
-            ("ETag", f.etag.as_bytes()),
-            ("Last-Modified", f.last_modified.as_bytes()),
-            ("Accept-Ranges", b"bytes"),
-            ("", &[]),
-            ("", &[]),
-            ("", &[]),
-        ];
-        let mut n = 4;
-        if let Some(range) = &f.content_range {
-            fields[n] = ("Content-Range", range.as_bytes());
-            n += 1;
-        }
-        if let Some(coding) = f.coding {
-            fields[n] = ("Content-Encoding", coding.token().as_bytes());
-            n += 1;
-        }
-        if vary_coding && matches!(status, 200 | 206) {
-            fields[n] = ("Vary", b"Accept-Encoding");
-            n += 1;
-        }
-        let body = Body::File(FileRegion {
-            file: f.file,
-            offset: f.offset,
-            len: f.len,
-            content: f.content,
-        });
-        session.send_response(&ResponseHead::new(status, &fields[..n]), body);
-        return;
-    }
     let reply = match reply {
         Reply::Listing { body } => {
             return give_listing(session, status, LISTING_CONTENT_TYPE, body)
@@ -144,43 +111,24 @@ fn give<'h>(session: &mut dyn Session<'h>, reply: Reply, vary_coding: bool) {
         }
         other => other,
     };
-    let mut fields: [(&str, &[u8]); 8] = [("", &[]); 8];
-    let mut n = 0;
-    let text = matches!(
-        reply,
-        Reply::Redirect { .. }
-            | Reply::RangeNotSatisfiable { .. }
-            | Reply::Error(_)
-            | Reply::Blocked(_)
-    );
-    if text {
-        fields[0] = ("Content-Type", TEXT_PLAIN);
-        n = 1;
-    }
-    for field in reply.headers() {
-        fields[n] = field;
-        n += 1;
-    }
-    if let Some(coding) = reply.content_coding() {
-        fields[n] = ("Content-Encoding", coding.token().as_bytes());
-        n += 1;
-    }
-    if vary_coding && matches!(status, 200 | 206 | 304) {
-        fields[n] = ("Vary", b"Accept-Encoding");
-        n += 1;
-    }
-    let head = ResponseHead::new(status, &fields[..n]);
-    match &reply {
-        Reply::Multipart(m) => session.send_response(&head, m.body()),
-        Reply::NotModified { .. } => session.send_response(&head, Body::Empty),
-        Reply::File(_)
-        | Reply::Listing { .. }
+    let body = match &reply {
+        Reply::File(f) => Body::File(FileRegion {
+            file: f.file.clone(),
+            offset: f.offset,
+            len: f.len,
+            content: f.content.clone(),
+        }),
+        Reply::Multipart(m) => m.body(),
+        Reply::NotModified { .. } => Body::Empty,
+        Reply::Listing { .. }
         | Reply::ListingJson { .. }
         | Reply::Redirect { .. }
         | Reply::RangeNotSatisfiable { .. }
         | Reply::Error(_)
-        | Reply::Blocked(_) => session.send_response(&head, Body::Bytes(status_text(status))),
-    }
+        | Reply::Blocked(_) => Body::Bytes(status_text(status)),
+    };
+    let fields = ReplyFields::of(&reply, vary_coding);
+    session.send_response(&ResponseHead::new(status, fields.as_slice()), body);
 }
 
 /// A directory listing, HTML or JSON: the same URL answers JSON to
@@ -191,10 +139,4 @@ fn give_listing(session: &mut dyn Session<'_>, status: u16, content_type: &str, 
         ("Vary", b"Accept".as_slice()),
     ];
     session.send_response(&ResponseHead::new(status, &fields), Body::Owned(body));
-}
-
-/// Whether `hay` contains `needle`, ASCII case-insensitively.
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
 }

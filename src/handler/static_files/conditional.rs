@@ -6,9 +6,25 @@ use std::time::UNIX_EPOCH;
 use super::values::ETag;
 use crate::http1::grammar::trim_ows;
 
+/// Whether the client's copy of a file with these validators is current, so
+/// the answer is a 304 (RFC 9110 §13.2.2): `If-None-Match` when the request
+/// has one, else `If-Modified-Since`.
+pub(super) fn not_modified(
+    if_none_match: Option<&[u8]>,
+    if_modified_since: Option<&[u8]>,
+    etag: &ETag,
+    mtime: u64,
+) -> bool {
+    match (if_none_match, if_modified_since) {
+        (Some(inm), _) => none_match_fails(inm, etag),
+        (None, Some(ims)) => parse_http_date_secs(ims).is_some_and(|since| mtime <= since),
+        (None, None) => false,
+    }
+}
+
 /// If-None-Match evaluates to false (so 304) when `*` or any listed tag matches weakly.
 /// A malformed list stops at the malformed member: what was read so far decides.
-pub(super) fn none_match_fails(field: &[u8], etag: &ETag) -> bool {
+fn none_match_fails(field: &[u8], etag: &ETag) -> bool {
     let mut rest = trim_ows(field);
     if rest == b"*" {
         return true;

@@ -12,12 +12,15 @@ mod answer;
 mod autoindex;
 mod autoindex_json;
 mod conditional;
+mod fields;
 mod multipart;
 mod off_loop;
 mod off_loop_work;
 mod open_cache;
 mod path;
 mod precompressed;
+mod prepared;
+mod prepared_heads;
 mod range;
 mod reply;
 mod rules;
@@ -42,7 +45,7 @@ pub use multipart::MultipartReply;
 pub use off_loop_work::{OffLoop, OpenedOffLoop};
 use open_cache::NEXT_ID;
 pub use open_cache::{OpenFileCache, DEFAULT_CACHE_VALID};
-use path::{as_path, decode_segment, error_status, location_for_dir, open, open_inline};
+use path::{as_path, decode_segment, error_status, is_normal, location_for_dir, open, open_inline};
 pub use range::MAX_RANGES;
 pub use reply::{FileReply, Headers, Reply, StaticRequest};
 pub use rules::StaticRules;
@@ -251,11 +254,11 @@ impl StaticFiles {
             // Reading every entry's metadata may wait on the disk: always off the loop.
             return Reply::Blocked(OffLoop::Listing {
                 relative: self.relative(&path).to_vec(),
-                json: req.listing_json || self.rules.autoindex_json,
+                json: req.wants_json_listing() || self.rules.autoindex_json,
                 dir: path,
             });
         }
-        if req.listing_json || self.rules.autoindex_json {
+        if req.wants_json_listing() || self.rules.autoindex_json {
             return listing_json(fs_path);
         }
         listing(fs_path, self.relative(&path))
@@ -307,21 +310,6 @@ impl StaticFiles {
         };
         real.starts_with(&self.root)
     }
-}
-
-/// Whether a request path is already what [`StaticFiles::resolve`] would make
-/// of it under the root: a `/` and non-empty segments, none starting with `.`,
-/// with no escape, backslash or NUL, and no trailing slash. Such a path has no
-/// hidden segment and names the same file however it is looked up.
-fn is_normal(path: &[u8]) -> bool {
-    let mut prev = 0u8;
-    for &b in path {
-        if matches!(b, b'%' | b'\\' | 0) || (prev == b'/' && matches!(b, b'/' | b'.')) {
-            return false;
-        }
-        prev = b;
-    }
-    path.first() == Some(&b'/') && prev != b'/'
 }
 
 /// The time of this request's wake-up, or the clock's when it has none.

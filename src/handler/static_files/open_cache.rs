@@ -6,7 +6,7 @@
 //! lock, and the files a replaced configuration opened are closed when that
 //! generation goes rather than staying open for the life of the worker.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use super::path::last_segment;
+use super::prepared_heads::PreparedHeads;
 use super::values::{ETag, HttpDateValue, MAX_HTTP_DATE_SECS};
 use super::StaticFiles;
 use crate::file_io::residency::read_cached;
@@ -41,9 +42,23 @@ pub(super) struct OpenedFile {
 /// no read either.
 const CACHED_CONTENT_MAX: u64 = 16 * 1024;
 
-struct CacheEntry {
-    opened: OpenedFile,
-    checked: Instant,
+pub(super) struct CacheEntry {
+    pub(super) opened: OpenedFile,
+    /// The head fields of this file version's answers, made on the first
+    /// request that can use them; they go with the entry, so a file opened
+    /// again (changed or not) gets them made afresh.
+    pub(super) heads: OnceCell<Rc<PreparedHeads>>,
+    /// When the path was opened plus the route's reuse time: used before
+    /// then, opened again after. `None`: a reuse time past the clock's range,
+    /// so never.
+    fresh_until: Option<Instant>,
+}
+
+impl CacheEntry {
+    /// Whether the entry may still be used at `now`.
+    fn fresh_at(&self, now: Instant) -> bool {
+        self.fresh_until.is_none_or(|until| now < until)
+    }
 }
 
 /// One worker's open files for one configuration generation, by static handler
@@ -55,8 +70,10 @@ pub struct OpenFileCache {
     by_handler: RefCell<Vec<(u64, HandlerFiles)>>,
 }
 
-/// One static handler's open files, by normalised path under its root.
-type HandlerFiles = HashMap<Vec<u8>, CacheEntry>;
+/// One static handler's open files, by normalised path under its root. The
+/// hash is seeded at random per map, so clients cannot aim paths at one
+/// bucket; foldhash costs a fraction of SipHash on a path's few bytes.
+type HandlerFiles = HashMap<Vec<u8>, CacheEntry, foldhash::fast::RandomState>;
 
 impl OpenFileCache {
     /// Files held open now.
@@ -92,14 +109,25 @@ impl StaticFiles {
         relative: &[u8],
         now: Instant,
     ) -> Option<OpenedFile> {
+        self.with_fresh(cache, relative, now, |entry| entry.opened.clone())
+    }
+
+    /// `read` of the fresh entry for `relative`, if there is one: the one
+    /// place that says whether an entry may still be used.
+    pub(super) fn with_fresh<R>(
+        &self,
+        cache: Option<&OpenFileCache>,
+        relative: &[u8],
+        now: Instant,
+        read: impl FnOnce(&CacheEntry) -> R,
+    ) -> Option<R> {
         let cache = cache.filter(|_| !self.cache_valid.is_zero())?;
         let by_handler = cache.by_handler.borrow();
         let at = by_handler
             .binary_search_by_key(&self.id, |(id, _)| *id)
             .ok()?;
         let entry = by_handler[at].1.get(relative)?;
-        (now.saturating_duration_since(entry.checked) < self.cache_valid)
-            .then(|| entry.opened.clone())
+        entry.fresh_at(now).then(|| read(entry))
     }
 
     /// Keeps a regular file that passed the root check open for later
@@ -141,21 +169,22 @@ impl StaticFiles {
             let at = match by_handler.binary_search_by_key(&self.id, |(id, _)| *id) {
                 Ok(at) => at,
                 Err(at) => {
-                    by_handler.insert(at, (self.id, HashMap::new()));
+                    by_handler.insert(at, (self.id, HandlerFiles::default()));
                     at
                 }
             };
             let files = &mut by_handler[at].1;
             if files.len() >= OPEN_FILE_CACHE_MAX {
-                let valid = self.cache_valid;
-                files.retain(|_, e| e.checked.elapsed() < valid);
+                let now = Instant::now();
+                files.retain(|_, e| e.fresh_at(now));
                 if files.len() >= OPEN_FILE_CACHE_MAX {
                     files.clear();
                 }
             }
             let entry = CacheEntry {
+                heads: OnceCell::new(),
                 opened: opened.clone(),
-                checked: Instant::now(),
+                fresh_until: Instant::now().checked_add(self.cache_valid),
             };
             files.insert(relative.to_vec(), entry);
         }

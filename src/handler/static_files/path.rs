@@ -125,3 +125,66 @@ pub(super) fn location_for_dir(relative: &[u8]) -> Vec<u8> {
     location.push(b'/');
     location
 }
+
+/// Whether a request path is already what [`StaticFiles::resolve`] would make
+/// of it under the root: a `/` and non-empty segments, none starting with `.`,
+/// with no escape, backslash or NUL, and no trailing slash. Such a path has no
+/// hidden segment and names the same file however it is looked up.
+///
+/// Asked of every request for a file, so it looks at eight bytes at a time:
+/// a refused byte anywhere, or a `/` followed by `/` or `.`, fails the path.
+///
+/// [`StaticFiles::resolve`]: super::StaticFiles
+pub(super) fn is_normal(path: &[u8]) -> bool {
+    if path.first() != Some(&b'/') || path.last() == Some(&b'/') {
+        return false;
+    }
+    let Some(last) = path.len().checked_sub(8) else {
+        // Shorter than a word: an ordinary byte in the lanes it leaves.
+        let mut word = [b'a'; 8];
+        word[..path.len()].copy_from_slice(path);
+        return word_is_normal(u64::from_le_bytes(word), 0);
+    };
+    // Words from the start, the last one ending with the path (overlapping
+    // the one before it when the length is not a multiple of eight).
+    let mut at = 0;
+    loop {
+        let start = at.min(last);
+        let Some(word) = path.get(start..start + 8).and_then(|w| w.try_into().ok()) else {
+            return false;
+        };
+        let slash_before = match start.checked_sub(1).and_then(|i| path.get(i)) {
+            Some(b'/') => 0x80,
+            _ => 0,
+        };
+        if !word_is_normal(u64::from_le_bytes(word), slash_before) {
+            return false;
+        }
+        if start == last {
+            return true;
+        }
+        at += 8;
+    }
+}
+
+/// Bytes `0x01` in every lane.
+const LANES_LOW: u64 = 0x0101_0101_0101_0101;
+/// The low seven bits of every lane.
+const LANES_LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// Checks eight path bytes (the first in the lowest lane); `slash_before`
+/// (`0x80`) marks the byte before them as a `/`.
+fn word_is_normal(word: u64, slash_before: u64) -> bool {
+    let refused = lanes_equal(word, b'%') | lanes_equal(word, b'\\') | lanes_equal(word, 0);
+    let slash = lanes_equal(word, b'/');
+    let after_slash = slash << 8 | slash_before;
+    let bad_pair = after_slash & (slash | lanes_equal(word, b'.'));
+    refused | bad_pair == 0
+}
+
+/// The top bit of each lane of `word` that equals `byte`, nothing else set.
+/// Exact in every lane: no carry crosses from one lane into the next.
+fn lanes_equal(word: u64, byte: u8) -> u64 {
+    let diff = word ^ (LANES_LOW * u64::from(byte));
+    !(((diff & LANES_LOW7) + LANES_LOW7) | diff) & !LANES_LOW7
+}

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::conditional::{if_range_matches, none_match_fails, parse_http_date_secs};
+use super::conditional::{if_range_matches, not_modified};
 use super::multipart::MultipartReply;
 use super::off_loop_work::{OffLoop, OpenedOffLoop};
 use super::open_cache::{OpenFileCache, OpenedFile};
@@ -38,20 +38,36 @@ pub struct StaticRequest<'a> {
     pub if_range: Option<&'a [u8]>,
     /// The worker's open-file cache for this configuration; `None` opens every time.
     pub open_files: Option<&'a OpenFileCache>,
-    /// A directory listing is wanted as JSON (`Accept: application/json`).
-    pub listing_json: bool,
+    /// `Accept`: a directory listing is sent as JSON to one that names
+    /// `application/json`.
+    pub accept: Option<&'a [u8]>,
     /// `Some` on an event loop: an open that would wait on a disk makes the
     /// reply [`Reply::Blocked`] and files already opened off the loop are taken
     /// from here, and listings are always `Blocked`. `None` where waiting is
     /// allowed (tools, tests): opens and listings happen inline.
     pub off_loop: Option<&'a OpenedOffLoop>,
-    /// `Accept-Encoding`, read only on routes with precompressed files.
+    /// `Accept-Encoding`; only routes with precompressed files use it.
     pub accept_encoding: Option<&'a [u8]>,
     /// The file being answered is this coding's precompressed sibling.
     pub coding: Option<Coding>,
     /// The time of this wake-up, which the driver reads once for all it
     /// does; `None` reads the clock.
     pub now: Option<Instant>,
+}
+
+impl StaticRequest<'_> {
+    /// Whether a directory listing is wanted as JSON (`Accept:
+    /// application/json`).
+    pub fn wants_json_listing(&self) -> bool {
+        self.accept
+            .is_some_and(|a| contains_ignore_case(a, b"application/json"))
+    }
+}
+
+/// Whether `hay` contains `needle`, ASCII case-insensitively.
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// What the driver should answer; each variant maps to one status code.
@@ -225,12 +241,7 @@ pub(super) fn file_reply(
     } = opened;
     let etag = etag.for_coding(req.coding);
 
-    let not_modified = match (req.if_none_match, req.if_modified_since) {
-        (Some(inm), _) => none_match_fails(inm, &etag),
-        (None, Some(ims)) => parse_http_date_secs(ims).is_some_and(|since| mtime <= since),
-        (None, None) => false,
-    };
-    if not_modified {
+    if not_modified(req.if_none_match, req.if_modified_since, &etag, mtime) {
         return Reply::NotModified {
             etag,
             last_modified,

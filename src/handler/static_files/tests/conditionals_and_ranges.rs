@@ -2,7 +2,6 @@
 //! byte ranges.
 
 use super::super::range::*;
-use super::super::*;
 use super::*;
 
 // Validators and conditionals.
@@ -403,6 +402,49 @@ fn normal_paths_are_the_ones_resolving_leaves_as_they_are() {
     ] {
         assert!(!is_normal(path.as_bytes()), "{path:?}");
     }
+}
+
+/// `is_normal` a byte at a time, as it was written before it looked at
+/// words.
+fn is_normal_bytewise(path: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &b in path {
+        if matches!(b, b'%' | b'\\' | 0) || (prev == b'/' && matches!(b, b'/' | b'.')) {
+            return false;
+        }
+        prev = b;
+    }
+    path.first() == Some(&b'/') && prev != b'/'
+}
+
+#[test]
+fn normal_paths_are_found_a_word_at_a_time_as_a_byte_at_a_time() {
+    // Every path of up to 7 bytes over the bytes that matter and two that
+    // do not (one with the top bit set), then the same after a prefix that
+    // puts each of them at every place in a word and across words.
+    const BYTES: [u8; 7] = [b'/', b'.', b'%', b'\\', 0, b'a', 0xe9];
+    let mut checked = 0;
+    for len in 0..=7u32 {
+        for mut n in 0..7usize.pow(len) {
+            let mut path = Vec::new();
+            for _ in 0..len {
+                path.push(BYTES[n % 7]);
+                n /= 7;
+            }
+            for prefix in ["", "/", "/abcdefg", "/abcdef/", "/abcdefgh/ijklmn"] {
+                let mut whole = prefix.as_bytes().to_vec();
+                whole.extend_from_slice(&path);
+                assert_eq!(
+                    is_normal(&whole),
+                    is_normal_bytewise(&whole),
+                    "{:?}",
+                    String::from_utf8_lossy(&whole)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100_000);
 }
 
 #[test]
