@@ -252,6 +252,8 @@ impl ServerConnection {
     /// stream is open).
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
+            // The decoder forgets the block whose fields the head held.
+            self.core.decoder.release_idle();
             self.head.list.release_buffers();
         }
     }

@@ -71,12 +71,24 @@ pub(super) struct Fresh {
     pub(super) extended_connect: bool,
 }
 
+/// The last request head built, for the next request whose decoded head is
+/// the same one again ([`DecodedHead::repeated`]).
+struct LastBuilt {
+    buf: Vec<u8>,
+    head: RequestHead,
+    parsed: Result<(), u16>,
+    extended_connect: bool,
+    end_stream: bool,
+}
+
 /// The streams being answered, and the requests to start.
 pub(super) struct StreamTable {
     slots: Vec<Slot>,
     pub(super) fresh: Vec<Fresh>,
     limits: Limits,
     spare: Vec<(Vec<u8>, RequestHead)>,
+    /// Built from the codec's last request head; `None` until one is.
+    last_built: Option<LastBuilt>,
     /// Body bytes that arrived for streams already answered and gone, to be
     /// released so the connection window stays open.
     pub(super) unclaimed: Vec<(StreamId, usize)>,
@@ -93,6 +105,7 @@ impl StreamTable {
             fresh: Vec::new(),
             limits,
             spare: Vec::new(),
+            last_built: None,
             unclaimed: Vec::new(),
             output_waiters: false,
             conn_waker: None,
@@ -125,6 +138,7 @@ impl StreamTable {
     /// is idle).
     pub(super) fn release_idle(&mut self) {
         self.spare = Vec::new();
+        self.last_built = None;
         if self.slots.is_empty() {
             self.slots = Vec::new();
         }
@@ -166,7 +180,35 @@ impl StreamTable {
 impl Events for StreamTable {
     fn request(&mut self, stream: StreamId, head: &DecodedHead, end_stream: bool) {
         let (mut buf, mut parsed_head) = self.spare.pop().unwrap_or_default();
-        let parsed = read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
+        let (parsed, extended_connect) = match &mut self.last_built {
+            // The same fields as the last request's, with the same end of
+            // stream: the same head, built and judged once.
+            Some(last) if head.repeated() && last.end_stream == end_stream => {
+                buf.clear();
+                buf.extend_from_slice(&last.buf);
+                parsed_head.clone_from(&last.head);
+                (last.parsed, last.extended_connect)
+            }
+            last => {
+                let parsed =
+                    read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
+                let extended_connect = parsed.is_ok() && head.protocol().is_some();
+                let built = last.get_or_insert_with(|| LastBuilt {
+                    buf: Vec::new(),
+                    head: RequestHead::default(),
+                    parsed,
+                    extended_connect,
+                    end_stream,
+                });
+                built.buf.clear();
+                built.buf.extend_from_slice(&buf);
+                built.head.clone_from(&parsed_head);
+                built.parsed = parsed;
+                built.extended_connect = extended_connect;
+                built.end_stream = end_stream;
+                (parsed, extended_connect)
+            }
+        };
         self.slots.push(Slot {
             id: stream,
             body: Vec::new(),
@@ -179,7 +221,7 @@ impl Events for StreamTable {
             id: stream,
             buf,
             head: parsed_head,
-            extended_connect: parsed.is_ok() && head.protocol().is_some(),
+            extended_connect,
             parsed,
         });
     }
@@ -212,5 +254,94 @@ impl Events for StreamTable {
 
     fn send_window(&mut self) {
         self.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::http1::parse::BodyKind;
+    use crate::http1::HeaderLines;
+    use crate::http2::frame::{flag, kind, PREFACE};
+    use crate::http2::test_wire::{block, frame, headers, limits, settings};
+
+    /// The requests `blocks` (stream, block, END_STREAM) start, as the
+    /// connection task would take them.
+    fn started(blocks: &[(StreamId, &[u8], bool)]) -> Vec<Fresh> {
+        let mut l = limits();
+        l.max_concurrent_streams = 100;
+        let mut conn = ServerConnection::new(l);
+        let mut table = StreamTable::new(Limits::default());
+        let now = Instant::now();
+        let mut wire = PREFACE.to_vec();
+        wire.extend(settings(&[]));
+        wire.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+        for (id, b, end) in blocks {
+            wire.extend(headers(*id, b, *end));
+        }
+        assert_eq!(conn.receive(&wire, now, &mut table), Ok(wire.len()));
+        std::mem::take(&mut table.fresh)
+    }
+
+    #[test]
+    fn a_repeated_head_is_the_same_request_with_its_own_end_of_stream() {
+        let get = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com:8080"),
+            (":path", "/a?b=1"),
+            ("user-agent", "t"),
+        ]);
+        let ends = [true, true, false, false, true, true];
+        let list: Vec<_> = ends
+            .iter()
+            .enumerate()
+            .map(|(i, &end)| (2 * i as u32 + 1, &get[..], end))
+            .collect();
+        let fresh = started(&list);
+        assert_eq!(fresh.len(), ends.len());
+        for (f, &end) in fresh.iter().zip(&ends) {
+            assert_eq!(f.parsed, Ok(()));
+            assert!(!f.extended_connect);
+            assert_eq!(f.head.path(&f.buf), b"/a");
+            assert_eq!(f.head.query(&f.buf), Some(&b"b=1"[..]));
+            assert_eq!(f.head.host(&f.buf), Some(&b"example.com:8080"[..]));
+            assert_eq!(f.head.header(&f.buf, "user-agent"), Some(&b"t"[..]));
+            let body = if end {
+                BodyKind::None
+            } else {
+                BodyKind::Chunked
+            };
+            assert_eq!(f.head.body, body, "stream {}", f.id);
+        }
+    }
+
+    #[test]
+    fn a_repeated_head_http1_refuses_is_refused_each_time() {
+        // DEL in a value: HTTP/2's rules let it through, HTTP/1's do not.
+        let bad = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/"),
+            ("x-odd", "a\u{7f}b"),
+        ]);
+        let good = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/"),
+        ]);
+        let fresh = started(&[
+            (1, &bad, true),
+            (3, &bad, true),
+            (5, &good, true),
+            (7, &bad, true),
+            (9, &bad, true),
+        ]);
+        let parsed: Vec<_> = fresh.iter().map(|f| f.parsed).collect();
+        assert_eq!(parsed, [Err(400), Err(400), Ok(()), Err(400), Err(400)]);
     }
 }
