@@ -850,3 +850,39 @@ fn a_repeated_request_block_is_delivered_as_the_same_head_and_marked() {
         ]
     );
 }
+
+#[test]
+fn a_small_body_goes_at_once_only_when_all_of_it_may() {
+    let mut c = Client::new(limits());
+    // The client's stream window: 10 bytes.
+    c.send(&settings(&[(4, 10)])).unwrap();
+    c.frames();
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    assert!(
+        !c.conn.send_data_at_once(1, b"hello", 1 << 20),
+        "no head yet"
+    );
+    assert!(c.conn.send_headers(1, 200, &mut std::iter::empty(), false));
+    assert!(c.conn.send_headers(3, 200, &mut std::iter::empty(), false));
+    c.frames();
+    // Past the window, or past the room in the output: nothing queued, the
+    // window untouched.
+    assert!(!c.conn.send_data_at_once(1, b"hello world", 1 << 20));
+    assert!(!c.conn.send_data_at_once(1, b"hello", 4));
+    assert!(c.output_bytes().is_empty());
+    assert_eq!(c.conn.send_capacity(1), 10);
+    // Within both: one DATA that ends the stream.
+    assert!(c.conn.send_data_at_once(1, b"hello", 5));
+    let f = c.frames();
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].kind, f[0].flags, f[0].stream),
+        (kind::DATA, flag::END_STREAM, 1)
+    );
+    assert_eq!(f[0].payload, b"hello");
+    assert_eq!(c.conn.open_streams(), 1, "stream 1 ended, 3 goes on");
+    assert!(!c.conn.send_data_at_once(1, b"again", 1 << 20), "ended");
+    assert!(c.conn.send_data_at_once(3, b"0123456789", 1 << 20));
+    assert_eq!(c.conn.open_streams(), 0);
+}
