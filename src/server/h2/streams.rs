@@ -169,6 +169,33 @@ impl StreamTable {
         }
     }
 
+    /// A request to start: its slot, and its head for the connection task.
+    fn start(
+        &mut self,
+        id: StreamId,
+        buf: Vec<u8>,
+        head: RequestHead,
+        parsed: Result<(), u16>,
+        extended_connect: bool,
+        end_stream: bool,
+    ) {
+        self.slots.push(Slot {
+            id,
+            body: Vec::new(),
+            body_end: end_stream,
+            trailers: None,
+            reset: None,
+            waker: None,
+        });
+        self.fresh.push(Fresh {
+            id,
+            buf,
+            head,
+            parsed,
+            extended_connect,
+        });
+    }
+
     /// Lets the connection task write what a stream queued.
     pub(super) fn wake_conn(&self) {
         if let Some(w) = &self.conn_waker {
@@ -193,6 +220,19 @@ impl Events for StreamTable {
                 let parsed =
                     read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
                 let extended_connect = parsed.is_ok() && head.protocol().is_some();
+                if buf.len() > SPARE_HEAD_BYTES {
+                    // A large head is not kept for the connection's life; a
+                    // repeat of it is built again.
+                    *last = None;
+                    return self.start(
+                        stream,
+                        buf,
+                        parsed_head,
+                        parsed,
+                        extended_connect,
+                        end_stream,
+                    );
+                }
                 let built = last.get_or_insert_with(|| LastBuilt {
                     buf: Vec::new(),
                     head: RequestHead::default(),
@@ -209,21 +249,14 @@ impl Events for StreamTable {
                 (parsed, extended_connect)
             }
         };
-        self.slots.push(Slot {
-            id: stream,
-            body: Vec::new(),
-            body_end: end_stream,
-            trailers: None,
-            reset: None,
-            waker: None,
-        });
-        self.fresh.push(Fresh {
-            id: stream,
+        self.start(
+            stream,
             buf,
-            head: parsed_head,
-            extended_connect,
+            parsed_head,
             parsed,
-        });
+            extended_connect,
+            end_stream,
+        );
     }
 
     fn data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) {
@@ -265,7 +298,7 @@ mod tests {
     use crate::http1::parse::BodyKind;
     use crate::http1::HeaderLines;
     use crate::http2::frame::{flag, kind, PREFACE};
-    use crate::http2::test_wire::{block, frame, headers, limits, settings};
+    use crate::http2::test_wire::{block, frame, headers, hpack_int, limits, settings};
 
     /// The requests `blocks` (stream, block, END_STREAM) start, as the
     /// connection task would take them.
@@ -315,6 +348,73 @@ mod tests {
                 BodyKind::Chunked
             };
             assert_eq!(f.head.body, body, "stream {}", f.id);
+        }
+    }
+
+    #[test]
+    fn a_large_head_is_not_kept_and_its_repeat_is_built_again() {
+        let small = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/small"),
+        ]);
+        let long = "v".repeat(SPARE_HEAD_BYTES);
+        let large = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/large"),
+            ("x-long", &long),
+        ]);
+        // A short block for a large head: the long value inserted into the
+        // HPACK table once, then named by its index (62).
+        let indexed_long = "w".repeat(4050);
+        let mut inserting = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/indexed"),
+        ]);
+        let mut by_index = inserting.clone();
+        inserting.push(0x40);
+        hpack_int(&mut inserting, 0, 7, 6);
+        inserting.extend_from_slice(b"x-long");
+        hpack_int(&mut inserting, 0, 7, indexed_long.len());
+        inserting.extend_from_slice(indexed_long.as_bytes());
+        by_index.push(0x80 | 62);
+        let fresh = started(&[
+            (1, &small, true),
+            (3, &small, true),
+            (5, &large, true),
+            (7, &large, true),
+            (9, &small, true),
+            (11, &small, true),
+            (13, &inserting, true),
+            (15, &by_index, true),
+            (17, &by_index, true),
+            (19, &by_index, true),
+        ]);
+        let paths: Vec<_> = fresh.iter().map(|f| f.head.path(&f.buf).to_vec()).collect();
+        let want: [&[u8]; 10] = [
+            b"/small",
+            b"/small",
+            b"/large",
+            b"/large",
+            b"/small",
+            b"/small",
+            b"/indexed",
+            b"/indexed",
+            b"/indexed",
+            b"/indexed",
+        ];
+        assert_eq!(paths, want);
+        for f in &fresh[2..4] {
+            assert_eq!(f.head.header(&f.buf, "x-long"), Some(long.as_bytes()));
+        }
+        for f in &fresh[6..] {
+            let value = f.head.header(&f.buf, "x-long");
+            assert_eq!(value, Some(indexed_long.as_bytes()), "stream {}", f.id);
         }
     }
 
