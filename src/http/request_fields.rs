@@ -37,6 +37,9 @@ pub struct RequestHead {
     pseudo: [Option<Span>; 5],
     /// `:protocol` is taken (SETTINGS_ENABLE_CONNECT_PROTOCOL was announced).
     connect_protocol: bool,
+    /// The block was the connection's last request block again, so these
+    /// are that request's fields, unchanged.
+    repeated: bool,
 }
 
 impl RequestHead {
@@ -47,7 +50,20 @@ impl RequestHead {
             list: FieldList::new(max_list_size, max_fields),
             pseudo: [None; 5],
             connect_protocol,
+            repeated: false,
         }
+    }
+
+    /// The fields are those of the connection's last request, decoded from
+    /// the same block over the same HPACK table: whatever a reader made of
+    /// that head (with the same `end_stream`) it may take again.
+    pub fn repeated(&self) -> bool {
+        self.repeated
+    }
+
+    /// Marks the head as the last request's again, or as new.
+    pub(crate) fn set_repeated(&mut self, repeated: bool) {
+        self.repeated = repeated;
     }
 
     /// `:method`.
@@ -127,6 +143,7 @@ impl RequestHead {
     pub(crate) fn begin(&mut self, kind: HeadKind) {
         self.list.begin(kind == HeadKind::Trailers);
         self.pseudo = [None; 5];
+        self.repeated = false;
     }
 
     /// Takes one decoded field; the first rule it breaks is kept for

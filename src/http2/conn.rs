@@ -127,6 +127,13 @@ impl ServerConnection {
         false
     }
 
+    /// Queues all of `data` as `stream`'s last DATA when the windows, `room`
+    /// in the output and the priority schedule let it go at once; false, with
+    /// nothing queued, when it has to wait or be cut.
+    pub fn send_data_at_once(&mut self, stream: StreamId, data: &[u8], room: usize) -> bool {
+        self.core.send_data_at_once(stream, data, room)
+    }
+
     /// How many body bytes `stream` may send now: the smaller of its window
     /// and the connection's; 0 for a stream that cannot send.
     pub fn send_capacity(&self, stream: StreamId) -> usize {
@@ -252,6 +259,8 @@ impl ServerConnection {
     /// stream is open).
     pub fn release_idle_buffers(&mut self) {
         if self.core.release_idle_buffers() {
+            // The decoder forgets the block whose fields the head held.
+            self.core.decoder.release_idle();
             self.head.list.release_buffers();
         }
     }

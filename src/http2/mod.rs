@@ -18,6 +18,9 @@ pub mod conn;
 pub mod frame;
 pub mod hpack;
 mod shared;
+/// Frames and blocks built by hand, for the tests of the drivers too.
+#[cfg(test)]
+pub(crate) use shared::test_wire;
 
 /// An HTTP/2 error code (RFC 9113 §7), as RST_STREAM and GOAWAY carry it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -370,6 +370,20 @@ impl ConnCore {
             .map_err(|_| self.connection_error(ErrorCode::CompressionError))
     }
 
+    /// [`Self::decode_block`] for a block whose fields the caller keeps
+    /// until the next block: `Ok(true)`, with `field` not called, when the
+    /// block is the last one decoded here again over the same table (see
+    /// [`crate::http2::hpack::Decoder::decode_unless_repeated`]).
+    pub(crate) fn decode_block_unless_repeated(
+        &mut self,
+        block: &[u8],
+        field: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, ConnError> {
+        self.decoder
+            .decode_unless_repeated(block, field)
+            .map_err(|_| self.connection_error(ErrorCode::CompressionError))
+    }
+
     /// Ends a stream with the trailers its role decoded (`valid`: they
     /// passed the role's checks): they must end the stream, and the body
     /// before them must match its content-length; else the stream is reset

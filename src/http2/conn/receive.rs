@@ -61,7 +61,9 @@ struct ServerSide<'a> {
 }
 
 impl ServerSide<'_> {
-    /// Decodes a block into the head as `kind`.
+    /// Decodes a block into the head as `kind`. A request block that is the
+    /// last request block again (clients repeat a head of indices) leaves
+    /// the head as that one made it, marked [`RequestHead::repeated`].
     fn decode(
         &mut self,
         core: &mut ConnCore,
@@ -69,8 +71,27 @@ impl ServerSide<'_> {
         kind: HeadKind,
     ) -> Result<(), ConnError> {
         let head = &mut *self.head;
-        head.begin(kind);
-        core.decode_block(block, &mut |n, v| head.push(n, v))
+        if kind == HeadKind::Trailers {
+            head.begin(kind);
+            return core.decode_block(block, &mut |n, v| head.push(n, v));
+        }
+        // Only request blocks are decoded with the memo, and nothing but
+        // this decodes into the head, so a repeat finds the head as the
+        // remembered block left it.
+        let mut fresh = false;
+        let repeated = core.decode_block_unless_repeated(block, &mut |n, v| {
+            if !fresh {
+                head.begin(kind);
+                fresh = true;
+            }
+            head.push(n, v);
+        })?;
+        if !repeated && !fresh {
+            // An empty block: no field was pushed.
+            head.begin(kind);
+        }
+        head.set_repeated(repeated);
+        Ok(())
     }
 
     /// A second header block on an open stream: its trailers, which must

@@ -777,3 +777,112 @@ fn interim_heads_carry_fields_precede_the_final_head_and_never_follow_it() {
     assert_eq!(heads[2], [(b":status".to_vec(), b"200".to_vec())]);
     assert_eq!(c.conn.open_streams(), 0);
 }
+
+/// A request as [`RepeatRecorder`] notes it: stream, marked repeated,
+/// `:path` and the fields, END_STREAM.
+type Noted = (StreamId, bool, Vec<(Vec<u8>, Vec<u8>)>, bool);
+
+/// Records each request's fields and whether the codec marked it as the
+/// last request's head again.
+#[derive(Default)]
+struct RepeatRecorder(Vec<Noted>);
+
+impl Events for RepeatRecorder {
+    fn request(&mut self, stream: StreamId, head: &RequestHead, end_stream: bool) {
+        let mut fields = vec![(b":path".to_vec(), head.path().unwrap_or(b"").to_vec())];
+        fields.extend(owned(head));
+        self.0.push((stream, head.repeated(), fields, end_stream));
+    }
+    fn data(&mut self, _: StreamId, _: &[u8], _: bool) {}
+    fn trailers(&mut self, _: StreamId, _: &RequestHead) {}
+    fn reset(&mut self, _: StreamId, _: ErrorCode) {}
+    fn send_window(&mut self) {}
+}
+
+#[test]
+fn a_repeated_request_block_is_delivered_as_the_same_head_and_marked() {
+    let mut c = Client::new(limits());
+    let mut r = RepeatRecorder::default();
+    let mut send = |c: &mut Client, bytes: &[u8]| {
+        let n = c.conn.receive(bytes, c.now, &mut r).unwrap();
+        assert_eq!(n, bytes.len());
+    };
+    // Each request answered once its stream has ended, so the streams stay
+    // within the limit.
+    let answer = |c: &mut Client, id: StreamId| {
+        assert!(c.conn.send_headers(id, 204, &mut std::iter::empty(), true));
+    };
+    let mut f = GET.to_vec();
+    f.push(("accept", "*/*"));
+    let same = block(&f);
+    let mut other_fields = GET.to_vec();
+    other_fields[3] = (":path", "/other");
+    let other = block(&other_fields);
+    send(&mut c, &headers(1, &same, true));
+    answer(&mut c, 1);
+    send(&mut c, &headers(3, &same, true));
+    answer(&mut c, 3);
+    send(&mut c, &headers(5, &same, false));
+    // Trailers decode into the codec's head: the next request is new.
+    send(&mut c, &headers(5, &block(&[("x-trailer", "1")]), true));
+    answer(&mut c, 5);
+    for (id, b) in [(7, &same), (9, &other), (11, &same), (13, &same)] {
+        send(&mut c, &headers(id, b, true));
+        answer(&mut c, id);
+    }
+    let path = |p: &str| (b":path".to_vec(), p.as_bytes().to_vec());
+    let want_same = vec![path("/"), (b"accept".to_vec(), b"*/*".to_vec())];
+    let want_other = vec![path("/other")];
+    let got: Vec<_> =
+        r.0.iter()
+            .map(|(s, rep, f, end)| (*s, *rep, f.clone(), *end))
+            .collect();
+    assert_eq!(
+        got,
+        [
+            (1, false, want_same.clone(), true),
+            (3, true, want_same.clone(), true),
+            (5, true, want_same.clone(), false),
+            (7, false, want_same.clone(), true),
+            (9, false, want_other, true),
+            (11, false, want_same.clone(), true),
+            (13, true, want_same, true),
+        ]
+    );
+}
+
+#[test]
+fn a_small_body_goes_at_once_only_when_all_of_it_may() {
+    let mut c = Client::new(limits());
+    // The client's stream window: 10 bytes.
+    c.send(&settings(&[(4, 10)])).unwrap();
+    c.frames();
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    assert!(
+        !c.conn.send_data_at_once(1, b"hello", 1 << 20),
+        "no head yet"
+    );
+    assert!(c.conn.send_headers(1, 200, &mut std::iter::empty(), false));
+    assert!(c.conn.send_headers(3, 200, &mut std::iter::empty(), false));
+    c.frames();
+    // Past the window, or past the room in the output: nothing queued, the
+    // window untouched.
+    assert!(!c.conn.send_data_at_once(1, b"hello world", 1 << 20));
+    assert!(!c.conn.send_data_at_once(1, b"hello", 4));
+    assert!(c.output_bytes().is_empty());
+    assert_eq!(c.conn.send_capacity(1), 10);
+    // Within both: one DATA that ends the stream.
+    assert!(c.conn.send_data_at_once(1, b"hello", 5));
+    let f = c.frames();
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].kind, f[0].flags, f[0].stream),
+        (kind::DATA, flag::END_STREAM, 1)
+    );
+    assert_eq!(f[0].payload, b"hello");
+    assert_eq!(c.conn.open_streams(), 1, "stream 1 ended, 3 goes on");
+    assert!(!c.conn.send_data_at_once(1, b"again", 1 << 20), "ended");
+    assert!(c.conn.send_data_at_once(3, b"0123456789", 1 << 20));
+    assert_eq!(c.conn.open_streams(), 0);
+}

@@ -1,6 +1,9 @@
 //! Decoding header blocks (RFC 7541 §6): one pass over the block, fields
 //! handed out as borrowed slices, the dynamic table updated whatever the
-//! caller does with them.
+//! caller does with them. A block that left the table as it was is
+//! remembered, so a caller that kept its fields can tell when the next block
+//! is the same one again (clients send the same block for every request of
+//! the same head): the same bytes over the same table are the same fields.
 
 use super::table::{DynamicTable, STATIC_LEN, STATIC_TABLE};
 use super::DecodeError;
@@ -9,6 +12,11 @@ use crate::http::huffman;
 
 /// The table size both sides assume before any SETTINGS (RFC 9113 §6.5.2).
 const DEFAULT_TABLE_SIZE: usize = 4096;
+
+/// The longest block remembered for [`Decoder::decode_unless_repeated`]: a
+/// repeated head of indices is a few dozen octets; a longer block is
+/// decoded every time rather than kept.
+const MAX_REMEMBERED_BLOCK: usize = 512;
 
 /// The decoding side of a connection: its dynamic table persists from one
 /// header block to the next.
@@ -30,6 +38,11 @@ pub struct Decoder {
     name_buf: Vec<u8>,
     /// Huffman-decoded values.
     value_buf: Vec<u8>,
+    /// The last block, when it was decoded by
+    /// [`Self::decode_unless_repeated`] and left the table untouched (no
+    /// insertion, no size update): the same bytes decode to the same fields
+    /// until the next block. Empty otherwise.
+    last_block: Vec<u8>,
 }
 
 impl Decoder {
@@ -45,6 +58,7 @@ impl Decoder {
             update_owed: false,
             name_buf: Vec::new(),
             value_buf: Vec::new(),
+            last_block: Vec::new(),
         }
     }
 
@@ -69,6 +83,34 @@ impl Decoder {
             self.max_table_size = announced;
             self.update_owed = self.table.max_size() > announced;
         }
+        self.last_block.clear();
+    }
+
+    /// Frees the remembered block (the connection is idle; its caller
+    /// frees the fields it kept).
+    pub fn release_idle(&mut self) {
+        self.last_block = Vec::new();
+    }
+
+    /// [`Self::decode`], unless `block` is the block this method decoded
+    /// last and that block left the dynamic table as it was, with no block
+    /// decoded since: then the fields are those `field` took that time,
+    /// `field` is not called, and `Ok(true)` is returned. The caller keeps
+    /// the fields it took from the last call, and must not rely on them
+    /// after a [`Self::decode`] or a [`Self::release_idle`].
+    pub fn decode_unless_repeated(
+        &mut self,
+        block: &[u8],
+        field: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, DecodeError> {
+        if !self.last_block.is_empty() && self.last_block == block {
+            return Ok(true);
+        }
+        let touched = self.decode_fields(block, field)?;
+        if !touched && block.len() <= MAX_REMEMBERED_BLOCK {
+            self.last_block.extend_from_slice(block);
+        }
+        Ok(false)
     }
 
     /// Decodes one whole header block (HEADERS plus any CONTINUATION
@@ -80,6 +122,18 @@ impl Decoder {
         block: &[u8],
         field: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<(), DecodeError> {
+        self.decode_fields(block, field).map(|_| ())
+    }
+
+    /// Decodes `block` as [`Self::decode`] does, forgetting the remembered
+    /// block first; true when the block changed the dynamic table.
+    fn decode_fields(
+        &mut self,
+        block: &[u8],
+        field: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<bool, DecodeError> {
+        self.last_block.clear();
+        let mut touched = false;
         let mut pos = 0;
         let mut at_start = true;
         while let Some(&first) = block.get(pos) {
@@ -108,6 +162,7 @@ impl Decoder {
                 };
                 let value = read_string(block, &mut pos, &mut self.value_buf)?;
                 self.table.insert(name, value);
+                touched = true;
                 field(name, value);
             } else if first & 0x20 != 0 {
                 // Dynamic table size update (§6.3), only before the first
@@ -121,6 +176,7 @@ impl Decoder {
                 }
                 self.table.set_max_size(size);
                 self.update_owed = false;
+                touched = true;
                 continue;
             } else {
                 // Literal without indexing (0000) or never indexed (0001),
@@ -136,7 +192,7 @@ impl Decoder {
             }
             at_start = false;
         }
-        Ok(())
+        Ok(touched)
     }
 
     fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), DecodeError> {

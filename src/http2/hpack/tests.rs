@@ -498,3 +498,85 @@ fn random_blocks_never_panic() {
         }
     }
 }
+
+/// Decodes with the memo: the fields, or `None` when the block was the
+/// remembered one again.
+fn decode_memo(d: &mut Decoder, block: &[u8]) -> Result<Option<Fields>, DecodeError> {
+    let mut out = Vec::new();
+    let repeated = d.decode_unless_repeated(block, &mut |n, v| {
+        out.push((
+            String::from_utf8(n.to_vec()).unwrap(),
+            String::from_utf8(v.to_vec()).unwrap(),
+        ))
+    })?;
+    Ok((!repeated).then_some(out))
+}
+
+#[test]
+fn a_block_is_taken_as_repeated_only_when_the_table_is_as_it_left_it() {
+    let mut d = Decoder::new(4096);
+    // C.3.1 inserts `:authority www.example.com`: never repeated, though
+    // the same bytes come twice (each time they insert again).
+    let inserting = hex("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d");
+    let first = decode_memo(&mut d, &inserting).unwrap().expect("decoded");
+    assert_eq!(
+        first[3],
+        (":authority".to_string(), "www.example.com".to_string())
+    );
+    assert!(decode_memo(&mut d, &inserting).unwrap().is_some());
+    assert_eq!(d.table().len(), 2);
+    // Indices and a literal without indexing leave the table as it was.
+    let plain = hex("8286 84be 0f2b 0568 656c 6c6f");
+    let want = fields(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        (":authority", "www.example.com"),
+        ("user-agent", "hello"),
+    ]);
+    assert_eq!(decode_memo(&mut d, &plain), Ok(Some(want.clone())));
+    assert_eq!(
+        decode_memo(&mut d, &plain),
+        Ok(None),
+        "the same block again"
+    );
+    assert_eq!(decode_memo(&mut d, &plain), Ok(None));
+    // Another block in between, even one decoded without the memo, makes
+    // the next one new.
+    assert_eq!(
+        decode(&mut d, &hex("82")),
+        Ok(fields(&[(":method", "GET")]))
+    );
+    assert_eq!(decode_memo(&mut d, &plain), Ok(Some(want.clone())));
+    assert_eq!(
+        decode_memo(&mut d, &hex("8287")).unwrap().map(|f| f.len()),
+        Some(2)
+    );
+    assert_eq!(decode_memo(&mut d, &plain), Ok(Some(want.clone())));
+    // A block that changes the table (here the same fields after an
+    // insertion) is decoded again, with the indices it now names.
+    assert!(decode_memo(&mut d, &inserting).unwrap().is_some());
+    let shifted = decode_memo(&mut d, &plain).unwrap().expect("decoded");
+    assert_eq!(
+        shifted[3],
+        (":authority".to_string(), "www.example.com".to_string())
+    );
+    assert_eq!(decode_memo(&mut d, &plain), Ok(None));
+    // A size update is a change of the table too.
+    let resized = hex("3fe1 1f82");
+    assert!(decode_memo(&mut d, &resized).unwrap().is_some());
+    assert!(decode_memo(&mut d, &resized).unwrap().is_some());
+    // An error forgets the block; so do the acknowledgement of our
+    // SETTINGS and an idle release.
+    assert_eq!(
+        decode_memo(&mut d, &plain).unwrap().map(|f| f.len()),
+        Some(5)
+    );
+    assert!(decode_memo(&mut d, &hex("ff")).is_err());
+    assert!(decode_memo(&mut d, &plain).unwrap().is_some());
+    d.settings_acknowledged();
+    assert!(decode_memo(&mut d, &plain).unwrap().is_some());
+    d.release_idle();
+    assert!(decode_memo(&mut d, &plain).unwrap().is_some());
+    assert_eq!(decode_memo(&mut d, &plain), Ok(None));
+}

@@ -181,6 +181,26 @@ impl ConnCore {
         take
     }
 
+    /// Queues all of `data` as `stream`'s last DATA when its windows, `room`
+    /// (what the output may still take) and the schedule let it go at once,
+    /// as [`Self::grant_send`] would grant it whole: a small answer's body
+    /// then leaves with its head. False, with nothing queued and no budget
+    /// charged, when it would be cut or would wait; the caller then sends it
+    /// piece by piece as granted.
+    pub(crate) fn send_data_at_once(&mut self, stream: StreamId, data: &[u8], room: usize) -> bool {
+        let len = data.len();
+        // Within the window and the room, and one incremental turn at most:
+        // the grant is then all of it or nothing (another stream first),
+        // never a cut piece that charges the small-data budget.
+        if len == 0 || len > room || len > INCREMENTAL_CHUNK || self.send_capacity(stream) < len {
+            return false;
+        }
+        if self.grant_send(stream, len, room) < len {
+            return false;
+        }
+        self.send_data(stream, data, true) == len
+    }
+
     /// [`Self::send_data`] for a body buffer the connection may keep: the
     /// DATA frames carry slices of `data` itself, written from it without a
     /// copy.

@@ -444,8 +444,10 @@ pub async fn serve_h2<D: Downstream>(
                         (ctx.clone(), state.clone(), facts.clone(), shared.clone());
                     let task = async move {
                         let _guard = guard;
-                        let clock = &ctx.clock;
-                        clock.track(run_stream(&ctx, state, facts, shared, peer, f)).await;
+                        // Pinned where it is made: the clock tracks it through
+                        // the pin, so the stream's state is not moved again.
+                        let stream = std::pin::pin!(run_stream(&ctx, state, facts, shared, peer, f));
+                        ctx.clock.track(stream).await;
                     };
                     let mut stream = match spare_task.take() {
                         Some(mut spare) => {

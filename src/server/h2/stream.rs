@@ -193,6 +193,23 @@ impl<'a> H2Stream<'a> {
         self.answer.poll_write_stall(cx, limit).map(Err)
     }
 
+    /// Queues a body held in memory right behind its head, with the end of
+    /// the stream, when the windows and the output let all of it go at once
+    /// (a small answer: one append, no steps of its own); false, with
+    /// nothing queued, when it must be sent as granted.
+    fn send_at_once(&mut self, data: &[u8]) -> bool {
+        let mut sh = self.shared.borrow_mut();
+        let high = self.ctx.config.http2.max_send_buffer;
+        let room = high.saturating_sub(sh.conn.output_len());
+        if !sh.conn.send_data_at_once(self.stream_id, data, room) {
+            return false;
+        }
+        drop(sh);
+        self.answer.no_stall();
+        self.answer.sent += data.len() as u64;
+        true
+    }
+
     /// Queues `data` (within the capacity just granted).
     pub(super) fn send_data(&mut self, data: &[u8], end: bool) -> std::io::Result<()> {
         let mut sh = self.shared.borrow_mut();
@@ -411,6 +428,14 @@ impl<'a> Session<'a> for H2Stream<'a> {
             return;
         }
         if !end {
+            let whole = match &body {
+                Body::Bytes(data) => Some(*data),
+                Body::Owned(data) => Some(&data[..]),
+                _ => None,
+            };
+            if whole.is_some_and(|data| self.send_at_once(data)) {
+                return;
+            }
             self.pending = Some(body);
         }
     }

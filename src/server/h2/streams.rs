@@ -71,12 +71,24 @@ pub(super) struct Fresh {
     pub(super) extended_connect: bool,
 }
 
+/// The last request head built, for the next request whose decoded head is
+/// the same one again ([`DecodedHead::repeated`]).
+struct LastBuilt {
+    buf: Vec<u8>,
+    head: RequestHead,
+    parsed: Result<(), u16>,
+    extended_connect: bool,
+    end_stream: bool,
+}
+
 /// The streams being answered, and the requests to start.
 pub(super) struct StreamTable {
     slots: Vec<Slot>,
     pub(super) fresh: Vec<Fresh>,
     limits: Limits,
     spare: Vec<(Vec<u8>, RequestHead)>,
+    /// Built from the codec's last request head; `None` until one is.
+    last_built: Option<LastBuilt>,
     /// Body bytes that arrived for streams already answered and gone, to be
     /// released so the connection window stays open.
     pub(super) unclaimed: Vec<(StreamId, usize)>,
@@ -93,6 +105,7 @@ impl StreamTable {
             fresh: Vec::new(),
             limits,
             spare: Vec::new(),
+            last_built: None,
             unclaimed: Vec::new(),
             output_waiters: false,
             conn_waker: None,
@@ -125,6 +138,7 @@ impl StreamTable {
     /// is idle).
     pub(super) fn release_idle(&mut self) {
         self.spare = Vec::new();
+        self.last_built = None;
         if self.slots.is_empty() {
             self.slots = Vec::new();
         }
@@ -155,6 +169,33 @@ impl StreamTable {
         }
     }
 
+    /// A request to start: its slot, and its head for the connection task.
+    fn start(
+        &mut self,
+        id: StreamId,
+        buf: Vec<u8>,
+        head: RequestHead,
+        parsed: Result<(), u16>,
+        extended_connect: bool,
+        end_stream: bool,
+    ) {
+        self.slots.push(Slot {
+            id,
+            body: Vec::new(),
+            body_end: end_stream,
+            trailers: None,
+            reset: None,
+            waker: None,
+        });
+        self.fresh.push(Fresh {
+            id,
+            buf,
+            head,
+            parsed,
+            extended_connect,
+        });
+    }
+
     /// Lets the connection task write what a stream queued.
     pub(super) fn wake_conn(&self) {
         if let Some(w) = &self.conn_waker {
@@ -166,22 +207,56 @@ impl StreamTable {
 impl Events for StreamTable {
     fn request(&mut self, stream: StreamId, head: &DecodedHead, end_stream: bool) {
         let (mut buf, mut parsed_head) = self.spare.pop().unwrap_or_default();
-        let parsed = read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
-        self.slots.push(Slot {
-            id: stream,
-            body: Vec::new(),
-            body_end: end_stream,
-            trailers: None,
-            reset: None,
-            waker: None,
-        });
-        self.fresh.push(Fresh {
-            id: stream,
+        let (parsed, extended_connect) = match &mut self.last_built {
+            // The same fields as the last request's, with the same end of
+            // stream: the same head, built and judged once.
+            Some(last) if head.repeated() && last.end_stream == end_stream => {
+                buf.clear();
+                buf.extend_from_slice(&last.buf);
+                parsed_head.clone_from(&last.head);
+                (last.parsed, last.extended_connect)
+            }
+            last => {
+                let parsed =
+                    read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
+                let extended_connect = parsed.is_ok() && head.protocol().is_some();
+                if buf.len() > SPARE_HEAD_BYTES {
+                    // A large head is not kept for the connection's life; a
+                    // repeat of it is built again.
+                    *last = None;
+                    return self.start(
+                        stream,
+                        buf,
+                        parsed_head,
+                        parsed,
+                        extended_connect,
+                        end_stream,
+                    );
+                }
+                let built = last.get_or_insert_with(|| LastBuilt {
+                    buf: Vec::new(),
+                    head: RequestHead::default(),
+                    parsed,
+                    extended_connect,
+                    end_stream,
+                });
+                built.buf.clear();
+                built.buf.extend_from_slice(&buf);
+                built.head.clone_from(&parsed_head);
+                built.parsed = parsed;
+                built.extended_connect = extended_connect;
+                built.end_stream = end_stream;
+                (parsed, extended_connect)
+            }
+        };
+        self.start(
+            stream,
             buf,
-            head: parsed_head,
-            extended_connect: parsed.is_ok() && head.protocol().is_some(),
+            parsed_head,
             parsed,
-        });
+            extended_connect,
+            end_stream,
+        );
     }
 
     fn data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) {
@@ -212,5 +287,161 @@ impl Events for StreamTable {
 
     fn send_window(&mut self) {
         self.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::http1::parse::BodyKind;
+    use crate::http1::HeaderLines;
+    use crate::http2::frame::{flag, kind, PREFACE};
+    use crate::http2::test_wire::{block, frame, headers, hpack_int, limits, settings};
+
+    /// The requests `blocks` (stream, block, END_STREAM) start, as the
+    /// connection task would take them.
+    fn started(blocks: &[(StreamId, &[u8], bool)]) -> Vec<Fresh> {
+        let mut l = limits();
+        l.max_concurrent_streams = 100;
+        let mut conn = ServerConnection::new(l);
+        let mut table = StreamTable::new(Limits::default());
+        let now = Instant::now();
+        let mut wire = PREFACE.to_vec();
+        wire.extend(settings(&[]));
+        wire.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+        for (id, b, end) in blocks {
+            wire.extend(headers(*id, b, *end));
+        }
+        assert_eq!(conn.receive(&wire, now, &mut table), Ok(wire.len()));
+        std::mem::take(&mut table.fresh)
+    }
+
+    #[test]
+    fn a_repeated_head_is_the_same_request_with_its_own_end_of_stream() {
+        let get = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com:8080"),
+            (":path", "/a?b=1"),
+            ("user-agent", "t"),
+        ]);
+        let ends = [true, true, false, false, true, true];
+        let list: Vec<_> = ends
+            .iter()
+            .enumerate()
+            .map(|(i, &end)| (2 * i as u32 + 1, &get[..], end))
+            .collect();
+        let fresh = started(&list);
+        assert_eq!(fresh.len(), ends.len());
+        for (f, &end) in fresh.iter().zip(&ends) {
+            assert_eq!(f.parsed, Ok(()));
+            assert!(!f.extended_connect);
+            assert_eq!(f.head.path(&f.buf), b"/a");
+            assert_eq!(f.head.query(&f.buf), Some(&b"b=1"[..]));
+            assert_eq!(f.head.host(&f.buf), Some(&b"example.com:8080"[..]));
+            assert_eq!(f.head.header(&f.buf, "user-agent"), Some(&b"t"[..]));
+            let body = if end {
+                BodyKind::None
+            } else {
+                BodyKind::Chunked
+            };
+            assert_eq!(f.head.body, body, "stream {}", f.id);
+        }
+    }
+
+    #[test]
+    fn a_large_head_is_not_kept_and_its_repeat_is_built_again() {
+        let small = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/small"),
+        ]);
+        let long = "v".repeat(SPARE_HEAD_BYTES);
+        let large = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/large"),
+            ("x-long", &long),
+        ]);
+        // A short block for a large head: the long value inserted into the
+        // HPACK table once, then named by its index (62).
+        let indexed_long = "w".repeat(4050);
+        let mut inserting = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/indexed"),
+        ]);
+        let mut by_index = inserting.clone();
+        inserting.push(0x40);
+        hpack_int(&mut inserting, 0, 7, 6);
+        inserting.extend_from_slice(b"x-long");
+        hpack_int(&mut inserting, 0, 7, indexed_long.len());
+        inserting.extend_from_slice(indexed_long.as_bytes());
+        by_index.push(0x80 | 62);
+        let fresh = started(&[
+            (1, &small, true),
+            (3, &small, true),
+            (5, &large, true),
+            (7, &large, true),
+            (9, &small, true),
+            (11, &small, true),
+            (13, &inserting, true),
+            (15, &by_index, true),
+            (17, &by_index, true),
+            (19, &by_index, true),
+        ]);
+        let paths: Vec<_> = fresh.iter().map(|f| f.head.path(&f.buf).to_vec()).collect();
+        let want: [&[u8]; 10] = [
+            b"/small",
+            b"/small",
+            b"/large",
+            b"/large",
+            b"/small",
+            b"/small",
+            b"/indexed",
+            b"/indexed",
+            b"/indexed",
+            b"/indexed",
+        ];
+        assert_eq!(paths, want);
+        for f in &fresh[2..4] {
+            assert_eq!(f.head.header(&f.buf, "x-long"), Some(long.as_bytes()));
+        }
+        for f in &fresh[6..] {
+            let value = f.head.header(&f.buf, "x-long");
+            assert_eq!(value, Some(indexed_long.as_bytes()), "stream {}", f.id);
+        }
+    }
+
+    #[test]
+    fn a_repeated_head_http1_refuses_is_refused_each_time() {
+        // DEL in a value: HTTP/2's rules let it through, HTTP/1's do not.
+        let bad = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/"),
+            ("x-odd", "a\u{7f}b"),
+        ]);
+        let good = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/"),
+        ]);
+        let fresh = started(&[
+            (1, &bad, true),
+            (3, &bad, true),
+            (5, &good, true),
+            (7, &bad, true),
+            (9, &bad, true),
+        ]);
+        let parsed: Vec<_> = fresh.iter().map(|f| f.parsed).collect();
+        assert_eq!(parsed, [Err(400), Err(400), Ok(()), Err(400), Err(400)]);
     }
 }
