@@ -156,6 +156,8 @@ impl RoleSide for ServerSide<'_> {
         }
         self.decode(core, block, HeadKind::Request)?;
         if b.self_dependent || self.head.finish(b.end_stream).is_err() {
+            // Not delivered: the driver's last built head is not this one's.
+            core.decoder.forget_last();
             return core.stream_error(id, ErrorCode::ProtocolError, self);
         }
         let mut s = Stream::new(id, core.new_stream_recv_window(), core.peer_initial_window);

@@ -86,6 +86,11 @@ impl Decoder {
         self.last_block.clear();
     }
 
+    /// Forgets the remembered block: its fields were not taken.
+    pub fn forget_last(&mut self) {
+        self.last_block.clear();
+    }
+
     /// Frees the remembered block (the connection is idle; its caller
     /// frees the fields it kept).
     pub fn release_idle(&mut self) {

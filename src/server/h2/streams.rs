@@ -445,3 +445,110 @@ mod tests {
         assert_eq!(parsed, [Err(400), Err(400), Ok(()), Err(400), Err(400)]);
     }
 }
+
+#[cfg(test)]
+mod repeat_after_refusal_tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::http1::parse::BodyKind;
+    use crate::http2::frame::{flag, kind, PREFACE};
+    use crate::http2::test_wire::{block, data, frame, headers, limits, settings};
+
+    /// HEADERS with the PRIORITY flag, depending on `dep`.
+    fn headers_dep(stream: u32, dep: u32, b: &[u8], end_stream: bool) -> Vec<u8> {
+        let mut payload = dep.to_be_bytes().to_vec();
+        payload.push(15);
+        payload.extend_from_slice(b);
+        let flags =
+            flag::END_HEADERS | flag::PRIORITY | if end_stream { flag::END_STREAM } else { 0 };
+        frame(kind::HEADERS, flags, stream, &payload)
+    }
+
+    fn run(
+        wire_after_preface: &[Vec<u8>],
+    ) -> (
+        ServerConnection,
+        Vec<Fresh>,
+        Result<usize, crate::http2::conn::ConnError>,
+        usize,
+    ) {
+        let mut l = limits();
+        l.max_concurrent_streams = 100;
+        let mut conn = ServerConnection::new(l);
+        let mut table = StreamTable::new(Limits::default());
+        let mut wire = PREFACE.to_vec();
+        wire.extend(settings(&[]));
+        wire.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+        for f in wire_after_preface {
+            wire.extend_from_slice(f);
+        }
+        let r = conn.receive(&wire, Instant::now(), &mut table);
+        let fresh = std::mem::take(&mut table.fresh);
+        (conn, fresh, r, wire.len())
+    }
+
+    /// A block refused for per-stream reasons (a self-dependent PRIORITY)
+    /// is not the decoder's remembered block, so its repeat is built as
+    /// itself, not copied from the table's last built head (the previous
+    /// request's: another path, and a framing the codec does not enforce).
+    #[test]
+    fn a_block_refused_once_is_not_served_as_the_previous_request_when_repeated() {
+        let b = block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/b"),
+            ("content-length", "10"),
+        ]);
+        let a = block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/a"),
+        ]);
+        let (_conn, fresh, r, len) = run(&[
+            headers(1, &b, false),
+            // Stream error (PROTOCOL_ERROR), but `a` is now the memo.
+            headers_dep(3, 3, &a, false),
+            headers(5, &a, false),
+            // No content-length in `a`: the codec takes any body.
+            data(5, &[b'x'; 40], true),
+        ]);
+        assert_eq!(r, Ok(len));
+        assert_eq!(fresh.len(), 2);
+        let f = &fresh[1];
+        assert_eq!(f.id, 5);
+        assert_eq!(f.head.path(&f.buf), b"/a", "stream 5 is its own request");
+        assert_eq!(f.head.body, BodyKind::Chunked);
+    }
+
+    /// The same with content-length and END_STREAM: refused with
+    /// END_STREAM, repeated without.
+    #[test]
+    fn a_block_refused_for_its_content_length_is_built_as_itself_when_repeated() {
+        let b = block(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/b"),
+        ]);
+        let a = block(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":authority", "example.com"),
+            (":path", "/a"),
+            ("content-length", "5"),
+        ]);
+        let (_conn, fresh, r, len) = run(&[
+            headers(1, &b, false),
+            headers(3, &a, true),
+            headers(5, &a, false),
+        ]);
+        assert_eq!(r, Ok(len));
+        assert_eq!(fresh.len(), 2);
+        let f = &fresh[1];
+        assert_eq!(f.head.path(&f.buf), b"/a", "stream 5 is its own request");
+        assert_eq!(f.head.body, BodyKind::Length(5));
+    }
+}
