@@ -139,6 +139,29 @@ fn both_ways_agree(pier: &Pier, extra_fields: &str) {
         (range.status, range.body.as_slice()),
         (206, &b"prepared"[..])
     );
+    // Preconditions (RFC 9110 §13.1.1, §13.1.4) are judged on a warm entry
+    // too: a tag that is not the file's, or a date before its change, is
+    // answered 412, as nginx does.
+    for (precondition, status) in [
+        (format!("If-Match: {etag}"), 200),
+        ("If-Match: *".to_string(), 200),
+        ("If-Match: \"other\"".to_string(), 412),
+        (format!("If-Match: W/{etag}"), 412),
+        (
+            "If-Unmodified-Since: Wed, 15 Nov 2023 00:00:00 GMT".to_string(),
+            200,
+        ),
+        (
+            "If-Unmodified-Since: Mon, 13 Nov 2023 00:00:00 GMT".to_string(),
+            412,
+        ),
+    ] {
+        let sent = format!("{extra_fields}{precondition}\r\n");
+        for path in ["/docs/page.html", "//docs/./page.html"] {
+            let answer = ask(&mut r, &request("GET", path, &sent));
+            assert_eq!(answer.status, status, "{path} {precondition}");
+        }
+    }
 }
 
 #[test]

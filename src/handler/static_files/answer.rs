@@ -76,9 +76,11 @@ fn static_request<'r>(
             5 if name.eq_ignore_ascii_case(b"range") => &mut out.range,
             6 if name.eq_ignore_ascii_case(b"accept") => &mut out.accept,
             8 if name.eq_ignore_ascii_case(b"if-range") => &mut out.if_range,
+            8 if name.eq_ignore_ascii_case(b"if-match") => &mut out.if_match,
             13 if name.eq_ignore_ascii_case(b"if-none-match") => &mut out.if_none_match,
             15 if name.eq_ignore_ascii_case(b"accept-encoding") => &mut out.accept_encoding,
             17 if name.eq_ignore_ascii_case(b"if-modified-since") => &mut out.if_modified_since,
+            19 if name.eq_ignore_ascii_case(b"if-unmodified-since") => &mut out.if_unmodified_since,
             _ => continue,
         };
         // The first of repeated fields counts, as with a lookup by name.

@@ -26,7 +26,8 @@ pub(super) struct PreparedAnswer {
 impl StaticFiles {
     /// The answer from the open-file cache's prepared heads when `req` needs
     /// nothing more: a GET or HEAD of a path already normal, whose entry is
-    /// fresh, without `Range`, on a route without `try_files`, and where no
+    /// fresh, without `Range` or preconditions (`If-Match`,
+    /// `If-Unmodified-Since`), on a route without `try_files`, and where no
     /// precompressed sibling could be chosen instead. `None`: the request
     /// goes the whole way. It opens and reads nothing, so `req.off_loop` is
     /// not asked.
@@ -34,6 +35,8 @@ impl StaticFiles {
         let vary_coding = self.varies_by_coding();
         if !req.method_allowed
             || req.range.is_some()
+            || req.if_match.is_some()
+            || req.if_unmodified_since.is_some()
             || !self.rules.try_files.is_empty()
             || (vary_coding && req.accept_encoding.is_some())
             || !is_normal(req.path)

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::conditional::{if_range_matches, not_modified};
+use super::conditional::{if_range_matches, not_modified, precondition_failed};
 use super::multipart::MultipartReply;
 use super::off_loop_work::{OffLoop, OpenedOffLoop};
 use super::open_cache::{OpenFileCache, OpenedFile};
@@ -32,6 +32,10 @@ pub struct StaticRequest<'a> {
     pub if_none_match: Option<&'a [u8]>,
     /// `If-Modified-Since` field value, if present.
     pub if_modified_since: Option<&'a [u8]>,
+    /// `If-Match` field value, if present.
+    pub if_match: Option<&'a [u8]>,
+    /// `If-Unmodified-Since` field value, if present.
+    pub if_unmodified_since: Option<&'a [u8]>,
     /// `Range` field value, if present.
     pub range: Option<&'a [u8]>,
     /// `If-Range` field value, if present.
@@ -222,7 +226,7 @@ fn only<'a>(header: (&'static str, &'a [u8])) -> Headers<'a> {
     [Some(header), None, None, None, None].into_iter().flatten()
 }
 
-/// Conditionals (RFC 9110 §13.2.2), then Range (§14), for an open regular file.
+/// Preconditions and conditionals in RFC 9110 §13.2.2's order, then Range (§14), for an open regular file.
 /// `content_type` is the file's own ([`OpenedFile::content_type`]), or the
 /// type of the file a precompressed sibling stands for.
 pub(super) fn file_reply(
@@ -241,6 +245,9 @@ pub(super) fn file_reply(
     } = opened;
     let etag = etag.for_coding(req.coding);
 
+    if precondition_failed(req.if_match, req.if_unmodified_since, &etag, mtime) {
+        return Reply::Error(412);
+    }
     if not_modified(req.if_none_match, req.if_modified_since, &etag, mtime) {
         return Reply::NotModified {
             etag,

@@ -142,6 +142,51 @@ fn if_modified_since_earlier_or_invalid_gives_200() {
     expect_status_of(200, fields.map(|f| conditional(None, Some(f))));
 }
 
+fn precondition<'a>(im: Option<&'a str>, ius: Option<&'a str>) -> StaticRequest<'a> {
+    StaticRequest {
+        if_match: im.map(str::as_bytes),
+        if_unmodified_since: ius.map(str::as_bytes),
+        ..get("/hello.txt")
+    }
+}
+
+#[test]
+fn if_match_strong_or_star_gives_200_and_anything_else_412() {
+    let list = format!("\"a\", W/\"b\" ,{HELLO_ETAG}");
+    let fields = [HELLO_ETAG, "*", " * ", list.as_str()];
+    expect_status_of(200, fields.map(|f| precondition(Some(f), None)));
+    let weak = format!("W/{HELLO_ETAG}");
+    let fields = [
+        weak.as_str(),
+        "\"a\", \"b\"",
+        "\"6553f100-c\"",
+        "garbage",
+        "",
+    ];
+    expect_status_of(412, fields.map(|f| precondition(Some(f), None)));
+}
+
+#[test]
+fn if_unmodified_since_before_the_file_gives_412_and_if_match_comes_first() {
+    let earlier = "Tue, 14 Nov 2023 22:13:19 GMT";
+    expect_status_of(412, [precondition(None, Some(earlier))]);
+    let fields = [MTIME_DATE, "Wed, 15 Nov 2023 00:00:00 GMT", "yesterday"];
+    expect_status_of(200, fields.map(|f| precondition(None, Some(f))));
+    // If-Match decides alone when both are sent (RFC 9110 §13.2.2).
+    expect_status_of(200, [precondition(Some(HELLO_ETAG), Some(earlier))]);
+    expect_status_of(412, [precondition(Some("\"a\""), Some(MTIME_DATE))]);
+}
+
+#[test]
+fn a_failed_precondition_wins_over_if_none_match_and_range() {
+    let req = StaticRequest {
+        if_none_match: Some(HELLO_ETAG.as_bytes()),
+        range: Some(b"bytes=0-1"),
+        ..precondition(Some("\"a\""), None)
+    };
+    expect_status_of(412, [req]);
+}
+
 // Ranges.
 
 fn expect_partial(reply: Reply, first: u64, last: u64) -> FileReply {
