@@ -164,6 +164,10 @@ fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
 
 /// Ends the request's trace: its server span from what the request came to.
 fn end_trace<'h, S: DriverSession<'h>>(s: &S, tracer: &WorkerTracer, route_slot: usize) {
+    if !s.trace().is_recording() {
+        // Neither sampled nor kept for its answer: no span to make.
+        return;
+    }
     let labels = s.worker().config.routes.labels();
     tracer.end(
         s.trace(),

@@ -11,8 +11,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::request::RequestView;
 use super::trace_context::{
-    format_traceparent, hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples,
-    tracestate_ok, SpanId, TraceId, TRACEPARENT_LEN,
+    hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples, tracestate_ok, SpanId,
+    TraceId, TraceparentField,
 };
 
 /// How requests are sampled and whose context is believed (`[trace]`).
@@ -40,12 +40,16 @@ pub enum TrustIncoming {
 }
 
 impl TrustIncoming {
-    /// Whether a request from `peer` may carry its trace context in.
-    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+    /// Whether a request from `peer` may carry its trace context in (the
+    /// peer is asked for only when it matters).
+    pub fn trusts(&self, peer: impl FnOnce() -> std::net::IpAddr) -> bool {
         match self {
             TrustIncoming::Nobody => false,
             TrustIncoming::Everyone => true,
-            TrustIncoming::From(nets) => nets.iter().any(|n| n.contains(&peer)),
+            TrustIncoming::From(nets) => {
+                let peer = peer();
+                nets.iter().any(|n| n.contains(&peer))
+            }
         }
     }
 }
@@ -162,6 +166,9 @@ impl Recording {
 #[derive(Debug, Default)]
 pub struct RequestTrace {
     on: Cell<bool>,
+    /// [`Recording::recording`], read without borrowing: a request that
+    /// records nothing is told so by one load wherever it is asked.
+    recording: Cell<bool>,
     rec: RefCell<Recording>,
 }
 
@@ -169,11 +176,19 @@ impl RequestTrace {
     /// Forgets the previous request's trace (the driver, per request).
     pub fn reset(&self) {
         self.on.set(false);
+        self.recording.set(false);
     }
 
     /// Whether the request is traced.
     pub fn is_on(&self) -> bool {
         self.on.get()
+    }
+
+    /// Whether the request is traced and keeps spans (sampled, or kept for
+    /// the tail decision); one that is not has nothing to end or export.
+    #[inline]
+    pub fn is_recording(&self) -> bool {
+        self.recording.get()
     }
 
     /// Starts the request's trace under `policy`: the trusted incoming context
@@ -184,7 +199,7 @@ impl RequestTrace {
         r.trace_state.clear();
         r.clients.clear();
         r.events.clear();
-        let parent = if policy.trust_incoming.trusts(request.peer().ip()) {
+        let parent = if policy.trust_incoming.trusts(|| request.peer().ip()) {
             single_traceparent(request)
         } else {
             None
@@ -215,6 +230,7 @@ impl RequestTrace {
         }
         r.span_id = new_span_id();
         r.recording = r.sampled || policy.keep_errors;
+        self.recording.set(r.recording);
         if r.recording {
             // Only a recorded request has times and attributes to keep: one
             // neither sampled nor kept costs its ids and no clock reads.
@@ -244,10 +260,10 @@ impl RequestTrace {
     ///
     /// A request that records nothing exports no client span: the upstream
     /// is given the server span as its parent, and no id is drawn.
-    pub fn start_attempt(&self, server: SocketAddr) -> [u8; TRACEPARENT_LEN] {
+    pub fn start_attempt(&self, server: SocketAddr) -> TraceparentField {
         let mut r = self.rec.borrow_mut();
         if !r.recording {
-            return format_traceparent(&r.trace_id, &r.span_id, r.sampled);
+            return TraceparentField::new(&r.trace_id, &r.span_id, r.sampled);
         }
         let span_id = new_span_id();
         let span = ClientSpan {
@@ -261,12 +277,15 @@ impl RequestTrace {
             timeout: None,
         };
         r.clients.push(span);
-        format_traceparent(&r.trace_id, &span_id, r.sampled)
+        TraceparentField::new(&r.trace_id, &span_id, r.sampled)
     }
 
     /// Ends the open client span: the upstream's `status` (0 when none) and
     /// the error type when it failed; a timeout is also an event.
     pub fn end_attempt(&self, status: u16, error: Option<&'static str>, timeout: bool) {
+        if !self.is_recording() {
+            return;
+        }
         let mut r = self.rec.borrow_mut();
         let now = r.now_ns();
         let Some(span) = r.clients.last_mut().filter(|c| c.end_ns == 0) else {
@@ -395,10 +414,10 @@ mod tests {
         let t = RequestTrace::default();
         assert_eq!(t.ids_hex(), None);
         begin(&t, &policy(TrustIncoming::Nobody, 1.0), "192.0.2.1:1", "");
-        let first = t.start_attempt("127.0.0.1:81".parse().unwrap());
+        let first = *t.start_attempt("127.0.0.1:81".parse().unwrap()).value();
         t.end_attempt(0, Some("timeout"), true);
         t.note_retry("timeout");
-        let second = t.start_attempt("127.0.0.1:82".parse().unwrap());
+        let second = *t.start_attempt("127.0.0.1:82".parse().unwrap()).value();
         t.end_attempt(200, None, false);
         let r = t.recording();
         assert_eq!(r.clients.len(), 2);
@@ -429,8 +448,9 @@ mod tests {
     fn a_request_neither_sampled_nor_kept_records_no_spans() {
         let t = RequestTrace::default();
         begin(&t, &policy(TrustIncoming::Nobody, 0.0), "192.0.2.1:1", "");
-        let parent = t.start_attempt("127.0.0.1:81".parse().unwrap());
+        let parent = *t.start_attempt("127.0.0.1:81".parse().unwrap()).value();
         assert!(parent.ends_with(b"-00"));
+        assert!(!t.is_recording());
         assert!(t.recording().clients.is_empty());
         // The upstream's parent is the server span, whose id the log shows.
         let (trace, span) = t.ids_hex().unwrap();
