@@ -198,7 +198,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             || encoded_for.is_none()
             || (!route.preserve_host && encoded_for != Some(server));
         if encode {
-            let traceparent = traced.then(|| session.trace().start_attempt(addr));
+            let traceparent = traced.then(|| session.trace().start_attempt(addr, now));
             let mut head = exchange.head();
             head.clear();
             let parent = traceparent.as_ref();
@@ -214,7 +214,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 status,
                 head_at,
             } => {
-                end_span(session, recording, status, None);
+                end_span(session, recording, status, None, Some(head_at));
                 in_flight.attempt.answered_at(status, head_at);
                 state.record_success(server);
                 return Ok(Ok(Answered {
@@ -229,7 +229,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 // may go to another server.
                 in_flight.attempt.failed(&e, true);
                 note_failure(group, state, server, &e);
-                end_span(session, recording, 0, Some((&e, true)));
+                end_span(session, recording, 0, Some((&e, true)), None);
                 let idempotent = info.idempotent();
                 if decide_retry(&mut budget, AttemptFailure::Connect, idempotent).retry
                     == Retry::Another
@@ -244,25 +244,29 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             Attempt::Refused => {
                 debug!(upstream = %group.server_name(addr), "request refused unprocessed; sending it again");
                 if recording {
-                    session.trace().end_attempt(0, Some("refused"), false);
+                    let now = std::time::Instant::now();
+                    session.trace().end_attempt(0, Some("refused"), false, now);
                     session.trace().note_retry("refused");
                 }
                 fresh_only = true;
                 continue;
             }
             Attempt::Final(e) => {
-                end_span(session, recording, 0, Some((&e, false)));
+                end_span(session, recording, 0, Some((&e, false)), None);
                 in_flight.attempt.failed(&e, false);
                 return Ok(Err(unanswered(e, Some(addr))));
             }
             Attempt::Downstream => {
                 if recording {
-                    session.trace().end_attempt(0, Some("downstream"), false);
+                    let now = std::time::Instant::now();
+                    session
+                        .trace()
+                        .end_attempt(0, Some("downstream"), false, now);
                 }
                 return Err(DownstreamFailed);
             }
             Attempt::Failed { failure, error } => {
-                end_span(session, recording, 0, Some((&error, false)));
+                end_span(session, recording, 0, Some((&error, false)), None);
                 (failure, error)
             }
         };
@@ -293,17 +297,20 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
 }
 
 /// Ends the attempt's client span with the upstream's `status` (0 for none),
-/// or the error it failed with (and whether it failed connecting).
+/// or the error it failed with (and whether it failed connecting), at `at`
+/// when the caller has the time (the answer's head), else now.
 fn end_span(
     session: &dyn Session<'_>,
     recording: bool,
     status: u16,
     error: Option<(&ProxyError, bool)>,
+    at: Option<std::time::Instant>,
 ) {
     if recording {
         let timeout = error.is_some_and(|(e, _)| e.kind == ErrorKind::Timeout);
         let error = error.map(|(e, connecting)| error_type(e, connecting));
-        session.trace().end_attempt(status, error, timeout);
+        let at = at.unwrap_or_else(std::time::Instant::now);
+        session.trace().end_attempt(status, error, timeout, at);
     }
 }
 

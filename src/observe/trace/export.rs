@@ -198,6 +198,13 @@ fn export_loop(shared: &TraceShared) {
                     failing = true;
                 }
             }
+            // What came in while this batch was sent waits for the interval
+            // or for a full batch's worth: sending each time the queue is
+            // not empty would make batches of a few requests when the
+            // exporter keeps pace, each POST costing what a big one does.
+            if !stopping && shared.full.len() < WAKE_AT {
+                break;
+            }
         }
         if stopping {
             return;

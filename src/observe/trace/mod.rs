@@ -318,9 +318,16 @@ impl WorkerTracer {
         }
     }
 
-    /// Starts `trace` for `request`, which came over HTTP `protocol`.
-    pub fn begin(&self, trace: &RequestTrace, request: &RequestView<'_>, protocol: &'static str) {
-        trace.begin(&self.shared.config.policy, request, protocol);
+    /// Starts `trace` for `request`, which came over HTTP `protocol` and
+    /// began at `started`.
+    pub fn begin(
+        &self,
+        trace: &RequestTrace,
+        request: &RequestView<'_>,
+        protocol: &'static str,
+        started: std::time::Instant,
+    ) {
+        trace.begin(&self.shared.config.policy, request, protocol, started);
     }
 
     /// Ends `trace`: the tail decision (sampled, or a 5xx kept by
