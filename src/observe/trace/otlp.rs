@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use prost::encoding::{encode_varint, encoded_len_varint, WireType};
 
 use crate::http::request_trace::SpanEvent;
 use crate::http::trace_context::{SpanId, TraceId};
@@ -329,39 +329,50 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
 }
 
 /// Writes an `ExportTraceServiceRequest` holding `spans` (each made by
-/// [`encode_span`]) under one resource named `service_name`.
+/// [`encode_span`]) under one resource named `service_name`. Every length is
+/// known before it is written, so the batch is copied once and never moved.
 pub fn encode_request(out: &mut Vec<u8>, service_name: &str, spans: &[Vec<u8>]) {
-    nested(out, field::REQUEST_RESOURCE_SPANS, |out| {
-        nested(out, field::RESOURCE_SPANS_RESOURCE, |out| {
-            key_value(
-                out,
-                field::RESOURCE_ATTRIBUTES,
-                &keys::SERVICE_NAME,
-                Value::Str(service_name.as_bytes()),
-            );
-        });
-        encode_key(
-            field::RESOURCE_SPANS_SCOPE_SPANS,
-            WireType::LengthDelimited,
+    let mut resource = Vec::new();
+    nested(&mut resource, field::RESOURCE_SPANS_RESOURCE, |out| {
+        key_value(
             out,
+            field::RESOURCE_ATTRIBUTES,
+            &keys::SERVICE_NAME,
+            Value::Str(service_name.as_bytes()),
         );
-        let scope_len = scope_len();
-        let len = scope_len + spans.iter().map(Vec::len).sum::<usize>();
-        encode_varint(len as u64, out);
-        let at = out.len();
-        nested(out, field::SCOPE_SPANS_SCOPE, |out| {
-            bytes_field(out, field::SCOPE_NAME, b"pier");
-            bytes_field(
-                out,
-                field::SCOPE_VERSION,
-                env!("CARGO_PKG_VERSION").as_bytes(),
-            );
-        });
-        debug_assert_eq!(out.len() - at, scope_len);
-        for s in spans {
-            out.extend_from_slice(s);
-        }
     });
+    let scope_len = scope_len();
+    let scope_spans_len = scope_len + spans.iter().map(Vec::len).sum::<usize>();
+    let resource_spans_len =
+        resource.len() + 1 + encoded_len_varint(scope_spans_len as u64) + scope_spans_len;
+    put_key(
+        out,
+        field::REQUEST_RESOURCE_SPANS,
+        WireType::LengthDelimited,
+    );
+    encode_varint(resource_spans_len as u64, out);
+    let at = out.len();
+    out.extend_from_slice(&resource);
+    put_key(
+        out,
+        field::RESOURCE_SPANS_SCOPE_SPANS,
+        WireType::LengthDelimited,
+    );
+    encode_varint(scope_spans_len as u64, out);
+    let scope_at = out.len();
+    nested(out, field::SCOPE_SPANS_SCOPE, |out| {
+        bytes_field(out, field::SCOPE_NAME, b"pier");
+        bytes_field(
+            out,
+            field::SCOPE_VERSION,
+            env!("CARGO_PKG_VERSION").as_bytes(),
+        );
+    });
+    debug_assert_eq!(out.len() - scope_at, scope_len);
+    for s in spans {
+        out.extend_from_slice(s);
+    }
+    debug_assert_eq!(out.len() - at, resource_spans_len);
 }
 
 /// Bytes of the `ScopeSpans.scope` field as [`encode_request`] writes it.
