@@ -210,9 +210,14 @@ fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
-fn bytes_field(out: &mut Vec<u8>, tag: u32, v: &[u8]) {
+/// A length-delimited field's key and length, its `len` bytes to follow.
+fn length_delimited(out: &mut Vec<u8>, tag: u32, len: usize) {
     put_key(out, tag, WireType::LengthDelimited);
-    put_varint(out, v.len() as u64);
+    put_varint(out, len as u64);
+}
+
+fn bytes_field(out: &mut Vec<u8>, tag: u32, v: &[u8]) {
+    length_delimited(out, tag, v.len());
     out.extend_from_slice(v);
 }
 
@@ -345,20 +350,10 @@ pub fn encode_request(out: &mut Vec<u8>, service_name: &str, spans: &[Vec<u8>]) 
     let scope_spans_len = scope_len + spans.iter().map(Vec::len).sum::<usize>();
     let resource_spans_len =
         resource.len() + 1 + encoded_len_varint(scope_spans_len as u64) + scope_spans_len;
-    put_key(
-        out,
-        field::REQUEST_RESOURCE_SPANS,
-        WireType::LengthDelimited,
-    );
-    encode_varint(resource_spans_len as u64, out);
+    length_delimited(out, field::REQUEST_RESOURCE_SPANS, resource_spans_len);
     let at = out.len();
     out.extend_from_slice(&resource);
-    put_key(
-        out,
-        field::RESOURCE_SPANS_SCOPE_SPANS,
-        WireType::LengthDelimited,
-    );
-    encode_varint(scope_spans_len as u64, out);
+    length_delimited(out, field::RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len);
     let scope_at = out.len();
     nested(out, field::SCOPE_SPANS_SCOPE, |out| {
         bytes_field(out, field::SCOPE_NAME, b"pier");
