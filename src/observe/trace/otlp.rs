@@ -169,6 +169,7 @@ fn put_key(out: &mut Vec<u8>, tag: u32, wire: WireType) {
     out.push(tag_byte(tag, wire));
 }
 
+#[inline(always)]
 fn put_varint(out: &mut Vec<u8>, v: u64) {
     if v < 0x80 {
         out.push(v as u8);
@@ -211,6 +212,7 @@ fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
 }
 
 /// A length-delimited field's key and length, its `len` bytes to follow.
+#[inline(always)]
 fn length_delimited(out: &mut Vec<u8>, tag: u32, len: usize) {
     put_key(out, tag, WireType::LengthDelimited);
     put_varint(out, len as u64);
