@@ -124,7 +124,7 @@ pub async fn serve_request<'h, S: DriverSession<'h>>(
     s: &mut S,
     started: Instant,
 ) -> Outcome<S::Stop> {
-    let tracer = begin_trace(s);
+    let tracer = begin_trace(s, started);
     let mut route_slot = ROUTE_NONE;
     let outcome = match choose_and_serve(s, &mut route_slot).await {
         Ok(Some(kind)) => finish(s, kind, route_slot, started).await,
@@ -144,7 +144,7 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
     status: u16,
     started: Instant,
 ) -> Outcome<S::Stop> {
-    let tracer = begin_trace(s);
+    let tracer = begin_trace(s, started);
     send_status(s, status);
     let outcome = finish(s, HandlerKind::Error, ROUTE_NONE, started).await;
     if let Some(t) = tracer {
@@ -156,14 +156,23 @@ pub async fn refuse_request<'h, S: DriverSession<'h>>(
 /// Starts the request's trace when tracing is on (with it off, this branch is
 /// all a request pays) and returns the worker's tracer.
 #[inline(always)]
-fn begin_trace<'h, S: DriverSession<'h>>(s: &S) -> Option<&'h WorkerTracer> {
+fn begin_trace<'h, S: DriverSession<'h>>(s: &S, started: Instant) -> Option<&'h WorkerTracer> {
     let tracer = s.worker().tracer.as_ref()?;
-    tracer.begin(s.trace(), &s.request(), s.protocol_version());
+    tracer.begin(
+        s.trace(),
+        &s.request(),
+        s.protocol_version(),
+        started.into_std(),
+    );
     Some(tracer)
 }
 
 /// Ends the request's trace: its server span from what the request came to.
 fn end_trace<'h, S: DriverSession<'h>>(s: &S, tracer: &WorkerTracer, route_slot: usize) {
+    if !s.trace().is_recording() {
+        // Neither sampled nor kept for its answer: no span to make.
+        return;
+    }
     let labels = s.worker().config.routes.labels();
     tracer.end(
         s.trace(),

@@ -11,8 +11,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::request::RequestView;
 use super::trace_context::{
-    format_traceparent, hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples,
-    tracestate_ok, SpanId, TraceId, TRACEPARENT_LEN,
+    hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples, tracestate_ok, SpanId,
+    TraceId, TraceparentField,
 };
 
 /// How requests are sampled and whose context is believed (`[trace]`).
@@ -40,12 +40,16 @@ pub enum TrustIncoming {
 }
 
 impl TrustIncoming {
-    /// Whether a request from `peer` may carry its trace context in.
-    pub fn trusts(&self, peer: std::net::IpAddr) -> bool {
+    /// Whether a request from `peer` may carry its trace context in (the
+    /// peer is asked for only when it matters).
+    pub fn trusts(&self, peer: impl FnOnce() -> std::net::IpAddr) -> bool {
         match self {
             TrustIncoming::Nobody => false,
             TrustIncoming::Everyone => true,
-            TrustIncoming::From(nets) => nets.iter().any(|n| n.contains(&peer)),
+            TrustIncoming::From(nets) => {
+                let peer = peer();
+                nets.iter().any(|n| n.contains(&peer))
+            }
         }
     }
 }
@@ -154,7 +158,16 @@ impl RequestFacts {
 impl Recording {
     /// Nanoseconds since the Unix epoch now, by the monotonic clock from the start.
     pub fn now_ns(&self) -> u64 {
-        self.start_ns + self.started.map_or(0, |t| t.elapsed().as_nanos() as u64)
+        self.ns_at(Instant::now())
+    }
+
+    /// `at` as nanoseconds since the Unix epoch, by the monotonic clock from
+    /// the start: an instant the caller has read costs no clock read.
+    pub fn ns_at(&self, at: Instant) -> u64 {
+        self.start_ns
+            + self
+                .started
+                .map_or(0, |t| at.saturating_duration_since(t).as_nanos() as u64)
     }
 }
 
@@ -162,6 +175,9 @@ impl Recording {
 #[derive(Debug, Default)]
 pub struct RequestTrace {
     on: Cell<bool>,
+    /// [`Recording::recording`], read without borrowing: a request that
+    /// records nothing is told so by one load wherever it is asked.
+    recording: Cell<bool>,
     rec: RefCell<Recording>,
 }
 
@@ -169,6 +185,7 @@ impl RequestTrace {
     /// Forgets the previous request's trace (the driver, per request).
     pub fn reset(&self) {
         self.on.set(false);
+        self.recording.set(false);
     }
 
     /// Whether the request is traced.
@@ -176,15 +193,29 @@ impl RequestTrace {
         self.on.get()
     }
 
+    /// Whether the request is traced and keeps spans (sampled, or kept for
+    /// the tail decision); one that is not has nothing to end or export.
+    #[inline]
+    pub fn is_recording(&self) -> bool {
+        self.recording.get()
+    }
+
     /// Starts the request's trace under `policy`: the trusted incoming context
     /// or a new trace, and the sampling decision; a request that records
     /// keeps what its server span will say of it (`protocol`: `1.1`, `2`).
-    pub fn begin(&self, policy: &TracePolicy, request: &RequestView<'_>, protocol: &'static str) {
+    /// `started` is when the request began, the server span's start.
+    pub fn begin(
+        &self,
+        policy: &TracePolicy,
+        request: &RequestView<'_>,
+        protocol: &'static str,
+        started: Instant,
+    ) {
         let mut r = self.rec.borrow_mut();
         r.trace_state.clear();
         r.clients.clear();
         r.events.clear();
-        let parent = if policy.trust_incoming.trusts(request.peer().ip()) {
+        let parent = if policy.trust_incoming.trusts(|| request.peer().ip()) {
             single_traceparent(request)
         } else {
             None
@@ -215,6 +246,7 @@ impl RequestTrace {
         }
         r.span_id = new_span_id();
         r.recording = r.sampled || policy.keep_errors;
+        self.recording.set(r.recording);
         if r.recording {
             // Only a recorded request has times and attributes to keep: one
             // neither sampled nor kept costs its ids and no clock reads.
@@ -222,7 +254,7 @@ impl RequestTrace {
             r.start_ns = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-            r.started = Some(Instant::now());
+            r.started = Some(started);
         }
         self.on.set(true);
     }
@@ -244,15 +276,16 @@ impl RequestTrace {
     ///
     /// A request that records nothing exports no client span: the upstream
     /// is given the server span as its parent, and no id is drawn.
-    pub fn start_attempt(&self, server: SocketAddr) -> [u8; TRACEPARENT_LEN] {
+    /// `now` is when the attempt began.
+    pub fn start_attempt(&self, server: SocketAddr, now: Instant) -> TraceparentField {
         let mut r = self.rec.borrow_mut();
         if !r.recording {
-            return format_traceparent(&r.trace_id, &r.span_id, r.sampled);
+            return TraceparentField::new(&r.trace_id, &r.span_id, r.sampled);
         }
         let span_id = new_span_id();
         let span = ClientSpan {
             span_id,
-            start_ns: r.now_ns(),
+            start_ns: r.ns_at(now),
             end_ns: 0,
             server,
             resend: r.clients.len() as u32,
@@ -261,14 +294,24 @@ impl RequestTrace {
             timeout: None,
         };
         r.clients.push(span);
-        format_traceparent(&r.trace_id, &span_id, r.sampled)
+        TraceparentField::new(&r.trace_id, &span_id, r.sampled)
     }
 
     /// Ends the open client span: the upstream's `status` (0 when none) and
     /// the error type when it failed; a timeout is also an event.
-    pub fn end_attempt(&self, status: u16, error: Option<&'static str>, timeout: bool) {
+    /// `at` is when it ended.
+    pub fn end_attempt(
+        &self,
+        status: u16,
+        error: Option<&'static str>,
+        timeout: bool,
+        at: Instant,
+    ) {
+        if !self.is_recording() {
+            return;
+        }
         let mut r = self.rec.borrow_mut();
-        let now = r.now_ns();
+        let now = r.ns_at(at);
         let Some(span) = r.clients.last_mut().filter(|c| c.end_ns == 0) else {
             return;
         };
@@ -347,7 +390,7 @@ mod tests {
             Ok(Parsed::Complete)
         ));
         let view = RequestView::http1(&head, buf, peer.parse().unwrap(), None);
-        trace.begin(policy, &view, "1.1");
+        trace.begin(policy, &view, "1.1", Instant::now());
     }
 
     #[test]
@@ -395,11 +438,15 @@ mod tests {
         let t = RequestTrace::default();
         assert_eq!(t.ids_hex(), None);
         begin(&t, &policy(TrustIncoming::Nobody, 1.0), "192.0.2.1:1", "");
-        let first = t.start_attempt("127.0.0.1:81".parse().unwrap());
-        t.end_attempt(0, Some("timeout"), true);
+        let first = *t
+            .start_attempt("127.0.0.1:81".parse().unwrap(), Instant::now())
+            .value();
+        t.end_attempt(0, Some("timeout"), true, Instant::now());
         t.note_retry("timeout");
-        let second = t.start_attempt("127.0.0.1:82".parse().unwrap());
-        t.end_attempt(200, None, false);
+        let second = *t
+            .start_attempt("127.0.0.1:82".parse().unwrap(), Instant::now())
+            .value();
+        t.end_attempt(200, None, false, Instant::now());
         let r = t.recording();
         assert_eq!(r.clients.len(), 2);
         let (a, b) = (&r.clients[0], &r.clients[1]);
@@ -429,8 +476,11 @@ mod tests {
     fn a_request_neither_sampled_nor_kept_records_no_spans() {
         let t = RequestTrace::default();
         begin(&t, &policy(TrustIncoming::Nobody, 0.0), "192.0.2.1:1", "");
-        let parent = t.start_attempt("127.0.0.1:81".parse().unwrap());
+        let parent = *t
+            .start_attempt("127.0.0.1:81".parse().unwrap(), Instant::now())
+            .value();
         assert!(parent.ends_with(b"-00"));
+        assert!(!t.is_recording());
         assert!(t.recording().clients.is_empty());
         // The upstream's parent is the server span, whose id the log shows.
         let (trace, span) = t.ids_hex().unwrap();

@@ -68,36 +68,83 @@ pub fn parse_traceparent(v: &[u8]) -> Option<TraceParent> {
     })
 }
 
-/// Writes `00-{trace}-{span}-{flags}`, the value sent upstream.
-pub fn format_traceparent(
-    trace_id: &TraceId,
-    span_id: &SpanId,
-    sampled: bool,
-) -> [u8; TRACEPARENT_LEN] {
-    let mut out = [b'-'; TRACEPARENT_LEN];
-    out[0..2].copy_from_slice(b"00");
-    hex_write(trace_id, &mut out[3..35]);
-    hex_write(span_id, &mut out[36..52]);
-    hex_write(&[u8::from(sampled)], &mut out[53..55]);
-    out
+/// `traceparent: 00-{trace}-{span}-{flags}\r\n`: the field an upstream
+/// gets, written whole so an HTTP/1 head takes it in one copy.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceparentField {
+    line: [u8; TRACEPARENT_FIELD_LEN],
 }
 
-/// Lowercase hex of `bytes` into `out` (twice as long).
-pub fn hex_write(bytes: &[u8], out: &mut [u8]) {
-    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        let at = usize::from(*b) * 2;
-        pair.copy_from_slice(&HEX_PAIRS[at..at + 2]);
+/// `traceparent: `, ahead of the value in the field's line.
+const TRACEPARENT_NAME: &[u8] = b"traceparent: ";
+/// Where the value starts in the field's line.
+const VALUE_AT: usize = TRACEPARENT_NAME.len();
+/// Length of the whole field line, `\r\n` included.
+const TRACEPARENT_FIELD_LEN: usize = VALUE_AT + TRACEPARENT_LEN + 2;
+
+impl TraceparentField {
+    /// The field naming `span_id` of `trace_id` as the parent, with the
+    /// `sampled` flag.
+    #[inline]
+    pub fn new(trace_id: &TraceId, span_id: &SpanId, sampled: bool) -> TraceparentField {
+        let mut line = TRACEPARENT_LINE;
+        hex_write(trace_id, &mut line[VALUE_AT + 3..VALUE_AT + 35]);
+        hex_write(span_id, &mut line[VALUE_AT + 36..VALUE_AT + 52]);
+        line[VALUE_AT + 54] = b'0' + u8::from(sampled);
+        TraceparentField { line }
+    }
+
+    /// The field's name.
+    pub fn name(&self) -> &'static [u8] {
+        b"traceparent"
+    }
+
+    /// The value: `00-{trace}-{span}-{flags}`.
+    pub fn value(&self) -> &[u8; TRACEPARENT_LEN] {
+        self.line[VALUE_AT..VALUE_AT + TRACEPARENT_LEN]
+            .try_into()
+            .expect("the value is TRACEPARENT_LEN bytes of the line")
+    }
+
+    /// The field as an HTTP/1 head line, `\r\n` included.
+    pub fn line(&self) -> &[u8] {
+        &self.line
     }
 }
 
-/// Every byte's two lowercase hex digits, in order: one lookup per byte.
-const HEX_PAIRS: [u8; 512] = {
+/// The field's line before the ids are written into it.
+const TRACEPARENT_LINE: [u8; TRACEPARENT_FIELD_LEN] = {
+    let mut line = [b'-'; TRACEPARENT_FIELD_LEN];
+    let mut i = 0;
+    while i < VALUE_AT {
+        line[i] = TRACEPARENT_NAME[i];
+        i += 1;
+    }
+    line[VALUE_AT] = b'0';
+    line[VALUE_AT + 1] = b'0';
+    line[VALUE_AT + 53] = b'0';
+    line[TRACEPARENT_FIELD_LEN - 2] = b'\r';
+    line[TRACEPARENT_FIELD_LEN - 1] = b'\n';
+    line
+};
+
+/// Lowercase hex of `bytes` into `out` (twice as long): a table lookup and
+/// a two-byte store per byte, unrolled where the lengths are known.
+#[inline(always)]
+pub fn hex_write(bytes: &[u8], out: &mut [u8]) {
+    let out = &mut out[..bytes.len() * 2];
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
+    }
+}
+
+/// Every byte's two lowercase hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut t = [0u8; 512];
+    let mut t = [[0u8; 2]; 256];
     let mut i = 0;
     while i < 256 {
-        t[i * 2] = HEX[i >> 4];
-        t[i * 2 + 1] = HEX[i & 0xf];
+        t[i] = [HEX[i >> 4], HEX[i & 0xf]];
         i += 1;
     }
     t
@@ -140,46 +187,59 @@ pub fn tracestate_ok(v: &[u8]) -> bool {
 }
 
 thread_local! {
-    /// splitmix64 state of this thread; 0 until seeded.
+    /// wyrand state of this thread; 0 until seeded.
     static RNG: Cell<u64> = const { Cell::new(0) };
 }
 
-/// A random 64-bit number from this thread's generator.
+/// A random 64-bit number from this thread's generator: wyrand (a counter
+/// and one wide multiply, as OpenTelemetry SDKs use a fast generator for
+/// ids), seeded once from the system's random source. Ids need to be
+/// unique and unpredictable enough to spread, not secret.
+#[inline]
 fn next_u64() -> u64 {
     RNG.with(|s| {
         let mut state = s.get();
         if state == 0 {
-            let mut seed = [0u8; 8];
-            if aws_lc_rs::rand::fill(&mut seed).is_err() {
-                seed = (std::process::id() as u64 ^ 0x2545_f491_4f6c_dd1d).to_le_bytes();
-            }
-            state = u64::from_le_bytes(seed) | 1;
+            state = seed();
         }
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        state = state.wrapping_add(0xa076_1d64_78bd_642f);
         s.set(state);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+        (t >> 64) as u64 ^ t as u64
     })
 }
 
-/// A new random span id (never all zero).
-pub fn new_span_id() -> SpanId {
+/// A thread's first state, from the system's random source.
+#[cold]
+fn seed() -> u64 {
+    let mut seed = [0u8; 8];
+    if aws_lc_rs::rand::fill(&mut seed).is_err() {
+        seed = (u64::from(std::process::id()) ^ 0x2545_f491_4f6c_dd1d).to_le_bytes();
+    }
+    u64::from_le_bytes(seed) | 1
+}
+
+/// A random 64-bit number that is not zero.
+#[inline]
+fn next_nonzero() -> u64 {
     loop {
-        let id = next_u64();
-        if id != 0 {
-            return id.to_be_bytes();
+        let v = next_u64();
+        if v != 0 {
+            return v;
         }
     }
 }
 
+/// A new random span id (never all zero).
+#[inline]
+pub fn new_span_id() -> SpanId {
+    next_nonzero().to_be_bytes()
+}
+
 /// A new random trace id (never all zero).
+#[inline]
 pub fn new_trace_id() -> TraceId {
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&next_u64().to_be_bytes());
-    id[8..].copy_from_slice(&new_span_id());
-    id
+    (u128::from(next_u64()) << 64 | u128::from(next_nonzero())).to_be_bytes()
 }
 
 /// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
@@ -213,10 +273,11 @@ mod tests {
             [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]
         );
         assert!(p.sampled());
-        assert_eq!(
-            &format_traceparent(&p.trace_id, &p.parent_id, true)[..],
-            VALID
-        );
+        let field = TraceparentField::new(&p.trace_id, &p.parent_id, true);
+        assert_eq!(&field.value()[..], VALID);
+        assert_eq!(field.line(), [b"traceparent: ", VALID, b"\r\n"].concat());
+        let unsampled_field = TraceparentField::new(&p.trace_id, &p.parent_id, false);
+        assert!(unsampled_field.value().ends_with(b"-00"));
         let unsampled =
             parse_traceparent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
         assert!(!unsampled.unwrap().sampled());
@@ -265,6 +326,15 @@ mod tests {
             parse_traceparent(b"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x"),
             None
         );
+    }
+
+    #[test]
+    fn every_byte_is_written_as_two_lowercase_hex_digits() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let mut out = vec![0u8; 512];
+        hex_write(&bytes, &mut out);
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(out, expected.as_bytes());
     }
 
     #[test]

@@ -34,6 +34,14 @@ pub trait RequestHeadSink {
         self.end_field(false);
     }
 
+    /// One field, `name` and `value`, whose HTTP/1 line (`name: value\r\n`)
+    /// the caller has ready as `line`: a head written as HTTP/1 copies the
+    /// line, others take the field.
+    fn field_line(&mut self, name: &[u8], value: &[u8], line: &[u8]) {
+        let _ = line;
+        self.field(name, value);
+    }
+
     /// Ends the head: the body's framing (`Content-Length` or chunked, for
     /// protocols that frame in fields), and the upgrade the client asked
     /// for (`upgrade`: its `Upgrade` value), where the protocol has one.
@@ -64,6 +72,10 @@ impl<S: RequestHeadSink + ?Sized> RequestHeadSink for &mut S {
 
     fn field(&mut self, name: &[u8], value: &[u8]) {
         (**self).field(name, value)
+    }
+
+    fn field_line(&mut self, name: &[u8], value: &[u8], line: &[u8]) {
+        (**self).field_line(name, value, line)
     }
 
     fn finish(&mut self, body: BodyKind, upgrade: Option<&[u8]>) {
@@ -120,6 +132,11 @@ impl RequestHeadSink for Http1Head<'_> {
         } else {
             self.out.extend_from_slice(b"\r\n");
         }
+    }
+
+    #[inline]
+    fn field_line(&mut self, _name: &[u8], _value: &[u8], line: &[u8]) {
+        self.out.extend_from_slice(line);
     }
 
     #[inline]

@@ -176,6 +176,8 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
     // The failure of the last server tried, for when no other is left.
     let mut last_failure: Option<(ProxyError, SocketAddr)> = None;
     let traced = session.trace().is_on();
+    // Only a recording trace has client spans to end and events to note.
+    let recording = session.trace().is_recording();
     loop {
         let now = first_attempt.take().unwrap_or_else(std::time::Instant::now);
         // Phase 2: choose upstream.
@@ -187,14 +189,16 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
         // In flight on the server from here until the response is relayed.
         let in_flight = InFlight::new(state, server, now);
 
-        // A traced attempt has a client span of its own, named as the
-        // parent in the head, so each attempt's head is written anew.
-        let traceparent = traced.then(|| session.trace().start_attempt(addr));
-
         // Phase 3: rewrite the request. Retries happen only while the buffer
-        // still holds the whole request.
-        if traced || encoded_for.is_none() || (!route.preserve_host && encoded_for != Some(server))
-        {
+        // still holds the whole request. A recording trace gives each attempt
+        // a client span of its own, named as the parent in the head, so each
+        // attempt's head is written anew; one that records nothing names the
+        // server span every time.
+        let encode = recording
+            || encoded_for.is_none()
+            || (!route.preserve_host && encoded_for != Some(server));
+        if encode {
+            let traceparent = traced.then(|| session.trace().start_attempt(addr, now));
             let mut head = exchange.head();
             head.clear();
             let parent = traceparent.as_ref();
@@ -210,7 +214,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 status,
                 head_at,
             } => {
-                end_span(session, traced, status, None);
+                end_span(session, recording, status, None, Some(head_at));
                 in_flight.attempt.answered_at(status, head_at);
                 state.record_success(server);
                 return Ok(Ok(Answered {
@@ -225,12 +229,12 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
                 // may go to another server.
                 in_flight.attempt.failed(&e, true);
                 note_failure(group, state, server, &e);
-                end_span(session, traced, 0, Some((&e, true)));
+                end_span(session, recording, 0, Some((&e, true)), None);
                 let idempotent = info.idempotent();
                 if decide_retry(&mut budget, AttemptFailure::Connect, idempotent).retry
                     == Retry::Another
                 {
-                    note_retry(session, traced, error_type(&e, true));
+                    note_retry(session, recording, error_type(&e, true));
                     tried.push(server);
                     last_failure = Some((e, addr));
                     continue;
@@ -239,26 +243,30 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             }
             Attempt::Refused => {
                 debug!(upstream = %group.server_name(addr), "request refused unprocessed; sending it again");
-                if traced {
-                    session.trace().end_attempt(0, Some("refused"), false);
+                if recording {
+                    let now = std::time::Instant::now();
+                    session.trace().end_attempt(0, Some("refused"), false, now);
                     session.trace().note_retry("refused");
                 }
                 fresh_only = true;
                 continue;
             }
             Attempt::Final(e) => {
-                end_span(session, traced, 0, Some((&e, false)));
+                end_span(session, recording, 0, Some((&e, false)), None);
                 in_flight.attempt.failed(&e, false);
                 return Ok(Err(unanswered(e, Some(addr))));
             }
             Attempt::Downstream => {
-                if traced {
-                    session.trace().end_attempt(0, Some("downstream"), false);
+                if recording {
+                    let now = std::time::Instant::now();
+                    session
+                        .trace()
+                        .end_attempt(0, Some("downstream"), false, now);
                 }
                 return Err(DownstreamFailed);
             }
             Attempt::Failed { failure, error } => {
-                end_span(session, traced, 0, Some((&error, false)));
+                end_span(session, recording, 0, Some((&error, false)), None);
                 (failure, error)
             }
         };
@@ -272,7 +280,7 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
             note_failure(group, state, server, &error);
         }
         if decision.retry != Retry::GiveUp {
-            note_retry(session, traced, error_type(&error, false));
+            note_retry(session, recording, error_type(&error, false));
         }
         match decision.retry {
             Retry::Fresh => {
@@ -289,23 +297,26 @@ pub(super) async fn run_attempts<'h, X: UpstreamExchange<'h>, T: ResponseTap>(
 }
 
 /// Ends the attempt's client span with the upstream's `status` (0 for none),
-/// or the error it failed with (and whether it failed connecting).
+/// or the error it failed with (and whether it failed connecting), at `at`
+/// when the caller has the time (the answer's head), else now.
 fn end_span(
     session: &dyn Session<'_>,
-    traced: bool,
+    recording: bool,
     status: u16,
     error: Option<(&ProxyError, bool)>,
+    at: Option<std::time::Instant>,
 ) {
-    if traced {
+    if recording {
         let timeout = error.is_some_and(|(e, _)| e.kind == ErrorKind::Timeout);
         let error = error.map(|(e, connecting)| error_type(e, connecting));
-        session.trace().end_attempt(status, error, timeout);
+        let at = at.unwrap_or_else(std::time::Instant::now);
+        session.trace().end_attempt(status, error, timeout, at);
     }
 }
 
 /// Notes on the server span that the request is tried again after `error`.
-fn note_retry(session: &dyn Session<'_>, traced: bool, error: &'static str) {
-    if traced {
+fn note_retry(session: &dyn Session<'_>, recording: bool, error: &'static str) {
+    if recording {
         session.trace().note_retry(error);
     }
 }

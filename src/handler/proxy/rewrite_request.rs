@@ -10,7 +10,7 @@ use super::fields::{ConnectionOptions, Field};
 use super::request_info::RequestInfo;
 use super::ProxyRoute;
 use crate::cache::tap::ResponseTap;
-use crate::http::trace_context::TRACEPARENT_LEN;
+use crate::http::trace_context::TraceparentField;
 use crate::http::{RequestId, RequestView, Session};
 use crate::upstream::request_head::RequestHeadSink;
 
@@ -30,7 +30,7 @@ pub(super) struct Client<'a> {
     pub(super) request_id: &'a RequestId,
     /// With tracing on: the `traceparent` naming this attempt's client span
     /// and the trusted `tracestate`, which replace the client's.
-    pub(super) trace: Option<(&'a [u8; TRACEPARENT_LEN], &'a [u8])>,
+    pub(super) trace: Option<(&'a TraceparentField, &'a [u8])>,
 }
 
 /// Phase 3 for `server` of the route's group: the upstream request head, with
@@ -41,7 +41,7 @@ pub(super) fn encode_for_server(
     session: &dyn Session<'_>,
     route: &ProxyRoute,
     server: usize,
-    traceparent: Option<&[u8; TRACEPARENT_LEN]>,
+    traceparent: Option<&TraceparentField>,
     info: &RequestInfo,
     tap: &mut impl ResponseTap,
 ) {
@@ -201,7 +201,7 @@ pub(super) fn encode_request_head(
         out.field(h.as_bytes(), subject.as_bytes());
     }
     if let Some((parent, state)) = trace {
-        out.field(b"traceparent", parent);
+        out.field_line(parent.name(), parent.value(), parent.line());
         if !state.is_empty() {
             out.field(b"tracestate", state);
         }

@@ -25,6 +25,8 @@ use super::{ExportProtocol, TraceConfig};
 const BATCH_BYTES: usize = 512 * 1024;
 /// Queued requests that make a worker wake the exporter before its interval.
 const WAKE_AT: usize = 256;
+/// Room a new span buffer is made with: a request's server and client spans.
+const SPANS_ROOM: usize = 1024;
 /// How long shutdown waits for the last batch.
 const FINISH_WAIT: Duration = Duration::from_secs(5);
 
@@ -55,9 +57,13 @@ impl TraceShared {
         })
     }
 
-    /// A buffer to encode a request's spans into (a reused one when there is one).
+    /// A buffer to encode a request's spans into (a reused one when there is
+    /// one, else one with room for a request's spans: grown from empty, it
+    /// would be reallocated several times).
     pub fn buffer(&self) -> Vec<u8> {
-        self.empty.pop().unwrap_or_default()
+        self.empty
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SPANS_ROOM))
     }
 
     /// Queues a request's encoded spans; `Err` gives them back when the queue
@@ -191,6 +197,13 @@ fn export_loop(shared: &TraceShared) {
                     }
                     failing = true;
                 }
+            }
+            // What came in while this batch was sent waits for the interval
+            // or for a full batch's worth: sending each time the queue is
+            // not empty would make batches of a few requests when the
+            // exporter keeps pace, each POST costing what a big one does.
+            if !stopping && shared.full.len() < WAKE_AT {
+                break;
             }
         }
         if stopping {

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+use prost::encoding::{encode_varint, encoded_len_varint, WireType};
 
 use crate::http::request_trace::SpanEvent;
 use crate::http::trace_context::{SpanId, TraceId};
@@ -51,6 +51,10 @@ pub struct SpanOut<'a> {
     pub start_ns: u64,
     /// See `start_ns`.
     pub end_ns: u64,
+    /// Attributes already encoded (by [`encode_attribute`]), copied as
+    /// they are ahead of `attributes`: those that stay the same from one
+    /// request to the next, encoded once.
+    pub prepared: &'a [u8],
     /// Attributes, by OpenTelemetry's semantic conventions.
     pub attributes: &'a [(&'static Key, Value<'a>)],
     /// Events, each with its `error.type`.
@@ -158,6 +162,14 @@ const fn tag_byte(tag: u32, wire: WireType) -> u8 {
     ((tag << 3) | wire as u32) as u8
 }
 
+/// Writes a field's key: one byte, as every field Pier writes is numbered
+/// below 16.
+#[inline(always)]
+fn put_key(out: &mut Vec<u8>, tag: u32, wire: WireType) {
+    out.push(tag_byte(tag, wire));
+}
+
+#[inline(always)]
 fn put_varint(out: &mut Vec<u8>, v: u64) {
     if v < 0x80 {
         out.push(v as u8);
@@ -178,7 +190,7 @@ fn varint_len(v: u64) -> usize {
 /// for the length, which is enough below 16 KiB (a span); a body under 128
 /// bytes slides back one byte, a longer one than 16 KiB makes room.
 fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
-    encode_key(tag, WireType::LengthDelimited, out);
+    put_key(out, tag, WireType::LengthDelimited);
     let at = out.len();
     out.extend_from_slice(&[0, 0]);
     let start = out.len();
@@ -199,15 +211,25 @@ fn nested(out: &mut Vec<u8>, tag: u32, body: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
+/// A length-delimited field's key and length, its `len` bytes to follow.
+#[inline(always)]
+fn length_delimited(out: &mut Vec<u8>, tag: u32, len: usize) {
+    put_key(out, tag, WireType::LengthDelimited);
+    put_varint(out, len as u64);
+}
+
 fn bytes_field(out: &mut Vec<u8>, tag: u32, v: &[u8]) {
-    encode_key(tag, WireType::LengthDelimited, out);
-    put_varint(out, v.len() as u64);
+    length_delimited(out, tag, v.len());
     out.extend_from_slice(v);
 }
 
 /// `v` as protobuf takes a string: as it is when UTF-8, else with
 /// replacement characters.
 fn text(v: &[u8]) -> Cow<'_, [u8]> {
+    // Nearly every text is ASCII, which is checked a word at a time.
+    if v.is_ascii() {
+        return Cow::Borrowed(v);
+    }
     match std::str::from_utf8(v) {
         Ok(_) => Cow::Borrowed(v),
         Err(_) => Cow::Owned(String::from_utf8_lossy(v).into_owned().into_bytes()),
@@ -215,12 +237,12 @@ fn text(v: &[u8]) -> Cow<'_, [u8]> {
 }
 
 fn fixed64(out: &mut Vec<u8>, tag: u32, v: u64) {
-    encode_key(tag, WireType::SixtyFourBit, out);
+    put_key(out, tag, WireType::SixtyFourBit);
     out.extend_from_slice(&v.to_le_bytes());
 }
 
 fn varint_field(out: &mut Vec<u8>, tag: u32, v: u64) {
-    encode_key(tag, WireType::Varint, out);
+    put_key(out, tag, WireType::Varint);
     put_varint(out, v);
 }
 
@@ -245,7 +267,7 @@ fn key_value(out: &mut Vec<u8>, tag: u32, key: &Key, value: Value<'_>) {
         }
     };
     let kv_len = key.bytes().len() + varint_len(any_len as u64) + any_len;
-    encode_key(tag, WireType::LengthDelimited, out);
+    put_key(out, tag, WireType::LengthDelimited);
     put_varint(out, kv_len as u64);
     out.extend_from_slice(key.bytes());
     put_varint(out, any_len as u64);
@@ -256,6 +278,12 @@ fn key_value(out: &mut Vec<u8>, tag: u32, key: &Key, value: Value<'_>) {
         put_varint(out, s.len() as u64);
         out.extend_from_slice(s);
     }
+}
+
+/// Appends one span attribute (a `Span.attributes` field), for
+/// [`SpanOut::prepared`].
+pub fn encode_attribute(out: &mut Vec<u8>, key: &Key, value: Value<'_>) {
+    key_value(out, field::SPAN_ATTRIBUTES, key, value);
 }
 
 /// Appends `span` as one `ScopeSpans.spans` field: what the exporter later
@@ -277,7 +305,7 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
             } else {
                 1 + second.len()
             };
-        encode_key(field::SPAN_NAME, WireType::LengthDelimited, out);
+        put_key(out, field::SPAN_NAME, WireType::LengthDelimited);
         put_varint(out, name_len as u64);
         out.extend_from_slice(&first);
         if !second.is_empty() {
@@ -287,6 +315,7 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
         varint_field(out, field::SPAN_KIND, span.kind as u64);
         fixed64(out, field::SPAN_START, span.start_ns);
         fixed64(out, field::SPAN_END, span.end_ns.max(span.start_ns));
+        out.extend_from_slice(span.prepared);
         for (k, v) in span.attributes {
             key_value(out, field::SPAN_ATTRIBUTES, k, *v);
         }
@@ -307,39 +336,40 @@ pub fn encode_span(out: &mut Vec<u8>, span: &SpanOut<'_>) {
 }
 
 /// Writes an `ExportTraceServiceRequest` holding `spans` (each made by
-/// [`encode_span`]) under one resource named `service_name`.
+/// [`encode_span`]) under one resource named `service_name`. Every length is
+/// known before it is written, so the batch is copied once and never moved.
 pub fn encode_request(out: &mut Vec<u8>, service_name: &str, spans: &[Vec<u8>]) {
-    nested(out, field::REQUEST_RESOURCE_SPANS, |out| {
-        nested(out, field::RESOURCE_SPANS_RESOURCE, |out| {
-            key_value(
-                out,
-                field::RESOURCE_ATTRIBUTES,
-                &keys::SERVICE_NAME,
-                Value::Str(service_name.as_bytes()),
-            );
-        });
-        encode_key(
-            field::RESOURCE_SPANS_SCOPE_SPANS,
-            WireType::LengthDelimited,
+    let mut resource = Vec::new();
+    nested(&mut resource, field::RESOURCE_SPANS_RESOURCE, |out| {
+        key_value(
             out,
+            field::RESOURCE_ATTRIBUTES,
+            &keys::SERVICE_NAME,
+            Value::Str(service_name.as_bytes()),
         );
-        let scope_len = scope_len();
-        let len = scope_len + spans.iter().map(Vec::len).sum::<usize>();
-        encode_varint(len as u64, out);
-        let at = out.len();
-        nested(out, field::SCOPE_SPANS_SCOPE, |out| {
-            bytes_field(out, field::SCOPE_NAME, b"pier");
-            bytes_field(
-                out,
-                field::SCOPE_VERSION,
-                env!("CARGO_PKG_VERSION").as_bytes(),
-            );
-        });
-        debug_assert_eq!(out.len() - at, scope_len);
-        for s in spans {
-            out.extend_from_slice(s);
-        }
     });
+    let scope_len = scope_len();
+    let scope_spans_len = scope_len + spans.iter().map(Vec::len).sum::<usize>();
+    let resource_spans_len =
+        resource.len() + 1 + encoded_len_varint(scope_spans_len as u64) + scope_spans_len;
+    length_delimited(out, field::REQUEST_RESOURCE_SPANS, resource_spans_len);
+    let at = out.len();
+    out.extend_from_slice(&resource);
+    length_delimited(out, field::RESOURCE_SPANS_SCOPE_SPANS, scope_spans_len);
+    let scope_at = out.len();
+    nested(out, field::SCOPE_SPANS_SCOPE, |out| {
+        bytes_field(out, field::SCOPE_NAME, b"pier");
+        bytes_field(
+            out,
+            field::SCOPE_VERSION,
+            env!("CARGO_PKG_VERSION").as_bytes(),
+        );
+    });
+    debug_assert_eq!(out.len() - scope_at, scope_len);
+    for s in spans {
+        out.extend_from_slice(s);
+    }
+    debug_assert_eq!(out.len() - at, resource_spans_len);
 }
 
 /// Bytes of the `ScopeSpans.scope` field as [`encode_request`] writes it.
@@ -470,6 +500,12 @@ mod tests {
         let trace_id = [7u8; 16];
         let (server, client) = ([1u8; 8], [2u8; 8]);
         let parent = [9u8; 8];
+        let mut prepared = Vec::new();
+        encode_attribute(
+            &mut prepared,
+            &keys::HTTP_REQUEST_METHOD,
+            Value::Str(b"GET"),
+        );
         let mut one = Vec::new();
         encode_span(
             &mut one,
@@ -482,8 +518,8 @@ mod tests {
                 kind: SpanKind::Server,
                 start_ns: 1_000,
                 end_ns: 5_000,
+                prepared: &prepared,
                 attributes: &[
-                    (&keys::HTTP_REQUEST_METHOD, Value::Str(b"GET")),
                     (&keys::USER_AGENT_ORIGINAL, Value::Str(b"bad \xff")),
                     (&keys::HTTP_RESPONSE_STATUS_CODE, Value::Int(502)),
                     (&keys::SERVER_ADDRESS, Value::Ascii(b"10.0.0.1")),
@@ -508,6 +544,7 @@ mod tests {
                 kind: SpanKind::Client,
                 start_ns: 1_500,
                 end_ns: 1_000,
+                prepared: &[],
                 attributes: &[(&keys::SERVER_PORT, Value::Int(8080))],
                 events: &[],
                 error: false,
@@ -548,6 +585,11 @@ mod tests {
             attr(s, "http.response.status_code"),
             Some(any_value::Value::IntValue(502))
         );
+        // The prepared attribute is there as those written one by one.
+        assert_eq!(
+            attr(s, "http.request.method"),
+            Some(any_value::Value::StringValue("GET".into()))
+        );
         assert_eq!(
             attr(s, "server.address"),
             Some(any_value::Value::StringValue("10.0.0.1".into()))
@@ -584,6 +626,7 @@ mod tests {
                     kind: SpanKind::Server,
                     start_ns: 1,
                     end_ns: 2,
+                    prepared: &[],
                     attributes: &[(&keys::URL_PATH, Value::Str(&big))],
                     events: &[],
                     error: false,
