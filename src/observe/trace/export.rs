@@ -23,7 +23,9 @@ use super::{ExportProtocol, TraceConfig};
 
 /// Encoded spans per POST, at most: a batch stays a few hundred KiB.
 const BATCH_BYTES: usize = 512 * 1024;
-/// Queued requests that make a worker wake the exporter before its interval.
+/// Queued requests that make a worker wake the exporter before its interval
+/// (half the queue, when that is fewer: a small queue must wake it before it
+/// fills; a queue of one is sent at the interval only).
 const WAKE_AT: usize = 256;
 /// Room a new span buffer is made with: a request's server and client spans.
 const SPANS_ROOM: usize = 1024;
@@ -40,6 +42,8 @@ pub struct TraceShared {
     empty: ArrayQueue<Vec<u8>>,
     stop: AtomicBool,
     exporter: OnceLock<Thread>,
+    /// [`WAKE_AT`], or half the queue when that is fewer; 0: never.
+    wake_at: usize,
     /// Batches the collector did not take (`pier_trace_export_failures_total`).
     failures: Arc<AtomicU64>,
 }
@@ -53,6 +57,7 @@ impl TraceShared {
             empty: ArrayQueue::new(queue),
             stop: AtomicBool::new(false),
             exporter: OnceLock::new(),
+            wake_at: WAKE_AT.min(queue / 2),
             failures,
         })
     }
@@ -71,7 +76,7 @@ impl TraceShared {
     pub fn hand_off(&self, spans: Vec<u8>, count: u32) -> Result<(), Vec<u8>> {
         match self.full.push((spans, count)) {
             Ok(()) => {
-                if self.full.len() >= WAKE_AT {
+                if self.wake_at > 0 && self.full.len() >= self.wake_at {
                     self.wake();
                 }
                 Ok(())
@@ -202,7 +207,7 @@ fn export_loop(shared: &TraceShared) {
             // or for a full batch's worth: sending each time the queue is
             // not empty would make batches of a few requests when the
             // exporter keeps pace, each POST costing what a big one does.
-            if !stopping && shared.full.len() < WAKE_AT {
+            if !stopping && shared.full.len() < shared.wake_at.max(1) {
                 break;
             }
         }
@@ -229,5 +234,28 @@ mod tests {
         assert!(shared.hand_off(vec![1], 1).is_ok());
         assert!(shared.hand_off(vec![2], 1).is_ok());
         assert_eq!(shared.hand_off(vec![3], 2), Err(vec![3]));
+    }
+
+    /// A queue smaller than two wake-ups' worth wakes the exporter at half
+    /// full, not never: before, a queue under 256 left at most its size per
+    /// flush interval and dropped the rest.
+    #[test]
+    fn a_small_queue_wakes_the_exporter_at_half_full() {
+        let shared = TraceShared::new(
+            TraceConfig {
+                queue: 100,
+                ..TraceConfig::for_tests()
+            },
+            Arc::default(),
+        );
+        shared.exporter.set(std::thread::current()).unwrap();
+        for i in 0..49 {
+            assert!(shared.hand_off(vec![i], 1).is_ok());
+        }
+        let started = std::time::Instant::now();
+        assert!(shared.hand_off(vec![49], 1).is_ok());
+        // The hand-off unparked this thread: the park returns at once.
+        std::thread::park_timeout(Duration::from_secs(30));
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
