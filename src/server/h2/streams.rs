@@ -298,11 +298,20 @@ mod tests {
     use crate::http1::parse::BodyKind;
     use crate::http1::HeaderLines;
     use crate::http2::frame::{flag, kind, PREFACE};
-    use crate::http2::test_wire::{block, frame, headers, hpack_int, limits, settings};
+    use crate::http2::test_wire::{block, data, frame, headers, hpack_int, limits, settings};
 
     /// The requests `blocks` (stream, block, END_STREAM) start, as the
     /// connection task would take them.
     fn started(blocks: &[(StreamId, &[u8], bool)]) -> Vec<Fresh> {
+        let frames: Vec<Vec<u8>> = blocks
+            .iter()
+            .map(|(id, b, end)| headers(*id, b, *end))
+            .collect();
+        started_from_frames(&frames)
+    }
+
+    /// The requests `frames` start after the preface and SETTINGS.
+    fn started_from_frames(frames: &[Vec<u8>]) -> Vec<Fresh> {
         let mut l = limits();
         l.max_concurrent_streams = 100;
         let mut conn = ServerConnection::new(l);
@@ -311,11 +320,21 @@ mod tests {
         let mut wire = PREFACE.to_vec();
         wire.extend(settings(&[]));
         wire.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
-        for (id, b, end) in blocks {
-            wire.extend(headers(*id, b, *end));
+        for f in frames {
+            wire.extend_from_slice(f);
         }
         assert_eq!(conn.receive(&wire, now, &mut table), Ok(wire.len()));
         std::mem::take(&mut table.fresh)
+    }
+
+    /// HEADERS with the PRIORITY flag, depending on `dep`.
+    fn headers_dep(stream: u32, dep: u32, b: &[u8], end_stream: bool) -> Vec<u8> {
+        let mut payload = dep.to_be_bytes().to_vec();
+        payload.push(15);
+        payload.extend_from_slice(b);
+        let flags =
+            flag::END_HEADERS | flag::PRIORITY | if end_stream { flag::END_STREAM } else { 0 };
+        frame(kind::HEADERS, flags, stream, &payload)
     }
 
     #[test]
@@ -444,49 +463,6 @@ mod tests {
         let parsed: Vec<_> = fresh.iter().map(|f| f.parsed).collect();
         assert_eq!(parsed, [Err(400), Err(400), Ok(()), Err(400), Err(400)]);
     }
-}
-
-#[cfg(test)]
-mod repeat_after_refusal_tests {
-    use std::time::Instant;
-
-    use super::*;
-    use crate::http1::parse::BodyKind;
-    use crate::http2::frame::{flag, kind, PREFACE};
-    use crate::http2::test_wire::{block, data, frame, headers, limits, settings};
-
-    /// HEADERS with the PRIORITY flag, depending on `dep`.
-    fn headers_dep(stream: u32, dep: u32, b: &[u8], end_stream: bool) -> Vec<u8> {
-        let mut payload = dep.to_be_bytes().to_vec();
-        payload.push(15);
-        payload.extend_from_slice(b);
-        let flags =
-            flag::END_HEADERS | flag::PRIORITY | if end_stream { flag::END_STREAM } else { 0 };
-        frame(kind::HEADERS, flags, stream, &payload)
-    }
-
-    fn run(
-        wire_after_preface: &[Vec<u8>],
-    ) -> (
-        ServerConnection,
-        Vec<Fresh>,
-        Result<usize, crate::http2::conn::ConnError>,
-        usize,
-    ) {
-        let mut l = limits();
-        l.max_concurrent_streams = 100;
-        let mut conn = ServerConnection::new(l);
-        let mut table = StreamTable::new(Limits::default());
-        let mut wire = PREFACE.to_vec();
-        wire.extend(settings(&[]));
-        wire.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
-        for f in wire_after_preface {
-            wire.extend_from_slice(f);
-        }
-        let r = conn.receive(&wire, Instant::now(), &mut table);
-        let fresh = std::mem::take(&mut table.fresh);
-        (conn, fresh, r, wire.len())
-    }
 
     /// A block refused for per-stream reasons (a self-dependent PRIORITY)
     /// is not the decoder's remembered block, so its repeat is built as
@@ -507,15 +483,14 @@ mod repeat_after_refusal_tests {
             (":authority", "example.com"),
             (":path", "/a"),
         ]);
-        let (_conn, fresh, r, len) = run(&[
+        let fresh = started_from_frames(&[
             headers(1, &b, false),
-            // Stream error (PROTOCOL_ERROR), but `a` is now the memo.
+            // Refused with a stream error (PROTOCOL_ERROR).
             headers_dep(3, 3, &a, false),
             headers(5, &a, false),
             // No content-length in `a`: the codec takes any body.
             data(5, &[b'x'; 40], true),
         ]);
-        assert_eq!(r, Ok(len));
         assert_eq!(fresh.len(), 2);
         let f = &fresh[1];
         assert_eq!(f.id, 5);
@@ -540,12 +515,11 @@ mod repeat_after_refusal_tests {
             (":path", "/a"),
             ("content-length", "5"),
         ]);
-        let (_conn, fresh, r, len) = run(&[
+        let fresh = started_from_frames(&[
             headers(1, &b, false),
             headers(3, &a, true),
             headers(5, &a, false),
         ]);
-        assert_eq!(r, Ok(len));
         assert_eq!(fresh.len(), 2);
         let f = &fresh[1];
         assert_eq!(f.head.path(&f.buf), b"/a", "stream 5 is its own request");
