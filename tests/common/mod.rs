@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 /// A loopback address whose connections are refused, for as long as the test
 /// process runs. The port stays bound (a socket that never listens) so that no
 /// other listener of a test running beside this one can take it, as a port
-/// bound and released could be.
+/// bound and released could be. The same port of `::1` is held too where the
+/// machine has IPv6, so `localhost` at that port is refused at both its
+/// addresses.
 pub fn refused_addr() -> SocketAddr {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
         .expect("a TCP socket");
@@ -41,6 +43,12 @@ pub fn refused_addr() -> SocketAddr {
         .as_socket()
         .expect("an IP address");
     std::mem::forget(socket);
+    if let Ok(v6) = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None) {
+        let loopback = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port()));
+        if v6.set_only_v6(true).is_ok() && v6.bind(&loopback.into()).is_ok() {
+            std::mem::forget(v6);
+        }
+    }
     addr
 }
 
