@@ -214,6 +214,11 @@ fn encode_literal(
 /// Appends an integer with an N-bit prefix (§5.1) to a first octet that
 /// carries `pattern` in its high bits.
 pub(super) fn encode_int(out: &mut Vec<u8>, pattern: u8, prefix_bits: u8, value: usize) {
+    // Most indices fit the prefix: one octet, pushed here without the call.
+    if value < (1 << prefix_bits) - 1 {
+        out.push(pattern | value as u8);
+        return;
+    }
     field_coding::write_int(out, pattern, prefix_bits, value as u64);
 }
 
