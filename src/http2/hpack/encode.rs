@@ -27,6 +27,26 @@ pub struct Encoder {
     /// The smallest target since the last block: §4.2 wants it signalled
     /// when the size went down and up again in between.
     smallest_size: usize,
+    /// Where recent fields went in the dynamic table, by insertion number
+    /// ([`NO_ENTRY`] for none), in a slot chosen by [`memo_slot`]: a field
+    /// each response repeats is found with one comparison instead of a
+    /// scan. An entry is checked against the field before its index is
+    /// sent, so a slot shared by two fields, or naming an evicted entry,
+    /// only costs the scan.
+    memo: [u64; MEMO_SLOTS],
+}
+
+/// Slots of [`Encoder::memo`]: more than the fields an answer repeats.
+const MEMO_SLOTS: usize = 16;
+
+/// A memo slot naming no entry.
+const NO_ENTRY: u64 = u64::MAX;
+
+/// The memo slot of a field: fields an answer repeats differ in the
+/// length of their name or value, or in the name's first octet.
+fn memo_slot(name: &[u8], value: &[u8]) -> usize {
+    let first = name.first().copied().unwrap_or(0) as usize;
+    (name.len() + 3 * value.len() + first) % MEMO_SLOTS
 }
 
 impl Default for Encoder {
@@ -36,6 +56,7 @@ impl Default for Encoder {
             table: DynamicTable::new(size),
             target_size: size,
             smallest_size: size,
+            memo: [NO_ENTRY; MEMO_SLOTS],
         }
     }
 }
@@ -113,8 +134,16 @@ impl Encoder {
         // static table holds whole is never inserted), nor a sensitive one
         // (never inserted either), so the octets are those of the static
         // lookup first.
+        let slot = memo_slot(name, value);
+        if let Some(index) = self.table.index_of_insertion(self.memo[slot]) {
+            if self.table.holds(index, name, value) {
+                encode_int(out, 0x80, 7, STATIC_LEN + 1 + index);
+                return;
+            }
+        }
         let dynamic_name = match self.table.find(name, value) {
             Ok(index) => {
+                self.memo[slot] = self.table.insertion_of_index(index);
                 encode_int(out, 0x80, 7, STATIC_LEN + 1 + index);
                 return;
             }
@@ -140,6 +169,7 @@ impl Encoder {
             // resolves it (§4.4).
             encode_literal(out, 0x40, 6, name_index, name, value);
             self.table.insert(name, value);
+            self.memo[slot] = self.table.insertion_of_index(0);
         } else {
             encode_literal(out, 0x00, 4, name_index, name, value);
         }
@@ -184,6 +214,11 @@ fn encode_literal(
 /// Appends an integer with an N-bit prefix (§5.1) to a first octet that
 /// carries `pattern` in its high bits.
 pub(super) fn encode_int(out: &mut Vec<u8>, pattern: u8, prefix_bits: u8, value: usize) {
+    // Most indices fit the prefix: one octet, pushed here without the call.
+    if value < (1 << prefix_bits) - 1 {
+        out.push(pattern | value as u8);
+        return;
+    }
     field_coding::write_int(out, pattern, prefix_bits, value as u64);
 }
 
@@ -365,6 +400,70 @@ mod tests {
         assert_eq!(&b[..2], [0x20, 0x88]);
         assert_eq!(decode(&mut d0, &b), expected(200, &[(b"x-a", b"1")]));
         assert_eq!(e.table().len(), 0);
+    }
+
+    #[test]
+    fn remembered_fields_are_one_octet_and_never_stale_after_eviction() {
+        // 100 octets hold two 36-octet entries, not three.
+        let mut e = Encoder::default();
+        e.set_peer_table_size(100);
+        let mut d = Decoder::new(100);
+        let mut send = |e: &mut Encoder, list: &[(&[u8], &[u8])]| {
+            let b = block(e, 200, list);
+            assert_eq!(decode(&mut d, &b), expected(200, list));
+            assert_eq!(e.table().size(), d.table().size(), "the tables agree");
+            b
+        };
+        let first = send(&mut e, &[(b"x-a", b"1")]);
+        assert_eq!(first[3], 0x40, "inserted after the size update");
+        assert_eq!(send(&mut e, &[(b"x-a", b"1")]), [0x88, 0xbe]);
+        // `x-b: 2` shares the memo slot of `x-a: 1`: both still found.
+        assert_eq!(send(&mut e, &[(b"x-b", b"2")])[1], 0x40);
+        assert_eq!(send(&mut e, &[(b"x-a", b"1")]), [0x88, 0xbf]);
+        assert_eq!(send(&mut e, &[(b"x-b", b"2")]), [0x88, 0xbe]);
+        // Two more entries evict both: the memo must not name them.
+        send(&mut e, &[(b"x-c", b"3"), (b"x-d", b"4")]);
+        assert_eq!(e.table().len(), 2);
+        let b = send(&mut e, &[(b"x-a", b"1")]);
+        assert_eq!(b[1], 0x40, "sent as a literal and inserted again");
+        assert_eq!(send(&mut e, &[(b"x-a", b"1")]), [0x88, 0xbe]);
+        // An entry that takes the evicted one's place is checked, not
+        // trusted by its position.
+        send(&mut e, &[(b"x-e", b"5"), (b"x-f", b"6")]);
+        let b = send(&mut e, &[(b"x-a", b"1")]);
+        assert_eq!(b[1], 0x40);
+    }
+
+    #[test]
+    fn remembered_fields_follow_the_peers_table_size_changes() {
+        let mut e = Encoder::default();
+        let mut d = Decoder::new(4096);
+        let list: &[(&[u8], &[u8])] = &[(b"server", b"pier"), (b"content-length", b"13")];
+        let b = block(&mut e, 200, list);
+        assert_eq!(decode(&mut d, &b), expected(200, list));
+        assert_eq!(block(&mut e, 200, list), [0x88, 0xbf, 0xbe]);
+        // The peer allows no table: its size update empties both tables and
+        // the memo's entries are gone with them.
+        e.set_peer_table_size(0);
+        let b = block(&mut e, 200, list);
+        assert_eq!(b[0], 0x20, "the size update comes first");
+        assert_eq!(decode(&mut d, &b), expected(200, list));
+        assert_eq!((e.table().len(), d.table().size()), (0, 0));
+        // Allowed again: inserted once more, then one octet each.
+        e.set_peer_table_size(4096);
+        let b = block(&mut e, 200, list);
+        assert_eq!(decode(&mut d, &b), expected(200, list));
+        assert_eq!(e.table().len(), 2);
+        assert_eq!(block(&mut e, 200, list), [0x88, 0xbf, 0xbe]);
+        // Shrunk to hold only the newer entry: the older is evicted on
+        // both sides and sent as a literal again.
+        e.set_peer_table_size(50);
+        let b = block(&mut e, 200, list);
+        assert_eq!(decode(&mut d, &b), expected(200, list));
+        assert_eq!(e.table().size(), d.table().size());
+        let b = block(&mut e, 200, list);
+        assert_eq!(decode(&mut d, &b), expected(200, list));
+        assert_eq!(e.table().size(), d.table().size());
     }
 
     /// A small deterministic generator (xorshift), so the test needs no

@@ -174,6 +174,9 @@ pub(super) struct DynamicTable {
     entries: VecDeque<Entry>,
     size: usize,
     max_size: usize,
+    /// Entries ever inserted: an entry's insertion number (the count before
+    /// it went in) names it for as long as it stays, whatever its index.
+    inserted: u64,
 }
 
 impl DynamicTable {
@@ -185,7 +188,36 @@ impl DynamicTable {
             entries: VecDeque::new(),
             size: 0,
             max_size,
+            inserted: 0,
         }
+    }
+
+    /// The dynamic index (0 is the newest) of the entry inserted as number
+    /// `number`, if it is still in the table.
+    pub(super) fn index_of_insertion(&self, number: u64) -> Option<usize> {
+        let age = self.inserted.checked_sub(number.checked_add(1)?)?;
+        usize::try_from(age)
+            .ok()
+            .filter(|&i| i < self.entries.len())
+    }
+
+    /// The insertion number of the entry at dynamic index `index`.
+    pub(super) fn insertion_of_index(&self, index: usize) -> u64 {
+        self.inserted - 1 - index as u64
+    }
+
+    /// Whether the entry at dynamic index `index` is `name: value`.
+    pub(super) fn holds(&self, index: usize, name: &[u8], value: &[u8]) -> bool {
+        let len = self.entries.len();
+        if index >= len {
+            return false;
+        }
+        let e = self.entries[len - 1 - index];
+        let name_end = e.start + e.name_len;
+        e.name_len == name.len()
+            && e.value_len == value.len()
+            && &self.bytes[e.start..name_end] == name
+            && &self.bytes[name_end..name_end + e.value_len] == value
     }
 
     /// The number of entries.
@@ -253,6 +285,7 @@ impl DynamicTable {
     /// larger than the whole table leaves the table empty.
     pub(super) fn insert(&mut self, name: &[u8], value: &[u8]) {
         let size = entry_size(name, value);
+        self.inserted += 1;
         if size > self.max_size {
             self.entries.clear();
             self.bytes.clear();
