@@ -283,20 +283,42 @@ pub fn new_trace_and_span_ids() -> (TraceId, SpanId) {
     })
 }
 
-/// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
-/// random part in W3C level 2) as OpenTelemetry's `TraceIdRatioBased` does, so
-/// every instance that sees the trace decides alike.
-pub fn ratio_samples(trace_id: &TraceId, ratio: f64) -> bool {
-    if ratio >= 1.0 {
-        return true;
+/// A sampling ratio, 0 to 1, with the bound the ratio sampler compares a
+/// trace id against worked out once (not on every request).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRatio {
+    ratio: f64,
+    /// Trace ids whose random part, shifted right once, is below this are sampled.
+    bound: u64,
+}
+
+impl SampleRatio {
+    /// The ratio `ratio`; at or below 0 nothing is sampled, at or above 1 everything.
+    pub fn new(ratio: f64) -> SampleRatio {
+        let bound = if ratio >= 1.0 {
+            1u64 << 63
+        } else if ratio > 0.0 {
+            (ratio * (1u64 << 63) as f64) as u64
+        } else {
+            0
+        };
+        SampleRatio { ratio, bound }
     }
-    if ratio <= 0.0 {
-        return false;
+
+    /// The share of traces sampled.
+    pub fn ratio(&self) -> f64 {
+        self.ratio
     }
-    let mut tail = [0u8; 8];
-    tail.copy_from_slice(&trace_id[8..]);
-    let bound = (ratio * (1u64 << 63) as f64) as u64;
-    (u64::from_be_bytes(tail) >> 1) < bound
+
+    /// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
+    /// random part in W3C level 2) as OpenTelemetry's `TraceIdRatioBased` does,
+    /// so every instance that sees the trace decides alike.
+    #[inline]
+    pub fn samples(&self, trace_id: &TraceId) -> bool {
+        let mut tail = [0u8; 8];
+        tail.copy_from_slice(&trace_id[8..]);
+        (u64::from_be_bytes(tail) >> 1) < self.bound
+    }
 }
 
 #[cfg(test)]
@@ -399,11 +421,16 @@ mod tests {
     #[test]
     fn the_ratio_sampler_keeps_about_its_share() {
         let kept = (0..10_000)
-            .filter(|_| ratio_samples(&new_trace_and_span_ids().0, 0.25))
+            .filter(|_| SampleRatio::new(0.25).samples(&new_trace_and_span_ids().0))
             .count();
         assert!((2000..3000).contains(&kept), "{kept}");
-        assert!(ratio_samples(&new_trace_and_span_ids().0, 1.0));
-        assert!(!ratio_samples(&new_trace_and_span_ids().0, 0.0));
+        assert_eq!(SampleRatio::new(0.25).ratio(), 0.25);
+        assert!(SampleRatio::new(1.0).samples(&[0xff; 16]));
+        assert!(!SampleRatio::new(0.0).samples(&[1; 16]));
+        assert!(SampleRatio::new(0.5).samples(&[0x7f; 16]));
+        assert!(!SampleRatio::new(0.5).samples(&[0x80; 16]));
+        assert!(SampleRatio::new(1.0).samples(&new_trace_and_span_ids().0));
+        assert!(!SampleRatio::new(0.0).samples(&new_trace_and_span_ids().0));
     }
 
     #[test]
