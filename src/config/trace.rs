@@ -10,6 +10,7 @@ use super::error::{ConfigError, Locator};
 use super::value::{duration, int, RawDuration};
 use crate::filter::access::address::parse_address_entry;
 use crate::http::request_trace::{TracePolicy, TrustIncoming};
+use crate::http::trace_context::SampleRatio;
 use crate::observe::trace::{ExportProtocol, TraceConfig};
 
 /// `[trace]` as written.
@@ -176,7 +177,7 @@ pub fn validate_trace(loc: &Locator<'_>, raw: &RawTrace) -> Result<TraceConfig, 
         protocol,
         service_name,
         policy: TracePolicy {
-            sample,
+            sample: SampleRatio::new(sample),
             keep_errors: raw.keep_errors.unwrap_or(false),
             trust_incoming: validate_trust(loc, raw.trust_incoming.as_ref())?,
         },

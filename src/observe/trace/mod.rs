@@ -61,7 +61,7 @@ impl TraceConfig {
             protocol: ExportProtocol::HttpProtobuf,
             service_name: "pier".into(),
             policy: TracePolicy {
-                sample: 1.0,
+                sample: crate::http::trace_context::SampleRatio::new(1.0),
                 keep_errors: false,
                 trust_incoming: crate::http::request_trace::TrustIncoming::Nobody,
             },
