@@ -9,7 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::pebble::{self, free_port, Pebble};
+use common::free_port;
+use common::pebble::{self, Pebble};
 use common::tls::{connect_tls, recording_client, tls_get, Recorder};
 use common::Pier;
 

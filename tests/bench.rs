@@ -342,11 +342,7 @@ fn bad_input_gets_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
 
     // Nothing listens on a port we just freed.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::refused_addr().port();
     let out = bench(&["http", &format!("http://127.0.0.1:{port}/"), "-n", "5"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -7,14 +7,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::tls::{tls_get, verifying_client, Pki, TlsStream};
-use common::{which, Pier};
+use common::{free_port, which, Pier};
 use rustix::process::Signal;
 use rustls::pki_types::ServerName;
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, StreamOwned};
@@ -167,14 +167,6 @@ impl Drop for Haproxy {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Two instances sharing a certificate and a ticket key file, and haproxy in front.

@@ -546,9 +546,7 @@ fn a_listener_added_or_switched_to_http3_by_a_reload_serves_it_at_once() {
     assert!(!curl_head("--http1.1", &url)
         .to_ascii_lowercase()
         .contains("alt-svc"));
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let added = free.local_addr().unwrap();
-    drop(free);
+    let added = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     // HTTP/3 on for the first listener, and a second TLS listener.
     let path = pier.root().join("pier.toml");
     let text = std::fs::read_to_string(&path)

@@ -866,11 +866,7 @@ impl Nginx {
             p.is_file().then_some(p)
         })?;
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let root = dir.path().join("www");
         std::fs::create_dir(&root).unwrap();
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();

@@ -43,11 +43,7 @@ impl Redis {
     }
 
     fn start() -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let redis = Redis::start_on(port);
         if redis.is_none() {
             eprintln!("redis-server not found; skipping (CI installs it)");

@@ -366,9 +366,7 @@ fn an_invalid_config_on_sighup_keeps_the_running_one() {
 
 #[test]
 fn sighup_adds_and_removes_listeners_and_keeps_the_worker_count() {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let extra = free.local_addr().unwrap();
-    drop(free);
+    let extra = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let pier = Pier::with_config(&config("old", ""), &[]);
     let addr = pier.addr();
     let with_extra = config("new", "")
@@ -684,9 +682,7 @@ upstream = "app"
 
 #[test]
 fn a_listener_removed_after_an_upgrade_really_closes() {
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let extra = free.local_addr().unwrap();
-    drop(free);
+    let extra = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pier.pid");
     let with_extra = |body: &str| {
@@ -795,9 +791,7 @@ fn a_connection_accepted_before_an_upgrade_gets_its_first_request_answered() {
 fn an_upgrade_moves_the_admin_listener_to_a_new_address() {
     let (mut pier, _dir, pid_file) = with_pid_file("old");
     let old_admin = pier.admin.expect("admin listener");
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let new_admin = free.local_addr().unwrap();
-    drop(free);
+    let new_admin = std::net::SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     std::fs::write(
         config_path(&pier),
         config("new", &format!("[admin]\nlisten = \"{new_admin}\"\n")),

@@ -5,22 +5,11 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 
 use common::tls::Pki;
-use common::{assert_config_error, get, which, Pier};
-
-/// A port free now, for a configuration that must name it (the redirect
-/// names the TLS listener's port).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{assert_config_error, free_port, get, which, Pier};
 
 /// README's block between `<!-- site:pier -->` and `<!-- /site:pier -->`.
 fn readme_site() -> String {

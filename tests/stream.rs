@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::tls::{connect_tls, recording_client, seen_subject, verifying_client, Pki};
 use common::upstream::{ok, Upstream};
-use common::{connect, which, Pier, Reader};
+use common::{connect, free_port, which, Pier, Reader};
 use pier::proxy_protocol::{self, Header, ProxyParsed};
 
 /// A TCP echo server that optionally expects a PROXY header first (recording
@@ -393,14 +393,6 @@ impl Drop for Haproxy {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn wait_for_port(addr: SocketAddr) {

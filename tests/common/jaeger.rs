@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::pebble::free_port;
+use super::free_port;
 
 /// The pinned version `.ci/run` builds.
 pub const VERSION: &str = "v1.76.0";

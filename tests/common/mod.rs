@@ -52,6 +52,43 @@ pub fn refused_addr() -> SocketAddr {
     addr
 }
 
+/// A loopback port free now (TCP and UDP bound and released), for a
+/// configuration that must name its port upfront. It is taken below the
+/// kernel's ephemeral range, so no client connection of a test running beside
+/// this one can hold it as its local port before Pier binds it, as one bound
+/// at port 0 and released could be; within this process no port is given twice.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut words = text.split_whitespace().map(|w| w.parse::<u32>().ok());
+            Some((words.next()??, words.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    // The ports outside the ephemeral range: below it where there is room, else above.
+    let (first, count) = if low > 11_000 {
+        (10_000, low - 10_000)
+    } else {
+        (high + 1, 65_535 - high)
+    };
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    for _ in 0..count {
+        let step = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (first + seed.wrapping_add(step) % count) as u16;
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", port));
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
+        if tcp.is_ok() && udp.is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port outside the ephemeral range");
+}
+
 /// A running `pier serve`, killed on drop.
 pub struct Pier {
     pub child: Child,

@@ -2,7 +2,7 @@
 //! its DNS pointed at `pebble-challtestsrv` (every name resolves to 127.0.0.1),
 //! so validations really connect to Pier's listeners. Both are killed on drop.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,14 +32,7 @@ impl Drop for Pebble {
     }
 }
 
-/// A port free now (bound and released), for configs that must name it upfront.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use super::free_port;
 
 /// The Pebble binaries: `$PEBBLE_BIN_DIR`, then `PATH`, then Go's bin directory.
 fn find_binary(name: &str) -> Option<PathBuf> {
