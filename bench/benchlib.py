@@ -412,14 +412,19 @@ def process_tree(root):
 
 def tree_cpu_seconds(root):
     """utime + stime (fields 14 and 15 of /proc/PID/stat) over the process tree."""
-    ticks = 0
+    return sum(tree_cpu_split(root))
+
+
+def tree_cpu_split(root):
+    """(utime, stime) over the process tree, in seconds: user space and the kernel."""
+    user = system = 0
     for pid in process_tree(root):
         try:
             f = _stat_fields(pid)
-            ticks += int(f[11]) + int(f[12])
+            user, system = user + int(f[11]), system + int(f[12])
         except (OSError, ValueError, IndexError):
             continue
-    return ticks / CLK_TCK
+    return user / CLK_TCK, system / CLK_TCK
 
 
 def tree_sched_seconds(root):
