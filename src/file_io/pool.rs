@@ -541,7 +541,7 @@ mod tests {
     #[test]
     fn a_stuck_job_times_out_and_its_thread_is_replaced() {
         let p = pool(1, 4, Duration::from_millis(150));
-        let release = time_out_one(&p);
+        let release = time_out_on_a_thread(&p);
         // The only configured thread is still stuck, yet new work runs.
         on_worker(async {
             assert_eq!(p.run(|| 7).await, Ok(7));
@@ -549,13 +549,37 @@ mod tests {
         release.send(()).unwrap();
     }
 
+    /// Like [`time_out_one`], and then waits until a thread runs the job (on
+    /// a busy machine a new thread may take longer to start than the
+    /// timeout), so that the thread counts as stuck when the next job comes.
+    fn time_out_on_a_thread(p: &FileIoPool) -> mpsc::Sender<()> {
+        let (release, hold) = held();
+        let (started, running) = mpsc::channel();
+        on_worker(async {
+            let job = move || {
+                let _ = started.send(());
+                hold()
+            };
+            assert_eq!(p.run(job).await, Err(FileIoError::TimedOut));
+        });
+        running
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a thread ran the job");
+        release
+    }
+
     #[test]
     fn stuck_threads_are_capped() {
         let p = pool(1, 64, Duration::from_millis(50));
-        let releases: Vec<_> = (0..(2 + STUCK_PER_THREAD))
-            .map(|_| time_out_one(&p))
+        let mut releases: Vec<_> = (0..(1 + STUCK_PER_THREAD))
+            .map(|_| time_out_on_a_thread(&p))
             .collect();
         assert_eq!(p.shared.lock().busy_since.len(), 1 + STUCK_PER_THREAD);
+        // Every thread is stuck and the cap is reached: the next job waits in
+        // the queue and no thread is started for it.
+        releases.push(time_out_one(&p));
+        assert_eq!(p.shared.lock().busy_since.len(), 1 + STUCK_PER_THREAD);
+        assert_eq!(p.shared.lock().queue.len(), 1);
         drop(releases);
     }
 
@@ -603,7 +627,7 @@ mod tests {
     #[test]
     fn a_timed_out_job_is_counted_and_its_thread_shown_stuck() {
         let p = pool(1, 4, Duration::from_millis(100));
-        let release = time_out_one(&p);
+        let release = time_out_on_a_thread(&p);
         let g = p.gauges();
         assert_eq!((g.threads, g.busy, g.stuck), (1, 1, 1));
         assert!(render(&p).contains("pier_file_io_timeouts_total 1\n"));
