@@ -370,33 +370,50 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 }
             };
             let mut digits = [0u8; 20];
-            let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
-            let alt_svc = self.facts.alt_svc.as_deref().map(|v| (&b"alt-svc"[..], v));
-            let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
-                .into_iter()
-                .chain(length_field)
-                .chain(alt_svc);
+            // The driver's fields, in a list walked as a slice.
+            let mut own: [(&[u8], &[u8]); 4] = [
+                (b"server", b"pier"),
+                (b"date", date),
+                (b"content-length", b""),
+                (b"alt-svc", b""),
+            ];
+            let mut count = 2;
+            if let Some(length) = length {
+                own[count] = (b"content-length", decimal(length, &mut digits));
+                count += 1;
+            }
+            if let Some(alt_svc) = self.facts.alt_svc.as_deref() {
+                own[count] = (b"alt-svc", alt_svc);
+                count += 1;
+            }
+            let mut own = own[..count].iter().copied();
             let given = || {
                 head.all_fields()
                     .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length") && shape.carries(n))
             };
             let mut sh = self.shared.borrow_mut();
-            if let Some(priority) = Priority::of_answer(head.all_fields()) {
-                sh.conn.set_response_priority(self.stream_id, priority);
-            }
-            let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
-                let mut fields = own.chain(
-                    given()
-                        .filter(|(n, _)| carried(n))
-                        .map(|(n, v)| (n.as_bytes(), v)),
-                );
-                sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end)
+            let sent = if !head.has_fields() {
+                // A bare answer (a `respond` route's): the driver's fields
+                // alone, with no field to look at for a priority or case.
+                sh.conn.send_headers(self.stream_id, status, &mut own, end)
             } else {
-                let lowered = LoweredFields::of(given());
-                let mut fields = own.chain(lowered.iter());
-                sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end)
+                if let Some(priority) = Priority::of_answer(head.all_fields()) {
+                    sh.conn.set_response_priority(self.stream_id, priority);
+                }
+                if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
+                    let mut fields = own.chain(
+                        given()
+                            .filter(|(n, _)| carried(n))
+                            .map(|(n, v)| (n.as_bytes(), v)),
+                    );
+                    sh.conn
+                        .send_headers(self.stream_id, status, &mut fields, end)
+                } else {
+                    let lowered = LoweredFields::of(given());
+                    let mut fields = own.chain(lowered.iter());
+                    sh.conn
+                        .send_headers(self.stream_id, status, &mut fields, end)
+                }
             };
             sh.table.wake_conn();
             if !sent {
