@@ -119,6 +119,11 @@ body = "fixed answer\n"
 headers = { "X-Fixed" = "yes" }
 
 [[route]]
+path = "/bare"
+handler = "respond"
+body = "bare\n"
+
+[[route]]
 path = "/old"
 handler = "redirect"
 status = 308
@@ -271,6 +276,25 @@ fn respond_redirect_and_missing_routes_answer_over_h2() {
         assert_eq!(fixed.body, b"fixed answer\n");
         assert_eq!(fixed.header("x-fixed"), Some("yes"));
         assert_eq!(fixed.header("content-length"), Some("13"));
+
+        // A bare answer carries the driver's fields and nothing else, the
+        // first time and when the request and the answer repeat.
+        for _ in 0..3 {
+            let bare = fetch(
+                &mut c,
+                get(&format!("http://{addr}/bare")).body(()).unwrap(),
+                None,
+            )
+            .await;
+            assert_eq!(bare.head.status, 200);
+            assert_eq!(bare.body, b"bare\n");
+            let mut names: Vec<&str> = bare.head.headers.keys().map(|n| n.as_str()).collect();
+            names.sort_unstable();
+            assert_eq!(names, ["content-length", "date", "server"]);
+            assert_eq!(bare.header("content-length"), Some("5"));
+            assert_eq!(bare.header("server"), Some("pier"));
+            assert!(bare.header("date").is_some_and(|d| d.ends_with(" GMT")));
+        }
 
         let moved = fetch(
             &mut c,

@@ -131,6 +131,15 @@ impl<'a> ResponseHead<'a> {
         }
     }
 
+    /// Whether the head carries any field of its own (computed, configured
+    /// or as lines): false for a bare answer, whose head is the driver's
+    /// fields alone.
+    pub fn has_fields(&self) -> bool {
+        !self.fields.is_empty()
+            || self.configured.is_some_and(|c| !c.fields().is_empty())
+            || !self.field_lines.is_empty()
+    }
+
     /// Every field in the order it is sent, `field_lines` split into fields.
     pub fn all_fields(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
         let configured = self.configured.map_or(&[][..], FieldBlock::fields);
@@ -324,6 +333,33 @@ mod tests {
         let names: Vec<&str> = head.all_fields().map(|(n, _)| n).collect();
         assert_eq!(names, ["ETag", "Content-Type", "X-One"]);
         assert!(FieldBlock::default().http1_lines().is_empty());
+    }
+
+    #[test]
+    fn a_head_has_fields_when_any_source_gives_one() {
+        let empty = FieldBlock::default();
+        let block = FieldBlock::new(vec![OwnedField::new("X-One", b"1")]);
+        let bare = ResponseHead::new(200, &[]);
+        assert!(!bare.has_fields());
+        assert!(!ResponseHead {
+            configured: Some(&empty),
+            ..bare
+        }
+        .has_fields());
+        for head in [
+            ResponseHead::new(200, &[("ETag", b"\"a\"")]),
+            ResponseHead {
+                configured: Some(&block),
+                ..bare
+            },
+            ResponseHead {
+                field_lines: b"X-Two: 2\r\n",
+                ..bare
+            },
+        ] {
+            assert!(head.has_fields());
+            assert!(head.all_fields().next().is_some());
+        }
     }
 
     #[test]

@@ -167,6 +167,31 @@ fn the_lowest_urgency_sends_first() {
 }
 
 #[test]
+fn a_small_body_at_once_waits_for_a_stream_that_goes_first() {
+    let mut c = four_streams_waiting(["u=5", "u=3", "u=0", "u=3"]);
+    assert!(
+        !c.conn.send_data_at_once(1, b"hello", usize::MAX),
+        "5 first"
+    );
+    assert!(c.output_bytes().is_empty());
+    assert_eq!(c.conn.next_sender(), Some(5));
+    assert!(c.conn.send_data_at_once(5, b"hello", usize::MAX));
+    let f = c.frames();
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].kind, f[0].flags, f[0].stream),
+        (kind::DATA, flag::END_STREAM, 5)
+    );
+    assert_eq!(c.conn.next_sender(), Some(3));
+    assert!(
+        !c.conn.send_data_at_once(7, b"hello", usize::MAX),
+        "3 first"
+    );
+    assert!(c.conn.send_data_at_once(3, b"hello", usize::MAX));
+    assert_eq!(c.conn.next_sender(), Some(7));
+}
+
+#[test]
 fn a_stream_whose_window_is_shut_lets_the_next_send() {
     let mut c = four_streams_waiting(["u=0", "u=1", "u=2", "u=3"]);
     // Stream 1's own window is spent: it holds no one back.

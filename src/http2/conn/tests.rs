@@ -886,3 +886,37 @@ fn a_small_body_goes_at_once_only_when_all_of_it_may() {
     assert!(c.conn.send_data_at_once(3, b"0123456789", 1 << 20));
     assert_eq!(c.conn.open_streams(), 0);
 }
+
+#[test]
+fn a_small_body_goes_at_once_only_within_the_connections_window() {
+    let mut c = Client::fresh(limits());
+    let mut hello = PREFACE.to_vec();
+    // Large stream windows; the connection's stays at 65,535.
+    hello.extend(settings(&[(4, 1 << 20)]));
+    hello.extend(frame(kind::SETTINGS, flag::ACK, 0, &[]));
+    c.send(&hello).unwrap();
+    c.send(&headers(1, &get_block(), true)).unwrap();
+    c.send(&headers(3, &get_block(), true)).unwrap();
+    assert!(c.conn.send_headers(1, 200, &mut std::iter::empty(), false));
+    assert!(c.conn.send_headers(3, 200, &mut std::iter::empty(), false));
+    let spend = vec![0; 65_532];
+    assert_eq!(c.conn.grant_send(1, spend.len(), usize::MAX), spend.len());
+    assert_eq!(c.conn.send_data(1, &spend, false), spend.len());
+    c.frames();
+    assert!(!c.conn.send_data_at_once(3, b"hello", 1 << 20));
+    assert!(c.output_bytes().is_empty());
+    assert_eq!(c.conn.send_capacity(3), 3);
+    assert!(c.conn.send_data_at_once(3, b"hey", 1 << 20));
+    let f = c.frames();
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].kind, f[0].flags, f[0].stream, &f[0].payload[..]),
+        (kind::DATA, flag::END_STREAM, 3, &b"hey"[..])
+    );
+    assert_eq!(
+        c.conn.send_capacity(1),
+        0,
+        "the connection's window is spent"
+    );
+    assert_eq!(c.conn.open_streams(), 1);
+}

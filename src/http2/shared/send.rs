@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::budget::SMALL_DATA;
+use super::budget::{FloodBudgets, SMALL_DATA};
 use super::schedule::INCREMENTAL_CHUNK;
 use super::streams::Stream;
 use super::{ConnCore, Role, StreamId, SHUTDOWN_PING};
@@ -143,16 +143,14 @@ impl ConnCore {
         }
         if self.role == Role::Server {
             self.send_turns += 1;
-            let turn = self.send_turns;
             if let Some(s) = self.streams.get_mut(stream) {
-                s.wants_send = grant == 0;
-                if grant == 0 {
-                    self.some_waiting = true;
-                }
-                if scheduling && grant > 0 && s.priority.incremental {
-                    s.send_turn = turn;
-                    grant = grant.min(INCREMENTAL_CHUNK);
-                }
+                grant = note_grant(
+                    s,
+                    grant,
+                    scheduling,
+                    self.send_turns,
+                    &mut self.some_waiting,
+                );
             }
         }
         grant
@@ -192,13 +190,44 @@ impl ConnCore {
         // Within the window and the room, and one incremental turn at most:
         // the grant is then all of it or nothing (another stream first),
         // never a cut piece that charges the small-data budget.
-        if len == 0 || len > room || len > INCREMENTAL_CHUNK || self.send_capacity(stream) < len {
+        if len == 0
+            || len > room
+            || len > INCREMENTAL_CHUNK
+            || len > self.peer_max_frame
+            || self.dead.is_some()
+        {
             return false;
         }
-        if self.grant_send(stream, len, room) < len {
+        let scheduling = self.scheduling();
+        if scheduling && self.some_waiting {
+            // A stream told to wait may go first: the schedule decides.
+            if self.send_capacity(stream) < len || self.grant_send(stream, len, room) < len {
+                return false;
+            }
+            return self.send_data(stream, data, true) == len;
+        }
+        // No stream waits, so a grant within the windows is all of it, as
+        // `grant_send` gives it: the stream is found once and its one frame
+        // written.
+        let conn_window = self.conn_send_window;
+        let Some(s) = self.streams.get_mut(stream) else {
+            return false;
+        };
+        if !s.head_sent || s.send_closed || s.send_window.min(conn_window) < len as i64 {
             return false;
         }
-        self.send_data(stream, data, true) == len
+        if self.role == Role::Server {
+            self.send_turns += 1;
+            note_grant(s, len, scheduling, self.send_turns, &mut self.some_waiting);
+        }
+        spend_window(s, &mut self.conn_send_window, &mut self.budgets, len, true);
+        let done = s.recv_closed;
+        frame::write_data(self.out.frames(), stream, data, true);
+        self.budgets.earn_inert(2);
+        if done {
+            self.streams.remove(stream);
+        }
+        true
     }
 
     /// [`Self::send_data`] for a body buffer the connection may keep: the
@@ -260,13 +289,8 @@ impl ConnCore {
             return None;
         }
         let take = len.min(room);
-        self.budgets.data_sent(take);
         let ends = end_stream && take == len;
-        s.send_window -= take as i64;
-        self.conn_send_window -= take as i64;
-        if ends {
-            s.send_closed = true;
-        }
+        spend_window(s, &mut self.conn_send_window, &mut self.budgets, take, ends);
         Some((take, ends))
     }
 
@@ -373,5 +397,44 @@ impl ConnCore {
         if code != ErrorCode::NoError {
             self.dead = Some(code);
         }
+    }
+}
+
+/// What a server's stream keeps of a grant of its send capacity: told to
+/// wait (so the other streams see it), or its incremental turn taken and
+/// the grant cut to one turn's worth. Returns the grant.
+fn note_grant(
+    s: &mut Stream,
+    grant: usize,
+    scheduling: bool,
+    turn: u64,
+    some_waiting: &mut bool,
+) -> usize {
+    s.wants_send = grant == 0;
+    if grant == 0 {
+        *some_waiting = true;
+    }
+    if scheduling && grant > 0 && s.priority.incremental {
+        s.send_turn = turn;
+        return grant.min(INCREMENTAL_CHUNK);
+    }
+    grant
+}
+
+/// Takes `take` body bytes of a stream's and the connection's send windows
+/// (counted as progress for the small-data budget); `ends` closes the
+/// stream's sending side.
+fn spend_window(
+    s: &mut Stream,
+    conn_window: &mut i64,
+    budgets: &mut FloodBudgets,
+    take: usize,
+    ends: bool,
+) {
+    budgets.data_sent(take);
+    s.send_window -= take as i64;
+    *conn_window -= take as i64;
+    if ends {
+        s.send_closed = true;
     }
 }

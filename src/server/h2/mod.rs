@@ -423,7 +423,7 @@ pub async fn serve_h2<D: Downstream>(
                         let mut sh = shared.borrow_mut();
                         sh.conn.reset_stream(f.id, ErrorCode::RefusedStream);
                         sh.table.remove(f.id);
-                        sh.table.give_head(f.buf, f.head);
+                        sh.table.give_head(f.head);
                         continue;
                     }
                     requests += 1;
@@ -492,12 +492,11 @@ async fn run_stream(
     let started = ctx.clock.now();
     let Fresh {
         id,
-        buf,
         head,
         parsed,
         extended_connect,
     } = fresh;
-    let mut s = H2Stream::new(ctx, facts, shared, peer, id, buf, head);
+    let mut s = H2Stream::new(ctx, facts, shared, peer, id, head);
     s.extended_connect = extended_connect;
     let outcome = match parsed {
         Err(status) => service::refuse_request(&mut s, status, started).await,
@@ -532,8 +531,7 @@ async fn run_stream(
         log_stream(log, &s, line);
     }
     s.drain_unread_body().await;
-    let (buf, head) = (std::mem::take(&mut s.buf), std::mem::take(&mut s.head));
-    s.shared.borrow_mut().table.give_head(buf, head);
+    s.shared.borrow_mut().table.give_head(s.built);
 }
 
 /// How HTTP/2 meets the service step: a body nobody reads is left to the

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use tracing::debug;
 
-use super::streams::SharedCell;
+use super::streams::{BuiltHead, SharedCell};
 use super::ConnFacts;
 use crate::http::priority::Priority;
 use crate::http::status::has_no_body;
@@ -18,7 +18,7 @@ use crate::http::{
     poll_body_once, Body, BodyReadError, RequestRecord, RequestView, ResponseHead, Session,
     TlsFacts,
 };
-use crate::http1::parse::{Method, RequestHead};
+use crate::http1::parse::Method;
 use crate::http2::conn::StreamId;
 use crate::http2::ErrorCode;
 use crate::server::body_send::{finish_pushed, poll_write_pushed, StreamSink};
@@ -34,9 +34,9 @@ pub struct H2Stream<'a> {
     pub(super) shared: Rc<SharedCell>,
     pub(super) peer: SocketAddr,
     pub(super) stream_id: StreamId,
-    /// The head as HTTP/1 text, and its parse.
-    pub(super) buf: Vec<u8>,
-    pub(super) head: RequestHead,
+    /// The head as HTTP/1 text, and its parse (shared with the streams that
+    /// repeat the same request).
+    pub(super) built: Rc<BuiltHead>,
     /// DATA received and not yet used.
     pub(super) body: ReceivedBody,
     continued: bool,
@@ -55,7 +55,7 @@ pub struct H2Stream<'a> {
 }
 
 impl<'a> H2Stream<'a> {
-    /// A stream whose head is parsed into `head` over `buf`.
+    /// A stream whose head is `built`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         ctx: &'a WorkerCtx,
@@ -63,19 +63,17 @@ impl<'a> H2Stream<'a> {
         shared: Rc<SharedCell>,
         peer: SocketAddr,
         stream_id: StreamId,
-        buf: Vec<u8>,
-        head: RequestHead,
+        built: Rc<BuiltHead>,
     ) -> Self {
-        let body = ReceivedBody::new(head.body == crate::http1::parse::BodyKind::None);
-        let continued = !head.expect_continue;
+        let body = ReceivedBody::new(built.head.body == crate::http1::parse::BodyKind::None);
+        let continued = !built.head.expect_continue;
         H2Stream {
             ctx,
             facts,
             shared,
             peer,
             stream_id,
-            buf,
-            head,
+            built,
             body,
             continued,
             ended: false,
@@ -88,7 +86,7 @@ impl<'a> H2Stream<'a> {
 
     /// Whether the request is a `HEAD`.
     pub(super) fn is_head(&self) -> bool {
-        self.head.method == Method::Head
+        self.built.head.method == Method::Head
     }
 
     fn poll_body_inner(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BodyReadError>> {
@@ -307,7 +305,7 @@ impl<'a> Session<'a> for H2Stream<'a> {
             client_subject: self.facts.client_subject.as_deref(),
             early_data: false,
         });
-        let view = RequestView::http1(&self.head, &self.buf, self.peer, tls)
+        let view = RequestView::http1(&self.built.head, &self.built.buf, self.peer, tls)
             .on_listener(self.facts.listener);
         stream_view(
             view,
@@ -372,33 +370,50 @@ impl<'a> Session<'a> for H2Stream<'a> {
                 }
             };
             let mut digits = [0u8; 20];
-            let length_field = length.map(|n| (&b"content-length"[..], decimal(n, &mut digits)));
-            let alt_svc = self.facts.alt_svc.as_deref().map(|v| (&b"alt-svc"[..], v));
-            let own = [(&b"server"[..], &b"pier"[..]), (&b"date"[..], date)]
-                .into_iter()
-                .chain(length_field)
-                .chain(alt_svc);
+            // The driver's fields, in a list walked as a slice.
+            let mut own: [(&[u8], &[u8]); 4] = [
+                (b"server", b"pier"),
+                (b"date", date),
+                (b"content-length", b""),
+                (b"alt-svc", b""),
+            ];
+            let mut count = 2;
+            if let Some(length) = length {
+                own[count] = (b"content-length", decimal(length, &mut digits));
+                count += 1;
+            }
+            if let Some(alt_svc) = self.facts.alt_svc.as_deref() {
+                own[count] = (b"alt-svc", alt_svc);
+                count += 1;
+            }
+            let mut own = own[..count].iter().copied();
             let given = || {
                 head.all_fields()
                     .filter(|(n, _)| !n.eq_ignore_ascii_case("content-length") && shape.carries(n))
             };
             let mut sh = self.shared.borrow_mut();
-            if let Some(priority) = Priority::of_answer(head.all_fields()) {
-                sh.conn.set_response_priority(self.stream_id, priority);
-            }
-            let sent = if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
-                let mut fields = own.chain(
-                    given()
-                        .filter(|(n, _)| carried(n))
-                        .map(|(n, v)| (n.as_bytes(), v)),
-                );
-                sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end)
+            let sent = if !head.has_fields() {
+                // A bare answer (a `respond` route's): the driver's fields
+                // alone, with no field to look at for a priority or case.
+                sh.conn.send_headers(self.stream_id, status, &mut own, end)
             } else {
-                let lowered = LoweredFields::of(given());
-                let mut fields = own.chain(lowered.iter());
-                sh.conn
-                    .send_headers(self.stream_id, status, &mut fields, end)
+                if let Some(priority) = Priority::of_answer(head.all_fields()) {
+                    sh.conn.set_response_priority(self.stream_id, priority);
+                }
+                if given().all(|(n, _)| !n.bytes().any(|b| b.is_ascii_uppercase())) {
+                    let mut fields = own.chain(
+                        given()
+                            .filter(|(n, _)| carried(n))
+                            .map(|(n, v)| (n.as_bytes(), v)),
+                    );
+                    sh.conn
+                        .send_headers(self.stream_id, status, &mut fields, end)
+                } else {
+                    let lowered = LoweredFields::of(given());
+                    let mut fields = own.chain(lowered.iter());
+                    sh.conn
+                        .send_headers(self.stream_id, status, &mut fields, end)
+                }
             };
             sh.table.wake_conn();
             if !sent {

@@ -7,6 +7,7 @@
 //! (one thread, one `RefCell`, borrowed for a step at a time).
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::task::Waker;
 
 use crate::http::OwnedField;
@@ -60,11 +61,19 @@ impl Slot {
     }
 }
 
+/// A request head as handlers read it: HTTP/1 text and its parse, built
+/// from a decoded HTTP/2 head. Read-only once built, so the streams that
+/// repeat one request share it.
+#[derive(Clone, Default)]
+pub(super) struct BuiltHead {
+    pub(super) buf: Vec<u8>,
+    pub(super) head: RequestHead,
+}
+
 /// A request that arrived in the last read, to be started.
 pub(super) struct Fresh {
     pub(super) id: StreamId,
-    pub(super) buf: Vec<u8>,
-    pub(super) head: RequestHead,
+    pub(super) head: Rc<BuiltHead>,
     /// `Err(status)` when the head is refused (431 too large, 400...).
     pub(super) parsed: Result<(), u16>,
     /// An extended CONNECT (RFC 8441), read as the upgrade it stands for.
@@ -74,8 +83,7 @@ pub(super) struct Fresh {
 /// The last request head built, for the next request whose decoded head is
 /// the same one again ([`DecodedHead::repeated`]).
 struct LastBuilt {
-    buf: Vec<u8>,
-    head: RequestHead,
+    head: Rc<BuiltHead>,
     parsed: Result<(), u16>,
     extended_connect: bool,
     end_stream: bool,
@@ -86,7 +94,8 @@ pub(super) struct StreamTable {
     slots: Vec<Slot>,
     pub(super) fresh: Vec<Fresh>,
     limits: Limits,
-    spare: Vec<(Vec<u8>, RequestHead)>,
+    /// Heads no stream holds any more, their buffers kept for the next.
+    spare: Vec<Rc<BuiltHead>>,
     /// Built from the codec's last request head; `None` until one is.
     last_built: Option<LastBuilt>,
     /// Body bytes that arrived for streams already answered and gone, to be
@@ -126,11 +135,17 @@ impl StreamTable {
         }
     }
 
-    /// Keeps a finished stream's head buffers for the next stream.
-    pub(super) fn give_head(&mut self, mut buf: Vec<u8>, head: RequestHead) {
-        if self.spare.len() < SPARE_HEADS && buf.capacity() <= SPARE_HEAD_BYTES {
-            buf.clear();
-            self.spare.push((buf, head));
+    /// Keeps a finished stream's head buffers for the next stream, unless
+    /// another stream (or the last built head) still shares the head.
+    pub(super) fn give_head(&mut self, mut head: Rc<BuiltHead>) {
+        if self.spare.len() >= SPARE_HEADS {
+            return;
+        }
+        if let Some(built) = Rc::get_mut(&mut head) {
+            if built.buf.capacity() <= SPARE_HEAD_BYTES {
+                built.buf.clear();
+                self.spare.push(head);
+            }
         }
     }
 
@@ -173,8 +188,7 @@ impl StreamTable {
     fn start(
         &mut self,
         id: StreamId,
-        buf: Vec<u8>,
-        head: RequestHead,
+        head: Rc<BuiltHead>,
         parsed: Result<(), u16>,
         extended_connect: bool,
         end_stream: bool,
@@ -189,7 +203,6 @@ impl StreamTable {
         });
         self.fresh.push(Fresh {
             id,
-            buf,
             head,
             parsed,
             extended_connect,
@@ -206,57 +219,38 @@ impl StreamTable {
 
 impl Events for StreamTable {
     fn request(&mut self, stream: StreamId, head: &DecodedHead, end_stream: bool) {
-        let (mut buf, mut parsed_head) = self.spare.pop().unwrap_or_default();
-        let (parsed, extended_connect) = match &mut self.last_built {
+        if let Some(last) = &self.last_built {
             // The same fields as the last request's, with the same end of
-            // stream: the same head, built and judged once.
-            Some(last) if head.repeated() && last.end_stream == end_stream => {
-                buf.clear();
-                buf.extend_from_slice(&last.buf);
-                parsed_head.clone_from(&last.head);
-                (last.parsed, last.extended_connect)
+            // stream: the same head, built and judged once, shared.
+            if head.repeated() && last.end_stream == end_stream {
+                let (built, parsed, connect) =
+                    (last.head.clone(), last.parsed, last.extended_connect);
+                return self.start(stream, built, parsed, connect, end_stream);
             }
-            last => {
-                let parsed =
-                    read_pseudo_head(head, end_stream, &self.limits, &mut buf, &mut parsed_head);
-                let extended_connect = parsed.is_ok() && head.protocol().is_some();
-                if buf.len() > SPARE_HEAD_BYTES {
-                    // A large head is not kept for the connection's life; a
-                    // repeat of it is built again.
-                    *last = None;
-                    return self.start(
-                        stream,
-                        buf,
-                        parsed_head,
-                        parsed,
-                        extended_connect,
-                        end_stream,
-                    );
-                }
-                let built = last.get_or_insert_with(|| LastBuilt {
-                    buf: Vec::new(),
-                    head: RequestHead::default(),
-                    parsed,
-                    extended_connect,
-                    end_stream,
-                });
-                built.buf.clear();
-                built.buf.extend_from_slice(&buf);
-                built.head.clone_from(&parsed_head);
-                built.parsed = parsed;
-                built.extended_connect = extended_connect;
-                built.end_stream = end_stream;
-                (parsed, extended_connect)
-            }
-        };
-        self.start(
-            stream,
-            buf,
-            parsed_head,
+        }
+        let mut built = self.spare.pop().unwrap_or_default();
+        // A spare is held by nothing else, so this never copies.
+        let fresh = Rc::make_mut(&mut built);
+        let parsed = read_pseudo_head(
+            head,
+            end_stream,
+            &self.limits,
+            &mut fresh.buf,
+            &mut fresh.head,
+        );
+        let extended_connect = parsed.is_ok() && head.protocol().is_some();
+        // A large head is not kept for the connection's life; a repeat of
+        // it is built again.
+        let kept = (fresh.buf.len() <= SPARE_HEAD_BYTES).then(|| LastBuilt {
+            head: built.clone(),
             parsed,
             extended_connect,
             end_stream,
-        );
+        });
+        if let Some(old) = std::mem::replace(&mut self.last_built, kept) {
+            self.give_head(old.head);
+        }
+        self.start(stream, built, parsed, extended_connect, end_stream);
     }
 
     fn data(&mut self, stream: StreamId, data: &[u8], end_stream: bool) {
@@ -357,17 +351,56 @@ mod tests {
         for (f, &end) in fresh.iter().zip(&ends) {
             assert_eq!(f.parsed, Ok(()));
             assert!(!f.extended_connect);
-            assert_eq!(f.head.path(&f.buf), b"/a");
-            assert_eq!(f.head.query(&f.buf), Some(&b"b=1"[..]));
-            assert_eq!(f.head.host(&f.buf), Some(&b"example.com:8080"[..]));
-            assert_eq!(f.head.header(&f.buf, "user-agent"), Some(&b"t"[..]));
+            assert_eq!(f.head.head.path(&f.head.buf), b"/a");
+            assert_eq!(f.head.head.query(&f.head.buf), Some(&b"b=1"[..]));
+            assert_eq!(
+                f.head.head.host(&f.head.buf),
+                Some(&b"example.com:8080"[..])
+            );
+            assert_eq!(
+                f.head.head.header(&f.head.buf, "user-agent"),
+                Some(&b"t"[..])
+            );
             let body = if end {
                 BodyKind::None
             } else {
                 BodyKind::Chunked
             };
-            assert_eq!(f.head.body, body, "stream {}", f.id);
+            assert_eq!(f.head.head.body, body, "stream {}", f.id);
         }
+    }
+
+    #[test]
+    fn repeated_heads_share_one_built_head_and_only_unshared_heads_are_reused() {
+        let get = |path: &str| {
+            block(&[
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":authority", "example.com"),
+                (":path", path),
+            ])
+        };
+        let (a, b) = (get("/a"), get("/b"));
+        let fresh = started(&[(1, &a, true), (3, &a, true), (5, &a, true), (7, &b, true)]);
+        assert!(Rc::ptr_eq(&fresh[0].head, &fresh[1].head));
+        assert!(Rc::ptr_eq(&fresh[1].head, &fresh[2].head));
+        assert!(!Rc::ptr_eq(&fresh[2].head, &fresh[3].head));
+        assert_eq!(fresh[3].head.head.path(&fresh[3].head.buf), b"/b");
+
+        let mut table = StreamTable::new(Limits::default());
+        let heads: Vec<_> = fresh.into_iter().map(|f| f.head).collect();
+        let (first, last) = (heads[0].clone(), heads[3].clone());
+        for h in heads {
+            table.give_head(h);
+        }
+        // Still held here: neither `/a` (three streams and `first`) nor
+        // `/b` is a spare, so no stream's head is overwritten under it.
+        assert!(table.spare.is_empty());
+        table.give_head(first);
+        assert_eq!(table.spare.len(), 1);
+        assert!(table.spare[0].buf.is_empty(), "a spare's text is cleared");
+        assert!(table.spare.iter().all(|h| Rc::strong_count(h) == 1));
+        drop(last);
     }
 
     #[test]
@@ -414,7 +447,10 @@ mod tests {
             (17, &by_index, true),
             (19, &by_index, true),
         ]);
-        let paths: Vec<_> = fresh.iter().map(|f| f.head.path(&f.buf).to_vec()).collect();
+        let paths: Vec<_> = fresh
+            .iter()
+            .map(|f| f.head.head.path(&f.head.buf).to_vec())
+            .collect();
         let want: [&[u8]; 10] = [
             b"/small",
             b"/small",
@@ -429,10 +465,13 @@ mod tests {
         ];
         assert_eq!(paths, want);
         for f in &fresh[2..4] {
-            assert_eq!(f.head.header(&f.buf, "x-long"), Some(long.as_bytes()));
+            assert_eq!(
+                f.head.head.header(&f.head.buf, "x-long"),
+                Some(long.as_bytes())
+            );
         }
         for f in &fresh[6..] {
-            let value = f.head.header(&f.buf, "x-long");
+            let value = f.head.head.header(&f.head.buf, "x-long");
             assert_eq!(value, Some(indexed_long.as_bytes()), "stream {}", f.id);
         }
     }
@@ -494,8 +533,12 @@ mod tests {
         assert_eq!(fresh.len(), 2);
         let f = &fresh[1];
         assert_eq!(f.id, 5);
-        assert_eq!(f.head.path(&f.buf), b"/a", "stream 5 is its own request");
-        assert_eq!(f.head.body, BodyKind::Chunked);
+        assert_eq!(
+            f.head.head.path(&f.head.buf),
+            b"/a",
+            "stream 5 is its own request"
+        );
+        assert_eq!(f.head.head.body, BodyKind::Chunked);
     }
 
     /// The same with content-length and END_STREAM: refused with
@@ -522,7 +565,11 @@ mod tests {
         ]);
         assert_eq!(fresh.len(), 2);
         let f = &fresh[1];
-        assert_eq!(f.head.path(&f.buf), b"/a", "stream 5 is its own request");
-        assert_eq!(f.head.body, BodyKind::Length(5));
+        assert_eq!(
+            f.head.head.path(&f.head.buf),
+            b"/a",
+            "stream 5 is its own request"
+        );
+        assert_eq!(f.head.head.body, BodyKind::Length(5));
     }
 }
