@@ -10,7 +10,9 @@
 //! stream's DATA are the tunnel's bytes).
 
 use crate::http::request_fields::RequestHead as DecodedHead;
-use crate::http1::parse::{BodyKind, Limits, RequestError, RequestHead, RequestHeadBuilder};
+use crate::http1::parse::{
+    BodyKind, Limits, Method, RequestError, RequestHead, RequestHeadBuilder,
+};
 
 /// Builds `decoded` as an HTTP/1 head in `buf` and `head`.
 /// `end_of_stream`: the HEADERS frame ended the stream, so there is no body.
@@ -23,6 +25,11 @@ pub(crate) fn read_pseudo_head(
     head: &mut RequestHead,
 ) -> Result<(), u16> {
     if decoded.oversized() {
+        // The answer is shaped by this request's method, not by what a head
+        // reused from an earlier request of the connection still holds.
+        buf.clear();
+        head.clear();
+        head.method = Method::from_token(decoded.method());
         return Err(431);
     }
     build_head(decoded, limits, buf, head).map_err(|e| e.status())?;
@@ -123,6 +130,46 @@ mod tests {
         assert_eq!(head.header(&buf, "cookie"), Some(&b"a=1; b=2"[..]));
         assert_eq!(head.header(&buf, "user-agent"), Some(&b"t"[..]));
         assert_eq!(head.body, BodyKind::None);
+    }
+
+    #[test]
+    fn an_oversized_head_forgets_the_request_a_reused_head_held() {
+        let (mut buf, mut head) = (Vec::new(), RequestHead::default());
+        let earlier = decoded(
+            &[
+                (":method", "HEAD"),
+                (":scheme", "https"),
+                (":authority", "a"),
+                (":path", "/"),
+                ("content-length", "5"),
+            ],
+            false,
+        );
+        read_pseudo_head(&earlier, false, &Limits::default(), &mut buf, &mut head).unwrap();
+        assert_eq!(head.method, Method::Head);
+        let long = "x".repeat(2000);
+        let oversized = DecodedHead::decoded_for_test(
+            &[
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":authority", "a"),
+                (":path", "/"),
+                ("big", &long),
+            ],
+            1024,
+            true,
+        )
+        .expect("a valid head");
+        assert!(oversized.oversized());
+        let got = read_pseudo_head(&oversized, true, &Limits::default(), &mut buf, &mut head);
+        assert_eq!(got, Err(431));
+        assert_eq!(
+            head.method,
+            Method::Get,
+            "the 431 to a GET carries its body"
+        );
+        assert_eq!(head.body, BodyKind::None);
+        assert!(buf.is_empty());
     }
 
     #[test]
