@@ -273,6 +273,7 @@ fn a_cached_proxy_route_misses_then_hits_with_age() {
         return;
     }
     let site = start();
+    let asked = std::time::Instant::now();
     let first = get(&site, "/cache/60/0/a", &[]);
     assert_eq!(first["status"], 200, "{first}");
     assert_eq!(first["headers"]["cache-status"], "pier; fwd=miss; stored");
@@ -282,7 +283,10 @@ fn a_cached_proxy_route_misses_then_hits_with_age() {
     let status = second["headers"]["cache-status"].as_str().unwrap();
     assert!(status.starts_with("pier; hit"), "{second}");
     let age: u64 = second["headers"]["age"].as_str().unwrap().parse().unwrap();
-    assert!(age <= 1, "age {age}");
+    // The stored answer is as old as the time between the two requests (each
+    // a client process of its own, slow on a loaded machine), no older.
+    let between = asked.elapsed().as_secs();
+    assert!(age <= between + 1, "age {age} after {between} s");
     assert_eq!(body(&second), vec![b'c'; 40000]);
     let fetched = site.origin.requests();
     let fetched = fetched
