@@ -151,6 +151,25 @@ fn incremental(raw: &[u8], step: usize, limits: &Limits) -> Result<(Parsed, usiz
     }
 }
 
+/// The Host memo's comparison tells apart values that differ in any one
+/// byte or in length, at every length it keeps.
+#[test]
+fn same_bytes_sees_every_difference() {
+    for n in 0..=64usize {
+        let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+        assert!(same_bytes(&a, &a.clone()), "{n}");
+        for at in 0..n {
+            let mut b = a.clone();
+            b[at] ^= 0x01;
+            assert!(!same_bytes(&a, &b), "{n} at {at}");
+        }
+        assert!(!same_bytes(&a, &a[..n.saturating_sub(1)]) || n == 0, "{n}");
+        let mut longer = a.clone();
+        longer.push(b'x');
+        assert!(!same_bytes(&a, &longer), "{n}");
+    }
+}
+
 /// The one-pass tokenizer judges an origin-form target from where it saw
 /// the first `?`; the full parse (a head that arrived in two pieces) finds
 /// the same path, query and form, and refuses the same targets.
