@@ -51,6 +51,9 @@ fuzz_target!(|data: &[u8]| {
         max_error_resets: 20,
         max_empty_frames: 20,
         max_inert_frames: 50,
+        // Server settings; a client ignores them.
+        enable_connect_protocol: false,
+        no_rfc7540_priorities: false,
     };
     let mut conn = ClientConnection::new(limits.clone());
     let mut caller = Caller::default();

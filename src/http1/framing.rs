@@ -2,7 +2,7 @@
 //! Content-Length, Transfer-Encoding, Connection and Expect gathered over
 //! every field line, then judged once.
 
-use super::grammar::{is_tchar, list_elements, parse_content_length, trim_ows};
+use super::grammar::{eq_lowercase, is_tchar, list_elements, parse_content_length, trim_ows};
 use super::request_error::RequestError;
 
 /// How the request body is framed (RFC 9112 §6.3); decided once, from the head.
@@ -51,38 +51,36 @@ impl Framing {
     /// one integer compare.
     pub(super) fn field(&mut self, name: &[u8], value: &[u8]) -> Result<FieldRole, RequestError> {
         match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => {
+            4 if eq_lowercase(name, b"host") => {
                 self.host_lines += 1;
                 if self.host_lines > 1 {
                     return Err(RequestError::DuplicateHost);
                 }
                 return Ok(FieldRole::Host);
             }
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            14 if eq_lowercase(name, b"content-length") => {
                 if self.content_length.is_some() {
                     return Err(RequestError::DuplicateContentLength);
                 }
                 self.content_length =
                     Some(parse_content_length(value).ok_or(RequestError::InvalidContentLength)?);
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            17 if eq_lowercase(name, b"transfer-encoding") => {
                 self.te.present = true;
                 for element in list_elements(value) {
                     self.te.add(element);
                 }
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if eq_lowercase(name, b"connection") => {
                 for token in list_elements(value) {
-                    if token.eq_ignore_ascii_case(b"close") {
+                    if eq_lowercase(token, b"close") {
                         self.close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    } else if eq_lowercase(token, b"keep-alive") {
                         self.keep_alive = true;
                     }
                 }
             }
-            6 if name.eq_ignore_ascii_case(b"expect")
-                && value.eq_ignore_ascii_case(b"100-continue") =>
-            {
+            6 if eq_lowercase(name, b"expect") && eq_lowercase(value, b"100-continue") => {
                 self.expect_continue = true;
             }
             _ => {}

@@ -236,7 +236,8 @@ impl KnownHost {
     /// `value` is not a valid `host[:port]`.
     #[inline]
     fn host_len(&mut self, value: &[u8]) -> Option<usize> {
-        if self.len != 0 && self.value.get(..usize::from(self.len)) == Some(value) {
+        let known = self.value.get(..usize::from(self.len)).unwrap_or_default();
+        if self.len != 0 && same_bytes(known, value) {
             return Some(usize::from(self.host_len));
         }
         let (host_len, _) = split_authority(value, false)?;
@@ -251,6 +252,34 @@ impl KnownHost {
         }
         Some(host_len)
     }
+}
+
+/// Whether `a` and `b` hold the same bytes, compared a word at a time in
+/// place: a Host value is a few words long, less than a call to `memcmp`
+/// costs to set up. From eight bytes on, the words overlap at the end so
+/// every byte is covered.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    let word = |s: &[u8], at: usize| {
+        s.get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map(u64::from_ne_bytes)
+    };
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(a, n - 8) == word(b, n - 8)
 }
 
 /// Where the previous `Partial` stopped, so the next call scans only new bytes.
@@ -421,8 +450,11 @@ pub fn parse_request(
     // A whole head of the usual shape is tokenized in one pass; every other
     // head (and a head arriving in pieces) goes through httparse below.
     if hint.is_none() {
-        if simple_head::tokenize(rest, skip, slot_count, head).is_some() {
-            judge_head(head, buf, limits)?;
+        if let Some(tokens) = simple_head::tokenize(rest, skip, slot_count, head) {
+            let target = TargetBytes::Scanned {
+                question: tokens.question,
+            };
+            judge_head(head, buf, limits, target)?;
             return Ok(Parsed::Complete);
         }
         head.reset();
@@ -493,7 +525,8 @@ pub fn parse_request(
     head.method = Method::from_token(method.as_bytes());
     head.method_span = span_of(rest, method.as_bytes(), skip);
     let target = target.as_bytes();
-    check_target(head, target, offset_of(rest, target) + skip, limits)?;
+    let target_at = offset_of(rest, target) + skip;
+    check_target(head, target, target_at, limits, TargetBytes::Unchecked)?;
 
     let mut framing = Framing::default();
     for h in req.headers.iter() {
@@ -513,11 +546,26 @@ pub fn parse_request(
     Ok(Parsed::Complete)
 }
 
+/// What is known of a target's bytes before it is judged.
+#[derive(Clone, Copy)]
+enum TargetBytes {
+    /// Nothing: every rule is checked.
+    Unchecked,
+    /// Visible ASCII without `#`, as the one-pass tokenizer takes it, with
+    /// its first `?` at this offset in the buffer.
+    Scanned { question: Option<usize> },
+}
+
 /// Judges a tokenized head (spans into `buf`) as a whole: the target, then
 /// each field line's framing and host, then the rules over all of them.
-fn judge_head(head: &mut RequestHead, buf: &[u8], limits: &Limits) -> Result<(), RequestError> {
+fn judge_head(
+    head: &mut RequestHead,
+    buf: &[u8],
+    limits: &Limits,
+    bytes: TargetBytes,
+) -> Result<(), RequestError> {
     let target = head.target;
-    check_target(head, target.get(buf), target.start(), limits)?;
+    check_target(head, target.get(buf), target.start(), limits, bytes)?;
     let mut framing = Framing::default();
     for i in 0..head.headers.len() {
         let Some(&header) = head.headers.get(i) else {
@@ -530,18 +578,40 @@ fn judge_head(head: &mut RequestHead, buf: &[u8], limits: &Limits) -> Result<(),
 }
 
 /// The target's length limit (414) and grammar against the method; `at` is
-/// its offset in the buffer.
+/// its offset in the buffer. An origin-form target whose bytes the tokenizer
+/// already checked takes its path and query from where it found the `?`.
 fn check_target(
     head: &mut RequestHead,
     target: &[u8],
     at: usize,
     limits: &Limits,
+    bytes: TargetBytes,
 ) -> Result<(), RequestError> {
     if target.len() > limits.max_uri_bytes {
         return Err(RequestError::UriTooLong);
     }
-    head.target = Span::new(at, at + target.len());
+    let end = at + target.len();
+    head.target = Span::new(at, end);
+    if let TargetBytes::Scanned { question } = bytes {
+        if target.first() == Some(&b'/') && head.method != Method::Connect {
+            head.target_form = TargetForm::Origin;
+            set_path_and_query(head, at, question, end);
+            return Ok(());
+        }
+    }
     parse_target(head, target, at)
+}
+
+/// Path and query of a target whose path starts at `from` and which ends at
+/// `end`, `question` being where its first `?` is (offsets in the buffer).
+fn set_path_and_query(head: &mut RequestHead, from: usize, question: Option<usize>, end: usize) {
+    match question {
+        Some(q) => {
+            head.path = Span::new(from, q);
+            head.query = Some(Span::new(q + 1, end));
+        }
+        None => head.path = Span::new(from, end),
+    }
 }
 
 /// Records what one field line (already stored in `head`) says about framing
@@ -695,13 +765,8 @@ fn parse_target(head: &mut RequestHead, target: &[u8], at: usize) -> Result<(), 
     let connect = head.method == Method::Connect;
     let path_and_query = |head: &mut RequestHead, from: usize| {
         let rest = target.get(from..).unwrap_or(&[]);
-        match rest.iter().position(|&b| b == b'?') {
-            Some(q) => {
-                head.path = Span::new(at + from, at + from + q);
-                head.query = Some(Span::new(at + from + q + 1, at + target.len()));
-            }
-            None => head.path = Span::new(at + from, at + target.len()),
-        }
+        let question = rest.iter().position(|&b| b == b'?').map(|q| at + from + q);
+        set_path_and_query(head, at + from, question, at + target.len());
     };
     if target.first() == Some(&b'/') && !connect {
         head.target_form = TargetForm::Origin;

@@ -7,7 +7,7 @@
 
 use super::super::grammar::{is_tchar, trim_ows};
 use super::{
-    judge_head, HeaderSpan, Limits, Method, RequestError, RequestHead, Span, Version,
+    judge_head, HeaderSpan, Limits, Method, RequestError, RequestHead, Span, TargetBytes, Version,
     MAX_HEADERS_CAP, REQUEST_LINE_SLACK,
 };
 
@@ -175,7 +175,7 @@ impl<'a> RequestHeadBuilder<'a> {
             return Err(RequestError::HeadTooLarge);
         }
         head.head_len = buf.len();
-        judge_head(head, buf, &limits)
+        judge_head(head, buf, &limits, TargetBytes::Unchecked)
     }
 }
 

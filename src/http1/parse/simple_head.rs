@@ -13,8 +13,12 @@ use super::{HeaderSpan, Method, RequestHead, Span, Version};
 
 /// Bytes of a method or a field name (RFC 9110 tchar).
 const TOKEN: &[bool; 256] = &TCHAR;
-/// Bytes of a target taken here: visible ASCII (httparse takes obs-text too).
-const TARGET: [bool; 256] = range(b'!', 0x7e);
+/// Bytes of a target's path taken here: visible ASCII (httparse takes
+/// obs-text too) but `?`, which ends the path, and `#`, which no target may
+/// hold (left to the full parse, which refuses it).
+const PATH: [bool; 256] = without(range(b'!', 0x7e), b"?#");
+/// Bytes of a target's query taken here: a path's and `?`.
+const QUERY: [bool; 256] = without(range(b'!', 0x7e), b"#");
 /// Bytes of a field value taken here: visible ASCII and SP.
 const VALUE: [bool; 256] = range(b' ', 0x7e);
 
@@ -29,23 +33,49 @@ const fn range(low: u8, high: u8) -> [bool; 256] {
     t
 }
 
+/// `table` without the bytes of `out`.
+const fn without(mut table: [bool; 256], out: &[u8]) -> [bool; 256] {
+    let mut i = 0;
+    while i < out.len() {
+        table[out[i] as usize] = false;
+        i += 1;
+    }
+    table
+}
+
+/// What tokenizing found beyond the spans it stores in the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tokenized {
+    /// The head's length in the window it was tokenized from.
+    pub(super) len: usize,
+    /// Where the target's first `?` is in the parsed buffer, if it has one.
+    /// The target is known to be visible ASCII without `#`, so judging it
+    /// needs no further look at its bytes.
+    pub(super) question: Option<usize>,
+}
+
 /// Tokenizes `rest` (the window after leading empty lines, which start at
 /// `skip` in the parsed buffer) into `head` when it holds a whole head of
 /// the common shape with at most `slot_count` field lines. Returns the
-/// head's length in `rest`; `None` leaves `head` to be parsed in full.
-/// One look at each byte, each against one table.
+/// head's length in `rest` and where its query starts; `None` leaves `head`
+/// to be parsed in full. One look at each byte, each against one table.
 pub(super) fn tokenize(
     rest: &[u8],
     skip: usize,
     slot_count: usize,
     head: &mut RequestHead,
-) -> Option<usize> {
+) -> Option<Tokenized> {
     let method_end = run_of(rest, 0, TOKEN);
     if method_end == 0 || rest.get(method_end) != Some(&b' ') {
         return None;
     }
     let target_at = method_end + 1;
-    let target_end = run_of(rest, target_at, &TARGET);
+    let mut target_end = run_of(rest, target_at, &PATH);
+    let mut question = None;
+    if rest.get(target_end) == Some(&b'?') {
+        question = Some(skip + target_end);
+        target_end = run_of(rest, target_end + 1, &QUERY);
+    }
     if target_end == target_at || rest.get(target_end) != Some(&b' ') {
         return None;
     }
@@ -66,7 +96,10 @@ pub(super) fn tokenize(
             return match rest.get(at..at + 2)? {
                 b"\r\n" => {
                     head.head_len = skip + at + 2;
-                    Some(at + 2)
+                    Some(Tokenized {
+                        len: at + 2,
+                        question,
+                    })
                 }
                 _ => None,
             };
@@ -149,7 +182,14 @@ mod tests {
 
     fn our_tokens(rest: &[u8], slots: usize) -> Option<Tokens> {
         let mut head = RequestHead::new();
-        let len = tokenize(rest, 0, slots, &mut head)?;
+        let tokens = tokenize(rest, 0, slots, &mut head)?;
+        // What it found out about the target holds: no `#`, no byte past
+        // visible ASCII, and the first `?` where it says.
+        let target = head.target.get(rest);
+        assert!(target.iter().all(|&b| b.is_ascii_graphic() && b != b'#'));
+        let question = target.iter().position(|&b| b == b'?');
+        assert_eq!(tokens.question, question.map(|q| head.target.start() + q));
+        let len = tokens.len;
         let minor = match head.version {
             Version::Http10 => 0,
             Version::Http11 => 1,
@@ -249,6 +289,14 @@ mod tests {
                 b"GET / HTTP/1.2\r\nHost: a\r\n\r\n",
                 Err(RequestError::VersionNotSupported),
             ),
+            (
+                b"GET /# HTTP/1.1\r\nHost: a\r\n\r\n",
+                Err(RequestError::InvalidTarget),
+            ),
+            (
+                b"GET /a?b#c HTTP/1.1\r\nHost: a\r\n\r\n",
+                Err(RequestError::InvalidTarget),
+            ),
             (b"GET / HTTP/1.1\r\nHost: a\r\n", Ok(Parsed::Partial)),
             (b"GET / HTTP/1.1\r\nHost:\r\n\r\n", Ok(Parsed::Complete)),
             (b"GET / HTTP/1.1\r\nHost: a \r\n\r\n", Ok(Parsed::Complete)),
@@ -266,7 +314,6 @@ mod tests {
             (b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", Err(RequestError::DuplicateHost)),
             (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", Err(RequestError::InvalidHost)),
             (b"GET a HTTP/1.1\r\nHost: a\r\n\r\n", Err(RequestError::InvalidTarget)),
-            (b"GET /# HTTP/1.1\r\nHost: a\r\n\r\n", Err(RequestError::InvalidTarget)),
             (
                 b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
                 Err(RequestError::DuplicateContentLength),

@@ -151,6 +151,69 @@ fn incremental(raw: &[u8], step: usize, limits: &Limits) -> Result<(Parsed, usiz
     }
 }
 
+/// The Host memo's comparison tells apart values that differ in any one
+/// byte or in length, at every length it keeps.
+#[test]
+fn same_bytes_sees_every_difference() {
+    for n in 0..=64usize {
+        let a: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+        assert!(same_bytes(&a, &a.clone()), "{n}");
+        for at in 0..n {
+            let mut b = a.clone();
+            b[at] ^= 0x01;
+            assert!(!same_bytes(&a, &b), "{n} at {at}");
+        }
+        assert!(!same_bytes(&a, &a[..n.saturating_sub(1)]) || n == 0, "{n}");
+        let mut longer = a.clone();
+        longer.push(b'x');
+        assert!(!same_bytes(&a, &longer), "{n}");
+    }
+}
+
+/// The one-pass tokenizer judges an origin-form target from where it saw
+/// the first `?`; the full parse (a head that arrived in two pieces) finds
+/// the same path, query and form, and refuses the same targets.
+#[test]
+fn targets_judged_in_one_pass_match_the_full_parse() {
+    let limits = Limits::default();
+    let targets: [&[u8]; 12] = [
+        b"/",
+        b"/a?",
+        b"/a?b?c",
+        b"/?x",
+        b"/a/b.txt?q=1&r=%20",
+        b"/a#b",
+        b"/a?b#c",
+        b"*",
+        b"http://h/a?b",
+        b"http://h?b",
+        b"a?b",
+        b"?a",
+    ];
+    for method in [&b"GET"[..], b"OPTIONS", b"CONNECT"] {
+        for target in targets {
+            let raw = [method, b" ", target, b" HTTP/1.1\r\nHost: h\r\n\r\n"].concat();
+            let mut one_pass = RequestHead::new();
+            let whole = parse_request(&raw, &limits, &mut one_pass);
+            let mut pieces = RequestHead::new();
+            let split = raw.len() - 1;
+            let first = parse_request(&raw[..split], &limits, &mut pieces);
+            let full = match first {
+                Ok(Parsed::Partial) => parse_request(&raw, &limits, &mut pieces),
+                other => other,
+            };
+            let label = String::from_utf8_lossy(&raw);
+            assert_eq!(whole, full, "{label}");
+            if whole.is_ok() {
+                assert_eq!(one_pass.target_form, pieces.target_form, "{label}");
+                assert_eq!(one_pass.path(&raw), pieces.path(&raw), "{label}");
+                assert_eq!(one_pass.query(&raw), pieces.query(&raw), "{label}");
+                assert_eq!(one_pass.target(&raw), target, "{label}");
+            }
+        }
+    }
+}
+
 #[test]
 fn incremental_parse_matches_one_shot() {
     let limits = Limits::default();
