@@ -191,8 +191,22 @@ fn targets_judged_in_one_pass_match_the_full_parse() {
         b"?a",
     ];
     for method in [&b"GET"[..], b"OPTIONS", b"CONNECT"] {
-        for target in targets {
-            let raw = [method, b" ", target, b" HTTP/1.1\r\nHost: h\r\n\r\n"].concat();
+        for (target, lead) in targets
+            .into_iter()
+            .flat_map(|t| [(t, &b""[..]), (t, b"\r\n")])
+        {
+            let raw = [lead, method, b" ", target, b" HTTP/1.1\r\nHost: h\r\n\r\n"].concat();
+            // An origin-form target without '#' is judged by the tokenizer's
+            // one pass; the comparison below is then one pass against the
+            // full parse, not the full parse against itself.
+            let simple = target.starts_with(b"/") && !target.contains(&b'#');
+            let tokenized =
+                simple_head::tokenize(&raw[lead.len()..], lead.len(), 100, &mut RequestHead::new());
+            assert!(
+                tokenized.is_some() || !simple,
+                "{}",
+                String::from_utf8_lossy(&raw)
+            );
             let mut one_pass = RequestHead::new();
             let whole = parse_request(&raw, &limits, &mut one_pass);
             let mut pieces = RequestHead::new();
