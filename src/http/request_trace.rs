@@ -47,8 +47,12 @@ impl TrustIncoming {
             TrustIncoming::Nobody => false,
             TrustIncoming::Everyone => true,
             TrustIncoming::From(nets) => {
+                // An IPv4 client of a dual-stack listener arrives as
+                // `::ffff:a.b.c.d`: it is matched as the IPv4 address it is.
                 let peer = peer();
-                nets.iter().any(|n| n.contains(&peer))
+                let canonical = peer.to_canonical();
+                nets.iter()
+                    .any(|n| n.contains(&peer) || n.contains(&canonical))
             }
         }
     }
@@ -422,6 +426,10 @@ mod tests {
             assert_ne!(r.trace_id[..2], [0x4b, 0xf9]);
             assert_eq!((r.parent, r.trace_state.is_empty()), (None, true));
         }
+        // An IPv4 client of a dual-stack listener is in an IPv4 network.
+        let nets = TrustIncoming::From(vec!["10.0.0.0/8".parse().unwrap()].into_boxed_slice());
+        begin(&t, &policy(nets, 0.0), "[::ffff:10.1.2.3]:1", &fields);
+        assert_eq!(t.recording().trace_id[..2], [0x4b, 0xf9]);
         // Two traceparent fields are none.
         let twice = format!("traceparent: {PARENT}\r\ntraceparent: {PARENT}\r\n");
         begin(
