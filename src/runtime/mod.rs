@@ -486,9 +486,23 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes this process's PID to `path` whole: under another name first and
+/// renamed over it, so a reader (`pier upgrade`, an init system) never finds
+/// the file empty or half written. Where the directory takes no new file, the
+/// file is written in place.
 fn write_pid_file(path: Option<&std::path::Path>) {
     let Some(path) = path else { return };
-    if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+    let text = format!("{}\n", std::process::id());
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let renamed =
+        std::fs::write(&temporary, &text).and_then(|()| std::fs::rename(&temporary, path));
+    if renamed.is_ok() {
+        return;
+    }
+    let _ = std::fs::remove_file(&temporary);
+    if let Err(e) = std::fs::write(path, text) {
         warn!(path = %path.display(), error = %e, "cannot write the PID file");
     }
 }
@@ -621,8 +635,10 @@ fn wait_for_signal(
                             return Exit::Upgraded(done);
                         }
                         Ok(Err(why)) => {
-                            error!(cause = %why, "binary upgrade failed; still serving");
+                            // The file first: whoever acts on the log line
+                            // finds the failure reported there too.
                             write_pid_file(server.pid_file.as_deref());
+                            error!(cause = %why, "binary upgrade failed; still serving");
                         }
                         Err(e) => error!(error = %e, "binary upgrade failed; still serving"),
                     }
@@ -674,5 +690,30 @@ fn raise_nofile_limit(max_connections: usize) {
                 "open-file limit is below max_connections; accepts will fail with EMFILE first"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_pid_file;
+    use std::io::Read;
+
+    #[test]
+    fn a_pid_file_is_replaced_whole_not_rewritten_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pier.pid");
+        std::fs::write(&path, "1\n").unwrap();
+        // A reader that opened the file before the rewrite still reads the
+        // whole old text: the new one was written beside it and renamed
+        // over it, never truncated under a reader.
+        let mut reader = std::fs::File::open(&path).unwrap();
+        write_pid_file(Some(&path));
+        let mut old = String::new();
+        reader.read_to_string(&mut old).unwrap();
+        assert_eq!(old, "1\n");
+        let now = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(now, format!("{}\n", std::process::id()));
+        let names = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(names, 1, "no temporary file is left beside the PID file");
     }
 }
