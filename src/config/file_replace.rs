@@ -30,7 +30,7 @@ pub fn replace_keeping_previous(file: &Path, text: &str) -> io::Result<PathBuf> 
 
 /// `bytes` to a temporary file beside `path`, synced, then renamed over it;
 /// the directory synced after, so the rename lasts.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

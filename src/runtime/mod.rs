@@ -493,15 +493,9 @@ fn run(source: Source, process: ProcessArgs) -> anyhow::Result<()> {
 fn write_pid_file(path: Option<&std::path::Path>) {
     let Some(path) = path else { return };
     let text = format!("{}\n", std::process::id());
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(format!(".{}.tmp", std::process::id()));
-    let temporary = PathBuf::from(temporary);
-    let renamed =
-        std::fs::write(&temporary, &text).and_then(|()| std::fs::rename(&temporary, path));
-    if renamed.is_ok() {
+    if crate::config::file_replace::write_atomically(path, text.as_bytes()).is_ok() {
         return;
     }
-    let _ = std::fs::remove_file(&temporary);
     if let Err(e) = std::fs::write(path, text) {
         warn!(path = %path.display(), error = %e, "cannot write the PID file");
     }
